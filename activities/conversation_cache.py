@@ -1,0 +1,84 @@
+"""The worker's memory of each loop's conversation, so model calls can carry only deltas.
+
+The workflow sends each model call the messages added since its previous call plus a digest
+of the whole conversation. This cache extends what it holds with the delta when the digests
+agree; when they do not (another worker served the previous call, the worker restarted, the
+entry was evicted) it rebuilds the conversation from the workflow's ``conversation`` query and
+checks the digest again. A wrong conversation is never sent to a model.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from orga.conversation import Message, chain_digest
+from orga.errors import ConversationUnavailable
+from orga.inference import ConversationSlice
+
+__all__ = ["ConversationCache", "FetchConversation"]
+
+FetchConversation = Callable[[str, int], Awaitable[list[Message]]]
+"""Fetch messages ``[0, length)`` of a workflow's conversation."""
+
+
+@dataclass
+class _Entry:
+    messages: list[Message] = field(default_factory=list[Message])
+    digests: list[str] = field(default_factory=lambda: [""])
+    """``digests[i]`` is the digest of ``messages[:i]``."""
+
+    def extend(self, messages: list[Message]) -> None:
+        for message in messages:
+            self.digests.append(chain_digest(self.digests[-1], [message]))
+            self.messages.append(message)
+
+    def truncate(self, length: int) -> None:
+        del self.messages[length:]
+        del self.digests[length + 1 :]
+
+
+class ConversationCache:
+    """Conversations by workflow id, least recently used evicted first."""
+
+    def __init__(self, fetch: FetchConversation, max_entries: int = 512) -> None:
+        self._fetch = fetch
+        self._max_entries = max_entries
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    async def resolve(self, window: ConversationSlice) -> list[Message]:
+        """The whole conversation ``[0, window.length)`` that ``window`` describes.
+
+        Raises:
+            ConversationUnavailable: it could not be rebuilt with the expected digest.
+        """
+        entry = self._entries.get(window.workflow_id)
+        if entry is not None and len(entry.messages) >= window.start:
+            prefix_digest = entry.digests[window.start]
+            if chain_digest(prefix_digest, window.messages) == window.digest:
+                entry.truncate(window.start)
+                entry.extend(window.messages)
+                self._touch(window.workflow_id, entry)
+                self.hits += 1
+                return list(entry.messages)
+        self.misses += 1
+        fetched = await self._fetch(window.workflow_id, window.length)
+        entry = _Entry()
+        entry.extend(fetched)
+        if len(entry.messages) != window.length or entry.digests[-1] != window.digest:
+            raise ConversationUnavailable(
+                f"the conversation of workflow {window.workflow_id!r} read back from the "
+                f"workflow ({len(entry.messages)} messages) does not match the model call's "
+                f"digest for {window.length} messages; retrying"
+            )
+        self._touch(window.workflow_id, entry)
+        return list(entry.messages)
+
+    def _touch(self, workflow_id: str, entry: _Entry) -> None:
+        self._entries[workflow_id] = entry
+        self._entries.move_to_end(workflow_id)
+        while len(self._entries) > self._max_entries:
+            self._entries.popitem(last=False)

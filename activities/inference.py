@@ -1,0 +1,103 @@
+"""The inference activity: one model call, over the worker's shared HTTP client."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+import httpx
+from temporalio import activity
+from temporalio.client import Client
+
+from activities.conversation_cache import ConversationCache
+from activities.providers.client import complete
+from orga.conversation import Message
+from orga.errors import ConversationUnavailable, InvalidConfig
+from orga.inference import CALL_MODEL, ConversationRange, InferenceRequest, InferenceResponse
+from orga.settings import Settings
+from orga.tools import ToolDefinition, ToolRegistry
+
+__all__ = ["InferenceActivities", "heartbeating"]
+
+
+@contextlib.asynccontextmanager
+async def heartbeating(every: float = 5.0) -> AsyncIterator[None]:
+    """Heartbeat in the background while the body waits (so a dead worker is noticed)."""
+
+    async def beat() -> None:
+        while True:
+            activity.heartbeat()
+            await asyncio.sleep(every)
+
+    task = asyncio.create_task(beat())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+class InferenceActivities:
+    """Holds what model calls share on one worker: settings, HTTP client, conversation cache."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        http: httpx.AsyncClient,
+        registry: ToolRegistry,
+        client: Client,
+    ) -> None:
+        self._settings = settings
+        self._http = http
+        self._registry = registry
+        self._client = client
+        self.cache = ConversationCache(self._fetch_conversation)
+
+    async def _fetch_conversation(self, workflow_id: str, length: int) -> list[Message]:
+        handle = self._client.get_workflow_handle(workflow_id)
+        try:
+            return await handle.query(
+                "conversation",
+                ConversationRange(start=0, end=length),
+                result_type=list[Message],
+            )
+        except Exception as error:
+            raise ConversationUnavailable(
+                f"could not read the conversation of workflow {workflow_id!r} back from the "
+                f"workflow ({type(error).__name__}: {error}); retrying"
+            ) from error
+
+    def _tools(self, names: list[str]) -> list[ToolDefinition]:
+        definitions: list[ToolDefinition] = []
+        for name in names:
+            found = self._registry.get(name)
+            if found is None:
+                raise InvalidConfig(
+                    f"tool {name!r} is not registered on this worker; registered: "
+                    f"{self._registry.names()!r}. Run the same tool modules on every worker."
+                )
+            definitions.append(found.definition)
+        return definitions
+
+    @activity.defn(name=CALL_MODEL)
+    async def call_model(self, request: InferenceRequest) -> InferenceResponse:
+        """Ask the model for its next turn."""
+        messages = await self.cache.resolve(request.conversation)
+        provider = self._settings.provider(request.provider)
+        model = request.model or provider.default_model
+        info = activity.info()
+        timeout = info.start_to_close_timeout.total_seconds() if info.start_to_close_timeout else 120
+        async with heartbeating():
+            return await complete(
+                self._http,
+                provider,
+                messages,
+                self._tools(request.tools),
+                model=model,
+                max_output_tokens=request.max_output_tokens,
+                temperature=request.temperature,
+                timeout=timeout,
+            )

@@ -1,0 +1,95 @@
+"""One model call over HTTP: build the provider's request, send it, normalise the answer."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+
+from activities.providers.anthropic import (
+    ANTHROPIC_VERSION,
+    build_messages_request,
+    parse_message,
+)
+from activities.providers.http_errors import (
+    parse_json_body,
+    raise_for_provider_status,
+    transport_error,
+)
+from activities.providers.openai import build_chat_request, parse_chat_completion
+from orga.conversation import Message
+from orga.errors import InvalidConfig
+from orga.inference import InferenceResponse
+from orga.settings import ProviderSettings
+from orga.tools import ToolDefinition
+
+__all__ = ["complete"]
+
+
+def _headers(provider: ProviderSettings) -> dict[str, str]:
+    key = provider.api_key.get_secret_value() if provider.api_key is not None else None
+    if key is None and provider.official:
+        raise InvalidConfig(
+            f"{provider.api_key_env} is not set in the worker's environment, and "
+            f"{provider.base_url} needs it. Set it (or point the provider's base URL at a "
+            "local server) and restart the worker."
+        )
+    headers = {"content-type": "application/json"}
+    if provider.name == "anthropic":
+        headers["anthropic-version"] = ANTHROPIC_VERSION
+        if key is not None:
+            headers["x-api-key"] = key
+    elif key is not None:
+        headers["authorization"] = f"Bearer {key}"
+    if provider.name == "openrouter":
+        headers["x-title"] = "orga"
+    return headers
+
+
+async def complete(
+    http: httpx.AsyncClient,
+    provider: ProviderSettings,
+    messages: Sequence[Message],
+    tools: Sequence[ToolDefinition],
+    *,
+    model: str,
+    max_output_tokens: int | None,
+    temperature: float | None,
+    timeout: float,
+) -> InferenceResponse:
+    """Send one model call and normalise the answer.
+
+    Raises:
+        ProviderError: the call failed (each subclass says whether Temporal should retry).
+        InvalidConfig: the worker has no key for a provider that needs one.
+    """
+    body: dict[str, Any]
+    if provider.name == "anthropic":
+        url = f"{provider.base_url}/v1/messages"
+        body = build_messages_request(
+            messages,
+            tools,
+            model=model,
+            max_output_tokens=max_output_tokens,
+            temperature=temperature,
+        )
+    else:
+        url = f"{provider.base_url}/chat/completions"
+        body = build_chat_request(
+            messages,
+            tools,
+            model=model,
+            max_output_tokens=max_output_tokens,
+            temperature=temperature,
+        )
+    headers = _headers(provider)
+    try:
+        response = await http.post(url, json=body, headers=headers, timeout=timeout)
+    except httpx.TransportError as error:
+        raise transport_error(error, provider) from error
+    raise_for_provider_status(response, provider)
+    parsed = parse_json_body(response, provider)
+    if provider.name == "anthropic":
+        return parse_message(parsed)
+    return parse_chat_completion(parsed, provider.name)

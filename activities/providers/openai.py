@@ -1,0 +1,215 @@
+"""OpenAI-compatible chat completions: OpenAI, OpenRouter, vLLM, Ollama ``/v1``, llama.cpp.
+
+``stop_reason`` is derived from structured fields only. ``finish_reason`` maps
+``tool_calls``→``tool_use``, ``stop``→``end_turn``, ``length``→``max_tokens``,
+``content_filter``→``refusal``; any other value is kept raw (and so ends the loop). Known
+deviations of real servers are named rules, each with a test:
+
+* ``REFUSAL_FIELD`` — OpenAI refuses with ``finish_reason: "stop"``, ``content: null`` and a
+  ``refusal`` string: that is a ``refusal``, not an empty answer.
+* ``TOOL_CALLS_WITH_STOP`` — OpenAI and vLLM answer ``stop`` when ``tool_choice`` names a
+  function, Ollama's native API always does: non-empty ``tool_calls`` with ``stop`` is ``tool_use``.
+* ``IN_BAND_ERROR`` — OpenRouter reports some provider failures inside HTTP 200, as a top-level
+  ``error`` or ``finish_reason: "error"``: a provider error, retried like its code says.
+* ``OBJECT_ARGUMENTS`` — Ollama's native API gives ``arguments`` as an object, not a string.
+* ``MISSING_CALL_ID`` — a call without an id (Ollama native) or with a repeated id gets a fresh
+  one, so every call has its own result.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from typing import Any, cast
+
+from orga.config import ProviderName
+from orga.conversation import Message, ToolCall, render_tool_result
+from orga.errors import MalformedModelResponse, ProviderRejected, ProviderUnavailable
+from orga.inference import InferenceResponse, Usage
+from orga.tools import ToolDefinition
+
+__all__ = ["build_chat_request", "parse_chat_completion"]
+
+_FINISH_REASONS = {
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "stop": "end_turn",
+    "length": "max_tokens",
+    "content_filter": "refusal",
+}
+
+
+def _message_json(message: Message) -> list[dict[str, Any]]:
+    if message.role == "tool":
+        return [
+            {"role": "tool", "tool_call_id": r.call_id, "content": render_tool_result(r)}
+            for r in message.tool_results
+        ]
+    if message.role == "assistant":
+        out: dict[str, Any] = {"role": "assistant", "content": message.content or None}
+        if message.tool_calls:
+            out["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for c in message.tool_calls
+            ]
+        elif out["content"] is None:
+            out["content"] = ""
+        return [out]
+    return [{"role": message.role, "content": message.content}]
+
+
+def build_chat_request(
+    messages: Sequence[Message],
+    tools: Sequence[ToolDefinition],
+    *,
+    model: str,
+    max_output_tokens: int | None = None,
+    temperature: float | None = None,
+) -> dict[str, Any]:
+    """The JSON body of ``POST /chat/completions``."""
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": [item for m in messages for item in _message_json(m)],
+    }
+    if tools:
+        body["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.parameters,
+                },
+            }
+            for t in tools
+        ]
+    if max_output_tokens is not None:
+        body["max_tokens"] = max_output_tokens
+    if temperature is not None:
+        body["temperature"] = temperature
+    return body
+
+
+def _in_band_error(error: Any, provider: ProviderName) -> Exception:
+    """RULE IN_BAND_ERROR: an error object inside a 200 answer."""
+    info = cast(dict[str, Any], error) if isinstance(error, dict) else {"message": str(error)}
+    code = info.get("code")
+    status = code if isinstance(code, int) else info.get("http_status")
+    message = f"{provider} reported an error inside HTTP 200: {info.get('message') or info}"
+    details = {"provider": provider, "status": status, "error": str(info.get("message"))}
+    if isinstance(status, int) and 400 <= status < 500 and status not in (408, 409, 429):
+        return ProviderRejected(message, details)
+    return ProviderUnavailable(message, details)
+
+
+def _content_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = cast(list[Any], content)
+        return "".join(
+            str(cast(dict[str, Any], p).get("text", ""))
+            for p in parts
+            if isinstance(p, dict) and cast(dict[str, Any], p).get("type") in ("text", None)
+        )
+    raise MalformedModelResponse(f"message.content is a {type(content).__name__}, not text")
+
+
+def _tool_calls(raw: Any) -> list[ToolCall]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise MalformedModelResponse(f"message.tool_calls is a {type(raw).__name__}, not a list")
+    calls: list[ToolCall] = []
+    seen: set[str] = set()
+    for index, item in enumerate(cast(list[Any], raw)):
+        if not isinstance(item, dict):
+            raise MalformedModelResponse(f"tool_calls[{index}] is not an object")
+        entry = cast(dict[str, Any], item)
+        function = entry.get("function")
+        if not isinstance(function, dict):
+            raise MalformedModelResponse(
+                f"tool_calls[{index}] has no 'function' object (type {entry.get('type')!r})"
+            )
+        function = cast(dict[str, Any], function)
+        name = function.get("name")
+        if not isinstance(name, str) or not name:
+            raise MalformedModelResponse(f"tool_calls[{index}].function has no name")
+        arguments = function.get("arguments", "{}")
+        if not isinstance(arguments, str):  # RULE OBJECT_ARGUMENTS
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        call_id = entry.get("id")
+        if not isinstance(call_id, str) or not call_id or call_id in seen:  # RULE MISSING_CALL_ID
+            call_id = f"call_{uuid.uuid4().hex[:24]}"
+        seen.add(call_id)
+        calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
+    return calls
+
+
+def _usage(raw: Any) -> Usage:
+    if not isinstance(raw, dict):
+        return Usage()
+    usage = cast(dict[str, Any], raw)
+    prompt = int(usage.get("prompt_tokens") or 0)
+    completion = int(usage.get("completion_tokens") or 0)
+    total = int(usage.get("total_tokens") or (prompt + completion))
+    return Usage(input_tokens=prompt, output_tokens=completion, total_tokens=total)
+
+
+def parse_chat_completion(body: dict[str, Any], provider: ProviderName) -> InferenceResponse:
+    """Normalise a chat-completions response body.
+
+    Raises:
+        ProviderUnavailable, ProviderRejected: the body reports an error (IN_BAND_ERROR).
+        MalformedModelResponse: the body does not follow the wire format.
+    """
+    choices = body.get("choices")
+    if not choices:
+        if "error" in body:
+            raise _in_band_error(body["error"], provider)
+        raise MalformedModelResponse(f"{provider} answered without choices: {str(body)[:300]}")
+    if not isinstance(choices, list) or not isinstance(choices[0], dict):
+        raise MalformedModelResponse(f"{provider}: 'choices' is not a list of objects")
+    choice = cast(dict[str, Any], cast(list[Any], choices)[0])
+    finish = choice.get("finish_reason")
+    if finish == "error" or ("error" in body and finish is None):
+        raise _in_band_error(choice.get("error") or body.get("error"), provider)
+    message = choice.get("message")
+    if not isinstance(message, dict):
+        raise MalformedModelResponse(f"{provider}: choices[0] has no 'message' object")
+    message = cast(dict[str, Any], message)
+    text = _content_text(message.get("content"))
+    calls = _tool_calls(message.get("tool_calls"))
+    refusal = message.get("refusal")
+    refusal = refusal if isinstance(refusal, str) and refusal else None
+    if not isinstance(finish, str) or not finish:
+        raise MalformedModelResponse(f"{provider}: choices[0] has no finish_reason")
+
+    if refusal is not None and finish in ("stop", "content_filter"):  # RULE REFUSAL_FIELD
+        stop_reason = "refusal"
+    elif finish == "stop" and calls:  # RULE TOOL_CALLS_WITH_STOP
+        stop_reason = "tool_use"
+    else:
+        stop_reason = _FINISH_REASONS.get(finish, finish)
+    if stop_reason == "tool_use" and not calls:
+        raise MalformedModelResponse(
+            f"{provider} answered finish_reason {finish!r} without any tool call"
+        )
+    return InferenceResponse(
+        stop_reason=stop_reason,
+        raw_stop_reason=finish,
+        text=text,
+        tool_calls=calls,
+        usage=_usage(body.get("usage")),
+        provider=provider,
+        model=str(body.get("model") or ""),
+        response_id=str(body["id"]) if body.get("id") is not None else None,
+        refusal=refusal,
+    )

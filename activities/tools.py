@@ -1,0 +1,113 @@
+"""The tool activities: resolve tool names, and run one tool call."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from pydantic import BaseModel
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from orga.conversation import ToolResult
+from orga.dispatch import (
+    DESCRIBE_TOOLS,
+    RUN_TOOL,
+    DescribeToolsRequest,
+    ToolInvocation,
+    idempotency_key,
+)
+from orga.errors import InvalidConfig, ToolFailed, ToolNotFound
+from orga.text import cut
+from orga.tools import Tool, ToolContext, ToolDefinition, ToolRegistry, parse_arguments
+
+__all__ = ["ToolActivities", "load_tool_modules", "render_value"]
+
+
+def load_tool_modules(modules: Iterable[str]) -> list[Tool]:
+    """Import each module and collect the ``@tool`` objects it defines, in definition order.
+
+    Raises:
+        InvalidConfig: a module cannot be imported or defines no tool.
+    """
+    found: list[Tool] = []
+    for name in modules:
+        try:
+            module = importlib.import_module(name)
+        except ImportError as error:
+            raise InvalidConfig(
+                f"tool module {name!r} (from ORGA_TOOL_MODULES) cannot be imported: {error}"
+            ) from error
+        tools = [value for value in vars(module).values() if isinstance(value, Tool)]
+        if not tools:
+            raise InvalidConfig(f"tool module {name!r} defines no @tool function")
+        found.extend(tools)
+    return found
+
+
+def render_value(value: Any) -> str:
+    """What the model reads for a tool's return value."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, BaseModel):
+        return value.model_dump_json()
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+class ToolActivities:
+    """Runs the tools of one worker's registry."""
+
+    def __init__(self, *, registry: ToolRegistry) -> None:
+        self._registry = registry
+
+    @activity.defn(name=DESCRIBE_TOOLS)
+    async def describe_tools(self, request: DescribeToolsRequest) -> list[ToolDefinition]:
+        """The definitions of the named tools.
+
+        Raises:
+            InvalidConfig: a name is not registered on this worker.
+        """
+        missing = [name for name in request.names if name not in self._registry]
+        if missing:
+            raise InvalidConfig(
+                f"config.tools names tools this worker does not have: {missing!r}. "
+                f"Registered tools: {self._registry.names()!r}. Fix config.tools, or add the "
+                "module that defines them to ORGA_TOOL_MODULES."
+            )
+        return [self._tool(name).definition for name in request.names]
+
+    def _tool(self, name: str) -> Tool:
+        found = self._registry.get(name)
+        if found is None:
+            raise ToolNotFound(
+                f"there is no tool {name!r} on this worker (registered: "
+                f"{', '.join(self._registry.names()) or 'none'})"
+            )
+        return found
+
+    @activity.defn(name=RUN_TOOL)
+    async def run_tool(self, invocation: ToolInvocation) -> ToolResult:
+        """Run one call. Invalid arguments and tool exceptions fail the activity with a typed
+        error that the loop turns into an ``is_error`` result for the model."""
+        call = invocation.call
+        found = self._tool(call.name)
+        arguments = found.validate(parse_arguments(call.name, call.arguments))
+        context = ToolContext(
+            call_id=call.id,
+            workflow_id=invocation.workflow_id,
+            idempotency_key=idempotency_key(invocation.workflow_id, call.id),
+            attempt=activity.info().attempt,
+        )
+        try:
+            value = await found.invoke(arguments, context)
+        except ApplicationError:
+            raise
+        except Exception as error:
+            raise ToolFailed(
+                f"tool {call.name!r} raised {type(error).__name__}: {error}",
+                non_retryable=not invocation.retry_tool_errors,
+            ) from error
+        content = cut(render_value(value), invocation.max_result_chars, "tool result")
+        return ToolResult(call_id=call.id, name=call.name, content=content)

@@ -1,0 +1,106 @@
+"""What a loop is asked to do and within which limits: ``LoopInput`` and ``LoopConfig``.
+
+Both arrive as JSON from the Temporal CLI or as models from the Python client, are validated
+strictly (unknown keys are errors, so a typo cannot silently fall back to a default), and are
+stored in history: add fields with defaults, never rename or remove one.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from orga.conversation import Message
+
+__all__ = [
+    "PROVIDERS",
+    "LoopConfig",
+    "LoopInput",
+    "PolicyMode",
+    "ProviderName",
+]
+
+ProviderName = Literal["openrouter", "openai", "anthropic"]
+PROVIDERS: tuple[ProviderName, ...] = ("openrouter", "openai", "anthropic")
+
+PolicyMode = Literal["permissive", "default", "cedar", "opa"]
+
+
+class LoopConfig(BaseModel):
+    """Limits and choices of one reasoning loop. Every field has a safe default."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    agent_id: str = Field(default="agent", min_length=1, max_length=200)
+    """Who the loop acts as: the policy principal ``Agent::"<agent_id>"`` and a search attribute."""
+
+    provider: ProviderName | None = None
+    """``openrouter`` | ``openai`` | ``anthropic``. Default: the worker's (``ORGA_PROVIDER``, else
+    the first provider whose API key the worker has)."""
+
+    model: str | None = None
+    """Model name as the provider spells it. Default: the worker's (``OPENROUTER_MODEL``,
+    ``OPENAI_MODEL``, ``ANTHROPIC_MODEL``)."""
+
+    system_prompt: str | None = None
+    """Prepended as a system message when the loop starts, if given."""
+
+    tools: list[str] = Field(default_factory=list[str])
+    """Names of registered tools this loop advertises to the model. Unknown names are a config
+    error when the loop starts."""
+
+    max_iterations: int = Field(default=25, ge=1, le=100_000)
+    """Hard cap on model calls (reasoning steps). Reaching it fails with ``BudgetExceeded``."""
+
+    max_total_tokens: int = Field(default=100_000, ge=1)
+    """Hard cap on tokens (input + output, as the provider reports them) over the whole loop."""
+
+    timeout: timedelta = Field(default=timedelta(minutes=5), gt=timedelta(0))
+    """Hard cap on the loop's wall-clock time, measured on the workflow clock. JSON: seconds or
+    an ISO 8601 duration (``"PT5M"``)."""
+
+    tool_timeout: timedelta = Field(default=timedelta(seconds=30), gt=timedelta(0))
+    """Start-to-close timeout of one tool attempt, unless the tool declares its own."""
+
+    model_timeout: timedelta = Field(default=timedelta(minutes=2), gt=timedelta(0))
+    """Start-to-close timeout of one model call attempt."""
+
+    max_concurrent_tools: int = Field(default=5, ge=1, le=100)
+    """How many independent tool calls of one turn may run at once."""
+
+    context_token_budget: int = Field(default=32_000, ge=256)
+    """Tokens of conversation sent to the model per call (estimated before the call)."""
+
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    """The provider's ``max_tokens``. Default: unset for OpenAI-compatible APIs, 4096 for
+    Anthropic (which requires it)."""
+
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    """Sampling temperature; the provider's default when unset."""
+
+    policy: PolicyMode = "default"
+    """The gate: ``default`` (fail closed), ``permissive`` (development only), ``cedar``, ``opa``."""
+
+    journal_limit: int = Field(default=1_000, ge=10, le=100_000)
+    """How many journal entries the loop keeps (oldest dropped first; the count is kept)."""
+
+    @field_validator("tools")
+    @classmethod
+    def _unique_tools(cls, tools: list[str]) -> list[str]:
+        duplicates = sorted({name for name in tools if tools.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"tools are listed more than once: {duplicates!r}")
+        return tools
+
+
+class LoopInput(BaseModel):
+    """The input of the ``ReasoningLoop`` workflow."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    messages: list[Message] = Field(min_length=1)
+    """The conversation so far; usually one user message with the task."""
+
+    config: LoopConfig = Field(default_factory=LoopConfig)

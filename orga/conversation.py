@@ -1,0 +1,115 @@
+"""The provider-neutral conversation: messages, tool calls and tool results.
+
+This is the durable record of a loop: it lives in workflow state, is carried across
+continue-as-new and is rendered into each provider's wire format by the inference activity.
+Models stored in history are a wire format: add fields with defaults, never rename or remove.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from typing import Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = [
+    "Message",
+    "Role",
+    "ToolCall",
+    "ToolResult",
+    "ToolStatus",
+    "chain_digest",
+    "render_tool_result",
+]
+
+Role = Literal["system", "user", "assistant", "tool"]
+"""Who speaks. ``tool`` is the user turn that carries the results of one tool-use turn."""
+
+ToolStatus = Literal[
+    "ok",
+    "failed",
+    "timed_out",
+    "denied",
+    "invalid_arguments",
+    "unknown_tool",
+    "skipped",
+    "not_run",
+]
+"""How a call ended. ``ok`` ran and succeeded; ``failed`` ran and raised; ``timed_out`` ran out
+of time; ``denied`` was stopped by the gate or a person; ``invalid_arguments`` and
+``unknown_tool`` never reached a tool; ``skipped`` waited on a call that failed; ``not_run``
+was dropped because the loop ended."""
+
+
+class ToolCall(BaseModel):
+    """One call the model asked for."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    """The provider's call id (synthesised by the adapter when the provider gives none)."""
+    name: str
+    """The tool's name, as the model wrote it (it may name a tool that does not exist)."""
+    arguments: str = "{}"
+    """The arguments as JSON text, exactly as the model produced them (possibly invalid)."""
+
+
+class ToolResult(BaseModel):
+    """The one result a call id gets, whatever happened to the call."""
+
+    model_config = ConfigDict(frozen=True)
+
+    call_id: str
+    name: str
+    content: str
+    """What the model sees."""
+    is_error: bool = False
+    """True when the call did not run or did not succeed; ``content`` says why."""
+    status: ToolStatus = "ok"
+    """How the call ended, for the runtime (the model reads only ``content``)."""
+
+
+class Message(BaseModel):
+    """One turn of the conversation."""
+
+    model_config = ConfigDict(frozen=True)
+
+    role: Role
+    content: str = ""
+    """Text of the turn. For an assistant turn with tool calls, the text that came with them."""
+    tool_calls: list[ToolCall] = Field(default_factory=list[ToolCall])
+    """Calls the assistant asked for (assistant turns only)."""
+    tool_results: list[ToolResult] = Field(default_factory=list[ToolResult])
+    """One result per call id of the previous assistant turn, in its order (tool turns only)."""
+
+    @model_validator(mode="after")
+    def _check_shape(self) -> Self:
+        if self.tool_calls and self.role != "assistant":
+            raise ValueError(f"only assistant messages carry tool_calls, not {self.role!r} ones")
+        if self.tool_results and self.role != "tool":
+            raise ValueError(f"only tool messages carry tool_results, not {self.role!r} ones")
+        if self.role == "tool" and not self.tool_results:
+            raise ValueError("a tool message needs at least one tool result")
+        return self
+
+
+def render_tool_result(result: ToolResult) -> str:
+    """The text a model sees for a result, on wire formats that have no error flag."""
+    if result.is_error:
+        return f"ERROR: {result.content}"
+    return result.content
+
+
+def chain_digest(previous: str, messages: Iterable[Message]) -> str:
+    """Extend a rolling digest of a conversation with more messages.
+
+    Lets a worker check cheaply that the conversation it holds in memory is the prefix the
+    workflow means, without the workflow sending the whole conversation every turn.
+    """
+    digest = previous
+    for message in messages:
+        canonical = json.dumps(message.model_dump(mode="json"), sort_keys=True, ensure_ascii=False)
+        digest = hashlib.sha256(f"{digest}\n{canonical}".encode()).hexdigest()
+    return digest

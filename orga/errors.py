@@ -1,0 +1,170 @@
+"""Every error orga raises, as one tree.
+
+Each class is a Temporal ``ApplicationError`` whose ``type`` is the class name, so the same
+error reads the same in Python (``except BudgetExceeded``), on the wire (``failure.type ==
+"BudgetExceeded"``), in the Web UI and in ``temporal workflow show``. Whether Temporal retries
+it is a property of the class (``retryable``), decided once here::
+
+    OrgaError
+    ├── InvalidConfig ............ a loop input, tool registration or worker setting is wrong
+    ├── LoopFailure .............. ends a loop (raised by workflow code, never retried)
+    │   ├── UnhandledStopReason .. the model stopped for a reason the routing table does not run
+    │   ├── BudgetExceeded ....... max_iterations, max_total_tokens or timeout was reached
+    │   ├── ModelCallFailed ...... the inference activity failed for good (cause chained)
+    │   └── Aborted .............. an operator aborted the loop
+    ├── ProviderError ............ raised by the inference activity
+    │   ├── ProviderAuthError .... 401/403: the API key was refused (names the variable, never the key)
+    │   ├── ProviderRejected ..... any other 4xx: the request itself is wrong
+    │   ├── ProviderUnavailable .. 408/409/429/5xx, network errors, in-band errors (retryable)
+    │   ├── MalformedModelResponse  the body does not follow the provider's wire format (retryable)
+    │   └── ConversationUnavailable the worker could not rebuild the conversation (retryable)
+    └── ToolError ................ raised by the tool activity; the model sees it as ``is_error``
+        ├── ToolNotFound ......... no tool of that name is registered on this worker
+        ├── ToolInputError ....... arguments are not JSON, not an object or not valid for the schema
+        └── ToolFailed ........... the tool function raised (retried only if the tool asks)
+
+Messages name the thing (``!r``), the rule it broke and the fix.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, ClassVar
+
+from temporalio.exceptions import ApplicationError
+
+__all__ = [
+    "Aborted",
+    "BudgetExceeded",
+    "ConversationUnavailable",
+    "InvalidConfig",
+    "LoopFailure",
+    "MalformedModelResponse",
+    "ModelCallFailed",
+    "OrgaError",
+    "ProviderAuthError",
+    "ProviderError",
+    "ProviderRejected",
+    "ProviderUnavailable",
+    "ToolError",
+    "ToolFailed",
+    "ToolInputError",
+    "ToolNotFound",
+    "UnhandledStopReason",
+    "non_retryable_types",
+]
+
+
+class OrgaError(ApplicationError):
+    """Base of every orga error: an ``ApplicationError`` typed by its class name."""
+
+    retryable: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        message: str,
+        *details: Any,
+        next_retry_delay: timedelta | None = None,
+        non_retryable: bool | None = None,
+    ) -> None:
+        super().__init__(
+            message,
+            *details,
+            type=type(self).__name__,
+            non_retryable=(not self.retryable) if non_retryable is None else non_retryable,
+            next_retry_delay=next_retry_delay,
+        )
+
+
+class InvalidConfig(OrgaError):
+    """A loop input, a tool registration or a worker setting is invalid."""
+
+
+class LoopFailure(OrgaError):
+    """A reason a loop ended without an answer. Raised only by workflow code."""
+
+
+class UnhandledStopReason(LoopFailure):
+    """The model stopped with a stop reason that the routing table does not continue on."""
+
+
+class BudgetExceeded(LoopFailure):
+    """A hard budget (``max_iterations``, ``max_total_tokens``, ``timeout``) was reached."""
+
+
+class ModelCallFailed(LoopFailure):
+    """The inference activity failed after Temporal's retries; the cause is chained."""
+
+
+class Aborted(LoopFailure):
+    """An operator aborted the loop."""
+
+
+class ProviderError(OrgaError):
+    """The model provider could not produce a usable response."""
+
+
+class ProviderAuthError(ProviderError):
+    """The provider refused the API key (HTTP 401/403). Retrying cannot help."""
+
+
+class ProviderRejected(ProviderError):
+    """The provider rejected the request (a 4xx other than 401/403/408/409/429)."""
+
+
+class ProviderUnavailable(ProviderError):
+    """A transient provider failure: rate limit, overload, 5xx or network error."""
+
+    retryable = True
+
+
+class MalformedModelResponse(ProviderError):
+    """The provider answered, but not in its documented wire format. Retried: models vary."""
+
+    retryable = True
+
+
+class ConversationUnavailable(ProviderError):
+    """The worker could not rebuild the conversation to send. Retried."""
+
+    retryable = True
+
+
+class ToolError(OrgaError):
+    """A tool call did not produce a result. The model sees the message as an error result."""
+
+
+class ToolNotFound(ToolError):
+    """No tool of that name is registered on the worker that picked up the call."""
+
+
+class ToolInputError(ToolError):
+    """The call's arguments are not valid for the tool."""
+
+
+class ToolFailed(ToolError):
+    """The tool function raised an exception.
+
+    Retryable as a class; the tool activity marks an instance non-retryable unless the tool's
+    recovery strategy asks for retries (by default the error goes straight back to the model).
+    """
+
+    retryable = True
+
+
+def non_retryable_types() -> list[str]:
+    """Names of every orga error type that Temporal must never retry.
+
+    Used in activity retry policies, so a non-retryable error stays non-retryable even when it
+    reaches Temporal as a plain ``ApplicationError`` (for example, from another SDK).
+    """
+    found: list[str] = []
+    pending: list[type[OrgaError]] = [OrgaError]
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        if not cls.retryable and cls is not OrgaError:
+            found.append(cls.__name__)
+    # The worker refuses to upload a payload over 2 MiB; retrying produces the same payload.
+    found.append("PayloadsTooLarge")
+    return sorted(set(found))

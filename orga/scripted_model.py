@@ -1,0 +1,303 @@
+"""A scripted model server on 127.0.0.1 that speaks both wire formats.
+
+OpenAI-compatible ``POST /v1/chat/completions`` and Anthropic ``POST /v1/messages``, served
+over real HTTP so the provider adapters run exactly as they do against a real API. Each model
+name has its own script (a queue of steps) so concurrent loops do not interfere; a step is a
+neutral ``Turn`` (rendered into the endpoint's wire format), a ``Raw`` HTTP answer (status,
+headers, body: for errors and recorded real bodies), or a function of the request that returns
+one of those. Every request is recorded for assertions.
+
+Used by the tests, the benchmark and the offline demo (where it is labelled as a scripted model).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Literal, cast
+
+__all__ = ["Raw", "RecordedRequest", "ScriptedModelServer", "Step", "Turn", "Wire"]
+
+Wire = Literal["openai", "anthropic"]
+
+_FINISH = {"tool_use": "tool_calls", "end_turn": "stop", "max_tokens": "length"}
+
+
+@dataclass
+class Turn:
+    """A model turn, rendered into whichever wire format the request used."""
+
+    text: str = ""
+    tool_calls: list[tuple[str, dict[str, Any] | str]] = field(
+        default_factory=list[tuple[str, dict[str, Any] | str]]
+    )
+    """``(tool name, arguments)``; a ``str`` is sent as the raw argument text (OpenAI only)."""
+    stop: str | None = None
+    """Anthropic ``stop_reason`` (``tool_use`` / ``end_turn`` by default); for OpenAI it is
+    mapped to ``finish_reason`` (``tool_use``→``tool_calls``, ``end_turn``→``stop``,
+    ``max_tokens``→``length``) and any other value is sent as is."""
+    input_tokens: int = 10
+    output_tokens: int = 5
+    delay: float = 0.0
+    """Seconds to wait before answering."""
+
+
+@dataclass
+class Raw:
+    """An exact HTTP answer."""
+
+    status: int = 200
+    body: Any = None
+    """A ``dict``/``list`` is sent as JSON, a ``str`` as is."""
+    headers: dict[str, str] = field(default_factory=dict[str, str])
+    delay: float = 0.0
+
+
+Step = Turn | Raw | Callable[["RecordedRequest"], "Turn | Raw"]
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One request the server received."""
+
+    wire: Wire
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+    @property
+    def model(self) -> str:
+        return str(self.body.get("model", ""))
+
+    def tool_results(self) -> int:
+        """How many tool results the request carries."""
+        if self.wire == "openai":
+            return sum(1 for m in self.body.get("messages", []) if m.get("role") == "tool")
+        count = 0
+        for message in self.body.get("messages", []):
+            content = message.get("content")
+            if isinstance(content, list):
+                blocks = cast(list[dict[str, Any]], content)
+                count += sum(1 for b in blocks if b.get("type") == "tool_result")
+        return count
+
+    def last_user_text(self) -> str:
+        """The text of the last user message."""
+        for message in reversed(self.body.get("messages", [])):
+            if message.get("role") != "user":
+                continue
+            content = message.get("content")
+            if isinstance(content, str):
+                return content
+            if isinstance(content, list):
+                blocks = cast(list[dict[str, Any]], content)
+                texts = [str(b.get("text", "")) for b in blocks if b.get("type") == "text"]
+                if texts:
+                    return "\n".join(texts)
+        return ""
+
+
+class ScriptedModelServer:
+    """The server. Use as a context manager, or ``start()`` / ``stop()``."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        self._lock = threading.Lock()
+        self._scripts: dict[str, deque[Step]] = {}
+        self._fallback: Callable[[RecordedRequest], Turn | Raw] | None = None
+        self.requests: list[RecordedRequest] = []
+        self._ids = itertools.count(1)
+        self._server = ThreadingHTTPServer((host, port), self._handler())
+        self._server.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    # ---- configuration ----------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    @property
+    def openai_base_url(self) -> str:
+        """What ``OPENAI_BASE_URL`` / ``OPENROUTER_BASE_URL`` should be."""
+        return f"{self.url}/v1"
+
+    @property
+    def anthropic_base_url(self) -> str:
+        """What ``ANTHROPIC_BASE_URL`` should be."""
+        return self.url
+
+    def script(self, model: str, steps: Iterable[Step]) -> None:
+        """Queue the answers for requests naming ``model`` (replacing any left)."""
+        with self._lock:
+            self._scripts[model] = deque(steps)
+
+    def fallback(self, responder: Callable[[RecordedRequest], Turn | Raw] | None) -> None:
+        """Answer requests for models without a script with ``responder``."""
+        self._fallback = responder
+
+    def remaining(self, model: str) -> int:
+        with self._lock:
+            return len(self._scripts.get(model, ()))
+
+    def requests_for(self, model: str) -> list[RecordedRequest]:
+        with self._lock:
+            return [r for r in self.requests if r.model == model]
+
+    # ---- lifecycle ----------------------------------------------------------------------
+
+    def start(self) -> ScriptedModelServer:
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="scripted-model", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> ScriptedModelServer:
+        return self.start()
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    # ---- answering ----------------------------------------------------------------------
+
+    def _next(self, request: RecordedRequest) -> Turn | Raw:
+        with self._lock:
+            self.requests.append(request)
+            queue = self._scripts.get(request.model)
+            step: Step | None = queue.popleft() if queue else None
+        if step is None:
+            if self._fallback is not None:
+                return self._fallback(request)
+            return Raw(
+                400,
+                {"error": {"type": "invalid_request_error", "message": f"no script left for "
+                           f"model {request.model!r}"}},
+            )
+        if isinstance(step, Turn | Raw):
+            return step
+        return step(request)
+
+    def _render(self, wire: Wire, model: str, turn: Turn) -> dict[str, Any]:
+        n = next(self._ids)
+        stop = turn.stop or ("tool_use" if turn.tool_calls else "end_turn")
+        if wire == "anthropic":
+            content: list[dict[str, Any]] = []
+            if turn.text:
+                content.append({"type": "text", "text": turn.text})
+            for i, (name, arguments) in enumerate(turn.tool_calls):
+                value = json.loads(arguments) if isinstance(arguments, str) else arguments
+                content.append(
+                    {"type": "tool_use", "id": f"toolu_{n}_{i}", "name": name, "input": value}
+                )
+            return {
+                "id": f"msg_scripted_{n}",
+                "type": "message",
+                "role": "assistant",
+                "model": model,
+                "content": content,
+                "stop_reason": stop,
+                "stop_sequence": None,
+                "usage": {"input_tokens": turn.input_tokens, "output_tokens": turn.output_tokens},
+            }
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": turn.text or None,
+            "refusal": None,
+        }
+        if turn.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": f"call_{n}_{i}",
+                    "type": "function",
+                    "function": {
+                        "name": name,
+                        "arguments": arguments
+                        if isinstance(arguments, str)
+                        else json.dumps(arguments),
+                    },
+                }
+                for i, (name, arguments) in enumerate(turn.tool_calls)
+            ]
+        return {
+            "id": f"chatcmpl-scripted-{n}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": None,
+                    "finish_reason": _FINISH.get(stop, stop),
+                }
+            ],
+            "usage": {
+                "prompt_tokens": turn.input_tokens,
+                "completion_tokens": turn.output_tokens,
+                "total_tokens": turn.input_tokens + turn.output_tokens,
+            },
+        }
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return  # quiet: tests assert on recorded requests instead
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                raw = self.rfile.read(length)
+                if self.path.rstrip("/").endswith("/chat/completions"):
+                    wire: Wire = "openai"
+                elif self.path.rstrip("/").endswith("/v1/messages"):
+                    wire = "anthropic"
+                else:
+                    self._send(404, {"error": {"message": f"no route {self.path}"}}, {})
+                    return
+                try:
+                    body = json.loads(raw or b"{}")
+                except json.JSONDecodeError:
+                    self._send(400, {"error": {"message": "body is not JSON"}}, {})
+                    return
+                request = RecordedRequest(
+                    wire=wire,
+                    path=self.path,
+                    headers={k.lower(): v for k, v in self.headers.items()},
+                    body=body,
+                )
+                answer = server._next(request)
+                if answer.delay:
+                    time.sleep(answer.delay)
+                if isinstance(answer, Raw):
+                    self._send(answer.status, answer.body, answer.headers)
+                else:
+                    self._send(200, server._render(wire, request.model, answer), {})
+
+            def _send(self, status: int, body: Any, headers: dict[str, str]) -> None:
+                data = body if isinstance(body, str) else json.dumps(body)
+                encoded = data.encode("utf-8")
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(encoded)))
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(encoded)
+
+        return Handler

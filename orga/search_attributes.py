@@ -1,0 +1,23 @@
+"""The search attributes every loop keeps current, for listing and filtering loops.
+
+``temporal workflow list --query "OrgaStatus='awaiting_approval'"`` is an inbox of loops
+waiting for a person; the Web UI filters on the same attributes. They must be registered on
+the namespace before a worker runs loops (``orga server`` and the worker register them on a
+dev server; on a cluster, ``temporal operator search-attribute create``).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from temporalio.common import SearchAttributeKey
+
+__all__ = ["AGENT_ID", "ALL", "ITERATION", "STATUS", "TOTAL_TOKENS"]
+
+AGENT_ID: Final = SearchAttributeKey.for_keyword("OrgaAgentId")
+STATUS: Final = SearchAttributeKey.for_keyword("OrgaStatus")
+"""``running`` | ``awaiting_approval`` | ``completed`` | ``failed``."""
+ITERATION: Final = SearchAttributeKey.for_int("OrgaIteration")
+TOTAL_TOKENS: Final = SearchAttributeKey.for_int("OrgaTotalTokens")
+
+ALL: Final = (AGENT_ID, STATUS, ITERATION, TOTAL_TOKENS)

@@ -1,0 +1,49 @@
+"""Session fixtures: one real Temporal dev server and one scripted model server for all tests.
+
+Every integration test gets a worker on a task queue of its own and, when it finishes, each
+workflow it started is replayed from its history with ``Replayer``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from orga import search_attributes as sa
+from orga.devserver import TUNING_ARGS, temporal_binary
+from orga.scripted_model import ScriptedModelServer
+from tests.harness import Harness, replay
+
+
+@pytest.fixture(scope="session")
+async def env() -> AsyncIterator[WorkflowEnvironment]:
+    environment = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=str(temporal_binary()),
+        data_converter=pydantic_data_converter,
+        search_attributes=list(sa.ALL),
+        dev_server_extra_args=list(TUNING_ARGS),
+    )
+    yield environment
+    await environment.shutdown()
+
+
+@pytest.fixture(scope="session")
+def model_server() -> Iterator[ScriptedModelServer]:
+    with ScriptedModelServer() as server:
+        yield server
+
+
+@pytest.fixture
+async def harness(
+    env: WorkflowEnvironment, model_server: ScriptedModelServer
+) -> AsyncIterator[Harness]:
+    """A fresh task queue; every workflow started through it is replayed afterwards."""
+    h = Harness(client=env.client, model=model_server)
+    yield h
+    for handle in h.handles:
+        description = await handle.describe()
+        if description.status is not None and description.status.name != "RUNNING":
+            await replay(handle)

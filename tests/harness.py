@@ -1,0 +1,115 @@
+"""Shared test machinery: a worker per test on a fresh task queue, loops run and replayed."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from pydantic import SecretStr
+from temporalio.client import Client, WorkflowHandle
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+from orga.config import LoopConfig, LoopInput, ProviderName
+from orga.conversation import Message
+from orga.scripted_model import ScriptedModelServer, Step
+from orga.settings import ProviderSettings, Settings
+from orga.state import LoopResult
+from orga.tools import Tool
+from worker import WORKFLOWS, build_worker, http_client
+
+API_KEYS: dict[ProviderName, str] = {
+    "openrouter": "sk-or-SENTINEL-openrouter-7f3a9c",
+    "openai": "sk-SENTINEL-openai-2b8d41",
+    "anthropic": "sk-ant-SENTINEL-anthropic-91ce5e",
+}
+"""Keys the test worker holds. Tests prove none of them leaks out of the worker."""
+
+
+def scripted_settings(server: ScriptedModelServer, **changes: Any) -> Settings:
+    """Worker settings whose providers all point at the scripted model server."""
+    providers = {
+        name: ProviderSettings(
+            name=name,
+            base_url=server.anthropic_base_url if name == "anthropic" else server.openai_base_url,
+            api_key=SecretStr(API_KEYS[name]),
+            api_key_env=f"{name.upper()}_API_KEY",
+            default_model=f"default-{name}-model",
+            official=False,
+        )
+        for name in API_KEYS
+    }
+    return Settings(providers=providers, default_provider="openai", **changes)
+
+
+async def replay(handle: WorkflowHandle[Any, Any]) -> None:
+    """Replay a finished workflow's history with the production workflows and converter."""
+    history = await handle.fetch_history()
+    await Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter).replay_workflow(
+        history
+    )
+
+
+@dataclass
+class Harness:
+    """One test's view: a client, the model server, and a task queue of its own."""
+
+    client: Client
+    model: ScriptedModelServer
+    task_queue: str = field(default_factory=lambda: f"test-{uuid.uuid4().hex[:12]}")
+    handles: list[WorkflowHandle[Any, Any]] = field(default_factory=list[WorkflowHandle[Any, Any]])
+
+    def new_model(self, steps: Iterable[Step]) -> str:
+        """A fresh model name with its own script."""
+        name = f"scripted-{uuid.uuid4().hex[:10]}"
+        self.model.script(name, steps)
+        return name
+
+    @contextlib.asynccontextmanager
+    async def worker(
+        self,
+        *,
+        settings: Settings | None = None,
+        tools: Iterable[Tool] = (),
+        http: httpx.AsyncClient | None = None,
+    ) -> AsyncIterator[None]:
+        settings = settings or scripted_settings(self.model)
+        async with contextlib.AsyncExitStack() as stack:
+            client_http = http or await stack.enter_async_context(http_client())
+            worker = build_worker(
+                self.client,
+                settings,
+                client_http,
+                task_queue=self.task_queue,
+                extra_tools=tools,
+            )
+            await stack.enter_async_context(worker)
+            yield
+
+    async def start(
+        self,
+        prompt: str | list[Message],
+        *,
+        workflow_id: str | None = None,
+        **config: Any,
+    ) -> WorkflowHandle[Any, LoopResult]:
+        messages = (
+            [Message(role="user", content=prompt)] if isinstance(prompt, str) else prompt
+        )
+        handle = await self.client.start_workflow(
+            "ReasoningLoop",
+            LoopInput(messages=messages, config=LoopConfig(**config)),
+            id=workflow_id or f"loop-{uuid.uuid4().hex[:12]}",
+            task_queue=self.task_queue,
+            result_type=LoopResult,
+        )
+        self.handles.append(handle)
+        return handle
+
+    async def run(self, prompt: str | list[Message], **config: Any) -> LoopResult:
+        handle = await self.start(prompt, **config)
+        return await handle.result()

@@ -1,0 +1,139 @@
+"""Run an orga worker: ``uv run worker.py``.
+
+Connects to ``TEMPORAL_ADDRESS`` / ``TEMPORAL_NAMESPACE`` and serves the ``ReasoningLoop``
+workflow and its activities on ``ORGA_TASK_QUEUE``, with the built-in tools plus every
+``@tool`` in the modules named by ``ORGA_TOOL_MODULES``. Ctrl-C (or SIGTERM) stops it
+gracefully: running activities finish, workflows continue on another worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Iterable
+
+import httpx
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from activities.builtin_tools import builtin_tools
+from activities.inference import InferenceActivities
+from activities.policy import PolicyActivities
+from activities.tools import ToolActivities, load_tool_modules
+from orga.connect import connect, ensure_search_attributes
+from orga.errors import InvalidConfig
+from orga.settings import Settings
+from orga.tools import Tool, ToolRegistry
+from workflows.loop import ReasoningLoopWorkflow
+
+__all__ = ["WORKFLOWS", "build_registry", "build_worker", "main", "serve"]
+
+WORKFLOWS = [ReasoningLoopWorkflow]
+
+log = logging.getLogger("orga.worker")
+
+
+def build_registry(
+    settings: Settings, http: httpx.AsyncClient, extra_tools: Iterable[Tool] = ()
+) -> ToolRegistry:
+    """Built-in tools, the tools of ``ORGA_TOOL_MODULES``, then ``extra_tools``."""
+    return ToolRegistry(
+        [
+            *builtin_tools(settings, http),
+            *load_tool_modules(settings.tool_modules),
+            *extra_tools,
+        ]
+    )
+
+
+def build_worker(
+    client: Client,
+    settings: Settings,
+    http: httpx.AsyncClient,
+    *,
+    task_queue: str | None = None,
+    extra_tools: Iterable[Tool] = (),
+) -> Worker:
+    """A worker serving orga's workflows and activities (the one wiring every process uses)."""
+    registry = build_registry(settings, http, extra_tools)
+    inference = InferenceActivities(settings=settings, http=http, registry=registry, client=client)
+    policy = PolicyActivities(registry=registry)
+    tools = ToolActivities(registry=registry)
+    return Worker(
+        client,
+        task_queue=task_queue or settings.task_queue,
+        workflows=WORKFLOWS,
+        activities=[
+            inference.call_model,
+            policy.evaluate_policy,
+            tools.describe_tools,
+            tools.run_tool,
+        ],
+    )
+
+
+def http_client() -> httpx.AsyncClient:
+    """The worker's one shared HTTP client. It retries nothing: Temporal owns retries."""
+    return httpx.AsyncClient(
+        timeout=httpx.Timeout(120.0, connect=10.0),
+        limits=httpx.Limits(max_connections=100, max_keepalive_connections=20),
+        transport=httpx.AsyncHTTPTransport(retries=0),
+    )
+
+
+async def serve(settings: Settings, stop: asyncio.Event) -> None:
+    """Run a worker until ``stop`` is set, then shut it down gracefully."""
+    client = await connect(settings)
+    added = await ensure_search_attributes(client)
+    if added:
+        log.info("registered search attributes %s", ", ".join(added))
+    async with http_client() as http:
+        worker = build_worker(client, settings, http)
+        log.info(
+            "orga worker on %s, namespace %s, task queue %s",
+            settings.temporal_address,
+            settings.temporal_namespace,
+            worker.task_queue,
+        )
+        async with worker:
+            await stop.wait()
+    log.info("orga worker stopped")
+
+
+def main() -> int:
+    """Entry point of ``python worker.py``."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    try:
+        settings = Settings.from_env()
+    except InvalidConfig as error:
+        print(f"orga worker: {error.message}", file=sys.stderr)
+        return 2
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await serve(settings, stop)
+
+    try:
+        asyncio.run(run())
+    except InvalidConfig as error:
+        print(f"orga worker: {error.message}", file=sys.stderr)
+        return 2
+    except RuntimeError as error:
+        if "connect" not in str(error).lower():
+            raise
+        print(
+            f"orga worker: cannot reach Temporal at {settings.temporal_address} ({error}). "
+            "Start one with `uv run orga server`, or set TEMPORAL_ADDRESS.",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

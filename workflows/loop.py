@@ -1,0 +1,456 @@
+"""The ``ReasoningLoop`` workflow: Observe → Reason → Gate → Act until the model answers.
+
+Deterministic orchestration only. Model calls, policy checks and tools are activities; the
+conversation, usage, journal and budgets live here, in workflow state. The loop routes on the
+model's structured ``stop_reason`` and nothing else (``orga.routing``), moves through the
+typestate phases of ``orga.phases``, and ends in one of three ways, each journaled as
+``Terminated`` first: an answer that passed the gate (the result), a ``LoopFailure``
+(``UnhandledStopReason``, ``BudgetExceeded``, ``ModelCallFailed``), or cancellation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from orga import search_attributes as sa
+    from orga.config import LoopConfig, LoopInput
+    from orga.conversation import Message, chain_digest
+    from orga.dispatch import DESCRIBE_TOOLS, DescribeToolsRequest
+    from orga.errors import BudgetExceeded, InvalidConfig, LoopFailure, ModelCallFailed
+    from orga.inference import (
+        CALL_MODEL,
+        ConversationRange,
+        ConversationSlice,
+        InferenceRequest,
+        InferenceResponse,
+        Usage,
+    )
+    from orga.journal import (
+        CallOutcome,
+        DecisionRecord,
+        Journal,
+        JournalEntry,
+        ObservationsCollected,
+        PolicyEvaluated,
+        ReasoningComplete,
+        Stamp,
+        Started,
+        Terminated,
+        ToolsDispatched,
+    )
+    from orga.phases import (
+        Answered,
+        AnswerPolicyCheck,
+        Observing,
+        Reasoning,
+        ToolDispatching,
+        ToolPolicyCheck,
+    )
+    from orga.policy import (
+        EVALUATE_POLICY,
+        PolicyDecision,
+        PolicyRequest,
+        PolicyResult,
+    )
+    from orga.state import LoopResult, LoopState, LoopStatus, Phase, ToolCallRecord
+    from orga.tools import ToolDefinition
+
+from workflows.dispatcher import ToolRunner
+from workflows.options import (
+    DESCRIBE_TOOLS_TIMEOUT,
+    MODEL_HEARTBEAT_TIMEOUT,
+    MODEL_RETRY,
+    POLICY_RETRY,
+    POLICY_TIMEOUT,
+    SHORT_RETRY,
+)
+
+__all__ = ["ReasoningLoopWorkflow"]
+
+_RECENT_CALLS = 100
+
+
+@workflow.defn(name="ReasoningLoop")
+class ReasoningLoopWorkflow:
+    """One agent loop. Start it with a ``LoopInput``; it returns a ``LoopResult``."""
+
+    @workflow.init
+    def __init__(self, input: LoopInput) -> None:
+        self._config: LoopConfig = input.config
+        info = workflow.info()
+        self._workflow_id = info.workflow_id
+        self._started_at = workflow.now()
+        initial: list[Message] = []
+        if self._config.system_prompt:
+            initial.append(Message(role="system", content=self._config.system_prompt))
+        initial.extend(input.messages)
+        self._conversation: list[Message] = []
+        self._digest = ""
+        self._sent = 0
+        self._append(initial)
+        self._usage = Usage()
+        self._iteration = 0
+        self._phase: Phase = "starting"
+        self._status: LoopStatus = "running"
+        self._journal = Journal(limit=self._config.journal_limit)
+        self._tool_calls: list[ToolCallRecord] = []
+        self._tool_call_count = 0
+        self._last_stop_reason: str | None = None
+        self._output: str | None = None
+        self._termination_reason: str | None = None
+        self._definitions: dict[str, ToolDefinition] = {}
+
+    # ---- queries -------------------------------------------------------------------------
+
+    @workflow.query(name="state")
+    def state(self) -> LoopState:
+        """Phase, iteration, usage, last stop reason, tool calls so far and status."""
+        return LoopState(
+            workflow_id=self._workflow_id,
+            agent_id=self._config.agent_id,
+            status=self._status,
+            phase=self._phase,
+            iteration=self._iteration,
+            usage=self._usage,
+            started_at=self._started_at,
+            last_stop_reason=self._last_stop_reason,
+            tool_call_count=self._tool_call_count,
+            tool_calls=list(self._tool_calls),
+            messages=len(self._conversation),
+            output=self._output,
+            termination_reason=self._termination_reason,
+        )
+
+    @workflow.query(name="journal")
+    def journal(self) -> Journal:
+        """The typed journal (bounded; ``dropped`` counts entries dropped to bound it)."""
+        return self._journal
+
+    @workflow.query(name="conversation")
+    def conversation(self, window: ConversationRange | None = None) -> list[Message]:
+        """Messages ``[start, end)`` of the durable conversation (all by default)."""
+        window = window or ConversationRange()
+        return self._conversation[window.start : window.end]
+
+    # ---- the loop ------------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, input: LoopInput) -> LoopResult:
+        workflow.upsert_search_attributes(
+            [
+                sa.AGENT_ID.value_set(self._config.agent_id),
+                sa.STATUS.value_set("running"),
+                sa.ITERATION.value_set(0),
+                sa.TOTAL_TOKENS.value_set(0),
+            ]
+        )
+        self._record(
+            Started(
+                **self._stamp(),
+                tools=list(self._config.tools),
+                provider=self._config.provider,
+                model=self._config.model,
+                policy=self._config.policy,
+            )
+        )
+        limit = self._config.timeout.total_seconds()
+        try:
+            self._definitions = await self._describe_tools()
+            remaining = limit - (workflow.now() - self._started_at).total_seconds()
+            answered = await asyncio.wait_for(self._cycle(), timeout=max(remaining, 0.001))
+        except TimeoutError:
+            failure: LoopFailure = BudgetExceeded(
+                f"the loop ran out of time: timeout is {limit:g} s "
+                f"(config.timeout), reached at iteration {self._iteration}",
+                {"budget": "timeout", "limit": limit, "state": self.state()},
+            )
+            self._finish_failed(failure)
+            raise failure from None
+        except (LoopFailure, InvalidConfig) as failure:
+            self._finish_failed(failure)
+            raise
+        except BaseException as error:
+            # Cancellation or an unexpected bug: still journal the exit, then let it through.
+            self._finish_failed(error)
+            raise
+        self._output = answered.output
+        self._termination_reason = "end_turn"
+        self._set_phase("completed")
+        self._status = "completed"
+        self._record(Terminated(**self._stamp(), reason="end_turn", message="the model answered"))
+        workflow.upsert_search_attributes([sa.STATUS.value_set("completed")])
+        return LoopResult(
+            output=answered.output,
+            iterations=self._iteration,
+            usage=self._usage,
+            termination_reason="end_turn",
+            tool_call_count=self._tool_call_count,
+            workflow_id=self._workflow_id,
+            messages=len(self._conversation),
+        )
+
+    async def _cycle(self) -> Answered:
+        observing = Observing(0)
+        while True:
+            self._append(observing.new_messages)
+            self._set_phase("observing")
+            reasoning = observing.reason()
+            if reasoning.iteration > self._config.max_iterations:
+                raise self._budget(
+                    "max_iterations",
+                    self._config.max_iterations,
+                    f"the loop reached max_iterations={self._config.max_iterations} model calls "
+                    "without a final answer",
+                )
+            self._iteration = reasoning.iteration
+            response = await self._reason(reasoning)
+            routed = reasoning.route(response)
+            if isinstance(routed, AnswerPolicyCheck):
+                outcome = routed.gate(await self._gate(routed))
+                if isinstance(outcome, Answered):
+                    self._append([outcome.message])
+                    return outcome
+                observing = outcome
+                continue
+            if self._iteration >= self._config.max_iterations:
+                raise self._budget(
+                    "max_iterations",
+                    self._config.max_iterations,
+                    f"the model asked for {len(routed.calls)} tool call(s) at iteration "
+                    f"{self._iteration}, the last one max_iterations allows; they were not run "
+                    "because no model call would be left to read their results",
+                )
+            dispatching = routed.gate(await self._gate(routed))
+            await self._act(dispatching)
+            observing = dispatching.collect()
+
+    # ---- reason --------------------------------------------------------------------------
+
+    async def _reason(self, reasoning: Reasoning) -> InferenceResponse:
+        self._set_phase("reasoning")
+        config = self._config
+        window = ConversationSlice(
+            workflow_id=self._workflow_id,
+            start=self._sent,
+            length=len(self._conversation),
+            digest=self._digest,
+            messages=self._conversation[self._sent :],
+        )
+        request = InferenceRequest(
+            provider=config.provider,
+            model=config.model,
+            iteration=reasoning.iteration,
+            conversation=window,
+            tools=list(self._definitions),
+            max_output_tokens=config.max_output_tokens,
+            temperature=config.temperature,
+            context_token_budget=config.context_token_budget,
+        )
+        model = config.model or f"{config.provider or 'default provider'}'s default model"
+        try:
+            response = await workflow.execute_activity(
+                CALL_MODEL,
+                request,
+                result_type=InferenceResponse,
+                start_to_close_timeout=config.model_timeout,
+                heartbeat_timeout=MODEL_HEARTBEAT_TIMEOUT,
+                retry_policy=MODEL_RETRY,
+                summary=f"model {model} · iteration {reasoning.iteration}",
+            )
+        except ActivityError as error:
+            cause = error.cause
+            kind = cause.type if isinstance(cause, ApplicationError) else type(cause).__name__
+            message = cause.message if isinstance(cause, ApplicationError) else str(error)
+            raise ModelCallFailed(
+                f"the model call at iteration {reasoning.iteration} failed for good "
+                f"({kind}): {message}",
+                {"iteration": reasoning.iteration, "error_type": kind, "error": message},
+            ) from error
+        self._sent = len(self._conversation)
+        self._usage = self._usage + response.usage
+        self._last_stop_reason = response.stop_reason
+        self._record(
+            ReasoningComplete(
+                **self._stamp(),
+                stop_reason=response.stop_reason,
+                raw_stop_reason=response.raw_stop_reason,
+                model=response.model,
+                tool_calls=[c.name for c in response.tool_calls],
+                usage=response.usage,
+            )
+        )
+        workflow.upsert_search_attributes(
+            [
+                sa.ITERATION.value_set(self._iteration),
+                sa.TOTAL_TOKENS.value_set(self._usage.total_tokens),
+            ]
+        )
+        if self._usage.total_tokens > config.max_total_tokens:
+            raise self._budget(
+                "max_total_tokens",
+                config.max_total_tokens,
+                f"the loop used {self._usage.total_tokens} tokens, over max_total_tokens="
+                f"{config.max_total_tokens}, at iteration {self._iteration}",
+            )
+        return response
+
+    # ---- gate ----------------------------------------------------------------------------
+
+    async def _gate(self, check: ToolPolicyCheck | AnswerPolicyCheck) -> PolicyResult:
+        self._set_phase("policy_check")
+        actions = check.actions()
+        request = PolicyRequest(
+            mode=self._config.policy,
+            agent_id=self._config.agent_id,
+            workflow_id=self._workflow_id,
+            iteration=self._iteration,
+            usage=self._usage,
+            advertised=list(self._definitions),
+            actions=actions,
+        )
+        try:
+            result = await workflow.execute_local_activity(
+                EVALUATE_POLICY,
+                request,
+                result_type=PolicyResult,
+                start_to_close_timeout=POLICY_TIMEOUT,
+                retry_policy=POLICY_RETRY,
+                summary=f"policy {self._config.policy} · {len(actions)} action(s)",
+            )
+        except ActivityError as error:
+            reason = f"the policy check failed ({error.cause or error}); denied (fail closed)"
+            result = PolicyResult(
+                engine=self._config.policy,
+                decisions=[PolicyDecision(decision="deny", reason=reason) for _ in actions],
+            )
+        self._record(
+            PolicyEvaluated(
+                **self._stamp(),
+                engine=result.engine,
+                policy_hash=result.policy_hash,
+                decisions=[
+                    DecisionRecord(
+                        action=action.kind,
+                        call_id=action.call_id,
+                        tool=action.tool,
+                        decision=decision.decision,
+                        reason=decision.reason,
+                        policy_ids=list(decision.policy_ids),
+                    )
+                    for action, decision in zip(actions, result.decisions, strict=False)
+                ],
+            )
+        )
+        return result
+
+    # ---- act -----------------------------------------------------------------------------
+
+    async def _act(self, dispatching: ToolDispatching) -> None:
+        self._set_phase("dispatching")
+        runner = ToolRunner(
+            workflow_id=self._workflow_id,
+            definitions=self._definitions,
+            max_concurrent=self._config.max_concurrent_tools,
+            default_timeout=self._config.tool_timeout,
+        )
+        runnable = []
+        for planned in dispatching.planned:
+            refused = runner.refuse(planned)
+            if refused is None:
+                runnable.append(planned)
+            else:
+                dispatching.record(refused)
+        self._record(
+            ToolsDispatched(
+                **self._stamp(),
+                call_ids=[p.call.id for p in runnable],
+                tools=[p.call.name for p in runnable],
+            )
+        )
+        await runner.run(dispatching, runnable)
+        observed = dispatching.collect()
+        results = observed.new_messages[-1].tool_results
+        self._record(
+            ObservationsCollected(
+                **self._stamp(),
+                outcomes=[
+                    CallOutcome(
+                        call_id=r.call_id, tool=r.name, is_error=r.is_error, status=r.status
+                    )
+                    for r in results
+                ],
+            )
+        )
+        for result in results:
+            self._tool_call_count += 1
+            self._tool_calls.append(
+                ToolCallRecord(
+                    iteration=self._iteration,
+                    call_id=result.call_id,
+                    tool=result.name,
+                    status=result.status,
+                    is_error=result.is_error,
+                )
+            )
+        del self._tool_calls[:-_RECENT_CALLS]
+
+    async def _describe_tools(self) -> dict[str, ToolDefinition]:
+        if not self._config.tools:
+            return {}
+        try:
+            found = await workflow.execute_activity(
+                DESCRIBE_TOOLS,
+                DescribeToolsRequest(names=list(self._config.tools)),
+                result_type=list[ToolDefinition],
+                start_to_close_timeout=DESCRIBE_TOOLS_TIMEOUT,
+                retry_policy=SHORT_RETRY,
+                summary=f"describe {len(self._config.tools)} tool(s)",
+            )
+        except ActivityError as error:
+            cause = error.cause
+            message = cause.message if isinstance(cause, ApplicationError) else str(error)
+            raise InvalidConfig(f"the loop's tools could not be resolved: {message}") from error
+        return {definition.name: definition for definition in found}
+
+    # ---- bookkeeping ---------------------------------------------------------------------
+
+    def _append(self, messages: list[Message]) -> None:
+        if messages:
+            self._conversation.extend(messages)
+            self._digest = chain_digest(self._digest, messages)
+
+    def _set_phase(self, phase: Phase) -> None:
+        self._phase = phase
+        workflow.set_current_details(
+            f"**{phase}** · iteration {self._iteration}/{self._config.max_iterations} · "
+            f"{self._usage.total_tokens}/{self._config.max_total_tokens} tokens · "
+            f"{self._tool_call_count} tool call(s)"
+        )
+
+    def _stamp(self) -> Stamp:
+        """The fields every journal event carries: taken at the moment of the event."""
+        return Stamp(
+            seq=self._journal.take_seq(),
+            at=workflow.now(),
+            agent_id=self._config.agent_id,
+            iteration=self._iteration,
+        )
+
+    def _record(self, entry: JournalEntry) -> None:
+        self._journal.append(entry)
+
+    def _budget(self, budget: str, limit: int, message: str) -> BudgetExceeded:
+        return BudgetExceeded(message, {"budget": budget, "limit": limit, "state": self.state()})
+
+    def _finish_failed(self, error: BaseException) -> None:
+        kind = error.type if isinstance(error, ApplicationError) else type(error).__name__
+        self._termination_reason = kind
+        self._status = "failed"
+        self._set_phase("failed")
+        message = error.message if isinstance(error, ApplicationError) else str(error)
+        self._record(Terminated(**self._stamp(), reason=kind or "failed", message=message))
+        workflow.upsert_search_attributes([sa.STATUS.value_set("failed")])

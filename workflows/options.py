@@ -1,0 +1,61 @@
+"""Timeouts and retry policies of the loop's activities, in one place.
+
+Temporal owns every retry. Non-retryable orga errors are also listed by type, so they stay
+non-retryable whatever raised them; ``PayloadsTooLarge`` is among them, because the worker
+would build the same oversized payload on every attempt.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from orga.errors import non_retryable_types
+
+__all__ = [
+    "DESCRIBE_TOOLS_TIMEOUT",
+    "MODEL_HEARTBEAT_TIMEOUT",
+    "MODEL_RETRY",
+    "POLICY_RETRY",
+    "POLICY_TIMEOUT",
+    "SHORT_RETRY",
+    "TOOL_RETRY",
+]
+
+_NON_RETRYABLE = non_retryable_types()
+
+MODEL_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=60),
+    maximum_attempts=6,
+    non_retryable_error_types=_NON_RETRYABLE,
+)
+"""Model calls: rate limits and 5xx are common and pass; ``Retry-After`` overrides the wait."""
+
+MODEL_HEARTBEAT_TIMEOUT = timedelta(seconds=20)
+"""The inference activity heartbeats while it waits on the provider: a dead worker is noticed
+in 20 s instead of the whole model timeout."""
+
+TOOL_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=30),
+    maximum_attempts=3,
+    non_retryable_error_types=_NON_RETRYABLE,
+)
+"""Tool calls: timeouts and lost workers are retried; a tool's own exception is not (unless
+the tool asks), it goes back to the model."""
+
+POLICY_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=200),
+    maximum_attempts=3,
+    non_retryable_error_types=_NON_RETRYABLE,
+)
+POLICY_TIMEOUT = timedelta(seconds=10)
+
+SHORT_RETRY = RetryPolicy(maximum_attempts=3, non_retryable_error_types=_NON_RETRYABLE)
+DESCRIBE_TOOLS_TIMEOUT = timedelta(seconds=10)
