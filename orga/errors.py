@@ -31,6 +31,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, ClassVar
 
+from pydantic import ValidationError
 from temporalio.exceptions import ApplicationError
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "ToolInputError",
     "ToolNotFound",
     "UnhandledStopReason",
+    "describe_validation_error",
     "non_retryable_types",
 ]
 
@@ -168,3 +170,11 @@ def non_retryable_types() -> list[str]:
     # The worker refuses to upload a payload over 2 MiB; retrying produces the same payload.
     found.append("PayloadsTooLarge")
     return sorted(set(found))
+
+
+def describe_validation_error(error: ValidationError, what: str = "input") -> str:
+    """Each problem of a pydantic validation error as ``field.path: message``, on one line."""
+    return "; ".join(
+        f"{'.'.join(str(part) for part in e['loc']) or f'({what})'}: {e['msg']}"
+        for e in error.errors(include_url=False)
+    )

@@ -70,6 +70,8 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]
     body: dict[str, Any]
+    at: float = 0.0
+    """``time.monotonic()`` when the request arrived."""
 
     @property
     def model(self) -> str:
@@ -280,6 +282,7 @@ class ScriptedModelServer:
                     path=self.path,
                     headers={k.lower(): v for k, v in self.headers.items()},
                     body=body,
+                    at=time.monotonic(),
                 )
                 answer = server._next(request)
                 if answer.delay:

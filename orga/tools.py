@@ -26,11 +26,11 @@ import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, cast, get_type_hints, overload
+from typing import Any, cast, get_args, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from orga.errors import InvalidConfig, ToolInputError
+from orga.errors import InvalidConfig, ToolInputError, describe_validation_error
 
 __all__ = [
     "Tool",
@@ -113,10 +113,7 @@ class Tool:
         try:
             model = self.arguments_model.model_validate(arguments)
         except ValidationError as error:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or '(arguments)'}: {e['msg']}"
-                for e in error.errors(include_url=False)
-            )
+            problems = describe_validation_error(error, "arguments")
             raise ToolInputError(
                 f"arguments for tool {self.name!r} do not match its schema: {problems}. "
                 "Call it again with arguments that match the schema."
@@ -223,7 +220,7 @@ def _make_tool(
     context_param: str | None = None
     for param in inspect.signature(fn).parameters.values():
         annotation = hints.get(param.name, Any)
-        if annotation is ToolContext:
+        if annotation is ToolContext or ToolContext in get_args(annotation):
             context_param = param.name
             continue
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):

@@ -11,16 +11,26 @@ typestate phases of ``orga.phases``, and ends in one of three ways, each journal
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from pydantic import ValidationError
+
     from orga import search_attributes as sa
     from orga.config import LoopConfig, LoopInput
     from orga.conversation import Message, chain_digest
     from orga.dispatch import DESCRIBE_TOOLS, DescribeToolsRequest
-    from orga.errors import BudgetExceeded, InvalidConfig, LoopFailure, ModelCallFailed
+    from orga.errors import (
+        BudgetExceeded,
+        InvalidConfig,
+        LoopFailure,
+        ModelCallFailed,
+        describe_validation_error,
+    )
     from orga.inference import (
         CALL_MODEL,
         ConversationRange,
@@ -74,12 +84,26 @@ __all__ = ["ReasoningLoopWorkflow"]
 _RECENT_CALLS = 100
 
 
+def _describe_invalid(error: ValidationError) -> str:
+    problems = describe_validation_error(error, "input")
+    return f"the loop input is invalid: {problems}. Nothing was run."
+
+
 @workflow.defn(name="ReasoningLoop")
 class ReasoningLoopWorkflow:
     """One agent loop. Start it with a ``LoopInput``; it returns a ``LoopResult``."""
 
     @workflow.init
-    def __init__(self, input: LoopInput) -> None:
+    def __init__(self, input: LoopInput | dict[str, Any]) -> None:
+        # Input that does not validate arrives as a plain dict (the union's fallback), so the
+        # loop can fail with a typed InvalidConfig instead of failing its workflow task forever.
+        self._invalid: str | None = None
+        if not isinstance(input, LoopInput):
+            try:
+                input = LoopInput.model_validate(input)
+            except ValidationError as error:
+                self._invalid = _describe_invalid(error)
+                input = LoopInput(messages=[Message(role="user", content="")])
         self._config: LoopConfig = input.config
         info = workflow.info()
         self._workflow_id = info.workflow_id
@@ -139,7 +163,11 @@ class ReasoningLoopWorkflow:
     # ---- the loop ------------------------------------------------------------------------
 
     @workflow.run
-    async def run(self, input: LoopInput) -> LoopResult:
+    async def run(self, input: LoopInput | dict[str, Any]) -> LoopResult:
+        if self._invalid is not None:
+            failure = InvalidConfig(self._invalid)
+            self._finish_failed(failure)
+            raise failure
         workflow.upsert_search_attributes(
             [
                 sa.AGENT_ID.value_set(self._config.agent_id),
@@ -161,7 +189,7 @@ class ReasoningLoopWorkflow:
         try:
             self._definitions = await self._describe_tools()
             remaining = limit - (workflow.now() - self._started_at).total_seconds()
-            answered = await asyncio.wait_for(self._cycle(), timeout=max(remaining, 0.001))
+            answered = await self._within(max(remaining, 0.001))
         except TimeoutError:
             failure: LoopFailure = BudgetExceeded(
                 f"the loop ran out of time: timeout is {limit:g} s "
@@ -192,6 +220,23 @@ class ReasoningLoopWorkflow:
             workflow_id=self._workflow_id,
             messages=len(self._conversation),
         )
+
+    async def _within(self, seconds: float) -> Answered:
+        """Run the cycle under the loop's hard timeout.
+
+        The cycle runs as its own task and the loop waits for it with a workflow timer; at the
+        deadline the cycle is cancelled (with whatever activity it awaits) and the loop fails
+        with ``BudgetExceeded``, however the cycle reacts to its cancellation.
+        """
+        cycle = asyncio.create_task(self._cycle())
+        try:
+            await workflow.wait_condition(cycle.done, timeout=seconds)
+        except BaseException:
+            cycle.cancel()
+            with contextlib.suppress(BaseException):
+                await cycle
+            raise
+        return cycle.result()
 
     async def _cycle(self) -> Answered:
         observing = Observing(0)

@@ -1,0 +1,106 @@
+"""Tools used by the integration tests. They run in the test process's worker, so they can
+record what happened (start and end times) for the tests to assert on."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+from orga.tools import Tool, ToolContext, tool
+
+
+@dataclass
+class Probe:
+    """Start/end times of calls, by label."""
+
+    spans: dict[str, tuple[float, float]] = field(default_factory=dict[str, tuple[float, float]])
+    order: list[str] = field(default_factory=list[str])
+    contexts: list[ToolContext] = field(default_factory=list[ToolContext])
+    running: int = 0
+    peak: int = 0
+
+    def overlapping(self, a: str, b: str) -> bool:
+        (a0, a1), (b0, b1) = self.spans[a], self.spans[b]
+        return a0 < b1 and b0 < a1
+
+
+def probe_tools(probe: Probe) -> list[Tool]:
+    """``wait`` (parallel), ``write`` (serial) and ``touch`` (serial per path) tools."""
+
+    async def record(label: str, seconds: float) -> str:
+        start = time.monotonic()
+        probe.order.append(label)
+        probe.running += 1
+        probe.peak = max(probe.peak, probe.running)
+        try:
+            await asyncio.sleep(seconds)
+        finally:
+            probe.running -= 1
+        probe.spans[label] = (start, time.monotonic())
+        return f"{label} done"
+
+    @tool
+    async def wait(label: str, seconds: float = 0.3) -> str:
+        """Wait a while (read-only, runs in parallel).
+
+        Args:
+            label: a name for this call.
+            seconds: how long to wait.
+        """
+        return await record(label, seconds)
+
+    @tool(serial=True)
+    async def write(label: str, seconds: float = 0.2) -> str:
+        """Pretend to write something (side effect: calls run one at a time, in order).
+
+        Args:
+            label: a name for this call.
+            seconds: how long the write takes.
+        """
+        return await record(label, seconds)
+
+    @tool(resource_arg="path")
+    async def touch(path: str, label: str, fail: bool = False, ctx: ToolContext | None = None) -> str:
+        """Touch a file (calls on the same path run in order).
+
+        Args:
+            path: the file.
+            label: a name for this call.
+            fail: raise instead of succeeding.
+        """
+        if ctx is not None:
+            probe.contexts.append(ctx)
+        await record(label, 0.05)
+        if fail:
+            raise OSError(f"cannot touch {path}")
+        return f"touched {path}"
+
+    return [wait, write, touch]
+
+
+@tool
+def explode(reason: str) -> str:
+    """Always raises.
+
+    Args:
+        reason: the message of the exception.
+    """
+    raise ValueError(reason)
+
+
+@tool
+def whoami(ctx: ToolContext) -> str:
+    """Tell the call's context."""
+    return f"{ctx.workflow_id}|{ctx.call_id}|{ctx.idempotency_key}|{ctx.attempt}"
+
+
+@tool(timeout=0.5)
+async def sleepy(seconds: float) -> str:
+    """Sleep longer than its own timeout allows.
+
+    Args:
+        seconds: how long to sleep.
+    """
+    await asyncio.sleep(seconds)
+    return "woke up"

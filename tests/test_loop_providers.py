@@ -1,0 +1,163 @@
+"""Both wire formats end to end over real HTTP, provider errors, and keys that never leak."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import pytest
+from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import ActivityError, ApplicationError
+
+from orga.conversation import Message
+from orga.journal import Journal
+from orga.scripted_model import Raw, Turn
+from orga.state import LoopState
+from tests.fixtures import body as fixture
+from tests.harness import API_KEYS, Harness
+
+
+
+@pytest.mark.parametrize("provider", ["openai", "openrouter", "anthropic"])
+async def test_each_provider_runs_a_tool_loop(harness: Harness, provider: str) -> None:
+    model = harness.new_model(
+        [
+            Turn(text="Let me add.", tool_calls=[("add", {"a": 2, "b": 3})]),
+            Turn(text="It is 5."),
+        ]
+    )
+    async with harness.worker():
+        result = await harness.run(
+            [
+                Message(role="system", content="You are terse."),
+                Message(role="user", content="What is 2+3?"),
+            ],
+            provider=provider,
+            model=model,
+            tools=["add"],
+            system_prompt="Always use tools for arithmetic.",
+        )
+    assert result.output == "It is 5."
+    first, second = harness.model.requests_for(model)
+    if provider == "anthropic":
+        assert first.path == "/v1/messages"
+        assert first.headers["x-api-key"] == API_KEYS["anthropic"]
+        assert first.body["system"] == "Always use tools for arithmetic.\n\nYou are terse."
+        assert first.body["tools"][0]["input_schema"]["required"] == ["a", "b"]
+        assert [m["role"] for m in second.body["messages"]] == ["user", "assistant", "user"]
+        assistant = second.body["messages"][1]["content"]
+        assert [b["type"] for b in assistant] == ["text", "tool_use"]
+        assert second.body["messages"][2]["content"][0]["type"] == "tool_result"
+        assert second.body["messages"][2]["content"][0]["content"] == "5.0"
+    else:
+        assert first.path == "/v1/chat/completions"
+        assert first.headers["authorization"] == f"Bearer {API_KEYS[provider]}"  # type: ignore[index]
+        assert first.body["tools"][0]["function"]["name"] == "add"
+        roles = [m["role"] for m in second.body["messages"]]
+        assert roles == ["system", "system", "user", "assistant", "tool"]
+        assert second.body["messages"][3]["content"] == "Let me add."
+
+
+async def model_failure(handle: Any) -> tuple[ApplicationError, ApplicationError]:
+    with pytest.raises(WorkflowFailureError) as caught:
+        await handle.result()
+    outer = caught.value.cause
+    assert isinstance(outer, ApplicationError)
+    activity_error = outer.cause
+    assert isinstance(activity_error, ActivityError)
+    inner = activity_error.cause
+    assert isinstance(inner, ApplicationError)
+    return outer, inner
+
+
+async def test_401_fails_fast_naming_the_key_variable(harness: Harness) -> None:
+    body = fixture("openai_13_error_401_invalid_api_key_THIRDPARTY_CAPTURE.json")
+    model = harness.new_model([Raw(401, body)] * 3)
+    async with harness.worker():
+        handle = await harness.start("go", model=model, provider="openai")
+        outer, inner = await model_failure(handle)
+    assert outer.type == "ModelCallFailed"
+    assert inner.type == "ProviderAuthError" and inner.non_retryable
+    assert "OPENAI_API_KEY" in outer.message and "invalid_api_key" in outer.message
+    assert len(harness.model.requests_for(model)) == 1
+
+
+async def test_429_honours_retry_after(harness: Harness) -> None:
+    body = fixture("openai_13b_error_429_rate_limit_THIRDPARTY_CAPTURE.json")
+    model = harness.new_model([Raw(429, body, {"retry-after": "2"}), Turn(text="after the wait")])
+    async with harness.worker():
+        result = await harness.run("go", model=model, provider="openai")
+    first, second = harness.model.requests_for(model)
+    assert result.output == "after the wait"
+    # Temporal's own first retry would come after 1 s; the provider asked for 2.
+    assert second.at - first.at >= 1.9
+
+
+async def test_500_then_success(harness: Harness) -> None:
+    model = harness.new_model(
+        [
+            Raw(500, {"type": "error", "error": {"type": "api_error", "message": "boom"}}),
+            Raw(529, fixture("anthropic_08c_error_overloaded_SSE_event_DOCS.json")),
+            Turn(text="third time lucky"),
+        ]
+    )
+    async with harness.worker():
+        handle = await harness.start("go", model=model, provider="anthropic")
+        result = await handle.result()
+        journal = await handle.query("journal", result_type=Journal)
+    assert result.output == "third time lucky"
+    assert len(harness.model.requests_for(model)) == 3
+    assert [e.kind for e in journal.entries].count("ReasoningComplete") == 1
+
+
+async def test_400_is_not_retried(harness: Harness) -> None:
+    body = fixture("openrouter_15c_error_400_provider_raw_LIVE.json")
+    model = harness.new_model([Raw(400, body)] * 2)
+    async with harness.worker():
+        handle = await harness.start("go", model=model, provider="openrouter")
+        outer, inner = await model_failure(handle)
+    assert inner.type == "ProviderRejected"
+    assert "media_type" in outer.message  # the upstream message from metadata.raw
+    assert len(harness.model.requests_for(model)) == 1
+
+
+async def test_malformed_body_is_a_typed_error_and_retried(harness: Harness) -> None:
+    model = harness.new_model([Raw(200, "<html>gateway</html>"), Turn(text="ok now")])
+    async with harness.worker():
+        result = await harness.run("go", model=model, provider="openai")
+    assert result.output == "ok now"
+
+
+async def test_keys_never_leave_the_worker(
+    harness: Harness, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    collected: list[str] = []
+    async with harness.worker():
+        for provider in ("openai", "openrouter", "anthropic"):
+            model = harness.new_model(
+                [Turn(tool_calls=[("add", {"a": 1, "b": 1})]), Turn(text="two")]
+            )
+            handle = await harness.start("go", model=model, provider=provider, tools=["add"])
+            collected.append((await handle.result()).model_dump_json())
+            collected.append((await handle.query("state", result_type=LoopState)).model_dump_json())
+            collected.append((await handle.query("journal", result_type=Journal)).model_dump_json())
+            messages = await handle.query("conversation", result_type=list[Message])
+            collected.append(json.dumps([m.model_dump(mode="json") for m in messages]))
+            collected.append((await handle.fetch_history()).to_json())
+            sent = harness.model.requests_for(model)[0].headers
+            assert API_KEYS[provider] in (sent.get("authorization", "") + sent.get("x-api-key", ""))  # type: ignore[index]
+        # A refused key: the error path must not echo it either.
+        model = harness.new_model([Raw(401, {"error": {"message": f"bad key {API_KEYS['openai']}"}})])
+        handle = await harness.start("go", model=model, provider="openai")
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+        collected.append((await handle.fetch_history()).to_json())
+    out, err = capfd.readouterr()
+    collected += [out, err, caplog.text]
+    everything = "\n".join(collected)
+    assert "ReasoningComplete" in everything and "OPENAI_API_KEY" in everything
+    for key in API_KEYS.values():
+        assert key not in everything
+        assert key[:12] not in everything
