@@ -56,6 +56,8 @@ class ConversationCache:
             ConversationUnavailable: it could not be rebuilt with the expected digest.
         """
         entry = self._entries.get(window.workflow_id)
+        if entry is None and window.start == 0:
+            entry = _Entry()  # the window holds the whole conversation
         if entry is not None and len(entry.messages) >= window.start:
             prefix_digest = entry.digests[window.start]
             if chain_digest(prefix_digest, window.messages) == window.digest:

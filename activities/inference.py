@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 import httpx
 from temporalio import activity
@@ -22,7 +22,7 @@ __all__ = ["InferenceActivities", "heartbeating"]
 
 
 @contextlib.asynccontextmanager
-async def heartbeating(every: float = 5.0) -> AsyncIterator[None]:
+async def heartbeating(every: float = 5.0) -> AsyncGenerator[None]:
     """Heartbeat in the background while the body waits (so a dead worker is noticed)."""
 
     async def beat() -> None:
@@ -89,7 +89,9 @@ class InferenceActivities:
         provider = self._settings.provider(request.provider)
         model = request.model or provider.default_model
         info = activity.info()
-        timeout = info.start_to_close_timeout.total_seconds() if info.start_to_close_timeout else 120
+        timeout = (
+            info.start_to_close_timeout.total_seconds() if info.start_to_close_timeout else 120
+        )
         async with heartbeating():
             return await complete(
                 self._http,

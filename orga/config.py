@@ -81,7 +81,8 @@ class LoopConfig(BaseModel):
     """Sampling temperature; the provider's default when unset."""
 
     policy: PolicyMode = "default"
-    """The gate: ``default`` (fail closed), ``permissive`` (development only), ``cedar``, ``opa``."""
+    """The gate: ``default`` (fail closed), ``permissive`` (development only), ``cedar``,
+    ``opa``."""
 
     journal_limit: int = Field(default=1_000, ge=10, le=100_000)
     """How many journal entries the loop keeps (oldest dropped first; the count is kept)."""

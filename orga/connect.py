@@ -20,7 +20,6 @@ from orga.settings import Settings
 __all__ = ["connect", "ensure_search_attributes"]
 
 
-
 async def connect(settings: Settings, *, timeout: float = 10.0) -> Client:
     """A client with orga's data converter, TLS and API key as the settings say."""
     api_key = settings.temporal_api_key.get_secret_value() if settings.temporal_api_key else None
@@ -28,7 +27,7 @@ async def connect(settings: Settings, *, timeout: float = 10.0) -> Client:
         settings.temporal_address,
         namespace=settings.temporal_namespace,
         api_key=api_key,
-        tls=True if (api_key or settings.temporal_tls) else False,
+        tls=bool(api_key or settings.temporal_tls),
         data_converter=pydantic_data_converter,
         connect_timeout=timedelta(seconds=timeout),
     )

@@ -13,7 +13,7 @@ it is a property of the class (``retryable``), decided once here::
     │   ├── ModelCallFailed ...... the inference activity failed for good (cause chained)
     │   └── Aborted .............. an operator aborted the loop
     ├── ProviderError ............ raised by the inference activity
-    │   ├── ProviderAuthError .... 401/403: the API key was refused (names the variable, never the key)
+    │   ├── ProviderAuthError .... 401/403: key refused (names its variable, never the key)
     │   ├── ProviderRejected ..... any other 4xx: the request itself is wrong
     │   ├── ProviderUnavailable .. 408/409/429/5xx, network errors, in-band errors (retryable)
     │   ├── MalformedModelResponse  the body does not follow the provider's wire format (retryable)

@@ -2,11 +2,11 @@
 
 ::
 
-    Observing ──reason()──▶ Reasoning ──route(response)──▶ ToolPolicyCheck ──gate()──▶ ToolDispatching
-        ▲                                  │                                                 │
-        │                                  └──────────────▶ AnswerPolicyCheck ──gate()──▶ Answered
-        │                                                        │ (denied: feedback)        │
-        └────────────────────────────────────────────────────────┴─────────────collect()─────┘
+    Observing ─reason()─▶ Reasoning ─route()─▶ ToolPolicyCheck ─gate()─▶ ToolDispatching
+        ▲                             │                                        │
+        │                             └──────▶ AnswerPolicyCheck ─gate()─▶ Answered
+        │                                           │ (denied: feedback)       │
+        └───────────────────────────────────────────┴──────────collect()───────┘
 
 Every constructor takes the phase it comes from, so a type checker rejects any path that
 skips a phase: there is no way to build a ``ToolDispatching`` without a ``ToolPolicyCheck``,

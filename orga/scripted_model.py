@@ -17,7 +17,7 @@ import json
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal, cast
@@ -34,9 +34,7 @@ class Turn:
     """A model turn, rendered into whichever wire format the request used."""
 
     text: str = ""
-    tool_calls: list[tuple[str, dict[str, Any] | str]] = field(
-        default_factory=list[tuple[str, dict[str, Any] | str]]
-    )
+    tool_calls: Sequence[tuple[str, Mapping[str, Any] | str]] = ()
     """``(tool name, arguments)``; a ``str`` is sent as the raw argument text (OpenAI only)."""
     stop: str | None = None
     """Anthropic ``stop_reason`` (``tool_use`` / ``end_turn`` by default); for OpenAI it is
@@ -185,8 +183,12 @@ class ScriptedModelServer:
                 return self._fallback(request)
             return Raw(
                 400,
-                {"error": {"type": "invalid_request_error", "message": f"no script left for "
-                           f"model {request.model!r}"}},
+                {
+                    "error": {
+                        "type": "invalid_request_error",
+                        "message": f"no script left for model {request.model!r}",
+                    }
+                },
             )
         if isinstance(step, Turn | Raw):
             return step

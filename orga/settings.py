@@ -25,7 +25,6 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import cast
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
@@ -112,8 +111,7 @@ class Settings(BaseModel):
             temporal_api_key=SecretStr(temporal_key) if temporal_key else None,
             temporal_tls=(get("TEMPORAL_TLS") or "").lower() in {"1", "true", "yes"},
             task_queue=get("ORGA_TASK_QUEUE") or "orga",
-            # Checked against PROVIDERS above; cast only narrows str to the Literal.
-            default_provider=cast(ProviderName | None, default),
+            default_provider=default,
             providers=providers,
             tool_modules=modules,
             file_root=Path(get("ORGA_FILE_ROOT") or Path.cwd()).resolve(),

@@ -175,8 +175,8 @@ def _docstring_parts(doc: str | None) -> tuple[str, dict[str, str]]:
         elif section in {"args", "arguments", "parameters"} and stripped:
             match = re.match(r"^(\w+)(?:\s*\([^)]*\))?\s*:\s*(.*)$", stripped)
             if match and line.startswith("    ") and not line.startswith("     "):
-                current = match.group(1)
-                params[current] = match.group(2)
+                current = str(match.group(1))
+                params[current] = str(match.group(2))
             elif current is not None:
                 params[current] = f"{params[current]} {stripped}".strip()
     return "\n".join(description).strip(), params

@@ -32,7 +32,7 @@ API_KEYS: dict[ProviderName, str] = {
 
 def scripted_settings(server: ScriptedModelServer, **changes: Any) -> Settings:
     """Worker settings whose providers all point at the scripted model server."""
-    providers = {
+    providers: dict[ProviderName, ProviderSettings] = {
         name: ProviderSettings(
             name=name,
             base_url=server.anthropic_base_url if name == "anthropic" else server.openai_base_url,
@@ -97,9 +97,7 @@ class Harness:
         workflow_id: str | None = None,
         **config: Any,
     ) -> WorkflowHandle[Any, LoopResult]:
-        messages = (
-            [Message(role="user", content=prompt)] if isinstance(prompt, str) else prompt
-        )
+        messages = [Message(role="user", content=prompt)] if isinstance(prompt, str) else prompt
         handle = await self.client.start_workflow(
             "ReasoningLoop",
             LoopInput(messages=messages, config=LoopConfig(**config)),

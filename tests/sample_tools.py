@@ -61,7 +61,9 @@ def probe_tools(probe: Probe) -> list[Tool]:
         return await record(label, seconds)
 
     @tool(resource_arg="path")
-    async def touch(path: str, label: str, fail: bool = False, ctx: ToolContext | None = None) -> str:
+    async def touch(
+        path: str, label: str, fail: bool = False, ctx: ToolContext | None = None
+    ) -> str:
         """Touch a file (calls on the same path run in order).
 
         Args:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from orga.journal import Journal
 from orga.scripted_model import Turn
 from orga.state import LoopState
@@ -39,3 +41,29 @@ async def test_one_tool_then_answer(harness: Harness) -> None:
     second = harness.model.requests_for(model)[1].body
     tool_messages = [m for m in second["messages"] if m["role"] == "tool"]
     assert tool_messages[0]["content"] == "5.0"
+
+
+async def test_a_new_worker_rebuilds_the_conversation_from_the_workflow(harness: Harness) -> None:
+    """Worker A serves the first model call and the tool; worker B, with an empty cache, the
+    second model call: it must read the conversation back through the workflow's query."""
+    from tests.sample_tools import Probe, probe_tools
+
+    probe = Probe()
+    tools = probe_tools(probe)
+    model = harness.new_model(
+        [
+            Turn(text="waiting", tool_calls=[("wait", {"label": "w", "seconds": 1.0})]),
+            Turn(text="done"),
+        ]
+    )
+    async with harness.worker(tools=tools):
+        handle = await harness.start("please wait", model=model, tools=["wait"])
+        while "w" not in probe.order:  # noqa: ASYNC110 - the probe is filled by the worker
+            await asyncio.sleep(0.05)
+    # Worker A shut down gracefully after the tool finished; B takes over.
+    async with harness.worker(tools=tools):
+        result = await handle.result()
+    assert result.output == "done"
+    second = harness.model.requests_for(model)[1].body["messages"]
+    assert [m["role"] for m in second] == ["user", "assistant", "tool"]
+    assert second[0]["content"] == "please wait" and second[1]["content"] == "waiting"

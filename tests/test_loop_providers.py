@@ -18,7 +18,6 @@ from tests.fixtures import body as fixture
 from tests.harness import API_KEYS, Harness
 
 
-
 @pytest.mark.parametrize("provider", ["openai", "openrouter", "anthropic"])
 async def test_each_provider_runs_a_tool_loop(harness: Harness, provider: str) -> None:
     model = harness.new_model(
@@ -149,7 +148,9 @@ async def test_keys_never_leave_the_worker(
             sent = harness.model.requests_for(model)[0].headers
             assert API_KEYS[provider] in (sent.get("authorization", "") + sent.get("x-api-key", ""))  # type: ignore[index]
         # A refused key: the error path must not echo it either.
-        model = harness.new_model([Raw(401, {"error": {"message": f"bad key {API_KEYS['openai']}"}})])
+        model = harness.new_model(
+            [Raw(401, {"error": {"message": f"bad key {API_KEYS['openai']}"}})]
+        )
         handle = await harness.start("go", model=model, provider="openai")
         with pytest.raises(WorkflowFailureError):
             await handle.result()

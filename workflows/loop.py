@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Sequence
 from typing import Any
 
 from temporalio import workflow
+from temporalio.common import SearchAttributeUpdate
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -56,6 +58,7 @@ with workflow.unsafe.imports_passed_through():
         Answered,
         AnswerPolicyCheck,
         Observing,
+        PlannedCall,
         Reasoning,
         ToolDispatching,
         ToolPolicyCheck,
@@ -165,10 +168,10 @@ class ReasoningLoopWorkflow:
     @workflow.run
     async def run(self, input: LoopInput | dict[str, Any]) -> LoopResult:
         if self._invalid is not None:
-            failure = InvalidConfig(self._invalid)
-            self._finish_failed(failure)
-            raise failure
-        workflow.upsert_search_attributes(
+            invalid = InvalidConfig(self._invalid)
+            self._finish_failed(invalid)
+            raise invalid
+        self._upsert(
             [
                 sa.AGENT_ID.value_set(self._config.agent_id),
                 sa.STATUS.value_set("running"),
@@ -191,15 +194,15 @@ class ReasoningLoopWorkflow:
             remaining = limit - (workflow.now() - self._started_at).total_seconds()
             answered = await self._within(max(remaining, 0.001))
         except TimeoutError:
-            failure: LoopFailure = BudgetExceeded(
+            failure = BudgetExceeded(
                 f"the loop ran out of time: timeout is {limit:g} s "
                 f"(config.timeout), reached at iteration {self._iteration}",
                 {"budget": "timeout", "limit": limit, "state": self.state()},
             )
             self._finish_failed(failure)
             raise failure from None
-        except (LoopFailure, InvalidConfig) as failure:
-            self._finish_failed(failure)
+        except (LoopFailure, InvalidConfig) as error:
+            self._finish_failed(error)
             raise
         except BaseException as error:
             # Cancellation or an unexpected bug: still journal the exit, then let it through.
@@ -210,7 +213,7 @@ class ReasoningLoopWorkflow:
         self._set_phase("completed")
         self._status = "completed"
         self._record(Terminated(**self._stamp(), reason="end_turn", message="the model answered"))
-        workflow.upsert_search_attributes([sa.STATUS.value_set("completed")])
+        self._upsert([sa.STATUS.value_set("completed")])
         return LoopResult(
             output=answered.output,
             iterations=self._iteration,
@@ -328,7 +331,7 @@ class ReasoningLoopWorkflow:
                 usage=response.usage,
             )
         )
-        workflow.upsert_search_attributes(
+        self._upsert(
             [
                 sa.ITERATION.value_set(self._iteration),
                 sa.TOTAL_TOKENS.value_set(self._usage.total_tokens),
@@ -402,7 +405,7 @@ class ReasoningLoopWorkflow:
             max_concurrent=self._config.max_concurrent_tools,
             default_timeout=self._config.tool_timeout,
         )
-        runnable = []
+        runnable: list[PlannedCall] = []
         for planned in dispatching.planned:
             refused = runner.refuse(planned)
             if refused is None:
@@ -485,6 +488,11 @@ class ReasoningLoopWorkflow:
             iteration=self._iteration,
         )
 
+    def _upsert(self, updates: Sequence[SearchAttributeUpdate[Any]]) -> None:
+        # temporalio types the parameter as a bare Sequence[SearchAttributeUpdate]; pyright
+        # strict reads that as partially unknown.
+        workflow.upsert_search_attributes(updates)  # pyright: ignore[reportUnknownMemberType]
+
     def _record(self, entry: JournalEntry) -> None:
         self._journal.append(entry)
 
@@ -498,4 +506,4 @@ class ReasoningLoopWorkflow:
         self._set_phase("failed")
         message = error.message if isinstance(error, ApplicationError) else str(error)
         self._record(Terminated(**self._stamp(), reason=kind or "failed", message=message))
-        workflow.upsert_search_attributes([sa.STATUS.value_set("failed")])
+        self._upsert([sa.STATUS.value_set("failed")])

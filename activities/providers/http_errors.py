@@ -9,6 +9,7 @@ message. Error texts never contain the API key.
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import json
 import re
@@ -49,15 +50,16 @@ def retry_after(
     date), or OpenRouter's ``error.availability.retry_after`` in the body."""
     candidates: list[float] = []
     if (ms := headers.get("retry-after-ms")) is not None:
-        try:
+        with contextlib.suppress(ValueError):
             candidates.append(float(ms) / 1000)
-        except ValueError:
-            pass
     if (value := headers.get("retry-after")) is not None:
         try:
             candidates.append(float(value))
         except ValueError:
-            parsed = email.utils.parsedate_to_datetime(value) if value.strip() else None
+            try:
+                parsed = email.utils.parsedate_to_datetime(value)
+            except (TypeError, ValueError):
+                parsed = None  # neither seconds nor an HTTP date: ignore the header
             if parsed is not None:
                 moment = now or datetime.now(UTC)
                 if parsed.tzinfo is None:

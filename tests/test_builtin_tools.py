@@ -1,0 +1,92 @@
+"""Built-in tools: file_read stays inside its root; web_fetch over real HTTP on 127.0.0.1."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from activities.builtin_tools import builtin_tools, html_to_text
+from orga.errors import ToolFailed, ToolInputError
+from orga.settings import Settings
+from orga.tools import Tool, ToolContext
+
+CTX = ToolContext(call_id="c", workflow_id="w", idempotency_key="w/c")
+
+
+class Pages(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def do_GET(self) -> None:
+        pages = {
+            "/page": (
+                200,
+                "text/html",
+                "<html><script>x()</script><p>Hello <b>world</b></p></html>",
+            ),
+            "/big": (200, "text/plain", "y" * 5000),
+            "/missing": (404, "text/plain", "nope"),
+        }
+        status, kind, text = pages.get(self.path, (500, "text/plain", "?"))
+        data = text.encode()
+        self.send_response(status)
+        self.send_header("content-type", kind)
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture(scope="module")
+def site() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Pages)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def tools(root: Path, http: httpx.AsyncClient, max_bytes: int = 1000) -> dict[str, Tool]:
+    settings = Settings(file_root=root.resolve(), web_fetch_max_bytes=max_bytes)
+    return {t.name: t for t in builtin_tools(settings, http)}
+
+
+async def test_file_read_inside_and_outside_the_root(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "docs").mkdir(parents=True)
+    (root / "docs" / "a.txt").write_text("hello é")
+    (tmp_path / "secret.txt").write_text("secret")
+    (root / "link").symlink_to(tmp_path / "secret.txt")
+    async with httpx.AsyncClient() as http:
+        read = tools(root, http)["file_read"]
+        assert await read.invoke({"path": "docs/a.txt", "max_chars": 100}, CTX) == "hello é"
+        for bad in ("../secret.txt", str(tmp_path / "secret.txt"), "link", "docs/../../secret.txt"):
+            with pytest.raises(ToolInputError, match="outside the readable root"):
+                await read.invoke({"path": bad, "max_chars": 100}, CTX)
+        with pytest.raises(ToolInputError, match="no file"):
+            await read.invoke({"path": "docs/none.txt", "max_chars": 100}, CTX)
+
+
+async def test_web_fetch(site: str, tmp_path: Path) -> None:
+    async with httpx.AsyncClient() as http:
+        fetch = tools(tmp_path, http, max_bytes=1000)["web_fetch"]
+        assert await fetch.invoke({"url": f"{site}/page", "max_chars": 500}, CTX) == "Hello world"
+        big = await fetch.invoke({"url": f"{site}/big", "max_chars": 5000}, CTX)
+        assert big.startswith("y" * 1000) and "longer than 1000 bytes" in big
+        with pytest.raises(ToolFailed, match="HTTP 404") as caught:
+            await fetch.invoke({"url": f"{site}/missing", "max_chars": 500}, CTX)
+        assert caught.value.non_retryable
+        with pytest.raises(ToolInputError, match="not an http"):
+            await fetch.invoke({"url": "file:///etc/passwd", "max_chars": 500}, CTX)
+
+
+def test_html_to_text() -> None:
+    assert html_to_text("<style>a{}</style><h1>T</h1><div>x  y</div>") == "T\nx y"

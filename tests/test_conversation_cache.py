@@ -1,0 +1,65 @@
+"""The worker's conversation cache: deltas on hits, the workflow's query on misses, never a
+wrong conversation."""
+
+from __future__ import annotations
+
+import pytest
+
+from activities.conversation_cache import ConversationCache
+from orga.conversation import Message, chain_digest
+from orga.errors import ConversationUnavailable
+from orga.inference import ConversationSlice
+
+
+def msgs(*texts: str) -> list[Message]:
+    return [Message(role="user", content=t) for t in texts]
+
+
+def window(full: list[Message], start: int, workflow_id: str = "w") -> ConversationSlice:
+    return ConversationSlice(
+        workflow_id=workflow_id,
+        start=start,
+        length=len(full),
+        digest=chain_digest("", full),
+        messages=full[start:],
+    )
+
+
+async def test_hits_extend_and_misses_fetch() -> None:
+    full = msgs("a", "b", "c", "d")
+    fetched: list[tuple[str, int]] = []
+
+    async def fetch(workflow_id: str, length: int) -> list[Message]:
+        fetched.append((workflow_id, length))
+        return full[:length]
+
+    cache = ConversationCache(fetch)
+    assert await cache.resolve(window(full[:2], 0)) == full[:2]
+    assert await cache.resolve(window(full, 2)) == full
+    assert fetched == [] and cache.hits == 2
+    # Retrying the same call is a hit too.
+    assert await cache.resolve(window(full, 2)) == full
+    # A delta this worker has not seen the start of: fetched from the workflow.
+    other = ConversationCache(fetch)
+    assert await other.resolve(window(full, 3)) == full
+    assert fetched == [("w", 4)] and other.misses == 1
+
+
+async def test_a_wrong_conversation_is_never_used() -> None:
+    async def fetch(workflow_id: str, length: int) -> list[Message]:
+        return msgs("x", "y", "z", "w")[:length]
+
+    cache = ConversationCache(fetch)
+    with pytest.raises(ConversationUnavailable, match="does not match"):
+        await cache.resolve(window(msgs("a", "b"), 1))
+
+
+async def test_eviction() -> None:
+    async def fetch(workflow_id: str, length: int) -> list[Message]:
+        return msgs("a")[:length]
+
+    cache = ConversationCache(fetch, max_entries=2)
+    for workflow_id in ("w1", "w2", "w3"):
+        await cache.resolve(window(msgs("a"), 0, workflow_id))
+    await cache.resolve(window(msgs("a"), 1, "w1"))  # w1 was evicted: refetched
+    assert cache.misses == 1
