@@ -19,6 +19,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities.builtin_tools import builtin_tools
+from activities.cedar import CedarGate
 from activities.inference import InferenceActivities
 from activities.policy import PolicyActivities
 from activities.tools import ToolActivities, load_tool_modules
@@ -59,7 +60,8 @@ def build_worker(
     """A worker serving orga's workflows and activities (the one wiring every process uses)."""
     registry = build_registry(settings, http, extra_tools)
     inference = InferenceActivities(settings=settings, http=http, registry=registry, client=client)
-    policy = PolicyActivities(registry=registry)
+    cedar = CedarGate(settings.policy_dir) if settings.policy_dir is not None else None
+    policy = PolicyActivities(registry=registry, cedar=cedar)
     tools = ToolActivities(registry=registry)
     return Worker(
         client,

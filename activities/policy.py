@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from temporalio import activity
 
+from activities.cedar import CedarGate
 from orga.errors import ToolInputError
 from orga.policy import (
     EVALUATE_POLICY,
@@ -64,11 +65,21 @@ def default_decision(
     return PolicyDecision(decision="allow", policy_ids=["default.allow"])
 
 
+def _combine(default: PolicyDecision, external: PolicyDecision) -> PolicyDecision:
+    """An external verdict on an action the default checks let through."""
+    if external.decision == "allow" and default.decision == "require_approval":
+        return default.model_copy(
+            update={"policy_ids": [*default.policy_ids, *external.policy_ids]}
+        )
+    return external
+
+
 class PolicyActivities:
     """The gates one worker offers."""
 
-    def __init__(self, *, registry: ToolRegistry) -> None:
+    def __init__(self, *, registry: ToolRegistry, cedar: CedarGate | None = None) -> None:
         self._registry = registry
+        self._cedar = cedar
 
     @activity.defn(name=EVALUATE_POLICY)
     async def evaluate_policy(self, request: PolicyRequest) -> PolicyResult:
@@ -84,7 +95,18 @@ class PolicyActivities:
         decisions = [default_decision(a, request, self._registry) for a in request.actions]
         if request.mode == "default":
             return PolicyResult(engine="default", decisions=decisions)
-        reason = f"policy mode {request.mode!r} is not configured on this worker"
+        if request.mode == "cedar" and self._cedar is not None:
+            passed = [i for i, d in enumerate(decisions) if d.decision != "deny"]
+            verdicts = self._cedar.decide([request.actions[i] for i in passed], request)
+            for index, verdict in zip(passed, verdicts, strict=True):
+                decisions[index] = _combine(decisions[index], verdict)
+            return PolicyResult(
+                engine="cedar", policy_hash=self._cedar.policy_hash, decisions=decisions
+            )
+        reason = (
+            f"policy mode {request.mode!r} is not configured on this worker "
+            "(set ORGA_POLICY_DIR for cedar); denied (fail closed)"
+        )
         return PolicyResult(
             engine=request.mode,
             decisions=[

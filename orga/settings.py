@@ -17,6 +17,7 @@ OPENAI_API_KEY / _MODEL / _BASE_URL (vLLM, Ollama, llama.cpp)    gpt-4o-mini
 ANTHROPIC_API_KEY / _MODEL / _BASE_URL                           claude-sonnet-4-5
 ORGA_TOOL_MODULES           comma-separated modules with @tools  unset
 ORGA_FILE_ROOT              the only directory file_read reads   current directory
+ORGA_POLICY_DIR             Cedar policies + schema              unset (no cedar gate)
 ==========================  ===================================  ==========================
 """
 
@@ -71,6 +72,8 @@ class Settings(BaseModel):
         default_factory=dict[ProviderName, ProviderSettings]
     )
     tool_modules: list[str] = Field(default_factory=list[str])
+    policy_dir: Path | None = None
+    """Cedar policies and schema (``ORGA_POLICY_DIR``), parsed once at worker start."""
     file_root: Path = Field(default_factory=Path.cwd)
     web_fetch_max_bytes: int = 1_000_000
     web_fetch_timeout: float = 20.0
@@ -115,6 +118,9 @@ class Settings(BaseModel):
             providers=providers,
             tool_modules=modules,
             file_root=Path(get("ORGA_FILE_ROOT") or Path.cwd()).resolve(),
+            policy_dir=Path(policy_dir).resolve()
+            if (policy_dir := get("ORGA_POLICY_DIR"))
+            else None,
         )
 
     def provider(self, name: ProviderName | None) -> ProviderSettings:

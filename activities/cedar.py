@@ -1,0 +1,224 @@
+"""The Cedar gate: policies from a directory, evaluated by cedarpy, always with the schema.
+
+Layout of ``ORGA_POLICY_DIR``::
+
+    schema.cedarschema.json   the Cedar schema, in Cedar's JSON schema format
+    *.cedar                   policies (every file, in name order)
+
+Request mapping (documented in the README)::
+
+    principal  Agent::"<config.agent_id>"
+    action     Action::"call_tool"            Action::"respond" (a final answer)
+    resource   Tool::"<tool name>"            Answer::"final"
+    context    { arguments: <the call's arguments, only the attributes the schema declares>,
+                 iteration: Long, tokens_used: Long }
+
+Everything is parsed once, when the worker starts, and validated against the schema: a
+policy set that does not parse or does not validate stops the worker with the file and the
+error. Every request is evaluated with the schema; an error or ``NoDecision`` is a denial.
+Annotations on the determining policies shape the decision: ``@approval("required")`` on a
+permit asks a human, ``@reason("…")`` on a forbid is the feedback the model reads, and
+``@id("…")`` names the policy in the journal.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import cedarpy
+
+from orga.errors import InvalidConfig
+from orga.policy import PolicyAction, PolicyDecision, PolicyRequest
+from orga.tools import parse_arguments
+
+__all__ = ["SCHEMA_FILE", "CedarGate"]
+
+SCHEMA_FILE = "schema.cedarschema.json"
+
+
+@dataclass(frozen=True)
+class _Policy:
+    id: str
+    """``@id`` if the policy has one, else ``<file>#<n>``."""
+    file: str
+    annotations: dict[str, str]
+
+
+def _attributes(schema: dict[str, Any], namespace: dict[str, Any], node: Any) -> set[str] | None:
+    """Attribute names of a record type (following common-type references), or None."""
+    if not isinstance(node, dict):
+        return None
+    node = cast(dict[str, Any], node)
+    kind = node.get("type")
+    if kind == "Record":
+        return set(cast(dict[str, Any], node.get("attributes", {})))
+    name = node.get("name") if kind == "EntityOrCommon" else kind
+    common = cast(dict[str, Any], namespace.get("commonTypes", {}))
+    if isinstance(name, str) and name in common:
+        return _attributes(schema, namespace, common[name])
+    return None
+
+
+class CedarGate:
+    """A parsed, validated policy set and schema; decides one turn's actions at a time."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        schema_path = directory / SCHEMA_FILE
+        files = sorted(directory.glob("*.cedar"))
+        if not schema_path.is_file():
+            raise InvalidConfig(
+                f"the Cedar policy directory {str(directory)!r} has no {SCHEMA_FILE}; orga "
+                "always evaluates with a schema (without one, a forbid whose condition hits a "
+                "type error is skipped and a request can be wrongly allowed)"
+            )
+        if not files:
+            raise InvalidConfig(f"the Cedar policy directory {str(directory)!r} has no *.cedar")
+        schema_text = schema_path.read_text(encoding="utf-8")
+        try:
+            self._schema_json = cast(dict[str, Any], json.loads(schema_text))
+            self._schema = cedarpy.Schema.from_json_str(schema_text)
+        except ValueError as error:
+            raise InvalidConfig(
+                f"{SCHEMA_FILE} is not a valid Cedar JSON schema: {error}"
+            ) from error
+        texts: list[str] = []
+        owners: list[tuple[str, int]] = []
+        for path in files:
+            text = path.read_text(encoding="utf-8")
+            try:
+                parsed = json.loads(cedarpy.policies_to_json_str(text))
+            except ValueError as error:
+                raise InvalidConfig(
+                    f"Cedar policy file {path.name!r} does not parse: {error}"
+                ) from error
+            count = len(cast(dict[str, Any], parsed.get("staticPolicies", {})))
+            owners += [(path.name, i) for i in range(count)]
+            texts.append(text)
+        combined = "\n".join(texts)
+        # cedarpy annotates its dict parameters as bare ``dict``: partially unknown to pyright.
+        validation = cedarpy.validate_policies(  # pyright: ignore[reportUnknownMemberType]
+            combined, self._schema
+        )
+        policies = cast(
+            dict[str, Any], json.loads(cedarpy.policies_to_json_str(combined))["staticPolicies"]
+        )
+        self._policies: dict[str, _Policy] = {}
+        for index, (cedar_id, body) in enumerate(
+            sorted(policies.items(), key=lambda item: int(item[0].removeprefix("policy")))
+        ):
+            annotations = {
+                str(k): str(v)
+                for k, v in cast(
+                    dict[str, Any], cast(dict[str, Any], body).get("annotations") or {}
+                ).items()
+            }
+            file, n = owners[index]
+            self._policies[cedar_id] = _Policy(
+                annotations.get("id") or f"{file}#{n}", file, annotations
+            )
+        if not validation.validation_passed:
+            problems = "; ".join(
+                f"{self._file_of(e.policy_id)}: {e.error}" for e in validation.errors
+            )
+            raise InvalidConfig(
+                f"the Cedar policies in {str(directory)!r} do not validate against "
+                f"{SCHEMA_FILE}: {problems}"
+            )
+        self._policy_set = cedarpy.PolicySet.from_str(combined)
+        self._entities = cedarpy.Entities.from_json_str(  # pyright: ignore[reportUnknownMemberType]
+            "[]"
+        )
+        digest = hashlib.sha256()
+        for path in [schema_path, *files]:
+            digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+        self.policy_hash = digest.hexdigest()[:16]
+        self._argument_names = self._declared_arguments()
+
+    def _file_of(self, cedar_id: str) -> str:
+        policy = self._policies.get(cedar_id)
+        if policy is None:
+            return cedar_id or "(policies)"
+        return f"{policy.file} (policy {policy.id!r})"
+
+    def _declared_arguments(self) -> set[str] | None:
+        for namespace in self._schema_json.values():
+            if not isinstance(namespace, dict):
+                continue
+            namespace = cast(dict[str, Any], namespace)
+            action = cast(dict[str, Any], namespace.get("actions", {})).get("call_tool")
+            if not isinstance(action, dict):
+                continue
+            applies = cast(dict[str, Any], cast(dict[str, Any], action).get("appliesTo") or {})
+            context = _attributes(self._schema_json, namespace, applies.get("context"))
+            if context is None or "arguments" not in context:
+                return None
+            record = cast(dict[str, Any], applies["context"])
+            arguments = cast(dict[str, Any], record.get("attributes", {})).get("arguments")
+            return _attributes(self._schema_json, namespace, arguments)
+        return None
+
+    def _request(self, action: PolicyAction, request: PolicyRequest) -> dict[str, Any]:
+        facts: dict[str, Any] = {
+            "iteration": request.iteration,
+            "tokens_used": request.usage.total_tokens,
+        }
+        if action.kind == "respond":
+            return {
+                "principal": {"type": "Agent", "id": request.agent_id},
+                "action": {"type": "Action", "id": "respond"},
+                "resource": {"type": "Answer", "id": "final"},
+                "context": facts,
+            }
+        arguments = parse_arguments(action.tool or "", action.arguments)
+        if self._argument_names is not None:
+            arguments = {k: v for k, v in arguments.items() if k in self._argument_names}
+        return {
+            "principal": {"type": "Agent", "id": request.agent_id},
+            "action": {"type": "Action", "id": "call_tool"},
+            "resource": {"type": "Tool", "id": action.tool or ""},
+            "context": {"arguments": arguments, **facts},
+        }
+
+    def decide(self, actions: list[PolicyAction], request: PolicyRequest) -> list[PolicyDecision]:
+        """One decision per action (which must already have passed the default checks)."""
+        results = cedarpy.is_authorized_batch(  # pyright: ignore[reportUnknownMemberType]
+            [self._request(a, request) for a in actions],
+            self._policy_set,
+            self._entities,
+            schema=self._schema,
+        )
+        return [self._decision(result) for result in results]
+
+    def _decision(self, result: cedarpy.AuthzResult) -> PolicyDecision:
+        reasons = list(result.diagnostics.reasons)
+        policies = [self._policies[r] for r in reasons if r in self._policies]
+        ids = [p.id for p in policies]
+        errors = list(result.diagnostics.errors)
+        if errors:
+            return PolicyDecision(
+                decision="deny",
+                reason=f"the policy check failed ({'; '.join(errors)}); denied (fail closed)",
+                policy_ids=ids,
+            )
+        if result.decision == cedarpy.Decision.Allow:
+            if any(p.annotations.get("approval") == "required" for p in policies):
+                return PolicyDecision(
+                    decision="require_approval",
+                    reason=f"policy {', '.join(ids)} requires a human approval",
+                    policy_ids=ids,
+                )
+            return PolicyDecision(decision="allow", policy_ids=ids)
+        if result.decision == cedarpy.Decision.Deny and policies:
+            stated = [p.annotations["reason"] for p in policies if "reason" in p.annotations]
+            why = "; ".join(stated) if stated else "forbidden"
+            return PolicyDecision(
+                decision="deny", reason=f"{why} (policy {', '.join(ids)})", policy_ids=ids
+            )
+        return PolicyDecision(
+            decision="deny", reason="no policy permits this action", policy_ids=ids
+        )

@@ -1,0 +1,73 @@
+"""The gate inside a running loop: Cedar decisions, a denied final answer, and the record."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import httpx
+import pytest
+
+from orga.conversation import Message
+from orga.errors import InvalidConfig
+from orga.journal import Journal, PolicyEvaluated
+from orga.scripted_model import Turn
+from tests.harness import Harness, scripted_settings
+from tests.test_cedar import EXAMPLES
+from worker import build_worker
+
+
+async def test_a_denied_answer_goes_back_to_the_model(harness: Harness) -> None:
+    model = harness.new_model(
+        [Turn(text="I guess 4."), Turn(tool_calls=[("add", {"a": 2, "b": 2})]), Turn(text="4")]
+    )
+    settings = scripted_settings(harness.model, policy_dir=EXAMPLES)
+    async with harness.worker(settings=settings):
+        handle = await harness.start(
+            "What is 2+2?", model=model, tools=["add"], policy="cedar", agent_id="careful"
+        )
+        result = await handle.result()
+        journal = await handle.query("journal", result_type=Journal)
+        messages = await handle.query("conversation", result_type=list[Message])
+    assert result.output == "4" and result.iterations == 3
+    gates = [e for e in journal.entries if isinstance(e, PolicyEvaluated)]
+    assert [d.decision for g in gates for d in g.decisions] == ["deny", "allow", "allow"]
+    assert gates[0].decisions[0].policy_ids == ["no-blind-answers"]
+    assert gates[1].decisions[0].policy_ids == ["arithmetic"]
+    assert all(g.engine == "cedar" and g.policy_hash for g in gates)
+    feedback = messages[2]
+    assert feedback.role == "user"
+    assert "answer only after at least one reasoning step" in feedback.content
+    # The model saw its own denied answer followed by the feedback.
+    second = harness.model.requests_for(model)[1].body["messages"]
+    assert [m["role"] for m in second] == ["user", "assistant", "user"]
+
+
+async def test_cedar_denial_of_a_call_is_fed_back(harness: Harness) -> None:
+    model = harness.new_model(
+        [
+            Turn(tool_calls=[("file_read", {"path": "docs/secret.txt"})]),
+            Turn(text="I may not read it."),
+        ]
+    )
+    settings = scripted_settings(harness.model, policy_dir=EXAMPLES)
+    async with harness.worker(settings=settings):
+        handle = await harness.start("read it", model=model, tools=["file_read"], policy="cedar")
+        await handle.result()
+        messages = await handle.query("conversation", result_type=list[Message])
+    result = messages[2].tool_results[0]
+    assert result.status == "denied" and result.is_error
+    assert "never read" in result.content and "no-secrets" in result.content
+
+
+async def test_a_worker_with_invalid_policies_refuses_to_start(
+    harness: Harness, tmp_path: Path
+) -> None:
+    shutil.copytree(EXAMPLES, tmp_path / "policies")
+    (tmp_path / "policies" / "broken.cedar").write_text(
+        'permit(principal, action == Action::"nope", resource);'
+    )
+    settings = scripted_settings(harness.model, policy_dir=tmp_path / "policies")
+    async with httpx.AsyncClient() as http:
+        with pytest.raises(InvalidConfig, match="broken.cedar"):
+            build_worker(harness.client, settings, http, task_queue=harness.task_queue)
