@@ -130,7 +130,8 @@ def test_undeclared_arguments_are_left_out_of_the_context(gate: CedarGate) -> No
         ),
         (
             {
-                "types.cedar": "permit(principal, action, resource) when { context.arguments.path > 3 };"
+                "types.cedar": "permit(principal, action, resource) "
+                "when { context.arguments.path > 3 };"
             },
             "types.cedar",
         ),
@@ -148,7 +149,7 @@ def test_invalid_policy_sets_refuse_to_load(
 
 def test_a_schema_is_required(tmp_path: Path) -> None:
     (tmp_path / "p.cedar").write_text("permit(principal, action, resource);")
-    with pytest.raises(InvalidConfig, match="no schema.cedarschema.json"):
+    with pytest.raises(InvalidConfig, match=r"no schema\.cedarschema\.json"):
         CedarGate(tmp_path)
 
 

@@ -69,5 +69,5 @@ async def test_a_worker_with_invalid_policies_refuses_to_start(
     )
     settings = scripted_settings(harness.model, policy_dir=tmp_path / "policies")
     async with httpx.AsyncClient() as http:
-        with pytest.raises(InvalidConfig, match="broken.cedar"):
+        with pytest.raises(InvalidConfig, match=r"broken\.cedar"):
             build_worker(harness.client, settings, http, task_queue=harness.task_queue)
