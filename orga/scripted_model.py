@@ -77,30 +77,39 @@ class RecordedRequest:
 
     def tool_results(self) -> int:
         """How many tool results the request carries."""
-        if self.wire == "openai":
-            return sum(1 for m in self.body.get("messages", []) if m.get("role") == "tool")
-        count = 0
-        for message in self.body.get("messages", []):
-            content = message.get("content")
-            if isinstance(content, list):
-                blocks = cast(list[dict[str, Any]], content)
-                count += sum(1 for b in blocks if b.get("type") == "tool_result")
-        return count
+        return len(self.tool_result_texts())
 
-    def last_user_text(self) -> str:
-        """The text of the last user message."""
-        for message in reversed(self.body.get("messages", [])):
+    def user_texts(self) -> list[str]:
+        """The texts of the user messages, in order (tool results excluded)."""
+        texts: list[str] = []
+        for message in self.body.get("messages", []):
             if message.get("role") != "user":
                 continue
             content = message.get("content")
             if isinstance(content, str):
-                return content
-            if isinstance(content, list):
+                texts.append(content)
+            elif isinstance(content, list):
                 blocks = cast(list[dict[str, Any]], content)
-                texts = [str(b.get("text", "")) for b in blocks if b.get("type") == "text"]
-                if texts:
-                    return "\n".join(texts)
-        return ""
+                texts += [str(b.get("text", "")) for b in blocks if b.get("type") == "text"]
+        return texts
+
+    def first_user_text(self) -> str:
+        texts = self.user_texts()
+        return texts[0] if texts else ""
+
+    def tool_result_texts(self) -> list[str]:
+        """The contents of the tool results the request carries, in order."""
+        found: list[str] = []
+        for message in self.body.get("messages", []):
+            content = message.get("content")
+            if message.get("role") == "tool":
+                found.append(str(content))
+            elif isinstance(content, list):
+                blocks = cast(list[dict[str, Any]], content)
+                found += [
+                    str(b.get("content", "")) for b in blocks if b.get("type") == "tool_result"
+                ]
+        return found
 
 
 class ScriptedModelServer:

@@ -1,0 +1,393 @@
+"""The ``orga`` command: demo, server, and the everyday verbs on loops.
+
+Every verb talks to Temporal with the same settings as the worker (``TEMPORAL_ADDRESS`` …).
+Input is validated before anything starts; an unreachable server, an unknown workflow or bad
+input ends with a one-line explanation and a non-zero exit code, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+import uuid
+from collections.abc import Callable, Coroutine, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, NoReturn
+
+from pydantic import BaseModel, ValidationError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
+
+from orga import search_attributes as sa
+from orga.config import PROVIDERS, LoopConfig, LoopInput
+from orga.connect import connect
+from orga.conversation import Message
+from orga.errors import InvalidConfig, describe_validation_error
+from orga.journal import Journal
+from orga.settings import Settings
+from orga.state import LoopResult, LoopState
+from orga.views import LoopRow, render_entry, render_result, render_rows, render_state
+
+__all__ = ["CliError", "main"]
+
+
+class CliError(Exception):
+    """A failure to report in one line, with an exit code."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def ui_base() -> str:
+    return os.environ.get("ORGA_UI_URL", "http://localhost:8233").rstrip("/")
+
+
+def ui_link(settings: Settings, workflow_id: str) -> str:
+    return f"{ui_base()}/namespaces/{settings.temporal_namespace}/workflows/{workflow_id}"
+
+
+def data_dir() -> Path:
+    return Path(os.environ.get("ORGA_DATA_DIR") or ".orga").resolve()
+
+
+async def client_for(settings: Settings) -> Client:
+    try:
+        return await connect(settings, timeout=5)
+    except RuntimeError as error:
+        raise CliError(
+            f"cannot reach Temporal at {settings.temporal_address} ({error}). Start the "
+            "embedded server with `uv run orga server`, or set TEMPORAL_ADDRESS."
+        ) from error
+
+
+def _not_found(error: RPCError, workflow_id: str) -> CliError:
+    if error.status == RPCStatusCode.NOT_FOUND:
+        return CliError(f"there is no workflow {workflow_id!r} in this namespace")
+    return CliError(f"Temporal refused the request for {workflow_id!r}: {error.message}")
+
+
+def _print_json(value: BaseModel | Any) -> None:
+    if isinstance(value, BaseModel):
+        print(value.model_dump_json(indent=2))
+    else:
+        print(json.dumps(value, indent=2, default=str))
+
+
+# ---- verbs ---------------------------------------------------------------------------------
+
+
+async def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
+    from orga.demo import DEMO_PROMPT, run_demo  # noqa: PLC0415 - imports the worker wiring
+
+    print(f"orga demo — task: {DEMO_PROMPT}")
+    outcome = await run_demo(settings, data_dir(), ui_url=ui_base())
+    print(f"model:       {outcome.model_label}")
+    print(f"answer:      {outcome.result.output}")
+    print(
+        f"loop:        {outcome.result.iterations} iteration(s), "
+        f"{outcome.result.tool_call_count} tool call(s), {outcome.result.usage.total_tokens} tokens"
+    )
+    print(f"workflow id: {outcome.workflow_id}")
+    print(f"web ui:      {outcome.ui_url}")
+    if outcome.started_server:
+        print(
+            f"             (the embedded server has stopped; its history is kept in "
+            f"{data_dir() / 'temporal.db'}: run `uv run orga server` and open the link)"
+        )
+    return 0
+
+
+async def cmd_server(args: argparse.Namespace, settings: Settings) -> int:
+    from orga.devserver import DevServer  # noqa: PLC0415
+
+    host, _, port = settings.temporal_address.rpartition(":")
+    server = DevServer(
+        Path(args.data_dir).resolve() if args.data_dir else data_dir(),
+        ip=host if host not in ("", "localhost") else "127.0.0.1",
+        port=int(port),
+        ui_port=args.ui_port,
+        headless=args.headless,
+    )
+    try:
+        await server.start()
+    except (RuntimeError, TimeoutError) as error:
+        raise CliError(str(error)) from error
+    print(f"Temporal dev server on {server.address} (SQLite: {server.database})")
+    if not args.headless:
+        print(f"Web UI: {server.ui_url}")
+    print("Search attributes: " + ", ".join(k.name for k in sa.ALL) + ". Ctrl-C stops it.")
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    waiter = asyncio.ensure_future(server.wait())
+    stopper = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    stopper.cancel()
+    if waiter.done():
+        raise CliError(f"the dev server exited unexpectedly (code {waiter.result()})")
+    print("stopping…")
+    await server.stop()
+    print("stopped")
+    return 0
+
+
+def loop_input(args: argparse.Namespace) -> LoopInput:
+    """The loop input the ``run`` flags describe, validated before anything starts."""
+    config: dict[str, Any] = {"tools": args.tool or []}
+    for flag in (
+        "provider",
+        "model",
+        "agent_id",
+        "policy",
+        "max_iterations",
+        "max_total_tokens",
+        "system_prompt",
+    ):
+        value = getattr(args, flag)
+        if value is not None:
+            config[flag] = value
+    if args.timeout is not None:
+        config["timeout"] = timedelta(seconds=args.timeout)
+    try:
+        return LoopInput(
+            messages=[Message(role="user", content=args.prompt)],
+            config=LoopConfig.model_validate(config),
+        )
+    except ValidationError as error:
+        raise CliError(f"invalid loop input: {describe_validation_error(error)}", 2) from error
+
+
+async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
+    request = loop_input(args)
+    client = await client_for(settings)
+    workflow_id = args.id or f"loop-{uuid.uuid4().hex[:12]}"
+    prompt = args.prompt if len(args.prompt) <= 120 else args.prompt[:117] + "…"
+    handle = await client.start_workflow(
+        "ReasoningLoop",
+        request,
+        id=workflow_id,
+        task_queue=settings.task_queue,
+        result_type=LoopResult,
+        static_summary=f"{request.config.agent_id}: {prompt}",
+    )
+    print(f"started {workflow_id}", file=sys.stderr)
+    print(f"web ui: {ui_link(settings, workflow_id)}", file=sys.stderr)
+    if args.no_wait:
+        if args.json:
+            _print_json({"workflow_id": workflow_id, "run_id": handle.result_run_id})
+        return 0
+    try:
+        result = await handle.result()
+    except WorkflowFailureError as error:
+        cause = error.cause
+        if isinstance(cause, ApplicationError):
+            raise CliError(f"the loop failed: {cause.type}: {cause.message}") from error
+        raise CliError(f"the loop failed: {cause}") from error
+    if args.json:
+        _print_json(result)
+    else:
+        print(render_result(result))
+    return 0
+
+
+async def cmd_state(args: argparse.Namespace, settings: Settings) -> int:
+    client = await client_for(settings)
+    handle = client.get_workflow_handle(args.workflow_id, result_type=LoopResult)
+    try:
+        state = await handle.query("state", result_type=LoopState)
+    except RPCError as error:
+        if error.status == RPCStatusCode.NOT_FOUND:
+            raise _not_found(error, args.workflow_id) from error
+        return await _state_without_worker(handle, args, error)
+    if args.json:
+        _print_json(state)
+    else:
+        print(render_state(state))
+    return 0
+
+
+async def _state_without_worker(handle: Any, args: argparse.Namespace, error: RPCError) -> int:
+    """No worker can answer the query: show what Temporal itself records of the loop."""
+    description = await handle.describe()
+    attributes = description.typed_search_attributes
+    facts: dict[str, Any] = {
+        "workflow_id": description.id,
+        "status": attributes.get(sa.STATUS) or description.status.name.lower(),
+        "agent_id": attributes.get(sa.AGENT_ID),
+        "iteration": attributes.get(sa.ITERATION),
+        "total_tokens": attributes.get(sa.TOTAL_TOKENS),
+        "task_queue": description.task_queue,
+        "started": description.start_time,
+        "closed": description.close_time,
+    }
+    if description.status == WorkflowExecutionStatus.COMPLETED:
+        result = await handle.result()
+        facts["output"] = result.output
+        facts["termination_reason"] = result.termination_reason
+    if args.json:
+        _print_json(facts)
+    else:
+        print(f"(no worker answers on task queue {description.task_queue!r}: {error.message};")
+        print(" showing what Temporal records — start a worker there for the full state)")
+        for key, value in facts.items():
+            print(f"{key:<20}{value if value is not None else '-'}")
+    return 0
+
+
+async def cmd_journal(args: argparse.Namespace, settings: Settings) -> int:
+    client = await client_for(settings)
+    handle = client.get_workflow_handle(args.workflow_id)
+    shown = 0
+    while True:
+        try:
+            description = await handle.describe()
+            journal = await handle.query("journal", result_type=Journal)
+        except RPCError as error:
+            if error.status == RPCStatusCode.NOT_FOUND:
+                raise _not_found(error, args.workflow_id) from error
+            raise CliError(
+                f"no worker answers for {args.workflow_id!r} ({error.message}); the journal "
+                "lives in the loop's state: start a worker on its task queue to read it"
+            ) from error
+        running = description.status == WorkflowExecutionStatus.RUNNING
+        fresh = [e for e in journal.entries if e.seq > shown]
+        if fresh:
+            shown = fresh[-1].seq
+        if args.json:
+            for entry in fresh:
+                print(entry.model_dump_json())
+        else:
+            if journal.dropped and shown == (fresh[-1].seq if fresh else 0) and not args.follow:
+                print(f"({journal.dropped} older entries dropped to keep the journal bounded)")
+            for entry in fresh:
+                print(render_entry(entry))
+        sys.stdout.flush()
+        if not args.follow or not running:
+            return 0
+        await asyncio.sleep(0.5)
+
+
+async def cmd_list(args: argparse.Namespace, settings: Settings) -> int:
+    client = await client_for(settings)
+    query = "WorkflowType = 'ReasoningLoop'"
+    if args.status:
+        query += f" AND OrgaStatus = '{args.status}'"
+    if args.agent:
+        query += f" AND OrgaAgentId = '{args.agent}'"
+    rows: list[LoopRow] = []
+    try:
+        async for execution in client.list_workflows(query, limit=args.limit):
+            attributes = execution.typed_search_attributes
+            fallback = execution.status.name.lower() if execution.status else "?"
+            rows.append(
+                LoopRow(
+                    workflow_id=execution.id,
+                    status=attributes.get(sa.STATUS) or fallback,
+                    agent_id=attributes.get(sa.AGENT_ID) or "-",
+                    iteration=attributes.get(sa.ITERATION) or 0,
+                    tokens=attributes.get(sa.TOTAL_TOKENS) or 0,
+                    started=execution.start_time,
+                )
+            )
+    except RPCError as error:
+        raise CliError(f"listing loops failed: {error.message}") from error
+    if args.json:
+        _print_json([row.__dict__ for row in rows])
+    else:
+        print(render_rows(rows))
+    return 0
+
+
+# ---- parsing -------------------------------------------------------------------------------
+
+Handler = Callable[[argparse.Namespace, Settings], Coroutine[Any, Any, int]]
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog="orga", description="Durable, governed agent reasoning loops on Temporal."
+    )
+    verbs = top.add_subparsers(dest="verb", required=True, metavar="VERB")
+
+    demo = verbs.add_parser("demo", help="run a demo loop end to end on the embedded server")
+    demo.set_defaults(handler=cmd_demo)
+
+    server = verbs.add_parser("server", help="run the embedded Temporal dev server (SQLite)")
+    server.add_argument(
+        "--data-dir", help="where temporal.db lives (default: ORGA_DATA_DIR or .orga)"
+    )
+    server.add_argument("--ui-port", type=int, default=8233)
+    server.add_argument("--headless", action="store_true", help="no Web UI")
+    server.set_defaults(handler=cmd_server)
+
+    run = verbs.add_parser("run", help="start a loop and print its answer")
+    run.add_argument("prompt")
+    run.add_argument("--tool", action="append", help="advertise a tool (repeatable)")
+    run.add_argument("--provider", choices=PROVIDERS)
+    run.add_argument("--model")
+    run.add_argument("--agent-id")
+    run.add_argument("--policy", choices=["permissive", "default", "cedar", "opa"])
+    run.add_argument("--system-prompt")
+    run.add_argument("--max-iterations", type=int)
+    run.add_argument("--max-total-tokens", type=int)
+    run.add_argument("--timeout", type=float, help="seconds")
+    run.add_argument("--id", help="workflow id (default: a new one)")
+    run.add_argument("--no-wait", action="store_true", help="print the id and return")
+    run.add_argument("--json", action="store_true")
+    run.set_defaults(handler=cmd_run)
+
+    state = verbs.add_parser("state", help="a loop's state")
+    state.add_argument("workflow_id")
+    state.add_argument("--json", action="store_true")
+    state.set_defaults(handler=cmd_state)
+
+    journal = verbs.add_parser("journal", help="a loop's journal")
+    journal.add_argument("workflow_id")
+    journal.add_argument("--follow", "-f", action="store_true", help="keep printing until it ends")
+    journal.add_argument("--json", action="store_true", help="one JSON object per line")
+    journal.set_defaults(handler=cmd_journal)
+
+    listing = verbs.add_parser("list", help="recent loops, from Temporal's visibility")
+    listing.add_argument(
+        "--status", choices=["running", "awaiting_approval", "completed", "failed"]
+    )
+    listing.add_argument("--agent")
+    listing.add_argument("--limit", type=int, default=20)
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(handler=cmd_list)
+    return top
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    print(f"orga: {message}", file=sys.stderr)
+    sys.stdout.flush()
+    os._exit(code)  # temporalio can crash the interpreter at exit (sdk-python#300)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        settings = Settings.from_env()
+        code = asyncio.run(handler(args, settings))
+    except CliError as error:
+        _fail(str(error), error.code)
+    except InvalidConfig as error:
+        _fail(error.message, 2)
+    except KeyboardInterrupt:
+        _fail("interrupted", 130)
+    except Exception as error:
+        if os.environ.get("ORGA_DEBUG"):
+            raise
+        _fail(f"unexpected error: {type(error).__name__}: {error} (ORGA_DEBUG=1 shows more)", 1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
