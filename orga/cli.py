@@ -84,7 +84,7 @@ def _print_json(value: BaseModel | Any) -> None:
 
 
 async def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
-    from orga.demo import DEMO_PROMPT, run_demo  # noqa: PLC0415 - imports the worker wiring
+    from orga.demo import DEMO_PROMPT, run_demo
 
     print(f"orga demo — task: {DEMO_PROMPT}")
     outcome = await run_demo(settings, data_dir(), ui_url=ui_base())
@@ -105,7 +105,7 @@ async def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def cmd_server(args: argparse.Namespace, settings: Settings) -> int:
-    from orga.devserver import DevServer  # noqa: PLC0415
+    from orga.devserver import DevServer
 
     host, _, port = settings.temporal_address.rpartition(":")
     server = DevServer(

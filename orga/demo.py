@@ -84,7 +84,7 @@ async def _offline(settings: Settings) -> AsyncGenerator[Settings]:
 
 async def run_demo(settings: Settings, data_dir: Path, *, ui_url: str) -> DemoOutcome:
     """Run the demo loop end to end and stop everything it started."""
-    from worker import build_worker, http_client  # noqa: PLC0415 - the worker wiring is heavy
+    from worker import build_worker, http_client
 
     async with contextlib.AsyncExitStack() as stack:
         started = False

@@ -1,0 +1,22 @@
+# The orga worker image: `docker build -t orga-worker .`
+FROM python:3.11-slim
+
+RUN pip install --no-cache-dir uv
+WORKDIR /app
+
+# Dependencies first, so code changes do not reinstall them.
+COPY pyproject.toml uv.lock README.md ./
+RUN uv sync --locked --no-dev --no-install-project
+
+COPY orga ./orga
+COPY workflows ./workflows
+COPY activities ./activities
+COPY examples ./examples
+COPY worker.py ./
+RUN uv sync --locked --no-dev
+
+ENV PATH=/app/.venv/bin:$PATH \
+    PYTHONUNBUFFERED=1
+# SIGTERM (docker stop) shuts the worker down gracefully.
+STOPSIGNAL SIGTERM
+CMD ["python", "worker.py"]

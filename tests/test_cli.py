@@ -1,0 +1,145 @@
+"""The ``orga`` command, run as a user runs it: a subprocess against a real server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import sys
+import uuid
+from pathlib import Path
+
+from temporalio.testing import WorkflowEnvironment
+
+from orga.devserver import address_answers
+from orga.scripted_model import Turn
+from tests.harness import Harness, scripted_settings
+
+ORGA = str(Path(sys.executable).parent / "orga")
+
+
+async def orga(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 90
+) -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(
+        ORGA,
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, **(env or {})},
+    )
+    out, err = await asyncio.wait_for(process.communicate(), timeout)
+    return process.returncode or 0, out.decode(), err.decode()
+
+
+def on(env: WorkflowEnvironment, harness: Harness) -> dict[str, str]:
+    return {
+        "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
+        "ORGA_TASK_QUEUE": harness.task_queue,
+    }
+
+
+async def test_run_state_journal_list(env: WorkflowEnvironment, harness: Harness) -> None:
+    model = harness.new_model([Turn(tool_calls=[("add", {"a": 2, "b": 3})]), Turn(text="It is 5.")])
+    agent = f"cli-{uuid.uuid4().hex[:6]}"
+    async with harness.worker(settings=scripted_settings(harness.model)):
+        code, out, err = await orga(
+            "run",
+            "What is 2+3?",
+            "--tool",
+            "add",
+            "--provider",
+            "openai",
+            "--model",
+            model,
+            "--agent-id",
+            agent,
+            env=on(env, harness),
+        )
+        assert code == 0, err
+        assert out.startswith("It is 5.")
+        assert "end_turn after 2 iteration(s), 1 tool call(s), 30 tokens" in out
+        workflow_id = err.split("started ")[1].split()[0]
+        assert f"/namespaces/default/workflows/{workflow_id}" in err
+        harness.handles.append(harness.client.get_workflow_handle(workflow_id))
+
+        code, out, err = await orga("state", workflow_id, env=on(env, harness))
+        assert code == 0, err
+        assert "status        completed (phase: completed)" in out
+        assert "add" in out and "ok" in out
+
+        code, out, err = await orga("state", workflow_id, "--json", env=on(env, harness))
+        assert json.loads(out)["tool_call_count"] == 1
+
+        code, out, err = await orga("journal", workflow_id, env=on(env, harness))
+        assert code == 0, err
+        lines = out.splitlines()
+        assert "Started" in lines[0] and "Terminated" in lines[-1]
+        assert any("PolicyEvaluated" in line and "allow add" in line for line in lines)
+
+        code, out, err = await orga("journal", workflow_id, "--json", env=on(env, harness))
+        assert [json.loads(line)["kind"] for line in out.splitlines()][-1] == "Terminated"
+
+        rows: list[dict[str, object]] = []
+        for _ in range(50):  # visibility is eventually consistent
+            code, out, err = await orga("list", "--agent", agent, "--json", env=on(env, harness))
+            rows = json.loads(out)
+            if rows and rows[0]["status"] == "completed":
+                break
+            await asyncio.sleep(0.2)
+        assert rows[0]["workflow_id"] == workflow_id
+        assert rows[0]["iteration"] == 2 and rows[0]["tokens"] == 30
+
+
+async def test_no_wait_then_follow(env: WorkflowEnvironment, harness: Harness) -> None:
+    model = harness.new_model([Turn(text="slow answer", delay=1.0)])
+    async with harness.worker(settings=scripted_settings(harness.model)):
+        code, out, err = await orga(
+            "run", "hi", "--model", model, "--no-wait", "--json", env=on(env, harness)
+        )
+        assert code == 0, err
+        workflow_id = json.loads(out)["workflow_id"]
+        harness.handles.append(harness.client.get_workflow_handle(workflow_id))
+        code, out, err = await orga("journal", workflow_id, "--follow", env=on(env, harness))
+        assert code == 0, err
+        assert out.splitlines()[-1].split()[4] == "Terminated"
+
+
+async def test_clear_errors(env: WorkflowEnvironment, harness: Harness) -> None:
+    code, out, err = await orga("run", "x", "--max-iterations", "0", env=on(env, harness))
+    assert code == 2
+    assert "invalid loop input: max_iterations: Input should be greater than or equal to 1" in err
+    assert "Traceback" not in err
+
+    code, out, err = await orga("state", "no-such-loop", env=on(env, harness))
+    assert code == 1 and "there is no workflow 'no-such-loop'" in err
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        free = s.getsockname()[1]
+    code, out, err = await orga("list", env={"TEMPORAL_ADDRESS": f"127.0.0.1:{free}"}, timeout=60)
+    assert code == 1 and "cannot reach Temporal" in err and "orga server" in err
+
+
+async def test_demo_offline_end_to_end(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {
+        "TEMPORAL_ADDRESS": f"127.0.0.1:{port}",
+        "ORGA_DATA_DIR": str(tmp_path / "data"),
+        "OPENROUTER_API_KEY": "",
+        "OPENAI_API_KEY": "",
+        "ANTHROPIC_API_KEY": "",
+    }
+    code, out, err = await orga("demo", env=env, timeout=120)
+    assert code == 0, out + err
+    assert "offline scripted model" in out
+    assert "answer:      17 + 25 = 42" in out
+    assert (
+        f"web ui:      http://localhost:{port + 1000}/namespaces/default/workflows/orga-demo-"
+        in out
+    )
+    assert (tmp_path / "data" / "temporal.db").is_file()
+    assert not address_answers(f"127.0.0.1:{port}")  # nothing left running
