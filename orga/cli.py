@@ -53,8 +53,9 @@ def ui_link(settings: Settings, workflow_id: str) -> str:
     return f"{ui_base()}/namespaces/{settings.temporal_namespace}/workflows/{workflow_id}"
 
 
-def data_dir() -> Path:
-    return Path(os.environ.get("ORGA_DATA_DIR") or ".orga").resolve()
+def data_dir(explicit: str | None = None) -> Path:
+    """Where the embedded server keeps ``temporal.db``: the flag, ``ORGA_DATA_DIR``, or .orga."""
+    return Path(os.path.abspath(explicit or os.environ.get("ORGA_DATA_DIR") or ".orga"))
 
 
 async def client_for(settings: Settings) -> Client:
@@ -87,7 +88,7 @@ async def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     from orga.demo import DEMO_PROMPT, run_demo
 
     print(f"orga demo — task: {DEMO_PROMPT}")
-    outcome = await run_demo(settings, data_dir(), ui_url=ui_base())
+    outcome = await run_demo(settings, args.data_dir, ui_url=ui_base())
     print(f"model:       {outcome.model_label}")
     print(f"answer:      {outcome.result.output}")
     print(
@@ -99,7 +100,7 @@ async def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     if outcome.started_server:
         print(
             f"             (the embedded server has stopped; its history is kept in "
-            f"{data_dir() / 'temporal.db'}: run `uv run orga server` and open the link)"
+            f"{args.data_dir / 'temporal.db'}: run `uv run orga server` and open the link)"
         )
     return 0
 
@@ -109,7 +110,7 @@ async def cmd_server(args: argparse.Namespace, settings: Settings) -> int:
 
     host, _, port = settings.temporal_address.rpartition(":")
     server = DevServer(
-        Path(args.data_dir).resolve() if args.data_dir else data_dir(),
+        args.data_dir,
         ip=host if host not in ("", "localhost") else "127.0.0.1",
         port=int(port),
         ui_port=args.ui_port,
@@ -318,6 +319,8 @@ def parser() -> argparse.ArgumentParser:
     verbs = top.add_subparsers(dest="verb", required=True, metavar="VERB")
 
     demo = verbs.add_parser("demo", help="run a demo loop end to end on the embedded server")
+    data_help = "where temporal.db lives (default: ORGA_DATA_DIR or .orga)"
+    demo.add_argument("--data-dir", help=data_help)
     demo.set_defaults(handler=cmd_demo)
 
     server = verbs.add_parser("server", help="run the embedded Temporal dev server (SQLite)")
@@ -374,6 +377,8 @@ def _fail(message: str, code: int) -> NoReturn:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if hasattr(args, "data_dir"):
+        args.data_dir = data_dir(args.data_dir)
     handler: Handler = args.handler
     try:
         settings = Settings.from_env()

@@ -89,7 +89,8 @@ def _detail(entry: JournalEntry) -> str:
 
 def render_entry(entry: JournalEntry) -> str:
     """One journal entry on one line."""
-    return f"#{entry.seq:<4} {_time(entry.at)}  it {entry.iteration:<3} {entry.kind:<22} {_detail(entry)}"
+    head = f"#{entry.seq:<4} {_time(entry.at)}  it {entry.iteration:<3} {entry.kind:<22}"
+    return f"{head} {_detail(entry)}"
 
 
 def render_result(result: LoopResult) -> str:

@@ -107,18 +107,18 @@ async def test_no_wait_then_follow(env: WorkflowEnvironment, harness: Harness) -
 
 
 async def test_clear_errors(env: WorkflowEnvironment, harness: Harness) -> None:
-    code, out, err = await orga("run", "x", "--max-iterations", "0", env=on(env, harness))
+    code, _, err = await orga("run", "x", "--max-iterations", "0", env=on(env, harness))
     assert code == 2
     assert "invalid loop input: max_iterations: Input should be greater than or equal to 1" in err
     assert "Traceback" not in err
 
-    code, out, err = await orga("state", "no-such-loop", env=on(env, harness))
+    code, _, err = await orga("state", "no-such-loop", env=on(env, harness))
     assert code == 1 and "there is no workflow 'no-such-loop'" in err
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         free = s.getsockname()[1]
-    code, out, err = await orga("list", env={"TEMPORAL_ADDRESS": f"127.0.0.1:{free}"}, timeout=60)
+    code, _, err = await orga("list", env={"TEMPORAL_ADDRESS": f"127.0.0.1:{free}"}, timeout=60)
     assert code == 1 and "cannot reach Temporal" in err and "orga server" in err
 
 
