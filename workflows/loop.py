@@ -72,15 +72,16 @@ with workflow.unsafe.imports_passed_through():
     from orga.state import LoopResult, LoopState, LoopStatus, Phase, ToolCallRecord
     from orga.tools import ToolDefinition
 
-from workflows.dispatcher import ToolRunner
-from workflows.options import (
-    DESCRIBE_TOOLS_TIMEOUT,
-    MODEL_HEARTBEAT_TIMEOUT,
-    MODEL_RETRY,
-    POLICY_RETRY,
-    POLICY_TIMEOUT,
-    SHORT_RETRY,
-)
+    # Stateless helpers of this workflow: imported once, not re-executed for every run.
+    from workflows.dispatcher import ToolRunner
+    from workflows.options import (
+        DESCRIBE_TOOLS_TIMEOUT,
+        MODEL_HEARTBEAT_TIMEOUT,
+        MODEL_RETRY,
+        POLICY_RETRY,
+        POLICY_TIMEOUT,
+        SHORT_RETRY,
+    )
 
 __all__ = ["ReasoningLoopWorkflow"]
 
@@ -450,7 +451,8 @@ class ReasoningLoopWorkflow:
         if not self._config.tools:
             return {}
         try:
-            found = await workflow.execute_activity(
+            # A local activity: a registry lookup on the worker, recorded as one marker.
+            found = await workflow.execute_local_activity(
                 DESCRIBE_TOOLS,
                 DescribeToolsRequest(names=list(self._config.tools)),
                 result_type=list[ToolDefinition],
