@@ -58,8 +58,9 @@ class LoopConfig(BaseModel):
     """Hard cap on tokens (input + output, as the provider reports them) over the whole loop."""
 
     timeout: timedelta = Field(default=timedelta(minutes=5), gt=timedelta(0))
-    """Hard cap on the loop's wall-clock time, measured on the workflow clock. JSON: seconds or
-    an ISO 8601 duration (``"PT5M"``)."""
+    """Hard cap on the loop's working time, measured on the workflow clock (time spent waiting
+    for a person's approval or an operator is not counted). JSON: seconds or an ISO 8601
+    duration (``"PT5M"``)."""
 
     tool_timeout: timedelta = Field(default=timedelta(seconds=30), gt=timedelta(0))
     """Start-to-close timeout of one tool attempt, unless the tool declares its own."""
@@ -83,6 +84,10 @@ class LoopConfig(BaseModel):
     policy: PolicyMode = "default"
     """The gate: ``default`` (fail closed), ``permissive`` (development only), ``cedar``,
     ``opa``."""
+
+    approval_timeout: timedelta = Field(default=timedelta(hours=1), gt=timedelta(0))
+    """How long a call that needs approval waits for a person; then it is denied ("approval
+    timed out"). Time spent waiting for people does not count against ``timeout``."""
 
     journal_limit: int = Field(default=1_000, ge=10, le=100_000)
     """How many journal entries the loop keeps (oldest dropped first; the count is kept)."""

@@ -16,8 +16,10 @@ from orga.inference import Usage
 from orga.policy import Decision
 
 __all__ = [
+    "ApprovalDecided",
     "CallOutcome",
     "DecisionRecord",
+    "EscalationResolved",
     "Journal",
     "JournalEntry",
     "ObservationsCollected",
@@ -134,6 +136,28 @@ class PreHydrationComplete(_Event):
     tokens: int
 
 
+class ApprovalDecided(_Event):
+    kind: Literal["ApprovalDecided"] = "ApprovalDecided"
+    call_id: str
+    tool: str
+    approved: bool
+    approver: str | None = None
+    reason: str | None = None
+    source: str
+    """``signal``, ``update`` or ``timeout``."""
+    waited_seconds: float = 0.0
+
+
+class EscalationResolved(_Event):
+    kind: Literal["EscalationResolved"] = "EscalationResolved"
+    escalation_id: str
+    tool: str
+    action: str
+    operator: str | None = None
+    reason: str | None = None
+    source: str
+
+
 class Terminated(_Event):
     kind: Literal["Terminated"] = "Terminated"
     reason: str
@@ -150,6 +174,8 @@ JournalEntry = Annotated[
     | RecoveryTriggered
     | StepLimitReached
     | PreHydrationComplete
+    | ApprovalDecided
+    | EscalationResolved
     | Terminated,
     Field(discriminator="kind"),
 ]

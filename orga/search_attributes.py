@@ -12,7 +12,7 @@ from typing import Final
 
 from temporalio.common import SearchAttributeKey
 
-__all__ = ["AGENT_ID", "ALL", "ITERATION", "STATUS", "TOTAL_TOKENS"]
+__all__ = ["AGENT_ID", "ALL", "ITERATION", "NO_SEARCH_ATTRIBUTES_MEMO", "STATUS", "TOTAL_TOKENS"]
 
 AGENT_ID: Final = SearchAttributeKey.for_keyword("OrgaAgentId")
 STATUS: Final = SearchAttributeKey.for_keyword("OrgaStatus")
@@ -21,3 +21,7 @@ ITERATION: Final = SearchAttributeKey.for_int("OrgaIteration")
 TOTAL_TOKENS: Final = SearchAttributeKey.for_int("OrgaTotalTokens")
 
 ALL: Final = (AGENT_ID, STATUS, ITERATION, TOTAL_TOKENS)
+
+NO_SEARCH_ATTRIBUTES_MEMO: Final = "orga_search_attributes"
+"""Start a loop with this memo key set to ``false`` where the namespace cannot register the
+attributes (the time-skipping test server): the loop then keeps them in its state only."""

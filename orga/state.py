@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from orga.approvals import PendingApproval, PendingEscalation
 from orga.inference import Usage
 
 __all__ = [
@@ -56,6 +57,9 @@ class LoopState(BaseModel):
     """Length of the conversation (the ``conversation`` query returns it)."""
     output: str | None = None
     termination_reason: str | None = None
+    pending_approvals: list[PendingApproval] = Field(default_factory=list[PendingApproval])
+    """Calls waiting for a person, listed before the loop starts waiting."""
+    pending_escalations: list[PendingEscalation] = Field(default_factory=list[PendingEscalation])
 
 
 class LoopResult(BaseModel):

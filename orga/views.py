@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from orga.journal import (
+    ApprovalDecided,
+    EscalationResolved,
     JournalEntry,
     ObservationsCollected,
     PolicyEvaluated,
@@ -83,6 +85,14 @@ def _detail(entry: JournalEntry) -> str:
                 f"found {entry.found}, resolved {entry.resolved}, failed {entry.failed}, "
                 f"{entry.tokens} tokens"
             )
+        case ApprovalDecided():
+            verdict = "approved" if entry.approved else "denied"
+            who = f" by {entry.approver}" if entry.approver else ""
+            why = f": {entry.reason}" if entry.reason else ""
+            return f"{entry.tool} {entry.call_id} {verdict}{who} ({entry.source}){why}"
+        case EscalationResolved():
+            who = f" by {entry.operator}" if entry.operator else ""
+            return f"{entry.tool} {entry.escalation_id}: {entry.action}{who} ({entry.source})"
         case Terminated():
             return f"{entry.reason}: {entry.message}" if entry.message else entry.reason
 

@@ -13,7 +13,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from orga import search_attributes as sa
-from orga.devserver import TUNING_ARGS, temporal_binary
+from orga.devserver import TUNING_ARGS, temporal_binary, time_skipping_binary
 from orga.scripted_model import ScriptedModelServer
 from tests.harness import Harness, replay
 
@@ -47,3 +47,29 @@ async def harness(
         description = await handle.describe()
         if description.status is not None and description.status.name != "RUNNING":
             await replay(handle)
+
+
+@pytest.fixture(scope="session")
+async def skipping_env() -> AsyncIterator[WorkflowEnvironment]:
+    """The time-skipping test server: a one-hour wait passes in well under a second."""
+    environment = await WorkflowEnvironment.start_time_skipping(
+        test_server_existing_path=str(time_skipping_binary()),
+        data_converter=pydantic_data_converter,
+    )
+    yield environment
+    await environment.shutdown()
+
+
+@pytest.fixture
+async def skipping(
+    skipping_env: WorkflowEnvironment, model_server: ScriptedModelServer
+) -> AsyncIterator[Harness]:
+    """A harness on the time-skipping server; its workflows are replayed afterwards too."""
+    h = Harness(
+        client=skipping_env.client,
+        model=model_server,
+        memo={sa.NO_SEARCH_ATTRIBUTES_MEMO: False},  # the test server cannot register them
+    )
+    yield h
+    for handle in h.handles:
+        await replay(handle)

@@ -62,6 +62,8 @@ class Harness:
     model: ScriptedModelServer
     task_queue: str = field(default_factory=lambda: f"test-{uuid.uuid4().hex[:12]}")
     handles: list[WorkflowHandle[Any, Any]] = field(default_factory=list[WorkflowHandle[Any, Any]])
+    memo: dict[str, Any] = field(default_factory=dict[str, Any])
+    """Memo of every loop started here (the time-skipping harness turns search attributes off)."""
 
     def new_model(self, steps: Iterable[Step]) -> str:
         """A fresh model name with its own script."""
@@ -104,6 +106,7 @@ class Harness:
             id=workflow_id or f"loop-{uuid.uuid4().hex[:12]}",
             task_queue=self.task_queue,
             result_type=LoopResult,
+            memo=self.memo or None,
         )
         self.handles.append(handle)
         return handle

@@ -106,3 +106,14 @@ async def sleepy(seconds: float) -> str:
     """
     await asyncio.sleep(seconds)
     return "woke up"
+
+
+@tool(requires_approval=True, serial=True)
+def transfer(amount: int, to: str) -> str:
+    """Move money (needs a person's approval under the default gate).
+
+    Args:
+        amount: how much.
+        to: to whom.
+    """
+    return f"sent {amount} to {to}"

@@ -10,21 +10,32 @@ model can read; nothing here raises for a single call's failure.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
-from datetime import timedelta
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
 
 with workflow.unsafe.imports_passed_through():
+    from orga.approvals import ApprovalRecord
     from orga.conversation import ToolCall, ToolResult, ToolStatus
     from orga.dispatch import RUN_TOOL, ToolInvocation, predecessors
     from orga.phases import PlannedCall, ToolDispatching
     from orga.tools import ToolDefinition
 
+from workflows.human import HumanDesk
 from workflows.options import TOOL_RETRY
 
-__all__ = ["ToolRunner", "error_result"]
+__all__ = ["PendingWait", "ToolRunner", "error_result"]
+
+
+@dataclass(frozen=True)
+class PendingWait:
+    """When a person was asked."""
+
+    asked: datetime
+
 
 _STATUS_BY_ERROR_TYPE: dict[str, ToolStatus] = {
     "ToolInputError": "invalid_arguments",
@@ -50,16 +61,24 @@ class ToolRunner:
         definitions: Mapping[str, ToolDefinition],
         max_concurrent: int,
         default_timeout: timedelta,
+        desk: HumanDesk,
+        approval_timeout: timedelta,
+        iteration: int,
+        on_approval: Callable[[ApprovalRecord, PendingWait], None],
     ) -> None:
         self._workflow_id = workflow_id
         self._definitions = definitions
         self._max_concurrent = max_concurrent
         self._default_timeout = default_timeout
+        self._desk = desk
+        self._approval_timeout = approval_timeout
+        self._iteration = iteration
+        self._on_approval = on_approval
 
     def refuse(self, planned: PlannedCall) -> ToolResult | None:
         """The result of a call that must not run at all, or ``None`` if it may run."""
         call, decision = planned.call, planned.decision
-        if not decision.permits:
+        if not decision.permits and decision.decision != "require_approval":
             reason = decision.reason or "no reason given"
             return error_result(
                 call, "denied", f"The call to tool {call.name!r} was denied: {reason}"
@@ -93,6 +112,11 @@ class ToolRunner:
                             f"({earlier.name}), which did not succeed.",
                         )
                         return
+                if planned.decision.decision == "require_approval":
+                    denied = await self._approve(planned)
+                    if denied is not None:
+                        outcomes[planned.index] = denied
+                        return
                 async with slots:
                     outcomes[planned.index] = await self._execute(planned.call)
             finally:
@@ -101,6 +125,26 @@ class ToolRunner:
         await asyncio.gather(*(one(p) for p in runnable))
         for planned in runnable:
             dispatching.record(outcomes[planned.index])
+
+    async def _approve(self, planned: PlannedCall) -> ToolResult | None:
+        """Wait for a person; the denial result, or ``None`` when approved."""
+        asked = workflow.now()
+        record = await self._desk.approval(
+            planned.call,
+            planned.decision.reason or "approval required",
+            self._iteration,
+            self._approval_timeout,
+        )
+        self._on_approval(record, PendingWait(asked))
+        if record.approved:
+            return None
+        who = f" by {record.approver}" if record.approver else ""
+        why = record.reason or "no reason given"
+        return error_result(
+            planned.call,
+            "denied",
+            f"The call to tool {planned.call.name!r} was not approved{who}: {why}",
+        )
 
     async def _execute(self, call: ToolCall) -> ToolResult:
         definition = self._definitions[call.name]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -23,6 +24,12 @@ with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
     from orga import search_attributes as sa
+    from orga.approvals import (
+        ApprovalDecision,
+        ApprovalRecord,
+        EscalationRecord,
+        EscalationResolution,
+    )
     from orga.config import LoopConfig, LoopInput
     from orga.conversation import Message, chain_digest
     from orga.dispatch import DESCRIBE_TOOLS, DescribeToolsRequest
@@ -42,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
         Usage,
     )
     from orga.journal import (
+        ApprovalDecided,
         CallOutcome,
         DecisionRecord,
         Journal,
@@ -69,11 +77,13 @@ with workflow.unsafe.imports_passed_through():
         PolicyRequest,
         PolicyResult,
     )
+    from orga.search_attributes import NO_SEARCH_ATTRIBUTES_MEMO
     from orga.state import LoopResult, LoopState, LoopStatus, Phase, ToolCallRecord
     from orga.tools import ToolDefinition
 
     # Stateless helpers of this workflow: imported once, not re-executed for every run.
-    from workflows.dispatcher import ToolRunner
+    from workflows.dispatcher import PendingWait, ToolRunner
+    from workflows.human import HumanDesk
     from workflows.options import (
         DESCRIBE_TOOLS_TIMEOUT,
         MODEL_HEARTBEAT_TIMEOUT,
@@ -109,6 +119,9 @@ class ReasoningLoopWorkflow:
                 self._invalid = _describe_invalid(error)
                 input = LoopInput(messages=[Message(role="user", content="")])
         self._config: LoopConfig = input.config
+        # A namespace that cannot register orga's search attributes (Temporal's time-skipping
+        # test server, a locked-down namespace) starts loops with this memo set to false.
+        self._search_attributes = workflow.memo_value(NO_SEARCH_ATTRIBUTES_MEMO, True) is not False
         info = workflow.info()
         self._workflow_id = info.workflow_id
         self._started_at = workflow.now()
@@ -131,6 +144,10 @@ class ReasoningLoopWorkflow:
         self._output: str | None = None
         self._termination_reason: str | None = None
         self._definitions: dict[str, ToolDefinition] = {}
+        self._desk = HumanDesk(on_change=self._on_waiting_change)
+        self._human_wait = timedelta(0)
+        """Time spent waiting for people, which the loop's timeout does not count."""
+        self._human_wait_since: datetime | None = None
 
     # ---- queries -------------------------------------------------------------------------
 
@@ -151,6 +168,8 @@ class ReasoningLoopWorkflow:
             messages=len(self._conversation),
             output=self._output,
             termination_reason=self._termination_reason,
+            pending_approvals=list(self._desk.approvals.values()),
+            pending_escalations=list(self._desk.escalations.values()),
         )
 
     @workflow.query(name="journal")
@@ -163,6 +182,63 @@ class ReasoningLoopWorkflow:
         """Messages ``[start, end)`` of the durable conversation (all by default)."""
         window = window or ConversationRange()
         return self._conversation[window.start : window.end]
+
+    # ---- people --------------------------------------------------------------------------
+
+    @workflow.signal(name="approval")
+    def approval(self, decision: ApprovalDecision) -> None:
+        """Approve or deny a pending call (``{"call_id", "approved", "reason"?, "approver"?}``)."""
+        try:
+            self._desk.decide(decision, "signal")
+        except ValueError as error:
+            workflow.logger.warning("approval signal ignored: %s", error)
+
+    @workflow.update(name="approve")
+    def approve(self, decision: ApprovalDecision) -> ApprovalRecord:
+        """Approve or deny a pending call; returns the decision as recorded."""
+        return self._desk.decide(decision, "update")
+
+    @approve.validator
+    def _check_approve(self, decision: ApprovalDecision) -> None:
+        self._desk.check_approval(decision)
+
+    @workflow.signal(name="resolve_escalation")
+    def resolve_escalation_signal(self, resolution: EscalationResolution) -> None:
+        """Resolve a parked step: ``retry``, ``skip``, ``result`` or ``abort``."""
+        try:
+            self._desk.resolve(resolution, "signal")
+        except ValueError as error:
+            workflow.logger.warning("resolve_escalation signal ignored: %s", error)
+
+    @workflow.update(name="resolve_escalation")
+    def resolve_escalation(self, resolution: EscalationResolution) -> EscalationRecord:
+        """Resolve a parked step; returns the resolution as recorded."""
+        return self._desk.resolve(resolution, "update")
+
+    @resolve_escalation.validator
+    def _check_resolution(self, resolution: EscalationResolution) -> None:
+        self._desk.check_resolution(resolution)
+
+    def _on_waiting_change(self) -> None:
+        waiting = self._desk.waiting
+        now = workflow.now()
+        if waiting and self._human_wait_since is None:
+            self._human_wait_since = now
+        elif not waiting and self._human_wait_since is not None:
+            self._human_wait += now - self._human_wait_since
+            self._human_wait_since = None
+        status: LoopStatus = "awaiting_approval" if waiting else "running"
+        if status != self._status:
+            self._status = status
+            self._upsert([sa.STATUS.value_set(status)])
+        self._set_phase(self._phase)
+
+    def _working_seconds(self) -> float:
+        """Seconds the loop has run, not counting time spent waiting for people."""
+        waited = self._human_wait
+        if self._human_wait_since is not None:
+            waited += workflow.now() - self._human_wait_since
+        return (workflow.now() - self._started_at - waited).total_seconds()
 
     # ---- the loop ------------------------------------------------------------------------
 
@@ -192,8 +268,7 @@ class ReasoningLoopWorkflow:
         limit = self._config.timeout.total_seconds()
         try:
             self._definitions = await self._describe_tools()
-            remaining = limit - (workflow.now() - self._started_at).total_seconds()
-            answered = await self._within(max(remaining, 0.001))
+            answered = await self._within(limit)
         except TimeoutError:
             failure = BudgetExceeded(
                 f"the loop ran out of time: timeout is {limit:g} s "
@@ -205,8 +280,8 @@ class ReasoningLoopWorkflow:
         except (LoopFailure, InvalidConfig) as error:
             self._finish_failed(error)
             raise
-        except BaseException as error:
-            # Cancellation or an unexpected bug: still journal the exit, then let it through.
+        except asyncio.CancelledError as error:
+            # Cancelled by a user: journal the exit, then let the cancellation through.
             self._finish_failed(error)
             raise
         self._output = answered.output
@@ -215,6 +290,7 @@ class ReasoningLoopWorkflow:
         self._status = "completed"
         self._record(Terminated(**self._stamp(), reason="end_turn", message="the model answered"))
         self._upsert([sa.STATUS.value_set("completed")])
+        await workflow.wait_condition(workflow.all_handlers_finished)
         return LoopResult(
             output=answered.output,
             iterations=self._iteration,
@@ -225,19 +301,31 @@ class ReasoningLoopWorkflow:
             messages=len(self._conversation),
         )
 
-    async def _within(self, seconds: float) -> Answered:
+    async def _within(self, limit: float) -> Answered:
         """Run the cycle under the loop's hard timeout.
 
         The cycle runs as its own task and the loop waits for it with a workflow timer; at the
         deadline the cycle is cancelled (with whatever activity it awaits) and the loop fails
-        with ``BudgetExceeded``, however the cycle reacts to its cancellation.
+        with ``BudgetExceeded``, however the cycle reacts to its cancellation. While the loop
+        waits for a person the clock stops: there is no timer then, only the wait's own.
         """
         cycle = asyncio.create_task(self._cycle())
         try:
-            await workflow.wait_condition(cycle.done, timeout=seconds)
-        except BaseException:
+            while not cycle.done():
+                if self._desk.waiting:
+                    await workflow.wait_condition(lambda: cycle.done() or not self._desk.waiting)
+                    continue
+                remaining = limit - self._working_seconds()
+                if remaining <= 0:
+                    raise TimeoutError
+                await workflow.wait_condition(
+                    lambda: cycle.done() or self._desk.waiting, timeout=remaining
+                )
+        except (TimeoutError, asyncio.CancelledError):
+            # The deadline, or the loop itself was cancelled: stop the cycle and wait for it.
+            # (Any other BaseException is the worker evicting this workflow: touch nothing.)
             cycle.cancel()
-            with contextlib.suppress(BaseException):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await cycle
             raise
         return cycle.result()
@@ -405,6 +493,10 @@ class ReasoningLoopWorkflow:
             definitions=self._definitions,
             max_concurrent=self._config.max_concurrent_tools,
             default_timeout=self._config.tool_timeout,
+            desk=self._desk,
+            approval_timeout=self._config.approval_timeout,
+            iteration=self._iteration,
+            on_approval=self._approval_recorded,
         )
         runnable: list[PlannedCall] = []
         for planned in dispatching.planned:
@@ -446,6 +538,20 @@ class ReasoningLoopWorkflow:
                 )
             )
         del self._tool_calls[:-_RECENT_CALLS]
+
+    def _approval_recorded(self, record: ApprovalRecord, wait: PendingWait) -> None:
+        self._record(
+            ApprovalDecided(
+                **self._stamp(),
+                call_id=record.call_id,
+                tool=record.tool,
+                approved=record.approved,
+                approver=record.approver,
+                reason=record.reason,
+                source=record.source,
+                waited_seconds=(record.at - wait.asked).total_seconds(),
+            )
+        )
 
     async def _describe_tools(self) -> dict[str, ToolDefinition]:
         if not self._config.tools:
@@ -491,6 +597,8 @@ class ReasoningLoopWorkflow:
         )
 
     def _upsert(self, updates: Sequence[SearchAttributeUpdate[Any]]) -> None:
+        if not self._search_attributes:
+            return
         # temporalio types the parameter as a bare Sequence[SearchAttributeUpdate]; pyright
         # strict reads that as partially unknown.
         workflow.upsert_search_attributes(updates)  # pyright: ignore[reportUnknownMemberType]

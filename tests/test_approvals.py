@@ -1,0 +1,146 @@
+"""Human approvals on a real dev server: signal, update, validation, restarts, no worker."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
+
+from orga import search_attributes as sa
+from orga.approvals import ApprovalDecision, ApprovalRecord
+from orga.conversation import Message
+from orga.journal import ApprovalDecided, Journal
+from orga.scripted_model import Turn
+from orga.state import LoopState
+from tests.harness import Harness
+from tests.sample_tools import Probe, probe_tools, transfer
+
+
+async def pending(handle: WorkflowHandle[Any, Any], count: int = 1) -> LoopState:
+    """Poll ``state`` until ``count`` approvals are pending."""
+    for _ in range(200):
+        state = await handle.query("state", result_type=LoopState)
+        if len(state.pending_approvals) >= count:
+            return state
+        await asyncio.sleep(0.05)
+    raise AssertionError("no approval became pending")
+
+
+def results(messages: list[Message]) -> dict[str, Any]:
+    return {r.name: r for m in messages if m.role == "tool" for r in m.tool_results}
+
+
+async def test_approve_by_signal_while_other_calls_proceed(harness: Harness) -> None:
+    probe = Probe()
+    model = harness.new_model(
+        [
+            Turn(
+                tool_calls=[
+                    ("transfer", {"amount": 5, "to": "bob"}),
+                    ("wait", {"label": "w", "seconds": 0}),
+                ]
+            ),
+            Turn(text="sent"),
+        ]
+    )
+    async with harness.worker(tools=[transfer, *probe_tools(probe)]):
+        handle = await harness.start("pay bob", model=model, tools=["transfer", "wait"])
+        state = await pending(handle)
+        [waiting] = state.pending_approvals
+        assert waiting.tool == "transfer" and '"amount": 5' in waiting.arguments
+        assert waiting.reason == "tool 'transfer' requires approval"
+        assert state.status == "awaiting_approval"
+        for _ in range(100):  # the independent call ran while the approval waits
+            if "w" in probe.spans:
+                break
+            await asyncio.sleep(0.05)
+        assert "w" in probe.spans
+        description = await handle.describe()
+        assert description.typed_search_attributes.get(sa.STATUS) == "awaiting_approval"
+        await handle.signal(
+            "approval", ApprovalDecision(call_id=waiting.call_id, approved=True, approver="alice")
+        )
+        result = await handle.result()
+        messages = await handle.query("conversation", result_type=list[Message])
+        journal = await handle.query("journal", result_type=Journal)
+    assert result.output == "sent"
+    assert results(messages)["transfer"].content == "sent 5 to bob"
+    [decided] = [e for e in journal.entries if isinstance(e, ApprovalDecided)]
+    assert (decided.approved, decided.approver, decided.source) == (True, "alice", "signal")
+
+
+async def test_deny_by_update_and_the_validator(harness: Harness) -> None:
+    model = harness.new_model(
+        [Turn(tool_calls=[("transfer", {"amount": 500, "to": "eve"})]), Turn(text="not sent")]
+    )
+    async with harness.worker(tools=[transfer]):
+        handle = await harness.start("pay eve", model=model, tools=["transfer"])
+        [waiting] = (await pending(handle)).pending_approvals
+        events_before = len((await handle.fetch_history()).events)
+        with pytest.raises(WorkflowUpdateFailedError) as unknown:
+            await handle.execute_update("approve", ApprovalDecision(call_id="nope", approved=True))
+        assert isinstance(unknown.value.cause, ApplicationError)
+        assert "'nope' is not waiting for approval" in str(unknown.value.cause)
+        assert len((await handle.fetch_history()).events) == events_before  # nothing written
+        record = await handle.execute_update(
+            "approve",
+            ApprovalDecision(
+                call_id=waiting.call_id, approved=False, reason="too much", approver="carol"
+            ),
+            result_type=ApprovalRecord,
+        )
+        assert (record.approved, record.reason, record.approver, record.source) == (
+            False,
+            "too much",
+            "carol",
+            "update",
+        )
+        with pytest.raises(WorkflowUpdateFailedError) as again:
+            await handle.execute_update(
+                "approve", ApprovalDecision(call_id=waiting.call_id, approved=True)
+            )
+        assert "already decided" in str(again.value.cause)
+        result = await handle.result()
+        messages = await handle.query("conversation", result_type=list[Message])
+    assert result.output == "not sent"
+    denied = results(messages)["transfer"]
+    assert denied.is_error and denied.status == "denied"
+    assert "not approved by carol: too much" in denied.content
+
+
+async def test_worker_restarted_while_an_approval_is_pending(harness: Harness) -> None:
+    model = harness.new_model(
+        [Turn(tool_calls=[("transfer", {"amount": 1, "to": "dan"})]), Turn(text="done")]
+    )
+    async with harness.worker(tools=[transfer]):
+        handle = await harness.start("pay dan", model=model, tools=["transfer"])
+        [waiting] = (await pending(handle)).pending_approvals
+    # No worker at all now: the signal is stored by Temporal and delivered later.
+    await handle.signal("approval", ApprovalDecision(call_id=waiting.call_id, approved=True))
+    async with harness.worker(tools=[transfer]):
+        result = await handle.result()
+        messages = await handle.query("conversation", result_type=list[Message])
+    assert result.output == "done"
+    assert results(messages)["transfer"].content == "sent 1 to dan"
+
+
+async def test_update_after_a_worker_restart(harness: Harness) -> None:
+    model = harness.new_model(
+        [Turn(tool_calls=[("transfer", {"amount": 2, "to": "fay"})]), Turn(text="ok")]
+    )
+    async with harness.worker(tools=[transfer]):
+        handle = await harness.start("pay fay", model=model, tools=["transfer"])
+        [waiting] = (await pending(handle)).pending_approvals
+    async with harness.worker(tools=[transfer]):  # a fresh worker rebuilds the wait from history
+        state = await handle.query("state", result_type=LoopState)
+        assert [p.call_id for p in state.pending_approvals] == [waiting.call_id]
+        record = await handle.execute_update(
+            "approve",
+            ApprovalDecision(call_id=waiting.call_id, approved=True),
+            result_type=ApprovalRecord,
+        )
+        assert record.approved
+        assert (await handle.result()).output == "ok"

@@ -1,0 +1,145 @@
+"""Waiting for people, durably: approvals of gated calls and escalations of failing steps.
+
+Workflow code. A wait is listed (``pending``) *before* the workflow starts waiting, so whoever
+sees it in the ``state`` query can answer at once; the answer (signal, update, or the timeout)
+is recorded with its source and time. Waits survive worker restarts like everything else in
+the workflow: they are timers and conditions in its history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from orga.approvals import (
+        ApprovalDecision,
+        ApprovalRecord,
+        DecisionSource,
+        EscalationRecord,
+        EscalationResolution,
+        PendingApproval,
+        PendingEscalation,
+    )
+    from orga.conversation import ToolCall
+
+__all__ = ["HumanDesk"]
+
+
+class HumanDesk:
+    """The pending approvals and escalations of one workflow, and their answers."""
+
+    def __init__(self, on_change: Callable[[], None]) -> None:
+        self._on_change = on_change
+        self.approvals: dict[str, PendingApproval] = {}
+        self.escalations: dict[str, PendingEscalation] = {}
+        self._approved: dict[str, ApprovalRecord] = {}
+        self._resolved: dict[str, EscalationRecord] = {}
+        self.decided_ids: set[str] = set()
+        """Every call id ever decided here (so a second decision is refused)."""
+
+    @property
+    def waiting(self) -> bool:
+        return bool(self.approvals or self.escalations)
+
+    # ---- approvals ---------------------------------------------------------------------
+
+    def check_approval(self, decision: ApprovalDecision) -> None:
+        """Raise ``ValueError`` unless the decision answers a pending approval."""
+        if decision.call_id in self.decided_ids:
+            raise ValueError(f"call {decision.call_id!r} was already decided")
+        if decision.call_id not in self.approvals:
+            pending = ", ".join(self.approvals) or "none"
+            raise ValueError(
+                f"call {decision.call_id!r} is not waiting for approval (pending: {pending})"
+            )
+
+    def decide(self, decision: ApprovalDecision, source: DecisionSource) -> ApprovalRecord:
+        self.check_approval(decision)
+        record = ApprovalRecord(
+            call_id=decision.call_id,
+            tool=self.approvals[decision.call_id].tool,
+            approved=decision.approved,
+            reason=decision.reason,
+            approver=decision.approver,
+            source=source,
+            at=workflow.now(),
+        )
+        self._approved[decision.call_id] = record
+        self.decided_ids.add(decision.call_id)
+        return record
+
+    async def approval(
+        self, call: ToolCall, reason: str, iteration: int, timeout: timedelta
+    ) -> ApprovalRecord:
+        """Wait for a person's decision on ``call``; a timeout is a denial."""
+        self.approvals[call.id] = PendingApproval(
+            call_id=call.id,
+            tool=call.name,
+            arguments=call.arguments,
+            reason=reason,
+            since=workflow.now(),
+            iteration=iteration,
+        )
+        self._on_change()
+        try:
+            await workflow.wait_condition(lambda: call.id in self._approved, timeout=timeout)
+        except TimeoutError:
+            self._approved[call.id] = ApprovalRecord(
+                call_id=call.id,
+                tool=call.name,
+                approved=False,
+                reason="approval timed out",
+                source="timeout",
+                at=workflow.now(),
+            )
+            self.decided_ids.add(call.id)
+        except asyncio.CancelledError:
+            self._withdraw(self.approvals, call.id)
+            raise
+        # (Any other BaseException is the worker evicting this workflow: touch nothing.)
+        self._withdraw(self.approvals, call.id)
+        return self._approved.pop(call.id)
+
+    def _withdraw(self, waits: dict[str, Any], key: str) -> None:
+        del waits[key]
+        self._on_change()
+
+    # ---- escalations -------------------------------------------------------------------
+
+    def check_resolution(self, resolution: EscalationResolution) -> None:
+        if resolution.escalation_id not in self.escalations:
+            pending = ", ".join(self.escalations) or "none"
+            raise ValueError(
+                f"escalation {resolution.escalation_id!r} is not pending (pending: {pending})"
+            )
+
+    def resolve(self, resolution: EscalationResolution, source: DecisionSource) -> EscalationRecord:
+        self.check_resolution(resolution)
+        record = EscalationRecord(
+            escalation_id=resolution.escalation_id,
+            action=resolution.action,
+            result=resolution.result,
+            reason=resolution.reason,
+            operator=resolution.operator,
+            source=source,
+            at=workflow.now(),
+        )
+        self._resolved[resolution.escalation_id] = record
+        return record
+
+    async def escalation(self, pending: PendingEscalation) -> EscalationRecord:
+        """Wait, without a time limit, for an operator to resolve ``pending``."""
+        self.escalations[pending.escalation_id] = pending
+        self._on_change()
+        try:
+            await workflow.wait_condition(lambda: pending.escalation_id in self._resolved)
+        except asyncio.CancelledError:
+            self._withdraw(self.escalations, pending.escalation_id)
+            raise
+        self._withdraw(self.escalations, pending.escalation_id)
+        return self._resolved.pop(pending.escalation_id)
