@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable, Coroutine, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from temporalio.client import (
@@ -370,24 +370,34 @@ async def cmd_pending(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-async def _decide(args: argparse.Namespace, settings: Settings, approved: bool) -> int:
+_Record = TypeVar("_Record", bound=BaseModel)
+
+
+async def _send_update(
+    settings: Settings, workflow_id: str, update: str, payload: BaseModel, result: type[_Record]
+) -> _Record:
+    """Send a person's decision as an update; the workflow's validator may refuse it."""
     client = await client_for(settings)
-    handle = client.get_workflow_handle(args.workflow_id)
+    handle = client.get_workflow_handle(workflow_id)
+    try:
+        # temporalio's overloads of execute_update mention a bare Callable: "partially unknown".
+        return await handle.execute_update(  # pyright: ignore[reportUnknownMemberType]
+            update, payload, result_type=result
+        )
+    except WorkflowUpdateFailedError as error:
+        raise CliError(f"not recorded: {error.cause or error}") from error
+    except RPCError as error:
+        raise _not_found(error, workflow_id) from error
+
+
+async def _decide(args: argparse.Namespace, settings: Settings, approved: bool) -> int:
     decision = ApprovalDecision(
         call_id=args.call_id,
         approved=approved,
         reason=args.reason,
         approver=args.approver or os.environ.get("USER") or None,
     )
-    try:
-        # temporalio's overloads of execute_update mention a bare Callable: "partially unknown".
-        record = await handle.execute_update(  # pyright: ignore[reportUnknownMemberType]
-            "approve", decision, result_type=ApprovalRecord
-        )
-    except WorkflowUpdateFailedError as error:
-        raise CliError(f"not recorded: {error.cause or error}") from error
-    except RPCError as error:
-        raise _not_found(error, args.workflow_id) from error
+    record = await _send_update(settings, args.workflow_id, "approve", decision, ApprovalRecord)
     if args.json:
         _print_json(record)
     else:
@@ -409,8 +419,6 @@ async def cmd_deny(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def cmd_resolve(args: argparse.Namespace, settings: Settings) -> int:
-    client = await client_for(settings)
-    handle = client.get_workflow_handle(args.workflow_id)
     result: Any = None
     if args.result is not None:
         try:
@@ -424,14 +432,9 @@ async def cmd_resolve(args: argparse.Namespace, settings: Settings) -> int:
         reason=args.reason,
         operator=args.operator or os.environ.get("USER") or None,
     )
-    try:
-        record = await handle.execute_update(  # pyright: ignore[reportUnknownMemberType]
-            "resolve_escalation", resolution, result_type=EscalationRecord
-        )
-    except WorkflowUpdateFailedError as error:
-        raise CliError(f"not recorded: {error.cause or error}") from error
-    except RPCError as error:
-        raise _not_found(error, args.workflow_id) from error
+    record = await _send_update(
+        settings, args.workflow_id, "resolve_escalation", resolution, EscalationRecord
+    )
     if args.json:
         _print_json(record)
     else:
