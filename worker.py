@@ -21,6 +21,7 @@ from temporalio.worker import Worker
 from activities.builtin_tools import builtin_tools
 from activities.cedar import CedarGate
 from activities.inference import InferenceActivities
+from activities.opa import OpaGate
 from activities.policy import PolicyActivities
 from activities.tools import ToolActivities, load_tool_modules
 from orga.connect import connect, ensure_search_attributes
@@ -61,7 +62,8 @@ def build_worker(
     registry = build_registry(settings, http, extra_tools)
     inference = InferenceActivities(settings=settings, http=http, registry=registry, client=client)
     cedar = CedarGate(settings.policy_dir) if settings.policy_dir is not None else None
-    policy = PolicyActivities(registry=registry, cedar=cedar)
+    opa = OpaGate(settings.opa_url, http) if settings.opa_url else None
+    policy = PolicyActivities(registry=registry, cedar=cedar, opa=opa)
     tools = ToolActivities(registry=registry)
     return Worker(
         client,

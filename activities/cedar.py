@@ -17,8 +17,9 @@ Everything is parsed once, when the worker starts, and validated against the sch
 policy set that does not parse or does not validate stops the worker with the file and the
 error. Every request is evaluated with the schema; an error or ``NoDecision`` is a denial.
 Annotations on the determining policies shape the decision: ``@approval("required")`` on a
-permit asks a human, ``@reason("…")`` on a forbid is the feedback the model reads, and
-``@id("…")`` names the policy in the journal.
+permit asks a human, ``@modify_arguments("{…}")`` on a permit merges that JSON object into
+the call's arguments (the model then sees the call as modified), ``@reason("…")`` on a forbid
+is the feedback the model reads, and ``@id("…")`` names the policy in the journal.
 """
 
 from __future__ import annotations
@@ -61,6 +62,17 @@ def _attributes(schema: dict[str, Any], namespace: dict[str, Any], node: Any) ->
     if isinstance(name, str) and name in common:
         return _attributes(schema, namespace, common[name])
     return None
+
+
+def _arguments(action: PolicyAction) -> dict[str, Any] | None:
+    if action.kind != "call_tool":
+        return None
+    return parse_arguments(action.tool or "", action.arguments)
+
+
+def _rewrite(policy: _Policy) -> dict[str, Any]:
+    """The JSON object of a policy's ``@modify_arguments`` annotation (checked at load)."""
+    return cast(dict[str, Any], json.loads(policy.annotations["modify_arguments"]))
 
 
 class CedarGate:
@@ -121,6 +133,18 @@ class CedarGate:
             self._policies[cedar_id] = _Policy(
                 annotations.get("id") or f"{file}#{n}", file, annotations
             )
+        for policy in self._policies.values():
+            if "modify_arguments" not in policy.annotations:
+                continue
+            try:
+                rewrite = json.loads(policy.annotations["modify_arguments"])
+            except json.JSONDecodeError as error:
+                rewrite = error
+            if not isinstance(rewrite, dict):
+                raise InvalidConfig(
+                    f"{policy.file} (policy {policy.id!r}): @modify_arguments must be a JSON "
+                    f"object, got {policy.annotations['modify_arguments']!r}"
+                )
         if not validation.validation_passed:
             problems = "; ".join(
                 f"{self._file_of(e.policy_id)}: {e.error}" for e in validation.errors
@@ -192,9 +216,14 @@ class CedarGate:
             self._entities,
             schema=self._schema,
         )
-        return [self._decision(result) for result in results]
+        return [
+            self._decision(result, _arguments(action))
+            for action, result in zip(actions, results, strict=True)
+        ]
 
-    def _decision(self, result: cedarpy.AuthzResult) -> PolicyDecision:
+    def _decision(
+        self, result: cedarpy.AuthzResult, arguments: dict[str, Any] | None
+    ) -> PolicyDecision:
         reasons = list(result.diagnostics.reasons)
         policies = [self._policies[r] for r in reasons if r in self._policies]
         ids = [p.id for p in policies]
@@ -210,6 +239,16 @@ class CedarGate:
                 return PolicyDecision(
                     decision="require_approval",
                     reason=f"policy {', '.join(ids)} requires a human approval",
+                    policy_ids=ids,
+                )
+            rewrites = [p for p in policies if "modify_arguments" in p.annotations]
+            if rewrites and arguments is not None:
+                for policy in rewrites:
+                    arguments = {**arguments, **_rewrite(policy)}
+                return PolicyDecision(
+                    decision="modify",
+                    reason=f"arguments rewritten by policy {', '.join(p.id for p in rewrites)}",
+                    arguments=json.dumps(arguments, ensure_ascii=False),
                     policy_ids=ids,
                 )
             return PolicyDecision(decision="allow", policy_ids=ids)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from temporalio import activity
 
 from activities.cedar import CedarGate
+from activities.opa import OpaGate
 from orga.errors import ToolInputError
 from orga.policy import (
     EVALUATE_POLICY,
@@ -77,9 +78,16 @@ def _combine(default: PolicyDecision, external: PolicyDecision) -> PolicyDecisio
 class PolicyActivities:
     """The gates one worker offers."""
 
-    def __init__(self, *, registry: ToolRegistry, cedar: CedarGate | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        registry: ToolRegistry,
+        cedar: CedarGate | None = None,
+        opa: OpaGate | None = None,
+    ) -> None:
         self._registry = registry
         self._cedar = cedar
+        self._opa = opa
 
     @activity.defn(name=EVALUATE_POLICY)
     async def evaluate_policy(self, request: PolicyRequest) -> PolicyResult:
@@ -95,22 +103,26 @@ class PolicyActivities:
         decisions = [default_decision(a, request, self._registry) for a in request.actions]
         if request.mode == "default":
             return PolicyResult(engine="default", decisions=decisions)
+        passed = [i for i, d in enumerate(decisions) if d.decision != "deny"]
+        asked = [request.actions[i] for i in passed]
         if request.mode == "cedar" and self._cedar is not None:
-            passed = [i for i, d in enumerate(decisions) if d.decision != "deny"]
-            verdicts = self._cedar.decide([request.actions[i] for i in passed], request)
-            for index, verdict in zip(passed, verdicts, strict=True):
-                decisions[index] = _combine(decisions[index], verdict)
-            return PolicyResult(
-                engine="cedar", policy_hash=self._cedar.policy_hash, decisions=decisions
+            verdicts = self._cedar.decide(asked, request)
+            policy_hash: str | None = self._cedar.policy_hash
+        elif request.mode == "opa" and self._opa is not None:
+            verdicts = await self._opa.decide(asked, request)
+            policy_hash = None
+        else:
+            reason = (
+                f"policy mode {request.mode!r} is not configured on this worker (set "
+                "ORGA_POLICY_DIR for cedar, ORGA_OPA_URL for opa); denied (fail closed)"
             )
-        reason = (
-            f"policy mode {request.mode!r} is not configured on this worker "
-            "(set ORGA_POLICY_DIR for cedar); denied (fail closed)"
-        )
-        return PolicyResult(
-            engine=request.mode,
-            decisions=[
-                d if not d.permits else PolicyDecision(decision="deny", reason=reason)
-                for d in decisions
-            ],
-        )
+            return PolicyResult(
+                engine=request.mode,
+                decisions=[
+                    d if d.decision == "deny" else PolicyDecision(decision="deny", reason=reason)
+                    for d in decisions
+                ],
+            )
+        for index, verdict in zip(passed, verdicts, strict=True):
+            decisions[index] = _combine(decisions[index], verdict)
+        return PolicyResult(engine=request.mode, policy_hash=policy_hash, decisions=decisions)

@@ -18,6 +18,7 @@ it is a property of the class (``retryable``), decided once here::
     │   ├── ProviderUnavailable .. 408/409/429/5xx, network errors, in-band errors (retryable)
     │   ├── MalformedModelResponse  the body does not follow the provider's wire format (retryable)
     │   └── ConversationUnavailable the worker could not rebuild the conversation (retryable)
+    ├── PolicyUnavailable ........ an external policy engine (OPA) could not be asked (retryable)
     └── ToolError ................ raised by the tool activity; the model sees it as ``is_error``
         ├── ToolNotFound ......... no tool of that name is registered on this worker
         ├── ToolInputError ....... arguments are not JSON, not an object or not valid for the schema
@@ -43,6 +44,7 @@ __all__ = [
     "MalformedModelResponse",
     "ModelCallFailed",
     "OrgaError",
+    "PolicyUnavailable",
     "ProviderAuthError",
     "ProviderError",
     "ProviderRejected",
@@ -128,6 +130,12 @@ class MalformedModelResponse(ProviderError):
 
 class ConversationUnavailable(ProviderError):
     """The worker could not rebuild the conversation to send. Retried."""
+
+    retryable = True
+
+
+class PolicyUnavailable(OrgaError):
+    """An external policy engine could not be asked. Retried; then the gate denies (fail closed)."""
 
     retryable = True
 

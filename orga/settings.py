@@ -18,6 +18,7 @@ ANTHROPIC_API_KEY / _MODEL / _BASE_URL                           claude-sonnet-4
 ORGA_TOOL_MODULES           comma-separated modules with @tools  unset
 ORGA_FILE_ROOT              the only directory file_read reads   current directory
 ORGA_POLICY_DIR             Cedar policies + schema              unset (no cedar gate)
+ORGA_OPA_URL                OPA decision URL (/v1/data/<pkg>)    unset (no opa gate)
 ==========================  ===================================  ==========================
 """
 
@@ -74,6 +75,8 @@ class Settings(BaseModel):
     tool_modules: list[str] = Field(default_factory=list[str])
     policy_dir: Path | None = None
     """Cedar policies and schema (``ORGA_POLICY_DIR``), parsed once at worker start."""
+    opa_url: str | None = None
+    """OPA decision endpoint, ``http://host:8181/v1/data/<package>`` (``ORGA_OPA_URL``)."""
     file_root: Path = Field(default_factory=Path.cwd)
     web_fetch_max_bytes: int = 1_000_000
     web_fetch_timeout: float = 20.0
@@ -121,6 +124,7 @@ class Settings(BaseModel):
             policy_dir=Path(policy_dir).resolve()
             if (policy_dir := get("ORGA_POLICY_DIR"))
             else None,
+            opa_url=get("ORGA_OPA_URL"),
         )
 
     def provider(self, name: ProviderName | None) -> ProviderSettings:

@@ -56,7 +56,7 @@ def test_permit_forbid_approval_and_context_conditions(gate: CedarGate) -> None:
     ]
     decisions = gate.decide(actions, request(*actions))
     assert [d.decision for d in decisions] == [
-        "allow",
+        "modify",
         "deny",
         "deny",
         "require_approval",
@@ -64,6 +64,7 @@ def test_permit_forbid_approval_and_context_conditions(gate: CedarGate) -> None:
         "deny",
     ]
     assert decisions[0].policy_ids == ["read-docs"]
+    assert json.loads(decisions[0].arguments or "") == {"path": "docs/guide.md", "max_chars": 20000}
     # forbid overrides permit, and its @reason is the feedback the model reads
     assert decisions[1].policy_ids == ["no-secrets"]
     assert decisions[1].reason.startswith("files whose name mentions a secret are never read")
@@ -117,7 +118,17 @@ def test_type_errors_fail_closed_where_no_schema_would_allow(
 def test_undeclared_arguments_are_left_out_of_the_context(gate: CedarGate) -> None:
     action = call("file_read", path="docs/a.md", encoding="utf-8")
     [decision] = gate.decide([action], request(action))
-    assert decision.decision == "allow"
+    assert decision.decision == "modify"
+    assert json.loads(decision.arguments or "")["encoding"] == "utf-8"  # kept for the tool
+
+
+def test_modify_arguments_must_be_a_json_object(tmp_path: Path) -> None:
+    shutil.copy(EXAMPLES / SCHEMA_FILE, tmp_path / SCHEMA_FILE)
+    (tmp_path / "p.cedar").write_text(
+        '@modify_arguments("[1]")\npermit(principal, action == Action::"call_tool", resource);'
+    )
+    with pytest.raises(InvalidConfig, match="must be a JSON object"):
+        CedarGate(tmp_path)
 
 
 @pytest.mark.parametrize(

@@ -71,3 +71,29 @@ async def test_a_worker_with_invalid_policies_refuses_to_start(
     async with httpx.AsyncClient() as http:
         with pytest.raises(InvalidConfig, match=r"broken\.cedar"):
             build_worker(harness.client, settings, http, task_queue=harness.task_queue)
+
+
+async def test_a_modified_call_runs_as_modified_and_the_model_sees_it(
+    harness: Harness, tmp_path: Path
+) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "guide.md").write_text("x" * 30_000)
+    model = harness.new_model(
+        [
+            Turn(tool_calls=[("file_read", {"path": "docs/guide.md", "max_chars": 25_000})]),
+            Turn(text="read"),
+        ]
+    )
+    settings = scripted_settings(harness.model, policy_dir=EXAMPLES, file_root=tmp_path)
+    async with harness.worker(settings=settings):
+        handle = await harness.start(
+            "read the guide", model=model, tools=["file_read"], policy="cedar"
+        )
+        await handle.result()
+        messages = await handle.query("conversation", result_type=list[Message])
+    call = messages[1].tool_calls[0]
+    assert '"max_chars": 20000' in call.arguments
+    result = messages[2].tool_results[0]
+    assert result.status == "ok" and len(result.content) == 20_000
+    sent = harness.model.requests_for(model)[1].body["messages"][1]["tool_calls"][0]
+    assert '"max_chars": 20000' in sent["function"]["arguments"]

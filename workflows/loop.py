@@ -18,7 +18,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeUpdate
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
@@ -458,8 +458,11 @@ class ReasoningLoopWorkflow:
                 retry_policy=POLICY_RETRY,
                 summary=f"policy {self._config.policy} · {len(actions)} action(s)",
             )
-        except ActivityError as error:
-            reason = f"the policy check failed ({error.cause or error}); denied (fail closed)"
+        except FailureError as error:
+            # A local activity's failure arrives as the error itself, not wrapped in an
+            # ActivityError; a timeout as a TimeoutError. Either way: deny (fail closed).
+            cause = error.cause if isinstance(error, ActivityError) else error
+            reason = f"the policy check failed ({cause or error}); denied (fail closed)"
             result = PolicyResult(
                 engine=self._config.policy,
                 decisions=[PolicyDecision(decision="deny", reason=reason) for _ in actions],
@@ -566,9 +569,9 @@ class ReasoningLoopWorkflow:
                 retry_policy=SHORT_RETRY,
                 summary=f"describe {len(self._config.tools)} tool(s)",
             )
-        except ActivityError as error:
-            cause = error.cause
-            message = cause.message if isinstance(cause, ApplicationError) else str(error)
+        except FailureError as error:  # a local activity: the error itself, or a timeout
+            cause = error.cause if isinstance(error, ActivityError) else error
+            message = cause.message if isinstance(cause, FailureError) else str(error)
             raise InvalidConfig(f"the loop's tools could not be resolved: {message}") from error
         return {definition.name: definition for definition in found}
 
