@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncGenerator
-
 import httpx
 from temporalio import activity
 from temporalio.client import Client
 
 from activities.conversation_cache import ConversationCache
+from activities.heartbeat import heartbeating
 from activities.providers.client import complete
 from orga.conversation import Message
 from orga.errors import ConversationUnavailable, InvalidConfig
@@ -18,25 +15,7 @@ from orga.inference import CALL_MODEL, ConversationRange, InferenceRequest, Infe
 from orga.settings import Settings
 from orga.tools import ToolDefinition, ToolRegistry
 
-__all__ = ["InferenceActivities", "heartbeating"]
-
-
-@contextlib.asynccontextmanager
-async def heartbeating(every: float = 5.0) -> AsyncGenerator[None]:
-    """Heartbeat in the background while the body waits (so a dead worker is noticed)."""
-
-    async def beat() -> None:
-        while True:
-            activity.heartbeat()
-            await asyncio.sleep(every)
-
-    task = asyncio.create_task(beat())
-    try:
-        yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+__all__ = ["InferenceActivities"]
 
 
 class InferenceActivities:

@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.heartbeat import heartbeating
 from orga.conversation import ToolResult
 from orga.dispatch import (
     DESCRIBE_TOOLS,
@@ -101,7 +102,8 @@ class ToolActivities:
             attempt=activity.info().attempt,
         )
         try:
-            value = await found.invoke(arguments, context)
+            async with heartbeating():
+                value = await found.invoke(arguments, context)
         except ApplicationError:
             raise
         except Exception as error:

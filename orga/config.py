@@ -12,7 +12,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from orga.breaker import BreakerConfig
 from orga.conversation import Message
+from orga.recovery import RecoveryConfig
 
 __all__ = [
     "PROVIDERS",
@@ -88,6 +90,12 @@ class LoopConfig(BaseModel):
     approval_timeout: timedelta = Field(default=timedelta(hours=1), gt=timedelta(0))
     """How long a call that needs approval waits for a person; then it is denied ("approval
     timed out"). Time spent waiting for people does not count against ``timeout``."""
+
+    circuit_breaker: BreakerConfig = Field(default_factory=BreakerConfig)
+    """One breaker per tool: opens after consecutive failures, probes after a pause."""
+
+    recovery: RecoveryConfig = Field(default_factory=RecoveryConfig)
+    """What happens when a tool call fails: a default strategy and per-tool strategies."""
 
     journal_limit: int = Field(default=1_000, ge=10, le=100_000)
     """How many journal entries the loop keeps (oldest dropped first; the count is kept)."""

@@ -29,18 +29,22 @@ Role = Literal["system", "user", "assistant", "tool"]
 
 ToolStatus = Literal[
     "ok",
+    "recovered",
     "failed",
     "timed_out",
     "denied",
     "invalid_arguments",
     "unknown_tool",
     "skipped",
+    "circuit_open",
     "not_run",
 ]
-"""How a call ended. ``ok`` ran and succeeded; ``failed`` ran and raised; ``timed_out`` ran out
-of time; ``denied`` was stopped by the gate or a person; ``invalid_arguments`` and
-``unknown_tool`` never reached a tool; ``skipped`` waited on a call that failed; ``not_run``
-was dropped because the loop ended."""
+"""How a call ended. ``ok`` ran and succeeded; ``recovered`` failed but a recovery strategy
+answered (fallback tool, cached result, operator); ``failed`` ran and raised; ``timed_out`` ran
+out of time; ``denied`` was stopped by the gate or a person; ``invalid_arguments`` and
+``unknown_tool`` never reached a tool; ``skipped`` waited on a call that failed (or an operator
+skipped it); ``circuit_open`` was refused by the tool's breaker; ``not_run`` was dropped
+because the loop ended."""
 
 
 class ToolCall(BaseModel):

@@ -8,7 +8,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from orga.approvals import PendingApproval, PendingEscalation
+from orga.breaker import Breaker
 from orga.inference import Usage
+from orga.recovery import DeadLetterEntry
 
 __all__ = [
     "LoopResult",
@@ -60,6 +62,9 @@ class LoopState(BaseModel):
     pending_approvals: list[PendingApproval] = Field(default_factory=list[PendingApproval])
     """Calls waiting for a person, listed before the loop starts waiting."""
     pending_escalations: list[PendingEscalation] = Field(default_factory=list[PendingEscalation])
+    breakers: dict[str, Breaker] = Field(default_factory=dict[str, Breaker])
+    """One circuit breaker per tool that has run."""
+    dead_letters: list[DeadLetterEntry] = Field(default_factory=list[DeadLetterEntry])
 
 
 class LoopResult(BaseModel):

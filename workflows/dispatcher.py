@@ -1,33 +1,31 @@
 """Act: run one turn's gated tool calls and give every call id exactly one result.
 
-Workflow code (deterministic): calls run as activities, in parallel up to
-``max_concurrent_tools``, serial tools one at a time in the model's order, calls on the same
-resource in order (and skipped after a failure on that resource). Whatever happens to a call
-(denied, unknown, invalid, raised, timed out, skipped) becomes an ``is_error`` result the
-model can read; nothing here raises for a single call's failure.
+Workflow code (deterministic): calls run in parallel up to ``max_concurrent_tools``, serial
+tools one at a time in the model's order, calls on the same resource in order (and skipped
+after a failure on that resource). A call that needs approval waits for a person while the
+others go on. Whatever happens to a call (denied, unknown, invalid, raised, timed out, circuit
+open, skipped) becomes a result the model can read; see ``workflows.executor`` for one call.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
 
 with workflow.unsafe.imports_passed_through():
     from orga.approvals import ApprovalRecord
-    from orga.conversation import ToolCall, ToolResult, ToolStatus
-    from orga.dispatch import RUN_TOOL, ToolInvocation, predecessors
+    from orga.conversation import ToolResult
+    from orga.dispatch import predecessors
     from orga.phases import PlannedCall, ToolDispatching
-    from orga.tools import ToolDefinition
 
-from workflows.human import HumanDesk
-from workflows.options import TOOL_RETRY
+from workflows.executor import CallExecutor, error_result
+from workflows.toolstate import ToolState
 
-__all__ = ["PendingWait", "ToolRunner", "error_result"]
+__all__ = ["PendingWait", "ToolRunner"]
 
 
 @dataclass(frozen=True)
@@ -37,45 +35,22 @@ class PendingWait:
     asked: datetime
 
 
-_STATUS_BY_ERROR_TYPE: dict[str, ToolStatus] = {
-    "ToolInputError": "invalid_arguments",
-    "ToolNotFound": "unknown_tool",
-    "ToolFailed": "failed",
-}
-
-
-def error_result(call: ToolCall, status: ToolStatus, content: str) -> ToolResult:
-    """The ``is_error`` result of a call that did not succeed."""
-    return ToolResult(
-        call_id=call.id, name=call.name, content=content, is_error=True, status=status
-    )
-
-
 class ToolRunner:
-    """Runs the calls of a turn for one loop."""
+    """Runs the calls of one turn."""
 
     def __init__(
         self,
+        state: ToolState,
         *,
-        workflow_id: str,
-        definitions: Mapping[str, ToolDefinition],
-        max_concurrent: int,
-        default_timeout: timedelta,
-        desk: HumanDesk,
-        approval_timeout: timedelta,
         iteration: int,
         on_approval: Callable[[ApprovalRecord, PendingWait], None],
     ) -> None:
-        self._workflow_id = workflow_id
-        self._definitions = definitions
-        self._max_concurrent = max_concurrent
-        self._default_timeout = default_timeout
-        self._desk = desk
-        self._approval_timeout = approval_timeout
+        self._state = state
         self._iteration = iteration
         self._on_approval = on_approval
+        self._executor = CallExecutor(state, iteration)
 
-    def refuse(self, planned: PlannedCall) -> ToolResult | None:
+    def refuse(self, planned: PlannedCall, advertised: list[str]) -> ToolResult | None:
         """The result of a call that must not run at all, or ``None`` if it may run."""
         call, decision = planned.call, planned.decision
         if not decision.permits and decision.decision != "require_approval":
@@ -83,8 +58,8 @@ class ToolRunner:
             return error_result(
                 call, "denied", f"The call to tool {call.name!r} was denied: {reason}"
             )
-        if call.name not in self._definitions:
-            available = ", ".join(sorted(self._definitions)) or "none"
+        if call.name not in advertised or call.name not in self._state.definitions:
+            available = ", ".join(advertised) or "none"
             return error_result(
                 call,
                 "unknown_tool",
@@ -94,10 +69,10 @@ class ToolRunner:
 
     async def run(self, dispatching: ToolDispatching, runnable: list[PlannedCall]) -> None:
         """Run the permitted calls and record each one's result in ``dispatching``."""
-        waits = predecessors([(p.index, p.call) for p in runnable], self._definitions)
+        waits = predecessors([(p.index, p.call) for p in runnable], self._state.definitions)
         finished = {p.index: asyncio.Event() for p in runnable}
         outcomes: dict[int, ToolResult] = {}
-        slots = asyncio.Semaphore(self._max_concurrent)
+        slots = asyncio.Semaphore(self._state.max_concurrent)
 
         async def one(planned: PlannedCall) -> None:
             try:
@@ -118,7 +93,7 @@ class ToolRunner:
                         outcomes[planned.index] = denied
                         return
                 async with slots:
-                    outcomes[planned.index] = await self._execute(planned.call)
+                    outcomes[planned.index] = await self._executor.run(planned.call)
             finally:
                 finished[planned.index].set()
 
@@ -129,11 +104,11 @@ class ToolRunner:
     async def _approve(self, planned: PlannedCall) -> ToolResult | None:
         """Wait for a person; the denial result, or ``None`` when approved."""
         asked = workflow.now()
-        record = await self._desk.approval(
+        record = await self._state.desk.approval(
             planned.call,
             planned.decision.reason or "approval required",
             self._iteration,
-            self._approval_timeout,
+            self._state.approval_timeout,
         )
         self._on_approval(record, PendingWait(asked))
         if record.approved:
@@ -145,28 +120,3 @@ class ToolRunner:
             "denied",
             f"The call to tool {planned.call.name!r} was not approved{who}: {why}",
         )
-
-    async def _execute(self, call: ToolCall) -> ToolResult:
-        definition = self._definitions[call.name]
-        timeout = definition.timeout or self._default_timeout
-        try:
-            return await workflow.execute_activity(
-                RUN_TOOL,
-                ToolInvocation(call=call, workflow_id=self._workflow_id),
-                result_type=ToolResult,
-                start_to_close_timeout=timeout,
-                retry_policy=TOOL_RETRY,
-                summary=f"tool {call.name} · {call.id}",
-            )
-        except ActivityError as error:
-            cause = error.cause
-            if isinstance(cause, TimeoutError):
-                return error_result(
-                    call,
-                    "timed_out",
-                    f"Tool {call.name!r} did not finish within {timeout.total_seconds():g} s.",
-                )
-            if isinstance(cause, ApplicationError):
-                status = _STATUS_BY_ERROR_TYPE.get(cause.type or "", "failed")
-                return error_result(call, status, cause.message)
-            return error_result(call, "failed", f"Tool {call.name!r} failed: {error.message}")

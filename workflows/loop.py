@@ -31,7 +31,7 @@ with workflow.unsafe.imports_passed_through():
         EscalationResolution,
     )
     from orga.config import LoopConfig, LoopInput
-    from orga.conversation import Message, chain_digest
+    from orga.conversation import Message, ToolCall, chain_digest
     from orga.dispatch import DESCRIBE_TOOLS, DescribeToolsRequest
     from orga.errors import (
         BudgetExceeded,
@@ -73,6 +73,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from orga.policy import (
         EVALUATE_POLICY,
+        PolicyAction,
         PolicyDecision,
         PolicyRequest,
         PolicyResult,
@@ -92,6 +93,7 @@ with workflow.unsafe.imports_passed_through():
         POLICY_TIMEOUT,
         SHORT_RETRY,
     )
+    from workflows.toolstate import ToolState
 
 __all__ = ["ReasoningLoopWorkflow"]
 
@@ -143,8 +145,20 @@ class ReasoningLoopWorkflow:
         self._last_stop_reason: str | None = None
         self._output: str | None = None
         self._termination_reason: str | None = None
-        self._definitions: dict[str, ToolDefinition] = {}
         self._desk = HumanDesk(on_change=self._on_waiting_change)
+        self._tools = ToolState(
+            workflow_id=self._workflow_id,
+            definitions={},
+            breaker_config=self._config.circuit_breaker,
+            recovery=self._config.recovery,
+            desk=self._desk,
+            max_concurrent=self._config.max_concurrent_tools,
+            default_timeout=self._config.tool_timeout,
+            approval_timeout=self._config.approval_timeout,
+            record=self._record,
+            stamp=self._stamp,
+            gate=self._gate_extra_call,
+        )
         self._human_wait = timedelta(0)
         """Time spent waiting for people, which the loop's timeout does not count."""
         self._human_wait_since: datetime | None = None
@@ -170,6 +184,8 @@ class ReasoningLoopWorkflow:
             termination_reason=self._termination_reason,
             pending_approvals=list(self._desk.approvals.values()),
             pending_escalations=list(self._desk.escalations.values()),
+            breakers={name: b.model_copy() for name, b in self._tools.breakers.items()},
+            dead_letters=list(self._tools.dead_letters),
         )
 
     @workflow.query(name="journal")
@@ -267,7 +283,7 @@ class ReasoningLoopWorkflow:
         )
         limit = self._config.timeout.total_seconds()
         try:
-            self._definitions = await self._describe_tools()
+            self._tools.definitions = await self._describe_tools()
             answered = await self._within(limit)
         except TimeoutError:
             failure = BudgetExceeded(
@@ -382,7 +398,7 @@ class ReasoningLoopWorkflow:
             model=config.model,
             iteration=reasoning.iteration,
             conversation=window,
-            tools=list(self._definitions),
+            tools=list(self._config.tools),
             max_output_tokens=config.max_output_tokens,
             temperature=config.temperature,
             context_token_budget=config.context_token_budget,
@@ -439,14 +455,24 @@ class ReasoningLoopWorkflow:
 
     async def _gate(self, check: ToolPolicyCheck | AnswerPolicyCheck) -> PolicyResult:
         self._set_phase("policy_check")
-        actions = check.actions()
+        return await self._ask_gate(check.actions(), list(self._config.tools))
+
+    async def _gate_extra_call(self, call: ToolCall) -> PolicyDecision:
+        """Gate one call the loop itself makes (a fallback), advertised by the loop's config."""
+        action = PolicyAction(
+            kind="call_tool", call_id=call.id, tool=call.name, arguments=call.arguments
+        )
+        result = await self._ask_gate([action], [call.name])
+        return result.decisions[0]
+
+    async def _ask_gate(self, actions: list[PolicyAction], advertised: list[str]) -> PolicyResult:
         request = PolicyRequest(
             mode=self._config.policy,
             agent_id=self._config.agent_id,
             workflow_id=self._workflow_id,
             iteration=self._iteration,
             usage=self._usage,
-            advertised=list(self._definitions),
+            advertised=advertised,
             actions=actions,
         )
         try:
@@ -492,18 +518,11 @@ class ReasoningLoopWorkflow:
     async def _act(self, dispatching: ToolDispatching) -> None:
         self._set_phase("dispatching")
         runner = ToolRunner(
-            workflow_id=self._workflow_id,
-            definitions=self._definitions,
-            max_concurrent=self._config.max_concurrent_tools,
-            default_timeout=self._config.tool_timeout,
-            desk=self._desk,
-            approval_timeout=self._config.approval_timeout,
-            iteration=self._iteration,
-            on_approval=self._approval_recorded,
+            self._tools, iteration=self._iteration, on_approval=self._approval_recorded
         )
         runnable: list[PlannedCall] = []
         for planned in dispatching.planned:
-            refused = runner.refuse(planned)
+            refused = runner.refuse(planned, list(self._config.tools))
             if refused is None:
                 runnable.append(planned)
             else:
@@ -557,17 +576,20 @@ class ReasoningLoopWorkflow:
         )
 
     async def _describe_tools(self) -> dict[str, ToolDefinition]:
-        if not self._config.tools:
+        """Definitions of the advertised tools and of the fallback tools recovery may use."""
+        names = list(self._config.tools)
+        names += [n for n in self._config.recovery.fallback_tools() if n not in names]
+        if not names:
             return {}
         try:
             # A local activity: a registry lookup on the worker, recorded as one marker.
             found = await workflow.execute_local_activity(
                 DESCRIBE_TOOLS,
-                DescribeToolsRequest(names=list(self._config.tools)),
+                DescribeToolsRequest(names=names),
                 result_type=list[ToolDefinition],
                 start_to_close_timeout=DESCRIBE_TOOLS_TIMEOUT,
                 retry_policy=SHORT_RETRY,
-                summary=f"describe {len(self._config.tools)} tool(s)",
+                summary=f"describe {len(names)} tool(s)",
             )
         except FailureError as error:  # a local activity: the error itself, or a timeout
             cause = error.cause if isinstance(error, ActivityError) else error

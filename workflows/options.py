@@ -23,9 +23,16 @@ __all__ = [
     "POLICY_TIMEOUT",
     "SHORT_RETRY",
     "TOOL_RETRY",
+    "non_retryable",
 ]
 
 _NON_RETRYABLE = non_retryable_types()
+
+
+def non_retryable() -> list[str]:
+    """Error types no activity of the loop may retry."""
+    return list(_NON_RETRYABLE)
+
 
 MODEL_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),

@@ -1,0 +1,269 @@
+"""One tool call, from the circuit breaker to the recovery strategy: always one result.
+
+Workflow code. ``CallExecutor.run`` asks the tool's breaker, runs the tool activity with the
+retry policy its strategy calls for, records the outcome on the breaker, and when the call
+failed (raised or timed out) applies the tool's recovery strategy: ``retry`` (Temporal already
+retried), ``fallback``, ``cached_result``, ``llm_recovery``, ``escalate`` or ``dead_letter``.
+Each use is journaled as ``RecoveryTriggered``. Only ``escalate`` → ``abort`` raises.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
+
+with workflow.unsafe.imports_passed_through():
+    from orga.approvals import PendingEscalation
+    from orga.conversation import ToolCall, ToolResult, ToolStatus
+    from orga.dispatch import RUN_TOOL, ToolInvocation
+    from orga.errors import Aborted
+    from orga.journal import EscalationResolved, RecoveryTriggered
+    from orga.recovery import (
+        CachedResult,
+        DeadLetter,
+        DeadLetterEntry,
+        Escalate,
+        Fallback,
+        RecoveryStrategy,
+        Retry,
+    )
+
+from workflows.options import TOOL_RETRY, non_retryable
+from workflows.toolstate import ToolState, cache_key
+
+__all__ = ["CallExecutor", "error_result"]
+
+_STATUS_BY_ERROR_TYPE: dict[str, ToolStatus] = {
+    "ToolInputError": "invalid_arguments",
+    "ToolNotFound": "unknown_tool",
+    "ToolFailed": "failed",
+}
+_FAILURES: frozenset[ToolStatus] = frozenset({"failed", "timed_out"})
+"""Statuses that count against a tool's breaker and trigger its recovery strategy."""
+
+
+def error_result(call: ToolCall, status: ToolStatus, content: str) -> ToolResult:
+    """The ``is_error`` result of a call that did not succeed."""
+    return ToolResult(
+        call_id=call.id, name=call.name, content=content, is_error=True, status=status
+    )
+
+
+def _recovered(call: ToolCall, content: str) -> ToolResult:
+    return ToolResult(call_id=call.id, name=call.name, content=content, status="recovered")
+
+
+class CallExecutor:
+    """Runs calls for one turn of one loop."""
+
+    def __init__(self, state: ToolState, iteration: int) -> None:
+        self._state = state
+        self._iteration = iteration
+
+    async def run(self, call: ToolCall) -> ToolResult:
+        """The call's one result (raises ``Aborted`` only when an operator aborts)."""
+        strategy = self._state.recovery.for_tool(call.name)
+        escalations = 0
+        while True:
+            result = await self._guarded(call, strategy)
+            if result.status not in _FAILURES:
+                return result
+            self._journal_recovery(call, strategy.strategy, result.content)
+            match strategy:
+                case Fallback():
+                    return await self._fallback(call, strategy, result)
+                case CachedResult():
+                    return self._cached(call, strategy, result)
+                case DeadLetter():
+                    return self._dead_letter(call, result)
+                case Escalate():
+                    escalations += 1
+                    decided = await self._escalate(call, result, escalations)
+                    if decided is None:
+                        continue  # the operator asked for another attempt
+                    return decided
+                case _:  # Retry (Temporal has retried already) and LlmRecovery
+                    return result
+
+    # ---- one attempt ---------------------------------------------------------------------
+
+    async def _guarded(self, call: ToolCall, strategy: RecoveryStrategy) -> ToolResult:
+        """Ask the breaker, run the activity, tell the breaker how it went."""
+        breaker = self._state.breaker(call.name)
+        config = self._state.breaker_config
+        if not breaker.admit(workflow.now(), config):
+            until = breaker.reopens_at(config)
+            when = until.isoformat(timespec="seconds") if until else "its probes finish"
+            return error_result(
+                call,
+                "circuit_open",
+                f"Tool {call.name!r} is unavailable: its circuit is open after "
+                f"{breaker.consecutive_failures} consecutive failures, until {when}. "
+                "Try another approach or come back later.",
+            )
+        result = await self._execute(call, strategy)
+        if result.status in _FAILURES:
+            breaker.record(False, workflow.now(), config)
+        elif result.status == "ok":
+            breaker.record(True, workflow.now(), config)
+            if isinstance(strategy, CachedResult):
+                self._state.remember(call, result.content)
+        else:  # never ran the tool's code (invalid arguments, unknown tool): no verdict
+            breaker.probes_in_flight = max(0, breaker.probes_in_flight - 1)
+        return result
+
+    async def _execute(self, call: ToolCall, strategy: RecoveryStrategy) -> ToolResult:
+        definition = self._state.definitions[call.name]
+        timeout = definition.timeout or self._state.default_timeout
+        retry = TOOL_RETRY
+        if isinstance(strategy, Retry):
+            retry = RetryPolicy(
+                initial_interval=strategy.initial_interval,
+                backoff_coefficient=strategy.backoff,
+                maximum_attempts=strategy.max_attempts,
+                non_retryable_error_types=non_retryable(),
+            )
+        try:
+            return await workflow.execute_activity(
+                RUN_TOOL,
+                ToolInvocation(
+                    call=call,
+                    workflow_id=self._state.workflow_id,
+                    retry_tool_errors=isinstance(strategy, Retry),
+                ),
+                result_type=ToolResult,
+                start_to_close_timeout=timeout,
+                heartbeat_timeout=_heartbeat_timeout(timeout),
+                retry_policy=retry,
+                summary=f"tool {call.name} · {call.id}",
+            )
+        except ActivityError as error:
+            cause = error.cause
+            if isinstance(cause, TimeoutError):
+                return error_result(
+                    call,
+                    "timed_out",
+                    f"Tool {call.name!r} did not finish within {timeout.total_seconds():g} s.",
+                )
+            if isinstance(cause, ApplicationError):
+                status = _STATUS_BY_ERROR_TYPE.get(cause.type or "", "failed")
+                return error_result(call, status, cause.message)
+            return error_result(call, "failed", f"Tool {call.name!r} failed: {error.message}")
+
+    # ---- strategies ----------------------------------------------------------------------
+
+    async def _fallback(self, call: ToolCall, strategy: Fallback, failed: ToolResult) -> ToolResult:
+        errors = [f"{call.name}: {failed.content}"]
+        for alternative in strategy.tools:
+            if alternative not in self._state.definitions:
+                errors.append(f"{alternative}: not registered on this worker")
+                continue
+            substitute = call.model_copy(update={"name": alternative})
+            decision = await self._state.gate(substitute)
+            if not decision.permits:
+                errors.append(f"{alternative}: denied ({decision.reason})")
+                continue
+            if decision.decision == "modify" and decision.arguments is not None:
+                substitute = substitute.model_copy(update={"arguments": decision.arguments})
+            result = await self._guarded(substitute, self._state.recovery.for_tool(alternative))
+            if result.status == "ok":
+                return _recovered(
+                    call,
+                    f"[answered by fallback tool {alternative!r} because {call.name!r} failed: "
+                    f"{failed.content}]\n{result.content}",
+                )
+            errors.append(f"{alternative}: {result.content}")
+        return error_result(
+            call, failed.status, "The call and every fallback failed: " + " | ".join(errors)
+        )
+
+    def _cached(self, call: ToolCall, strategy: CachedResult, failed: ToolResult) -> ToolResult:
+        entry = self._state.cache.get(cache_key(call))
+        if entry is not None and workflow.now() - entry.at <= strategy.max_age:
+            return _recovered(
+                call,
+                f"[cached result from {entry.at.isoformat(timespec='seconds')}, because the call "
+                f"failed: {failed.content}]\n{entry.content}",
+            )
+        return error_result(
+            call,
+            failed.status,
+            f"{failed.content} (no cached result younger than "
+            f"{strategy.max_age.total_seconds():g} s to fall back on)",
+        )
+
+    def _dead_letter(self, call: ToolCall, failed: ToolResult) -> ToolResult:
+        self._state.dead_letters.append(
+            DeadLetterEntry(
+                call_id=call.id,
+                tool=call.name,
+                arguments=call.arguments,
+                error=failed.content,
+                iteration=self._iteration,
+                at=workflow.now(),
+            )
+        )
+        return error_result(
+            call,
+            failed.status,
+            f"{failed.content} (the call was set aside in the dead-letter list for an operator)",
+        )
+
+    async def _escalate(self, call: ToolCall, failed: ToolResult, count: int) -> ToolResult | None:
+        """Wait for an operator. ``None`` means: try the call again."""
+        pending = PendingEscalation(
+            escalation_id=f"{call.id}#{count}",
+            tool=call.name,
+            arguments=call.arguments,
+            error=failed.content,
+            since=workflow.now(),
+            iteration=self._iteration,
+        )
+        record = await self._state.desk.escalation(pending)
+        self._state.record(
+            EscalationResolved(
+                **self._state.stamp(),
+                escalation_id=record.escalation_id,
+                tool=call.name,
+                action=record.action,
+                operator=record.operator,
+                reason=record.reason,
+                source=record.source,
+            )
+        )
+        who = f" by {record.operator}" if record.operator else ""
+        match record.action:
+            case "retry":
+                return None
+            case "skip":
+                return error_result(
+                    call,
+                    "skipped",
+                    f"The call failed ({failed.content}) and was skipped{who}"
+                    + (f": {record.reason}" if record.reason else "."),
+                )
+            case "result":
+                value = record.result
+                content = value if isinstance(value, str) else json.dumps(value, default=str)
+                return _recovered(call, f"[result supplied by an operator{who}]\n{content}")
+            case "abort":
+                raise Aborted(
+                    f"an operator{who} aborted the loop at the failing call {call.id!r} "
+                    f"({call.name}): {record.reason or failed.content}",
+                    {"call_id": call.id, "tool": call.name, "error": failed.content},
+                )
+
+    def _journal_recovery(self, call: ToolCall, strategy: str, error: str) -> None:
+        self._state.record(
+            RecoveryTriggered(**self._state.stamp(), tool=call.name, strategy=strategy, error=error)
+        )
+
+
+def _heartbeat_timeout(timeout: timedelta) -> timedelta | None:
+    """Tools heartbeat every second while they run: a lost worker is noticed in 5 s, not at
+    the end of a long start-to-close timeout."""
+    return timedelta(seconds=5) if timeout > timedelta(seconds=10) else None

@@ -1,0 +1,102 @@
+"""The loop's state that tool dispatching reads and changes, and the callbacks it reports to.
+
+Workflow code. One ``ToolState`` lives in the loop for its whole life (and is carried across
+continue-as-new through ``ToolStateSnapshot``): the tool definitions, one circuit breaker per
+tool, the results kept for ``CachedResult``, the dead letters, and the desk where people answer.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from pydantic import BaseModel, Field
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from orga.breaker import Breaker, BreakerConfig
+    from orga.conversation import ToolCall
+    from orga.journal import JournalEntry, Stamp
+    from orga.policy import PolicyDecision
+    from orga.recovery import DeadLetterEntry, RecoveryConfig
+    from orga.tools import ToolDefinition
+
+from workflows.human import HumanDesk
+
+__all__ = ["CachedEntry", "ToolState", "ToolStateSnapshot", "cache_key"]
+
+_CACHE_LIMIT = 200
+
+
+class CachedEntry(BaseModel):
+    """A successful result kept for ``CachedResult``."""
+
+    content: str
+    at: datetime
+
+
+class ToolStateSnapshot(BaseModel):
+    """What continue-as-new carries of the tool state."""
+
+    breakers: dict[str, Breaker] = Field(default_factory=dict[str, Breaker])
+    cache: dict[str, CachedEntry] = Field(default_factory=dict[str, CachedEntry])
+    dead_letters: list[DeadLetterEntry] = Field(default_factory=list[DeadLetterEntry])
+    decided_ids: list[str] = Field(default_factory=list[str])
+
+
+def cache_key(call: ToolCall) -> str:
+    """The tool and its arguments as canonical JSON (invalid JSON is used as written)."""
+    try:
+        canonical = json.dumps(json.loads(call.arguments or "{}"), sort_keys=True)
+    except json.JSONDecodeError:
+        canonical = call.arguments
+    return f"{call.name}\n{canonical}"
+
+
+@dataclass
+class ToolState:
+    """Everything dispatching shares with the loop."""
+
+    workflow_id: str
+    definitions: dict[str, ToolDefinition]
+    breaker_config: BreakerConfig
+    recovery: RecoveryConfig
+    desk: HumanDesk
+    max_concurrent: int
+    default_timeout: timedelta
+    approval_timeout: timedelta
+    record: Callable[[JournalEntry], None]
+    """Append a journal entry."""
+    stamp: Callable[[], Stamp]
+    """The stamp of a journal entry made now."""
+    gate: Callable[[ToolCall], Awaitable[PolicyDecision]]
+    """Ask the gate about one extra call (a fallback)."""
+    breakers: dict[str, Breaker] = field(default_factory=dict[str, Breaker])
+    cache: dict[str, CachedEntry] = field(default_factory=dict[str, CachedEntry])
+    dead_letters: list[DeadLetterEntry] = field(default_factory=list[DeadLetterEntry])
+
+    def breaker(self, tool: str) -> Breaker:
+        return self.breakers.setdefault(tool, Breaker())
+
+    def remember(self, call: ToolCall, content: str) -> None:
+        key = cache_key(call)
+        self.cache.pop(key, None)
+        self.cache[key] = CachedEntry(content=content, at=workflow.now())
+        while len(self.cache) > _CACHE_LIMIT:
+            del self.cache[next(iter(self.cache))]
+
+    def snapshot(self) -> ToolStateSnapshot:
+        return ToolStateSnapshot(
+            breakers=self.breakers,
+            cache=self.cache,
+            dead_letters=self.dead_letters,
+            decided_ids=sorted(self.desk.decided_ids),
+        )
+
+    def restore(self, snapshot: ToolStateSnapshot) -> None:
+        self.breakers = dict(snapshot.breakers)
+        self.cache = dict(snapshot.cache)
+        self.dead_letters = list(snapshot.dead_letters)
+        self.desk.decided_ids = set(snapshot.decided_ids)
