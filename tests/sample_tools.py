@@ -117,3 +117,55 @@ def transfer(amount: int, to: str) -> str:
         to: to whom.
     """
     return f"sent {amount} to {to}"
+
+
+class Flaky:
+    """Tools that fail a set number of times per call (counted by idempotency key)."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.attempts: dict[str, int] = {}
+        self.broken = False
+        self.tools = [self._make_flaky(), self._make_backup(), self._make_lookup()]
+
+    def _make_flaky(self) -> Tool:
+        @tool(name="flaky")
+        def flaky(query: str, ctx: ToolContext) -> str:
+            """Answer, after failing a few times.
+
+            Args:
+                query: what to answer.
+            """
+            seen = self.attempts.get(ctx.idempotency_key, 0) + 1
+            self.attempts[ctx.idempotency_key] = seen
+            if seen <= self.failures:
+                raise ConnectionError(f"flaky attempt {seen} failed")
+            return f"flaky answer to {query} (attempt {seen})"
+
+        return flaky
+
+    def _make_backup(self) -> Tool:
+        @tool(name="backup")
+        def backup(query: str) -> str:
+            """A second source.
+
+            Args:
+                query: what to answer.
+            """
+            return f"backup answer to {query}"
+
+        return backup
+
+    def _make_lookup(self) -> Tool:
+        @tool(name="lookup")
+        def lookup(query: str) -> str:
+            """Works until broken.
+
+            Args:
+                query: what to look up.
+            """
+            if self.broken:
+                raise ConnectionError("lookup service is down")
+            return f"looked up {query}"
+
+        return lookup

@@ -58,7 +58,7 @@ async def test_a_new_worker_rebuilds_the_conversation_from_the_workflow(harness:
     )
     async with harness.worker(tools=tools):
         handle = await harness.start("please wait", model=model, tools=["wait"])
-        while "w" not in probe.order:  # noqa: ASYNC110 - the probe is filled by the worker
+        while "w" not in probe.order:
             await asyncio.sleep(0.05)
     # Worker A shut down gracefully after the tool finished; B takes over.
     async with harness.worker(tools=tools):
