@@ -13,6 +13,7 @@ import logging
 import signal
 import sys
 from collections.abc import Iterable
+from datetime import timedelta
 
 import httpx
 from temporalio.client import Client
@@ -69,6 +70,8 @@ def build_worker(
         client,
         task_queue=task_queue or settings.task_queue,
         workflows=WORKFLOWS,
+        sticky_queue_schedule_to_start_timeout=timedelta(seconds=settings.sticky_timeout),
+        graceful_shutdown_timeout=timedelta(seconds=settings.graceful_shutdown),
         activities=[
             inference.call_model,
             policy.evaluate_policy,

@@ -78,6 +78,12 @@ class Settings(BaseModel):
     opa_url: str | None = None
     """OPA decision endpoint, ``http://host:8181/v1/data/<package>`` (``ORGA_OPA_URL``)."""
     file_root: Path = Field(default_factory=Path.cwd)
+    sticky_timeout: float = 3.0
+    """Seconds a workflow task waits for the worker that has the loop cached before any worker
+    may take it (``ORGA_STICKY_TIMEOUT``). Short, so a dead worker costs seconds, not ten."""
+    graceful_shutdown: float = 30.0
+    """Seconds a stopping worker lets running activities finish before cancelling them
+    (``ORGA_GRACEFUL_SHUTDOWN``)."""
     web_fetch_max_bytes: int = 1_000_000
     web_fetch_timeout: float = 20.0
 
@@ -125,6 +131,8 @@ class Settings(BaseModel):
             if (policy_dir := get("ORGA_POLICY_DIR"))
             else None,
             opa_url=get("ORGA_OPA_URL"),
+            sticky_timeout=float(get("ORGA_STICKY_TIMEOUT") or 3.0),
+            graceful_shutdown=float(get("ORGA_GRACEFUL_SHUTDOWN") or 30.0),
         )
 
     def provider(self, name: ProviderName | None) -> ProviderSettings:

@@ -1,0 +1,175 @@
+"""Things killed for real: a worker SIGKILLed mid-tool, the dev server killed and restarted on
+its SQLite file, a worker stopped gracefully. Every loop completes; no side effect twice."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import sqlite3
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+
+from orga.connect import connect
+from orga.devserver import DevServer
+from orga.scripted_model import Turn
+from orga.settings import Settings
+from tests.harness import Harness, scripted_settings
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@asynccontextmanager
+async def worker_process(env: dict[str, str]) -> AsyncIterator[asyncio.subprocess.Process]:
+    """``python worker.py`` in its own process, ready when it says so."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "worker.py",
+        cwd=ROOT,
+        env={**os.environ, **env},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    assert process.stdout is not None
+    lines: list[str] = []
+    while True:
+        line = (await asyncio.wait_for(process.stdout.readline(), 30)).decode()
+        lines.append(line)
+        if "orga worker on" in line:
+            break
+        if not line:
+            raise AssertionError("the worker exited:\n" + "".join(lines))
+    drain = asyncio.create_task(process.stdout.read())
+    try:
+        yield process
+    finally:
+        if process.returncode is None:
+            process.kill()
+        await process.wait()
+        drain.cancel()
+
+
+async def started_tool(client: Client, workflow_id: str) -> None:
+    """Wait until a run_tool activity of the workflow is running on a worker."""
+    for _ in range(300):
+        description = await client.get_workflow_handle(workflow_id).describe()
+        for pending in description.raw_description.pending_activities:
+            if pending.activity_type.name == "run_tool" and pending.state == 2:  # STARTED
+                return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the tool never started")
+
+
+def payments(ledger: Path) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(ledger) as db:
+        return db.execute("SELECT idempotency_key, amount, recipient FROM payments").fetchall()
+
+
+async def test_worker_sigkilled_mid_tool(
+    env: WorkflowEnvironment, harness: Harness, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger.db"
+    model = harness.new_model(
+        [
+            Turn(tool_calls=[("record_payment", {"amount": 700, "to": "ann", "seconds": 2})]),
+            Turn(text="paid"),
+        ]
+    )
+    worker_env = {
+        "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
+        "ORGA_TASK_QUEUE": harness.task_queue,
+        "ORGA_PROVIDER": "openai",
+        "OPENAI_BASE_URL": harness.model.openai_base_url,
+        "OPENAI_API_KEY": "sk-test",
+        "ORGA_TOOL_MODULES": "examples.payments",
+        "ORGA_LEDGER_PATH": str(ledger),
+    }
+    async with worker_process(worker_env) as first:
+        handle = await harness.start("pay ann", model=model, tools=["record_payment"])
+        await started_tool(env.client, handle.id)
+        first.send_signal(signal.SIGKILL)
+        killed = time.monotonic()
+        await first.wait()
+    async with worker_process(worker_env):
+        result = await asyncio.wait_for(handle.result(), 60)
+        recovered = time.monotonic() - killed
+    print(f"\nworker SIGKILL → loop completed in {recovered:.1f} s")
+    assert result.output == "paid"
+    rows = payments(ledger)
+    assert rows == [(f"{handle.id}/{rows[0][0].split('/', 1)[1]}", 700, "ann")]
+    assert recovered < 15
+
+
+async def test_dev_server_killed_and_restarted_on_its_sqlite_file(
+    model_server: Any, tmp_path: Path
+) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = DevServer(tmp_path / "data", port=port, headless=True)
+    await server.start()
+    try:
+        client = await connect(Settings(temporal_address=server.address))
+        harness = Harness(client=client, model=model_server)
+        model = harness.new_model(
+            [
+                Turn(tool_calls=[("wait", {"label": "during-outage", "seconds": 2.0})]),
+                Turn(text="survived"),
+            ]
+        )
+        from tests.sample_tools import Probe, probe_tools
+
+        probe = Probe()
+        async with harness.worker(
+            tools=probe_tools(probe), settings=scripted_settings(model_server)
+        ):
+            handle = await harness.start(
+                "wait", model=model, tools=["wait"], workflow_id=f"outage-{uuid.uuid4().hex[:6]}"
+            )
+            while "during-outage" not in probe.order:
+                await asyncio.sleep(0.05)
+            assert server._process is not None
+            os.killpg(server._process.pid, signal.SIGKILL)  # no clean shutdown
+            await server.wait()
+            await asyncio.sleep(1)
+            restarted = DevServer(tmp_path / "data", port=port, headless=True)
+            await restarted.start()
+            server = restarted
+            result = await asyncio.wait_for(handle.result(), 90)
+        assert result.output == "survived"
+        harness.handles.clear()  # replayed below with this server's client
+        from tests.harness import replay
+
+        await replay(handle)
+    finally:
+        await server.stop()
+
+
+async def test_worker_stopped_gracefully_mid_loop(harness: Harness) -> None:
+    from tests.sample_tools import Probe, probe_tools
+
+    probe = Probe()
+    tools = probe_tools(probe)
+    model = harness.new_model(
+        [Turn(tool_calls=[("wait", {"label": "slow", "seconds": 1.0})]), Turn(text="done")]
+    )
+    async with harness.worker(tools=tools):
+        handle = await harness.start("go", model=model, tools=["wait"])
+        while "slow" not in probe.order:
+            await asyncio.sleep(0.05)
+    stopped = time.monotonic()  # the first worker has stopped, after finishing the call
+    async with harness.worker(tools=tools):
+        result = await handle.result()
+        elapsed = time.monotonic() - stopped
+    print(f"\ngraceful stop → loop completed {elapsed:.2f} s after the first worker finished")
+    assert result.output == "done"
+    assert probe.order == ["slow"]  # the graceful worker finished the call; it did not rerun
