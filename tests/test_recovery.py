@@ -9,7 +9,7 @@ import pytest
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from orga.approvals import EscalationResolution
+from orga.approvals import EscalationAction, EscalationResolution
 from orga.conversation import Message, ToolResult
 from orga.journal import EscalationResolved, Journal, RecoveryTriggered
 from orga.scripted_model import Turn
@@ -125,7 +125,7 @@ async def escalated(handle: Any) -> str:
 
 
 @pytest.mark.parametrize("action", ["retry", "skip", "result"])
-async def test_escalate(harness: Harness, action: str) -> None:
+async def test_escalate(harness: Harness, action: EscalationAction) -> None:
     flaky = Flaky(failures=1)
     model = harness.new_model([ask("flaky", "e"), Turn(text="ok")])
     recovery = {"default": {"strategy": "escalate"}}
