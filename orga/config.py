@@ -8,13 +8,14 @@ stored in history: add fields with defaults, never rename or remove one.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from orga.breaker import BreakerConfig
+from orga.carry import LoopCarry
 from orga.conversation import Message
 from orga.recovery import RecoveryConfig
+from orga.vocabulary import PROVIDERS, PolicyMode, ProviderName
 
 __all__ = [
     "PROVIDERS",
@@ -23,11 +24,6 @@ __all__ = [
     "PolicyMode",
     "ProviderName",
 ]
-
-ProviderName = Literal["openrouter", "openai", "anthropic"]
-PROVIDERS: tuple[ProviderName, ...] = ("openrouter", "openai", "anthropic")
-
-PolicyMode = Literal["permissive", "default", "cedar", "opa"]
 
 
 class LoopConfig(BaseModel):
@@ -100,6 +96,10 @@ class LoopConfig(BaseModel):
     journal_limit: int = Field(default=1_000, ge=10, le=100_000)
     """How many journal entries the loop keeps (oldest dropped first; the count is kept)."""
 
+    max_history_events: int = Field(default=4_000, ge=200, le=40_000)
+    """Continue as new at the next iteration boundary once the history is this long (or when
+    Temporal suggests it): well under Temporal's 10 240-event warning."""
+
     @field_validator("tools")
     @classmethod
     def _unique_tools(cls, tools: list[str]) -> list[str]:
@@ -118,3 +118,7 @@ class LoopInput(BaseModel):
     """The conversation so far; usually one user message with the task."""
 
     config: LoopConfig = Field(default_factory=LoopConfig)
+
+    carry: LoopCarry | None = None
+    """Set by the loop itself when it continues as new (``messages`` is then the whole
+    conversation); never by a user."""

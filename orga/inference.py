@@ -12,8 +12,8 @@ from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from orga.config import ProviderName
 from orga.conversation import Message, ToolCall
+from orga.vocabulary import ProviderName
 
 __all__ = [
     "CALL_MODEL",

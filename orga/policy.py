@@ -12,8 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from orga.config import PolicyMode
 from orga.inference import Usage
+from orga.vocabulary import PolicyMode
 
 __all__ = [
     "EVALUATE_POLICY",

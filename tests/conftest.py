@@ -46,7 +46,7 @@ async def harness(
     for handle in h.handles:
         description = await handle.describe()
         if description.status is not None and description.status.name != "RUNNING":
-            await replay(handle)
+            await replay(handle, h.client)
 
 
 @pytest.fixture(scope="session")
@@ -72,4 +72,4 @@ async def skipping(
     )
     yield h
     for handle in h.handles:
-        await replay(handle)
+        await replay(handle, h.client)

@@ -46,12 +46,25 @@ def scripted_settings(server: ScriptedModelServer, **changes: Any) -> Settings:
     return Settings(providers=providers, default_provider="openai", **changes)
 
 
-async def replay(handle: WorkflowHandle[Any, Any]) -> None:
-    """Replay a finished workflow's history with the production workflows and converter."""
-    history = await handle.fetch_history()
-    await Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter).replay_workflow(
-        history
-    )
+async def replay(handle: WorkflowHandle[Any, Any], client: Client | None = None) -> int:
+    """Replay a workflow's history with the production workflows and converter — every run
+    of it, following continue-as-new. Returns how many runs were replayed."""
+    replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
+    first = handle.first_execution_run_id or handle.run_id
+    if client is not None and first is not None:
+        handle = client.get_workflow_handle(handle.id, run_id=first)
+    runs = 0
+    while True:
+        history = await handle.fetch_history()
+        await replayer.replay_workflow(history)
+        runs += 1
+        last = history.events[-1]
+        if client is None or not last.HasField(
+            "workflow_execution_continued_as_new_event_attributes"
+        ):
+            return runs
+        next_run = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+        handle = client.get_workflow_handle(handle.id, run_id=next_run)
 
 
 @dataclass

@@ -149,7 +149,7 @@ async def test_dev_server_killed_and_restarted_on_its_sqlite_file(
         harness.handles.clear()  # replayed below with this server's client
         from tests.harness import replay
 
-        await replay(handle)
+        await replay(handle, client)
     finally:
         await server.stop()
 

@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         EscalationRecord,
         EscalationResolution,
     )
+    from orga.carry import LoopCarry
     from orga.config import LoopConfig, LoopInput
     from orga.conversation import Message, ToolCall, chain_digest
     from orga.dispatch import DESCRIBE_TOOLS, DescribeToolsRequest
@@ -120,6 +121,7 @@ class ReasoningLoopWorkflow:
             except ValidationError as error:
                 self._invalid = _describe_invalid(error)
                 input = LoopInput(messages=[Message(role="user", content="")])
+        self._input = input
         self._config: LoopConfig = input.config
         # A namespace that cannot register orga's search attributes (Temporal's time-skipping
         # test server, a locked-down namespace) starts loops with this memo set to false.
@@ -128,7 +130,7 @@ class ReasoningLoopWorkflow:
         self._workflow_id = info.workflow_id
         self._started_at = workflow.now()
         initial: list[Message] = []
-        if self._config.system_prompt:
+        if self._config.system_prompt and input.carry is None:
             initial.append(Message(role="system", content=self._config.system_prompt))
         initial.extend(input.messages)
         self._conversation: list[Message] = []
@@ -159,6 +161,9 @@ class ReasoningLoopWorkflow:
             stamp=self._stamp,
             gate=self._gate_extra_call,
         )
+        self._runs = 1
+        if input.carry is not None:
+            self._restore(input.carry)
         self._human_wait = timedelta(0)
         """Time spent waiting for people, which the loop's timeout does not count."""
         self._human_wait_since: datetime | None = None
@@ -272,15 +277,16 @@ class ReasoningLoopWorkflow:
                 sa.TOTAL_TOKENS.value_set(0),
             ]
         )
-        self._record(
-            Started(
-                **self._stamp(),
-                tools=list(self._config.tools),
-                provider=self._config.provider,
-                model=self._config.model,
-                policy=self._config.policy,
+        if self._input.carry is None:
+            self._record(
+                Started(
+                    **self._stamp(),
+                    tools=list(self._config.tools),
+                    provider=self._config.provider,
+                    model=self._config.model,
+                    policy=self._config.policy,
+                )
             )
-        )
         limit = self._config.timeout.total_seconds()
         try:
             self._tools.definitions = await self._describe_tools()
@@ -347,10 +353,12 @@ class ReasoningLoopWorkflow:
         return cycle.result()
 
     async def _cycle(self) -> Answered:
-        observing = Observing(0)
+        observing = Observing(self._iteration)
         while True:
             self._append(observing.new_messages)
             self._set_phase("observing")
+            if self._should_continue_as_new():
+                await self._continue_as_new()
             reasoning = observing.reason()
             if reasoning.iteration > self._config.max_iterations:
                 raise self._budget(
@@ -596,6 +604,62 @@ class ReasoningLoopWorkflow:
             message = cause.message if isinstance(cause, FailureError) else str(error)
             raise InvalidConfig(f"the loop's tools could not be resolved: {message}") from error
         return {definition.name: definition for definition in found}
+
+    # ---- continue-as-new -----------------------------------------------------------------
+
+    def _should_continue_as_new(self) -> bool:
+        """At an iteration boundary (nothing is pending mid-batch): is the history long?"""
+        if self._desk.waiting:
+            return False
+        info = workflow.info()
+        return (
+            info.is_continue_as_new_suggested()
+            or info.get_current_history_length() >= self._config.max_history_events
+        )
+
+    async def _continue_as_new(self) -> None:
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        carry = LoopCarry(
+            runs=self._runs,
+            digest=self._digest,
+            sent=self._sent,
+            usage=self._usage,
+            iteration=self._iteration,
+            started_at=self._started_at,
+            human_wait=self._human_wait,
+            last_stop_reason=self._last_stop_reason,
+            journal=self._journal,
+            tool_calls=self._tool_calls,
+            tool_call_count=self._tool_call_count,
+            tools=self._tools.snapshot(),
+        )
+        workflow.logger.info(
+            "continuing as new at iteration %d (%d events)",
+            self._iteration,
+            workflow.info().get_current_history_length(),
+        )
+        workflow.continue_as_new(
+            LoopInput(messages=self._conversation, config=self._config, carry=carry)
+        )
+
+    def _restore(self, carry: LoopCarry) -> None:
+        """Pick up where the previous run stopped (its conversation is ``input.messages``)."""
+        if carry.digest != self._digest:
+            self._invalid = (
+                "the conversation carried into this run does not match its digest; "
+                "refusing to continue with a different conversation"
+            )
+        self._runs = carry.runs + 1
+        self._sent = carry.sent
+        self._usage = carry.usage
+        self._iteration = carry.iteration
+        self._started_at = carry.started_at
+        self._human_wait = carry.human_wait
+        self._last_stop_reason = carry.last_stop_reason
+        self._journal = carry.journal
+        self._tool_calls = list(carry.tool_calls)
+        self._tool_call_count = carry.tool_call_count
+        self._tools.restore(carry.tools)
 
     # ---- bookkeeping ---------------------------------------------------------------------
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 
-from pydantic import BaseModel, Field
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from orga.breaker import Breaker, BreakerConfig
+    from orga.carry import CachedEntry, ToolStateSnapshot
     from orga.conversation import ToolCall
     from orga.journal import JournalEntry, Stamp
     from orga.policy import PolicyDecision
@@ -25,25 +25,9 @@ with workflow.unsafe.imports_passed_through():
 
 from workflows.human import HumanDesk
 
-__all__ = ["CachedEntry", "ToolState", "ToolStateSnapshot", "cache_key"]
+__all__ = ["ToolState", "cache_key"]
 
 _CACHE_LIMIT = 200
-
-
-class CachedEntry(BaseModel):
-    """A successful result kept for ``CachedResult``."""
-
-    content: str
-    at: datetime
-
-
-class ToolStateSnapshot(BaseModel):
-    """What continue-as-new carries of the tool state."""
-
-    breakers: dict[str, Breaker] = Field(default_factory=dict[str, Breaker])
-    cache: dict[str, CachedEntry] = Field(default_factory=dict[str, CachedEntry])
-    dead_letters: list[DeadLetterEntry] = Field(default_factory=list[DeadLetterEntry])
-    decided_ids: list[str] = Field(default_factory=list[str])
 
 
 def cache_key(call: ToolCall) -> str:
