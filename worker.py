@@ -19,6 +19,7 @@ import httpx
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from activities.blobs import BlobStore
 from activities.builtin_tools import builtin_tools
 from activities.cedar import CedarGate
 from activities.inference import InferenceActivities
@@ -61,11 +62,14 @@ def build_worker(
 ) -> Worker:
     """A worker serving orga's workflows and activities (the one wiring every process uses)."""
     registry = build_registry(settings, http, extra_tools)
-    inference = InferenceActivities(settings=settings, http=http, registry=registry, client=client)
+    blobs = BlobStore(settings.blob_dir)
+    inference = InferenceActivities(
+        settings=settings, http=http, registry=registry, client=client, blobs=blobs
+    )
     cedar = CedarGate(settings.policy_dir) if settings.policy_dir is not None else None
     opa = OpaGate(settings.opa_url, http) if settings.opa_url else None
     policy = PolicyActivities(registry=registry, cedar=cedar, opa=opa)
-    tools = ToolActivities(registry=registry)
+    tools = ToolActivities(registry=registry, blobs=blobs)
     return Worker(
         client,
         task_queue=task_queue or settings.task_queue,

@@ -6,6 +6,7 @@ import httpx
 from temporalio import activity
 from temporalio.client import Client
 
+from activities.blobs import BlobStore
 from activities.conversation_cache import ConversationCache
 from activities.heartbeat import heartbeating
 from activities.providers.client import complete
@@ -28,7 +29,9 @@ class InferenceActivities:
         http: httpx.AsyncClient,
         registry: ToolRegistry,
         client: Client,
+        blobs: BlobStore,
     ) -> None:
+        self._blobs = blobs
         self._settings = settings
         self._http = http
         self._registry = registry
@@ -72,7 +75,7 @@ class InferenceActivities:
             info.start_to_close_timeout.total_seconds() if info.start_to_close_timeout else 120
         )
         async with heartbeating():
-            return await complete(
+            response = await complete(
                 self._http,
                 provider,
                 messages,
@@ -82,3 +85,7 @@ class InferenceActivities:
                 temperature=request.temperature,
                 timeout=timeout,
             )
+        text, reference = self._blobs.guard(response.text, request.max_response_bytes, "answer")
+        if reference is None:
+            return response
+        return response.model_copy(update={"text": text, "blob_ref": reference})

@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.blobs import BlobStore
 from activities.heartbeat import heartbeating
 from orga.conversation import ToolResult
 from orga.dispatch import (
@@ -60,8 +61,9 @@ def render_value(value: Any) -> str:
 class ToolActivities:
     """Runs the tools of one worker's registry."""
 
-    def __init__(self, *, registry: ToolRegistry) -> None:
+    def __init__(self, *, registry: ToolRegistry, blobs: BlobStore) -> None:
         self._registry = registry
+        self._blobs = blobs
 
     @activity.defn(name=DESCRIBE_TOOLS)
     async def describe_tools(self, request: DescribeToolsRequest) -> list[ToolDefinition]:
@@ -108,8 +110,10 @@ class ToolActivities:
             raise
         except Exception as error:
             raise ToolFailed(
-                f"tool {call.name!r} raised {type(error).__name__}: {error}",
+                cut(f"tool {call.name!r} raised {type(error).__name__}: {error}", 8_000, "error"),
                 non_retryable=not invocation.retry_tool_errors,
             ) from error
-        content = cut(render_value(value), invocation.max_result_chars, "tool result")
-        return ToolResult(call_id=call.id, name=call.name, content=content)
+        content, reference = self._blobs.guard(
+            render_value(value), invocation.max_result_bytes, "tool result"
+        )
+        return ToolResult(call_id=call.id, name=call.name, content=content, blob_ref=reference)

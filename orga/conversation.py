@@ -73,6 +73,8 @@ class ToolResult(BaseModel):
     """True when the call did not run or did not succeed; ``content`` says why."""
     status: ToolStatus = "ok"
     """How the call ended, for the runtime (the model reads only ``content``)."""
+    blob_ref: str | None = None
+    """When ``content`` was cut by the payload guard: where the worker keeps the full text."""
 
 
 class Message(BaseModel):

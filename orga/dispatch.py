@@ -42,8 +42,9 @@ class ToolInvocation(BaseModel):
     workflow_id: str
     retry_tool_errors: bool = False
     """Let Temporal retry when the tool raises (otherwise the error goes to the model)."""
-    max_result_chars: int = 256 * 1024
-    """Longer results are cut, with a marker the model can read."""
+    max_result_bytes: int = 256 * 1024
+    """Longer results are cut, with a marker the model can read; the worker keeps the full
+    text in its blob directory."""
 
 
 class DescribeToolsRequest(BaseModel):

@@ -102,6 +102,8 @@ class InferenceRequest(BaseModel):
     max_output_tokens: int | None = None
     temperature: float | None = None
     context_token_budget: int = 32_000
+    max_response_bytes: int = 256 * 1024
+    """A longer answer is cut (the full text is kept in the worker's blob directory)."""
 
 
 class InferenceResponse(BaseModel):
@@ -122,6 +124,8 @@ class InferenceResponse(BaseModel):
     response_id: str | None = None
     refusal: str | None = None
     """The provider's refusal text, when it gave one."""
+    blob_ref: str | None = None
+    """When ``text`` was cut by the payload guard: where the worker keeps the full text."""
 
     def as_message(self) -> Message:
         """The assistant turn this response adds to the conversation."""

@@ -73,6 +73,8 @@ class ReasoningComplete(_Event):
     """Names of the tools the model asked for, in its order."""
     usage: Usage = Field(default_factory=Usage)
     """Tokens of this call."""
+    blob_ref: str | None = None
+    """The full answer, when the payload guard cut it."""
 
 
 class DecisionRecord(BaseModel):
@@ -107,6 +109,8 @@ class CallOutcome(BaseModel):
     is_error: bool
     status: str
     """``ok``, ``failed``, ``denied``, ``invalid_arguments``, ``unknown_tool``, ``skipped`` …"""
+    blob_ref: str | None = None
+    """The full result, when the payload guard cut it."""
 
 
 class ObservationsCollected(_Event):

@@ -78,6 +78,8 @@ class Settings(BaseModel):
     opa_url: str | None = None
     """OPA decision endpoint, ``http://host:8181/v1/data/<package>`` (``ORGA_OPA_URL``)."""
     file_root: Path = Field(default_factory=Path.cwd)
+    blob_dir: Path = Field(default_factory=lambda: Path(".orga/blobs").resolve())
+    """Where the payload guard keeps texts it cut (``ORGA_BLOB_DIR``)."""
     sticky_timeout: float = 3.0
     """Seconds a workflow task waits for the worker that has the loop cached before any worker
     may take it (``ORGA_STICKY_TIMEOUT``). Short, so a dead worker costs seconds, not ten."""
@@ -132,6 +134,7 @@ class Settings(BaseModel):
             else None,
             opa_url=get("ORGA_OPA_URL"),
             sticky_timeout=float(get("ORGA_STICKY_TIMEOUT") or 3.0),
+            blob_dir=Path(get("ORGA_BLOB_DIR") or ".orga/blobs").resolve(),
             graceful_shutdown=float(get("ORGA_GRACEFUL_SHUTDOWN") or 30.0),
         )
 

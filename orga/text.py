@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["cut", "estimate_tokens"]
+__all__ = ["cut", "cut_bytes", "estimate_tokens"]
 
 BYTES_PER_TOKEN = 4
 """orga's deterministic estimate: about four UTF-8 bytes per token."""
@@ -23,3 +23,14 @@ def cut(text: str, max_chars: int, what: str = "text") -> str:
         return text
     marker = f"\n[… {what} cut: {len(text) - max_chars} of {len(text)} characters left out]"
     return text[: max(0, max_chars - len(marker))] + marker
+
+
+def cut_bytes(text: str, max_bytes: int, marker: str) -> str:
+    """``text`` if its UTF-8 form fits in ``max_bytes``, else its head plus ``marker``, cut on
+    a character boundary so the whole stays within ``max_bytes``."""
+    data = text.encode("utf-8")
+    if len(data) <= max_bytes:
+        return text
+    room = max(0, max_bytes - len(marker.encode("utf-8")))
+    head = data[:room].decode("utf-8", errors="ignore")  # drops a split multi-byte character
+    return head + marker

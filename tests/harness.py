@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -43,6 +45,7 @@ def scripted_settings(server: ScriptedModelServer, **changes: Any) -> Settings:
         )
         for name in API_KEYS
     }
+    changes.setdefault("blob_dir", Path(tempfile.gettempdir()) / "orga-test-blobs")
     return Settings(providers=providers, default_provider="openai", **changes)
 
 

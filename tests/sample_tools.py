@@ -169,3 +169,15 @@ class Flaky:
             return f"looked up {query}"
 
         return lookup
+
+
+@tool
+def dump(kib: int) -> str:
+    """Return a very large text.
+
+    Args:
+        kib: how many KiB of text.
+    """
+    line = "0123456789abcdef" * 4 + "é\n"  # a multi-byte character on every line
+    text = line * (kib * 1024 // len(line.encode()) + 1)
+    return text

@@ -134,6 +134,7 @@ class CallExecutor:
                     call=call,
                     workflow_id=self._state.workflow_id,
                     retry_tool_errors=isinstance(strategy, Retry),
+                    max_result_bytes=self._state.max_payload_bytes,
                 ),
                 result_type=ToolResult,
                 start_to_close_timeout=timeout,

@@ -157,6 +157,7 @@ class ReasoningLoopWorkflow:
             max_concurrent=self._config.max_concurrent_tools,
             default_timeout=self._config.tool_timeout,
             approval_timeout=self._config.approval_timeout,
+            max_payload_bytes=self._config.max_payload_bytes,
             record=self._record,
             stamp=self._stamp,
             gate=self._gate_extra_call,
@@ -410,6 +411,7 @@ class ReasoningLoopWorkflow:
             max_output_tokens=config.max_output_tokens,
             temperature=config.temperature,
             context_token_budget=config.context_token_budget,
+            max_response_bytes=config.max_payload_bytes,
         )
         model = config.model or f"{config.provider or 'default provider'}'s default model"
         try:
@@ -442,6 +444,7 @@ class ReasoningLoopWorkflow:
                 model=response.model,
                 tool_calls=[c.name for c in response.tool_calls],
                 usage=response.usage,
+                blob_ref=response.blob_ref,
             )
         )
         self._upsert(
@@ -550,7 +553,11 @@ class ReasoningLoopWorkflow:
                 **self._stamp(),
                 outcomes=[
                     CallOutcome(
-                        call_id=r.call_id, tool=r.name, is_error=r.is_error, status=r.status
+                        call_id=r.call_id,
+                        tool=r.name,
+                        is_error=r.is_error,
+                        status=r.status,
+                        blob_ref=r.blob_ref,
                     )
                     for r in results
                 ],

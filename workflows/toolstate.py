@@ -51,6 +51,7 @@ class ToolState:
     max_concurrent: int
     default_timeout: timedelta
     approval_timeout: timedelta
+    max_payload_bytes: int
     record: Callable[[JournalEntry], None]
     """Append a journal entry."""
     stamp: Callable[[], Stamp]
