@@ -14,31 +14,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import statistics
 import sys
-import tempfile
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import SecretStr
-from temporalio.client import Client
-from temporalio.worker import Worker
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bare import BareInput, BareLoopWorkflow
-from bench.bare_activities import BareActivities
-from orga.config import LoopConfig, LoopInput
-from orga.connect import connect, ensure_search_attributes
-from orga.conversation import Message
-from orga.devserver import DevServer
-from orga.scripted_model import RecordedRequest, ScriptedModelServer, Turn
-from orga.settings import ProviderSettings, Settings
-from worker import build_registry, build_worker, http_client
+from bench.setup import Bench, bench, history_size
+from orga.scripted_model import RecordedRequest, Turn
 
 PROMPT = "Add up the numbers, one tool call at a time."
 
@@ -50,12 +36,6 @@ def instant_model(request: RecordedRequest) -> Turn:
     if done < k:
         return Turn(tool_calls=[("add", {"a": done, "b": 1})])
     return Turn(text=f"done after {done} calls")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -75,103 +55,43 @@ def row(k: int, name: str, m: Measured, bare: Measured) -> str:
     )
 
 
-async def history_size(client: Client, workflow_id: str) -> tuple[int, int]:
-    history = await client.get_workflow_handle(workflow_id).fetch_history()
-    return len(history.events), sum(e.ByteSize() for e in history.events)
+async def run_orga(b: Bench, k: int) -> str:
+    return await b.orga(PROMPT, f"bench-k{k}", ["add"], max_iterations=k + 1)
 
 
-async def run_orga(client: Client, k: int) -> str:
-    workflow_id = f"orga-{uuid.uuid4().hex[:10]}"
-    await client.execute_workflow(
-        "ReasoningLoop",
-        LoopInput(
-            messages=[Message(role="user", content=PROMPT)],
-            config=LoopConfig(model=f"bench-k{k}", tools=["add"], max_iterations=k + 1),
-        ),
-        id=workflow_id,
-        task_queue="bench-orga",
-        request_eager_start=True,
-    )
-    return workflow_id
+async def run_bare(b: Bench, k: int) -> str:
+    return await b.bare(PROMPT, f"bench-k{k}", ["add"])
 
 
-async def run_bare(client: Client, k: int) -> str:
-    workflow_id = f"bare-{uuid.uuid4().hex[:10]}"
-    await client.execute_workflow(
-        BareLoopWorkflow.run,
-        BareInput(
-            messages=[Message(role="user", content=PROMPT)], model=f"bench-k{k}", tools=["add"]
-        ),
-        id=workflow_id,
-        task_queue="bench-bare",
-        request_eager_start=True,
-    )
-    return workflow_id
-
-
-async def measure(client: Client, runner: Any, k: int, runs: int, concurrent: int) -> Measured:
+async def measure(b: Bench, runner: Any, k: int, runs: int, concurrent: int) -> Measured:
     for _ in range(2):
-        await runner(client, k)  # warm up: sticky cache, connections
+        await runner(b, k)  # warm up: sticky cache, connections
     walls: list[float] = []
     cpu_start = time.process_time()
     last = ""
     for _ in range(runs):
         start = time.perf_counter()
-        last = await runner(client, k)
+        last = await runner(b, k)
         walls.append(time.perf_counter() - start)
     cpu = (time.process_time() - cpu_start) / runs
-    events, size = await history_size(client, last)
+    events, size = await history_size(b.client, last)
     start = time.perf_counter()
-    await asyncio.gather(*(runner(client, k) for _ in range(concurrent)))
+    await asyncio.gather(*(runner(b, k) for _ in range(concurrent)))
     throughput = concurrent / (time.perf_counter() - start)
     return Measured(statistics.median(walls), cpu, events, size, throughput)
 
 
 async def main(runs: int, concurrent: int, ks: list[int]) -> None:
-    with tempfile.TemporaryDirectory() as data, ScriptedModelServer() as model:
-        model.fallback(instant_model)
-        port = free_port()
-        server = DevServer(Path(data), port=port, headless=True)
-        await server.start()
-        try:
-            settings = Settings(
-                temporal_address=server.address,
-                providers={
-                    "openai": ProviderSettings(
-                        name="openai",
-                        base_url=model.openai_base_url,
-                        api_key=SecretStr("bench"),
-                        api_key_env="OPENAI_API_KEY",
-                        default_model="bench-k1",
-                        official=False,
-                    )
-                },
-                default_provider="openai",
-            )
-            client = await connect(settings)
-            await ensure_search_attributes(client)
-            async with http_client() as http:
-                registry = build_registry(settings, http)
-                bare = BareActivities(settings, http, registry)
-                orga_worker = build_worker(client, settings, http, task_queue="bench-orga")
-                bare_worker = Worker(
-                    client,
-                    task_queue="bench-bare",
-                    workflows=[BareLoopWorkflow],
-                    activities=[bare.call_model, bare.run_tool],
-                )
-                async with orga_worker, bare_worker:
-                    print(
-                        f"{'K':>3} {'variant':<6} {'wall ms':>8} {'ratio':>6} {'cpu ms':>7} "
-                        f"{'events':>7} {'hist KiB':>9} {'bytes ratio':>11} {'loops/s':>8}"
-                    )
-                    for k in ks:
-                        b = await measure(client, run_bare, k, runs, concurrent)
-                        o = await measure(client, run_orga, k, runs, concurrent)
-                        for name, m in (("bare", b), ("orga", o)):
-                            print(row(k, name, m, b))
-        finally:
-            await server.stop()
+    async with bench(instant_model) as b:
+        print(
+            f"{'K':>3} {'variant':<6} {'wall ms':>8} {'ratio':>6} {'cpu ms':>7} "
+            f"{'events':>7} {'hist KiB':>9} {'bytes ratio':>11} {'loops/s':>8}"
+        )
+        for k in ks:
+            bare = await measure(b, run_bare, k, runs, concurrent)
+            orga = await measure(b, run_orga, k, runs, concurrent)
+            for name, m in (("bare", bare), ("orga", orga)):
+                print(row(k, name, m, bare))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,125 @@
+"""What every benchmark needs: the tuned embedded server, a scripted model, an orga worker
+and a bare-Temporal worker side by side, and helpers to run and measure loops."""
+
+from __future__ import annotations
+
+import socket
+import sys
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import SecretStr
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.bare import BareInput, BareLoopWorkflow
+from bench.bare_activities import BareActivities
+from orga.config import LoopConfig, LoopInput
+from orga.connect import connect, ensure_search_attributes
+from orga.conversation import Message
+from orga.devserver import DevServer
+from orga.scripted_model import RecordedRequest, ScriptedModelServer, Turn
+from orga.settings import ProviderSettings, Settings
+from orga.tools import Tool
+from worker import build_registry, build_worker, http_client
+
+__all__ = ["Bench", "bench", "history_size"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Bench:
+    """A running benchmark environment."""
+
+    client: Client
+
+    async def orga(self, prompt: str, model: str, tools: list[str], **config: Any) -> str:
+        """Run one orga loop to completion; its workflow id."""
+        workflow_id = f"orga-{uuid.uuid4().hex[:10]}"
+        await self.client.execute_workflow(
+            "ReasoningLoop",
+            LoopInput(
+                messages=[Message(role="user", content=prompt)],
+                config=LoopConfig(model=model, tools=tools, **config),
+            ),
+            id=workflow_id,
+            task_queue="bench-orga",
+            request_eager_start=True,
+        )
+        return workflow_id
+
+    async def bare(self, prompt: str, model: str, tools: list[str]) -> str:
+        """Run one bare loop to completion; its workflow id."""
+        workflow_id = f"bare-{uuid.uuid4().hex[:10]}"
+        await self.client.execute_workflow(
+            BareLoopWorkflow.run,
+            BareInput(messages=[Message(role="user", content=prompt)], model=model, tools=tools),
+            id=workflow_id,
+            task_queue="bench-bare",
+            request_eager_start=True,
+        )
+        return workflow_id
+
+
+async def history_size(client: Client, workflow_id: str) -> tuple[int, int]:
+    """Events and bytes of a workflow's history."""
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    return len(history.events), sum(e.ByteSize() for e in history.events)
+
+
+@asynccontextmanager
+async def bench(
+    responder: Callable[[RecordedRequest], Turn], tools: Iterable[Tool] = ()
+) -> AsyncIterator[Bench]:
+    """Server, model, both workers; torn down afterwards."""
+    with tempfile.TemporaryDirectory() as data, ScriptedModelServer() as model:
+        model.fallback(responder)
+        server = DevServer(Path(data), port=_free_port(), headless=True)
+        await server.start()
+        try:
+            settings = Settings(
+                temporal_address=server.address,
+                providers={
+                    "openai": ProviderSettings(
+                        name="openai",
+                        base_url=model.openai_base_url,
+                        api_key=SecretStr("bench"),
+                        api_key_env="OPENAI_API_KEY",
+                        default_model="bench",
+                        official=False,
+                    )
+                },
+                default_provider="openai",
+                blob_dir=Path(data) / "blobs",
+            )
+            client = await connect(settings)
+            await ensure_search_attributes(client)
+            async with http_client() as http:
+                extra = list(tools)
+                registry = build_registry(settings, http, extra)
+                bare = BareActivities(settings, http, registry)
+                orga_worker = build_worker(
+                    client, settings, http, task_queue="bench-orga", extra_tools=extra
+                )
+                bare_worker = Worker(
+                    client,
+                    task_queue="bench-bare",
+                    workflows=[BareLoopWorkflow],
+                    activities=[bare.call_model, bare.run_tool],
+                )
+                async with orga_worker, bare_worker:
+                    yield Bench(client)
+        finally:
+            await server.stop()
