@@ -1,0 +1,63 @@
+"""Record the histories of ``tests/scenarios.py`` into ``tests/histories/``.
+
+    uv run python -m tests.record_histories
+
+Run it when a workflow change is deliberate and old histories no longer need to replay (or to
+add a scenario); commit the files it writes. Each run of a workflow (continue-as-new starts a
+new one) is written as ``<scenario>.<n>.json``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from orga import search_attributes as sa
+from orga.devserver import TUNING_ARGS, temporal_binary
+from orga.scripted_model import ScriptedModelServer
+from tests.harness import Harness
+from tests.scenarios import SCENARIOS
+
+HISTORIES = Path(__file__).resolve().parent / "histories"
+
+
+async def main() -> None:
+    HISTORIES.mkdir(exist_ok=True)
+    for old in HISTORIES.glob("*.json"):
+        old.unlink()
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=str(temporal_binary()),
+        data_converter=pydantic_data_converter,
+        search_attributes=list(sa.ALL),
+        dev_server_extra_args=list(TUNING_ARGS),
+    )
+    try:
+        with ScriptedModelServer() as model:
+            for name, scenario in SCENARIOS.items():
+                harness = Harness(client=env.client, model=model)
+                handle = await scenario(harness)
+                run_id = handle.first_execution_run_id or handle.run_id
+                run = 0
+                while run_id is not None:
+                    run += 1
+                    history = await env.client.get_workflow_handle(
+                        handle.id, run_id=run_id
+                    ).fetch_history()
+                    (HISTORIES / f"{name}.{run}.json").write_text(history.to_json())
+                    last = history.events[-1]
+                    attributes = last.workflow_execution_continued_as_new_event_attributes
+                    run_id = attributes.new_execution_run_id or None
+                print(f"{name}: {run} run(s)")
+    finally:
+        await env.shutdown()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
+    sys.stdout.flush()
+    os._exit(0)  # temporalio can crash the interpreter at exit (sdk-python#300)

@@ -1,0 +1,138 @@
+"""Representative loops whose histories are committed under ``tests/histories/``.
+
+``uv run python -m tests.record_histories`` runs them on a fresh dev server and rewrites the
+files; ``tests/test_histories.py`` replays every committed file with the production workflows
+and data converter, so a workflow change that breaks old histories fails the suite (guard such
+a change with ``workflow.patched``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import WorkflowHandle
+
+from orga.approvals import ApprovalDecision
+from orga.scripted_model import RecordedRequest, Turn
+from orga.state import LoopState
+from tests.harness import Harness, scripted_settings
+from tests.sample_tools import Flaky, transfer
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "policies"
+
+Scenario = Callable[[Harness], Awaitable[WorkflowHandle[Any, Any]]]
+
+
+async def tools(h: Harness) -> WorkflowHandle[Any, Any]:
+    """One turn with two calls (one fails its schema), then an answer."""
+    model = h.new_model(
+        [
+            Turn(text="adding", tool_calls=[("add", {"a": 2, "b": 3}), ("add", {"a": "x"})]),
+            Turn(text="5"),
+        ]
+    )
+    async with h.worker():
+        handle = await h.start("2+3?", model=model, tools=["add"], workflow_id="history-tools")
+        await handle.result()
+    return handle
+
+
+async def denial(h: Harness) -> WorkflowHandle[Any, Any]:
+    """Cedar denies a call and the first answer; the model recovers."""
+    model = h.new_model(
+        [
+            Turn(text="too early"),
+            Turn(tool_calls=[("file_read", {"path": "docs/secret.md"}), ("add", {"a": 1, "b": 1})]),
+            Turn(text="2"),
+        ]
+    )
+    settings = scripted_settings(h.model, policy_dir=EXAMPLES)
+    async with h.worker(settings=settings):
+        handle = await h.start(
+            "1+1?",
+            model=model,
+            tools=["add", "file_read"],
+            policy="cedar",
+            agent_id="careful",
+            workflow_id="history-denial",
+        )
+        await handle.result()
+    return handle
+
+
+async def approval(h: Harness) -> WorkflowHandle[Any, Any]:
+    """A call waits for a person and is approved by signal; another is denied by update."""
+    model = h.new_model(
+        [
+            Turn(tool_calls=[("transfer", {"amount": 5, "to": "a"})]),
+            Turn(tool_calls=[("transfer", {"amount": 6, "to": "b"})]),
+            Turn(text="one of two"),
+        ]
+    )
+    async with h.worker(tools=[transfer]):
+        handle = await h.start(
+            "pay", model=model, tools=["transfer"], workflow_id="history-approval"
+        )
+        for approved in (True, False):
+            pending: list[Any] = []
+            while not pending:
+                await asyncio.sleep(0.05)
+                pending = (await handle.query("state", result_type=LoopState)).pending_approvals
+            decision = ApprovalDecision(call_id=pending[0].call_id, approved=approved, reason="r")
+            if approved:
+                await handle.signal("approval", decision)
+            else:
+                await handle.execute_update("approve", decision)
+        await handle.result()
+    return handle
+
+
+async def breaker_open(h: Harness) -> WorkflowHandle[Any, Any]:
+    """A tool fails until its breaker opens; the next call is refused."""
+    flaky = Flaky(failures=0)
+    flaky.broken = True
+    model = h.new_model(
+        [Turn(tool_calls=[("lookup", {"query": str(i)})]) for i in range(3)] + [Turn(text="down")]
+    )
+    async with h.worker(tools=flaky.tools):
+        handle = await h.start(
+            "look up",
+            model=model,
+            tools=["lookup"],
+            circuit_breaker={"failure_threshold": 2},
+            workflow_id="history-breaker-open",
+        )
+        await handle.result()
+    return handle
+
+
+def _counter(request: RecordedRequest) -> Turn:
+    done = request.tool_results()
+    return Turn(tool_calls=[("add", {"a": done, "b": 1})]) if done < 24 else Turn(text="24")
+
+
+async def continue_as_new(h: Harness) -> WorkflowHandle[Any, Any]:
+    """25 iterations with a 200-event history limit: several runs."""
+    model = h.new_model([_counter] * 25)
+    async with h.worker():
+        handle = await h.start(
+            "count",
+            model=model,
+            tools=["add"],
+            max_history_events=200,
+            workflow_id="history-continue-as-new",
+        )
+        await handle.result()
+    return handle
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "tools": tools,
+    "denial": denial,
+    "approval": approval,
+    "breaker_open": breaker_open,
+    "continue_as_new": continue_as_new,
+}

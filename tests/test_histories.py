@@ -1,0 +1,38 @@
+"""Every committed history replays with today's workflows and data converter."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+from tests.scenarios import SCENARIOS
+from worker import WORKFLOWS
+
+HISTORIES = Path(__file__).resolve().parent / "histories"
+FILES = sorted(HISTORIES.glob("*.json"))
+
+
+def test_every_scenario_has_a_history() -> None:
+    recorded = {path.name.split(".")[0] for path in FILES}
+    assert recorded == set(SCENARIOS)
+    assert len([p for p in FILES if p.name.startswith("continue_as_new.")]) >= 2
+
+
+def load(path: Path) -> WorkflowHistory:
+    text = path.read_text()
+    started = json.loads(text)["events"][0]["workflowExecutionStartedEventAttributes"]
+    workflow_id = started.get("workflowId") or f"history-{path.name.split('.')[0]}"
+    return WorkflowHistory.from_json(workflow_id, text)
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
+async def test_replays(path: Path) -> None:
+    history = load(path)
+    replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=True)
+    assert result.replay_failure is None
