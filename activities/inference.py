@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 from temporalio import activity
 from temporalio.client import Client
@@ -10,10 +12,13 @@ from activities.blobs import BlobStore
 from activities.conversation_cache import ConversationCache
 from activities.heartbeat import heartbeating
 from activities.providers.client import complete
+from orga.context import fit
 from orga.conversation import Message
 from orga.errors import ConversationUnavailable, InvalidConfig
+from orga.evidence import with_judgement
 from orga.inference import CALL_MODEL, ConversationRange, InferenceRequest, InferenceResponse
 from orga.settings import Settings
+from orga.text import estimate_tokens
 from orga.tools import ToolDefinition, ToolRegistry
 
 __all__ = ["InferenceActivities"]
@@ -52,7 +57,7 @@ class InferenceActivities:
                 f"workflow ({type(error).__name__}: {error}); retrying"
             ) from error
 
-    def _tools(self, names: list[str]) -> list[ToolDefinition]:
+    def _tools(self, names: list[str], judged: list[str]) -> list[ToolDefinition]:
         definitions: list[ToolDefinition] = []
         for name in names:
             found = self._registry.get(name)
@@ -61,13 +66,27 @@ class InferenceActivities:
                     f"tool {name!r} is not registered on this worker; registered: "
                     f"{self._registry.names()!r}. Run the same tool modules on every worker."
                 )
-            definitions.append(found.definition)
+            definition = found.definition
+            if name in judged:
+                definition = with_judgement(definition)
+            definitions.append(definition)
         return definitions
 
     @activity.defn(name=CALL_MODEL)
     async def call_model(self, request: InferenceRequest) -> InferenceResponse:
         """Ask the model for its next turn."""
-        messages = await self.cache.resolve(request.conversation)
+        conversation = await self.cache.resolve(request.conversation)
+        fitted = fit(
+            conversation,
+            request.context_token_budget,
+            request.context_strategy,
+            request.token_calibration,
+        )
+        tools = self._tools(request.tools, request.judged_tools)
+        estimated = fitted.estimated_tokens + round(
+            estimate_tokens(json.dumps([t.model_dump(mode="json") for t in tools]))
+            * request.token_calibration
+        )
         provider = self._settings.provider(request.provider)
         model = request.model or provider.default_model
         info = activity.info()
@@ -78,14 +97,20 @@ class InferenceActivities:
             response = await complete(
                 self._http,
                 provider,
-                messages,
-                self._tools(request.tools),
+                fitted.messages,
+                tools,
                 model=model,
                 max_output_tokens=request.max_output_tokens,
                 temperature=request.temperature,
                 timeout=timeout,
             )
         text, reference = self._blobs.guard(response.text, request.max_response_bytes, "answer")
-        if reference is None:
-            return response
-        return response.model_copy(update={"text": text, "blob_ref": reference})
+        return response.model_copy(
+            update={
+                "text": text,
+                "blob_ref": reference,
+                "estimated_input_tokens": estimated,
+                "context_dropped": fitted.dropped,
+                "context_masked": fitted.masked,
+            }
+        )

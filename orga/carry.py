@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from pydantic import BaseModel, Field
 
 from orga.breaker import Breaker
+from orga.evidence import EvidenceTracker
 from orga.inference import Usage
 from orga.journal import Journal
 from orga.recovery import DeadLetterEntry
@@ -52,3 +53,4 @@ class LoopCarry(BaseModel):
     tool_calls: list[ToolCallRecord] = Field(default_factory=list[ToolCallRecord])
     tool_call_count: int = 0
     tools: ToolStateSnapshot = Field(default_factory=ToolStateSnapshot)
+    evidence: EvidenceTracker | None = None

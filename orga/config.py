@@ -13,7 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from orga.breaker import BreakerConfig
 from orga.carry import LoopCarry
+from orga.context import ContextStrategy
 from orga.conversation import Message
+from orga.profile import ToolProfile
 from orga.recovery import RecoveryConfig
 from orga.vocabulary import PROVIDERS, PolicyMode, ProviderName
 
@@ -72,6 +74,10 @@ class LoopConfig(BaseModel):
     context_token_budget: int = Field(default=32_000, ge=256)
     """Tokens of conversation sent to the model per call (estimated before the call)."""
 
+    context_strategy: ContextStrategy = "observation_masking"
+    """How the conversation is fitted to ``context_token_budget`` (the durable record never
+    changes): ``sliding_window``, ``observation_masking`` or ``anchored_summary``."""
+
     max_output_tokens: int | None = Field(default=None, ge=1)
     """The provider's ``max_tokens``. Default: unset for OpenAI-compatible APIs, 4096 for
     Anthropic (which requires it)."""
@@ -89,6 +95,13 @@ class LoopConfig(BaseModel):
 
     circuit_breaker: BreakerConfig = Field(default_factory=BreakerConfig)
     """One breaker per tool: opens after consecutive failures, probes after a pause."""
+
+    tool_profile: ToolProfile = Field(default_factory=ToolProfile)
+    """Which of the loop's tools the model sees (include/exclude globs, [verified], max)."""
+
+    max_no_gain: int = Field(default=2, ge=1, le=100)
+    """Consecutive evidence results judged NO_GAIN (or duplicate scopes) that saturate
+    evidence collection; the model is then told to answer with what it has."""
 
     recovery: RecoveryConfig = Field(default_factory=RecoveryConfig)
     """What happens when a tool call fails: a default strategy and per-tool strategies."""

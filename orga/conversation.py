@@ -36,6 +36,7 @@ ToolStatus = Literal[
     "invalid_arguments",
     "unknown_tool",
     "skipped",
+    "refused",
     "circuit_open",
     "not_run",
 ]
@@ -43,7 +44,8 @@ ToolStatus = Literal[
 answered (fallback tool, cached result, operator); ``failed`` ran and raised; ``timed_out`` ran
 out of time; ``denied`` was stopped by the gate or a person; ``invalid_arguments`` and
 ``unknown_tool`` never reached a tool; ``skipped`` waited on a call that failed (or an operator
-skipped it); ``circuit_open`` was refused by the tool's breaker; ``not_run`` was dropped
+skipped it); ``refused`` broke the evidence protocol (duplicate scope, missing judgement, stop
+required); ``circuit_open`` was refused by the tool's breaker; ``not_run`` was dropped
 because the loop ended."""
 
 
@@ -75,6 +77,8 @@ class ToolResult(BaseModel):
     """How the call ended, for the runtime (the model reads only ``content``)."""
     blob_ref: str | None = None
     """When ``content`` was cut by the payload guard: where the worker keeps the full text."""
+    evidence: Literal["found", "none"] | None = None
+    """For evidence tools: did the call find anything (the tracker reads it, the model not)."""
 
 
 class Message(BaseModel):
@@ -112,10 +116,16 @@ def chain_digest(previous: str, messages: Iterable[Message]) -> str:
     """Extend a rolling digest of a conversation with more messages.
 
     Lets a worker check cheaply that the conversation it holds in memory is the prefix the
-    workflow means, without the workflow sending the whole conversation every turn.
+    workflow means, without the workflow sending the whole conversation every turn. Fields at
+    their default value are left out of the canonical form, so adding a field (with a default)
+    to the message models does not change the digest of existing conversations.
     """
     digest = previous
     for message in messages:
-        canonical = json.dumps(message.model_dump(mode="json"), sort_keys=True, ensure_ascii=False)
+        canonical = json.dumps(
+            message.model_dump(mode="json", exclude_defaults=True),
+            sort_keys=True,
+            ensure_ascii=False,
+        )
         digest = hashlib.sha256(f"{digest}\n{canonical}".encode()).hexdigest()
     return digest

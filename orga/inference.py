@@ -12,6 +12,7 @@ from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from orga.context import ContextStrategy
 from orga.conversation import Message, ToolCall
 from orga.vocabulary import ProviderName
 
@@ -102,6 +103,11 @@ class InferenceRequest(BaseModel):
     max_output_tokens: int | None = None
     temperature: float | None = None
     context_token_budget: int = 32_000
+    context_strategy: ContextStrategy = "observation_masking"
+    token_calibration: float = 1.0
+    """Reported input tokens per estimated token, from the previous call (1.0 at first)."""
+    judged_tools: list[str] = Field(default_factory=list[str])
+    """Evidence tools whose schema gets the ``previous_gain`` judgement argument."""
     max_response_bytes: int = 256 * 1024
     """A longer answer is cut (the full text is kept in the worker's blob directory)."""
 
@@ -126,6 +132,12 @@ class InferenceResponse(BaseModel):
     """The provider's refusal text, when it gave one."""
     blob_ref: str | None = None
     """When ``text`` was cut by the payload guard: where the worker keeps the full text."""
+    estimated_input_tokens: int = 0
+    """orga's estimate of what it sent (messages and tool schemas), for calibration."""
+    context_dropped: int = 0
+    """Messages left out of this call to fit the context budget."""
+    context_masked: int = 0
+    """Tool results replaced by a placeholder in this call."""
 
     def as_message(self) -> Message:
         """The assistant turn this response adds to the conversation."""

@@ -20,6 +20,8 @@ __all__ = [
     "CallOutcome",
     "DecisionRecord",
     "EscalationResolved",
+    "EvidenceJudged",
+    "EvidenceSaturated",
     "Journal",
     "JournalEntry",
     "ObservationsCollected",
@@ -162,6 +164,21 @@ class EscalationResolved(_Event):
     source: str
 
 
+class EvidenceJudged(_Event):
+    kind: Literal["EvidenceJudged"] = "EvidenceJudged"
+    call_id: str
+    tool: str
+    judgement: str
+    """``GAINED``, ``NO_GAIN``, or the protocol outcome (``DUPLICATE_SCOPE`` …)."""
+    consecutive_no_gain: int
+    state: str
+
+
+class EvidenceSaturated(_Event):
+    kind: Literal["EvidenceSaturated"] = "EvidenceSaturated"
+    reason: str
+
+
 class Terminated(_Event):
     kind: Literal["Terminated"] = "Terminated"
     reason: str
@@ -180,6 +197,8 @@ JournalEntry = Annotated[
     | PreHydrationComplete
     | ApprovalDecided
     | EscalationResolved
+    | EvidenceJudged
+    | EvidenceSaturated
     | Terminated,
     Field(discriminator="kind"),
 ]

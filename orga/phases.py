@@ -96,6 +96,10 @@ class ToolPolicyCheck:
         self.iteration = previous.iteration
         self.response = response
         self.calls = list(response.tool_calls)
+        self.refused: dict[str, ToolResult] = {}
+        """Calls answered before the gate (the evidence tracker's refusals), by id."""
+        self.prepared: dict[str, str] = {}
+        """Arguments a call runs with when they differ from the model's (judgement stripped)."""
         ids = [call.id for call in self.calls]
         if len(set(ids)) != len(ids):
             raise UnhandledStopReason(
@@ -104,39 +108,61 @@ class ToolPolicyCheck:
                 {"stop_reason": response.stop_reason, "tool_calls_not_run": ids},
             )
 
+    def refuse(self, call_id: str, result: ToolResult) -> None:
+        """Answer a call before the gate; it will not run."""
+        self.refused[call_id] = result
+
+    def run_with(self, call_id: str, arguments: str) -> None:
+        """Run a call with other arguments than the model wrote (the model is not told)."""
+        self.prepared[call_id] = arguments
+
+    def gated(self) -> list[ToolCall]:
+        """The calls the gate decides: all but the refused ones, as they would run."""
+        return [
+            c.model_copy(update={"arguments": self.prepared[c.id]}) if c.id in self.prepared else c
+            for c in self.calls
+            if c.id not in self.refused
+        ]
+
     def actions(self) -> list[PolicyAction]:
-        """The actions the gate must decide, one per call, in the model's order."""
+        """The actions the gate must decide, one per gated call, in the model's order."""
         return [
             PolicyAction(kind="call_tool", call_id=c.id, tool=c.name, arguments=c.arguments)
-            for c in self.calls
+            for c in self.gated()
         ]
 
     def gate(self, result: PolicyResult) -> ToolDispatching:
         """Apply the gate's decisions. A malformed verdict denies everything (fail closed)."""
+        gated = self.gated()
         decisions = list(result.decisions)
-        if len(decisions) != len(self.calls):
+        if len(decisions) != len(gated):
             reason = (
                 f"the gate {result.engine!r} returned {len(decisions)} decisions for "
-                f"{len(self.calls)} calls; denying all of them"
+                f"{len(gated)} calls; denying all of them"
             )
-            decisions = [PolicyDecision(decision="deny", reason=reason) for _ in self.calls]
-        return ToolDispatching(self, decisions)
+            decisions = [PolicyDecision(decision="deny", reason=reason) for _ in gated]
+        by_id = {c.id: d for c, d in zip(gated, decisions, strict=True)}
+        refused = PolicyDecision(decision="deny", reason="answered before the gate")
+        return ToolDispatching(self, [by_id.get(c.id, refused) for c in self.calls])
 
 
 class PlannedCall:
     """One call of a turn with the gate's decision on it."""
 
-    def __init__(self, index: int, call: ToolCall, decision: PolicyDecision) -> None:
+    def __init__(
+        self, index: int, call: ToolCall, decision: PolicyDecision, prepared: str | None = None
+    ) -> None:
         self.index = index
         self.decision = decision
         self.requested = call
         """The call as the model made it."""
-        self.call = (
-            call.model_copy(update={"arguments": decision.arguments})
-            if decision.decision == "modify" and decision.arguments is not None
-            else call
-        )
-        """The call as it will run (rewritten by a ``modify`` decision)."""
+        modified = decision.decision == "modify" and decision.arguments is not None
+        self.call = call.model_copy(update={"arguments": decision.arguments}) if modified else call
+        """The call as the model will see it (rewritten by a ``modify`` decision)."""
+        self.execute = self.call
+        """The call as it runs: ``call``, or the loop's own preparation of it."""
+        if prepared is not None and not modified:
+            self.execute = call.model_copy(update={"arguments": prepared})
 
 
 class ToolDispatching:
@@ -146,10 +172,12 @@ class ToolDispatching:
         self.iteration = previous.iteration
         self.response = previous.response
         self.planned = [
-            PlannedCall(index, call, decision)
+            PlannedCall(index, call, decision, previous.prepared.get(call.id))
             for index, (call, decision) in enumerate(zip(previous.calls, decisions, strict=True))
         ]
         self._ledger: dict[str, ToolResult | None] = {p.call.id: None for p in self.planned}
+        for call_id, result in previous.refused.items():
+            self._ledger[call_id] = result
 
     def record(self, result: ToolResult) -> None:
         """Enter the result of one call. A second result for the same id is a bug."""

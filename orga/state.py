@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from orga.approvals import PendingApproval, PendingEscalation
 from orga.breaker import Breaker
+from orga.evidence import EvidenceTracker, ProgressSnapshot
 from orga.inference import Usage
 from orga.recovery import DeadLetterEntry
 
@@ -65,6 +66,10 @@ class LoopState(BaseModel):
     breakers: dict[str, Breaker] = Field(default_factory=dict[str, Breaker])
     """One circuit breaker per tool that has run."""
     dead_letters: list[DeadLetterEntry] = Field(default_factory=list[DeadLetterEntry])
+    evidence: EvidenceTracker | None = None
+    """The information-gain tracker, for loops with evidence tools."""
+    advertised: list[str] = Field(default_factory=list[str])
+    """The tools the model sees (after the tool profile)."""
 
 
 class LoopResult(BaseModel):
@@ -78,8 +83,11 @@ class LoopResult(BaseModel):
     """Model calls made."""
     usage: Usage
     termination_reason: str
-    """``end_turn`` when the model finished its turn."""
+    """``end_turn`` when the model finished its turn; ``saturated`` when evidence stopped
+    telling it anything new (a normal completion, with ``snapshot``)."""
     tool_call_count: int = 0
     workflow_id: str = ""
     messages: int = 0
     """Length of the final conversation (the ``conversation`` query returns it)."""
+    snapshot: ProgressSnapshot | None = None
+    """When the loop ended ``saturated``: what it checked and what each check returned."""

@@ -76,6 +76,8 @@ class ToolDefinition(BaseModel):
     resource_arg: str | None = None
     """Argument naming the resource the call touches: calls on the same resource serialise,
     and a call after a failed call on the same resource is skipped."""
+    evidence: bool = False
+    """An evidence tool: its calls are tracked for information gain (``orga.evidence``)."""
 
 
 class Tool:
@@ -207,6 +209,7 @@ def _make_tool(
     serial: bool,
     requires_approval: bool,
     resource_arg: str | None,
+    evidence: bool,
 ) -> Tool:
     tool_name = name or fn.__name__
     if not _NAME.fullmatch(tool_name):
@@ -248,6 +251,7 @@ def _make_tool(
         timeout=_seconds(timeout),
         requires_approval=requires_approval,
         resource_arg=resource_arg,
+        evidence=evidence,
     )
     return Tool(fn, definition, model, context_param)
 
@@ -265,6 +269,7 @@ def tool(
     serial: bool = False,
     requires_approval: bool = False,
     resource_arg: str | None = None,
+    evidence: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -278,6 +283,7 @@ def tool(
     serial: bool = False,
     requires_approval: bool = False,
     resource_arg: str | None = None,
+    evidence: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a function a tool, with or without options.
 
@@ -289,6 +295,7 @@ def tool(
         serial: the tool has side effects; its calls run one at a time, in order.
         requires_approval: under the default gate, each call waits for a human decision.
         resource_arg: the argument that names the resource a call touches.
+        evidence: the tool gathers evidence; loops track how much each call adds.
     """
 
     def decorate(function: Callable[..., Any]) -> Tool:
@@ -300,6 +307,7 @@ def tool(
             serial=serial,
             requires_approval=requires_approval,
             resource_arg=resource_arg,
+            evidence=evidence,
         )
 
     if fn is not None:

@@ -9,6 +9,8 @@ from datetime import datetime
 from orga.journal import (
     ApprovalDecided,
     EscalationResolved,
+    EvidenceJudged,
+    EvidenceSaturated,
     JournalEntry,
     ObservationsCollected,
     PolicyEvaluated,
@@ -93,6 +95,13 @@ def _detail(entry: JournalEntry) -> str:
         case EscalationResolved():
             who = f" by {entry.operator}" if entry.operator else ""
             return f"{entry.tool} {entry.escalation_id}: {entry.action}{who} ({entry.source})"
+        case EvidenceJudged():
+            return (
+                f"{entry.tool} {entry.call_id}: {entry.judgement} "
+                f"({entry.consecutive_no_gain} without gain, {entry.state})"
+            )
+        case EvidenceSaturated():
+            return entry.reason
         case Terminated():
             return f"{entry.reason}: {entry.message}" if entry.message else entry.reason
 

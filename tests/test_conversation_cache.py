@@ -63,3 +63,15 @@ async def test_eviction() -> None:
         await cache.resolve(window(msgs("a"), 0, workflow_id))
     await cache.resolve(window(msgs("a"), 1, "w1"))  # w1 was evicted: refetched
     assert cache.misses == 1
+
+
+def test_the_digest_does_not_change_when_a_defaulted_field_is_added() -> None:
+    class Extended(Message):
+        added_later: str | None = None
+
+    plain = [Message(role="user", content="hi")]
+    extended = [Extended(role="user", content="hi")]
+    assert chain_digest("", plain) == chain_digest("", extended)
+    assert chain_digest("", plain) != chain_digest(
+        "", [Extended(role="user", content="hi", added_later="x")]
+    )

@@ -69,7 +69,7 @@ class ToolRunner:
 
     async def run(self, dispatching: ToolDispatching, runnable: list[PlannedCall]) -> None:
         """Run the permitted calls and record each one's result in ``dispatching``."""
-        waits = predecessors([(p.index, p.call) for p in runnable], self._state.definitions)
+        waits = predecessors([(p.index, p.execute) for p in runnable], self._state.definitions)
         finished = {p.index: asyncio.Event() for p in runnable}
         outcomes: dict[int, ToolResult] = {}
         slots = asyncio.Semaphore(self._state.max_concurrent)
@@ -93,7 +93,7 @@ class ToolRunner:
                         outcomes[planned.index] = denied
                         return
                 async with slots:
-                    outcomes[planned.index] = await self._executor.run(planned.call)
+                    outcomes[planned.index] = await self._executor.run(planned.execute)
             finally:
                 finished[planned.index].set()
 
@@ -105,7 +105,7 @@ class ToolRunner:
         """Wait for a person; the denial result, or ``None`` when approved."""
         asked = workflow.now()
         record = await self._state.desk.approval(
-            planned.call,
+            planned.execute,
             planned.decision.reason or "approval required",
             self._iteration,
             self._state.approval_timeout,

@@ -13,8 +13,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeUpdate
@@ -32,7 +33,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from orga.carry import LoopCarry
     from orga.config import LoopConfig, LoopInput
-    from orga.conversation import Message, ToolCall, chain_digest
+    from orga.conversation import Message, ToolCall, ToolResult, chain_digest
     from orga.dispatch import DESCRIBE_TOOLS, DescribeToolsRequest
     from orga.errors import (
         BudgetExceeded,
@@ -41,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
         ModelCallFailed,
         describe_validation_error,
     )
+    from orga.evidence import EvidenceTracker, ProgressSnapshot
     from orga.inference import (
         CALL_MODEL,
         ConversationRange,
@@ -53,6 +55,8 @@ with workflow.unsafe.imports_passed_through():
         ApprovalDecided,
         CallOutcome,
         DecisionRecord,
+        EvidenceJudged,
+        EvidenceSaturated,
         Journal,
         JournalEntry,
         ObservationsCollected,
@@ -99,6 +103,15 @@ with workflow.unsafe.imports_passed_through():
 __all__ = ["ReasoningLoopWorkflow"]
 
 _RECENT_CALLS = 100
+
+
+@dataclass(frozen=True)
+class Finished:
+    """How the cycle ended, when it ended normally."""
+
+    output: str
+    reason: Literal["end_turn", "saturated"]
+    snapshot: ProgressSnapshot | None = None
 
 
 def _describe_invalid(error: ValidationError) -> str:
@@ -162,6 +175,9 @@ class ReasoningLoopWorkflow:
             stamp=self._stamp,
             gate=self._gate_extra_call,
         )
+        self._advertised: list[str] = []
+        self._evidence: EvidenceTracker | None = None
+        self._calibration = 1.0
         self._runs = 1
         if input.carry is not None:
             self._restore(input.carry)
@@ -192,6 +208,8 @@ class ReasoningLoopWorkflow:
             pending_escalations=list(self._desk.escalations.values()),
             breakers={name: b.model_copy() for name, b in self._tools.breakers.items()},
             dead_letters=list(self._tools.dead_letters),
+            evidence=self._evidence.model_copy() if self._evidence is not None else None,
+            advertised=list(self._advertised),
         )
 
     @workflow.query(name="journal")
@@ -291,7 +309,10 @@ class ReasoningLoopWorkflow:
         limit = self._config.timeout.total_seconds()
         try:
             self._tools.definitions = await self._describe_tools()
-            answered = await self._within(limit)
+            self._advertised = self._advertise()
+            if self._evidence is None and any(self._is_evidence(n) for n in self._advertised):
+                self._evidence = EvidenceTracker(max_no_gain=self._config.max_no_gain)
+            finished = await self._within(limit)
         except TimeoutError:
             failure = BudgetExceeded(
                 f"the loop ran out of time: timeout is {limit:g} s "
@@ -307,24 +328,30 @@ class ReasoningLoopWorkflow:
             # Cancelled by a user: journal the exit, then let the cancellation through.
             self._finish_failed(error)
             raise
-        self._output = answered.output
-        self._termination_reason = "end_turn"
+        self._output = finished.output
+        self._termination_reason = finished.reason
         self._set_phase("completed")
         self._status = "completed"
-        self._record(Terminated(**self._stamp(), reason="end_turn", message="the model answered"))
+        message = (
+            "the model answered"
+            if finished.reason == "end_turn"
+            else "evidence stopped telling the model anything new"
+        )
+        self._record(Terminated(**self._stamp(), reason=finished.reason, message=message))
         self._upsert([sa.STATUS.value_set("completed")])
         await workflow.wait_condition(workflow.all_handlers_finished)
         return LoopResult(
-            output=answered.output,
+            output=finished.output,
             iterations=self._iteration,
             usage=self._usage,
-            termination_reason="end_turn",
+            termination_reason=finished.reason,
             tool_call_count=self._tool_call_count,
             workflow_id=self._workflow_id,
             messages=len(self._conversation),
+            snapshot=finished.snapshot,
         )
 
-    async def _within(self, limit: float) -> Answered:
+    async def _within(self, limit: float) -> Finished:
         """Run the cycle under the loop's hard timeout.
 
         The cycle runs as its own task and the loop waits for it with a workflow timer; at the
@@ -353,7 +380,7 @@ class ReasoningLoopWorkflow:
             raise
         return cycle.result()
 
-    async def _cycle(self) -> Answered:
+    async def _cycle(self) -> Finished:
         observing = Observing(self._iteration)
         while True:
             self._append(observing.new_messages)
@@ -375,7 +402,9 @@ class ReasoningLoopWorkflow:
                 outcome = routed.gate(await self._gate(routed))
                 if isinstance(outcome, Answered):
                     self._append([outcome.message])
-                    return outcome
+                    if self._evidence is not None and self._evidence.saturated:
+                        return Finished(outcome.output, "saturated", self._evidence.snapshot())
+                    return Finished(outcome.output, "end_turn")
                 observing = outcome
                 continue
             if self._iteration >= self._config.max_iterations:
@@ -386,9 +415,90 @@ class ReasoningLoopWorkflow:
                     f"{self._iteration}, the last one max_iterations allows; they were not run "
                     "because no model call would be left to read their results",
                 )
+            if self._evidence is not None and self._track(routed):
+                return self._saturated(routed)
             dispatching = routed.gate(await self._gate(routed))
             await self._act(dispatching)
             observing = dispatching.collect()
+            if self._evidence is not None:
+                self._observe_evidence(dispatching, observing, routed)
+
+    # ---- evidence ------------------------------------------------------------------------
+
+    def _is_evidence(self, name: str) -> bool:
+        definition = self._tools.definitions.get(name)
+        return definition is not None and definition.evidence and name in self._advertised
+
+    def _track(self, check: ToolPolicyCheck) -> bool:
+        """Judge the turn's evidence calls before the gate; True ends the loop (saturated)."""
+        tracker = self._evidence
+        assert tracker is not None
+        for call in check.calls:
+            if not self._is_evidence(call.name):
+                continue
+            was_saturated = tracker.saturated
+            verdict = tracker.admit(call)
+            if verdict.end_loop:
+                return True
+            outcome = verdict.judgement or (verdict.refusal or "").split(":")[0] or "FIRST"
+            self._record(
+                EvidenceJudged(
+                    **self._stamp(),
+                    call_id=call.id,
+                    tool=call.name,
+                    judgement=outcome,
+                    consecutive_no_gain=tracker.consecutive_no_gain,
+                    state=tracker.state,
+                )
+            )
+            if tracker.saturated and not was_saturated:
+                self._record(
+                    EvidenceSaturated(**self._stamp(), reason=tracker.stop_reason or "saturated")
+                )
+            if verdict.refusal is not None:
+                check.refuse(
+                    call.id,
+                    ToolResult(
+                        call_id=call.id,
+                        name=call.name,
+                        content=verdict.refusal,
+                        is_error=True,
+                        status="refused",
+                    ),
+                )
+            else:
+                check.run_with(call.id, verdict.arguments)
+        return False
+
+    def _observe_evidence(
+        self, dispatching: ToolDispatching, observed: Observing, check: ToolPolicyCheck
+    ) -> None:
+        """Tell the tracker about the evidence calls that ran this turn."""
+        tracker = self._evidence
+        assert tracker is not None
+        results = {r.call_id: r for r in observed.new_messages[-1].tool_results}
+        for planned in dispatching.planned:
+            call = planned.execute
+            if self._is_evidence(call.name) and call.id not in check.refused:
+                tracker.completed_call(call, call.arguments, results[call.id])
+
+    def _saturated(self, check: ToolPolicyCheck) -> Finished:
+        """The model kept calling evidence tools after STOP_REQUIRED: end, normally."""
+        tracker = self._evidence
+        assert tracker is not None
+        snapshot = tracker.snapshot()
+        results = [
+            ToolResult(
+                call_id=c.id,
+                name=c.name,
+                content="Not run: the loop ended because evidence collection is saturated.",
+                is_error=True,
+                status="not_run",
+            )
+            for c in check.calls
+        ]
+        self._append([check.response.as_message(), Message(role="tool", tool_results=results)])
+        return Finished(snapshot.render(), "saturated", snapshot)
 
     # ---- reason --------------------------------------------------------------------------
 
@@ -407,10 +517,13 @@ class ReasoningLoopWorkflow:
             model=config.model,
             iteration=reasoning.iteration,
             conversation=window,
-            tools=list(self._config.tools),
+            tools=list(self._advertised),
+            judged_tools=[n for n in self._advertised if self._is_evidence(n)],
             max_output_tokens=config.max_output_tokens,
             temperature=config.temperature,
             context_token_budget=config.context_token_budget,
+            context_strategy=config.context_strategy,
+            token_calibration=self._calibration,
             max_response_bytes=config.max_payload_bytes,
         )
         model = config.model or f"{config.provider or 'default provider'}'s default model"
@@ -435,6 +548,10 @@ class ReasoningLoopWorkflow:
             ) from error
         self._sent = len(self._conversation)
         self._usage = self._usage + response.usage
+        if response.estimated_input_tokens > 0 and response.usage.input_tokens > 0:
+            # Calibrate the byte-based estimate by what the provider counted (bounded).
+            ratio = response.usage.input_tokens / response.estimated_input_tokens
+            self._calibration = min(4.0, max(0.25, ratio))
         self._last_stop_reason = response.stop_reason
         self._record(
             ReasoningComplete(
@@ -466,7 +583,7 @@ class ReasoningLoopWorkflow:
 
     async def _gate(self, check: ToolPolicyCheck | AnswerPolicyCheck) -> PolicyResult:
         self._set_phase("policy_check")
-        return await self._ask_gate(check.actions(), list(self._config.tools))
+        return await self._ask_gate(check.actions(), list(self._advertised))
 
     async def _gate_extra_call(self, call: ToolCall) -> PolicyDecision:
         """Gate one call the loop itself makes (a fallback), advertised by the loop's config."""
@@ -532,8 +649,11 @@ class ReasoningLoopWorkflow:
             self._tools, iteration=self._iteration, on_approval=self._approval_recorded
         )
         runnable: list[PlannedCall] = []
+        waiting = set(dispatching.missing())  # the evidence tracker may have answered some
         for planned in dispatching.planned:
-            refused = runner.refuse(planned, list(self._config.tools))
+            if planned.call.id not in waiting:
+                continue
+            refused = runner.refuse(planned, list(self._advertised))
             if refused is None:
                 runnable.append(planned)
             else:
@@ -590,6 +710,11 @@ class ReasoningLoopWorkflow:
             )
         )
 
+    def _advertise(self) -> list[str]:
+        """The tools the model sees: the loop's tools, filtered by its tool profile."""
+        listed = [self._tools.definitions[n] for n in self._config.tools]
+        return [d.name for d in self._config.tool_profile.apply(listed)]
+
     async def _describe_tools(self) -> dict[str, ToolDefinition]:
         """Definitions of the advertised tools and of the fallback tools recovery may use."""
         names = list(self._config.tools)
@@ -639,6 +764,7 @@ class ReasoningLoopWorkflow:
             tool_calls=self._tool_calls,
             tool_call_count=self._tool_call_count,
             tools=self._tools.snapshot(),
+            evidence=self._evidence,
         )
         workflow.logger.info(
             "continuing as new at iteration %d (%d events)",
@@ -667,6 +793,7 @@ class ReasoningLoopWorkflow:
         self._tool_calls = list(carry.tool_calls)
         self._tool_call_count = carry.tool_call_count
         self._tools.restore(carry.tools)
+        self._evidence = carry.evidence
 
     # ---- bookkeeping ---------------------------------------------------------------------
 

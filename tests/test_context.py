@@ -1,0 +1,162 @@
+"""Context-window fitting and tool profiles (pure): each strategy's invariants, by property."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from orga.context import ContextStrategy, estimate_message_tokens, fit, units
+from orga.conversation import Message, ToolCall, ToolResult
+from orga.profile import ToolProfile, glob_matches
+from orga.tools import ToolDefinition
+
+TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=400)
+
+
+@st.composite
+def conversations(draw: st.DrawFn) -> list[Message]:
+    messages = [Message(role="system", content=draw(TEXT))]
+    messages.append(Message(role="user", content="task " + draw(TEXT)))
+    if draw(st.booleans()):
+        messages.append(Message(role="system", content="[PRE_HYDRATED_CONTEXT]\n" + draw(TEXT)))
+    for turn in range(draw(st.integers(0, 12))):
+        kind = draw(st.sampled_from(["tools", "text", "user"]))
+        if kind == "tools":
+            n = draw(st.integers(1, 3))
+            calls = [
+                ToolCall(id=f"c{turn}_{i}", name=f"t{i}", arguments=draw(TEXT)) for i in range(n)
+            ]
+            messages.append(Message(role="assistant", content=draw(TEXT), tool_calls=calls))
+            messages.append(
+                Message(
+                    role="tool",
+                    tool_results=[
+                        ToolResult(call_id=c.id, name=c.name, content=draw(TEXT)) for c in calls
+                    ],
+                )
+            )
+        elif kind == "text":
+            messages.append(Message(role="assistant", content=draw(TEXT)))
+        else:
+            messages.append(Message(role="user", content=draw(TEXT)))
+    return messages
+
+
+def groups_intact(kept: list[Message]) -> bool:
+    for i, message in enumerate(kept):
+        if message.tool_calls:
+            if i + 1 >= len(kept) or kept[i + 1].role != "tool":
+                return False
+            if [r.call_id for r in kept[i + 1].tool_results] != [c.id for c in message.tool_calls]:
+                return False
+        if message.role == "tool" and (i == 0 or not kept[i - 1].tool_calls):
+            return False
+    return True
+
+
+STRATEGIES: list[ContextStrategy] = ["sliding_window", "observation_masking", "anchored_summary"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(conversations(), st.integers(10, 600), st.sampled_from(STRATEGIES))
+def test_invariants(messages: list[Message], budget: int, strategy: ContextStrategy) -> None:
+    fitted = fit(messages, budget, strategy)
+    kept = fitted.messages
+    # Injected context and system messages are never dropped.
+    protected = [m for m in messages if m.role == "system"]
+    assert [m for m in kept if m.role == "system"] == protected
+    # A tool-use message and its results are never split.
+    assert groups_intact(kept)
+    # Order is preserved (markers aside; masked results keep their call ids).
+    originals = [m for m in kept if not m.content.startswith("[orga:")]
+    ids = [id(m) for m in messages]
+    positions = [ids.index(id(m)) for m in originals if id(m) in ids]
+    assert positions == sorted(positions)
+    total = sum(estimate_message_tokens(m) for m in messages)
+    if total <= budget:
+        assert kept == messages and fitted.dropped == 0
+    if strategy == "anchored_summary" and fitted.dropped:
+        first_user = next(m for m in messages if m.role == "user")
+        assert first_user in kept
+    # Within budget — or, when not, only what cannot go was kept: the protected messages, the
+    # newest unit (and for anchored_summary the first user message), plus gap markers.
+    if fitted.estimated_tokens > budget:
+        optional = [m for m in kept if m.role != "system" and not m.content.startswith("[orga:")]
+        newest = units(messages)[-1]
+        allowance = len(newest) + (1 if strategy == "anchored_summary" else 0)
+        assert len(optional) <= allowance
+
+
+def conversation_of(turns: int) -> list[Message]:
+    messages = [Message(role="system", content="s"), Message(role="user", content="task")]
+    for t in range(turns):
+        call = ToolCall(id=f"c{t}", name="grep", arguments='{"q": "x"}')
+        messages.append(Message(role="assistant", tool_calls=[call]))
+        messages.append(
+            Message(
+                role="tool",
+                tool_results=[ToolResult(call_id=call.id, name="grep", content="r" * 400)],
+            )
+        )
+    return messages
+
+
+def test_observation_masking_names_the_tool_and_keeps_the_newest() -> None:
+    fitted = fit(conversation_of(6), 400, "observation_masking")
+    assert fitted.dropped == 0 and fitted.masked >= 1
+    results = [r for m in fitted.messages if m.role == "tool" for r in m.tool_results]
+    assert results[0].content == "[result of grep omitted to fit the context budget]"
+    assert results[-1].content == "r" * 400
+
+
+def test_sliding_window_marks_the_gap() -> None:
+    fitted = fit(conversation_of(6), 300, "sliding_window")
+    assert fitted.dropped > 0
+    assert fitted.messages[0].role == "system"
+    assert fitted.messages[1].content.startswith("[orga: ")
+    assert fitted.messages[-1].role == "tool"
+
+
+def test_anchored_summary_keeps_the_task() -> None:
+    fitted = fit(conversation_of(6), 300, "anchored_summary")
+    assert [m.content for m in fitted.messages[:2]] == ["s", "task"]
+    assert fitted.messages[2].content.startswith("[orga: ")
+
+
+def test_calibration_scales_estimates() -> None:
+    messages = conversation_of(3)
+    assert (
+        fit(messages, 10_000, calibration=2.0).estimated_tokens
+        == 2 * fit(messages, 10_000).estimated_tokens
+    )
+
+
+def test_globs() -> None:
+    assert glob_matches("web_*", "web_fetch")
+    assert not glob_matches("web_*", "my_web_fetch")  # anchored
+    assert glob_matches("file_rea?", "file_read")
+    assert not glob_matches("File_*", "file_read")  # case-sensitive
+    assert glob_matches("a.b[1]", "a.b[1]") and not glob_matches("a.b[1]", "aXb1")  # only * and ?
+
+
+def test_profile_order_of_filters() -> None:
+    tools = [
+        ToolDefinition(name=n, description=d, parameters={})
+        for n, d in [
+            ("web_fetch", "Fetch [verified]"),
+            ("web_search", "Search"),
+            ("file_read", "Read [verified]"),
+            ("file_write", "Write [verified]"),
+            ("add", "Add [verified]"),
+        ]
+    ]
+    profile = ToolProfile(
+        include=["web_*", "file_*"], exclude=["*_write"], require_verified=True, max_tools=1
+    )
+    assert [t.name for t in profile.apply(tools)] == ["web_fetch"]
+    assert [t.name for t in ToolProfile(exclude=["web_*"]).apply(tools)] == [
+        "file_read",
+        "file_write",
+        "add",
+    ]
+    assert [t.name for t in ToolProfile(max_tools=2).apply(tools)] == ["web_fetch", "web_search"]
