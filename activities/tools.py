@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import json
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 from temporalio import activity
@@ -22,6 +22,7 @@ from orga.dispatch import (
     idempotency_key,
 )
 from orga.errors import InvalidConfig, ToolFailed, ToolNotFound
+from orga.evidence import Evidence
 from orga.text import cut
 from orga.tools import Tool, ToolContext, ToolDefinition, ToolRegistry, parse_arguments
 
@@ -113,7 +114,13 @@ class ToolActivities:
                 cut(f"tool {call.name!r} raised {type(error).__name__}: {error}", 8_000, "error"),
                 non_retryable=not invocation.retry_tool_errors,
             ) from error
-        content, reference = self._blobs.guard(
-            render_value(value), invocation.max_result_bytes, "tool result"
+        evidence: Literal["found", "none"] | None = None
+        if isinstance(value, Evidence):
+            evidence, value = ("found" if value.found else "none"), value.observation
+        rendered = render_value(value)
+        if evidence is None and found.definition.evidence:
+            evidence = "found" if rendered.strip() else "none"
+        content, reference = self._blobs.guard(rendered, invocation.max_result_bytes, "tool result")
+        return ToolResult(
+            call_id=call.id, name=call.name, content=content, blob_ref=reference, evidence=evidence
         )
-        return ToolResult(call_id=call.id, name=call.name, content=content, blob_ref=reference)

@@ -218,7 +218,13 @@ def _make_tool(
             "starting with a letter, at most 64 characters"
         )
     summary, param_docs = _docstring_parts(fn.__doc__)
-    hints = get_type_hints(fn)
+    try:
+        hints = get_type_hints(fn)
+    except NameError as error:
+        raise InvalidConfig(
+            f"tool {tool_name!r}: its type hints cannot be resolved ({error}); import the "
+            "types it names at module level"
+        ) from error
     fields: dict[str, Any] = {}
     context_param: str | None = None
     for param in inspect.signature(fn).parameters.values():

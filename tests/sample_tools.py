@@ -7,6 +7,7 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 
+from orga.evidence import Evidence
 from orga.tools import Tool, ToolContext, tool
 
 
@@ -181,3 +182,21 @@ def dump(kib: int) -> str:
     line = "0123456789abcdef" * 4 + "é\n"  # a multi-byte character on every line
     text = line * (kib * 1024 // len(line.encode()) + 1)
     return text
+
+
+def log_search_tools(seen: list[dict[str, object]]) -> list[Tool]:
+    """An evidence tool over a tiny fake log, recording the arguments it was given."""
+    logs = {"timeout": "12:01 db timeout", "disk": "12:05 disk full", "oom": ""}
+
+    @tool(evidence=True)
+    def search_logs(query: str) -> Evidence:
+        """Search the logs.
+
+        Args:
+            query: a word to look for.
+        """
+        seen.append({"query": query})
+        hit = logs.get(query, "")
+        return Evidence(found=bool(hit), observation=hit or f"no log lines match {query!r}")
+
+    return [search_logs]

@@ -594,6 +594,8 @@ class ReasoningLoopWorkflow:
         return result.decisions[0]
 
     async def _ask_gate(self, actions: list[PolicyAction], advertised: list[str]) -> PolicyResult:
+        if not actions:  # every call was answered before the gate (the evidence tracker)
+            return PolicyResult(engine=self._config.policy, decisions=[])
         request = PolicyRequest(
             mode=self._config.policy,
             agent_id=self._config.agent_id,
