@@ -15,6 +15,7 @@ from orga.breaker import BreakerConfig
 from orga.carry import LoopCarry
 from orga.context import ContextStrategy
 from orga.conversation import Message
+from orga.prehydration import PreHydrationConfig
 from orga.profile import ToolProfile
 from orga.recovery import RecoveryConfig
 from orga.vocabulary import PROVIDERS, PolicyMode, ProviderName
@@ -95,6 +96,10 @@ class LoopConfig(BaseModel):
 
     circuit_breaker: BreakerConfig = Field(default_factory=BreakerConfig)
     """One breaker per tool: opens after consecutive failures, probes after a pause."""
+
+    pre_hydration: PreHydrationConfig | None = None
+    """Fetch what the task refers to (URLs, files, issues) before the first reasoning step;
+    off unless set (``{}`` turns it on with the defaults)."""
 
     tool_profile: ToolProfile = Field(default_factory=ToolProfile)
     """Which of the loop's tools the model sees (include/exclude globs, [verified], max)."""

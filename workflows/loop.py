@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -61,6 +62,7 @@ with workflow.unsafe.imports_passed_through():
         JournalEntry,
         ObservationsCollected,
         PolicyEvaluated,
+        PreHydrationComplete,
         ReasoningComplete,
         Stamp,
         Started,
@@ -83,12 +85,15 @@ with workflow.unsafe.imports_passed_through():
         PolicyRequest,
         PolicyResult,
     )
+    from orga.prehydration import PreHydrationConfig, Reference, extract, render
     from orga.search_attributes import NO_SEARCH_ATTRIBUTES_MEMO
     from orga.state import LoopResult, LoopState, LoopStatus, Phase, ToolCallRecord
+    from orga.text import estimate_tokens
     from orga.tools import ToolDefinition
 
     # Stateless helpers of this workflow: imported once, not re-executed for every run.
     from workflows.dispatcher import PendingWait, ToolRunner
+    from workflows.executor import CallExecutor
     from workflows.human import HumanDesk
     from workflows.options import (
         DESCRIBE_TOOLS_TIMEOUT,
@@ -381,6 +386,8 @@ class ReasoningLoopWorkflow:
         return cycle.result()
 
     async def _cycle(self) -> Finished:
+        if self._config.pre_hydration is not None and self._input.carry is None:
+            await self._pre_hydrate(self._config.pre_hydration)
         observing = Observing(self._iteration)
         while True:
             self._append(observing.new_messages)
@@ -422,6 +429,67 @@ class ReasoningLoopWorkflow:
             observing = dispatching.collect()
             if self._evidence is not None:
                 self._observe_evidence(dispatching, observing, routed)
+
+    # ---- pre-hydration -------------------------------------------------------------------
+
+    async def _pre_hydrate(self, config: PreHydrationConfig) -> None:
+        """Resolve the task's references through the gate, in parallel; inject the results."""
+        self._set_phase("observing")
+        text = "\n".join(m.content for m in self._conversation if m.role == "user")
+        references = extract(text, config)
+        planned: list[tuple[Reference, ToolCall]] = []
+        for reference in references:
+            resolver = config.resolvers.get(reference.ref_type)
+            if resolver is None or resolver.tool not in self._tools.definitions:
+                continue
+            arguments = json.dumps({resolver.argument: reference.value}, ensure_ascii=False)
+            planned.append(
+                (
+                    reference,
+                    ToolCall(
+                        id=f"prehydrate-{reference.id}", name=resolver.tool, arguments=arguments
+                    ),
+                )
+            )
+        resolved: list[tuple[Reference, str]] = []
+        if planned:
+            actions = [
+                PolicyAction(kind="call_tool", call_id=c.id, tool=c.name, arguments=c.arguments)
+                for _, c in planned
+            ]
+            verdict = await self._ask_gate(actions, sorted({c.name for _, c in planned}))
+            executor = CallExecutor(self._tools, self._iteration)
+
+            async def resolve(call: ToolCall, decision: PolicyDecision) -> ToolResult | None:
+                if not decision.permits:
+                    return None  # denied, or needs a person: not worth waiting for here
+                if decision.decision == "modify" and decision.arguments is not None:
+                    call = call.model_copy(update={"arguments": decision.arguments})
+                result = await executor.run(call)
+                return result if result.status in ("ok", "recovered") else None
+
+            results = await asyncio.gather(
+                *(resolve(c, d) for (_, c), d in zip(planned, verdict.decisions, strict=False))
+            )
+            resolved = [
+                (reference, result.content)
+                for (reference, _), result in zip(planned, results, strict=True)
+                if result is not None
+            ]
+        tokens = 0
+        if resolved:
+            content = render(resolved, config.max_context_tokens)
+            tokens = estimate_tokens(content)
+            self._append([Message(role="system", content=content)])
+        self._record(
+            PreHydrationComplete(
+                **self._stamp(),
+                found=len(references),
+                resolved=len(resolved),
+                failed=len(references) - len(resolved),
+                tokens=tokens,
+            )
+        )
 
     # ---- evidence ------------------------------------------------------------------------
 
@@ -712,14 +780,23 @@ class ReasoningLoopWorkflow:
             )
         )
 
+    def _tool_list(self) -> list[str]:
+        """The loop's complete tool list: its tools, then the tools pre-hydration uses."""
+        names = list(self._config.tools)
+        if self._config.pre_hydration is not None:
+            for resolver in self._config.pre_hydration.resolvers.values():
+                if resolver.tool not in names:
+                    names.append(resolver.tool)
+        return names
+
     def _advertise(self) -> list[str]:
-        """The tools the model sees: the loop's tools, filtered by its tool profile."""
-        listed = [self._tools.definitions[n] for n in self._config.tools]
+        """The tools the model sees: the complete tool list, filtered by the tool profile."""
+        listed = [self._tools.definitions[n] for n in self._tool_list()]
         return [d.name for d in self._config.tool_profile.apply(listed)]
 
     async def _describe_tools(self) -> dict[str, ToolDefinition]:
-        """Definitions of the advertised tools and of the fallback tools recovery may use."""
-        names = list(self._config.tools)
+        """Definitions of the loop's tools and of the fallback tools recovery may use."""
+        names = self._tool_list()
         names += [n for n in self._config.recovery.fallback_tools() if n not in names]
         if not names:
             return {}

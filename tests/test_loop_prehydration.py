@@ -1,0 +1,94 @@
+"""Pre-hydration in a running loop: a local file and a URL on 127.0.0.1 reach the first call."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orga.journal import Journal, PreHydrationComplete
+from orga.scripted_model import Turn
+from orga.state import LoopState
+from tests.harness import Harness, scripted_settings
+from tests.test_cedar import EXAMPLES
+
+
+class Page(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def do_GET(self) -> None:
+        data = b"<html><body><p>The release is on Friday.</p></body></html>"
+        self.send_response(200)
+        self.send_header("content-type", "text/html; charset=utf-8")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture(scope="module")
+def site() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+async def test_a_file_and_a_url_land_in_the_first_request(
+    harness: Harness, site: str, tmp_path: Path
+) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "guide.md").write_text("Deploys need two approvals — straße.")
+    model = harness.new_model([Turn(text="Friday, with two approvals.")])
+    settings = scripted_settings(harness.model, file_root=tmp_path)
+    task = f"Using docs/guide.md and {site}/release, when and how do we ship? (see #12)"
+    async with harness.worker(settings=settings):
+        handle = await harness.start(task, model=model, pre_hydration={})
+        result = await handle.result()
+        journal = await handle.query("journal", result_type=Journal)
+        state = await handle.query("state", result_type=LoopState)
+    assert result.output == "Friday, with two approvals."
+    first = harness.model.requests_for(model)[0].body["messages"]
+    [injected] = [m for m in first if m["content"].startswith("[PRE_HYDRATED_CONTEXT]")]
+    assert injected["role"] == "system"
+    assert "## file docs/guide.md\nDeploys need two approvals — straße." in injected["content"]
+    assert f"## url {site}/release\nThe release is on Friday." in injected["content"]
+    [done] = [e for e in journal.entries if isinstance(e, PreHydrationComplete)]
+    assert (done.found, done.resolved, done.failed) == (3, 2, 1)  # #12 has no resolver
+    assert done.tokens > 0
+    # The pre-hydration tools join the loop's tool list (before the tool profile).
+    assert state.advertised == ["web_fetch", "file_read"]
+
+
+async def test_resolutions_go_through_the_gate(harness: Harness, tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "secret-plan.md").write_text("classified")
+    (tmp_path / "docs" / "open.md").write_text("public notes")
+    model = harness.new_model([Turn(text="ok")])
+    settings = scripted_settings(harness.model, file_root=tmp_path, policy_dir=EXAMPLES)
+    async with harness.worker(settings=settings):
+        handle = await harness.start(
+            "read docs/secret-plan.md and docs/open.md",
+            model=model,
+            pre_hydration={},
+            policy="cedar",
+            tool_profile={"exclude": ["web_*"]},
+        )
+        await handle.result()
+        journal = await handle.query("journal", result_type=Journal)
+        state = await handle.query("state", result_type=LoopState)
+    first = harness.model.requests_for(model)[0].body["messages"]
+    [injected] = [m for m in first if m["content"].startswith("[PRE_HYDRATED_CONTEXT]")]
+    assert "public notes" in injected["content"] and "classified" not in injected["content"]
+    [done] = [e for e in journal.entries if isinstance(e, PreHydrationComplete)]
+    assert (done.found, done.resolved, done.failed) == (2, 1, 1)
+    assert state.advertised == ["file_read"]  # the profile hid web_fetch
+    tools = [t["function"]["name"] for t in harness.model.requests_for(model)[0].body["tools"]]
+    assert tools == ["file_read"]
