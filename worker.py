@@ -31,10 +31,11 @@ from orga.errors import InvalidConfig
 from orga.settings import Settings
 from orga.tools import Tool, ToolRegistry
 from workflows.loop import ReasoningLoopWorkflow
+from workflows.task import TaskWorkflow
 
 __all__ = ["WORKFLOWS", "build_registry", "build_worker", "main", "serve"]
 
-WORKFLOWS = [ReasoningLoopWorkflow]
+WORKFLOWS = [ReasoningLoopWorkflow, TaskWorkflow]
 
 log = logging.getLogger("orga.worker")
 

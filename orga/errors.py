@@ -11,7 +11,8 @@ it is a property of the class (``retryable``), decided once here::
     │   ├── UnhandledStopReason .. the model stopped for a reason the routing table does not run
     │   ├── BudgetExceeded ....... max_iterations, max_total_tokens or timeout was reached
     │   ├── ModelCallFailed ...... the inference activity failed for good (cause chained)
-    │   └── Aborted .............. an operator aborted the loop
+    │   ├── Aborted .............. an operator aborted the loop
+    │   └── TaskAborted .......... a task stopped and compensated its completed steps
     ├── ProviderError ............ raised by the inference activity
     │   ├── ProviderAuthError .... 401/403: key refused (names its variable, never the key)
     │   ├── ProviderRejected ..... any other 4xx: the request itself is wrong
@@ -49,6 +50,7 @@ __all__ = [
     "ProviderError",
     "ProviderRejected",
     "ProviderUnavailable",
+    "TaskAborted",
     "ToolError",
     "ToolFailed",
     "ToolInputError",
@@ -102,6 +104,10 @@ class ModelCallFailed(LoopFailure):
 
 class Aborted(LoopFailure):
     """An operator aborted the loop."""
+
+
+class TaskAborted(LoopFailure):
+    """A task stopped (a step could not succeed, or an operator aborted) and compensated."""
 
 
 class ProviderError(OrgaError):

@@ -21,6 +21,7 @@ from orga.conversation import Message
 from orga.scripted_model import ScriptedModelServer, Step
 from orga.settings import ProviderSettings, Settings
 from orga.state import LoopResult
+from orga.task import TaskInput, TaskResult
 from orga.tools import Tool
 from worker import WORKFLOWS, build_worker, http_client
 
@@ -122,6 +123,21 @@ class Harness:
             id=workflow_id or f"loop-{uuid.uuid4().hex[:12]}",
             task_queue=self.task_queue,
             result_type=LoopResult,
+            memo=self.memo or None,
+        )
+        self.handles.append(handle)
+        return handle
+
+    async def start_task(
+        self, steps: list[dict[str, Any]], *, workflow_id: str | None = None, **options: Any
+    ) -> WorkflowHandle[Any, TaskResult]:
+        """Start a ``Task`` workflow from plain step dicts (validated here first)."""
+        handle = await self.client.start_workflow(
+            "Task",
+            TaskInput.model_validate({"steps": steps, **options}),
+            id=workflow_id or f"task-{uuid.uuid4().hex[:12]}",
+            task_queue=self.task_queue,
+            result_type=TaskResult,
             memo=self.memo or None,
         )
         self.handles.append(handle)

@@ -200,3 +200,109 @@ def log_search_tools(seen: list[dict[str, object]]) -> list[Tool]:
         return Evidence(found=bool(hit), observation=hit or f"no log lines match {query!r}")
 
     return [search_logs]
+
+
+class Shop:
+    """reserve → charge → notify, with release and refund to undo them; every call recorded."""
+
+    def __init__(self, *, notify_fails: bool = True, refund_fails: bool = False) -> None:
+        self.calls: list[tuple[str, dict[str, object], str]] = []
+        self.notify_fails = notify_fails
+        self.refund_fails = refund_fails
+        self.slow: float = 0.0
+        self.tools = self._make()
+
+    def _make(self) -> list[Tool]:
+        shop = self
+
+        def record(name: str, arguments: dict[str, object], ctx: ToolContext) -> None:
+            shop.calls.append((name, arguments, ctx.idempotency_key))
+
+        @tool
+        async def reserve(item: str, ctx: ToolContext) -> dict[str, object]:
+            """Reserve an item.
+
+            Args:
+                item: what to reserve.
+            """
+            record("reserve", {"item": item}, ctx)
+            await asyncio.sleep(shop.slow)
+            return {"reservation": f"R-{item}", "item": item}
+
+        @tool
+        def charge(amount: int, ctx: ToolContext) -> str:
+            """Charge the customer.
+
+            Args:
+                amount: cents.
+            """
+            record("charge", {"amount": amount}, ctx)
+            return f"CH-{amount}"
+
+        @tool
+        def notify(message: str, ctx: ToolContext) -> str:
+            """Tell the customer.
+
+            Args:
+                message: what to say.
+            """
+            record("notify", {"message": message}, ctx)
+            if shop.notify_fails:
+                raise ConnectionError("mail server refused the connection")
+            return "sent"
+
+        @tool
+        def release(reservation: str, ctx: ToolContext) -> str:
+            """Undo a reservation.
+
+            Args:
+                reservation: the reservation id.
+            """
+            record("release", {"reservation": reservation}, ctx)
+            return f"released {reservation}"
+
+        @tool
+        def refund(charge_id: str, ctx: ToolContext) -> str:
+            """Undo a charge.
+
+            Args:
+                charge_id: the charge to refund.
+            """
+            record("refund", {"charge_id": charge_id}, ctx)
+            if shop.refund_fails:
+                raise RuntimeError("refunds are down")
+            return f"refunded {charge_id}"
+
+        return [reserve, charge, notify, release, refund]
+
+    def names(self) -> list[str]:
+        return [name for name, _, _ in self.calls]
+
+
+class Unreliable:
+    """A step that fails every attempt, with the same error or with a different one each time."""
+
+    def __init__(self, same_error: bool, succeed_after: int | None = None) -> None:
+        self.same_error = same_error
+        self.succeed_after = succeed_after
+        self.attempts = 0
+
+        @tool(name="unreliable")
+        def unreliable() -> str:
+            """Usually fails."""
+            self.attempts += 1
+            if self.succeed_after is not None and self.attempts > self.succeed_after:
+                return "finally"
+            if self.same_error:
+                raise TimeoutError("upstream timed out after 30 s")
+            distinct = [
+                "DNS lookup failed for api.example.com",
+                "TLS handshake aborted by peer",
+                "HTTP 502 from the upstream gateway",
+                "quota exceeded for project 7",
+                "reply is missing the field 'items'",
+                "disk full on /var/tmp",
+            ]
+            raise ValueError(distinct[(self.attempts - 1) % len(distinct)])
+
+        self.tool = unreliable

@@ -1,5 +1,6 @@
 """Temporal workflow definitions (orchestration only: no I/O, no HTTP client)."""
 
 from workflows.loop import ReasoningLoopWorkflow
+from workflows.task import TaskWorkflow
 
-__all__ = ["ReasoningLoopWorkflow"]
+__all__ = ["ReasoningLoopWorkflow", "TaskWorkflow"]

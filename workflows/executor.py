@@ -10,7 +10,6 @@ Each use is journaled as ``RecoveryTriggered``. Only ``escalate`` → ``abort`` 
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -32,7 +31,7 @@ with workflow.unsafe.imports_passed_through():
         Retry,
     )
 
-from workflows.options import TOOL_RETRY, non_retryable
+from workflows.options import TOOL_RETRY, non_retryable, tool_heartbeat_timeout
 from workflows.toolstate import ToolState, cache_key
 
 __all__ = ["CallExecutor", "error_result"]
@@ -138,7 +137,7 @@ class CallExecutor:
                 ),
                 result_type=ToolResult,
                 start_to_close_timeout=timeout,
-                heartbeat_timeout=_heartbeat_timeout(timeout),
+                heartbeat_timeout=tool_heartbeat_timeout(timeout),
                 retry_policy=retry,
                 summary=f"tool {call.name} · {call.id}",
             )
@@ -262,9 +261,3 @@ class CallExecutor:
         self._state.record(
             RecoveryTriggered(**self._state.stamp(), tool=call.name, strategy=strategy, error=error)
         )
-
-
-def _heartbeat_timeout(timeout: timedelta) -> timedelta | None:
-    """Tools heartbeat every second while they run: a lost worker is noticed in 5 s, not at
-    the end of a long start-to-close timeout."""
-    return timedelta(seconds=5) if timeout > timedelta(seconds=10) else None

@@ -24,6 +24,7 @@ __all__ = [
     "SHORT_RETRY",
     "TOOL_RETRY",
     "non_retryable",
+    "tool_heartbeat_timeout",
 ]
 
 _NON_RETRYABLE = non_retryable_types()
@@ -43,9 +44,10 @@ MODEL_RETRY = RetryPolicy(
 )
 """Model calls: rate limits and 5xx are common and pass; ``Retry-After`` overrides the wait."""
 
-MODEL_HEARTBEAT_TIMEOUT = timedelta(seconds=20)
+MODEL_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 """The inference activity heartbeats while it waits on the provider: a dead worker is noticed
-in 20 s instead of the whole model timeout."""
+in 10 s instead of the whole model timeout, and a cancellation reaches it within ~8 s (the SDK
+sends heartbeats at most every 80 % of this timeout)."""
 
 TOOL_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
@@ -66,3 +68,9 @@ POLICY_TIMEOUT = timedelta(seconds=10)
 
 SHORT_RETRY = RetryPolicy(maximum_attempts=3, non_retryable_error_types=_NON_RETRYABLE)
 DESCRIBE_TOOLS_TIMEOUT = timedelta(seconds=10)
+
+
+def tool_heartbeat_timeout(timeout: timedelta) -> timedelta | None:
+    """Tools heartbeat every second while they run: a lost worker is noticed in 5 s rather than
+    at the end of a long start-to-close timeout, and a cancellation reaches the tool at once."""
+    return timedelta(seconds=5) if timeout > timedelta(seconds=5) else None

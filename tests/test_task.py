@@ -1,0 +1,267 @@
+"""The Task workflow on a real dev server: order, compensation, stuck steps, limit actions."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import ApplicationError, CancelledError
+
+from orga.approvals import EscalationResolution
+from orga.journal import Journal, StepLimitReached
+from orga.task import TaskResult, TaskState
+from tests.harness import Harness
+from tests.sample_tools import Probe, Shop, Unreliable, probe_tools
+
+SHOP_STEPS: list[dict[str, Any]] = [
+    {
+        "id": "reserve",
+        "action": {"kind": "tool", "tool": "reserve", "arguments": {"item": "lamp"}},
+        "compensation": {"tool": "release", "arguments": {"reservation": "${result.reservation}"}},
+    },
+    {
+        "id": "charge",
+        "action": {"kind": "tool", "tool": "charge", "arguments": {"amount": 4200}},
+        "compensation": {"tool": "refund", "arguments": {"charge_id": "${result}"}},
+        "depends_on": ["reserve"],
+    },
+    {
+        "id": "notify",
+        "action": {"kind": "tool", "tool": "notify", "arguments": {"message": "done"}},
+        "depends_on": ["charge"],
+    },
+]
+
+
+async def aborted(handle: Any) -> dict[str, Any]:
+    with pytest.raises(WorkflowFailureError) as caught:
+        await handle.result()
+    cause = caught.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "TaskAborted"
+    return cause.details[0]
+
+
+def statuses(report: dict[str, Any] | TaskResult | TaskState) -> dict[str, str]:
+    steps = report["steps"] if isinstance(report, dict) else [s.model_dump() for s in report.steps]
+    return {s["id"]: s["status"] for s in steps}
+
+
+async def test_notify_fails_and_the_first_two_are_undone_in_reverse(harness: Harness) -> None:
+    shop = Shop()
+    async with harness.worker(tools=shop.tools):
+        handle = await harness.start_task(SHOP_STEPS, policy={"max_reattempts_per_step": 1})
+        report = await aborted(handle)
+    assert statuses(report) == {
+        "reserve": "compensated",
+        "charge": "compensated",
+        "notify": "failed",
+    }
+    # The same error twice: stuck after two attempts.
+    assert shop.names() == ["reserve", "charge", "notify", "notify", "refund", "release"]
+    refund, release = shop.calls[-2], shop.calls[-1]
+    assert refund[1] == {"charge_id": "CH-4200"}
+    assert release[1] == {"reservation": "R-lamp"}
+    # Idempotency keys: one per step (the same on every attempt), one per compensation.
+    keys = {name: key for name, _, key in shop.calls}
+    assert keys["reserve"] == f"{handle.id}/reserve"
+    assert keys["refund"] == f"{handle.id}/charge.compensate"
+    assert [k for n, _, k in shop.calls if n == "notify"] == [f"{handle.id}/notify"] * 2
+
+
+async def test_a_failing_compensation_is_recorded_and_the_rest_still_run(harness: Harness) -> None:
+    shop = Shop(refund_fails=True)
+    async with harness.worker(tools=shop.tools):
+        handle = await harness.start_task(SHOP_STEPS, policy={"max_reattempts_per_step": 0})
+        report = await aborted(handle)
+    charge = next(s for s in report["steps"] if s["id"] == "charge")
+    assert charge["status"] == "compensation_failed"
+    assert "refunds are down" in charge["compensation_error"]
+    assert statuses(report)["reserve"] == "compensated"
+    assert shop.names().count("refund") == 3  # retried, then recorded
+    assert shop.names()[-1] == "release"
+
+
+async def test_all_steps_complete(harness: Harness) -> None:
+    shop = Shop(notify_fails=False)
+    async with harness.worker(tools=shop.tools):
+        handle = await harness.start_task(SHOP_STEPS)
+        result = await handle.result()
+    assert result.status == "completed"
+    assert statuses(result) == {
+        "reserve": "completed",
+        "charge": "completed",
+        "notify": "completed",
+    }
+    assert "release" not in shop.names()
+
+
+@pytest.mark.parametrize(("same_error", "expected_attempts"), [(True, 2), (False, 5)])
+async def test_stuck_detection(harness: Harness, same_error: bool, expected_attempts: int) -> None:
+    unreliable = Unreliable(same_error=same_error)
+    async with harness.worker(tools=[unreliable.tool]):
+        handle = await harness.start_task(
+            [{"id": "flaky", "action": {"kind": "tool", "tool": "unreliable"}}],
+            policy={"max_reattempts_per_step": 4, "on_limit_reached": "abort_task"},
+        )
+        await aborted(handle)
+        journal = await handle.query("journal", result_type=Journal)
+    assert unreliable.attempts == expected_attempts
+    [limit] = [e for e in journal.entries if isinstance(e, StepLimitReached)]
+    assert limit.step_id == "flaky" and limit.attempts == expected_attempts
+    assert ("stuck" in limit.reason) is same_error
+
+
+async def test_skip_step_skips_dependents_too(harness: Harness) -> None:
+    shop = Shop()
+    steps = [
+        *SHOP_STEPS,
+        {
+            "id": "receipt",
+            "action": {"kind": "tool", "tool": "charge", "arguments": {"amount": 1}},
+            "depends_on": ["notify"],
+        },
+        {
+            "id": "unrelated",
+            "action": {"kind": "tool", "tool": "charge", "arguments": {"amount": 2}},
+        },
+    ]
+    async with harness.worker(tools=shop.tools):
+        handle = await harness.start_task(
+            steps, policy={"max_reattempts_per_step": 0, "on_limit_reached": "skip_step"}
+        )
+        result = await handle.result()
+        state = await handle.query("state", result_type=TaskState)
+    assert result.status == "completed"
+    assert statuses(result) == {
+        "reserve": "completed",
+        "charge": "completed",
+        "notify": "skipped",
+        "receipt": "skipped",
+        "unrelated": "completed",
+    }
+    receipt = next(s for s in result.steps if s.id == "receipt")
+    assert "depends on ['notify']" in receipt.errors[0]
+    assert state.completion_order == ["reserve", "charge", "unrelated"]
+
+
+async def escalated(handle: Any) -> str:
+    for _ in range(200):
+        state = await handle.query("state", result_type=TaskState)
+        if state.pending_escalations:
+            assert state.status == "awaiting_operator"
+            return state.pending_escalations[0].escalation_id
+        await asyncio.sleep(0.05)
+    raise AssertionError("no escalation")
+
+
+@pytest.mark.parametrize("action", ["retry", "skip", "abort"])
+async def test_escalate(harness: Harness, action: str) -> None:
+    unreliable = Unreliable(same_error=True, succeed_after=2)
+    async with harness.worker(tools=[unreliable.tool]):
+        handle = await harness.start_task(
+            [{"id": "flaky", "action": {"kind": "tool", "tool": "unreliable"}}],
+            policy={"max_reattempts_per_step": 5, "on_limit_reached": "escalate"},
+        )
+        escalation = await escalated(handle)
+        assert escalation == "flaky#1"
+        await handle.execute_update(
+            "resolve_escalation",
+            EscalationResolution(escalation_id=escalation, action=action, operator="ops"),  # type: ignore[arg-type]
+        )
+        if action == "abort":
+            report = await aborted(handle)
+            assert statuses(report) == {"flaky": "failed"}
+            return
+        result = await handle.result()
+    expected = {"retry": "completed", "skip": "skipped"}[action]
+    assert statuses(result) == {"flaky": expected}
+    if action == "retry":
+        assert result.steps[0].result == "finally"
+
+
+async def test_parallel_steps_overlap(harness: Harness) -> None:
+    shop = Shop(notify_fails=False)
+    shop.slow = 0.5
+    steps = [
+        {"id": "a", "action": {"kind": "tool", "tool": "reserve", "arguments": {"item": "a"}}},
+        {
+            "id": "b",
+            "action": {"kind": "tool", "tool": "reserve", "arguments": {"item": "b"}},
+            "parallel": True,
+        },
+    ]
+    async with harness.worker(tools=shop.tools):
+        handle = await harness.start_task(steps)
+        started = asyncio.get_running_loop().time()
+        await handle.result()
+        elapsed = asyncio.get_running_loop().time() - started
+    assert elapsed < 0.95  # two half-second steps side by side
+
+
+@pytest.mark.parametrize("where", ["step", "child loop", "escalation"])
+async def test_cancellation_still_compensates(harness: Harness, where: str) -> None:
+    from orga.scripted_model import Turn
+
+    shop = Shop(notify_fails=False)
+    unreliable = Unreliable(same_error=True)
+    steps: list[dict[str, Any]] = [SHOP_STEPS[0], SHOP_STEPS[1]]
+    if where == "step":
+        steps.append(
+            {
+                "id": "slow",
+                "action": {
+                    "kind": "tool",
+                    "tool": "wait",
+                    "arguments": {"label": "hang", "seconds": 30},
+                },
+                "depends_on": ["charge"],
+            }
+        )
+    elif where == "child loop":
+        model = harness.new_model([Turn(text="thinking…", delay=30)])
+        steps.append(
+            {
+                "id": "think",
+                "action": {
+                    "kind": "loop",
+                    "input": {
+                        "messages": [{"role": "user", "content": "hm"}],
+                        "config": {"model": model},
+                    },
+                },
+                "depends_on": ["charge"],
+            }
+        )
+    else:
+        steps.append(
+            {
+                "id": "flaky",
+                "action": {"kind": "tool", "tool": "unreliable"},
+                "depends_on": ["charge"],
+            }
+        )
+    async with harness.worker(tools=[*shop.tools, unreliable.tool, *probe_tools(Probe())]):
+        handle = await harness.start_task(
+            steps, policy={"max_reattempts_per_step": 0, "on_limit_reached": "escalate"}
+        )
+        for _ in range(200):
+            state = await handle.query("state", result_type=TaskState)
+            third = state.steps[2]
+            if (
+                third.status in ("running", "awaiting_operator")
+                and len(state.completion_order) == 2
+            ):
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError) as caught:
+            await handle.result()
+        assert isinstance(caught.value.cause, CancelledError)
+        state = await handle.query("state", result_type=TaskState)
+    assert state.status == "cancelled"
+    assert statuses(state)["reserve"] == "compensated"
+    assert statuses(state)["charge"] == "compensated"
+    assert shop.names()[-2:] == ["refund", "release"]
