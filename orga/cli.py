@@ -43,7 +43,15 @@ from orga.errors import InvalidConfig, describe_validation_error
 from orga.journal import Journal
 from orga.settings import Settings
 from orga.state import LoopResult, LoopState
-from orga.views import LoopRow, render_entry, render_result, render_rows, render_state
+from orga.task import TaskInput, TaskResult, TaskState
+from orga.views import (
+    LoopRow,
+    render_entry,
+    render_result,
+    render_rows,
+    render_state,
+    render_task,
+)
 
 __all__ = ["CliError", "main"]
 
@@ -442,6 +450,69 @@ async def cmd_resolve(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _task_input(path: str) -> TaskInput:
+    try:
+        return TaskInput.model_validate_json(Path(path).read_text(encoding="utf-8"))
+    except OSError as error:
+        raise CliError(f"cannot read {path!r}: {error}", 2) from error
+    except ValidationError as error:
+        raise CliError(
+            f"invalid task in {path!r}: {describe_validation_error(error)}", 2
+        ) from error
+
+
+async def cmd_task_start(args: argparse.Namespace, settings: Settings) -> int:
+    task = _task_input(args.file)
+    client = await client_for(settings)
+    workflow_id = args.id or f"task-{uuid.uuid4().hex[:12]}"
+    handle = await client.start_workflow(
+        "Task",
+        task,
+        id=workflow_id,
+        task_queue=settings.task_queue,
+        result_type=TaskResult,
+        static_summary=f"{task.agent_id}: task of {len(task.steps)} step(s)",
+    )
+    print(f"started {workflow_id}", file=sys.stderr)
+    print(f"web ui: {ui_link(settings, workflow_id)}", file=sys.stderr)
+    if args.no_wait:
+        return 0
+    try:
+        result = await handle.result()
+    except WorkflowFailureError as error:
+        cause = error.cause
+        report = None
+        if isinstance(cause, ApplicationError) and cause.details:
+            report = TaskResult.model_validate(cause.details[0])
+        if args.json and report is not None:
+            _print_json(report)
+        elif report is not None:
+            print(render_task(report.status, report.steps))
+        message = cause.message if isinstance(cause, ApplicationError) else str(cause)
+        raise CliError(f"the task did not complete: {message}") from error
+    if args.json:
+        _print_json(result)
+    else:
+        print(render_task(result.status, result.steps))
+    return 0
+
+
+async def cmd_task_state(args: argparse.Namespace, settings: Settings) -> int:
+    client = await client_for(settings)
+    try:
+        state = await client.get_workflow_handle(args.workflow_id).query(
+            "state", result_type=TaskState
+        )
+    except RPCError as error:
+        raise _not_found(error, args.workflow_id) from error
+    if args.json:
+        _print_json(state)
+    else:
+        pending = [e.escalation_id for e in state.pending_escalations]
+        print(render_task(state.status, state.steps, pending))
+    return 0
+
+
 # ---- parsing -------------------------------------------------------------------------------
 
 Handler = Callable[[argparse.Namespace, Settings], Coroutine[Any, Any, int]]
@@ -525,6 +596,19 @@ def parser() -> argparse.ArgumentParser:
     resolve.add_argument("--operator", help="who resolves (default: $USER)")
     resolve.add_argument("--json", action="store_true")
     resolve.set_defaults(handler=cmd_resolve)
+
+    task = verbs.add_parser("task", help="multi-step tasks with compensation")
+    task_verbs = task.add_subparsers(dest="task_verb", required=True, metavar="VERB")
+    task_start = task_verbs.add_parser("start", help="start a task from a JSON file of steps")
+    task_start.add_argument("file")
+    task_start.add_argument("--id", help="workflow id (default: a new one)")
+    task_start.add_argument("--no-wait", action="store_true")
+    task_start.add_argument("--json", action="store_true")
+    task_start.set_defaults(handler=cmd_task_start)
+    task_state = task_verbs.add_parser("state", help="a task's steps and their status")
+    task_state.add_argument("workflow_id")
+    task_state.add_argument("--json", action="store_true")
+    task_state.set_defaults(handler=cmd_task_state)
     return top
 
 

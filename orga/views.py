@@ -23,8 +23,16 @@ from orga.journal import (
     ToolsDispatched,
 )
 from orga.state import LoopResult, LoopState
+from orga.task import StepReport
 
-__all__ = ["LoopRow", "render_entry", "render_result", "render_rows", "render_state"]
+__all__ = [
+    "LoopRow",
+    "render_entry",
+    "render_result",
+    "render_rows",
+    "render_state",
+    "render_task",
+]
 
 
 def _time(moment: datetime) -> str:
@@ -143,4 +151,18 @@ def render_rows(rows: Iterable[LoopRow]) -> str:
         )
     if len(lines) == 1:
         lines.append("(no loops)")
+    return "\n".join(lines)
+
+
+def render_task(status: str, steps: Iterable[StepReport], pending: Iterable[str] = ()) -> str:
+    """A task's steps, one per line, with what happened to each."""
+    lines = [f"task {status}"]
+    for step in steps:
+        detail = step.result or (step.errors[-1] if step.errors else "")
+        if step.compensation_error:
+            detail = f"compensation failed: {step.compensation_error}"
+        if len(detail) > 80:
+            detail = detail[:79] + "…"
+        lines.append(f"  {step.id:<16} {step.status:<20} attempts {step.attempts:<3} {detail}")
+    lines += [f"  waiting for an operator: {escalation}" for escalation in pending]
     return "\n".join(lines)

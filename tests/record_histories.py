@@ -1,10 +1,11 @@
 """Record the histories of ``tests/scenarios.py`` into ``tests/histories/``.
 
-    uv run python -m tests.record_histories
+    uv run python -m tests.record_histories [SCENARIO ...]
 
-Run it when a workflow change is deliberate and old histories no longer need to replay (or to
-add a scenario); commit the files it writes. Each run of a workflow (continue-as-new starts a
-new one) is written as ``<scenario>.<n>.json``.
+With scenario names, records only those (the way to add a new scenario while keeping the older
+recordings, which is what makes replay tests worth having); with none, records them all anew —
+only for a deliberate, released break of replay compatibility. Commit the files it writes. Each
+run of a workflow (continue-as-new starts a new one) is written as ``<scenario>.<n>.json``.
 """
 
 from __future__ import annotations
@@ -26,10 +27,12 @@ from tests.scenarios import SCENARIOS
 HISTORIES = Path(__file__).resolve().parent / "histories"
 
 
-async def main() -> None:
+async def main(names: list[str]) -> None:
+    chosen = {name: SCENARIOS[name] for name in names} if names else SCENARIOS
     HISTORIES.mkdir(exist_ok=True)
     for old in HISTORIES.glob("*.json"):
-        old.unlink()
+        if old.name.split(".")[0] in chosen:
+            old.unlink()
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(temporal_binary()),
         data_converter=pydantic_data_converter,
@@ -38,7 +41,7 @@ async def main() -> None:
     )
     try:
         with ScriptedModelServer() as model:
-            for name, scenario in SCENARIOS.items():
+            for name, scenario in chosen.items():
                 harness = Harness(client=env.client, model=model)
                 handle = await scenario(harness)
                 run_id = handle.first_execution_run_id or handle.run_id
@@ -58,6 +61,6 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(main(sys.argv[1:]))
     sys.stdout.flush()
     os._exit(0)  # temporalio can crash the interpreter at exit (sdk-python#300)

@@ -9,11 +9,12 @@ a change with ``workflow.patched``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from temporalio.client import WorkflowHandle
+from temporalio.client import WorkflowFailureError, WorkflowHandle
 
 from orga.approvals import ApprovalDecision
 from orga.scripted_model import RecordedRequest, Turn
@@ -129,10 +130,28 @@ async def continue_as_new(h: Harness) -> WorkflowHandle[Any, Any]:
     return handle
 
 
+async def task_compensation(h: Harness) -> WorkflowHandle[Any, Any]:
+    """A task whose last step fails: the first two are compensated in reverse order."""
+    from tests.sample_tools import Shop
+    from tests.test_task import SHOP_STEPS
+
+    shop = Shop()
+    async with h.worker(tools=shop.tools):
+        handle = await h.start_task(
+            SHOP_STEPS,
+            policy={"max_reattempts_per_step": 1},
+            workflow_id="history-task-compensation",
+        )
+        with contextlib.suppress(WorkflowFailureError):
+            await handle.result()
+    return handle
+
+
 SCENARIOS: dict[str, Scenario] = {
     "tools": tools,
     "denial": denial,
     "approval": approval,
     "breaker_open": breaker_open,
     "continue_as_new": continue_as_new,
+    "task_compensation": task_compensation,
 }

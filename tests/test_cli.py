@@ -187,3 +187,39 @@ async def test_pending_approve_deny(env: WorkflowEnvironment, harness: Harness) 
 
     code, out, err = await orga("deny", "wf", "call", env=on(env, harness))
     assert code == 2 and "--reason" in err
+
+
+async def test_task_start_and_state_with_the_worked_example(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    from activities.tools import load_tool_modules
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "tasks" / "order.json"
+    async with harness.worker(tools=load_tool_modules(["examples.shop"])):
+        code, out, err = await orga(
+            "task",
+            "start",
+            str(example),
+            "--id",
+            f"order-{harness.task_queue}",
+            env=on(env, harness),
+        )
+        harness.handles.append(harness.client.get_workflow_handle(f"order-{harness.task_queue}"))
+        assert code == 1
+        assert "the task did not complete: the task stopped: step 'notify' failed" in err
+        lines = out.splitlines()
+        assert lines[0] == "task aborted"
+        assert lines[1].split()[:2] == ["reserve", "compensated"]
+        assert lines[2].split()[:2] == ["charge", "compensated"]
+        assert lines[3].split()[:2] == ["notify", "failed"]
+        code, out, err = await orga(
+            "task", "state", f"order-{harness.task_queue}", "--json", env=on(env, harness)
+        )
+        assert code == 0, err
+        state = json.loads(out)
+        assert state["status"] == "aborted"
+        assert state["completion_order"] == ["reserve", "charge"]
+
+    bad = Path(harness.task_queue + ".json")
+    code, out, err = await orga("task", "start", str(bad), env=on(env, harness))
+    assert code == 2 and "cannot read" in err
