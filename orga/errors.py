@@ -23,6 +23,7 @@ it is a property of the class (``retryable``), decided once here::
     └── ToolError ................ raised by the tool activity; the model sees it as ``is_error``
         ├── ToolNotFound ......... no tool of that name is registered on this worker
         ├── ToolInputError ....... arguments are not JSON, not an object or not valid for the schema
+        ├── ToolPermissionError .. the tool may not do this (raised by tools; never retried)
         └── ToolFailed ........... the tool function raised (retried only if the tool asks)
 
 Messages name the thing (``!r``), the rule it broke and the fix.
@@ -55,6 +56,7 @@ __all__ = [
     "ToolFailed",
     "ToolInputError",
     "ToolNotFound",
+    "ToolPermissionError",
     "UnhandledStopReason",
     "describe_validation_error",
     "non_retryable_types",
@@ -156,6 +158,10 @@ class ToolNotFound(ToolError):
 
 class ToolInputError(ToolError):
     """The call's arguments are not valid for the tool."""
+
+
+class ToolPermissionError(ToolError):
+    """A tool refuses the call for lack of permission. Never retried; the model sees why."""
 
 
 class ToolFailed(ToolError):

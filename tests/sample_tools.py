@@ -306,3 +306,25 @@ class Unreliable:
             raise ValueError(distinct[(self.attempts - 1) % len(distinct)])
 
         self.tool = unreliable
+
+
+class Guarded:
+    """A tool that raises errors no retry can fix, counting its attempts."""
+
+    def __init__(self) -> None:
+        self.attempts = 0
+        from orga.errors import ToolInputError, ToolPermissionError
+
+        @tool(name="guarded")
+        def guarded(kind: str) -> str:
+            """Refuse in the way asked.
+
+            Args:
+                kind: "permission" or "input".
+            """
+            self.attempts += 1
+            if kind == "permission":
+                raise ToolPermissionError("this agent may not read the payroll")
+            raise ToolInputError("the date range is reversed")
+
+        self.tool = guarded

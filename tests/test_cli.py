@@ -12,11 +12,14 @@ from pathlib import Path
 
 from temporalio.testing import WorkflowEnvironment
 
+from orga.connect import connect, ensure_search_attributes
 from orga.devserver import address_answers
 from orga.scripted_model import Turn
+from orga.settings import Settings
 from tests.harness import Harness, scripted_settings
 
 ORGA = str(Path(sys.executable).parent / "orga")
+EXAMPLE_TASK = Path(__file__).resolve().parent.parent / "examples" / "tasks" / "order.json"
 
 
 async def orga(
@@ -194,7 +197,7 @@ async def test_task_start_and_state_with_the_worked_example(
 ) -> None:
     from activities.tools import load_tool_modules
 
-    example = Path(__file__).resolve().parent.parent / "examples" / "tasks" / "order.json"
+    example = EXAMPLE_TASK
     async with harness.worker(tools=load_tool_modules(["examples.shop"])):
         code, out, err = await orga(
             "task",
@@ -223,3 +226,33 @@ async def test_task_start_and_state_with_the_worked_example(
     bad = Path(harness.task_queue + ".json")
     code, out, err = await orga("task", "start", str(bad), env=on(env, harness))
     assert code == 2 and "cannot read" in err
+
+
+async def test_server_runs_on_sqlite_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
+    import signal
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    process = await asyncio.create_subprocess_exec(
+        ORGA,
+        "server",
+        "--headless",
+        "--data-dir",
+        str(tmp_path / "data"),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        env={**os.environ, "TEMPORAL_ADDRESS": f"127.0.0.1:{port}"},
+    )
+    assert process.stdout is not None
+    banner = (await asyncio.wait_for(process.stdout.readline(), 30)).decode()
+    assert banner.startswith(f"Temporal dev server on 127.0.0.1:{port} (SQLite: ")
+    assert address_answers(f"127.0.0.1:{port}")
+    client = await connect(Settings(temporal_address=f"127.0.0.1:{port}"))
+    assert await ensure_search_attributes(client) == []  # registered at start-up
+    process.send_signal(signal.SIGINT)
+    out, _ = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode == 0, out.decode()
+    assert out.decode().rstrip().endswith("stopped")
+    assert (tmp_path / "data" / "temporal.db").is_file()
+    assert not address_answers(f"127.0.0.1:{port}")

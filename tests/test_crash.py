@@ -173,3 +173,43 @@ async def test_worker_stopped_gracefully_mid_loop(harness: Harness) -> None:
     print(f"\ngraceful stop → loop completed {elapsed:.2f} s after the first worker finished")
     assert result.output == "done"
     assert probe.order == ["slow"]  # the graceful worker finished the call; it did not rerun
+
+
+async def test_worker_sigkilled_while_an_approval_is_pending(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    from orga.approvals import ApprovalDecision, ApprovalRecord
+    from orga.conversation import Message
+    from tests.test_approvals import pending
+
+    model = harness.new_model(
+        [Turn(tool_calls=[("transfer", {"amount": 8, "to": "kim"})]), Turn(text="sent to kim")]
+    )
+    worker_env = {
+        "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
+        "ORGA_TASK_QUEUE": harness.task_queue,
+        "ORGA_PROVIDER": "openai",
+        "OPENAI_BASE_URL": harness.model.openai_base_url,
+        "OPENAI_API_KEY": "sk-test",
+        "ORGA_TOOL_MODULES": "tests.sample_tools",
+    }
+    async with worker_process(worker_env) as first:
+        handle = await harness.start("pay kim", model=model, tools=["transfer"])
+        [waiting] = (await pending(handle)).pending_approvals
+        first.send_signal(signal.SIGKILL)
+        await first.wait()
+    async with worker_process(worker_env):
+        # The new worker rebuilds the wait from history: the approval is still pending.
+        [still] = (await pending(handle)).pending_approvals
+        assert still.call_id == waiting.call_id
+        assert abs((still.since - waiting.since).total_seconds()) < 1
+        record = await handle.execute_update(
+            "approve",
+            ApprovalDecision(call_id=waiting.call_id, approved=True, approver="lee"),
+            result_type=ApprovalRecord,
+        )
+        assert record.approved and record.approver == "lee"
+        result = await asyncio.wait_for(handle.result(), 60)
+        messages = await handle.query("conversation", result_type=list[Message])
+    assert result.output == "sent to kim"
+    assert messages[2].tool_results[0].content == "sent 8 to kim"

@@ -201,3 +201,22 @@ async def test_breaker_opens_refuses_and_recovers(harness: Harness) -> None:
     assert "circuit is open after 2 consecutive failures, until " in results[2].content
     lookup = state.breakers["lookup"]
     assert lookup.state == "closed" and lookup.times_opened == 1
+
+
+@pytest.mark.parametrize(
+    ("kind", "status"), [("permission", "denied"), ("input", "invalid_arguments")]
+)
+async def test_non_retryable_tool_errors_skip_retries(
+    harness: Harness, kind: str, status: str
+) -> None:
+    from tests.sample_tools import Guarded
+
+    guarded = Guarded()
+    model = harness.new_model([Turn(tool_calls=[("guarded", {"kind": kind})]), Turn(text="ok")])
+    recovery = {"default": {"strategy": "retry", "max_attempts": 5, "initial_interval": 0.1}}
+    async with harness.worker(tools=[guarded.tool]):
+        handle = await harness.start("go", model=model, tools=["guarded"], recovery=recovery)
+        await handle.result()
+        [result] = await results_of(handle)
+    assert guarded.attempts == 1
+    assert result.status == status and result.is_error

@@ -39,6 +39,7 @@ __all__ = ["CallExecutor", "error_result"]
 _STATUS_BY_ERROR_TYPE: dict[str, ToolStatus] = {
     "ToolInputError": "invalid_arguments",
     "ToolNotFound": "unknown_tool",
+    "ToolPermissionError": "denied",
     "ToolFailed": "failed",
 }
 _FAILURES: frozenset[ToolStatus] = frozenset({"failed", "timed_out"})
