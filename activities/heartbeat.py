@@ -16,9 +16,9 @@ async def heartbeating(every: float = 1.0) -> AsyncGenerator[None]:
     """Heartbeat in the background while the body waits (so a dead worker is noticed)."""
 
     async def beat() -> None:
-        while True:
-            activity.heartbeat()
+        while True:  # a call that ends within ``every`` never heartbeats: nothing to send
             await asyncio.sleep(every)
+            activity.heartbeat()
 
     task = asyncio.create_task(beat())
     try:
