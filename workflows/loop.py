@@ -23,8 +23,6 @@ from temporalio.common import SearchAttributeUpdate
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from pydantic import ValidationError
-
     from orga import search_attributes as sa
     from orga.approvals import (
         ApprovalDecision,
@@ -41,7 +39,6 @@ with workflow.unsafe.imports_passed_through():
         InvalidConfig,
         LoopFailure,
         ModelCallFailed,
-        describe_validation_error,
     )
     from orga.evidence import EvidenceTracker, ProgressSnapshot
     from orga.inference import (
@@ -86,12 +83,12 @@ with workflow.unsafe.imports_passed_through():
         PolicyResult,
     )
     from orga.prehydration import PreHydrationConfig, Reference, extract, render
-    from orga.search_attributes import NO_SEARCH_ATTRIBUTES_MEMO
     from orga.state import LoopResult, LoopState, LoopStatus, Phase, ToolCallRecord
     from orga.text import estimate_tokens
     from orga.tools import ToolDefinition
 
     # Stateless helpers of this workflow: imported once, not re-executed for every run.
+    from workflows.common import upsert, validated
     from workflows.dispatcher import PendingWait, ToolRunner
     from workflows.executor import CallExecutor
     from workflows.human import HumanDesk
@@ -119,31 +116,16 @@ class Finished:
     snapshot: ProgressSnapshot | None = None
 
 
-def _describe_invalid(error: ValidationError) -> str:
-    problems = describe_validation_error(error, "input")
-    return f"the loop input is invalid: {problems}. Nothing was run."
-
-
 @workflow.defn(name="ReasoningLoop")
 class ReasoningLoopWorkflow:
     """One agent loop. Start it with a ``LoopInput``; it returns a ``LoopResult``."""
 
     @workflow.init
     def __init__(self, input: LoopInput | dict[str, Any]) -> None:
-        # Input that does not validate arrives as a plain dict (the union's fallback), so the
-        # loop can fail with a typed InvalidConfig instead of failing its workflow task forever.
-        self._invalid: str | None = None
-        if not isinstance(input, LoopInput):
-            try:
-                input = LoopInput.model_validate(input)
-            except ValidationError as error:
-                self._invalid = _describe_invalid(error)
-                input = LoopInput(messages=[Message(role="user", content="")])
+        checked, self._invalid = validated(LoopInput, input, "loop")
+        input = checked or LoopInput(messages=[Message(role="user", content="")])
         self._input = input
         self._config: LoopConfig = input.config
-        # A namespace that cannot register orga's search attributes (Temporal's time-skipping
-        # test server, a locked-down namespace) starts loops with this memo set to false.
-        self._search_attributes = workflow.memo_value(NO_SEARCH_ATTRIBUTES_MEMO, True) is not False
         info = workflow.info()
         self._workflow_id = info.workflow_id
         self._started_at = workflow.now()
@@ -899,11 +881,7 @@ class ReasoningLoopWorkflow:
         )
 
     def _upsert(self, updates: Sequence[SearchAttributeUpdate[Any]]) -> None:
-        if not self._search_attributes:
-            return
-        # temporalio types the parameter as a bare Sequence[SearchAttributeUpdate]; pyright
-        # strict reads that as partially unknown.
-        workflow.upsert_search_attributes(updates)  # pyright: ignore[reportUnknownMemberType]
+        upsert(updates)
 
     def _record(self, entry: JournalEntry) -> None:
         self._journal.append(entry)

@@ -32,13 +32,11 @@ from temporalio.exceptions import (
 with workflow.unsafe.imports_passed_through():
     from datetime import timedelta
 
-    from pydantic import ValidationError
-
     from orga import search_attributes as sa
     from orga.approvals import EscalationRecord, EscalationResolution, PendingEscalation
     from orga.conversation import ToolCall, ToolResult
     from orga.dispatch import RUN_TOOL, ToolInvocation
-    from orga.errors import InvalidConfig, TaskAborted, describe_validation_error
+    from orga.errors import InvalidConfig, TaskAborted
     from orga.journal import (
         EscalationResolved,
         Journal,
@@ -48,7 +46,6 @@ with workflow.unsafe.imports_passed_through():
         Terminated,
     )
     from orga.progress import StepTracker
-    from orga.search_attributes import NO_SEARCH_ATTRIBUTES_MEMO
     from orga.state import LoopResult
     from orga.task import (
         LoopStep,
@@ -61,6 +58,7 @@ with workflow.unsafe.imports_passed_through():
         ToolStep,
         fill_template,
     )
+    from workflows.common import upsert, validated
     from workflows.human import HumanDesk
     from workflows.options import TOOL_RETRY, non_retryable, tool_heartbeat_timeout
 
@@ -105,13 +103,8 @@ class TaskWorkflow:
 
     @workflow.init
     def __init__(self, input: TaskInput | dict[str, Any]) -> None:
-        self._invalid: str | None = None
-        if not isinstance(input, TaskInput):
-            try:
-                input = TaskInput.model_validate(input)
-            except ValidationError as error:
-                self._invalid = f"the task input is invalid: {describe_validation_error(error)}"
-                input = TaskInput(steps=[Step(id="invalid", action=ToolStep(tool="none"))])
+        checked, self._invalid = validated(TaskInput, input, "task")
+        input = checked or TaskInput(steps=[Step(id="invalid", action=ToolStep(tool="none"))])
         self._input = input
         self._steps = {step.id: step for step in input.steps}
         self._reports = {step.id: StepReport(id=step.id) for step in input.steps}
@@ -120,7 +113,6 @@ class TaskWorkflow:
         self._desk = HumanDesk(on_change=self._on_waiting_change)
         self._journal = Journal()
         self._workflow_id = workflow.info().workflow_id
-        self._search_attributes = workflow.memo_value(NO_SEARCH_ATTRIBUTES_MEMO, True) is not False
 
     # ---- queries and people ----------------------------------------------------------------
 
@@ -170,10 +162,7 @@ class TaskWorkflow:
         if self._invalid is not None:
             self._record(Terminated(**self._stamp(), reason="InvalidConfig", message=self._invalid))
             raise InvalidConfig(self._invalid)
-        if self._search_attributes:
-            workflow.upsert_search_attributes(  # pyright: ignore[reportUnknownMemberType]
-                [sa.AGENT_ID.value_set(self._input.agent_id), sa.STATUS.value_set("running")]
-            )
+        upsert([sa.AGENT_ID.value_set(self._input.agent_id), sa.STATUS.value_set("running")])
         try:
             await self._run_steps()
         except _Abort as abort:
@@ -398,13 +387,9 @@ class TaskWorkflow:
         self._upsert_status()
 
     def _upsert_status(self) -> None:
-        if not self._search_attributes:
-            return
         mapped = {
             "running": "running",
             "awaiting_operator": "awaiting_approval",
             "completed": "completed",
         }.get(self._status, "failed")
-        workflow.upsert_search_attributes(  # pyright: ignore[reportUnknownMemberType]
-            [sa.STATUS.value_set(mapped)]
-        )
+        upsert([sa.STATUS.value_set(mapped)])
