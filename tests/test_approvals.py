@@ -144,3 +144,18 @@ async def test_update_after_a_worker_restart(harness: Harness) -> None:
         )
         assert record.approved
         assert (await handle.result()).output == "ok"
+
+
+async def test_current_details_name_the_pending_approval(harness: Harness) -> None:
+    from temporalio.api.sdk.v1 import WorkflowMetadata
+
+    model = harness.new_model(
+        [Turn(tool_calls=[("transfer", {"amount": 1, "to": "x"})]), Turn(text="ok")]
+    )
+    async with harness.worker(tools=[transfer]):
+        handle = await harness.start("pay", model=model, tools=["transfer"])
+        [waiting] = (await pending(handle)).pending_approvals
+        metadata = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
+        assert f"waiting for approval of transfer ({waiting.call_id})" in metadata.current_details
+        await handle.signal("approval", ApprovalDecision(call_id=waiting.call_id, approved=False))
+        await handle.result()

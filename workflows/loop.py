@@ -865,10 +865,14 @@ class ReasoningLoopWorkflow:
 
     def _set_phase(self, phase: Phase) -> None:
         self._phase = phase
+        pending = [f"approval of {p.tool} ({p.call_id})" for p in self._desk.approvals.values()] + [
+            f"operator for {e.tool} ({e.escalation_id})" for e in self._desk.escalations.values()
+        ]
+        waiting = f" · waiting for {', '.join(pending)}" if pending else ""
         workflow.set_current_details(
             f"**{phase}** · iteration {self._iteration}/{self._config.max_iterations} · "
             f"{self._usage.total_tokens}/{self._config.max_total_tokens} tokens · "
-            f"{self._tool_call_count} tool call(s)"
+            f"{self._tool_call_count} tool call(s){waiting}"
         )
 
     def _stamp(self) -> Stamp:
