@@ -91,7 +91,11 @@ async def run_demo(settings: Settings, data_dir: Path, *, ui_url: str) -> DemoOu
         if not address_answers(settings.temporal_address):
             host, _, port = settings.temporal_address.rpartition(":")
             server = DevServer(
-                data_dir, ip=host or "127.0.0.1", port=int(port), ui_port=int(port) + 1000
+                data_dir,
+                ip=host or "127.0.0.1",
+                port=int(port),
+                ui_port=int(port) + 1000,
+                quiet=True,
             )
             await server.start()
             stack.push_async_callback(server.stop)

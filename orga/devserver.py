@@ -102,6 +102,7 @@ class DevServer:
         ui_port: int = 8233,
         headless: bool = False,
         log_level: str = "error",
+        quiet: bool = False,
     ) -> None:
         self.data_dir = data_dir
         self.ip = ip
@@ -109,6 +110,8 @@ class DevServer:
         self.ui_port = ui_port
         self.headless = headless
         self.log_level = log_level
+        self.quiet = quiet
+        """Do not let the server print its banner (the demo prints its own)."""
         self._process: asyncio.subprocess.Process | None = None
 
     @property
@@ -154,6 +157,7 @@ class DevServer:
         self._process = await asyncio.create_subprocess_exec(
             *self.command(),
             stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL if self.quiet else None,
             start_new_session=True,  # Ctrl-C in a terminal reaches us, and we stop it cleanly
         )
         deadline = time.monotonic() + timeout
