@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from temporalio.client import WorkflowFailureError
+from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError, CancelledError
 
 from orga.approvals import EscalationResolution
@@ -166,6 +166,12 @@ async def test_escalate(harness: Harness, action: str) -> None:
         )
         escalation = await escalated(handle)
         assert escalation == "flaky#1"
+        with pytest.raises(WorkflowUpdateFailedError) as refused:  # a step has no result to give
+            await handle.execute_update(
+                "resolve_escalation",
+                EscalationResolution(escalation_id=escalation, action="result", result="x"),
+            )
+        assert "not 'result'" in str(refused.value.cause)
         await handle.execute_update(
             "resolve_escalation",
             EscalationResolution(escalation_id=escalation, action=action, operator="ops"),  # type: ignore[arg-type]

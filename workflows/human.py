@@ -27,7 +27,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from orga.conversation import ToolCall
 
-__all__ = ["HumanDesk"]
+__all__ = ["EscalationHandlers", "HumanDesk"]
 
 
 class HumanDesk:
@@ -112,10 +112,17 @@ class HumanDesk:
     # ---- escalations -------------------------------------------------------------------
 
     def check_resolution(self, resolution: EscalationResolution) -> None:
-        if resolution.escalation_id not in self.escalations:
-            pending = ", ".join(self.escalations) or "none"
+        """Raise ``ValueError`` unless it answers a pending escalation with one of its options."""
+        pending = self.escalations.get(resolution.escalation_id)
+        if pending is None:
+            listed = ", ".join(self.escalations) or "none"
             raise ValueError(
-                f"escalation {resolution.escalation_id!r} is not pending (pending: {pending})"
+                f"escalation {resolution.escalation_id!r} is not pending (pending: {listed})"
+            )
+        if resolution.action not in pending.options:
+            raise ValueError(
+                f"escalation {resolution.escalation_id!r} can be resolved with "
+                f"{pending.options!r}, not {resolution.action!r}"
             )
 
     def resolve(self, resolution: EscalationResolution, source: DecisionSource) -> EscalationRecord:
@@ -143,3 +150,26 @@ class HumanDesk:
             raise
         self._withdraw(self.escalations, pending.escalation_id)
         return self._resolved.pop(pending.escalation_id)
+
+
+class EscalationHandlers:
+    """The ``resolve_escalation`` signal and update, for a workflow with a ``_desk``."""
+
+    _desk: HumanDesk
+
+    @workflow.signal(name="resolve_escalation")
+    def resolve_escalation_signal(self, resolution: EscalationResolution) -> None:
+        """Resolve a parked step with one of its options (``retry``, ``skip``, …)."""
+        try:
+            self._desk.resolve(resolution, "signal")
+        except ValueError as error:
+            workflow.logger.warning("resolve_escalation signal ignored: %s", error)
+
+    @workflow.update(name="resolve_escalation")
+    def resolve_escalation(self, resolution: EscalationResolution) -> EscalationRecord:
+        """Resolve a parked step; returns the resolution as recorded."""
+        return self._desk.resolve(resolution, "update")
+
+    @resolve_escalation.validator
+    def _check_resolution(self, resolution: EscalationResolution) -> None:
+        self._desk.check_resolution(resolution)

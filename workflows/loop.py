@@ -27,8 +27,6 @@ with workflow.unsafe.imports_passed_through():
     from orga.approvals import (
         ApprovalDecision,
         ApprovalRecord,
-        EscalationRecord,
-        EscalationResolution,
     )
     from orga.carry import LoopCarry
     from orga.config import LoopConfig, LoopInput
@@ -91,7 +89,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.common import upsert, validated
     from workflows.dispatcher import PendingWait, ToolRunner
     from workflows.executor import CallExecutor
-    from workflows.human import HumanDesk
+    from workflows.human import EscalationHandlers, HumanDesk
     from workflows.options import (
         DESCRIBE_TOOLS_TIMEOUT,
         MODEL_HEARTBEAT_TIMEOUT,
@@ -117,7 +115,7 @@ class Finished:
 
 
 @workflow.defn(name="ReasoningLoop")
-class ReasoningLoopWorkflow:
+class ReasoningLoopWorkflow(EscalationHandlers):
     """One agent loop. Start it with a ``LoopInput``; it returns a ``LoopResult``."""
 
     @workflow.init
@@ -228,23 +226,6 @@ class ReasoningLoopWorkflow:
     @approve.validator
     def _check_approve(self, decision: ApprovalDecision) -> None:
         self._desk.check_approval(decision)
-
-    @workflow.signal(name="resolve_escalation")
-    def resolve_escalation_signal(self, resolution: EscalationResolution) -> None:
-        """Resolve a parked step: ``retry``, ``skip``, ``result`` or ``abort``."""
-        try:
-            self._desk.resolve(resolution, "signal")
-        except ValueError as error:
-            workflow.logger.warning("resolve_escalation signal ignored: %s", error)
-
-    @workflow.update(name="resolve_escalation")
-    def resolve_escalation(self, resolution: EscalationResolution) -> EscalationRecord:
-        """Resolve a parked step; returns the resolution as recorded."""
-        return self._desk.resolve(resolution, "update")
-
-    @resolve_escalation.validator
-    def _check_resolution(self, resolution: EscalationResolution) -> None:
-        self._desk.check_resolution(resolution)
 
     def _on_waiting_change(self) -> None:
         waiting = self._desk.waiting

@@ -33,7 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from datetime import timedelta
 
     from orga import search_attributes as sa
-    from orga.approvals import EscalationRecord, EscalationResolution, PendingEscalation
+    from orga.approvals import PendingEscalation
     from orga.conversation import ToolCall, ToolResult
     from orga.dispatch import RUN_TOOL, ToolInvocation
     from orga.errors import InvalidConfig, TaskAborted
@@ -59,7 +59,7 @@ with workflow.unsafe.imports_passed_through():
         fill_template,
     )
     from workflows.common import upsert, validated
-    from workflows.human import HumanDesk
+    from workflows.human import EscalationHandlers, HumanDesk
     from workflows.options import TOOL_RETRY, non_retryable, tool_heartbeat_timeout
 
 __all__ = ["TaskWorkflow"]
@@ -98,7 +98,7 @@ def _raise_if_cancelled(error: ActivityError | ChildWorkflowError) -> None:
 
 
 @workflow.defn(name="Task")
-class TaskWorkflow:
+class TaskWorkflow(EscalationHandlers):
     """A multi-step task with saga compensation. Input ``TaskInput``, result ``TaskResult``."""
 
     @workflow.init
@@ -129,26 +129,6 @@ class TaskWorkflow:
     @workflow.query(name="journal")
     def journal(self) -> Journal:
         return self._journal
-
-    @workflow.signal(name="resolve_escalation")
-    def resolve_escalation_signal(self, resolution: EscalationResolution) -> None:
-        """Resolve a stuck step: ``retry``, ``skip`` or ``abort``."""
-        try:
-            self._check_resolution(resolution)
-            self._desk.resolve(resolution, "signal")
-        except ValueError as error:
-            workflow.logger.warning("resolve_escalation signal ignored: %s", error)
-
-    @workflow.update(name="resolve_escalation")
-    def resolve_escalation(self, resolution: EscalationResolution) -> EscalationRecord:
-        """Resolve a stuck step; returns the resolution as recorded."""
-        return self._desk.resolve(resolution, "update")
-
-    @resolve_escalation.validator
-    def _check_resolution(self, resolution: EscalationResolution) -> None:
-        if resolution.action == "result":
-            raise ValueError("a task step can be retried, skipped or aborted, not given a result")
-        self._desk.check_resolution(resolution)
 
     def _on_waiting_change(self) -> None:
         if self._status in ("running", "awaiting_operator"):
@@ -255,6 +235,7 @@ class TaskWorkflow:
                             ),
                             error=decision.reason,
                             since=workflow.now(),
+                            options=["retry", "skip", "abort"],  # a step has no result to give
                         )
                     )
                     self._record(
