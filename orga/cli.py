@@ -24,6 +24,7 @@ from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
     WorkflowFailureError,
+    WorkflowHandle,
     WorkflowUpdateFailedError,
 )
 from temporalio.exceptions import ApplicationError
@@ -185,21 +186,45 @@ def loop_input(args: argparse.Namespace) -> LoopInput:
         raise CliError(f"invalid loop input: {describe_validation_error(error)}", 2) from error
 
 
-async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
-    request = loop_input(args)
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+async def _start(
+    settings: Settings,
+    workflow: str,
+    payload: BaseModel,
+    *,
+    workflow_id: str,
+    result_type: type[_Model],
+    summary: str,
+) -> WorkflowHandle[Any, _Model]:
+    """Start a workflow on the worker's task queue and say where to watch it."""
     client = await client_for(settings)
-    workflow_id = args.id or f"loop-{uuid.uuid4().hex[:12]}"
-    prompt = args.prompt if len(args.prompt) <= 120 else args.prompt[:117] + "…"
     handle = await client.start_workflow(
-        "ReasoningLoop",
-        request,
+        workflow,
+        payload,
         id=workflow_id,
         task_queue=settings.task_queue,
-        result_type=LoopResult,
-        static_summary=f"{request.config.agent_id}: {prompt}",
+        result_type=result_type,
+        static_summary=summary,
     )
     print(f"started {workflow_id}", file=sys.stderr)
     print(f"web ui: {ui_link(settings, workflow_id)}", file=sys.stderr)
+    return handle
+
+
+async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
+    request = loop_input(args)
+    workflow_id = args.id or f"loop-{uuid.uuid4().hex[:12]}"
+    prompt = args.prompt if len(args.prompt) <= 120 else args.prompt[:117] + "…"
+    handle = await _start(
+        settings,
+        "ReasoningLoop",
+        request,
+        workflow_id=workflow_id,
+        result_type=LoopResult,
+        summary=f"{request.config.agent_id}: {prompt}",
+    )
     if args.no_wait:
         if args.json:
             _print_json({"workflow_id": workflow_id, "run_id": handle.result_run_id})
@@ -378,12 +403,9 @@ async def cmd_pending(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-_Record = TypeVar("_Record", bound=BaseModel)
-
-
 async def _send_update(
-    settings: Settings, workflow_id: str, update: str, payload: BaseModel, result: type[_Record]
-) -> _Record:
+    settings: Settings, workflow_id: str, update: str, payload: BaseModel, result: type[_Model]
+) -> _Model:
     """Send a person's decision as an update; the workflow's validator may refuse it."""
     client = await client_for(settings)
     handle = client.get_workflow_handle(workflow_id)
@@ -463,18 +485,14 @@ def _task_input(path: str) -> TaskInput:
 
 async def cmd_task_start(args: argparse.Namespace, settings: Settings) -> int:
     task = _task_input(args.file)
-    client = await client_for(settings)
-    workflow_id = args.id or f"task-{uuid.uuid4().hex[:12]}"
-    handle = await client.start_workflow(
+    handle = await _start(
+        settings,
         "Task",
         task,
-        id=workflow_id,
-        task_queue=settings.task_queue,
+        workflow_id=args.id or f"task-{uuid.uuid4().hex[:12]}",
         result_type=TaskResult,
-        static_summary=f"{task.agent_id}: task of {len(task.steps)} step(s)",
+        summary=f"{task.agent_id}: task of {len(task.steps)} step(s)",
     )
-    print(f"started {workflow_id}", file=sys.stderr)
-    print(f"web ui: {ui_link(settings, workflow_id)}", file=sys.stderr)
     if args.no_wait:
         return 0
     try:
