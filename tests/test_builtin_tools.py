@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -15,43 +12,27 @@ from activities.builtin_tools import builtin_tools, html_to_text
 from orga.errors import ToolFailed, ToolInputError
 from orga.settings import Settings
 from orga.tools import Tool, ToolContext
+from tests.local_http import Reply, serve
 
 CTX = ToolContext(call_id="c", workflow_id="w", idempotency_key="w/c")
 
 
-class Pages(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+PAGES: dict[str, tuple[int, str, str]] = {
+    "/page": (200, "text/html", "<html><script>x()</script><p>Hello <b>world</b></p></html>"),
+    "/big": (200, "text/plain", "y" * 5000),
+    "/missing": (404, "text/plain", "nope"),
+}
 
-    def log_message(self, format: str, *args: Any) -> None:
-        return
 
-    def do_GET(self) -> None:
-        pages = {
-            "/page": (
-                200,
-                "text/html",
-                "<html><script>x()</script><p>Hello <b>world</b></p></html>",
-            ),
-            "/big": (200, "text/plain", "y" * 5000),
-            "/missing": (404, "text/plain", "nope"),
-        }
-        status, kind, text = pages.get(self.path, (500, "text/plain", "?"))
-        data = text.encode()
-        self.send_response(status)
-        self.send_header("content-type", kind)
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+def pages(method: str, path: str, body: bytes) -> Reply:
+    status, kind, text = PAGES.get(path, (500, "text/plain", "?"))
+    return status, kind, text.encode()
 
 
 @pytest.fixture(scope="module")
 def site() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Pages)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serve(pages) as url:
+        yield url
 
 
 def tools(root: Path, http: httpx.AsyncClient, max_bytes: int = 1000) -> dict[str, Tool]:

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -14,31 +11,22 @@ from orga.journal import Journal, PreHydrationComplete
 from orga.scripted_model import Turn
 from orga.state import LoopState
 from tests.harness import Harness, scripted_settings
+from tests.local_http import Reply, serve
 from tests.test_cedar import EXAMPLES
 
 
-class Page(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return
-
-    def do_GET(self) -> None:
-        data = b"<html><body><p>The release is on Friday.</p></body></html>"
-        self.send_response(200)
-        self.send_header("content-type", "text/html; charset=utf-8")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+def release_page(method: str, path: str, body: bytes) -> Reply:
+    return (
+        200,
+        "text/html; charset=utf-8",
+        b"<html><body><p>The release is on Friday.</p></body></html>",
+    )
 
 
 @pytest.fixture(scope="module")
 def site() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serve(release_page) as url:
+        yield url
 
 
 async def test_a_file_and_a_url_land_in_the_first_request(

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
@@ -19,6 +17,7 @@ from orga.inference import Usage
 from orga.policy import PolicyAction, PolicyRequest
 from orga.scripted_model import Turn
 from tests.harness import Harness, scripted_settings
+from tests.local_http import Reply, serve
 from tests.sample_tools import transfer
 
 SEEN: list[dict[str, Any]] = []
@@ -39,37 +38,23 @@ def decide(facts: dict[str, Any]) -> dict[str, Any] | None:
     return None  # undefined
 
 
-class Opa(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-        SEEN.append(body)
-        if self.path == "/v1/data/broken/gate":
-            status, answer = 500, {"code": "internal_error", "message": "boom"}
-        elif self.path != "/v1/data/orga/gate":
-            status, answer = 404, {}
-        else:
-            result = decide(body["input"])
-            status, answer = 200, ({} if result is None else {"result": result})
-        data = json.dumps(answer).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+def answer_like_opa(method: str, path: str, raw: bytes) -> Reply:
+    body = json.loads(raw)
+    SEEN.append(body)
+    if path == "/v1/data/broken/gate":
+        status, answer = 500, {"code": "internal_error", "message": "boom"}
+    elif path != "/v1/data/orga/gate":
+        status, answer = 404, {}
+    else:
+        result = decide(body["input"])
+        status, answer = 200, ({} if result is None else {"result": result})
+    return status, "application/json", json.dumps(answer).encode()
 
 
 @pytest.fixture(scope="module")
 def opa() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Opa)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serve(answer_like_opa) as url:
+        yield url
 
 
 def call(tool: str, **arguments: Any) -> PolicyAction:
