@@ -17,25 +17,28 @@ from datetime import timedelta
 
 import httpx
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer, Worker
 
-from activities.blobs import BlobStore
 from activities.builtin_tools import builtin_tools
 from activities.cedar import CedarGate
 from activities.inference import InferenceActivities
 from activities.opa import OpaGate
 from activities.policy import PolicyActivities
 from activities.tools import ToolActivities, load_tool_modules
-from orga.connect import connect, ensure_search_attributes
-from orga.errors import InvalidConfig
-from orga.settings import Settings
-from orga.tools import Tool, ToolRegistry
+from orga.contracts.errors import InvalidConfig
+from orga.runtime.blobs import BlobStore
+from orga.runtime.connect import connect, ensure_search_attributes
+from orga.runtime.sandbox import workflow_runner
+from orga.runtime.settings import Settings
+from orga.runtime.tools import Tool, ToolRegistry
 from workflows.loop import ReasoningLoopWorkflow
 from workflows.task import TaskWorkflow
 
-__all__ = ["WORKFLOWS", "build_registry", "build_worker", "main", "serve"]
+__all__ = ["WORKFLOWS", "build_registry", "build_worker", "main", "replayer", "serve"]
 
 WORKFLOWS = [ReasoningLoopWorkflow, TaskWorkflow]
+"""Every workflow an orga worker serves."""
 
 log = logging.getLogger("orga.worker")
 
@@ -75,6 +78,7 @@ def build_worker(
         client,
         task_queue=task_queue or settings.task_queue,
         workflows=WORKFLOWS,
+        workflow_runner=workflow_runner(),
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=settings.sticky_timeout),
         graceful_shutdown_timeout=timedelta(seconds=settings.graceful_shutdown),
         activities=[
@@ -83,6 +87,16 @@ def build_worker(
             tools.describe_tools,
             tools.run_tool,
         ],
+    )
+
+
+def replayer() -> Replayer:
+    """A replayer of orga's workflows, in the same sandbox and with the same converter as a
+    worker: what replay tests and ``temporal workflow show`` exports are checked with."""
+    return Replayer(
+        workflows=WORKFLOWS,
+        workflow_runner=workflow_runner(),
+        data_converter=pydantic_data_converter,
     )
 
 

@@ -8,10 +8,10 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from orga.errors import ToolFailed, ToolInputError
-from orga.settings import Settings
-from orga.text import cut
-from orga.tools import Tool, tool
+from orga.contracts.errors import ToolFailed, ToolInputError
+from orga.core.text import cut
+from orga.runtime.settings import Settings
+from orga.runtime.tools import Tool, tool
 
 __all__ = ["builtin_tools", "html_to_text"]
 

@@ -32,9 +32,9 @@ from typing import Any, cast
 
 import cedarpy
 
-from orga.errors import InvalidConfig
-from orga.policy import PolicyAction, PolicyDecision, PolicyRequest
-from orga.tools import parse_arguments
+from orga.contracts.errors import InvalidConfig
+from orga.contracts.policy import PolicyAction, PolicyDecision, PolicyRequest
+from orga.runtime.tools import parse_arguments
 
 __all__ = ["SCHEMA_FILE", "CedarGate"]
 

@@ -13,9 +13,9 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from orga.conversation import Message, chain_digest
-from orga.errors import ConversationUnavailable
-from orga.inference import ConversationSlice
+from orga.contracts.conversation import Message, chain_digest
+from orga.contracts.errors import ConversationUnavailable
+from orga.contracts.inference import ConversationSlice
 
 __all__ = ["ConversationCache", "FetchConversation"]
 

@@ -8,18 +8,24 @@ import httpx
 from temporalio import activity
 from temporalio.client import Client
 
-from activities.blobs import BlobStore
 from activities.conversation_cache import ConversationCache
 from activities.heartbeat import heartbeating
 from activities.providers.client import complete
-from orga.context import fit
-from orga.conversation import Message
-from orga.errors import ConversationUnavailable, InvalidConfig
-from orga.evidence import with_judgement
-from orga.inference import CALL_MODEL, ConversationRange, InferenceRequest, InferenceResponse
-from orga.settings import Settings
-from orga.text import estimate_tokens
-from orga.tools import ToolDefinition, ToolRegistry
+from orga.contracts.conversation import Message
+from orga.contracts.errors import ConversationUnavailable, InvalidConfig
+from orga.contracts.inference import (
+    CALL_MODEL,
+    ConversationRange,
+    InferenceRequest,
+    InferenceResponse,
+)
+from orga.contracts.tools import ToolDefinition
+from orga.core.context import fit
+from orga.core.evidence import with_judgement
+from orga.core.text import estimate_tokens
+from orga.runtime.blobs import BlobStore
+from orga.runtime.settings import Settings
+from orga.runtime.tools import ToolRegistry
 
 __all__ = ["InferenceActivities"]
 

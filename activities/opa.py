@@ -18,9 +18,9 @@ from typing import Any, cast
 
 import httpx
 
-from orga.errors import PolicyUnavailable
-from orga.policy import PolicyAction, PolicyDecision, PolicyRequest
-from orga.tools import parse_arguments
+from orga.contracts.errors import PolicyUnavailable
+from orga.contracts.policy import PolicyAction, PolicyDecision, PolicyRequest
+from orga.runtime.tools import parse_arguments
 
 __all__ = ["OpaGate"]
 

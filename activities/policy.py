@@ -17,15 +17,15 @@ from temporalio import activity
 
 from activities.cedar import CedarGate
 from activities.opa import OpaGate
-from orga.errors import ToolInputError
-from orga.policy import (
+from orga.contracts.errors import ToolInputError
+from orga.contracts.policy import (
     EVALUATE_POLICY,
     PolicyAction,
     PolicyDecision,
     PolicyRequest,
     PolicyResult,
 )
-from orga.tools import ToolRegistry, parse_arguments
+from orga.runtime.tools import ToolRegistry, parse_arguments
 
 __all__ = ["PolicyActivities", "default_decision"]
 

@@ -11,20 +11,21 @@ from pydantic import BaseModel
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.blobs import BlobStore
 from activities.heartbeat import heartbeating
-from orga.conversation import ToolResult
-from orga.dispatch import (
+from orga.contracts.conversation import ToolResult
+from orga.contracts.errors import InvalidConfig, ToolFailed, ToolNotFound
+from orga.contracts.evidence import Evidence
+from orga.contracts.tools import (
     DESCRIBE_TOOLS,
     RUN_TOOL,
     DescribeToolsRequest,
+    ToolDefinition,
     ToolInvocation,
     idempotency_key,
 )
-from orga.errors import InvalidConfig, ToolFailed, ToolNotFound
-from orga.evidence import Evidence
-from orga.text import cut
-from orga.tools import Tool, ToolContext, ToolDefinition, ToolRegistry, parse_arguments
+from orga.core.text import cut
+from orga.runtime.blobs import BlobStore
+from orga.runtime.tools import Tool, ToolContext, ToolRegistry, parse_arguments
 
 __all__ = ["ToolActivities", "load_tool_modules", "render_value"]
 

@@ -14,8 +14,8 @@ from pydantic import BaseModel
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from orga.conversation import Message, ToolResult
-    from orga.inference import InferenceResponse
+    from orga.contracts.conversation import Message, ToolResult
+    from orga.contracts.inference import InferenceResponse
 
 
 class BareInput(BaseModel):

@@ -10,10 +10,10 @@ from temporalio import activity
 from activities.providers.client import complete
 from activities.tools import render_value
 from bench.bare import BareModelCall, BareToolCall
-from orga.conversation import ToolResult
-from orga.inference import InferenceResponse
-from orga.settings import Settings
-from orga.tools import ToolContext, ToolRegistry
+from orga.contracts.conversation import ToolResult
+from orga.contracts.inference import InferenceResponse
+from orga.runtime.settings import Settings
+from orga.runtime.tools import ToolContext, ToolRegistry
 
 
 class BareActivities:

@@ -23,8 +23,8 @@ import cedarpy
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from activities.cedar import SCHEMA_FILE, CedarGate
-from orga.inference import Usage
-from orga.policy import PolicyAction, PolicyRequest
+from orga.contracts.inference import Usage
+from orga.contracts.policy import PolicyAction, PolicyRequest
 
 POLICIES = Path(__file__).resolve().parent.parent / "examples" / "policies"
 

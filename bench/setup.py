@@ -21,13 +21,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bare import BareInput, BareLoopWorkflow
 from bench.bare_activities import BareActivities
-from orga.config import LoopConfig, LoopInput
-from orga.connect import connect, ensure_search_attributes
-from orga.conversation import Message
-from orga.devserver import DevServer
-from orga.scripted_model import RecordedRequest, ScriptedModelServer, Turn
-from orga.settings import ProviderSettings, Settings
-from orga.tools import Tool
+from orga.cli.scripted_model import RecordedRequest, ScriptedModelServer, Turn
+from orga.contracts.config import LoopConfig, LoopInput
+from orga.contracts.conversation import Message
+from orga.runtime.connect import connect, ensure_search_attributes
+from orga.runtime.devserver import DevServer
+from orga.runtime.settings import ProviderSettings, Settings
+from orga.runtime.tools import Tool
 from worker import build_registry, build_worker, http_client
 
 __all__ = ["Bench", "bench", "history_size"]

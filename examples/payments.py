@@ -14,7 +14,7 @@ import time
 import uuid
 
 from orga import ToolContext, tool
-from orga.ledger import Ledger
+from orga.runtime.ledger import Ledger
 
 _ledger: Ledger | None = None
 

@@ -13,17 +13,16 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 from temporalio.client import Client, WorkflowHandle
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.worker import Replayer
 
-from orga.config import LoopConfig, LoopInput, ProviderName
-from orga.conversation import Message
-from orga.scripted_model import ScriptedModelServer, Step
-from orga.settings import ProviderSettings, Settings
-from orga.state import LoopResult
-from orga.task import TaskInput, TaskResult
-from orga.tools import Tool
-from worker import WORKFLOWS, build_worker, http_client
+from orga.cli.scripted_model import ScriptedModelServer, Step
+from orga.contracts.config import LoopConfig, LoopInput
+from orga.contracts.conversation import Message
+from orga.contracts.state import LoopResult
+from orga.contracts.task import TaskInput, TaskResult
+from orga.contracts.vocabulary import ProviderName
+from orga.runtime.settings import ProviderSettings, Settings
+from orga.runtime.tools import Tool
+from worker import build_worker, http_client, replayer
 
 API_KEYS: dict[ProviderName, str] = {
     "openrouter": "sk-or-SENTINEL-openrouter-7f3a9c",
@@ -53,14 +52,14 @@ def scripted_settings(server: ScriptedModelServer, **changes: Any) -> Settings:
 async def replay(handle: WorkflowHandle[Any, Any], client: Client | None = None) -> int:
     """Replay a workflow's history with the production workflows and converter — every run
     of it, following continue-as-new. Returns how many runs were replayed."""
-    replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
+    replaying = replayer()
     first = handle.first_execution_run_id or handle.run_id
     if client is not None and first is not None:
         handle = client.get_workflow_handle(handle.id, run_id=first)
     runs = 0
     while True:
         history = await handle.fetch_history()
-        await replayer.replay_workflow(history)
+        await replaying.replay_workflow(history)
         runs += 1
         last = history.events[-1]
         if client is None or not last.HasField(

@@ -7,8 +7,8 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 
-from orga.evidence import Evidence
-from orga.tools import Tool, ToolContext, tool
+from orga.contracts.evidence import Evidence
+from orga.runtime.tools import Tool, ToolContext, tool
 
 
 @dataclass
@@ -313,7 +313,7 @@ class Guarded:
 
     def __init__(self) -> None:
         self.attempts = 0
-        from orga.errors import ToolInputError, ToolPermissionError
+        from orga.contracts.errors import ToolInputError, ToolPermissionError
 
         @tool(name="guarded")
         def guarded(kind: str) -> str:

@@ -9,12 +9,12 @@ import pytest
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 
-from orga import search_attributes as sa
-from orga.approvals import ApprovalDecision, ApprovalRecord
-from orga.conversation import Message
-from orga.journal import ApprovalDecided, Journal
-from orga.scripted_model import Turn
-from orga.state import LoopState
+from orga.cli.scripted_model import Turn
+from orga.contracts import search_attributes as sa
+from orga.contracts.approvals import ApprovalDecision, ApprovalRecord
+from orga.contracts.conversation import Message
+from orga.contracts.journal import ApprovalDecided, Journal
+from orga.contracts.state import LoopState
 from tests.harness import Harness
 from tests.sample_tools import Probe, probe_tools, transfer
 

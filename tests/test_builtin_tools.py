@@ -9,9 +9,9 @@ import httpx
 import pytest
 
 from activities.builtin_tools import builtin_tools, html_to_text
-from orga.errors import ToolFailed, ToolInputError
-from orga.settings import Settings
-from orga.tools import Tool, ToolContext
+from orga.contracts.errors import ToolFailed, ToolInputError
+from orga.runtime.settings import Settings
+from orga.runtime.tools import Tool, ToolContext
 from tests.local_http import Reply, serve
 
 CTX = ToolContext(call_id="c", workflow_id="w", idempotency_key="w/c")

@@ -11,10 +11,10 @@ import pytest
 
 from activities.cedar import SCHEMA_FILE, CedarGate
 from activities.policy import PolicyActivities
-from orga.errors import InvalidConfig
-from orga.inference import Usage
-from orga.policy import PolicyAction, PolicyRequest
-from orga.tools import ToolRegistry
+from orga.contracts.errors import InvalidConfig
+from orga.contracts.inference import Usage
+from orga.contracts.policy import PolicyAction, PolicyRequest
+from orga.runtime.tools import ToolRegistry
 from tests.sample_tools import explode
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "policies"

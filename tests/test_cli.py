@@ -12,10 +12,10 @@ from pathlib import Path
 
 from temporalio.testing import WorkflowEnvironment
 
-from orga.connect import connect, ensure_search_attributes
-from orga.devserver import address_answers
-from orga.scripted_model import Turn
-from orga.settings import Settings
+from orga.cli.scripted_model import Turn
+from orga.runtime.connect import connect, ensure_search_attributes
+from orga.runtime.devserver import address_answers
+from orga.runtime.settings import Settings
 from tests.harness import Harness, scripted_settings
 
 ORGA = str(Path(sys.executable).parent / "orga")

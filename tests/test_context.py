@@ -5,10 +5,11 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orga.context import ContextStrategy, estimate_message_tokens, fit, units
-from orga.conversation import Message, ToolCall, ToolResult
-from orga.profile import ToolProfile, glob_matches
-from orga.tools import ToolDefinition
+from orga.contracts.conversation import Message, ToolCall, ToolResult
+from orga.contracts.inference import ContextStrategy
+from orga.contracts.tools import ToolDefinition, ToolProfile
+from orga.core.context import estimate_message_tokens, fit, units
+from orga.core.profile import glob_matches, visible_tools
 
 TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=400)
 
@@ -153,10 +154,13 @@ def test_profile_order_of_filters() -> None:
     profile = ToolProfile(
         include=["web_*", "file_*"], exclude=["*_write"], require_verified=True, max_tools=1
     )
-    assert [t.name for t in profile.apply(tools)] == ["web_fetch"]
-    assert [t.name for t in ToolProfile(exclude=["web_*"]).apply(tools)] == [
+    assert [t.name for t in visible_tools(profile, tools)] == ["web_fetch"]
+    assert [t.name for t in visible_tools(ToolProfile(exclude=["web_*"]), tools)] == [
         "file_read",
         "file_write",
         "add",
     ]
-    assert [t.name for t in ToolProfile(max_tools=2).apply(tools)] == ["web_fetch", "web_search"]
+    assert [t.name for t in visible_tools(ToolProfile(max_tools=2), tools)] == [
+        "web_fetch",
+        "web_search",
+    ]

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from activities.conversation_cache import ConversationCache
-from orga.conversation import Message, chain_digest
-from orga.errors import ConversationUnavailable
-from orga.inference import ConversationSlice
+from orga.contracts.conversation import Message, chain_digest
+from orga.contracts.errors import ConversationUnavailable
+from orga.contracts.inference import ConversationSlice
 
 
 def msgs(*texts: str) -> list[Message]:

@@ -19,10 +19,10 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from orga.connect import connect
-from orga.devserver import DevServer
-from orga.scripted_model import Turn
-from orga.settings import Settings
+from orga.cli.scripted_model import Turn
+from orga.runtime.connect import connect
+from orga.runtime.devserver import DevServer
+from orga.runtime.settings import Settings
 from tests.harness import Harness, scripted_settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -178,8 +178,8 @@ async def test_worker_stopped_gracefully_mid_loop(harness: Harness) -> None:
 async def test_worker_sigkilled_while_an_approval_is_pending(
     env: WorkflowEnvironment, harness: Harness
 ) -> None:
-    from orga.approvals import ApprovalDecision, ApprovalRecord
-    from orga.conversation import Message
+    from orga.contracts.approvals import ApprovalDecision, ApprovalRecord
+    from orga.contracts.conversation import Message
     from tests.test_approvals import pending
 
     model = harness.new_model(

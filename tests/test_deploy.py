@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from orga import search_attributes as sa
+from orga.contracts import search_attributes as sa
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from orga.conversation import ToolCall, ToolResult
-from orga.evidence import EvidenceTracker, with_judgement
-from orga.tools import ToolDefinition
+from orga.contracts.conversation import ToolCall, ToolResult
+from orga.contracts.evidence import EvidenceCollection
+from orga.contracts.tools import ToolDefinition
+from orga.core.evidence import EvidenceTracker, with_judgement
 
 
 def call(n: int, judgement: str | None = None, **arguments: Any) -> ToolCall:
@@ -26,7 +27,7 @@ def ran(
 
 
 def test_first_call_needs_no_judgement_and_is_stripped() -> None:
-    tracker = EvidenceTracker()
+    tracker = EvidenceTracker(EvidenceCollection())
     verdict = tracker.admit(call(1, q="error"))
     assert verdict.run and json.loads(verdict.arguments) == {"q": "error"}
     verdict = tracker.admit(call(2, "GAINED", q="x"))
@@ -34,47 +35,47 @@ def test_first_call_needs_no_judgement_and_is_stripped() -> None:
 
 
 def test_missing_or_invalid_judgement_is_a_protocol_error() -> None:
-    tracker = EvidenceTracker()
+    tracker = EvidenceTracker(EvidenceCollection())
     ran(tracker, call(1, q="a"))
     for bad in (call(2, q="b"), call(3, "MAYBE", q="b")):
         verdict = tracker.admit(bad)
         assert not verdict.run and verdict.refusal is not None
         assert verdict.refusal.startswith("PROTOCOL_ERROR")
-    assert tracker.awaiting_judgement == ["c1"]  # still waiting for a proper judgement
-    assert tracker.consecutive_no_gain == 0
+    assert tracker.collection.awaiting_judgement == ["c1"]  # still waiting for a proper judgement
+    assert tracker.collection.consecutive_no_gain == 0
 
 
 def test_gained_resets_no_gain_counts_and_saturates() -> None:
-    tracker = EvidenceTracker(max_no_gain=2)
+    tracker = EvidenceTracker(EvidenceCollection(max_no_gain=2))
     ran(tracker, call(1, q="a"))
     ran(tracker, call(2, "NO_GAIN", q="b"))
-    assert tracker.consecutive_no_gain == 1 and tracker.state == "COLLECTING"
+    assert tracker.collection.consecutive_no_gain == 1 and tracker.collection.state == "COLLECTING"
     ran(tracker, call(3, "GAINED", q="c"))
-    assert tracker.consecutive_no_gain == 0
-    assert [c.judgement for c in tracker.completed] == ["NO_GAIN", "GAINED", None]
+    assert tracker.collection.consecutive_no_gain == 0
+    assert [c.judgement for c in tracker.collection.completed] == ["NO_GAIN", "GAINED", None]
     ran(tracker, call(4, "NO_GAIN", q="d"))
     verdict = tracker.admit(call(5, "NO_GAIN", q="e"))
-    assert tracker.state == "SATURATED" and tracker.stop_delivered
+    assert tracker.collection.state == "SATURATED" and tracker.collection.stop_delivered
     assert not verdict.run and (verdict.refusal or "").startswith("STOP_REQUIRED")
     end = tracker.admit(call(6, "NO_GAIN", q="f"))
     assert end.end_loop and not end.run
 
 
 def test_duplicate_scope_counts_as_no_gain() -> None:
-    tracker = EvidenceTracker(max_no_gain=3)
+    tracker = EvidenceTracker(EvidenceCollection(max_no_gain=3))
     ran(tracker, call(1, q="same"))
     verdict = tracker.admit(call(2, "NO_GAIN", q="same"))
     assert not verdict.run and (verdict.refusal or "").startswith("DUPLICATE_SCOPE")
-    assert tracker.consecutive_no_gain == 2  # the judgement, then the duplicate
+    assert tracker.collection.consecutive_no_gain == 2  # the judgement, then the duplicate
     verdict = tracker.admit(call(3, q="same"))  # nothing awaits judgement now
     assert "DUPLICATE_SCOPE" in (verdict.refusal or "") and "STOP_REQUIRED" in (
         verdict.refusal or ""
     )
-    assert tracker.state == "SATURATED"
+    assert tracker.collection.state == "SATURATED"
 
 
 def test_saturation_on_stop_then_an_answer_is_possible() -> None:
-    tracker = EvidenceTracker(max_no_gain=1)
+    tracker = EvidenceTracker(EvidenceCollection(max_no_gain=1))
     ran(tracker, call(1, q="a"))
     verdict = tracker.admit(call(2, "NO_GAIN", q="b"))
     assert (verdict.refusal or "").startswith("STOP_REQUIRED")
@@ -85,7 +86,7 @@ def test_saturation_on_stop_then_an_answer_is_possible() -> None:
 
 
 def test_statuses_found_none_failed() -> None:
-    tracker = EvidenceTracker()
+    tracker = EvidenceTracker(EvidenceCollection())
     ran(tracker, call(1, q="a"), content="")
     ran(tracker, call(2, "NO_GAIN", q="b"), content="x", found="none")
     failed = call(3, "NO_GAIN", q="c")
@@ -95,7 +96,7 @@ def test_statuses_found_none_failed() -> None:
         verdict.arguments,
         ToolResult(call_id="c3", name="grep", content="boom", is_error=True),
     )
-    assert [(c.invocation, c.evidence) for c in tracker.completed] == [
+    assert [(c.invocation, c.evidence) for c in tracker.collection.completed] == [
         ("ran", "none"),
         ("ran", "none"),
         ("failed", "none"),

@@ -7,11 +7,9 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.worker import Replayer
 
 from tests.scenarios import SCENARIOS
-from worker import WORKFLOWS
+from worker import replayer
 
 HISTORIES = Path(__file__).resolve().parent / "histories"
 FILES = sorted(HISTORIES.glob("*.json"))
@@ -33,6 +31,6 @@ def load(path: Path) -> WorkflowHistory:
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
 async def test_replays(path: Path) -> None:
     history = load(path)
-    replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
-    result = await replayer.replay_workflow(history, raise_on_replay_failure=True)
+    replaying = replayer()
+    result = await replaying.replay_workflow(history, raise_on_replay_failure=True)
     assert result.replay_failure is None

@@ -12,15 +12,15 @@ from pydantic import SecretStr
 
 from activities.providers.client import complete
 from activities.providers.http_errors import error_text, retry_after
-from orga.conversation import Message
-from orga.errors import (
+from orga.contracts.conversation import Message
+from orga.contracts.errors import (
     InvalidConfig,
     MalformedModelResponse,
     ProviderAuthError,
     ProviderRejected,
     ProviderUnavailable,
 )
-from orga.settings import ProviderSettings
+from orga.runtime.settings import ProviderSettings
 from tests.fixtures import body
 
 KEY = "sk-SECRET-abcdef1234567890"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from orga.ledger import Ledger
+from orga.runtime.ledger import Ledger
 
 
 def test_once_per_key(tmp_path: Path) -> None:

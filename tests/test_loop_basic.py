@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from orga.journal import Journal
-from orga.scripted_model import Turn
-from orga.state import LoopState
+from orga.cli.scripted_model import Turn
+from orga.contracts.journal import Journal
+from orga.contracts.state import LoopState
 from tests.harness import Harness
 
 

@@ -9,9 +9,9 @@ import pytest
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from orga.journal import Journal
-from orga.scripted_model import Raw, Turn
-from orga.state import LoopState
+from orga.cli.scripted_model import Raw, Turn
+from orga.contracts.journal import Journal
+from orga.contracts.state import LoopState
 from tests.harness import Harness
 from tests.sample_tools import Probe, probe_tools
 

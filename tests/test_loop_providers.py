@@ -10,10 +10,10 @@ import pytest
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ActivityError, ApplicationError
 
-from orga.conversation import Message
-from orga.journal import Journal
-from orga.scripted_model import Raw, Turn
-from orga.state import LoopState
+from orga.cli.scripted_model import Raw, Turn
+from orga.contracts.conversation import Message
+from orga.contracts.journal import Journal
+from orga.contracts.state import LoopState
 from tests.fixtures import body as fixture
 from tests.harness import API_KEYS, Harness
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from orga.conversation import Message, ToolResult
-from orga.scripted_model import Turn
-from orga.state import LoopState
+from orga.cli.scripted_model import Turn
+from orga.contracts.conversation import Message, ToolResult
+from orga.contracts.state import LoopState
 from tests.harness import Harness
 from tests.sample_tools import Probe, explode, probe_tools, sleepy, whoami
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from activities.blobs import BlobStore
-from orga.conversation import Message
-from orga.journal import Journal, ObservationsCollected, ReasoningComplete
-from orga.scripted_model import Turn
-from orga.text import cut_bytes
+from orga.cli.scripted_model import Turn
+from orga.contracts.conversation import Message
+from orga.contracts.journal import Journal, ObservationsCollected, ReasoningComplete
+from orga.core.text import cut_bytes
+from orga.runtime.blobs import BlobStore
 from tests.harness import Harness, scripted_settings
 from tests.sample_tools import dump
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from orga.conversation import ToolCall, ToolResult
-from orga.errors import UnhandledStopReason
-from orga.inference import KNOWN_STOP_REASONS, InferenceResponse
-from orga.phases import Answered, AnswerPolicyCheck, Observing, ToolPolicyCheck
-from orga.policy import PolicyDecision, PolicyResult
-from orga.routing import route
+from orga.contracts.conversation import ToolCall, ToolResult
+from orga.contracts.errors import UnhandledStopReason
+from orga.contracts.inference import KNOWN_STOP_REASONS, InferenceResponse
+from orga.contracts.policy import PolicyDecision, PolicyResult
+from orga.core.phases import Answered, AnswerPolicyCheck, Observing, ToolPolicyCheck
+from orga.core.routing import route
 
 
 def response(stop: str, calls: int = 0, text: str = "") -> InferenceResponse:

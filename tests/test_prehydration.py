@@ -4,14 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from orga.prehydration import (
-    CONTEXT_MARKER,
-    PreHydrationConfig,
-    Reference,
-    ReferencePattern,
-    extract,
-    render,
-)
+from orga.contracts.prehydration import PreHydrationConfig, ReferencePattern
+from orga.core.prehydration import CONTEXT_MARKER, Reference, extract, render
 
 CONFIG = PreHydrationConfig()
 

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from activities.providers.anthropic import build_messages_request, parse_message
-from orga.conversation import Message, ToolCall, ToolResult
-from orga.errors import MalformedModelResponse
-from orga.tools import ToolDefinition
+from orga.contracts.conversation import Message, ToolCall, ToolResult
+from orga.contracts.errors import MalformedModelResponse
+from orga.contracts.tools import ToolDefinition
 from tests.fixtures import body
 
 

@@ -9,11 +9,11 @@ import pytest
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from orga.approvals import EscalationAction, EscalationResolution
-from orga.conversation import Message, ToolResult
-from orga.journal import EscalationResolved, Journal, RecoveryTriggered
-from orga.scripted_model import Turn
-from orga.state import LoopState
+from orga.cli.scripted_model import Turn
+from orga.contracts.approvals import EscalationAction, EscalationResolution
+from orga.contracts.conversation import Message, ToolResult
+from orga.contracts.journal import EscalationResolved, Journal, RecoveryTriggered
+from orga.contracts.state import LoopState
 from tests.harness import Harness
 from tests.sample_tools import Flaky
 

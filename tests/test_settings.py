@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from orga.errors import InvalidConfig
-from orga.settings import Settings
+from orga.contracts.errors import InvalidConfig
+from orga.runtime.settings import Settings
 
 
 def test_defaults() -> None:

@@ -9,9 +9,9 @@ import pytest
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError, CancelledError
 
-from orga.approvals import EscalationResolution
-from orga.journal import Journal, StepLimitReached
-from orga.task import TaskResult, TaskState
+from orga.contracts.approvals import EscalationResolution
+from orga.contracts.journal import Journal, StepLimitReached
+from orga.contracts.task import TaskResult, TaskState
 from tests.harness import Harness
 from tests.sample_tools import Probe, Shop, Unreliable, probe_tools
 
@@ -208,7 +208,7 @@ async def test_parallel_steps_overlap(harness: Harness) -> None:
 
 @pytest.mark.parametrize("where", ["step", "child loop", "escalation"])
 async def test_cancellation_still_compensates(harness: Harness, where: str) -> None:
-    from orga.scripted_model import Turn
+    from orga.cli.scripted_model import Turn
 
     shop = Shop(notify_fails=False)
     unreliable = Unreliable(same_error=True)

@@ -8,10 +8,10 @@ import pytest
 from pydantic import BaseModel
 
 from orga import ToolContext, tool
-from orga.conversation import ToolCall
-from orga.dispatch import Predecessor, predecessors
-from orga.errors import InvalidConfig, ToolInputError
-from orga.tools import ToolRegistry, parse_arguments
+from orga.contracts.conversation import ToolCall
+from orga.contracts.errors import InvalidConfig, ToolInputError
+from orga.core.dispatch import Predecessor, predecessors
+from orga.runtime.tools import ToolRegistry, parse_arguments
 
 
 class Point(BaseModel):

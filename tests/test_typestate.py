@@ -12,9 +12,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 PRELUDE = """
-from orga.inference import InferenceResponse
-from orga.phases import Observing, ToolDispatching, ToolPolicyCheck
-from orga.policy import PolicyResult
+from orga.contracts.inference import InferenceResponse
+from orga.core.phases import Observing, ToolDispatching, ToolPolicyCheck
+from orga.contracts.policy import PolicyResult
 
 USED = (ToolDispatching, ToolPolicyCheck)
 

@@ -8,9 +8,9 @@ from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from orga import LoopConfig, LoopInput, Message
-from orga import search_attributes as sa
-from orga.scripted_model import Turn
-from orga.state import LoopResult
+from orga.cli.scripted_model import Turn
+from orga.contracts import search_attributes as sa
+from orga.contracts.state import LoopResult
 from tests.harness import Harness
 
 

@@ -1,6 +1,29 @@
-"""Temporal workflow definitions (orchestration only: no I/O, no HTTP client)."""
+"""Temporal workflow definitions: orchestration only, checked by the sandbox on every run.
 
-from workflows.loop import ReasoningLoopWorkflow
-from workflows.task import TaskWorkflow
+``ReasoningLoopWorkflow`` (type ``ReasoningLoop``) runs one agent loop; ``TaskWorkflow`` (type
+``Task``) runs a multi-step task with saga compensation. Workflow code imports
+``orga.contracts``, ``orga.core`` and other ``workflows`` modules only; a lint rule
+(``workflows/ruff.toml``) keeps clocks, randomness, environment reads and I/O out of it.
+
+Nothing is imported here eagerly: the sandbox imports this package for every workflow run.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from workflows.loop import ReasoningLoopWorkflow
+    from workflows.task import TaskWorkflow
 
 __all__ = ["ReasoningLoopWorkflow", "TaskWorkflow"]
+
+_HOMES = {"ReasoningLoopWorkflow": "workflows.loop", "TaskWorkflow": "workflows.task"}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'workflows' has no attribute {name!r}")
+    return getattr(importlib.import_module(home), name)

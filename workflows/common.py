@@ -14,9 +14,8 @@ from pydantic import BaseModel, ValidationError
 from temporalio import workflow
 from temporalio.common import SearchAttributeUpdate
 
-with workflow.unsafe.imports_passed_through():
-    from orga.errors import describe_validation_error
-    from orga.search_attributes import NO_SEARCH_ATTRIBUTES_MEMO
+from orga.contracts.errors import describe_validation_error
+from orga.contracts.search_attributes import NO_SEARCH_ATTRIBUTES_MEMO
 
 __all__ = ["search_attributes_enabled", "upsert", "validated"]
 

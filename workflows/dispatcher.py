@@ -10,45 +10,48 @@ open, skipped) becomes a result the model can read; see ``workflows.executor`` f
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime
 
 from temporalio import workflow
 
-with workflow.unsafe.imports_passed_through():
-    from orga.approvals import ApprovalRecord
-    from orga.conversation import ToolResult
-    from orga.dispatch import predecessors
-    from orga.phases import PlannedCall, ToolDispatching
-
+from orga.contracts.conversation import ToolResult
+from orga.contracts.journal import ApprovalDecided, ToolsDispatched
+from orga.core.dispatch import predecessors
+from orga.core.phases import PlannedCall, ToolDispatching
 from workflows.executor import CallExecutor, error_result
 from workflows.toolstate import ToolState
 
-__all__ = ["PendingWait", "ToolRunner"]
-
-
-@dataclass(frozen=True)
-class PendingWait:
-    """When a person was asked."""
-
-    asked: datetime
+__all__ = ["ToolRunner"]
 
 
 class ToolRunner:
     """Runs the calls of one turn."""
 
-    def __init__(
-        self,
-        state: ToolState,
-        *,
-        iteration: int,
-        on_approval: Callable[[ApprovalRecord, PendingWait], None],
-    ) -> None:
+    def __init__(self, state: ToolState, iteration: int) -> None:
         self._state = state
         self._iteration = iteration
-        self._on_approval = on_approval
         self._executor = CallExecutor(state, iteration)
+
+    async def run_turn(self, dispatching: ToolDispatching, advertised: list[str]) -> None:
+        """Answer every call of the turn that has no result yet: refused, or run."""
+        runnable: list[PlannedCall] = []
+        waiting = set(dispatching.missing())  # the evidence tracker may have answered some
+        for planned in dispatching.planned:
+            if planned.call.id not in waiting:
+                continue
+            refused = self.refuse(planned, advertised)
+            if refused is None:
+                runnable.append(planned)
+            else:
+                dispatching.record(refused)
+        state = self._state
+        state.record(
+            ToolsDispatched(
+                **state.stamp(),
+                call_ids=[p.call.id for p in runnable],
+                tools=[p.call.name for p in runnable],
+            )
+        )
+        await self.run(dispatching, runnable)
 
     def refuse(self, planned: PlannedCall, advertised: list[str]) -> ToolResult | None:
         """The result of a call that must not run at all, or ``None`` if it may run."""
@@ -110,7 +113,18 @@ class ToolRunner:
             self._iteration,
             self._state.approval_timeout,
         )
-        self._on_approval(record, PendingWait(asked))
+        self._state.record(
+            ApprovalDecided(
+                **self._state.stamp(),
+                call_id=record.call_id,
+                tool=record.tool,
+                approved=record.approved,
+                approver=record.approver,
+                reason=record.reason,
+                source=record.source,
+                waited_seconds=(record.at - asked).total_seconds(),
+            )
+        )
         if record.approved:
             return None
         who = f" by {record.approver}" if record.approver else ""

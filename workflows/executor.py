@@ -15,22 +15,21 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
 
-with workflow.unsafe.imports_passed_through():
-    from orga.approvals import PendingEscalation
-    from orga.conversation import ToolCall, ToolResult, ToolStatus
-    from orga.dispatch import RUN_TOOL, ToolInvocation
-    from orga.errors import Aborted
-    from orga.journal import EscalationResolved, RecoveryTriggered
-    from orga.recovery import (
-        CachedResult,
-        DeadLetter,
-        DeadLetterEntry,
-        Escalate,
-        Fallback,
-        RecoveryStrategy,
-        Retry,
-    )
-
+from orga.contracts.approvals import PendingEscalation
+from orga.contracts.conversation import ToolCall, ToolResult, ToolStatus
+from orga.contracts.errors import Aborted
+from orga.contracts.journal import EscalationResolved, RecoveryTriggered
+from orga.contracts.resilience import (
+    CachedResult,
+    DeadLetter,
+    DeadLetterEntry,
+    Escalate,
+    Fallback,
+    RecoveryStrategy,
+    Retry,
+)
+from orga.contracts.tools import RUN_TOOL, ToolInvocation
+from orga.core import breaker as breakers
 from workflows.options import TOOL_RETRY, non_retryable, tool_heartbeat_timeout
 from workflows.toolstate import ToolState, cache_key
 
@@ -95,8 +94,8 @@ class CallExecutor:
         """Ask the breaker, run the activity, tell the breaker how it went."""
         breaker = self._state.breaker(call.name)
         config = self._state.breaker_config
-        if not breaker.admit(workflow.now(), config):
-            until = breaker.reopens_at(config)
+        if not breakers.admit(breaker, workflow.now(), config):
+            until = breakers.reopens_at(breaker, config)
             when = until.isoformat(timespec="seconds") if until else "its probes finish"
             return error_result(
                 call,
@@ -107,13 +106,13 @@ class CallExecutor:
             )
         result = await self._execute(call, strategy)
         if result.status in _FAILURES:
-            breaker.record(False, workflow.now(), config)
+            breakers.record(breaker, False, workflow.now(), config)
         elif result.status == "ok":
-            breaker.record(True, workflow.now(), config)
+            breakers.record(breaker, True, workflow.now(), config)
             if isinstance(strategy, CachedResult):
                 self._state.remember(call, result.content)
         else:  # never ran the tool's code (invalid arguments, unknown tool): no verdict
-            breaker.probes_in_flight = max(0, breaker.probes_in_flight - 1)
+            breakers.withdraw(breaker)
         return result
 
     async def _execute(self, call: ToolCall, strategy: RecoveryStrategy) -> ToolResult:

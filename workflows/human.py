@@ -15,17 +15,16 @@ from typing import Any
 
 from temporalio import workflow
 
-with workflow.unsafe.imports_passed_through():
-    from orga.approvals import (
-        ApprovalDecision,
-        ApprovalRecord,
-        DecisionSource,
-        EscalationRecord,
-        EscalationResolution,
-        PendingApproval,
-        PendingEscalation,
-    )
-    from orga.conversation import ToolCall
+from orga.contracts.approvals import (
+    ApprovalDecision,
+    ApprovalRecord,
+    DecisionSource,
+    EscalationRecord,
+    EscalationResolution,
+    PendingApproval,
+    PendingEscalation,
+)
+from orga.contracts.conversation import ToolCall
 
 __all__ = ["EscalationHandlers", "HumanDesk"]
 

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from temporalio import workflow
 from temporalio.common import RetryPolicy
 
-with workflow.unsafe.imports_passed_through():
-    from orga.errors import non_retryable_types
+from orga.contracts.errors import non_retryable_types
 
 __all__ = [
     "DESCRIBE_TOOLS_TIMEOUT",

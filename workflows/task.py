@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Awaitable
+from datetime import timedelta
 from typing import Any, TypeVar
 
 from temporalio import workflow
@@ -29,38 +30,35 @@ from temporalio.exceptions import (
     FailureError,
 )
 
-with workflow.unsafe.imports_passed_through():
-    from datetime import timedelta
-
-    from orga import search_attributes as sa
-    from orga.approvals import PendingEscalation
-    from orga.conversation import ToolCall, ToolResult
-    from orga.dispatch import RUN_TOOL, ToolInvocation
-    from orga.errors import InvalidConfig, TaskAborted
-    from orga.journal import (
-        EscalationResolved,
-        Journal,
-        JournalEntry,
-        Stamp,
-        StepLimitReached,
-        Terminated,
-    )
-    from orga.progress import StepTracker
-    from orga.state import LoopResult
-    from orga.task import (
-        LoopStep,
-        Step,
-        StepReport,
-        TaskInput,
-        TaskResult,
-        TaskState,
-        TaskStatus,
-        ToolStep,
-        fill_template,
-    )
-    from workflows.common import upsert, validated
-    from workflows.human import EscalationHandlers, HumanDesk
-    from workflows.options import TOOL_RETRY, non_retryable, tool_heartbeat_timeout
+from orga.contracts import search_attributes as sa
+from orga.contracts.approvals import PendingEscalation
+from orga.contracts.conversation import ToolCall, ToolResult
+from orga.contracts.errors import InvalidConfig, TaskAborted
+from orga.contracts.journal import (
+    EscalationResolved,
+    Journal,
+    JournalEntry,
+    Stamp,
+    StepLimitReached,
+    Terminated,
+)
+from orga.contracts.state import LoopResult
+from orga.contracts.task import (
+    LoopStep,
+    Step,
+    StepReport,
+    TaskInput,
+    TaskResult,
+    TaskState,
+    TaskStatus,
+    ToolStep,
+)
+from orga.contracts.tools import RUN_TOOL, ToolInvocation
+from orga.core.progress import StepTracker
+from orga.core.template import fill_template
+from workflows.common import upsert, validated
+from workflows.human import EscalationHandlers, HumanDesk
+from workflows.options import TOOL_RETRY, non_retryable, tool_heartbeat_timeout
 
 __all__ = ["TaskWorkflow"]
 

@@ -14,15 +14,12 @@ from datetime import timedelta
 
 from temporalio import workflow
 
-with workflow.unsafe.imports_passed_through():
-    from orga.breaker import Breaker, BreakerConfig
-    from orga.carry import CachedEntry, ToolStateSnapshot
-    from orga.conversation import ToolCall
-    from orga.journal import JournalEntry, Stamp
-    from orga.policy import PolicyDecision
-    from orga.recovery import DeadLetterEntry, RecoveryConfig
-    from orga.tools import ToolDefinition
-
+from orga.contracts.carry import CachedEntry, ToolStateSnapshot
+from orga.contracts.conversation import ToolCall
+from orga.contracts.journal import JournalEntry, Stamp
+from orga.contracts.policy import PolicyDecision
+from orga.contracts.resilience import Breaker, BreakerConfig, DeadLetterEntry, RecoveryConfig
+from orga.contracts.tools import ToolDefinition
 from workflows.human import HumanDesk
 
 __all__ = ["ToolState", "cache_key"]

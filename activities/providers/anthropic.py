@@ -20,10 +20,10 @@ import json
 from collections.abc import Sequence
 from typing import Any, cast
 
-from orga.conversation import Message, ToolCall
-from orga.errors import MalformedModelResponse
-from orga.inference import InferenceResponse, Usage
-from orga.tools import ToolDefinition
+from orga.contracts.conversation import Message, ToolCall
+from orga.contracts.errors import MalformedModelResponse
+from orga.contracts.inference import InferenceResponse, Usage
+from orga.contracts.tools import ToolDefinition
 
 __all__ = ["ANTHROPIC_VERSION", "DEFAULT_MAX_TOKENS", "build_messages_request", "parse_message"]
 

@@ -18,11 +18,11 @@ from activities.providers.http_errors import (
     transport_error,
 )
 from activities.providers.openai import build_chat_request, parse_chat_completion
-from orga.conversation import Message
-from orga.errors import InvalidConfig
-from orga.inference import InferenceResponse
-from orga.settings import ProviderSettings
-from orga.tools import ToolDefinition
+from orga.contracts.conversation import Message
+from orga.contracts.errors import InvalidConfig
+from orga.contracts.inference import InferenceResponse
+from orga.contracts.tools import ToolDefinition
+from orga.runtime.settings import ProviderSettings
 
 __all__ = ["complete"]
 

@@ -18,14 +18,14 @@ from typing import Any, cast
 
 import httpx
 
-from orga.errors import (
+from orga.contracts.errors import (
     MalformedModelResponse,
     ProviderAuthError,
     ProviderError,
     ProviderRejected,
     ProviderUnavailable,
 )
-from orga.settings import ProviderSettings
+from orga.runtime.settings import ProviderSettings
 
 __all__ = [
     "RETRYABLE_STATUS",

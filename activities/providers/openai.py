@@ -23,11 +23,11 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, cast
 
-from orga.config import ProviderName
-from orga.conversation import Message, ToolCall, render_tool_result
-from orga.errors import MalformedModelResponse, ProviderRejected, ProviderUnavailable
-from orga.inference import InferenceResponse, Usage
-from orga.tools import ToolDefinition
+from orga.contracts.conversation import Message, ToolCall, render_tool_result
+from orga.contracts.errors import MalformedModelResponse, ProviderRejected, ProviderUnavailable
+from orga.contracts.inference import InferenceResponse, Usage
+from orga.contracts.tools import ToolDefinition
+from orga.contracts.vocabulary import ProviderName
 
 __all__ = ["build_chat_request", "parse_chat_completion"]
 

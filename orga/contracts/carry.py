@@ -1,0 +1,55 @@
+"""What a loop carries into its next run when it continues as new.
+
+Everything the user can observe (conversation, usage, iteration, budgets spent, breakers,
+cached results, dead letters, journal, tool-call records) crosses over, so the result and the
+queries of a loop that continued look the same as those of one that never did.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from pydantic import BaseModel, Field
+
+from orga.contracts.evidence import EvidenceCollection
+from orga.contracts.inference import Usage
+from orga.contracts.journal import Journal
+from orga.contracts.resilience import Breaker, DeadLetterEntry
+from orga.contracts.state import ToolCallRecord
+
+__all__ = ["CachedEntry", "LoopCarry", "ToolStateSnapshot"]
+
+
+class CachedEntry(BaseModel):
+    """A successful result kept for ``CachedResult``."""
+
+    content: str
+    at: datetime
+
+
+class ToolStateSnapshot(BaseModel):
+    """The tool state: breakers, cached results, dead letters, decided approval ids."""
+
+    breakers: dict[str, Breaker] = Field(default_factory=dict[str, Breaker])
+    cache: dict[str, CachedEntry] = Field(default_factory=dict[str, CachedEntry])
+    dead_letters: list[DeadLetterEntry] = Field(default_factory=list[DeadLetterEntry])
+    decided_ids: list[str] = Field(default_factory=list[str])
+
+
+class LoopCarry(BaseModel):
+    """The loop's state at the iteration boundary where it continued as new."""
+
+    runs: int = 1
+    """How many runs the loop has had before this one."""
+    digest: str
+    sent: int
+    usage: Usage
+    iteration: int
+    started_at: datetime
+    human_wait: timedelta = timedelta(0)
+    last_stop_reason: str | None = None
+    journal: Journal
+    tool_calls: list[ToolCallRecord] = Field(default_factory=list[ToolCallRecord])
+    tool_call_count: int = 0
+    tools: ToolStateSnapshot = Field(default_factory=ToolStateSnapshot)
+    evidence: EvidenceCollection | None = None

@@ -1,0 +1,145 @@
+"""What a loop is asked to do and within which limits: ``LoopInput`` and ``LoopConfig``.
+
+Both arrive as JSON from the Temporal CLI or as models from the Python client, are validated
+strictly (unknown keys are errors, so a typo cannot silently fall back to a default), and are
+stored in history: add fields with defaults, never rename or remove one.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from orga.contracts.carry import LoopCarry
+from orga.contracts.conversation import Message
+from orga.contracts.inference import ContextStrategy
+from orga.contracts.prehydration import PreHydrationConfig
+from orga.contracts.resilience import BreakerConfig, RecoveryConfig
+from orga.contracts.tools import ToolProfile
+from orga.contracts.vocabulary import PROVIDERS, PolicyMode, ProviderName
+
+__all__ = [
+    "PROVIDERS",
+    "LoopConfig",
+    "LoopInput",
+    "PolicyMode",
+    "ProviderName",
+]
+
+
+class LoopConfig(BaseModel):
+    """Limits and choices of one reasoning loop. Every field has a safe default."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    agent_id: str = Field(default="agent", min_length=1, max_length=200)
+    """Who the loop acts as: the policy principal ``Agent::"<agent_id>"`` and a search attribute."""
+
+    provider: ProviderName | None = None
+    """``openrouter`` | ``openai`` | ``anthropic``. Default: the worker's (``ORGA_PROVIDER``, else
+    the first provider whose API key the worker has)."""
+
+    model: str | None = None
+    """Model name as the provider spells it. Default: the worker's (``OPENROUTER_MODEL``,
+    ``OPENAI_MODEL``, ``ANTHROPIC_MODEL``)."""
+
+    system_prompt: str | None = None
+    """Prepended as a system message when the loop starts, if given."""
+
+    tools: list[str] = Field(default_factory=list[str])
+    """Names of registered tools this loop advertises to the model. Unknown names are a config
+    error when the loop starts."""
+
+    max_iterations: int = Field(default=25, ge=1, le=100_000)
+    """Hard cap on model calls (reasoning steps). Reaching it fails with ``BudgetExceeded``."""
+
+    max_total_tokens: int = Field(default=100_000, ge=1)
+    """Hard cap on tokens (input + output, as the provider reports them) over the whole loop."""
+
+    timeout: timedelta = Field(default=timedelta(minutes=5), gt=timedelta(0))
+    """Hard cap on the loop's working time, measured on the workflow clock (time spent waiting
+    for a person's approval or an operator is not counted). JSON: seconds or an ISO 8601
+    duration (``"PT5M"``)."""
+
+    tool_timeout: timedelta = Field(default=timedelta(seconds=30), gt=timedelta(0))
+    """Start-to-close timeout of one tool attempt, unless the tool declares its own."""
+
+    model_timeout: timedelta = Field(default=timedelta(minutes=2), gt=timedelta(0))
+    """Start-to-close timeout of one model call attempt."""
+
+    max_concurrent_tools: int = Field(default=5, ge=1, le=100)
+    """How many independent tool calls of one turn may run at once."""
+
+    context_token_budget: int = Field(default=32_000, ge=256)
+    """Tokens of conversation sent to the model per call (estimated before the call)."""
+
+    context_strategy: ContextStrategy = "observation_masking"
+    """How the conversation is fitted to ``context_token_budget`` (the durable record never
+    changes): ``sliding_window``, ``observation_masking`` or ``anchored_summary``."""
+
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    """The provider's ``max_tokens``. Default: unset for OpenAI-compatible APIs, 4096 for
+    Anthropic (which requires it)."""
+
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    """Sampling temperature; the provider's default when unset."""
+
+    policy: PolicyMode = "default"
+    """The gate: ``default`` (fail closed), ``permissive`` (development only), ``cedar``,
+    ``opa``."""
+
+    approval_timeout: timedelta = Field(default=timedelta(hours=1), gt=timedelta(0))
+    """How long a call that needs approval waits for a person; then it is denied ("approval
+    timed out"). Time spent waiting for people does not count against ``timeout``."""
+
+    circuit_breaker: BreakerConfig = Field(default_factory=BreakerConfig)
+    """One breaker per tool: opens after consecutive failures, probes after a pause."""
+
+    pre_hydration: PreHydrationConfig | None = None
+    """Fetch what the task refers to (URLs, files, issues) before the first reasoning step;
+    off unless set (``{}`` turns it on with the defaults)."""
+
+    tool_profile: ToolProfile = Field(default_factory=ToolProfile)
+    """Which of the loop's tools the model sees (include/exclude globs, [verified], max)."""
+
+    max_no_gain: int = Field(default=2, ge=1, le=100)
+    """Consecutive evidence results judged NO_GAIN (or duplicate scopes) that saturate
+    evidence collection; the model is then told to answer with what it has."""
+
+    recovery: RecoveryConfig = Field(default_factory=RecoveryConfig)
+    """What happens when a tool call fails: a default strategy and per-tool strategies."""
+
+    max_payload_bytes: int = Field(default=256 * 1024, ge=1024, le=1024 * 1024)
+    """A tool result or model answer larger than this is cut before it enters history, with a
+    marker for the model; the worker keeps the full text (``ORGA_BLOB_DIR``)."""
+
+    journal_limit: int = Field(default=1_000, ge=10, le=100_000)
+    """How many journal entries the loop keeps (oldest dropped first; the count is kept)."""
+
+    max_history_events: int = Field(default=4_000, ge=200, le=40_000)
+    """Continue as new at the next iteration boundary once the history is this long (or when
+    Temporal suggests it): well under Temporal's 10 240-event warning."""
+
+    @field_validator("tools")
+    @classmethod
+    def _unique_tools(cls, tools: list[str]) -> list[str]:
+        duplicates = sorted({name for name in tools if tools.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"tools are listed more than once: {duplicates!r}")
+        return tools
+
+
+class LoopInput(BaseModel):
+    """The input of the ``ReasoningLoop`` workflow."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    messages: list[Message] = Field(min_length=1)
+    """The conversation so far; usually one user message with the task."""
+
+    config: LoopConfig = Field(default_factory=LoopConfig)
+
+    carry: LoopCarry | None = None
+    """Set by the loop itself when it continues as new (``messages`` is then the whole
+    conversation); never by a user."""

@@ -1,0 +1,147 @@
+"""Contracts of the inference activity: what the loop asks a model and what comes back.
+
+The request does not carry the whole conversation. The workflow holds it; each request carries
+only the messages added since the previous call plus a digest of the whole, and the worker
+keeps the conversation in memory (rebuilding it from the workflow's ``conversation`` query on
+a miss). History therefore grows linearly with the number of turns, not quadratically.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from orga.contracts.conversation import Message, ToolCall
+from orga.contracts.vocabulary import ProviderName
+
+__all__ = [
+    "CALL_MODEL",
+    "KNOWN_STOP_REASONS",
+    "ContextStrategy",
+    "ConversationRange",
+    "ConversationSlice",
+    "InferenceRequest",
+    "InferenceResponse",
+    "Usage",
+]
+
+ContextStrategy = Literal["sliding_window", "observation_masking", "anchored_summary"]
+"""How the conversation sent to a model is fitted into its budget (``orga.core.context``)."""
+
+KNOWN_STOP_REASONS: Final = frozenset(
+    {
+        "end_turn",
+        "tool_use",
+        "max_tokens",
+        "stop_sequence",
+        "pause_turn",
+        "refusal",
+        "model_context_window_exceeded",
+    }
+)
+"""The normalised vocabulary. A provider value outside it is passed through raw (and so fails)."""
+
+CALL_MODEL: Final = "call_model"
+"""Name of the inference activity."""
+
+
+class Usage(BaseModel):
+    """Tokens spent, as the provider reported them."""
+
+    model_config = ConfigDict(frozen=True)
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    estimated: bool = False
+    """True when the provider reported no usage and the numbers are orga's estimate."""
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            total_tokens=self.total_tokens + other.total_tokens,
+            estimated=self.estimated or other.estimated,
+        )
+
+
+class ConversationSlice(BaseModel):
+    """The tail of the conversation a model call must see, and how to check the rest.
+
+    ``messages`` are the conversation's messages from index ``start`` to ``length``; the
+    whole conversation ``[0, length)`` has digest ``digest`` (``chain_digest`` from "").
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    workflow_id: str
+    start: int = Field(ge=0)
+    length: int = Field(ge=1)
+    digest: str
+    messages: list[Message]
+
+
+class ConversationRange(BaseModel):
+    """The argument of the workflow's ``conversation`` query: messages ``[start, end)``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    start: int = Field(default=0, ge=0)
+    end: int | None = Field(default=None, ge=0)
+    """Exclusive; ``None`` means to the end."""
+
+
+class InferenceRequest(BaseModel):
+    """The input of the ``call_model`` activity."""
+
+    model_config = ConfigDict(frozen=True)
+
+    provider: ProviderName | None = None
+    model: str | None = None
+    iteration: int = Field(ge=1)
+    conversation: ConversationSlice
+    tools: list[str] = Field(default_factory=list[str])
+    """Names of the tools to advertise; the worker's registry supplies their schemas."""
+    max_output_tokens: int | None = None
+    temperature: float | None = None
+    context_token_budget: int = 32_000
+    context_strategy: ContextStrategy = "observation_masking"
+    token_calibration: float = 1.0
+    """Reported input tokens per estimated token, from the previous call (1.0 at first)."""
+    judged_tools: list[str] = Field(default_factory=list[str])
+    """Evidence tools whose schema gets the ``previous_gain`` judgement argument."""
+    max_response_bytes: int = 256 * 1024
+    """A longer answer is cut (the full text is kept in the worker's blob directory)."""
+
+
+class InferenceResponse(BaseModel):
+    """One model turn, normalised. The workflow routes on ``stop_reason`` and nothing else."""
+
+    model_config = ConfigDict(frozen=True)
+
+    stop_reason: str
+    """Normalised: ``end_turn``, ``tool_use``, ``max_tokens``, ``refusal`` … or the raw value."""
+    raw_stop_reason: str | None = None
+    """What the provider said (``finish_reason`` or ``stop_reason``), for the journal."""
+    text: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list[ToolCall])
+    usage: Usage = Field(default_factory=Usage)
+    provider: ProviderName
+    model: str
+    """The model that answered, as the provider named it."""
+    response_id: str | None = None
+    refusal: str | None = None
+    """The provider's refusal text, when it gave one."""
+    blob_ref: str | None = None
+    """When ``text`` was cut by the payload guard: where the worker keeps the full text."""
+    estimated_input_tokens: int = 0
+    """orga's estimate of what it sent (messages and tool schemas), for calibration."""
+    context_dropped: int = 0
+    """Messages left out of this call to fit the context budget."""
+    context_masked: int = 0
+    """Tool results replaced by a placeholder in this call."""
+
+    def as_message(self) -> Message:
+        """The assistant turn this response adds to the conversation."""
+        return Message(role="assistant", content=self.text, tool_calls=list(self.tool_calls))

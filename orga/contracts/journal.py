@@ -1,0 +1,226 @@
+"""The loop journal: typed, numbered events of what the loop did, held in workflow state.
+
+Bounded: past ``limit`` entries the oldest are dropped and counted, so a long loop cannot
+grow its state without end. Timestamps come from the workflow clock, so replay rebuilds
+exactly the same journal.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal, TypedDict
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from orga.contracts.inference import Usage
+from orga.contracts.policy import Decision
+
+__all__ = [
+    "ApprovalDecided",
+    "CallOutcome",
+    "DecisionRecord",
+    "EscalationResolved",
+    "EvidenceJudged",
+    "EvidenceSaturated",
+    "Journal",
+    "JournalEntry",
+    "ObservationsCollected",
+    "PolicyEvaluated",
+    "PreHydrationComplete",
+    "ReasoningComplete",
+    "RecoveryTriggered",
+    "Stamp",
+    "Started",
+    "StepLimitReached",
+    "Terminated",
+    "ToolsDispatched",
+]
+
+
+class Stamp(TypedDict):
+    """The fields every event carries, taken when the event happens."""
+
+    seq: int
+    at: datetime
+    agent_id: str
+    iteration: int
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    seq: int
+    """Position in the loop's journal, from 1, never reused (also across continue-as-new)."""
+    at: datetime
+    """Workflow time of the event."""
+    agent_id: str
+    iteration: int
+    """The reasoning step the event belongs to (0 before the first model call)."""
+
+
+class Started(_Event):
+    kind: Literal["Started"] = "Started"
+    tools: list[str] = Field(default_factory=list[str])
+    provider: str | None = None
+    model: str | None = None
+    policy: str = "default"
+
+
+class ReasoningComplete(_Event):
+    kind: Literal["ReasoningComplete"] = "ReasoningComplete"
+    stop_reason: str
+    raw_stop_reason: str | None = None
+    model: str = ""
+    tool_calls: list[str] = Field(default_factory=list[str])
+    """Names of the tools the model asked for, in its order."""
+    usage: Usage = Field(default_factory=Usage)
+    """Tokens of this call."""
+    blob_ref: str | None = None
+    """The full answer, when the payload guard cut it."""
+
+
+class DecisionRecord(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    action: Literal["call_tool", "respond"]
+    call_id: str | None = None
+    tool: str | None = None
+    decision: Decision
+    reason: str = ""
+    policy_ids: list[str] = Field(default_factory=list[str])
+
+
+class PolicyEvaluated(_Event):
+    kind: Literal["PolicyEvaluated"] = "PolicyEvaluated"
+    engine: str
+    policy_hash: str | None = None
+    decisions: list[DecisionRecord]
+
+
+class ToolsDispatched(_Event):
+    kind: Literal["ToolsDispatched"] = "ToolsDispatched"
+    call_ids: list[str]
+    tools: list[str]
+
+
+class CallOutcome(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    call_id: str
+    tool: str
+    is_error: bool
+    status: str
+    """``ok``, ``failed``, ``denied``, ``invalid_arguments``, ``unknown_tool``, ``skipped`` …"""
+    blob_ref: str | None = None
+    """The full result, when the payload guard cut it."""
+
+
+class ObservationsCollected(_Event):
+    kind: Literal["ObservationsCollected"] = "ObservationsCollected"
+    outcomes: list[CallOutcome]
+
+
+class RecoveryTriggered(_Event):
+    kind: Literal["RecoveryTriggered"] = "RecoveryTriggered"
+    tool: str
+    strategy: str
+    error: str
+
+
+class StepLimitReached(_Event):
+    kind: Literal["StepLimitReached"] = "StepLimitReached"
+    step_id: str
+    attempts: int
+    reason: str
+
+
+class PreHydrationComplete(_Event):
+    kind: Literal["PreHydrationComplete"] = "PreHydrationComplete"
+    found: int
+    resolved: int
+    failed: int
+    tokens: int
+
+
+class ApprovalDecided(_Event):
+    kind: Literal["ApprovalDecided"] = "ApprovalDecided"
+    call_id: str
+    tool: str
+    approved: bool
+    approver: str | None = None
+    reason: str | None = None
+    source: str
+    """``signal``, ``update`` or ``timeout``."""
+    waited_seconds: float = 0.0
+
+
+class EscalationResolved(_Event):
+    kind: Literal["EscalationResolved"] = "EscalationResolved"
+    escalation_id: str
+    tool: str
+    action: str
+    operator: str | None = None
+    reason: str | None = None
+    source: str
+
+
+class EvidenceJudged(_Event):
+    kind: Literal["EvidenceJudged"] = "EvidenceJudged"
+    call_id: str
+    tool: str
+    judgement: str
+    """``GAINED``, ``NO_GAIN``, or the protocol outcome (``DUPLICATE_SCOPE`` …)."""
+    consecutive_no_gain: int
+    state: str
+
+
+class EvidenceSaturated(_Event):
+    kind: Literal["EvidenceSaturated"] = "EvidenceSaturated"
+    reason: str
+
+
+class Terminated(_Event):
+    kind: Literal["Terminated"] = "Terminated"
+    reason: str
+    """``end_turn`` on success; otherwise the failure's type (``BudgetExceeded`` …)."""
+    message: str = ""
+
+
+JournalEntry = Annotated[
+    Started
+    | ReasoningComplete
+    | PolicyEvaluated
+    | ToolsDispatched
+    | ObservationsCollected
+    | RecoveryTriggered
+    | StepLimitReached
+    | PreHydrationComplete
+    | ApprovalDecided
+    | EscalationResolved
+    | EvidenceJudged
+    | EvidenceSaturated
+    | Terminated,
+    Field(discriminator="kind"),
+]
+
+
+class Journal(BaseModel):
+    """The bounded list of entries, and how many were dropped to keep it bounded."""
+
+    limit: int = 1_000
+    entries: list[JournalEntry] = Field(default_factory=list[JournalEntry])
+    dropped: int = 0
+    next_seq: int = 1
+
+    def append(self, entry: JournalEntry) -> None:
+        """Add an entry whose ``seq`` was taken from ``take_seq``."""
+        self.entries.append(entry)
+        excess = len(self.entries) - self.limit
+        if excess > 0:
+            del self.entries[:excess]
+            self.dropped += excess
+
+    def take_seq(self) -> int:
+        seq = self.next_seq
+        self.next_seq += 1
+        return seq

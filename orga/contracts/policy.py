@@ -1,0 +1,92 @@
+"""Contracts of the gate: the actions a turn proposes and the decision on each.
+
+The gate sees every proposed action of a turn at once (one policy activity per turn) and
+answers one decision per action, in the same order. A decision is ``allow``, ``deny``,
+``modify`` (allow with other arguments, which the model then sees) or ``require_approval``
+(wait for a human). Anything a gate cannot decide is a ``deny``: gates fail closed.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from orga.contracts.inference import Usage
+from orga.contracts.vocabulary import PolicyMode
+
+__all__ = [
+    "EVALUATE_POLICY",
+    "ActionKind",
+    "Decision",
+    "PolicyAction",
+    "PolicyDecision",
+    "PolicyRequest",
+    "PolicyResult",
+]
+
+ActionKind = Literal["call_tool", "respond"]
+Decision = Literal["allow", "deny", "modify", "require_approval"]
+
+EVALUATE_POLICY = "evaluate_policy"
+"""Name of the policy activity (run as a local activity: fast, still retried)."""
+
+
+class PolicyAction(BaseModel):
+    """One thing the model wants to do."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: ActionKind
+    call_id: str | None = None
+    """The tool call's id (``None`` for ``respond``)."""
+    tool: str | None = None
+    """The tool's name as the model wrote it (``None`` for ``respond``)."""
+    arguments: str = "{}"
+    """The call's raw argument text."""
+
+
+class PolicyRequest(BaseModel):
+    """The input of the ``evaluate_policy`` activity: one turn's proposed actions."""
+
+    model_config = ConfigDict(frozen=True)
+
+    mode: PolicyMode
+    agent_id: str
+    workflow_id: str
+    iteration: int
+    usage: Usage
+    advertised: list[str]
+    """The tools this loop advertised to the model; any other tool is denied."""
+    actions: list[PolicyAction] = Field(min_length=1)
+
+
+class PolicyDecision(BaseModel):
+    """The gate's verdict on one action."""
+
+    model_config = ConfigDict(frozen=True)
+
+    decision: Decision
+    reason: str = ""
+    """Why; a denial's reason is fed back to the model."""
+    arguments: str | None = None
+    """For ``modify``: the argument text to run with instead (the model sees the change)."""
+    policy_ids: list[str] = Field(default_factory=list[str])
+    """Which policies determined the decision (Cedar policy ids, rule names)."""
+
+    @property
+    def permits(self) -> bool:
+        """True for ``allow`` and ``modify``."""
+        return self.decision in ("allow", "modify")
+
+
+class PolicyResult(BaseModel):
+    """The output of ``evaluate_policy``: one decision per action, in the request's order."""
+
+    model_config = ConfigDict(frozen=True)
+
+    engine: str
+    """Which gate decided (``default``, ``permissive``, ``cedar``, ``opa``)."""
+    policy_hash: str | None = None
+    """Hash of the policy set that decided, where the gate has one."""
+    decisions: list[PolicyDecision]

@@ -1,0 +1,143 @@
+"""Resilience settings and the state they leave behind: circuit breakers and recovery strategies.
+
+``config.circuit_breaker`` tunes one breaker per tool (its state machine is
+``orga.core.breaker``). ``config.recovery`` says what a loop does when a tool call fails: a
+default strategy and per-tool strategies, e.g. ``{"default": {"strategy": "llm_recovery"},
+"tools": {"web_fetch": {"strategy": "retry", "max_attempts": 5}}}``. Every use of a strategy is
+journaled as ``RecoveryTriggered`` (tool, strategy, error).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "Breaker",
+    "BreakerConfig",
+    "BreakerState",
+    "CachedResult",
+    "DeadLetter",
+    "DeadLetterEntry",
+    "Escalate",
+    "Fallback",
+    "LlmRecovery",
+    "RecoveryConfig",
+    "RecoveryStrategy",
+    "Retry",
+]
+
+BreakerState = Literal["closed", "open", "half_open"]
+
+
+class BreakerConfig(BaseModel):
+    """How breakers of a loop behave (``config.circuit_breaker``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    failure_threshold: int = Field(default=5, ge=1)
+    """Consecutive failures of a tool that open its breaker."""
+    recovery_timeout: timedelta = Field(default=timedelta(seconds=30), gt=timedelta(0))
+    """How long an open breaker refuses calls before it admits probes."""
+    half_open_max_calls: int = Field(default=2, ge=1)
+    """Probes admitted at once while half-open."""
+
+
+class Breaker(BaseModel):
+    """One tool's breaker (shown in the ``state`` query, carried across continue-as-new).
+
+    Plain state: ``orga.core.breaker`` moves it between states.
+    """
+
+    state: BreakerState = "closed"
+    consecutive_failures: int = 0
+    opened_at: datetime | None = None
+    probes_in_flight: int = 0
+    times_opened: int = 0
+
+
+class _Strategy(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Retry(_Strategy):
+    """Temporal retries the call (also when the tool raises), then the error goes to the model."""
+
+    strategy: Literal["retry"] = "retry"
+    max_attempts: int = Field(default=3, ge=1, le=100)
+    initial_interval: timedelta = Field(default=timedelta(seconds=1), gt=timedelta(0))
+    backoff: float = Field(default=2.0, ge=1.0)
+
+
+class Fallback(_Strategy):
+    """After the last attempt fails, the same arguments go to these tools, in order."""
+
+    strategy: Literal["fallback"] = "fallback"
+    tools: list[str] = Field(min_length=1)
+
+
+class CachedResult(_Strategy):
+    """The last successful result of the same tool with the same arguments, if young enough."""
+
+    strategy: Literal["cached_result"] = "cached_result"
+    max_age: timedelta = Field(default=timedelta(minutes=10), gt=timedelta(0))
+
+
+class LlmRecovery(_Strategy):
+    """The error goes back to the model as an ``is_error`` result (the default)."""
+
+    strategy: Literal["llm_recovery"] = "llm_recovery"
+
+
+class Escalate(_Strategy):
+    """Park the call and wait for an operator: ``retry``, ``skip``, ``result`` or ``abort``."""
+
+    strategy: Literal["escalate"] = "escalate"
+
+
+class DeadLetter(_Strategy):
+    """Record the call in the loop's dead-letter list; the model gets an ``is_error`` result."""
+
+    strategy: Literal["dead_letter"] = "dead_letter"
+
+
+RecoveryStrategy = Annotated[
+    Retry | Fallback | CachedResult | LlmRecovery | Escalate | DeadLetter,
+    Field(discriminator="strategy"),
+]
+
+
+class RecoveryConfig(BaseModel):
+    """``config.recovery``: a loop default and per-tool strategies."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    default: RecoveryStrategy = Field(default_factory=LlmRecovery)
+    tools: dict[str, RecoveryStrategy] = Field(default_factory=dict[str, RecoveryStrategy])
+
+    def for_tool(self, name: str) -> RecoveryStrategy:
+        """The strategy that applies to ``name``: its own, else the loop default."""
+        return self.tools.get(name, self.default)
+
+    def fallback_tools(self) -> list[str]:
+        """Every tool named as a fallback (they must be registered, not advertised)."""
+        names: list[str] = []
+        for strategy in [self.default, *self.tools.values()]:
+            if isinstance(strategy, Fallback):
+                names += [t for t in strategy.tools if t not in names]
+        return names
+
+
+class DeadLetterEntry(BaseModel):
+    """A call that failed for good under ``DeadLetter`` (listed in ``state.dead_letters``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    call_id: str
+    tool: str
+    arguments: str
+    error: str
+    iteration: int
+    at: datetime

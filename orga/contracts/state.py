@@ -1,0 +1,92 @@
+"""What a loop reports: the ``state`` query's answer and the workflow's result."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from orga.contracts.approvals import PendingApproval, PendingEscalation
+from orga.contracts.evidence import EvidenceCollection, ProgressSnapshot
+from orga.contracts.inference import Usage
+from orga.contracts.resilience import Breaker, DeadLetterEntry
+
+__all__ = [
+    "LoopResult",
+    "LoopState",
+    "LoopStatus",
+    "Phase",
+    "ToolCallRecord",
+]
+
+LoopStatus = Literal["running", "awaiting_approval", "completed", "failed"]
+Phase = Literal[
+    "starting", "observing", "reasoning", "policy_check", "dispatching", "completed", "failed"
+]
+
+
+class ToolCallRecord(BaseModel):
+    """One tool call the loop handled, and how it ended."""
+
+    model_config = ConfigDict(frozen=True)
+
+    iteration: int
+    call_id: str
+    tool: str
+    status: str
+    """``ok``, ``failed``, ``denied``, ``invalid_arguments``, ``unknown_tool``, ``skipped`` …"""
+    is_error: bool
+
+
+class LoopState(BaseModel):
+    """The answer to the ``state`` query."""
+
+    model_config = ConfigDict(frozen=True)
+
+    workflow_id: str
+    agent_id: str
+    status: LoopStatus
+    phase: Phase
+    iteration: int
+    usage: Usage
+    started_at: datetime
+    last_stop_reason: str | None = None
+    tool_call_count: int = 0
+    tool_calls: list[ToolCallRecord] = Field(default_factory=list[ToolCallRecord])
+    """The most recent tool calls (up to 100), oldest first."""
+    messages: int = 0
+    """Length of the conversation (the ``conversation`` query returns it)."""
+    output: str | None = None
+    termination_reason: str | None = None
+    pending_approvals: list[PendingApproval] = Field(default_factory=list[PendingApproval])
+    """Calls waiting for a person, listed before the loop starts waiting."""
+    pending_escalations: list[PendingEscalation] = Field(default_factory=list[PendingEscalation])
+    breakers: dict[str, Breaker] = Field(default_factory=dict[str, Breaker])
+    """One circuit breaker per tool that has run."""
+    dead_letters: list[DeadLetterEntry] = Field(default_factory=list[DeadLetterEntry])
+    evidence: EvidenceCollection | None = None
+    """The information-gain tracker, for loops with evidence tools."""
+    advertised: list[str] = Field(default_factory=list[str])
+    """The tools the model sees (after the tool profile)."""
+
+
+class LoopResult(BaseModel):
+    """The workflow's result when the loop completes."""
+
+    model_config = ConfigDict(frozen=True)
+
+    output: str
+    """The model's final answer."""
+    iterations: int
+    """Model calls made."""
+    usage: Usage
+    termination_reason: str
+    """``end_turn`` when the model finished its turn; ``saturated`` when evidence stopped
+    telling it anything new (a normal completion, with ``snapshot``)."""
+    tool_call_count: int = 0
+    workflow_id: str = ""
+    messages: int = 0
+    """Length of the final conversation (the ``conversation`` query returns it)."""
+    snapshot: ProgressSnapshot | None = None
+    """When the loop ended ``saturated``: what it checked and what each check returned."""

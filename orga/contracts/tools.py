@@ -1,0 +1,103 @@
+"""What a tool declares, which tools a loop shows, and the inputs of the tool activities.
+
+``ToolDefinition`` is what a worker's registry says about a tool (the ``@tool`` decorator in
+``orga.runtime.tools`` builds it); ``ToolProfile`` filters the tools a loop advertises
+(``orga.core.profile`` applies it); ``ToolInvocation`` and ``DescribeToolsRequest`` are the
+inputs of the ``run_tool`` and ``describe_tools`` activities.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from orga.contracts.conversation import ToolCall
+
+__all__ = [
+    "DESCRIBE_TOOLS",
+    "RUN_TOOL",
+    "DescribeToolsRequest",
+    "ToolDefinition",
+    "ToolInvocation",
+    "ToolProfile",
+    "idempotency_key",
+]
+
+RUN_TOOL = "run_tool"
+"""Name of the tool activity."""
+DESCRIBE_TOOLS = "describe_tools"
+"""Name of the activity that resolves tool names into definitions."""
+
+
+class ToolDefinition(BaseModel):
+    """What a tool declares: what the model sees and how the runtime must run it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    """JSON Schema of the arguments object."""
+    serial: bool = False
+    """Side-effecting: calls run one at a time, in the order the model gave them."""
+    timeout: timedelta | None = None
+    """Start-to-close timeout of one attempt; the loop's ``tool_timeout`` when unset."""
+    requires_approval: bool = False
+    """Under the default gate, every call waits for a human decision."""
+    resource_arg: str | None = None
+    """Argument naming the resource the call touches: calls on the same resource serialise,
+    and a call after a failed call on the same resource is skipped."""
+    evidence: bool = False
+    """An evidence tool: its calls are tracked for information gain (``orga.core.evidence``)."""
+
+
+class ToolProfile(BaseModel):
+    """A filter on the tools a loop advertises (``config.tool_profile``).
+
+    Applied, in this order, to the complete tool list (the loop's tools and the tools
+    pre-hydration uses): ``include`` globs (when any are given, only matching tools pass),
+    ``exclude`` globs, ``require_verified`` (only tools whose description carries
+    ``[verified]``), then ``max_tools`` (the first N that are left). Globs know ``*`` and ``?``
+    only, match the whole name and are case-sensitive. A tool the profile hides is not
+    advertised, and a call to it is denied.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    include: list[str] = Field(default_factory=list[str])
+    """Globs; when any are given, only tools matching one of them pass."""
+    exclude: list[str] = Field(default_factory=list[str])
+    """Globs; tools matching any of them are removed."""
+    require_verified: bool = False
+    """Only tools whose description carries ``[verified]``."""
+    max_tools: int | None = Field(default=None, ge=0)
+    """Keep at most the first N tools left."""
+
+
+class ToolInvocation(BaseModel):
+    """The input of the ``run_tool`` activity."""
+
+    model_config = ConfigDict(frozen=True)
+
+    call: ToolCall
+    workflow_id: str
+    retry_tool_errors: bool = False
+    """Let Temporal retry when the tool raises (otherwise the error goes to the model)."""
+    max_result_bytes: int = 256 * 1024
+    """Longer results are cut, with a marker the model can read; the worker keeps the full
+    text in its blob directory."""
+
+
+class DescribeToolsRequest(BaseModel):
+    """The input of the ``describe_tools`` activity: tool names to resolve."""
+
+    model_config = ConfigDict(frozen=True)
+
+    names: list[str] = Field(default_factory=list[str])
+
+
+def idempotency_key(workflow_id: str, call_id: str) -> str:
+    """The key a tool uses to make its side effect happen once: same on every retry."""
+    return f"{workflow_id}/{call_id}"

@@ -1,0 +1,47 @@
+"""Compensation arguments that refer to the step's result: ``"${result}"``, ``"${result.a.b}"``
+(pure)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, cast
+
+__all__ = ["fill_template"]
+
+_REFERENCE = re.compile(r"^\$\{result(?:\.([\w.]+))?\}$")
+
+
+def _lookup(value: Any, path: str) -> Any:
+    for part in path.split("."):
+        if isinstance(value, dict) and part in value:
+            value = cast(dict[str, Any], value)[part]
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(cast(list[Any], value)):
+            value = cast(list[Any], value)[int(part)]
+        else:
+            raise KeyError(part)
+    return value
+
+
+def fill_template(arguments: dict[str, Any], result: str | None) -> dict[str, Any]:
+    """Replace ``"${result…}"`` values with the step's result.
+
+    Raises:
+        ValueError: a path does not exist in the result.
+    """
+    filled: dict[str, Any] = {}
+    for key, value in arguments.items():
+        match = _REFERENCE.match(value) if isinstance(value, str) else None
+        if match is None:
+            filled[key] = value
+            continue
+        if match.group(1) is None:
+            filled[key] = result
+            continue
+        try:
+            filled[key] = _lookup(json.loads(result or "null"), match.group(1))
+        except (json.JSONDecodeError, KeyError) as error:
+            raise ValueError(
+                f"compensation argument {key!r}: the step's result has no {match.group(1)!r}"
+            ) from error
+    return filled

@@ -1,0 +1,70 @@
+"""Connecting to Temporal the same way everywhere: worker, CLI, tests, benchmarks."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import (
+    AddSearchAttributesRequest,
+    ListSearchAttributesRequest,
+)
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError
+
+from orga.contracts import search_attributes as sa
+from orga.contracts.errors import InvalidConfig
+from orga.runtime.settings import Settings
+
+__all__ = ["connect", "ensure_search_attributes"]
+
+
+async def connect(settings: Settings, *, timeout: float = 10.0) -> Client:
+    """A client with orga's data converter, TLS and API key as the settings say."""
+    api_key = settings.temporal_api_key.get_secret_value() if settings.temporal_api_key else None
+    return await Client.connect(
+        settings.temporal_address,
+        namespace=settings.temporal_namespace,
+        api_key=api_key,
+        tls=bool(api_key or settings.temporal_tls),
+        data_converter=pydantic_data_converter,
+        connect_timeout=timedelta(seconds=timeout),
+    )
+
+
+async def ensure_search_attributes(client: Client) -> list[str]:
+    """Register orga's search attributes on the client's namespace if they are missing.
+
+    Returns the names it added. Raises ``InvalidConfig`` with the command to run when the
+    server does not allow it (Temporal Cloud registers attributes in its own console/CLI).
+    """
+    namespace = client.namespace
+    listed = await client.operator_service.list_search_attributes(
+        ListSearchAttributesRequest(namespace=namespace)
+    )
+    known = set(listed.custom_attributes) | set(listed.system_attributes)
+    # SearchAttributeIndexedValueType mirrors the API enum's numbers.
+    missing = {
+        key.name: IndexedValueType.ValueType(int(key.indexed_value_type))
+        for key in sa.ALL
+        if key.name not in known
+    }
+    if not missing:
+        return []
+    try:
+        await client.operator_service.add_search_attributes(
+            AddSearchAttributesRequest(namespace=namespace, search_attributes=missing)
+        )
+    except RPCError as error:
+        commands = "; ".join(
+            f"temporal operator search-attribute create --namespace {namespace} --name {name} "
+            f"--type {'Keyword' if kind == IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD else 'Int'}"
+            for name, kind in missing.items()
+        )
+        raise InvalidConfig(
+            f"orga's search attributes {sorted(missing)!r} are not registered on namespace "
+            f"{namespace!r} and this client may not add them ({error.message}). "
+            f"Register them once: {commands}"
+        ) from error
+    return sorted(missing)

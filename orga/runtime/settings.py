@@ -1,0 +1,163 @@
+"""Worker and client settings, read from the environment.
+
+API keys live here and only here: in the worker's process, as ``SecretStr`` (whose ``repr``
+hides the value). They never enter workflow input, history, queries, the journal or logs.
+
+==========================  ===================================  ==========================
+variable                    meaning                              default
+==========================  ===================================  ==========================
+TEMPORAL_ADDRESS            Temporal frontend                    localhost:7233
+TEMPORAL_NAMESPACE          namespace                            default
+TEMPORAL_API_KEY            Temporal Cloud API key (implies TLS) unset
+TEMPORAL_TLS                ``1`` to use TLS without an API key  unset
+ORGA_TASK_QUEUE             task queue of loops and activities   orga
+ORGA_PROVIDER               default provider of loops            first one with a key
+OPENROUTER_API_KEY / _MODEL / _BASE_URL                          openai/gpt-4o-mini
+OPENAI_API_KEY / _MODEL / _BASE_URL (vLLM, Ollama, llama.cpp)    gpt-4o-mini
+ANTHROPIC_API_KEY / _MODEL / _BASE_URL                           claude-sonnet-4-5
+ORGA_TOOL_MODULES           comma-separated modules with @tools  unset
+ORGA_FILE_ROOT              the only directory file_read reads   current directory
+ORGA_POLICY_DIR             Cedar policies + schema              unset (no cedar gate)
+ORGA_OPA_URL                OPA decision URL (/v1/data/<pkg>)    unset (no opa gate)
+==========================  ===================================  ==========================
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+from orga.contracts.errors import InvalidConfig
+from orga.contracts.vocabulary import PROVIDERS, ProviderName
+
+__all__ = ["ProviderSettings", "Settings"]
+
+
+class ProviderSettings(BaseModel):
+    """Where one provider lives and the key the worker uses for it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: ProviderName
+    base_url: str
+    api_key: SecretStr | None = None
+    api_key_env: str
+    """The variable the key comes from; error messages name it, never the key."""
+    default_model: str
+    official: bool = True
+    """True when ``base_url`` is the provider's own service, which always needs a key."""
+
+
+_DEFAULTS: dict[ProviderName, tuple[str, str]] = {
+    "openrouter": ("https://openrouter.ai/api/v1", "openai/gpt-4o-mini"),
+    "openai": ("https://api.openai.com/v1", "gpt-4o-mini"),
+    "anthropic": ("https://api.anthropic.com", "claude-sonnet-4-5"),
+}
+
+
+class Settings(BaseModel):
+    """Everything a worker or the CLI reads from its environment."""
+
+    model_config = ConfigDict(frozen=True)
+
+    temporal_address: str = "localhost:7233"
+    temporal_namespace: str = "default"
+    temporal_api_key: SecretStr | None = None
+    temporal_tls: bool = False
+    task_queue: str = "orga"
+    default_provider: ProviderName | None = None
+    providers: dict[ProviderName, ProviderSettings] = Field(
+        default_factory=dict[ProviderName, ProviderSettings]
+    )
+    tool_modules: list[str] = Field(default_factory=list[str])
+    policy_dir: Path | None = None
+    """Cedar policies and schema (``ORGA_POLICY_DIR``), parsed once at worker start."""
+    opa_url: str | None = None
+    """OPA decision endpoint, ``http://host:8181/v1/data/<package>`` (``ORGA_OPA_URL``)."""
+    file_root: Path = Field(default_factory=Path.cwd)
+    blob_dir: Path = Field(default_factory=lambda: Path(".orga/blobs").resolve())
+    """Where the payload guard keeps texts it cut (``ORGA_BLOB_DIR``)."""
+    sticky_timeout: float = 3.0
+    """Seconds a workflow task waits for the worker that has the loop cached before any worker
+    may take it (``ORGA_STICKY_TIMEOUT``). Short, so a dead worker costs seconds, not ten."""
+    graceful_shutdown: float = 30.0
+    """Seconds a stopping worker lets running activities finish before cancelling them
+    (``ORGA_GRACEFUL_SHUTDOWN``)."""
+    web_fetch_max_bytes: int = 1_000_000
+    web_fetch_timeout: float = 20.0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Read settings from ``env`` (the process environment by default)."""
+        env = os.environ if env is None else env
+
+        def get(name: str) -> str | None:
+            value = env.get(name, "").strip()
+            return value or None
+
+        providers: dict[ProviderName, ProviderSettings] = {}
+        for name in PROVIDERS:
+            prefix = name.upper()
+            default_url, default_model = _DEFAULTS[name]
+            base_url = (get(f"{prefix}_BASE_URL") or default_url).rstrip("/")
+            key = get(f"{prefix}_API_KEY")
+            providers[name] = ProviderSettings(
+                name=name,
+                base_url=base_url,
+                api_key=SecretStr(key) if key else None,
+                api_key_env=f"{prefix}_API_KEY",
+                default_model=get(f"{prefix}_MODEL") or default_model,
+                official=base_url == default_url,
+            )
+        default = get("ORGA_PROVIDER")
+        if default is not None and default not in PROVIDERS:
+            raise InvalidConfig(
+                f"ORGA_PROVIDER={default!r} is not a provider; use one of {list(PROVIDERS)!r}"
+            )
+        modules = [m.strip() for m in (get("ORGA_TOOL_MODULES") or "").split(",") if m.strip()]
+        temporal_key = get("TEMPORAL_API_KEY")
+        return cls(
+            temporal_address=get("TEMPORAL_ADDRESS") or "localhost:7233",
+            temporal_namespace=get("TEMPORAL_NAMESPACE") or "default",
+            temporal_api_key=SecretStr(temporal_key) if temporal_key else None,
+            temporal_tls=(get("TEMPORAL_TLS") or "").lower() in {"1", "true", "yes"},
+            task_queue=get("ORGA_TASK_QUEUE") or "orga",
+            default_provider=default,
+            providers=providers,
+            tool_modules=modules,
+            file_root=Path(get("ORGA_FILE_ROOT") or Path.cwd()).resolve(),
+            policy_dir=Path(policy_dir).resolve()
+            if (policy_dir := get("ORGA_POLICY_DIR"))
+            else None,
+            opa_url=get("ORGA_OPA_URL"),
+            sticky_timeout=float(get("ORGA_STICKY_TIMEOUT") or 3.0),
+            blob_dir=Path(get("ORGA_BLOB_DIR") or ".orga/blobs").resolve(),
+            graceful_shutdown=float(get("ORGA_GRACEFUL_SHUTDOWN") or 30.0),
+        )
+
+    def provider(self, name: ProviderName | None) -> ProviderSettings:
+        """The settings of ``name``, or of the worker's default provider."""
+        chosen = name or self.default_provider_name()
+        found = self.providers.get(chosen)
+        if found is None:
+            url, model = _DEFAULTS[chosen]
+            found = ProviderSettings(
+                name=chosen,
+                base_url=url,
+                api_key_env=f"{chosen.upper()}_API_KEY",
+                default_model=model,
+            )
+        return found
+
+    def default_provider_name(self) -> ProviderName:
+        """``ORGA_PROVIDER``, else the first provider with a key or a local base URL."""
+        if self.default_provider is not None:
+            return self.default_provider
+        for name in PROVIDERS:
+            found = self.providers.get(name)
+            if found is not None and (found.api_key is not None or not found.official):
+                return name
+        return "openrouter"

@@ -1,0 +1,325 @@
+"""Tools: the ``@tool`` decorator, what a tool declares, and how its arguments are checked.
+
+A tool is a plain function (sync or async). Its JSON schema comes from its type hints, its
+description and parameter descriptions from its Google-style docstring. A parameter annotated
+``ToolContext`` is filled by the runtime (call id, workflow id, idempotency key) and never
+shown to the model::
+
+    @tool(serial=True, resource_arg="path")
+    def write_note(path: str, text: str, ctx: ToolContext) -> str:
+        '''Write a note.
+
+        Args:
+            path: where to write it.
+            text: what to write.
+        '''
+
+Worker-side code (never imported by workflows): the registry holds the functions the tool
+activity runs. The gate and the tool activity use the same argument check
+(``parse_arguments`` then ``Tool.validate``), so a call is judged the same way everywhere.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, cast, get_args, get_type_hints, overload
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from orga.contracts.errors import InvalidConfig, ToolInputError, describe_validation_error
+from orga.contracts.tools import ToolDefinition
+
+__all__ = ["Tool", "ToolContext", "ToolRegistry", "parse_arguments", "tool"]
+
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What the runtime tells a tool about the call it is serving."""
+
+    call_id: str
+    """The model's id for this call."""
+    workflow_id: str
+    """The loop's workflow id (stable across continue-as-new)."""
+    idempotency_key: str
+    """``<workflow id>/<call id>``: the same for every retry of this call, on any worker."""
+    attempt: int = 1
+    """Temporal's attempt number of this call (1 on the first try)."""
+
+
+class Tool:
+    """A registered tool: its definition plus the function that runs it."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        definition: ToolDefinition,
+        arguments_model: type[BaseModel],
+        context_param: str | None,
+    ) -> None:
+        self.fn = fn
+        self.definition = definition
+        self.arguments_model = arguments_model
+        self.context_param = context_param
+
+    @property
+    def name(self) -> str:
+        return self.definition.name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the undecorated function (tools stay usable as plain functions)."""
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<Tool {self.name!r}>"
+
+    def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Check arguments against the schema; return them with pydantic's coercions applied.
+
+        Raises:
+            ToolInputError: naming each invalid field and why.
+        """
+        try:
+            model = self.arguments_model.model_validate(arguments)
+        except ValidationError as error:
+            problems = describe_validation_error(error, "arguments")
+            raise ToolInputError(
+                f"arguments for tool {self.name!r} do not match its schema: {problems}. "
+                "Call it again with arguments that match the schema."
+            ) from error
+        return {name: getattr(model, name) for name in type(model).model_fields}
+
+    async def invoke(self, arguments: dict[str, Any], context: ToolContext) -> Any:
+        """Run the function with validated arguments (sync functions run in a thread)."""
+        kwargs = dict(arguments)
+        if self.context_param is not None:
+            kwargs[self.context_param] = context
+        if inspect.iscoroutinefunction(self.fn):
+            return await cast(Callable[..., Awaitable[Any]], self.fn)(**kwargs)
+        import asyncio
+
+        return await asyncio.to_thread(self.fn, **kwargs)
+
+
+def parse_arguments(tool_name: str, raw: str) -> dict[str, Any]:
+    """Parse a call's raw argument text into a JSON object.
+
+    Raises:
+        ToolInputError: the text is not JSON, or not a JSON object.
+    """
+    text = raw.strip() or "{}"
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        shown = raw if len(raw) <= 200 else raw[:200] + "…"
+        raise ToolInputError(
+            f"arguments for tool {tool_name!r} are not valid JSON ({error.msg} at position "
+            f"{error.pos}): {shown!r}. Call it again with a JSON object."
+        ) from error
+    if not isinstance(value, dict):
+        raise ToolInputError(
+            f"arguments for tool {tool_name!r} must be a JSON object, not "
+            f"{type(value).__name__} {value!r}. Call it again with a JSON object."
+        )
+    return cast(dict[str, Any], value)
+
+
+def _docstring_parts(doc: str | None) -> tuple[str, dict[str, str]]:
+    """Split a Google-style docstring into the description and per-argument descriptions."""
+    if not doc:
+        return "", {}
+    lines = inspect.cleandoc(doc).splitlines()
+    description: list[str] = []
+    params: dict[str, str] = {}
+    section: str | None = None
+    current: str | None = None
+    for line in lines:
+        stripped = line.strip()
+        if re.fullmatch(r"[A-Z][A-Za-z ]*:", stripped) and not line.startswith(" "):
+            section = stripped[:-1].lower()
+            current = None
+            continue
+        if section is None:
+            description.append(line)
+        elif section in {"args", "arguments", "parameters"} and stripped:
+            match = re.match(r"^(\w+)(?:\s*\([^)]*\))?\s*:\s*(.*)$", stripped)
+            if match and line.startswith("    ") and not line.startswith("     "):
+                current = str(match.group(1))
+                params[current] = str(match.group(2))
+            elif current is not None:
+                params[current] = f"{params[current]} {stripped}".strip()
+    return "\n".join(description).strip(), params
+
+
+def _strip_titles(schema: Any) -> Any:
+    """Drop pydantic's generated ``title`` keys: noise in a prompt."""
+    if isinstance(schema, dict):
+        items = cast(dict[str, Any], schema).items()
+        return {k: _strip_titles(v) for k, v in items if not (k == "title" and isinstance(v, str))}
+    if isinstance(schema, list):
+        return [_strip_titles(v) for v in cast(list[Any], schema)]
+    return schema
+
+
+def _seconds(value: timedelta | float | None) -> timedelta | None:
+    if value is None or isinstance(value, timedelta):
+        return value
+    return timedelta(seconds=value)
+
+
+def _make_tool(
+    fn: Callable[..., Any],
+    *,
+    name: str | None,
+    description: str | None,
+    timeout: timedelta | float | None,
+    serial: bool,
+    requires_approval: bool,
+    resource_arg: str | None,
+    evidence: bool,
+) -> Tool:
+    tool_name = name or fn.__name__
+    if not _NAME.fullmatch(tool_name):
+        raise InvalidConfig(
+            f"tool name {tool_name!r} is not allowed: use letters, digits, '_' or '-', "
+            "starting with a letter, at most 64 characters"
+        )
+    summary, param_docs = _docstring_parts(fn.__doc__)
+    try:
+        hints = get_type_hints(fn)
+    except NameError as error:
+        raise InvalidConfig(
+            f"tool {tool_name!r}: its type hints cannot be resolved ({error}); import the "
+            "types it names at module level"
+        ) from error
+    fields: dict[str, Any] = {}
+    context_param: str | None = None
+    for param in inspect.signature(fn).parameters.values():
+        annotation = hints.get(param.name, Any)
+        if annotation is ToolContext or ToolContext in get_args(annotation):
+            context_param = param.name
+            continue
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise InvalidConfig(f"tool {tool_name!r}: *args and **kwargs cannot be described")
+        default = ... if param.default is param.empty else param.default
+        fields[param.name] = (
+            annotation,
+            Field(default=default, description=param_docs.get(param.name)),
+        )
+    if resource_arg is not None and resource_arg not in fields:
+        raise InvalidConfig(
+            f"tool {tool_name!r}: resource_arg {resource_arg!r} is not one of its parameters "
+            f"{sorted(fields)!r}"
+        )
+    model = create_model(
+        f"{tool_name}_arguments",
+        __config__=ConfigDict(extra="forbid"),
+        **fields,
+    )
+    definition = ToolDefinition(
+        name=tool_name,
+        description=(description or summary or tool_name).strip(),
+        parameters=_strip_titles(model.model_json_schema()),
+        serial=serial,
+        timeout=_seconds(timeout),
+        requires_approval=requires_approval,
+        resource_arg=resource_arg,
+        evidence=evidence,
+    )
+    return Tool(fn, definition, model, context_param)
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout: timedelta | float | None = None,
+    serial: bool = False,
+    requires_approval: bool = False,
+    resource_arg: str | None = None,
+    evidence: bool = False,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout: timedelta | float | None = None,
+    serial: bool = False,
+    requires_approval: bool = False,
+    resource_arg: str | None = None,
+    evidence: bool = False,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Make a function a tool, with or without options.
+
+    Args:
+        fn: the function (when used as ``@tool`` without parentheses).
+        name: the name the model sees; the function's name by default.
+        description: what the model reads; the docstring's summary by default.
+        timeout: start-to-close timeout of one attempt (seconds or ``timedelta``).
+        serial: the tool has side effects; its calls run one at a time, in order.
+        requires_approval: under the default gate, each call waits for a human decision.
+        resource_arg: the argument that names the resource a call touches.
+        evidence: the tool gathers evidence; loops track how much each call adds.
+    """
+
+    def decorate(function: Callable[..., Any]) -> Tool:
+        return _make_tool(
+            function,
+            name=name,
+            description=description,
+            timeout=timeout,
+            serial=serial,
+            requires_approval=requires_approval,
+            resource_arg=resource_arg,
+            evidence=evidence,
+        )
+
+    if fn is not None:
+        return decorate(fn)
+    return decorate
+
+
+class ToolRegistry:
+    """The tools one worker can run, by name."""
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for item in tools:
+            self.add(item)
+
+    def add(self, item: Tool) -> None:
+        """Register a tool. Two tools with one name are a configuration error."""
+        existing = self._tools.get(item.name)
+        if existing is not None and existing is not item:
+            raise InvalidConfig(
+                f"two tools are named {item.name!r} ({existing.fn!r} and {item.fn!r}); "
+                "give one of them another name with @tool(name=...)"
+            )
+        self._tools[item.name] = item
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._tools)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __len__(self) -> int:
+        return len(self._tools)

@@ -1,0 +1,229 @@
+"""What a loop records about itself: its conversation, journal, counters, status and phase.
+
+Workflow code. ``LoopBooks`` keeps everything the ``state`` and ``journal`` queries show and the
+search attributes and current details the Web UI shows, in one place, so the cycle itself only
+says what happened (``reasoned``, ``observed``, ``completed``, ``failed``). It also owns the
+``HumanDesk`` (pending approvals and escalations) and the loop's working clock, which stops
+while the loop waits for people: the loop's ``timeout`` counts working time only.
+``Conversation`` is the durable conversation with its rolling digest and the part of it the
+model has not seen yet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import SearchAttributeUpdate
+from temporalio.exceptions import ApplicationError
+
+from orga.contracts import search_attributes as sa
+from orga.contracts.config import LoopConfig
+from orga.contracts.conversation import Message, ToolResult, chain_digest
+from orga.contracts.inference import ConversationSlice, InferenceResponse, Usage
+from orga.contracts.journal import (
+    CallOutcome,
+    Journal,
+    JournalEntry,
+    ObservationsCollected,
+    ReasoningComplete,
+    Stamp,
+    Terminated,
+)
+from orga.contracts.state import LoopStatus, Phase, ToolCallRecord
+from workflows.common import upsert
+from workflows.human import HumanDesk
+
+__all__ = ["Conversation", "LoopBooks"]
+
+_RECENT_CALLS = 100
+"""Tool-call records the ``state`` query keeps (the count covers all of them)."""
+
+
+class Conversation:
+    """The durable conversation, its rolling digest, and how much of it the model has seen."""
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self.digest = ""
+        self.sent = 0
+        """Messages already sent to the model (the worker caches them)."""
+
+    def append(self, messages: Sequence[Message]) -> None:
+        if messages:
+            self.messages.extend(messages)
+            self.digest = chain_digest(self.digest, messages)
+
+    def unsent(self, workflow_id: str) -> ConversationSlice:
+        """What the next model call carries: the new messages and the digest of the whole."""
+        return ConversationSlice(
+            workflow_id=workflow_id,
+            start=self.sent,
+            length=len(self.messages),
+            digest=self.digest,
+            messages=self.messages[self.sent :],
+        )
+
+    def mark_sent(self) -> None:
+        self.sent = len(self.messages)
+
+
+class LoopBooks:
+    """The loop's record of itself, and the desk where people answer it."""
+
+    def __init__(self, config: LoopConfig, started_at: datetime) -> None:
+        self.config = config
+        self.journal = Journal(limit=config.journal_limit)
+        self.usage = Usage()
+        self.iteration = 0
+        self.phase: Phase = "starting"
+        self.status: LoopStatus = "running"
+        self.last_stop_reason: str | None = None
+        self.tool_calls: list[ToolCallRecord] = []
+        self.tool_call_count = 0
+        self.output: str | None = None
+        self.termination_reason: str | None = None
+        self.started_at = started_at
+        self.human_wait = timedelta(0)
+        """Time spent waiting for people, which the loop's timeout does not count."""
+        self._human_wait_since: datetime | None = None
+        self.desk = HumanDesk(on_change=self._waiting_changed)
+
+    # ---- journal -------------------------------------------------------------------------
+
+    def stamp(self) -> Stamp:
+        """The fields every journal event carries: taken at the moment of the event."""
+        return Stamp(
+            seq=self.journal.take_seq(),
+            at=workflow.now(),
+            agent_id=self.config.agent_id,
+            iteration=self.iteration,
+        )
+
+    def record(self, entry: JournalEntry) -> None:
+        self.journal.append(entry)
+
+    # ---- what happened -------------------------------------------------------------------
+
+    def started(self) -> None:
+        self._upsert(
+            [
+                sa.AGENT_ID.value_set(self.config.agent_id),
+                sa.STATUS.value_set("running"),
+                sa.ITERATION.value_set(0),
+                sa.TOTAL_TOKENS.value_set(0),
+            ]
+        )
+
+    def reasoned(self, response: InferenceResponse) -> None:
+        """A model call came back: count its tokens and journal it."""
+        self.usage = self.usage + response.usage
+        self.last_stop_reason = response.stop_reason
+        self.record(
+            ReasoningComplete(
+                **self.stamp(),
+                stop_reason=response.stop_reason,
+                raw_stop_reason=response.raw_stop_reason,
+                model=response.model,
+                tool_calls=[c.name for c in response.tool_calls],
+                usage=response.usage,
+                blob_ref=response.blob_ref,
+            )
+        )
+        self._upsert(
+            [
+                sa.ITERATION.value_set(self.iteration),
+                sa.TOTAL_TOKENS.value_set(self.usage.total_tokens),
+            ]
+        )
+
+    def observed(self, results: Sequence[ToolResult]) -> None:
+        """A turn's tool results are in: journal them and keep a record of each call."""
+        self.record(
+            ObservationsCollected(
+                **self.stamp(),
+                outcomes=[
+                    CallOutcome(
+                        call_id=r.call_id,
+                        tool=r.name,
+                        is_error=r.is_error,
+                        status=r.status,
+                        blob_ref=r.blob_ref,
+                    )
+                    for r in results
+                ],
+            )
+        )
+        for result in results:
+            self.tool_call_count += 1
+            self.tool_calls.append(
+                ToolCallRecord(
+                    iteration=self.iteration,
+                    call_id=result.call_id,
+                    tool=result.name,
+                    status=result.status,
+                    is_error=result.is_error,
+                )
+            )
+        del self.tool_calls[:-_RECENT_CALLS]
+
+    def completed(self, output: str, reason: str, message: str) -> None:
+        self.output = output
+        self.termination_reason = reason
+        self.set_phase("completed")
+        self.status = "completed"
+        self.record(Terminated(**self.stamp(), reason=reason, message=message))
+        self._upsert([sa.STATUS.value_set("completed")])
+
+    def failed(self, error: BaseException) -> None:
+        """Journal why the loop ended without an answer (a failure or a cancellation)."""
+        kind = error.type if isinstance(error, ApplicationError) else type(error).__name__
+        self.termination_reason = kind
+        self.status = "failed"
+        self.set_phase("failed")
+        message = error.message if isinstance(error, ApplicationError) else str(error)
+        self.record(Terminated(**self.stamp(), reason=kind or "failed", message=message))
+        self._upsert([sa.STATUS.value_set("failed")])
+
+    # ---- phase, status and the working clock ---------------------------------------------
+
+    def set_phase(self, phase: Phase) -> None:
+        """Move to ``phase`` and say so in the Web UI's current details."""
+        self.phase = phase
+        desk = self.desk
+        pending = [f"approval of {p.tool} ({p.call_id})" for p in desk.approvals.values()] + [
+            f"operator for {e.tool} ({e.escalation_id})" for e in desk.escalations.values()
+        ]
+        waiting = f" · waiting for {', '.join(pending)}" if pending else ""
+        config = self.config
+        workflow.set_current_details(
+            f"**{phase}** · iteration {self.iteration}/{config.max_iterations} · "
+            f"{self.usage.total_tokens}/{config.max_total_tokens} tokens · "
+            f"{self.tool_call_count} tool call(s){waiting}"
+        )
+
+    def working_seconds(self) -> float:
+        """Seconds the loop has run, not counting time spent waiting for people."""
+        waited = self.human_wait
+        if self._human_wait_since is not None:
+            waited += workflow.now() - self._human_wait_since
+        return (workflow.now() - self.started_at - waited).total_seconds()
+
+    def _waiting_changed(self) -> None:
+        waiting = self.desk.waiting
+        now = workflow.now()
+        if waiting and self._human_wait_since is None:
+            self._human_wait_since = now
+        elif not waiting and self._human_wait_since is not None:
+            self.human_wait += now - self._human_wait_since
+            self._human_wait_since = None
+        status: LoopStatus = "awaiting_approval" if waiting else "running"
+        if status != self.status:
+            self.status = status
+            self._upsert([sa.STATUS.value_set(status)])
+        self.set_phase(self.phase)
+
+    def _upsert(self, updates: Sequence[SearchAttributeUpdate[Any]]) -> None:
+        upsert(updates)

@@ -1,0 +1,97 @@
+"""Continue-as-new: a long loop starts a fresh history at an iteration boundary.
+
+Workflow code. Between iterations, with nobody asked anything, a loop whose history is long
+(Temporal suggests it, or ``config.max_history_events`` is reached) continues as new with a
+``LoopCarry``: the conversation travels as the next run's ``messages`` (checked against the
+carried digest), and usage, budgets spent, the working clock, journal, tool records, breakers,
+cached results, dead letters, decided approvals and evidence come along. The result and the
+queries of a loop that continued look the same as those of one that never did.
+"""
+
+from __future__ import annotations
+
+from typing import NoReturn
+
+from temporalio import workflow
+
+from orga.contracts.carry import LoopCarry
+from orga.contracts.config import LoopConfig, LoopInput
+from orga.contracts.evidence import EvidenceCollection
+from workflows.bookkeeping import Conversation, LoopBooks
+from workflows.toolstate import ToolState
+
+__all__ = ["carried", "continue_as_new", "restore", "should_continue_as_new"]
+
+
+def should_continue_as_new(books: LoopBooks, config: LoopConfig) -> bool:
+    """At an iteration boundary (nothing is pending mid-batch): is the history long?"""
+    if books.desk.waiting:
+        return False
+    info = workflow.info()
+    return (
+        info.is_continue_as_new_suggested()
+        or info.get_current_history_length() >= config.max_history_events
+    )
+
+
+def carried(
+    runs: int,
+    books: LoopBooks,
+    conversation: Conversation,
+    tools: ToolState,
+    evidence: EvidenceCollection | None,
+) -> LoopCarry:
+    """Everything the next run needs besides the conversation itself."""
+    return LoopCarry(
+        runs=runs,
+        digest=conversation.digest,
+        sent=conversation.sent,
+        usage=books.usage,
+        iteration=books.iteration,
+        started_at=books.started_at,
+        human_wait=books.human_wait,
+        last_stop_reason=books.last_stop_reason,
+        journal=books.journal,
+        tool_calls=books.tool_calls,
+        tool_call_count=books.tool_call_count,
+        tools=tools.snapshot(),
+        evidence=evidence,
+    )
+
+
+async def continue_as_new(
+    config: LoopConfig, conversation: Conversation, carry: LoopCarry
+) -> NoReturn:
+    """Wait for running handlers, then end this run and start the next (never returns)."""
+    await workflow.wait_condition(workflow.all_handlers_finished)
+    workflow.logger.info(
+        "continuing as new at iteration %d (%d events)",
+        carry.iteration,
+        workflow.info().get_current_history_length(),
+    )
+    workflow.continue_as_new(LoopInput(messages=conversation.messages, config=config, carry=carry))
+
+
+def restore(
+    carry: LoopCarry, books: LoopBooks, conversation: Conversation, tools: ToolState
+) -> None:
+    """Pick up where the previous run stopped (its conversation is the input's ``messages``).
+
+    Raises:
+        ValueError: the conversation does not match the carried digest.
+    """
+    if carry.digest != conversation.digest:
+        raise ValueError(
+            "the conversation carried into this run does not match its digest; "
+            "refusing to continue with a different conversation"
+        )
+    conversation.sent = carry.sent
+    books.usage = carry.usage
+    books.iteration = carry.iteration
+    books.started_at = carry.started_at
+    books.human_wait = carry.human_wait
+    books.last_stop_reason = carry.last_stop_reason
+    books.journal = carry.journal
+    books.tool_calls = list(carry.tool_calls)
+    books.tool_call_count = carry.tool_call_count
+    tools.restore(carry.tools)

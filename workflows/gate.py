@@ -1,0 +1,96 @@
+"""The Gate of the ORGA cycle: one policy decision per turn, journaled, failing closed.
+
+Workflow code. Every action a loop takes — the model's tool calls, its final answer, the calls
+pre-hydration and fallbacks make — is decided here, all actions of a turn at once, by the
+``evaluate_policy`` local activity (one marker event per turn). When the policy check itself
+fails (an engine down, a timeout), every action is denied: the gate never fails open.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, FailureError
+
+from orga.contracts.config import LoopConfig
+from orga.contracts.conversation import ToolCall
+from orga.contracts.journal import DecisionRecord, PolicyEvaluated
+from orga.contracts.policy import (
+    EVALUATE_POLICY,
+    PolicyAction,
+    PolicyDecision,
+    PolicyRequest,
+    PolicyResult,
+)
+from workflows.bookkeeping import LoopBooks
+from workflows.options import POLICY_RETRY, POLICY_TIMEOUT
+
+__all__ = ["Gate"]
+
+
+class Gate:
+    """Asks the loop's policy engine about actions, and journals each decision."""
+
+    def __init__(self, config: LoopConfig, workflow_id: str, books: LoopBooks) -> None:
+        self._config = config
+        self._workflow_id = workflow_id
+        self._books = books
+
+    async def decide(self, actions: list[PolicyAction], advertised: list[str]) -> PolicyResult:
+        """One decision per action, in order (no actions: no policy call at all)."""
+        config, books = self._config, self._books
+        if not actions:  # every call was answered before the gate (the evidence tracker)
+            return PolicyResult(engine=config.policy, decisions=[])
+        request = PolicyRequest(
+            mode=config.policy,
+            agent_id=config.agent_id,
+            workflow_id=self._workflow_id,
+            iteration=books.iteration,
+            usage=books.usage,
+            advertised=advertised,
+            actions=actions,
+        )
+        try:
+            result = await workflow.execute_local_activity(
+                EVALUATE_POLICY,
+                request,
+                result_type=PolicyResult,
+                start_to_close_timeout=POLICY_TIMEOUT,
+                retry_policy=POLICY_RETRY,
+                summary=f"policy {config.policy} · {len(actions)} action(s)",
+            )
+        except FailureError as error:
+            # A local activity's failure arrives as the error itself, not wrapped in an
+            # ActivityError; a timeout as a TimeoutError. Either way: deny (fail closed).
+            cause = error.cause if isinstance(error, ActivityError) else error
+            reason = f"the policy check failed ({cause or error}); denied (fail closed)"
+            result = PolicyResult(
+                engine=config.policy,
+                decisions=[PolicyDecision(decision="deny", reason=reason) for _ in actions],
+            )
+        books.record(
+            PolicyEvaluated(
+                **books.stamp(),
+                engine=result.engine,
+                policy_hash=result.policy_hash,
+                decisions=[
+                    DecisionRecord(
+                        action=action.kind,
+                        call_id=action.call_id,
+                        tool=action.tool,
+                        decision=decision.decision,
+                        reason=decision.reason,
+                        policy_ids=list(decision.policy_ids),
+                    )
+                    for action, decision in zip(actions, result.decisions, strict=False)
+                ],
+            )
+        )
+        return result
+
+    async def decide_call(self, call: ToolCall) -> PolicyDecision:
+        """Gate one call the loop itself makes (a fallback), as if ``call.name`` were advertised."""
+        action = PolicyAction(
+            kind="call_tool", call_id=call.id, tool=call.name, arguments=call.arguments
+        )
+        result = await self.decide([action], [call.name])
+        return result.decisions[0]

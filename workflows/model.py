@@ -1,0 +1,46 @@
+"""The Reason step's activity call: one model call, retried by Temporal, failing typed.
+
+Workflow code. The request carries only the messages the model has not seen (the worker keeps
+the rest, checked by the digest); the call heartbeats while the provider thinks; after
+Temporal's retries a failure ends the loop with ``ModelCallFailed`` naming the cause.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
+
+from orga.contracts.errors import ModelCallFailed
+from orga.contracts.inference import CALL_MODEL, InferenceRequest, InferenceResponse
+from workflows.options import MODEL_HEARTBEAT_TIMEOUT, MODEL_RETRY
+
+__all__ = ["call_model"]
+
+
+async def call_model(request: InferenceRequest, timeout: timedelta) -> InferenceResponse:
+    """The model's response to ``request``.
+
+    Raises:
+        ModelCallFailed: the inference activity failed for good (the cause is chained).
+    """
+    model = request.model or f"{request.provider or 'default provider'}'s default model"
+    try:
+        return await workflow.execute_activity(
+            CALL_MODEL,
+            request,
+            result_type=InferenceResponse,
+            start_to_close_timeout=timeout,
+            heartbeat_timeout=MODEL_HEARTBEAT_TIMEOUT,
+            retry_policy=MODEL_RETRY,
+            summary=f"model {model} · iteration {request.iteration}",
+        )
+    except ActivityError as error:
+        cause = error.cause
+        kind = cause.type if isinstance(cause, ApplicationError) else type(cause).__name__
+        message = cause.message if isinstance(cause, ApplicationError) else str(error)
+        raise ModelCallFailed(
+            f"the model call at iteration {request.iteration} failed for good ({kind}): {message}",
+            {"iteration": request.iteration, "error_type": kind, "error": message},
+        ) from error
