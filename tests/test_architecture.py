@@ -1,0 +1,220 @@
+"""The layout is the architecture: who may import what, and what workflow code may do.
+
+``orga.contracts`` (types that travel) and ``orga.core`` (pure decisions) are shared with the
+workflow sandbox; ``workflows/`` is checked by it on every run; ``orga.runtime``, ``orga.cli``
+and ``activities/`` do I/O and stay outside. A lint rule (``ruff-deterministic.toml``) bans
+clocks, randomness, environment reads and I/O in the three sandbox-side packages.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pkgutil
+import subprocess
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowFailureError
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import (
+    RestrictedWorkflowAccessError,
+    SandboxedWorkflowRunner,
+    SandboxRestrictions,
+)
+
+from orga.runtime.sandbox import PASSTHROUGH, workflow_runner
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SANDBOX_SIDE = ("orga.contracts", "orga.core", "workflows")
+ALLOWED: dict[str, tuple[str, ...]] = {
+    # package: the first-party packages its modules may import
+    "orga.contracts": ("orga.contracts",),
+    "orga.core": ("orga.contracts", "orga.core"),
+    "workflows": ("orga.contracts", "orga.core", "workflows"),
+}
+THIRD_PARTY_IN_SANDBOX = ("pydantic", "rapidfuzz", "temporalio")
+
+
+def modules_of(package: str) -> list[str]:
+    found = [package]
+    for info in pkgutil.walk_packages(importlib.import_module(package).__path__, f"{package}."):
+        found.append(info.name)
+    return found
+
+
+def imports_of(module: str) -> list[str]:
+    path = importlib.import_module(module).__file__
+    assert path is not None
+    tree = ast.parse(Path(path).read_text())
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.append(node.module)
+    return names
+
+
+def first_party(name: str) -> bool:
+    return name.split(".")[0] in {"orga", "workflows", "activities", "worker", "tests"}
+
+
+@pytest.mark.parametrize(
+    "module", [m for p in SANDBOX_SIDE for m in modules_of(p)], ids=lambda m: m
+)
+def test_sandbox_side_imports_only_what_it_may(module: str) -> None:
+    package = next(p for p in SANDBOX_SIDE if module == p or module.startswith(p + "."))
+    allowed = ALLOWED[package]
+    stdlib = sys.stdlib_module_names
+    for name in imports_of(module):
+        top = name.split(".")[0]
+        if first_party(name):
+            assert name.startswith(allowed), (
+                f"{module} imports {name}; {package} may import only {allowed}"
+            )
+        else:
+            assert top in stdlib or top in THIRD_PARTY_IN_SANDBOX or top == "__future__", (
+                f"{module} imports {name}, which is not shared with the workflow sandbox"
+            )
+
+
+@pytest.mark.parametrize(
+    "module", [m for p in SANDBOX_SIDE for m in modules_of(p)], ids=lambda m: m
+)
+def test_sandbox_side_never_opens_files(module: str) -> None:
+    path = importlib.import_module(module).__file__
+    assert path is not None
+    for node in ast.walk(ast.parse(Path(path).read_text())):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            assert node.func.id not in {"open", "input", "print", "exec", "eval"}, (
+                f"{module} calls {node.func.id}() at line {node.lineno}"
+            )
+
+
+def test_activities_and_runtime_stay_out_of_workflow_code() -> None:
+    for package in ("activities", "orga.runtime", "orga.cli"):
+        for module in modules_of(package):
+            for name in imports_of(module):
+                assert not name.startswith("temporalio.workflow"), (module, name)
+                assert name != "workflows" and not name.startswith("workflows."), (module, name)
+                if package == "activities":
+                    assert not name.startswith("orga.cli"), (module, name)
+
+
+def test_only_contracts_and_core_are_shared_with_the_sandbox() -> None:
+    first = [m for m in PASSTHROUGH if first_party(m)]
+    assert sorted(first) == ["orga.contracts", "orga.core"]
+
+
+# ---- the lint rule -----------------------------------------------------------------------
+
+PROBE = textwrap.dedent(
+    """
+    from datetime import datetime
+
+
+    def stamp() -> datetime:
+        return datetime.now()
+    """
+).lstrip()
+
+
+def ruff_on(source: str, as_path: str) -> subprocess.CompletedProcess[str]:
+    """Lint ``source`` as if it were the file ``as_path`` (so that folder's rules apply)."""
+    return subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--stdin-filename", as_path, "-"],
+        input=source,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    "as_path", ["workflows/probe.py", "orga/core/probe.py", "orga/contracts/probe.py"]
+)
+def test_the_lint_refuses_wall_clock_time_in_sandbox_side_code(as_path: str) -> None:
+    result = ruff_on(PROBE, as_path)
+    assert result.returncode == 1 and "TID251" in result.stdout, result.stdout + result.stderr
+    assert "datetime.datetime.now" in result.stdout
+
+
+def test_the_lint_allows_it_where_io_belongs() -> None:
+    result = ruff_on(PROBE, "activities/probe.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+# ---- the sandbox itself ------------------------------------------------------------------
+
+
+async def test_every_sandbox_side_module_imports_inside_the_sandbox(
+    env: WorkflowEnvironment,
+) -> None:
+    """Module-level code of every shared module runs in a sandbox that passes nothing of orga
+    through, so any restricted call at import time fails here."""
+    probe = ROOT / "tests" / "sandbox_imports.py"
+    assert probe.exists()
+    strict = SandboxedWorkflowRunner(
+        restrictions=SandboxRestrictions.default.with_passthrough_modules("rapidfuzz")
+    )
+    from tests.sandbox_imports import ImportEverything
+
+    # Building a worker validates each workflow: the sandbox imports its module (and with it
+    # every module it names) and refuses restricted calls.
+    Worker(
+        env.client,
+        task_queue=f"imports-{uuid.uuid4().hex[:8]}",
+        workflows=[ImportEverything],
+        workflow_runner=strict,
+    )
+    from tests.sandbox_imports import MODULES
+
+    assert set(MODULES) == {m for p in SANDBOX_SIDE for m in modules_of(p)}
+
+
+async def test_a_helper_that_reads_the_clock_fails_its_workflow(
+    env: WorkflowEnvironment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Helpers of workflow code are imported normally, so the sandbox checks what they do."""
+    package = tmp_path / "clockprobe"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "helper.py").write_text(PROBE)
+    (package / "flow.py").write_text(
+        textwrap.dedent(
+            """
+            from temporalio import workflow
+
+            from clockprobe.helper import stamp
+
+
+            @workflow.defn(name="ClockProbe")
+            class ClockProbe:
+                @workflow.run
+                async def run(self) -> str:
+                    return stamp().isoformat()
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    flow = importlib.import_module("clockprobe.flow")
+    queue = f"clock-{uuid.uuid4().hex[:8]}"
+    async with Worker(
+        env.client,
+        task_queue=queue,
+        workflows=[flow.ClockProbe],
+        workflow_runner=workflow_runner(),
+        workflow_failure_exception_types=[RestrictedWorkflowAccessError],
+    ):
+        with pytest.raises(WorkflowFailureError) as failure:
+            await env.client.execute_workflow(
+                "ClockProbe", id=f"clock-{uuid.uuid4().hex[:8]}", task_queue=queue
+            )
+    assert "datetime.datetime.now" in str(failure.value.cause)
