@@ -4,20 +4,20 @@ Deterministic orchestration only; model calls, policy checks and tools are activ
 cycle routes on the model's structured ``stop_reason`` and nothing else, moving through the
 typestate phases of ``orga.core.phases``::
 
-    run ─▶ describe tools ─▶ _within(timeout) ─────────────────────────────▶ LoopResult
-                                 │ ▲  the cycle runs as its own task; the loop waits for it
-                                 │ │  on a workflow timer that stops while people are asked.
-                                 │ │  At the deadline the cycle is cancelled: BudgetExceeded.
-                                 ▼ │
-             ┌──────────── _cycle (pre-hydration first, once) ─────────────┐
-             │ Observe   append the last turn; continue as new if long     │
-             │ Reason    call_model → route(stop_reason)                   │
-             │             end_turn ─▶ Gate(respond) ─▶ allowed: Finished  │
-             │                                      └─▶ denied: feedback ──┤
-             │             tool_use ─▶ evidence judging ─▶ Gate(calls)     │
-             │ Act       run the gated calls: one result per call id ──────┘
-             │             anything else ─▶ UnhandledStopReason (nothing runs)
-             └──────────────────────────────────────────────────────────────
+    run ── describe tools ── _within(timeout) ──────────────────────────────▶ LoopResult
+                                  │  runs _cycle as a task and waits for it on a workflow
+                                  │  timer that stops while people are asked; at the
+                                  │  deadline it cancels the cycle: BudgetExceeded
+                                  ▼
+    _cycle   pre-hydration (once)
+        ┌──▶ Observe   append the last turn; continue as new if the history is long
+        │    Reason    call_model ─▶ route(stop_reason)
+        │                end_turn ─▶ Gate(respond) ─┬─ allowed ─▶ Finished
+        │                                           └─ denied: feedback to the model ─┐
+        │                tool_use ─▶ judge evidence ─▶ Gate(calls)                    │
+        │    Act       run what passed; every call id gets exactly one result         │
+        └─────────────────────────────────────────────────────────────────────────────┘
+                         anything else ─▶ UnhandledStopReason (no call runs)
 
 Every exit is journaled as ``Terminated`` first: an answer that passed the gate (the result), a
 ``LoopFailure`` (``UnhandledStopReason``, ``BudgetExceeded``, ``ModelCallFailed``,
