@@ -1,18 +1,22 @@
-"""Run an orga worker: ``uv run worker.py``.
+"""Run an orga worker: ``uv run worker.py [--scripted]``.
 
-Connects to ``TEMPORAL_ADDRESS`` / ``TEMPORAL_NAMESPACE`` and serves the ``ReasoningLoop``
-workflow and its activities on ``ORGA_TASK_QUEUE``, with the built-in tools plus every
-``@tool`` in the modules named by ``ORGA_TOOL_MODULES``. Ctrl-C (or SIGTERM) stops it
-gracefully: running activities finish, workflows continue on another worker.
+Connects to ``TEMPORAL_ADDRESS`` / ``TEMPORAL_NAMESPACE`` and serves the ``ReasoningLoop`` and
+``Task`` workflows and their activities on ``ORGA_TASK_QUEUE``, with the built-in tools plus
+every ``@tool`` in the modules named by ``ORGA_TOOL_MODULES``. ``--scripted`` (or
+``ORGA_PROVIDER=scripted``) serves the offline scripted model instead of a real one: no key,
+no network, every answer labelled. Ctrl-C (or SIGTERM) stops it gracefully: running
+activities finish, workflows continue on another worker.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import contextlib
 import logging
 import signal
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import timedelta
 
 import httpx
@@ -25,10 +29,13 @@ from activities.cedar import CedarGate
 from activities.inference import InferenceActivities
 from activities.opa import OpaGate
 from activities.policy import PolicyActivities
+from activities.setup import SetupActivities
 from activities.tools import ToolActivities, load_tool_modules
 from orga.contracts.errors import InvalidConfig
+from orga.contracts.vocabulary import SCRIPTED
 from orga.runtime.blobs import BlobStore
 from orga.runtime.connect import connect, ensure_search_attributes
+from orga.runtime.offline import LABEL, OFFLINE_MODEL, serve_offline_model
 from orga.runtime.sandbox import workflow_runner
 from orga.runtime.settings import Settings
 from orga.runtime.tools import Tool, ToolRegistry
@@ -74,6 +81,7 @@ def build_worker(
     opa = OpaGate(settings.opa_url, http) if settings.opa_url else None
     policy = PolicyActivities(registry=registry, cedar=cedar, opa=opa)
     tools = ToolActivities(registry=registry, blobs=blobs)
+    setup = SetupActivities(settings=settings, registry=registry)
     return Worker(
         client,
         task_queue=task_queue or settings.task_queue,
@@ -82,6 +90,7 @@ def build_worker(
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=settings.sticky_timeout),
         graceful_shutdown_timeout=timedelta(seconds=settings.graceful_shutdown),
         activities=[
+            setup.resolve_loop,
             inference.call_model,
             policy.evaluate_policy,
             tools.describe_tools,
@@ -115,7 +124,16 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     added = await ensure_search_attributes(client)
     if added:
         log.info("registered search attributes %s", ", ".join(added))
-    async with http_client() as http:
+    async with contextlib.AsyncExitStack() as stack:
+        if settings.scripted:
+            settings = stack.enter_context(serve_offline_model(settings))
+            log.info(
+                "serving the offline scripted model %s as provider 'scripted' (no API key, no "
+                "network; answers are labelled %s)",
+                OFFLINE_MODEL,
+                LABEL,
+            )
+        http = await stack.enter_async_context(http_client())
         worker = build_worker(client, settings, http)
         log.info(
             "orga worker on %s, namespace %s, task queue %s",
@@ -128,14 +146,28 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     log.info("orga worker stopped")
 
 
-def main() -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python worker.py``."""
+    parser = argparse.ArgumentParser(
+        prog="worker.py",
+        description="Run an orga worker. Configuration comes from the environment "
+        "(TEMPORAL_ADDRESS, ORGA_TASK_QUEUE, OPENROUTER_API_KEY, ORGA_TOOL_MODULES, …: see the "
+        "README's Configuration section).",
+    )
+    parser.add_argument(
+        "--scripted",
+        action="store_true",
+        help="serve the offline scripted model (no API key, no network; answers are labelled)",
+    )
+    args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
         settings = Settings.from_env()
     except InvalidConfig as error:
         print(f"orga worker: {error.message}", file=sys.stderr)
         return 2
+    if args.scripted:
+        settings = settings.model_copy(update={"default_provider": SCRIPTED})
 
     async def run() -> None:
         stop = asyncio.Event()

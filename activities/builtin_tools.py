@@ -112,14 +112,15 @@ def _web_fetch(http: httpx.AsyncClient, max_bytes: int, timeout: float) -> Tool:
 
 
 @tool
-def add(a: float, b: float) -> float:
+def add(a: float, b: float) -> int | float:
     """Add two numbers and return the sum.
 
     Args:
         a: the first number.
         b: the second number.
     """
-    return a + b
+    total = a + b
+    return int(total) if total.is_integer() else total  # 2 + 3 is 5, not 5.0
 
 
 def builtin_tools(settings: Settings, http: httpx.AsyncClient) -> list[Tool]:

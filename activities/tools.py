@@ -74,14 +74,7 @@ class ToolActivities:
         Raises:
             InvalidConfig: a name is not registered on this worker.
         """
-        missing = [name for name in request.names if name not in self._registry]
-        if missing:
-            raise InvalidConfig(
-                f"config.tools names tools this worker does not have: {missing!r}. "
-                f"Registered tools: {self._registry.names()!r}. Fix config.tools, or add the "
-                "module that defines them to ORGA_TOOL_MODULES."
-            )
-        return [self._tool(name).definition for name in request.names]
+        return self._registry.definitions(request.names, named_by="config.tools")
 
     def _tool(self, name: str) -> Tool:
         found = self._registry.get(name)

@@ -24,7 +24,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.setup import Bench, bench, history_size
-from orga.cli.scripted_model import RecordedRequest, Turn
+from orga.runtime.scripted_model import RecordedRequest, Turn
 
 PROMPT = "Add up the numbers, one tool call at a time."
 

@@ -21,11 +21,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bare import BareInput, BareLoopWorkflow
 from bench.bare_activities import BareActivities
-from orga.cli.scripted_model import RecordedRequest, ScriptedModelServer, Turn
 from orga.contracts.config import LoopConfig, LoopInput
 from orga.contracts.conversation import Message
 from orga.runtime.connect import connect, ensure_search_attributes
 from orga.runtime.devserver import DevServer
+from orga.runtime.scripted_model import RecordedRequest, ScriptedModelServer, Turn
 from orga.runtime.settings import ProviderSettings, Settings
 from orga.runtime.tools import Tool
 from worker import build_registry, build_worker, http_client

@@ -12,9 +12,9 @@ import pytest
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from orga.cli.scripted_model import ScriptedModelServer
 from orga.contracts import search_attributes as sa
 from orga.runtime.devserver import TUNING_ARGS, temporal_binary, time_skipping_binary
+from orga.runtime.scripted_model import ScriptedModelServer
 from tests.harness import Harness, replay
 
 

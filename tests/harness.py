@@ -14,12 +14,12 @@ import httpx
 from pydantic import SecretStr
 from temporalio.client import Client, WorkflowHandle
 
-from orga.cli.scripted_model import ScriptedModelServer, Step
 from orga.contracts.config import LoopConfig, LoopInput
 from orga.contracts.conversation import Message
 from orga.contracts.state import LoopResult
 from orga.contracts.task import TaskInput, TaskResult
 from orga.contracts.vocabulary import ProviderName
+from orga.runtime.scripted_model import ScriptedModelServer, Step
 from orga.runtime.settings import ProviderSettings, Settings
 from orga.runtime.tools import Tool
 from worker import build_worker, http_client, replayer

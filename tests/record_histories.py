@@ -18,9 +18,9 @@ from pathlib import Path
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from orga.cli.scripted_model import ScriptedModelServer
 from orga.contracts import search_attributes as sa
 from orga.runtime.devserver import TUNING_ARGS, temporal_binary
+from orga.runtime.scripted_model import ScriptedModelServer
 from tests.harness import Harness
 from tests.scenarios import SCENARIOS
 

@@ -16,9 +16,9 @@ from typing import Any
 
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 
-from orga.cli.scripted_model import RecordedRequest, Turn
 from orga.contracts.approvals import ApprovalDecision
 from orga.contracts.state import LoopState
+from orga.runtime.scripted_model import RecordedRequest, Turn
 from tests.harness import Harness, scripted_settings
 from tests.sample_tools import Flaky, transfer
 

@@ -9,12 +9,12 @@ import pytest
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 
-from orga.cli.scripted_model import Turn
 from orga.contracts import search_attributes as sa
 from orga.contracts.approvals import ApprovalDecision, ApprovalRecord
 from orga.contracts.conversation import Message
 from orga.contracts.journal import ApprovalDecided, Journal
 from orga.contracts.state import LoopState
+from orga.runtime.scripted_model import Turn
 from tests.harness import Harness
 from tests.sample_tools import Probe, probe_tools, transfer
 
@@ -81,9 +81,16 @@ async def test_deny_by_update_and_the_validator(harness: Harness) -> None:
         [waiting] = (await pending(handle)).pending_approvals
         events_before = len((await handle.fetch_history()).events)
         with pytest.raises(WorkflowUpdateFailedError) as unknown:
-            await handle.execute_update("approve", ApprovalDecision(call_id="nope", approved=True))
+            await handle.execute_update(
+                "approve", ApprovalDecision(call_id="nope", approved=True, approver="carol")
+            )
         assert isinstance(unknown.value.cause, ApplicationError)
         assert "'nope' is not waiting for approval" in str(unknown.value.cause)
+        with pytest.raises(WorkflowUpdateFailedError) as nobody:
+            await handle.execute_update(
+                "approve", ApprovalDecision(call_id=waiting.call_id, approved=True)
+            )
+        assert "names no approver" in str(nobody.value.cause)
         assert len((await handle.fetch_history()).events) == events_before  # nothing written
         record = await handle.execute_update(
             "approve",
@@ -100,7 +107,7 @@ async def test_deny_by_update_and_the_validator(harness: Harness) -> None:
         )
         with pytest.raises(WorkflowUpdateFailedError) as again:
             await handle.execute_update(
-                "approve", ApprovalDecision(call_id=waiting.call_id, approved=True)
+                "approve", ApprovalDecision(call_id=waiting.call_id, approved=True, approver="x")
             )
         assert "already decided" in str(again.value.cause)
         result = await handle.result()
@@ -119,7 +126,9 @@ async def test_worker_restarted_while_an_approval_is_pending(harness: Harness) -
         handle = await harness.start("pay dan", model=model, tools=["transfer"])
         [waiting] = (await pending(handle)).pending_approvals
     # No worker at all now: the signal is stored by Temporal and delivered later.
-    await handle.signal("approval", ApprovalDecision(call_id=waiting.call_id, approved=True))
+    await handle.signal(
+        "approval", ApprovalDecision(call_id=waiting.call_id, approved=True, approver="dan")
+    )
     async with harness.worker(tools=[transfer]):
         result = await handle.result()
         messages = await handle.query("conversation", result_type=list[Message])
@@ -139,7 +148,7 @@ async def test_update_after_a_worker_restart(harness: Harness) -> None:
         assert [p.call_id for p in state.pending_approvals] == [waiting.call_id]
         record = await handle.execute_update(
             "approve",
-            ApprovalDecision(call_id=waiting.call_id, approved=True),
+            ApprovalDecision(call_id=waiting.call_id, approved=True, approver="fay"),
             result_type=ApprovalRecord,
         )
         assert record.approved
@@ -157,5 +166,31 @@ async def test_current_details_name_the_pending_approval(harness: Harness) -> No
         [waiting] = (await pending(handle)).pending_approvals
         metadata = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
         assert f"waiting for approval of transfer ({waiting.call_id})" in metadata.current_details
-        await handle.signal("approval", ApprovalDecision(call_id=waiting.call_id, approved=False))
+        await handle.signal(
+            "approval", ApprovalDecision(call_id=waiting.call_id, approved=False, approver="z")
+        )
         await handle.result()
+
+
+async def test_a_signal_that_names_nobody_is_ignored(harness: Harness) -> None:
+    """The audit trail never records a decision without an approver: such a signal is dropped
+    (and logged), the call keeps waiting, and a signed decision then goes through."""
+    model = harness.new_model(
+        [Turn(tool_calls=[("transfer", {"amount": 3, "to": "gil"})]), Turn(text="ok")]
+    )
+    async with harness.worker(tools=[transfer]):
+        handle = await harness.start("pay gil", model=model, tools=["transfer"])
+        [waiting] = (await pending(handle)).pending_approvals
+        await handle.signal("approval", ApprovalDecision(call_id=waiting.call_id, approved=True))
+        await handle.signal(
+            "approval", ApprovalDecision(call_id=waiting.call_id, approved=True, approver="  ")
+        )
+        # Signals are handled in order: once the worker has seen a later, signed decision, the
+        # unsigned ones before it were ignored rather than recorded.
+        await handle.signal(
+            "approval", ApprovalDecision(call_id=waiting.call_id, approved=False, approver="hal")
+        )
+        assert (await handle.result()).output == "ok"
+        journal = await handle.query("journal", result_type=Journal)
+    [decided] = [e for e in journal.entries if isinstance(e, ApprovalDecided)]
+    assert (decided.approved, decided.approver) == (False, "hal")

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from temporalio.testing import WorkflowEnvironment
 
-from orga.cli.scripted_model import Turn
 from orga.runtime.connect import connect, ensure_search_attributes
 from orga.runtime.devserver import address_answers
+from orga.runtime.scripted_model import Turn
 from orga.runtime.settings import Settings
 from tests.harness import Harness, scripted_settings
 
@@ -139,7 +139,7 @@ async def test_demo_offline_end_to_end(tmp_path: Path) -> None:
     code, out, err = await orga("demo", env=env, timeout=120)
     assert code == 0, out + err
     assert "offline scripted model" in out
-    assert "answer:      17 + 25 = 42" in out
+    assert "answer:      [offline scripted model] 17 + 25 = 42" in out
     assert (
         f"web ui:      http://localhost:{port + 1000}/namespaces/default/workflows/orga-demo-"
         in out

@@ -19,9 +19,9 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from orga.cli.scripted_model import Turn
 from orga.runtime.connect import connect
 from orga.runtime.devserver import DevServer
+from orga.runtime.scripted_model import Turn
 from orga.runtime.settings import Settings
 from tests.harness import Harness, scripted_settings
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from orga.cli.scripted_model import RecordedRequest, Turn
 from orga.contracts.journal import Journal
 from orga.contracts.state import LoopState
+from orga.runtime.scripted_model import RecordedRequest, Turn
 from tests.harness import Harness, replay
 
 ITERATIONS = 310

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from orga.cli.scripted_model import Turn
 from orga.contracts.journal import Journal
 from orga.contracts.state import LoopState
+from orga.runtime.scripted_model import Turn
 from tests.harness import Harness
 
 
@@ -40,7 +40,7 @@ async def test_one_tool_then_answer(harness: Harness) -> None:
     ]
     second = harness.model.requests_for(model)[1].body
     tool_messages = [m for m in second["messages"] if m["role"] == "tool"]
-    assert tool_messages[0]["content"] == "5.0"
+    assert tool_messages[0]["content"] == "5"
 
 
 async def test_a_new_worker_rebuilds_the_conversation_from_the_workflow(harness: Harness) -> None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from orga.cli.scripted_model import Turn
 from orga.contracts.conversation import Message
+from orga.runtime.scripted_model import Turn
 from tests.harness import Harness
 from tests.sample_tools import dump
 

@@ -3,15 +3,16 @@ each journaled as Terminated, and no tool of the failing turn ever run."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from orga.cli.scripted_model import Raw, Turn
 from orga.contracts.journal import Journal
 from orga.contracts.state import LoopState
+from orga.runtime.scripted_model import Raw, Turn
 from tests.harness import Harness
 from tests.sample_tools import Probe, probe_tools
 
@@ -185,3 +186,23 @@ async def test_unknown_configured_tool_is_a_config_error(harness: Harness) -> No
     assert error.type == "InvalidConfig"
     assert "no_such_tool" in error.message
     assert harness.model.requests_for(model) == []
+
+
+@pytest.mark.parametrize("workflow", ["ReasoningLoop", "Task"])
+@pytest.mark.parametrize("given", ["just a string", [1, 2], 42, None])
+async def test_input_that_is_not_an_object_fails_at_once(
+    harness: Harness, workflow: str, given: object
+) -> None:
+    """Temporal would retry a workflow task that cannot decode its input forever; orga takes
+    the raw payload and fails the workflow with ``InvalidConfig`` instead."""
+    async with harness.worker():
+        handle = await harness.client.start_workflow(
+            workflow,
+            given,
+            id=f"not-an-object-{uuid.uuid4().hex[:8]}",
+            task_queue=harness.task_queue,
+        )
+        harness.handles.append(handle)
+        error = await failure_of(handle)
+    assert error.type == "InvalidConfig"
+    assert "must be a JSON object" in error.message and "Nothing was run" in error.message

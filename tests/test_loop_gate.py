@@ -8,10 +8,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from orga.cli.scripted_model import Turn
 from orga.contracts.conversation import Message
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.journal import Journal, PolicyEvaluated
+from orga.runtime.scripted_model import Turn
 from tests.harness import Harness, scripted_settings
 from tests.test_cedar import EXAMPLES
 from worker import build_worker

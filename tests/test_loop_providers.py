@@ -10,10 +10,10 @@ import pytest
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ActivityError, ApplicationError
 
-from orga.cli.scripted_model import Raw, Turn
 from orga.contracts.conversation import Message
 from orga.contracts.journal import Journal
 from orga.contracts.state import LoopState
+from orga.runtime.scripted_model import Raw, Turn
 from tests.fixtures import body as fixture
 from tests.harness import API_KEYS, Harness
 
@@ -48,7 +48,7 @@ async def test_each_provider_runs_a_tool_loop(harness: Harness, provider: str) -
         assistant = second.body["messages"][1]["content"]
         assert [b["type"] for b in assistant] == ["text", "tool_use"]
         assert second.body["messages"][2]["content"][0]["type"] == "tool_result"
-        assert second.body["messages"][2]["content"][0]["content"] == "5.0"
+        assert second.body["messages"][2]["content"][0]["content"] == "5"
     else:
         assert first.path == "/v1/chat/completions"
         assert first.headers["authorization"] == f"Bearer {API_KEYS[provider]}"  # type: ignore[index]

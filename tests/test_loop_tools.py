@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from orga.cli.scripted_model import Turn
 from orga.contracts.conversation import Message, ToolResult
 from orga.contracts.state import LoopState
+from orga.runtime.scripted_model import Turn
 from tests.harness import Harness
 from tests.sample_tools import Probe, explode, probe_tools, sleepy, whoami
 
@@ -147,7 +147,7 @@ async def test_bad_arguments_unknown_tool_and_exception_become_error_results(
     assert "a: Input should be a valid number" in results[2].content
     assert "'delete_everything' is not available" in results[3].content
     assert "ValueError: kaboom" in results[4].content
-    assert results[5].content == "3.0" and not results[5].is_error
+    assert results[5].content == "3" and not results[5].is_error
     assert all(r.is_error for r in results[:5])
     assert state.tool_call_count == 6
     # The model saw every error, flagged as an error.

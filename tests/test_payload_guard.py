@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orga.cli.scripted_model import Turn
 from orga.contracts.conversation import Message
 from orga.contracts.journal import Journal, ObservationsCollected, ReasoningComplete
 from orga.core.text import cut_bytes
 from orga.runtime.blobs import BlobStore
+from orga.runtime.scripted_model import Turn
 from tests.harness import Harness, scripted_settings
 from tests.sample_tools import dump
 

@@ -9,11 +9,11 @@ import pytest
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from orga.cli.scripted_model import Turn
 from orga.contracts.approvals import EscalationAction, EscalationResolution
 from orga.contracts.conversation import Message, ToolResult
 from orga.contracts.journal import EscalationResolved, Journal, RecoveryTriggered
 from orga.contracts.state import LoopState
+from orga.runtime.scripted_model import Turn
 from tests.harness import Harness
 from tests.sample_tools import Flaky
 
@@ -164,12 +164,15 @@ async def test_escalate_abort_ends_the_loop(harness: Harness) -> None:
         escalation_id = await escalated(handle)
         await handle.signal(
             "resolve_escalation",
-            EscalationResolution(escalation_id=escalation_id, action="abort", reason="stop it"),
+            EscalationResolution(
+                escalation_id=escalation_id, action="abort", reason="stop it", operator="olu"
+            ),
         )
         with pytest.raises(WorkflowFailureError) as caught:
             await handle.result()
     assert isinstance(caught.value.cause, ApplicationError)
     assert caught.value.cause.type == "Aborted" and "stop it" in caught.value.cause.message
+    assert "by olu" in caught.value.cause.message
 
 
 async def test_breaker_opens_refuses_and_recovers(harness: Harness) -> None:

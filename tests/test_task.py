@@ -35,12 +35,16 @@ SHOP_STEPS: list[dict[str, Any]] = [
 ]
 
 
-async def aborted(handle: Any) -> dict[str, Any]:
+async def failure(handle: Any, kind: str = "TaskAborted") -> ApplicationError:
     with pytest.raises(WorkflowFailureError) as caught:
         await handle.result()
     cause = caught.value.cause
-    assert isinstance(cause, ApplicationError) and cause.type == "TaskAborted"
-    return cause.details[0]
+    assert isinstance(cause, ApplicationError) and cause.type == kind, cause
+    return cause
+
+
+async def aborted(handle: Any) -> dict[str, Any]:
+    return (await failure(handle)).details[0]
 
 
 def statuses(report: dict[str, Any] | TaskResult | TaskState) -> dict[str, str]:
@@ -169,7 +173,9 @@ async def test_escalate(harness: Harness, action: str) -> None:
         with pytest.raises(WorkflowUpdateFailedError) as refused:  # a step has no result to give
             await handle.execute_update(
                 "resolve_escalation",
-                EscalationResolution(escalation_id=escalation, action="result", result="x"),
+                EscalationResolution(
+                    escalation_id=escalation, action="result", result="x", operator="ops"
+                ),
             )
         assert "not 'result'" in str(refused.value.cause)
         await handle.execute_update(
@@ -177,8 +183,10 @@ async def test_escalate(harness: Harness, action: str) -> None:
             EscalationResolution(escalation_id=escalation, action=action, operator="ops"),  # type: ignore[arg-type]
         )
         if action == "abort":
-            report = await aborted(handle)
-            assert statuses(report) == {"flaky": "failed"}
+            cause = await failure(handle)
+            assert statuses(cause.details[0]) == {"flaky": "failed"}
+            assert "ops aborted it at step 'flaky'" in cause.message
+            assert "no step had completed, so nothing needed compensating" in cause.message
             return
         result = await handle.result()
     expected = {"retry": "completed", "skip": "skipped"}[action]
@@ -208,7 +216,7 @@ async def test_parallel_steps_overlap(harness: Harness) -> None:
 
 @pytest.mark.parametrize("where", ["step", "child loop", "escalation"])
 async def test_cancellation_still_compensates(harness: Harness, where: str) -> None:
-    from orga.cli.scripted_model import Turn
+    from orga.runtime.scripted_model import Turn
 
     shop = Shop(notify_fails=False)
     unreliable = Unreliable(same_error=True)
@@ -271,3 +279,29 @@ async def test_cancellation_still_compensates(harness: Harness, where: str) -> N
     assert statuses(state)["reserve"] == "compensated"
     assert statuses(state)["charge"] == "compensated"
     assert shop.names()[-2:] == ["refund", "release"]
+
+
+async def test_a_task_naming_a_tool_the_worker_lacks_fails_before_any_step(
+    harness: Harness,
+) -> None:
+    shop = Shop(notify_fails=False)
+    steps = [*SHOP_STEPS[:2], {"id": "ship", "action": {"kind": "tool", "tool": "ship_it"}}]
+    steps[1] = {**steps[1], "compensation": {"tool": "refund_twice", "arguments": {}}}
+    async with harness.worker(tools=shop.tools):
+        handle = await harness.start_task(steps)
+        cause = await failure(handle, "InvalidConfig")
+        state = await handle.query("state", result_type=TaskState)
+    assert "ship_it" in cause.message and "refund_twice" in cause.message
+    assert "Nothing was run" in cause.message
+    assert shop.names() == []
+    assert state.status == "failed" and state.message == cause.message
+
+
+async def test_the_final_message_says_what_was_undone(harness: Harness) -> None:
+    shop = Shop()
+    async with harness.worker(tools=shop.tools):
+        handle = await harness.start_task(SHOP_STEPS, policy={"max_reattempts_per_step": 0})
+        cause = await failure(handle)
+        state = await handle.query("state", result_type=TaskState)
+    assert cause.message.endswith("; compensated charge, reserve"), cause.message
+    assert state.message == cause.message

@@ -9,8 +9,8 @@ from typing import Any
 
 from temporalio.testing import WorkflowEnvironment
 
-from orga.cli.scripted_model import Turn
 from orga.runtime.devserver import temporal_binary
+from orga.runtime.scripted_model import Turn
 from tests.harness import Harness
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 
-from orga.cli.scripted_model import Turn
 from orga.contracts.conversation import Message
 from orga.contracts.journal import ApprovalDecided, Journal
+from orga.runtime.scripted_model import Turn
 from tests.harness import Harness
 from tests.sample_tools import transfer
 

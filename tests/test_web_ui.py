@@ -8,18 +8,23 @@ from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from orga import LoopConfig, LoopInput, Message
-from orga.cli.scripted_model import Turn
 from orga.contracts import search_attributes as sa
+from orga.contracts.approvals import ApprovalDecision
 from orga.contracts.state import LoopResult
-from tests.harness import Harness
+from orga.runtime.scripted_model import Turn
+from tests.harness import Harness, scripted_settings
+from tests.sample_tools import transfer
+from tests.test_approvals import pending
 
 
-def summaries(events: Any) -> list[str]:
+def summaries(events: Any, *, kinds: bool = False) -> list[str]:
+    """Every summary in the history, in order (with ``kinds``: prefixed by the event type)."""
     convert = pydantic_data_converter.payload_converter
     found: list[str] = []
     for event in events:
         if event.HasField("user_metadata") and event.user_metadata.HasField("summary"):
-            found.append(convert.from_payloads([event.user_metadata.summary])[0])
+            label = convert.from_payloads([event.user_metadata.summary])[0]
+            found.append(f"{event.WhichOneof('attributes')}: {label}" if kinds else label)
     return found
 
 
@@ -43,18 +48,53 @@ async def test_summaries_details_and_search_attributes(harness: Harness) -> None
         description = await handle.describe()
         history = await handle.fetch_history()
     assert await description.static_summary() == "ui-agent: 1+2?"
-    assert summaries(history.events) == [
+    labels = summaries(history.events)
+    assert labels == [
         "ui-agent: 1+2?",
-        "describe 1 tool(s)",
+        "resolve the loop's setup · 1 tool(s)",
+        "loop timeout",  # the timer starts
         f"model {model} · iteration 1",
         "policy default · 1 action(s)",
-        "tool add · call_" + summaries(history.events)[4].split("call_")[1],
+        "tool add · call_" + labels[5].split("call_", 1)[-1],
         f"model {model} · iteration 2",
         "policy default · 1 action(s)",
-    ]
+        "loop timeout",  # and is cancelled when the loop ends in time
+    ], "\n".join(summaries(history.events, kinds=True))
     assert metadata.current_details.startswith("**completed** · iteration 2/25 · 30/100000 tokens")
     attributes = description.typed_search_attributes
     assert attributes.get(sa.AGENT_ID) == "ui-agent"
     assert attributes.get(sa.STATUS) == "completed"
     assert attributes.get(sa.ITERATION) == 2
     assert attributes.get(sa.TOTAL_TOKENS) == 30
+
+
+async def test_summaries_name_the_effective_model_and_every_timer(harness: Harness) -> None:
+    """A loop that names no model shows the worker's default in every model summary (and in its
+    state and result); the loop timeout and each approval wait are labelled timers."""
+    default = harness.new_model(
+        [Turn(tool_calls=[("transfer", {"amount": 1, "to": "x"})]), Turn(text="done")]
+    )
+    settings = scripted_settings(harness.model)
+    openai = settings.providers["openai"].model_copy(update={"default_model": default})
+    settings = settings.model_copy(update={"providers": {**settings.providers, "openai": openai}})
+    async with harness.worker(settings=settings, tools=[transfer]):
+        handle = await harness.start("pay x", tools=["transfer"])
+        state = await pending(handle)
+        assert (state.provider, state.model) == ("openai", default)
+        [waiting] = state.pending_approvals
+        await handle.execute_update(
+            "approve", ApprovalDecision(call_id=waiting.call_id, approved=True, approver="ui")
+        )
+        result = await handle.result()
+        history = await handle.fetch_history()
+    assert (result.provider, result.model) == ("openai", default)
+    labels = summaries(history.events)
+    assert f"model {default} · iteration 1" in labels
+    assert f"model {default} · iteration 2" in labels
+    timers = [
+        label.removeprefix("timer_started_event_attributes: ")
+        for label in summaries(history.events, kinds=True)
+        if label.startswith("timer_started_event_attributes: ")
+    ]
+    assert "loop timeout" in timers
+    assert f"approval timeout · transfer {waiting.call_id}" in timers

@@ -85,6 +85,7 @@ class LoopBooks:
         self.tool_call_count = 0
         self.output: str | None = None
         self.termination_reason: str | None = None
+        self.termination_message: str | None = None
         self.started_at = started_at
         self.human_wait = timedelta(0)
         """Time spent waiting for people, which the loop's timeout does not count."""
@@ -172,6 +173,7 @@ class LoopBooks:
     def completed(self, output: str, reason: str, message: str) -> None:
         self.output = output
         self.termination_reason = reason
+        self.termination_message = message
         self.set_phase("completed")
         self.status = "completed"
         self.record(Terminated(**self.stamp(), reason=reason, message=message))
@@ -184,6 +186,7 @@ class LoopBooks:
         self.status = "failed"
         self.set_phase("failed")
         message = error.message if isinstance(error, ApplicationError) else str(error)
+        self.termination_message = message or "cancelled"
         self.record(Terminated(**self.stamp(), reason=kind or "failed", message=message))
         self._upsert([sa.STATUS.value_set("failed")])
 

@@ -1,9 +1,10 @@
-"""Which tools a loop has, and which of them the model sees.
+"""What a loop has to work with: its setup (tools, provider, model), and what the model sees.
 
 Workflow code. A loop's tools are the ones its config lists, then the tools its pre-hydration
 resolvers use; the recovery strategies' fallback tools are resolved too (they run, but are not
-advertised). Their definitions come from the worker's registry through the ``describe_tools``
-local activity; the tool profile then decides what is advertised.
+advertised). The worker resolves them, with the effective provider and model, in the
+``resolve_loop`` local activity when the loop starts (loops recorded before that step existed
+used ``describe_tools``, tools only); the tool profile then decides what is advertised.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ from temporalio.exceptions import ActivityError, FailureError
 
 from orga.contracts.config import LoopConfig
 from orga.contracts.errors import InvalidConfig
+from orga.contracts.setup import RESOLVE_LOOP, LoopSetup, LoopSetupRequest
 from orga.contracts.tools import DESCRIBE_TOOLS, DescribeToolsRequest, ToolDefinition
 from orga.core.profile import visible_tools
 from workflows.options import DESCRIBE_TOOLS_TIMEOUT, SHORT_RETRY
 
-__all__ = ["advertised_tools", "describe_tools", "loop_tools"]
+__all__ = ["advertised_tools", "describe", "describe_tools", "loop_tools", "resolve_loop"]
 
 
 def loop_tools(config: LoopConfig) -> list[str]:
@@ -36,14 +38,47 @@ def advertised_tools(config: LoopConfig, definitions: dict[str, ToolDefinition])
     return [d.name for d in visible_tools(config.tool_profile, listed)]
 
 
+def _runnable_tools(config: LoopConfig) -> list[str]:
+    names = loop_tools(config)
+    return names + [n for n in config.recovery.fallback_tools() if n not in names]
+
+
+async def resolve_loop(config: LoopConfig) -> LoopSetup:
+    """The loop's setup as this worker resolves it, recorded as one marker.
+
+    Raises:
+        InvalidConfig: a tool is not registered on the worker, or its provider is not served.
+    """
+    request = LoopSetupRequest(config=config, tools=_runnable_tools(config))
+    try:
+        return await workflow.execute_local_activity(
+            RESOLVE_LOOP,
+            request,
+            result_type=LoopSetup,
+            start_to_close_timeout=DESCRIBE_TOOLS_TIMEOUT,
+            retry_policy=SHORT_RETRY,
+            summary=f"resolve the loop's setup · {len(request.tools)} tool(s)",
+        )
+    except FailureError as error:
+        raise InvalidConfig(f"the loop could not be set up: {_message(error)}") from error
+
+
 async def describe_tools(config: LoopConfig) -> dict[str, ToolDefinition]:
-    """Definitions of the loop's tools and of the fallback tools recovery may use.
+    """Definitions of the loop's tools and of the fallback tools recovery may use (the step
+    of loops recorded before ``resolve_loop``).
 
     Raises:
         InvalidConfig: a tool is not registered on the worker.
     """
-    names = loop_tools(config)
-    names += [n for n in config.recovery.fallback_tools() if n not in names]
+    return await describe(_runnable_tools(config), "the loop's tools could not be resolved")
+
+
+async def describe(names: list[str], failure: str) -> dict[str, ToolDefinition]:
+    """Definitions of the named tools, from the worker's registry (nothing asked: nothing run).
+
+    Raises:
+        InvalidConfig: ``failure``, then why (a tool is not registered on the worker).
+    """
     if not names:
         return {}
     try:
@@ -56,8 +91,12 @@ async def describe_tools(config: LoopConfig) -> dict[str, ToolDefinition]:
             retry_policy=SHORT_RETRY,
             summary=f"describe {len(names)} tool(s)",
         )
-    except FailureError as error:  # a local activity: the error itself, or a timeout
-        cause = error.cause if isinstance(error, ActivityError) else error
-        message = cause.message if isinstance(cause, FailureError) else str(error)
-        raise InvalidConfig(f"the loop's tools could not be resolved: {message}") from error
+    except FailureError as error:
+        raise InvalidConfig(f"{failure}: {_message(error)}") from error
     return {definition.name: definition for definition in found}
+
+
+def _message(error: FailureError) -> str:
+    """A local activity's failure arrives as the error itself (or a timeout), not wrapped."""
+    cause = error.cause if isinstance(error, ActivityError) else error
+    return cause.message if isinstance(cause, FailureError) else str(error)

@@ -25,6 +25,7 @@ from orga.contracts.approvals import (
     PendingEscalation,
 )
 from orga.contracts.conversation import ToolCall
+from workflows.patches import APPROVER_REQUIRED
 
 __all__ = ["EscalationHandlers", "HumanDesk"]
 
@@ -47,8 +48,14 @@ class HumanDesk:
 
     # ---- approvals ---------------------------------------------------------------------
 
-    def check_approval(self, decision: ApprovalDecision) -> None:
-        """Raise ``ValueError`` unless the decision answers a pending approval."""
+    def check_approval(self, decision: ApprovalDecision, *, require_approver: bool = True) -> None:
+        """Raise ``ValueError`` unless the decision answers a pending approval, and says who
+        decided (``require_approver=False`` only where older histories replay)."""
+        if require_approver and not (decision.approver or "").strip():
+            raise ValueError(
+                "the decision names no approver: say who decides (approver), so the audit "
+                "trail records it"
+            )
         if decision.call_id in self.decided_ids:
             raise ValueError(f"call {decision.call_id!r} was already decided")
         if decision.call_id not in self.approvals:
@@ -58,7 +65,8 @@ class HumanDesk:
             )
 
     def decide(self, decision: ApprovalDecision, source: DecisionSource) -> ApprovalRecord:
-        self.check_approval(decision)
+        """Record a decision (the update's validator, or the signal handler, checked it)."""
+        self.check_approval(decision, require_approver=False)
         record = ApprovalRecord(
             call_id=decision.call_id,
             tool=self.approvals[decision.call_id].tool,
@@ -71,6 +79,16 @@ class HumanDesk:
         self._approved[decision.call_id] = record
         self.decided_ids.add(decision.call_id)
         return record
+
+    def decide_by_signal(self, decision: ApprovalDecision) -> None:
+        """The ``approval`` signal: record the decision, or log why it was ignored (a signal
+        has no answer to carry an error back)."""
+        try:
+            if workflow.patched(APPROVER_REQUIRED):
+                self.check_approval(decision)
+            self.decide(decision, "signal")
+        except ValueError as error:
+            workflow.logger.warning("approval signal ignored: %s", error)
 
     async def approval(
         self, call: ToolCall, reason: str, iteration: int, timeout: timedelta
@@ -86,7 +104,11 @@ class HumanDesk:
         )
         self._on_change()
         try:
-            await workflow.wait_condition(lambda: call.id in self._approved, timeout=timeout)
+            await workflow.wait_condition(
+                lambda: call.id in self._approved,
+                timeout=timeout,
+                timeout_summary=f"approval timeout · {call.name} {call.id}",
+            )
         except TimeoutError:
             self._approved[call.id] = ApprovalRecord(
                 call_id=call.id,
@@ -110,8 +132,17 @@ class HumanDesk:
 
     # ---- escalations -------------------------------------------------------------------
 
-    def check_resolution(self, resolution: EscalationResolution) -> None:
-        """Raise ``ValueError`` unless it answers a pending escalation with one of its options."""
+    def check_resolution(
+        self, resolution: EscalationResolution, *, require_operator: bool = True
+    ) -> None:
+        """Raise ``ValueError`` unless it answers a pending escalation with one of its options,
+        and says who resolved it (``require_operator=False`` only where older histories
+        replay)."""
+        if require_operator and not (resolution.operator or "").strip():
+            raise ValueError(
+                "the resolution names no operator: say who resolves it (operator), so the "
+                "audit trail records it"
+            )
         pending = self.escalations.get(resolution.escalation_id)
         if pending is None:
             listed = ", ".join(self.escalations) or "none"
@@ -125,7 +156,8 @@ class HumanDesk:
             )
 
     def resolve(self, resolution: EscalationResolution, source: DecisionSource) -> EscalationRecord:
-        self.check_resolution(resolution)
+        """Record a resolution (the update's validator, or the signal handler, checked it)."""
+        self.check_resolution(resolution, require_operator=False)
         record = EscalationRecord(
             escalation_id=resolution.escalation_id,
             action=resolution.action,
@@ -137,6 +169,15 @@ class HumanDesk:
         )
         self._resolved[resolution.escalation_id] = record
         return record
+
+    def resolve_by_signal(self, resolution: EscalationResolution) -> None:
+        """The ``resolve_escalation`` signal: record it, or log why it was ignored."""
+        try:
+            if workflow.patched(APPROVER_REQUIRED):
+                self.check_resolution(resolution)
+            self.resolve(resolution, "signal")
+        except ValueError as error:
+            workflow.logger.warning("resolve_escalation signal ignored: %s", error)
 
     async def escalation(self, pending: PendingEscalation) -> EscalationRecord:
         """Wait, without a time limit, for an operator to resolve ``pending``."""
@@ -159,10 +200,7 @@ class EscalationHandlers:
     @workflow.signal(name="resolve_escalation")
     def resolve_escalation_signal(self, resolution: EscalationResolution) -> None:
         """Resolve a parked step with one of its options (``retry``, ``skip``, …)."""
-        try:
-            self._desk.resolve(resolution, "signal")
-        except ValueError as error:
-            workflow.logger.warning("resolve_escalation signal ignored: %s", error)
+        self._desk.resolve_by_signal(resolution)
 
     @workflow.update(name="resolve_escalation")
     def resolve_escalation(self, resolution: EscalationResolution) -> EscalationRecord:

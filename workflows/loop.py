@@ -32,9 +32,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from temporalio import workflow
+from temporalio.common import RawValue
 
 from orga.contracts.approvals import ApprovalDecision, ApprovalRecord
 from orga.contracts.config import LoopInput
@@ -45,6 +46,7 @@ from orga.contracts.inference import ConversationRange, InferenceRequest, Infere
 from orga.contracts.journal import Journal, Started
 from orga.contracts.policy import PolicyResult
 from orga.contracts.state import LoopResult, LoopState
+from orga.contracts.vocabulary import ProviderName
 from orga.core.phases import (
     Answered,
     AnswerPolicyCheck,
@@ -55,13 +57,14 @@ from orga.core.phases import (
 )
 from workflows import continuation
 from workflows.bookkeeping import Conversation, LoopBooks
-from workflows.catalog import advertised_tools, describe_tools
-from workflows.common import validated
+from workflows.catalog import advertised_tools, describe_tools, resolve_loop
+from workflows.common import decoded
 from workflows.dispatcher import ToolRunner
 from workflows.evidence import EvidenceJudge, evidence_tools
 from workflows.gate import Gate
 from workflows.human import EscalationHandlers
 from workflows.model import call_model
+from workflows.patches import RESOLVE_LOOP
 from workflows.prehydration import pre_hydrate
 from workflows.toolstate import ToolState
 
@@ -82,18 +85,17 @@ class ReasoningLoopWorkflow(EscalationHandlers):
     """One agent loop. Start it with a ``LoopInput``; it returns a ``LoopResult``."""
 
     @workflow.init
-    def __init__(self, input: LoopInput | dict[str, Any]) -> None:
-        checked, self._invalid = validated(LoopInput, input, "loop")
-        input = checked or LoopInput(messages=[Message(role="user", content="")])
-        self._input = input
-        self._config = config = input.config
+    def __init__(self, input: RawValue) -> None:
+        checked, self._invalid = decoded(LoopInput, input, "loop")
+        self._input = loop = checked or LoopInput(messages=[Message(role="user", content="")])
+        self._config = config = loop.config
         self._workflow_id = workflow.info().workflow_id
         self._books = books = LoopBooks(config, started_at=workflow.now())
         self._desk = books.desk  # the escalation handlers answer here
         self._conversation = Conversation()
-        if config.system_prompt and input.carry is None:
+        if config.system_prompt and loop.carry is None:
             self._conversation.append([Message(role="system", content=config.system_prompt)])
-        self._conversation.append(input.messages)
+        self._conversation.append(loop.messages)
         self._gate = Gate(config, self._workflow_id, books)
         self._tools = ToolState(
             workflow_id=self._workflow_id,
@@ -110,15 +112,18 @@ class ReasoningLoopWorkflow(EscalationHandlers):
             gate=self._gate.decide_call,
         )
         self._advertised: list[str] = []
+        self._provider: ProviderName | None = config.provider
+        self._model: str | None = config.model
+        """The effective provider and model, once the worker resolved them."""
         self._evidence: EvidenceJudge | None = None
         self._collection: EvidenceCollection | None = None
         self._calibration = 1.0
         self._runs = 1
-        if input.carry is not None:
-            self._runs = input.carry.runs + 1
-            self._collection = input.carry.evidence
+        if loop.carry is not None:
+            self._runs = loop.carry.runs + 1
+            self._collection = loop.carry.evidence
             try:
-                continuation.restore(input.carry, books, self._conversation, self._tools)
+                continuation.restore(loop.carry, books, self._conversation, self._tools)
             except ValueError as error:
                 self._invalid = str(error)
 
@@ -143,6 +148,9 @@ class ReasoningLoopWorkflow(EscalationHandlers):
             messages=len(self._conversation.messages),
             output=books.output,
             termination_reason=books.termination_reason,
+            termination_message=books.termination_message,
+            provider=self._provider,
+            model=self._model,
             pending_approvals=list(desk.approvals.values()),
             pending_escalations=list(desk.escalations.values()),
             breakers={name: b.model_copy() for name, b in self._tools.breakers.items()},
@@ -165,10 +173,7 @@ class ReasoningLoopWorkflow(EscalationHandlers):
     @workflow.signal(name="approval")
     def approval(self, decision: ApprovalDecision) -> None:
         """Approve or deny a pending call (``{"call_id", "approved", "reason"?, "approver"?}``)."""
-        try:
-            self._books.desk.decide(decision, "signal")
-        except ValueError as error:
-            workflow.logger.warning("approval signal ignored: %s", error)
+        self._books.desk.decide_by_signal(decision)
 
     @workflow.update(name="approve")
     def approve(self, decision: ApprovalDecision) -> ApprovalRecord:
@@ -182,7 +187,7 @@ class ReasoningLoopWorkflow(EscalationHandlers):
     # ---- the loop --------------------------------------------------------------------------
 
     @workflow.run
-    async def run(self, input: LoopInput | dict[str, Any]) -> LoopResult:
+    async def run(self, input: RawValue) -> LoopResult:
         books, config = self._books, self._config
         if self._invalid is not None:
             invalid = InvalidConfig(self._invalid)
@@ -201,7 +206,7 @@ class ReasoningLoopWorkflow(EscalationHandlers):
             )
         limit = config.timeout.total_seconds()
         try:
-            self._tools.definitions = await describe_tools(config)
+            await self._set_up()
             self._advertised = advertised_tools(config, self._tools.definitions)
             self._start_evidence()
             finished = await self._within(limit)
@@ -232,6 +237,8 @@ class ReasoningLoopWorkflow(EscalationHandlers):
             workflow_id=self._workflow_id,
             messages=len(self._conversation.messages),
             snapshot=finished.snapshot,
+            provider=self._provider,
+            model=self._model,
         )
 
     async def _within(self, limit: float) -> Finished:
@@ -253,7 +260,9 @@ class ReasoningLoopWorkflow(EscalationHandlers):
                 if remaining <= 0:
                     raise TimeoutError
                 await workflow.wait_condition(
-                    lambda: cycle.done() or desk.waiting, timeout=remaining
+                    lambda: cycle.done() or desk.waiting,
+                    timeout=remaining,
+                    timeout_summary="loop timeout",
                 )
         except (TimeoutError, asyncio.CancelledError):
             # The deadline, or the loop itself was cancelled: stop the cycle and wait for it.
@@ -320,8 +329,8 @@ class ReasoningLoopWorkflow(EscalationHandlers):
         config, books = self._config, self._books
         books.set_phase("reasoning")
         request = InferenceRequest(
-            provider=config.provider,
-            model=config.model,
+            provider=self._provider,
+            model=self._model,
             iteration=reasoning.iteration,
             conversation=self._conversation.unsent(self._workflow_id),
             tools=list(self._advertised),
@@ -382,6 +391,15 @@ class ReasoningLoopWorkflow(EscalationHandlers):
 
     # ---- helpers ---------------------------------------------------------------------------
 
+    async def _set_up(self) -> None:
+        """What the worker resolves for this loop: tools, and the effective provider and model."""
+        if workflow.patched(RESOLVE_LOOP):
+            setup = await resolve_loop(self._config)
+            self._tools.definitions = {d.name: d for d in setup.tools}
+            self._provider, self._model = setup.provider, setup.model
+        else:  # recorded before the setup was resolved: tools only, the worker's defaults
+            self._tools.definitions = await describe_tools(self._config)
+
     def _start_evidence(self) -> None:
         """Track evidence when the loop advertises an evidence tool (or carried a record)."""
         collection = self._collection
@@ -397,7 +415,9 @@ class ReasoningLoopWorkflow(EscalationHandlers):
         carry = continuation.carried(
             self._runs, self._books, self._conversation, self._tools, collection
         )
-        await continuation.continue_as_new(self._config, self._conversation, carry)
+        # The next run keeps this run's provider and model, whatever its worker's defaults.
+        pinned = self._config.model_copy(update={"provider": self._provider, "model": self._model})
+        await continuation.continue_as_new(pinned, self._conversation, carry)
 
     def _budget(self, budget: str, limit: int, message: str) -> BudgetExceeded:
         return BudgetExceeded(message, {"budget": budget, "limit": limit, "state": self.state()})

@@ -18,10 +18,10 @@ import contextlib
 import json
 from collections.abc import Awaitable
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import RawValue, RetryPolicy
 from temporalio.exceptions import (
     ActivityError,
     ApplicationError,
@@ -56,9 +56,11 @@ from orga.contracts.task import (
 from orga.contracts.tools import RUN_TOOL, ToolInvocation
 from orga.core.progress import StepTracker
 from orga.core.template import fill_template
-from workflows.common import upsert, validated
+from workflows.catalog import describe
+from workflows.common import decoded, upsert
 from workflows.human import EscalationHandlers, HumanDesk
 from workflows.options import TOOL_RETRY, non_retryable, tool_heartbeat_timeout
+from workflows.patches import VALIDATE_TASK
 
 __all__ = ["TaskWorkflow"]
 
@@ -100,17 +102,18 @@ class TaskWorkflow(EscalationHandlers):
     """A multi-step task with saga compensation. Input ``TaskInput``, result ``TaskResult``."""
 
     @workflow.init
-    def __init__(self, input: TaskInput | dict[str, Any]) -> None:
-        checked, self._invalid = validated(TaskInput, input, "task")
-        input = checked or TaskInput(steps=[Step(id="invalid", action=ToolStep(tool="none"))])
-        self._input = input
-        self._steps = {step.id: step for step in input.steps}
-        self._reports = {step.id: StepReport(id=step.id) for step in input.steps}
+    def __init__(self, input: RawValue) -> None:
+        checked, self._invalid = decoded(TaskInput, input, "task")
+        task = checked or TaskInput(steps=[Step(id="invalid", action=ToolStep(tool="none"))])
+        self._input = task
+        self._steps = {step.id: step for step in task.steps}
+        self._reports = {step.id: StepReport(id=step.id) for step in task.steps}
         self._order: list[str] = []
         self._status: TaskStatus = "running"
         self._desk = HumanDesk(on_change=self._on_waiting_change)
         self._journal = Journal()
         self._workflow_id = workflow.info().workflow_id
+        self._message: str | None = None
 
     # ---- queries and people ----------------------------------------------------------------
 
@@ -122,6 +125,8 @@ class TaskWorkflow(EscalationHandlers):
             steps=[r.model_copy() for r in self._reports.values()],
             completion_order=list(self._order),
             pending_escalations=list(self._desk.escalations.values()),
+            agent_id=self._input.agent_id,
+            message=self._message,
         )
 
     @workflow.query(name="journal")
@@ -136,8 +141,12 @@ class TaskWorkflow(EscalationHandlers):
     # ---- the task --------------------------------------------------------------------------
 
     @workflow.run
-    async def run(self, input: TaskInput | dict[str, Any]) -> TaskResult:
+    async def run(self, input: RawValue) -> TaskResult:
+        if self._invalid is None and workflow.patched(VALIDATE_TASK):
+            self._invalid = await self._missing_tools()
         if self._invalid is not None:
+            self._status = "failed"
+            self._message = self._invalid
             self._record(Terminated(**self._stamp(), reason="InvalidConfig", message=self._invalid))
             raise InvalidConfig(self._invalid)
         upsert([sa.AGENT_ID.value_set(self._input.agent_id), sa.STATUS.value_set("running")])
@@ -146,15 +155,15 @@ class TaskWorkflow(EscalationHandlers):
         except _Abort as abort:
             await self._shielded(self._compensate())
             self._status = "aborted"
-            self._finish("TaskAborted", abort.reason)
+            message = f"the task stopped: {abort.reason}; {self._undone()}"
+            self._finish("TaskAborted", message)
             raise TaskAborted(
-                f"the task stopped: {abort.reason}; completed steps were compensated",
-                TaskResult(status="aborted", steps=list(self._reports.values())),
+                message, TaskResult(status="aborted", steps=list(self._reports.values()))
             ) from None
         except asyncio.CancelledError:
             await self._shielded(self._compensate())
             self._status = "cancelled"
-            self._finish("cancelled", "the task was cancelled; completed steps were compensated")
+            self._finish("cancelled", f"the task was cancelled; {self._undone()}")
             raise
         self._status = "completed"
         self._finish("completed", "every step completed or was skipped")
@@ -250,7 +259,15 @@ class TaskWorkflow(EscalationHandlers):
                     if record.action == "retry":
                         tracker.reset()
                         continue
-                    action = "skip_step" if record.action == "skip" else "abort_task"
+                    if record.action == "abort":
+                        report.status = "failed"
+                        who = record.operator or "an operator"
+                        why = f": {record.reason}" if record.reason else ""
+                        raise _Abort(
+                            f"{who} aborted it at step {step.id!r}{why} (the step had failed: "
+                            f"{decision.reason})"
+                        ) from None
+                    action = "skip_step"
                 if action == "skip_step":
                     report.status = "skipped"
                     return
@@ -338,6 +355,39 @@ class TaskWorkflow(EscalationHandlers):
                 continue
             report.status = "compensated"
 
+    def _undone(self) -> str:
+        """What compensation did, in words, for the task's final message."""
+        newest_first = list(reversed(self._order))
+        done = [s for s in newest_first if self._steps[s].compensation is not None]
+        if not self._order:
+            return "no step had completed, so nothing needed compensating"
+        undone = [s for s in done if self._reports[s].status == "compensated"]
+        failed = [s for s in done if self._reports[s].status == "compensation_failed"]
+        kept = [s for s in newest_first if self._steps[s].compensation is None]
+        parts: list[str] = []
+        if undone:
+            parts.append(f"compensated {', '.join(undone)}")
+        if failed:
+            parts.append(f"compensation FAILED for {', '.join(failed)}")
+        if kept:
+            parts.append(f"{', '.join(kept)} declared no compensation")
+        return "; ".join(parts)
+
+    async def _missing_tools(self) -> str | None:
+        """Why the task cannot run on this worker (a tool it names is missing), or ``None``."""
+        names: list[str] = []
+        for step in self._input.steps:
+            action = step.action
+            wanted = action.input.config.tools if isinstance(action, LoopStep) else [action.tool]
+            if step.compensation is not None:
+                wanted = [*wanted, step.compensation.tool]
+            names += [n for n in wanted if n not in names]
+        try:
+            await describe(names, "the task cannot run on this worker")
+        except InvalidConfig as error:
+            return f"{error.message}. Nothing was run."
+        return None
+
     async def _shielded(self, work: Awaitable[T]) -> T:
         """Run ``work`` to the end even if the task is cancelled (again) meanwhile."""
         task = asyncio.ensure_future(work)
@@ -362,6 +412,7 @@ class TaskWorkflow(EscalationHandlers):
         self._journal.append(entry)
 
     def _finish(self, reason: str, message: str) -> None:
+        self._message = message
         self._record(Terminated(**self._stamp(), reason=reason, message=message))
         self._upsert_status()
 

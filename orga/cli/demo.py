@@ -9,46 +9,21 @@ workflow id and the Web UI link, and stops everything it started.
 from __future__ import annotations
 
 import contextlib
-import re
 import uuid
-from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import SecretStr
-
-from orga.cli.scripted_model import RecordedRequest, ScriptedModelServer, Turn
 from orga.contracts.config import LoopConfig, LoopInput
 from orga.contracts.conversation import Message
 from orga.contracts.state import LoopResult
 from orga.runtime.connect import connect, ensure_search_attributes
 from orga.runtime.devserver import DevServer, address_answers
-from orga.runtime.settings import ProviderSettings, Settings
+from orga.runtime.offline import OFFLINE_MODEL, serve_offline_model
+from orga.runtime.settings import Settings
 
-__all__ = ["DEMO_PROMPT", "DemoOutcome", "offline_model", "run_demo"]
+__all__ = ["DEMO_PROMPT", "DemoOutcome", "run_demo"]
 
 DEMO_PROMPT = "What is 17 + 25? Use the add tool, then answer in one sentence."
-OFFLINE_MODEL = "orga-offline-scripted-model"
-
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
-
-
-def offline_model(request: RecordedRequest) -> Turn:
-    """A scripted stand-in for a model: asks ``add`` for the first two numbers of the task,
-    then answers with the tool's result. Deterministic; no network."""
-    numbers = [float(n) for n in _NUMBER.findall(request.first_user_text())][:2]
-    while len(numbers) < 2:
-        numbers.append(0.0)
-    a, b = (int(n) if n.is_integer() else n for n in numbers)
-    results = request.tool_result_texts()
-    if not results:
-        return Turn(
-            text="I'll add the numbers with the add tool.", tool_calls=[("add", {"a": a, "b": b})]
-        )
-    total = results[-1].removeprefix("ERROR: ")
-    if total.endswith(".0"):
-        total = total[:-2]
-    return Turn(text=f"{a} + {b} = {total} (computed by the add tool).")
 
 
 @dataclass(frozen=True)
@@ -64,22 +39,6 @@ class DemoOutcome:
 
 def _has_key(settings: Settings) -> bool:
     return any(p.api_key is not None for p in settings.providers.values())
-
-
-@contextlib.asynccontextmanager
-async def _offline(settings: Settings) -> AsyncGenerator[Settings]:
-    with ScriptedModelServer() as server:
-        server.fallback(offline_model)
-        provider = ProviderSettings(
-            name="openai",
-            base_url=server.openai_base_url,
-            api_key=SecretStr("offline"),
-            api_key_env="OPENAI_API_KEY",
-            default_model=OFFLINE_MODEL,
-            official=False,
-        )
-        providers = {**settings.providers, "openai": provider}
-        yield settings.model_copy(update={"providers": providers, "default_provider": "openai"})
 
 
 async def run_demo(settings: Settings, data_dir: Path, *, ui_url: str) -> DemoOutcome:
@@ -105,7 +64,7 @@ async def run_demo(settings: Settings, data_dir: Path, *, ui_url: str) -> DemoOu
         await ensure_search_attributes(client)
         offline = not _has_key(settings)
         if offline:
-            settings = await stack.enter_async_context(_offline(settings))
+            settings = stack.enter_context(serve_offline_model(settings))
         provider = settings.provider(None)
         label = (
             f"offline scripted model ({OFFLINE_MODEL}, no API key configured)"

@@ -17,15 +17,9 @@ from orga.contracts.inference import ContextStrategy
 from orga.contracts.prehydration import PreHydrationConfig
 from orga.contracts.resilience import BreakerConfig, RecoveryConfig
 from orga.contracts.tools import ToolProfile
-from orga.contracts.vocabulary import PROVIDERS, PolicyMode, ProviderName
+from orga.contracts.vocabulary import PolicyMode, ProviderName
 
-__all__ = [
-    "PROVIDERS",
-    "LoopConfig",
-    "LoopInput",
-    "PolicyMode",
-    "ProviderName",
-]
+__all__ = ["LoopConfig", "LoopInput"]
 
 
 class LoopConfig(BaseModel):

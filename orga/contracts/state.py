@@ -59,6 +59,13 @@ class LoopState(BaseModel):
     """Length of the conversation (the ``conversation`` query returns it)."""
     output: str | None = None
     termination_reason: str | None = None
+    """How the loop ended: ``end_turn``, ``saturated``, or the failure's type."""
+    termination_message: str | None = None
+    """What happened, in words (a failure's message)."""
+    provider: str | None = None
+    """The provider the worker resolved for this loop (its default when the config named none)."""
+    model: str | None = None
+    """The model the worker resolved for this loop (its default when the config named none)."""
     pending_approvals: list[PendingApproval] = Field(default_factory=list[PendingApproval])
     """Calls waiting for a person, listed before the loop starts waiting."""
     pending_escalations: list[PendingEscalation] = Field(default_factory=list[PendingEscalation])
@@ -90,3 +97,7 @@ class LoopResult(BaseModel):
     """Length of the final conversation (the ``conversation`` query returns it)."""
     snapshot: ProgressSnapshot | None = None
     """When the loop ended ``saturated``: what it checked and what each check returned."""
+    provider: str | None = None
+    """The provider that answered (the worker's default when the config named none)."""
+    model: str | None = None
+    """The model that answered (the worker's default when the config named none)."""

@@ -41,7 +41,8 @@ StepStatus = Literal[
     "compensated",
     "compensation_failed",
 ]
-TaskStatus = Literal["running", "awaiting_operator", "completed", "aborted", "cancelled"]
+TaskStatus = Literal["running", "awaiting_operator", "completed", "aborted", "cancelled", "failed"]
+"""``failed``: the task could not start (its input, or a tool it names, is invalid)."""
 LimitAction = Literal["skip_step", "abort_task", "escalate"]
 
 
@@ -145,6 +146,9 @@ class TaskState(BaseModel):
     steps: list[StepReport]
     completion_order: list[str]
     pending_escalations: list[PendingEscalation] = Field(default_factory=list[PendingEscalation])
+    agent_id: str = "task"
+    message: str | None = None
+    """How the task ended, in words, once it has (what was compensated, who aborted)."""
 
 
 class TaskResult(BaseModel):

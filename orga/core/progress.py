@@ -62,7 +62,7 @@ class StepTracker(BaseModel):
             return ProgressDecision(
                 action="stop",
                 reason=(
-                    f"{self.attempts} attempts failed (max_reattempts_per_step="
+                    f"{self.attempts} attempt(s) failed (max_reattempts_per_step="
                     f"{policy.max_reattempts_per_step}); last error: {error}"
                 ),
             )

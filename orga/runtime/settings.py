@@ -12,6 +12,7 @@ TEMPORAL_API_KEY            Temporal Cloud API key (implies TLS) unset
 TEMPORAL_TLS                ``1`` to use TLS without an API key  unset
 ORGA_TASK_QUEUE             task queue of loops and activities   orga
 ORGA_PROVIDER               default provider of loops            first one with a key
+                            (``scripted``: the offline scripted model, served by the worker)
 OPENROUTER_API_KEY / _MODEL / _BASE_URL                          openai/gpt-4o-mini
 OPENAI_API_KEY / _MODEL / _BASE_URL (vLLM, Ollama, llama.cpp)    gpt-4o-mini
 ANTHROPIC_API_KEY / _MODEL / _BASE_URL                           claude-sonnet-4-5
@@ -31,7 +32,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from orga.contracts.errors import InvalidConfig
-from orga.contracts.vocabulary import PROVIDERS, ProviderName
+from orga.contracts.vocabulary import PROVIDERS, SCRIPTED, ProviderName
 
 __all__ = ["ProviderSettings", "Settings"]
 
@@ -113,9 +114,10 @@ class Settings(BaseModel):
                 official=base_url == default_url,
             )
         default = get("ORGA_PROVIDER")
-        if default is not None and default not in PROVIDERS:
+        if default is not None and default not in (*PROVIDERS, SCRIPTED):
             raise InvalidConfig(
-                f"ORGA_PROVIDER={default!r} is not a provider; use one of {list(PROVIDERS)!r}"
+                f"ORGA_PROVIDER={default!r} is not a provider; use one of "
+                f"{[*PROVIDERS, SCRIPTED]!r}"
             )
         modules = [m.strip() for m in (get("ORGA_TOOL_MODULES") or "").split(",") if m.strip()]
         temporal_key = get("TEMPORAL_API_KEY")
@@ -142,6 +144,12 @@ class Settings(BaseModel):
         """The settings of ``name``, or of the worker's default provider."""
         chosen = name or self.default_provider_name()
         found = self.providers.get(chosen)
+        if found is None and chosen == SCRIPTED:
+            raise InvalidConfig(
+                "this worker serves no offline scripted model: start it with "
+                "`uv run worker.py --scripted` (or ORGA_PROVIDER=scripted), or name a real "
+                "provider in the loop's config"
+            )
         if found is None:
             url, model = _DEFAULTS[chosen]
             found = ProviderSettings(
@@ -151,6 +159,11 @@ class Settings(BaseModel):
                 default_model=model,
             )
         return found
+
+    @property
+    def scripted(self) -> bool:
+        """Whether this worker serves the offline scripted model (``ORGA_PROVIDER=scripted``)."""
+        return self.default_provider == SCRIPTED
 
     def default_provider_name(self) -> ProviderName:
         """``ORGA_PROVIDER``, else the first provider with a key or a local base URL."""

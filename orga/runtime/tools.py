@@ -315,6 +315,22 @@ class ToolRegistry:
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
 
+    def definitions(self, names: Iterable[str], *, named_by: str) -> list[ToolDefinition]:
+        """The definitions of ``names``, in order.
+
+        Raises:
+            InvalidConfig: a name is not registered here (``named_by`` says where it came from).
+        """
+        wanted = list(names)
+        missing = [name for name in wanted if name not in self._tools]
+        if missing:
+            raise InvalidConfig(
+                f"{named_by} names tools this worker does not have: {missing!r}. Registered "
+                f"tools: {self.names()!r}. Fix {named_by}, or add the module that defines them "
+                "to ORGA_TOOL_MODULES."
+            )
+        return [self._tools[name].definition for name in wanted]
+
     def names(self) -> list[str]:
         return sorted(self._tools)
 

@@ -115,7 +115,12 @@ class RecordedRequest:
 class ScriptedModelServer:
     """The server. Use as a context manager, or ``start()`` / ``stop()``."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self, host: str = "127.0.0.1", port: int = 0, *, keep_requests: int | None = None
+    ) -> None:
+        """``keep_requests``: how many recent requests to keep (all by default, for tests; a
+        long-running server keeps a bounded number)."""
+        self._keep = keep_requests
         self._lock = threading.Lock()
         self._scripts: dict[str, deque[Step]] = {}
         self._fallback: Callable[[RecordedRequest], Turn | Raw] | None = None
@@ -185,6 +190,8 @@ class ScriptedModelServer:
     def _next(self, request: RecordedRequest) -> Turn | Raw:
         with self._lock:
             self.requests.append(request)
+            if self._keep is not None:
+                del self.requests[: -self._keep or len(self.requests)]
             queue = self._scripts.get(request.model)
             step: Step | None = queue.popleft() if queue else None
         if step is None:
