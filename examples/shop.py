@@ -1,8 +1,9 @@
-"""Example tools for the saga walkthrough in the README: reserve → charge → notify.
+"""Example tools for the README's walkthroughs: reserve → charge → notify, and refunds.
 
 ``ORGA_TOOL_MODULES=examples.shop uv run worker.py``. The shop keeps its state in memory (one
 worker process); ``notify`` fails for addresses at ``.invalid``, so the example task can show
 compensation: the charge is refunded and the reservation released, newest first.
+``issue_refund`` needs a person's approval under the default gate: the operator's walkthrough.
 """
 
 from __future__ import annotations
@@ -70,3 +71,14 @@ def refund(charge_id: str) -> str:
     """
     amount = _charges.pop(charge_id, None)
     return f"refunded {charge_id} ({amount if amount is not None else 'already refunded'})"
+
+
+@tool(requires_approval=True, serial=True)
+def issue_refund(amount: int, email: str) -> str:
+    """Send a customer money back. A person approves every refund.
+
+    Args:
+        amount: the amount in cents.
+        email: the customer's email address.
+    """
+    return f"refunded {amount} cents to {email}"

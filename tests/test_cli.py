@@ -148,50 +148,6 @@ async def test_demo_offline_end_to_end(tmp_path: Path) -> None:
     assert not address_answers(f"127.0.0.1:{port}")  # nothing left running
 
 
-async def test_pending_approve_deny(env: WorkflowEnvironment, harness: Harness) -> None:
-    from tests.sample_tools import transfer
-    from tests.test_approvals import pending
-
-    model = harness.new_model(
-        [
-            Turn(tool_calls=[("transfer", {"amount": 3, "to": "ann"})]),
-            Turn(tool_calls=[("transfer", {"amount": 4, "to": "ben"})]),
-            Turn(text="one sent, one refused"),
-        ]
-    )
-    async with harness.worker(settings=scripted_settings(harness.model), tools=[transfer]):
-        handle = await harness.start("pay", model=model, tools=["transfer"])
-        [first] = (await pending(handle)).pending_approvals
-        inbox = ""
-        for _ in range(50):  # visibility is eventually consistent
-            code, inbox, err = await orga("pending", env=on(env, harness))
-            if first.call_id in inbox:
-                break
-            await asyncio.sleep(0.2)
-        assert f"{handle.id}  approval  call {first.call_id}  transfer" in inbox
-
-        code, out, err = await orga(
-            "approve", handle.id, first.call_id, "--approver", "olga", env=on(env, harness)
-        )
-        assert code == 0, err
-        assert out.startswith(f"approved call {first.call_id} (transfer) by olga at ")
-
-        code, out, err = await orga("approve", handle.id, first.call_id, env=on(env, harness))
-        assert code == 1 and "already decided" in err
-
-        [second] = (await pending(handle)).pending_approvals
-        assert second.call_id != first.call_id
-        code, out, err = await orga(
-            "deny", handle.id, second.call_id, "--reason", "over budget", env=on(env, harness)
-        )
-        assert code == 0, err
-        assert "denied call" in out and "over budget" in out
-        assert (await handle.result()).output == "one sent, one refused"
-
-    code, out, err = await orga("deny", "wf", "call", env=on(env, harness))
-    assert code == 2 and "--reason" in err
-
-
 async def test_task_start_and_state_with_the_worked_example(
     env: WorkflowEnvironment, harness: Harness
 ) -> None:

@@ -53,3 +53,38 @@ def test_the_public_surface_loads_lazily() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
     )
     assert result.stdout.strip() == "ok", result.stderr
+
+
+def test_committed_json_schemas_match_the_models() -> None:
+    """``schemas/`` is what editors and the README point at: regenerate it after a contract
+    changes (``uv run python -m orga.runtime.schemas``)."""
+    import json
+    from pathlib import Path
+
+    from orga.runtime.schemas import SCHEMAS, render
+
+    directory = Path(__file__).resolve().parent.parent / "schemas"
+    for filename, (model, description) in SCHEMAS.items():
+        committed = (directory / filename).read_text(encoding="utf-8")
+        assert committed == render(model, description), f"{filename} is stale"
+        assert "carry" not in json.loads(committed)["properties"]
+
+
+def test_the_schemas_accept_the_examples_and_refuse_typos() -> None:
+    import json
+    from pathlib import Path
+
+    import jsonschema
+
+    root = Path(__file__).resolve().parent.parent
+    task_schema = json.loads((root / "schemas" / "task.schema.json").read_text())
+    for example in sorted((root / "examples" / "tasks").glob("*.json")):
+        jsonschema.validate(json.loads(example.read_text()), task_schema)
+    loop_schema = json.loads((root / "schemas" / "loop-input.schema.json").read_text())
+    good = {"messages": [{"role": "user", "content": "hi"}], "config": {"tools": ["add"]}}
+    jsonschema.validate(good, loop_schema)
+    typo = {"messages": [{"role": "user", "content": "hi"}], "config": {"max_iteratons": 3}}
+    with pytest.raises(jsonschema.ValidationError, match="max_iteratons"):
+        jsonschema.validate(typo, loop_schema)
+    with pytest.raises(jsonschema.ValidationError, match="carry"):  # a loop's own business
+        jsonschema.validate({**good, "carry": {}}, loop_schema)

@@ -1,64 +1,44 @@
-"""The ``orga`` command: demo, server, and the everyday verbs on loops.
-
-Every verb talks to Temporal with the same settings as the worker (``TEMPORAL_ADDRESS`` …).
-Input is validated before anything starts; an unreachable server, an unknown workflow or bad
-input ends with a one-line explanation and a non-zero exit code, never a traceback.
-"""
+"""The ``orga`` command: one Typer application, its verbs registered by their modules."""
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import os
-import sys
 from collections.abc import Sequence
-from typing import NoReturn
 
-from orga.cli import desk, loops, server, tasks
-from orga.cli.common import CliError, Handler, data_dir
-from orga.contracts.errors import InvalidConfig
-from orga.runtime.settings import Settings
+import typer
 
-__all__ = ["main", "parser"]
+from orga.cli import desk, loops, server, tasks, web
+
+__all__ = ["app", "main"]
+
+HELP = """Durable, governed agent reasoning loops on Temporal.
+
+Every verb talks to Temporal with the worker's settings, read from the environment:
+
+* **TEMPORAL_ADDRESS**: Temporal frontend (default localhost:7233)
+* **TEMPORAL_NAMESPACE**: namespace (default "default")
+* **TEMPORAL_API_KEY**: Temporal Cloud API key (implies TLS); TEMPORAL_TLS=1 for TLS alone
+* **ORGA_TASK_QUEUE**: where loops and tasks are started (default "orga")
+* **ORGA_APPROVER**: who approves, denies and resolves (default: the OS user)
+* **ORGA_UI_URL**: the Web UI the links point at (default http://localhost:8233)
+* **ORGA_DATA_DIR**: where `orga server` and `orga demo` keep temporal.db (default .orga)
+* **ORGA_DEBUG**: 1 shows tracebacks of unexpected errors
+
+A day at the desk: `orga pending` (what waits), `orga state ID` (inspect), then
+`orga approve` / `deny` / `resolve` (act); `orga desk` does the same in a browser.
+Every verb takes --json. Exit codes: 0 done, 1 failed, 2 invalid input, 130 interrupted."""
+
+app = typer.Typer(
+    name="orga",
+    help=HELP,
+    no_args_is_help=True,
+    rich_markup_mode="markdown",
+    context_settings={"help_option_names": ["-h", "--help"]},
+    pretty_exceptions_enable=False,
+)
+for module in (server, loops, desk, web, tasks):
+    module.register(app)
 
 
-def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(
-        prog="orga", description="Durable, governed agent reasoning loops on Temporal."
-    )
-    verbs = top.add_subparsers(dest="verb", required=True, metavar="VERB")
-    # The order of registration is the order ``orga --help`` lists the verbs in.
-    server.register(verbs)
-    loops.register(verbs)
-    desk.register(verbs)
-    tasks.register(verbs)
-    return top
-
-
-def _fail(message: str, code: int) -> NoReturn:
-    print(f"orga: {message}", file=sys.stderr)
-    sys.stdout.flush()
-    os._exit(code)  # temporalio can crash the interpreter at exit (sdk-python#300)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    if hasattr(args, "data_dir"):
-        args.data_dir = data_dir(args.data_dir)
-    handler: Handler = args.handler
-    try:
-        settings = Settings.from_env()
-        code = asyncio.run(handler(args, settings))
-    except CliError as error:
-        _fail(str(error), error.code)
-    except InvalidConfig as error:
-        _fail(error.message, 2)
-    except KeyboardInterrupt:
-        _fail("interrupted", 130)
-    except Exception as error:
-        if os.environ.get("ORGA_DEBUG"):
-            raise
-        _fail(f"unexpected error: {type(error).__name__}: {error} (ORGA_DEBUG=1 shows more)", 1)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point of the ``orga`` command."""
+    app(args=list(argv) if argv is not None else None, prog_name="orga")

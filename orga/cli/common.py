@@ -1,41 +1,48 @@
-"""What every ``orga`` verb shares: reaching Temporal, starting and updating workflows, and
-reporting failures in one line."""
+"""What every ``orga`` verb shares: settings, reaching Temporal, output, and failing in one line.
+
+Each verb's body is a coroutine run by ``execute``, which turns every expected failure into one
+line on stderr (a JSON object with ``--json``) and an exit code: 1 for a failure, 2 for input
+that is wrong, 130 when interrupted. A pipe closed early (``orga list | head``) ends quietly.
+"""
 
 from __future__ import annotations
 
-import argparse
+import asyncio
 import json
 import os
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any, TypeAlias, TypeVar
+from typing import Annotated, Any, NoReturn, TypeVar
 
+import typer
 from pydantic import BaseModel
-from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
-from temporalio.service import RPCError, RPCStatusCode
+from rich.console import Console
+from temporalio.client import Client, WorkflowHandle
 
+from orga.contracts.errors import InvalidConfig
 from orga.runtime.connect import connect
+from orga.runtime.desk import DeskError
 from orga.runtime.settings import Settings
 
 __all__ = [
     "CliError",
-    "Handler",
-    "Verbs",
+    "Json",
     "client_for",
+    "console",
     "data_dir",
-    "not_found",
+    "execute",
     "print_json",
-    "send_update",
+    "settings",
     "start_workflow",
     "ui_base",
     "ui_link",
 ]
 
-Handler = Callable[[argparse.Namespace, Settings], Coroutine[Any, Any, int]]
-
-# What add_subparsers() returns; argparse names its type privately, so it is named once here.
-Verbs: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"  # pyright: ignore[reportPrivateUsage]
+Json = Annotated[
+    bool, typer.Option("--json", help="Print JSON for scripts (errors too, as JSON on stderr).")
+]
+"""The ``--json`` flag every verb takes."""
 
 _Model = TypeVar("_Model", bound=BaseModel)
 
@@ -46,6 +53,42 @@ class CliError(Exception):
     def __init__(self, message: str, code: int = 1) -> None:
         super().__init__(message)
         self.code = code
+
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        # Rich would exit with 1; a reader that stopped reading is not our failure.
+        self.quiet = True
+        raise BrokenPipeError
+
+
+_console: Console | None = None
+
+
+def console() -> Console:
+    """Where human output goes: colour on a terminal; plain and never cut in a pipe."""
+    global _console
+    if _console is None:
+        tty = sys.stdout.isatty()
+        _console = _Console(highlight=False, soft_wrap=True, width=None if tty else 10_000)
+    return _console
+
+
+def print_json(value: BaseModel | Any) -> None:
+    text = (
+        value.model_dump_json(indent=2)
+        if isinstance(value, BaseModel)
+        else json.dumps(value, indent=2, default=str)
+    )
+    sys.stdout.write(text + "\n")
+
+
+def settings() -> Settings:
+    """The same settings the worker reads (``TEMPORAL_ADDRESS`` …)."""
+    try:
+        return Settings.from_env()
+    except InvalidConfig as error:
+        raise CliError(error.message, 2) from error
 
 
 def ui_base() -> str:
@@ -71,19 +114,6 @@ async def client_for(settings: Settings) -> Client:
         ) from error
 
 
-def not_found(error: RPCError, workflow_id: str) -> CliError:
-    if error.status == RPCStatusCode.NOT_FOUND:
-        return CliError(f"there is no workflow {workflow_id!r} in this namespace")
-    return CliError(f"Temporal refused the request for {workflow_id!r}: {error.message}")
-
-
-def print_json(value: BaseModel | Any) -> None:
-    if isinstance(value, BaseModel):
-        print(value.model_dump_json(indent=2))
-    else:
-        print(json.dumps(value, indent=2, default=str))
-
-
 async def start_workflow(
     settings: Settings,
     workflow: str,
@@ -93,7 +123,7 @@ async def start_workflow(
     result_type: type[_Model],
     summary: str,
 ) -> WorkflowHandle[Any, _Model]:
-    """Start a workflow on the worker's task queue and say where to watch it."""
+    """Start a workflow on the worker's task queue and say (on stderr) where to watch it."""
     client = await client_for(settings)
     handle = await client.start_workflow(
         workflow,
@@ -108,18 +138,46 @@ async def start_workflow(
     return handle
 
 
-async def send_update(
-    settings: Settings, workflow_id: str, update: str, payload: BaseModel, result: type[_Model]
-) -> _Model:
-    """Send a person's decision as an update; the workflow's validator may refuse it."""
-    client = await client_for(settings)
-    handle = client.get_workflow_handle(workflow_id)
+def _report(message: str, code: int, as_json: bool) -> None:
+    if as_json:
+        sys.stderr.write(json.dumps({"error": {"message": message, "code": code}}) + "\n")
+    else:
+        sys.stderr.write(f"orga: {message}\n")
+
+
+def execute(body: Callable[[], Coroutine[Any, Any, int]], *, as_json: bool = False) -> NoReturn:
+    """Run a verb's body and exit with its code (see the module docstring)."""
+    code = 1
     try:
-        # temporalio's overloads of execute_update mention a bare Callable: "partially unknown".
-        return await handle.execute_update(  # pyright: ignore[reportUnknownMemberType]
-            update, payload, result_type=result
+        code = asyncio.run(body())
+    except CliError as error:
+        _report(str(error), error.code, as_json)
+        code = error.code
+    except DeskError as error:
+        _report(str(error), 1, as_json)
+    except InvalidConfig as error:
+        _report(error.message, 2, as_json)
+        code = 2
+    except KeyboardInterrupt:
+        _report("interrupted", 130, as_json)
+        code = 130
+    except BrokenPipeError:
+        code = 0  # the reader stopped reading (`| head`): nothing more to say
+    except Exception as error:
+        if os.environ.get("ORGA_DEBUG"):
+            raise
+        _report(
+            f"unexpected error: {type(error).__name__}: {error} (ORGA_DEBUG=1 shows more)",
+            1,
+            as_json,
         )
-    except WorkflowUpdateFailedError as error:
-        raise CliError(f"not recorded: {error.cause or error}") from error
-    except RPCError as error:
-        raise not_found(error, workflow_id) from error
+    _exit(code)
+
+
+def _exit(code: int) -> NoReturn:
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:
+        pass  # the reader is gone: there is nobody to flush to
+    os._exit(code)  # temporalio can crash the interpreter at exit (sdk-python#300)

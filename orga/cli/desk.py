@@ -1,154 +1,179 @@
-"""``orga pending``, ``approve``, ``deny`` and ``resolve``: the desk where a person answers
-loops that wait for an approval or an escalated step."""
+"""``orga pending``, ``approve``, ``deny`` and ``resolve``: a person's part in running loops.
+
+Every decision names who made it (``--approver`` / ``--operator``, else ``ORGA_APPROVER``, else
+the operating-system user; with none of them the decision is refused) and goes through the
+workflow's update, whose validator may refuse it. A finished workflow, a task queue no worker
+polls, or no answer within ``--wait`` seconds ends with a one-line reason; nothing is recorded.
+"""
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-from typing import Any
+from typing import Annotated, Any
 
-from temporalio.service import RPCError
+import typer
 
-from orga.cli.common import CliError, Verbs, client_for, print_json, send_update
-from orga.contracts.approvals import (
-    ApprovalDecision,
-    ApprovalRecord,
-    EscalationRecord,
-    EscalationResolution,
-)
-from orga.contracts.state import LoopState
-from orga.runtime.settings import Settings
+from orga.cli.common import Json, client_for, console, execute, print_json, settings
+from orga.cli.views import inbox_table
+from orga.contracts.approvals import EscalationAction
+from orga.runtime import desk
 
-__all__ = ["cmd_approve", "cmd_deny", "cmd_pending", "cmd_resolve", "register"]
+__all__ = ["register"]
+
+Wait = Annotated[
+    float,
+    typer.Option("--wait", help="Seconds to wait for the worker to record the decision.", min=1.0),
+]
 
 
-async def cmd_pending(args: argparse.Namespace, settings: Settings) -> int:
-    """The inbox: every loop waiting for a person, and what it waits for."""
-    client = await client_for(settings)
-    found: list[dict[str, Any]] = []
-    query = "OrgaStatus = 'awaiting_approval' AND ExecutionStatus = 'Running'"
-    try:
-        async for execution in client.list_workflows(query, limit=args.limit):
-            handle = client.get_workflow_handle(execution.id)
-            try:
-                state = await handle.query("state", result_type=LoopState)
-            except RPCError as error:
-                found.append({"workflow_id": execution.id, "error": error.message})
-                continue
-            for approval in state.pending_approvals:
-                found.append(
-                    {
-                        "workflow_id": execution.id,
-                        "kind": "approval",
-                        **approval.model_dump(mode="json"),
-                    }
-                )
-            for escalation in state.pending_escalations:
-                found.append(
-                    {
-                        "workflow_id": execution.id,
-                        "kind": "escalation",
-                        **escalation.model_dump(mode="json"),
-                    }
-                )
-    except RPCError as error:
-        raise CliError(f"listing loops failed: {error.message}") from error
-    if args.json:
-        print_json(found)
-        return 0
-    if not found:
-        print("nothing is waiting for a person")
-    for item in found:
-        if "error" in item:
-            print(f"{item['workflow_id']}: (no worker answers: {item['error']})")
-        elif item["kind"] == "approval":
-            print(
-                f"{item['workflow_id']}  approval  call {item['call_id']}  {item['tool']}"
-                f"({item['arguments']})  since {item['since']}  — {item['reason']}"
-            )
+def register(app: typer.Typer) -> None:
+    """Add the desk verbs to ``app``."""
+    app.command(
+        "pending", epilog="Example: orga pending --json | jq '.[] | select(.kind==\"approval\")'"
+    )(pending)
+    app.command(
+        "approve", epilog="Example: orga approve loop-3f2a9c1b7d4e call_1_0 --reason 'checked'"
+    )(approve)
+    app.command(
+        "deny", epilog="Example: orga deny loop-3f2a9c1b7d4e call_1_0 --reason 'too large'"
+    )(deny)
+    app.command(
+        "resolve",
+        epilog="Example: orga resolve task-9c1b7d4e3f2a notify#1 --action skip --reason 'mail "
+        "server down, customer called instead'",
+    )(resolve)
+
+
+def pending(
+    limit: Annotated[int, typer.Option(help="Look at this many waiting workflows at most.")] = 100,
+    as_json: Json = False,
+) -> None:
+    """The inbox: every approval and escalation waiting for a person, in loops and tasks,
+    oldest first, with the command that answers each."""
+
+    async def body() -> int:
+        items = await desk.inbox(await client_for(settings()), limit=limit)
+        if as_json:
+            print_json([item.model_dump(mode="json") for item in items])
+        elif items:
+            console().print(inbox_table(items))
         else:
-            print(
-                f"{item['workflow_id']}  escalation  {item['escalation_id']}  {item['tool']}  "
-                f"since {item['since']}  — {item['error']}"
-            )
-    return 0
+            console().print("nothing is waiting for a person")
+        return 0
+
+    execute(body, as_json=as_json)
 
 
-async def _decide(args: argparse.Namespace, settings: Settings, approved: bool) -> int:
-    decision = ApprovalDecision(
-        call_id=args.call_id,
-        approved=approved,
-        reason=args.reason,
-        approver=args.approver or os.environ.get("USER") or None,
-    )
-    record = await send_update(settings, args.workflow_id, "approve", decision, ApprovalRecord)
-    if args.json:
-        print_json(record)
-    else:
-        verdict = "approved" if record.approved else "denied"
-        who = f" by {record.approver}" if record.approver else ""
-        why = f": {record.reason}" if record.reason else ""
-        print(
-            f"{verdict} call {record.call_id} ({record.tool}){who} at {record.at.isoformat()}{why}"
+def _decide(
+    workflow_id: str,
+    call_id: str,
+    approved: bool,
+    reason: str | None,
+    approver: str | None,
+    wait: float,
+    as_json: bool,
+) -> None:
+    async def body() -> int:
+        who = desk.who_decides(approver)
+        client = await client_for(settings())
+        record = await desk.approve(
+            client, workflow_id, call_id, approved=approved, reason=reason, approver=who, wait=wait
         )
-    return 0
+        if as_json:
+            print_json(record)
+            return 0
+        verdict = "approved" if record.approved else "denied"
+        why = f": {record.reason}" if record.reason else ""
+        console().print(
+            f"{verdict} call {record.call_id} ({record.tool}) by {record.approver} at "
+            f"{record.at.isoformat()}{why}",
+            markup=False,
+        )
+        return 0
+
+    execute(body, as_json=as_json)
 
 
-async def cmd_approve(args: argparse.Namespace, settings: Settings) -> int:
-    return await _decide(args, settings, approved=True)
+WorkflowId = Annotated[str, typer.Argument(help="The loop's workflow id.")]
+CallId = Annotated[str, typer.Argument(help="The waiting call's id (orga pending lists it).")]
+Approver = Annotated[
+    str | None,
+    typer.Option(help="Who decides; default: ORGA_APPROVER, else the operating-system user."),
+]
 
 
-async def cmd_deny(args: argparse.Namespace, settings: Settings) -> int:
-    return await _decide(args, settings, approved=False)
+def approve(
+    workflow_id: WorkflowId,
+    call_id: CallId,
+    reason: Annotated[str | None, typer.Option(help="Why (recorded and shown).")] = None,
+    approver: Approver = None,
+    wait: Wait = 30.0,
+    as_json: Json = False,
+) -> None:
+    """Approve a call that waits for approval: it runs."""
+    _decide(workflow_id, call_id, True, reason, approver, wait, as_json)
 
 
-async def cmd_resolve(args: argparse.Namespace, settings: Settings) -> int:
-    result: Any = None
-    if args.result is not None:
-        try:
-            result = json.loads(args.result)
-        except json.JSONDecodeError:
-            result = args.result
-    resolution = EscalationResolution(
-        escalation_id=args.escalation_id,
-        action=args.action,
-        result=result,
-        reason=args.reason,
-        operator=args.operator or os.environ.get("USER") or None,
-    )
-    record = await send_update(
-        settings, args.workflow_id, "resolve_escalation", resolution, EscalationRecord
-    )
-    if args.json:
-        print_json(record)
-    else:
-        print(f"escalation {record.escalation_id}: {record.action} at {record.at.isoformat()}")
-    return 0
+def deny(
+    workflow_id: WorkflowId,
+    call_id: CallId,
+    reason: Annotated[str, typer.Option(help="Why (the model reads it).")],
+    approver: Approver = None,
+    wait: Wait = 30.0,
+    as_json: Json = False,
+) -> None:
+    """Deny a call that waits for approval: the model is told why, and goes on."""
+    _decide(workflow_id, call_id, False, reason, approver, wait, as_json)
 
 
-def register(verbs: Verbs) -> None:
-    """Add ``pending``, ``approve``, ``deny`` and ``resolve`` to the top parser's verbs."""
-    inbox = verbs.add_parser("pending", help="loops waiting for a person, across workflows")
-    inbox.add_argument("--limit", type=int, default=100)
-    inbox.add_argument("--json", action="store_true")
-    inbox.set_defaults(handler=cmd_pending)
+def resolve(
+    workflow_id: Annotated[str, typer.Argument(help="The loop's or task's workflow id.")],
+    escalation_id: Annotated[str, typer.Argument(help="The escalation id (orga pending).")],
+    action: Annotated[
+        EscalationAction,
+        typer.Option(help="retry, skip, result (give the call's result: loops only) or abort."),
+    ],
+    result: Annotated[
+        str | None,
+        typer.Option(help="With --action result: what the model sees (JSON or plain text)."),
+    ] = None,
+    reason: Annotated[str | None, typer.Option(help="Why (recorded).")] = None,
+    operator: Annotated[
+        str | None,
+        typer.Option(help="Who resolves; default: ORGA_APPROVER, else the operating-system user."),
+    ] = None,
+    wait: Wait = 30.0,
+    as_json: Json = False,
+) -> None:
+    """Resolve an escalation: a failing step parked for an operator."""
 
-    for verb, handler in (("approve", cmd_approve), ("deny", cmd_deny)):
-        decide = verbs.add_parser(verb, help=f"{verb} a call that waits for approval")
-        decide.add_argument("workflow_id")
-        decide.add_argument("call_id")
-        decide.add_argument("--reason", required=verb == "deny")
-        decide.add_argument("--approver", help="who decides (default: $USER)")
-        decide.add_argument("--json", action="store_true")
-        decide.set_defaults(handler=handler)
+    async def body() -> int:
+        who = desk.who_decides(operator)
+        value: Any = None
+        if result is not None:
+            try:
+                value = json.loads(result)
+            except json.JSONDecodeError:
+                value = result
+        client = await client_for(settings())
+        record = await desk.resolve(
+            client,
+            workflow_id,
+            escalation_id,
+            action=action,
+            result=value,
+            reason=reason,
+            operator=who,
+            wait=wait,
+        )
+        if as_json:
+            print_json(record)
+        else:
+            console().print(
+                f"escalation {record.escalation_id}: {record.action} by {record.operator} at "
+                f"{record.at.isoformat()}",
+                markup=False,
+            )
+        return 0
 
-    resolve = verbs.add_parser("resolve", help="resolve an escalated step")
-    resolve.add_argument("workflow_id")
-    resolve.add_argument("escalation_id")
-    resolve.add_argument("--action", required=True, choices=["retry", "skip", "result", "abort"])
-    resolve.add_argument("--result", help="for --action result: what the model sees (JSON or text)")
-    resolve.add_argument("--reason")
-    resolve.add_argument("--operator", help="who resolves (default: $USER)")
-    resolve.add_argument("--json", action="store_true")
-    resolve.set_defaults(handler=cmd_resolve)
+    execute(body, as_json=as_json)

@@ -1,119 +1,191 @@
-"""``orga run``, ``state``, ``journal`` and ``list``: start a reasoning loop and watch it."""
+"""``orga run``, ``state``, ``journal`` and ``list``: start reasoning loops and watch them."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import sys
 import uuid
 from datetime import timedelta
-from typing import Any
+from typing import Annotated, Any, Literal
 
+import typer
 from pydantic import ValidationError
-from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from orga.cli.common import (
     CliError,
-    Verbs,
+    Json,
     client_for,
-    not_found,
+    console,
+    execute,
     print_json,
+    settings,
     start_workflow,
 )
-from orga.cli.views import LoopRow, render_entry, render_result, render_rows, render_state
+from orga.cli.views import WorkflowRow, render_entry, render_result, render_state, rows_table
 from orga.contracts import search_attributes as sa
 from orga.contracts.config import LoopConfig, LoopInput
 from orga.contracts.conversation import Message
 from orga.contracts.errors import describe_validation_error
 from orga.contracts.journal import Journal
 from orga.contracts.state import LoopResult, LoopState
-from orga.contracts.vocabulary import PROVIDERS
-from orga.runtime.settings import Settings
+from orga.contracts.vocabulary import PolicyMode, ProviderName
+from orga.runtime.desk import KINDS, LOOP, TASK, DeskError, of_kind, read_state
 
-__all__ = ["cmd_journal", "cmd_list", "cmd_run", "cmd_state", "loop_input", "register"]
+__all__ = ["list_workflows", "register"]
 
-
-def loop_input(args: argparse.Namespace) -> LoopInput:
-    """The loop input the ``run`` flags describe, validated before anything starts."""
-    config: dict[str, Any] = {"tools": args.tool or []}
-    for flag in (
-        "provider",
-        "model",
-        "agent_id",
-        "policy",
-        "max_iterations",
-        "max_total_tokens",
-        "system_prompt",
-    ):
-        value = getattr(args, flag)
-        if value is not None:
-            config[flag] = value
-    if args.timeout is not None:
-        config["timeout"] = timedelta(seconds=args.timeout)
-    try:
-        return LoopInput(
-            messages=[Message(role="user", content=args.prompt)],
-            config=LoopConfig.model_validate(config),
-        )
-    except ValidationError as error:
-        raise CliError(f"invalid loop input: {describe_validation_error(error)}", 2) from error
+Status = Literal["running", "awaiting_approval", "completed", "failed"]
 
 
-async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
-    request = loop_input(args)
-    workflow_id = args.id or f"loop-{uuid.uuid4().hex[:12]}"
-    prompt = args.prompt if len(args.prompt) <= 120 else args.prompt[:117] + "…"
-    handle = await start_workflow(
-        settings,
-        "ReasoningLoop",
-        request,
-        workflow_id=workflow_id,
-        result_type=LoopResult,
-        summary=f"{request.config.agent_id}: {prompt}",
+def register(app: typer.Typer) -> None:
+    """Add the loop verbs to ``app``."""
+    app.command(
+        "run",
+        epilog="Example: orga run 'What is 2+3?' --tool add --provider scripted",
+    )(run)
+    app.command(
+        "state", epilog="Example: orga state loop-3f2a9c1b7d4e   (a task: orga task state ID)"
+    )(state)
+    app.command("journal", epilog="Example: orga journal loop-3f2a9c1b7d4e --follow")(journal)
+    app.command("list", epilog="Example: orga list --kind task --status failed --agent shop")(
+        list_command
     )
-    if args.no_wait:
-        if args.json:
-            print_json({"workflow_id": workflow_id, "run_id": handle.result_run_id})
+
+
+# ---- run ---------------------------------------------------------------------------------
+
+
+def run(
+    prompt: Annotated[str, typer.Argument(help="The task, as the user's first message.")],
+    tool: Annotated[
+        list[str] | None,
+        typer.Option("--tool", help="Advertise a registered tool to the model (repeatable)."),
+    ] = None,
+    provider: Annotated[
+        ProviderName | None,
+        typer.Option(help="Model provider; default: the worker's (ORGA_PROVIDER)."),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(help="Model name as the provider spells it; default: the worker's."),
+    ] = None,
+    agent_id: Annotated[
+        str | None, typer.Option(help="Who the loop acts as (the policy principal).")
+    ] = None,
+    policy: Annotated[
+        PolicyMode | None, typer.Option(help="The gate: default (fail closed), cedar, opa, …")
+    ] = None,
+    system_prompt: Annotated[
+        str | None, typer.Option(help="Prepended as a system message.")
+    ] = None,
+    max_iterations: Annotated[int | None, typer.Option(help="Hard cap on model calls.")] = None,
+    max_total_tokens: Annotated[int | None, typer.Option(help="Hard cap on tokens.")] = None,
+    timeout: Annotated[
+        float | None, typer.Option(help="Hard cap on working time, in seconds.")
+    ] = None,
+    workflow_id: Annotated[
+        str | None, typer.Option("--id", help="Workflow id; default: a new one.")
+    ] = None,
+    no_wait: Annotated[
+        bool, typer.Option("--no-wait", help="Print the workflow id and return at once.")
+    ] = False,
+    as_json: Json = False,
+) -> None:
+    """Start a reasoning loop on the worker's task queue and print its answer."""
+    config: dict[str, Any] = {"tools": tool or []}
+    chosen = {
+        "provider": provider,
+        "model": model,
+        "agent_id": agent_id,
+        "policy": policy,
+        "system_prompt": system_prompt,
+        "max_iterations": max_iterations,
+        "max_total_tokens": max_total_tokens,
+        "timeout": timedelta(seconds=timeout) if timeout is not None else None,
+    }
+    config.update({k: v for k, v in chosen.items() if v is not None})
+
+    async def body() -> int:
+        try:
+            request = LoopInput(
+                messages=[Message(role="user", content=prompt)],
+                config=LoopConfig.model_validate(config),
+            )
+        except ValidationError as error:
+            raise CliError(f"invalid loop input: {describe_validation_error(error)}", 2) from error
+        chosen_id = workflow_id or f"loop-{uuid.uuid4().hex[:12]}"
+        shown = prompt if len(prompt) <= 120 else prompt[:117] + "…"
+        handle = await start_workflow(
+            settings(),
+            LOOP,
+            request,
+            workflow_id=chosen_id,
+            result_type=LoopResult,
+            summary=f"{request.config.agent_id}: {shown}",
+        )
+        if no_wait:
+            if as_json:
+                print_json({"workflow_id": chosen_id, "run_id": handle.result_run_id})
+            return 0
+        try:
+            result = await handle.result()
+        except WorkflowFailureError as error:
+            raise CliError(f"the loop failed: {_failure(error)}") from error
+        if as_json:
+            print_json(result)
+        else:
+            console().print(render_result(result), markup=False)
         return 0
-    try:
-        result = await handle.result()
-    except WorkflowFailureError as error:
-        cause = error.cause
-        if isinstance(cause, ApplicationError):
-            raise CliError(f"the loop failed: {cause.type}: {cause.message}") from error
-        raise CliError(f"the loop failed: {cause}") from error
-    if args.json:
-        print_json(result)
-    else:
-        print(render_result(result))
-    return 0
+
+    execute(body, as_json=as_json)
 
 
-async def cmd_state(args: argparse.Namespace, settings: Settings) -> int:
-    client = await client_for(settings)
-    handle = client.get_workflow_handle(args.workflow_id, result_type=LoopResult)
-    try:
-        state = await handle.query("state", result_type=LoopState)
-    except RPCError as error:
-        if error.status == RPCStatusCode.NOT_FOUND:
-            raise not_found(error, args.workflow_id) from error
-        return await _state_without_worker(handle, args, error)
-    if args.json:
-        print_json(state)
-    else:
-        print(render_state(state))
-    return 0
+def _failure(error: WorkflowFailureError) -> str:
+    cause = error.cause
+    if isinstance(cause, ApplicationError):
+        return f"{cause.type}: {cause.message}"
+    return str(cause)
 
 
-async def _state_without_worker(handle: Any, args: argparse.Namespace, error: RPCError) -> int:
+# ---- state -------------------------------------------------------------------------------
+
+
+def state(
+    workflow_id: Annotated[str, typer.Argument(help="The loop's workflow id.")],
+    as_json: Json = False,
+) -> None:
+    """A loop's state: status, model, budgets spent, what it waits for, how it ended."""
+
+    async def body() -> int:
+        client = await client_for(settings())
+        await of_kind(client, workflow_id, "loop")
+        try:
+            loop = await read_state(client, workflow_id, LoopState, LOOP)
+        except DeskError as error:
+            return await _state_without_worker(
+                client.get_workflow_handle(workflow_id), as_json, error
+            )
+        if as_json:
+            print_json(loop)
+        else:
+            console().print(render_state(loop), markup=False)
+        return 0
+
+    execute(body, as_json=as_json)
+
+
+async def _state_without_worker(
+    handle: WorkflowHandle[Any, LoopResult], as_json: bool, error: DeskError
+) -> int:
     """No worker can answer the query: show what Temporal itself records of the loop."""
     description = await handle.describe()
     attributes = description.typed_search_attributes
     facts: dict[str, Any] = {
         "workflow_id": description.id,
-        "status": attributes.get(sa.STATUS) or description.status.name.lower(),
+        "status": attributes.get(sa.STATUS)
+        or (description.status.name.lower() if description.status else "unknown"),
         "agent_id": attributes.get(sa.AGENT_ID),
         "iteration": attributes.get(sa.ITERATION),
         "total_tokens": attributes.get(sa.TOTAL_TOKENS),
@@ -125,64 +197,111 @@ async def _state_without_worker(handle: Any, args: argparse.Namespace, error: RP
         result = await handle.result()
         facts["output"] = result.output
         facts["termination_reason"] = result.termination_reason
-    if args.json:
+    elif description.status == WorkflowExecutionStatus.FAILED:
+        try:
+            await handle.result()
+        except WorkflowFailureError as failure:
+            facts["failure"] = _failure(failure)
+    if as_json:
         print_json(facts)
-    else:
-        print(f"(no worker answers on task queue {description.task_queue!r}: {error.message};")
-        print(" showing what Temporal records — start a worker there for the full state)")
-        for key, value in facts.items():
-            print(f"{key:<20}{value if value is not None else '-'}")
+        return 0
+    out = console()
+    out.print(f"({error}; showing what Temporal records — start a worker there for the full state)")
+    for key, value in facts.items():
+        out.print(f"{key:<20}{value if value is not None else '-'}", markup=False)
     return 0
 
 
-async def cmd_journal(args: argparse.Namespace, settings: Settings) -> int:
-    client = await client_for(settings)
-    handle = client.get_workflow_handle(args.workflow_id)
-    shown = 0
-    while True:
-        try:
-            description = await handle.describe()
-            journal = await handle.query("journal", result_type=Journal)
-        except RPCError as error:
-            if error.status == RPCStatusCode.NOT_FOUND:
-                raise not_found(error, args.workflow_id) from error
-            raise CliError(
-                f"no worker answers for {args.workflow_id!r} ({error.message}); the journal "
-                "lives in the loop's state: start a worker on its task queue to read it"
-            ) from error
-        running = description.status == WorkflowExecutionStatus.RUNNING
-        fresh = [e for e in journal.entries if e.seq > shown]
-        if fresh:
-            shown = fresh[-1].seq
-        if args.json:
-            for entry in fresh:
-                print(entry.model_dump_json())
-        else:
-            if journal.dropped and shown == (fresh[-1].seq if fresh else 0) and not args.follow:
-                print(f"({journal.dropped} older entries dropped to keep the journal bounded)")
-            for entry in fresh:
-                print(render_entry(entry))
-        sys.stdout.flush()
-        if not args.follow or not running:
-            return 0
-        await asyncio.sleep(0.5)
+# ---- journal -----------------------------------------------------------------------------
 
 
-async def cmd_list(args: argparse.Namespace, settings: Settings) -> int:
-    client = await client_for(settings)
-    query = "WorkflowType = 'ReasoningLoop'"
-    if args.status:
-        query += f" AND OrgaStatus = '{args.status}'"
-    if args.agent:
-        query += f" AND OrgaAgentId = '{args.agent}'"
-    rows: list[LoopRow] = []
+def journal(
+    workflow_id: Annotated[str, typer.Argument(help="The loop's (or task's) workflow id.")],
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep printing new entries until it ends.")
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="One JSON object per entry, one per line.")
+    ] = False,
+) -> None:
+    """The typed journal: every model call, decision, tool run, approval and recovery."""
+
+    async def body() -> int:
+        client = await client_for(settings())
+        handle = client.get_workflow_handle(workflow_id)
+        shown = 0
+        while True:
+            try:
+                description = await handle.describe()
+                entries = await handle.query("journal", result_type=Journal)
+            except RPCError as error:
+                if error.status == RPCStatusCode.NOT_FOUND:
+                    raise CliError(f"there is no workflow {workflow_id!r}") from error
+                raise CliError(
+                    f"no worker answers for {workflow_id!r} ({error.message}); the journal "
+                    "lives in the workflow's state: start a worker on its task queue to read it"
+                ) from error
+            running = description.status == WorkflowExecutionStatus.RUNNING
+            fresh = [e for e in entries.entries if e.seq > shown]
+            if entries.dropped and not shown and not as_json:
+                sys.stdout.write(
+                    f"({entries.dropped} older entries dropped to keep the journal bounded)\n"
+                )
+            if fresh:
+                shown = fresh[-1].seq
+            for entry in fresh:
+                sys.stdout.write(
+                    (entry.model_dump_json() if as_json else render_entry(entry)) + "\n"
+                )
+            sys.stdout.flush()
+            if not follow or not running:
+                return 0
+            await asyncio.sleep(0.5)
+
+    execute(body, as_json=as_json)
+
+
+# ---- list --------------------------------------------------------------------------------
+
+
+def list_command(
+    kind: Annotated[
+        Literal["loop", "task"] | None, typer.Option(help="Only loops, or only tasks.")
+    ] = None,
+    status: Annotated[Status | None, typer.Option(help="Only workflows in this status.")] = None,
+    agent: Annotated[str | None, typer.Option(help="Only workflows of this agent.")] = None,
+    limit: Annotated[int, typer.Option(help="At most this many, newest first.")] = 20,
+    as_json: Json = False,
+) -> None:
+    """Recent loops and tasks, from Temporal's visibility (no worker needed)."""
+    execute(lambda: list_workflows(kind, status, agent, limit, as_json), as_json=as_json)
+
+
+async def list_workflows(
+    kind: Literal["loop", "task"] | None,
+    status: Status | None,
+    agent: str | None,
+    limit: int,
+    as_json: bool,
+) -> int:
+    """The body of ``orga list`` and ``orga task list``."""
+    client = await client_for(settings())
+    types = [KINDS[kind]] if kind else [LOOP, TASK]
+    query = "WorkflowType IN (" + ", ".join(f"'{t}'" for t in types) + ")"
+    if status:
+        query += f" AND OrgaStatus = '{status}'"
+    if agent:
+        query += " AND OrgaAgentId = '" + agent.replace("'", "\\'") + "'"
+    names = {value: name for name, value in KINDS.items()}
+    rows: list[WorkflowRow] = []
     try:
-        async for execution in client.list_workflows(query, limit=args.limit):
+        async for execution in client.list_workflows(query, limit=limit):
             attributes = execution.typed_search_attributes
             fallback = execution.status.name.lower() if execution.status else "?"
             rows.append(
-                LoopRow(
+                WorkflowRow(
                     workflow_id=execution.id,
+                    kind=names.get(execution.workflow_type, execution.workflow_type),
                     status=attributes.get(sa.STATUS) or fallback,
                     agent_id=attributes.get(sa.AGENT_ID) or "-",
                     iteration=attributes.get(sa.ITERATION) or 0,
@@ -191,48 +310,11 @@ async def cmd_list(args: argparse.Namespace, settings: Settings) -> int:
                 )
             )
     except RPCError as error:
-        raise CliError(f"listing loops failed: {error.message}") from error
-    if args.json:
+        raise CliError(f"listing workflows failed: {error.message}") from error
+    if as_json:
         print_json([row.__dict__ for row in rows])
+    elif rows:
+        console().print(rows_table(rows))
     else:
-        print(render_rows(rows))
+        console().print("(nothing matches)")
     return 0
-
-
-def register(verbs: Verbs) -> None:
-    """Add ``run``, ``state``, ``journal`` and ``list`` to the top parser's verbs."""
-    run = verbs.add_parser("run", help="start a loop and print its answer")
-    run.add_argument("prompt")
-    run.add_argument("--tool", action="append", help="advertise a tool (repeatable)")
-    run.add_argument("--provider", choices=PROVIDERS)
-    run.add_argument("--model")
-    run.add_argument("--agent-id")
-    run.add_argument("--policy", choices=["permissive", "default", "cedar", "opa"])
-    run.add_argument("--system-prompt")
-    run.add_argument("--max-iterations", type=int)
-    run.add_argument("--max-total-tokens", type=int)
-    run.add_argument("--timeout", type=float, help="seconds")
-    run.add_argument("--id", help="workflow id (default: a new one)")
-    run.add_argument("--no-wait", action="store_true", help="print the id and return")
-    run.add_argument("--json", action="store_true")
-    run.set_defaults(handler=cmd_run)
-
-    state = verbs.add_parser("state", help="a loop's state")
-    state.add_argument("workflow_id")
-    state.add_argument("--json", action="store_true")
-    state.set_defaults(handler=cmd_state)
-
-    journal = verbs.add_parser("journal", help="a loop's journal")
-    journal.add_argument("workflow_id")
-    journal.add_argument("--follow", "-f", action="store_true", help="keep printing until it ends")
-    journal.add_argument("--json", action="store_true", help="one JSON object per line")
-    journal.set_defaults(handler=cmd_journal)
-
-    listing = verbs.add_parser("list", help="recent loops, from Temporal's visibility")
-    listing.add_argument(
-        "--status", choices=["running", "awaiting_approval", "completed", "failed"]
-    )
-    listing.add_argument("--agent")
-    listing.add_argument("--limit", type=int, default=20)
-    listing.add_argument("--json", action="store_true")
-    listing.set_defaults(handler=cmd_list)

@@ -3,82 +3,103 @@ end on it."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import signal
+from typing import Annotated
 
-from orga.cli.common import CliError, Verbs, ui_base
+import typer
+
+from orga.cli.common import CliError, console, data_dir, execute, settings, ui_base
 from orga.contracts import search_attributes as sa
-from orga.runtime.settings import Settings
 
-__all__ = ["cmd_demo", "cmd_server", "register"]
+__all__ = ["register"]
+
+DataDir = Annotated[
+    str | None,
+    typer.Option("--data-dir", help="Where temporal.db lives; default: ORGA_DATA_DIR, else .orga."),
+]
 
 
-async def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
-    from orga.cli.demo import DEMO_PROMPT, run_demo
+def register(app: typer.Typer) -> None:
+    """Add ``demo`` and ``server`` to ``app``."""
+    app.command("demo", epilog="Example: uv run orga demo")(demo)
+    app.command("server", epilog="Example: uv run orga server --ui-port 8233")(server)
 
-    print(f"orga demo — task: {DEMO_PROMPT}")
-    outcome = await run_demo(settings, args.data_dir, ui_url=ui_base())
-    print(f"model:       {outcome.model_label}")
-    print(f"answer:      {outcome.result.output}")
-    print(
-        f"loop:        {outcome.result.iterations} iteration(s), "
-        f"{outcome.result.tool_call_count} tool call(s), {outcome.result.usage.total_tokens} tokens"
-    )
-    print(f"workflow id: {outcome.workflow_id}")
-    print(f"web ui:      {outcome.ui_url}")
-    if outcome.started_server:
-        print(
-            f"             (the embedded server has stopped; its history is kept in "
-            f"{args.data_dir / 'temporal.db'}: run `uv run orga server` and open the link)"
+
+def demo(data_dir_option: DataDir = None) -> None:
+    """Run a demo loop end to end: an embedded server (if none answers), a worker, a loop that
+    calls a tool; the offline scripted model when no API key is set. Stops all it started."""
+    directory = data_dir(data_dir_option)
+
+    async def body() -> int:
+        from orga.cli.demo import DEMO_PROMPT, run_demo
+
+        out = console()
+        out.print(f"orga demo — task: {DEMO_PROMPT}", markup=False)
+        outcome = await run_demo(settings(), directory, ui_url=ui_base())
+        result = outcome.result
+        out.print(f"model:       {outcome.model_label}", markup=False)
+        out.print(f"answer:      {result.output}", markup=False)
+        out.print(
+            f"loop:        {result.iterations} iteration(s), {result.tool_call_count} tool "
+            f"call(s), {result.usage.total_tokens} tokens",
+            markup=False,
         )
-    return 0
+        out.print(f"workflow id: {outcome.workflow_id}", markup=False)
+        out.print(f"web ui:      {outcome.ui_url}", markup=False)
+        if outcome.started_server:
+            out.print(
+                f"             (the embedded server has stopped; its history is kept in "
+                f"{directory / 'temporal.db'}: run `uv run orga server` and open the link)",
+                markup=False,
+            )
+        return 0
+
+    execute(body)
 
 
-async def cmd_server(args: argparse.Namespace, settings: Settings) -> int:
-    from orga.runtime.devserver import DevServer
+def server(
+    data_dir_option: DataDir = None,
+    ui_port: Annotated[int, typer.Option(help="Port of the Web UI.")] = 8233,
+    headless: Annotated[bool, typer.Option("--headless", help="No Web UI.")] = False,
+) -> None:
+    """Run the embedded Temporal dev server on a SQLite file (TEMPORAL_ADDRESS says where),
+    with orga's search attributes registered. Ctrl-C stops it cleanly."""
+    directory = data_dir(data_dir_option)
 
-    host, _, port = settings.temporal_address.rpartition(":")
-    server = DevServer(
-        args.data_dir,
-        ip=host if host not in ("", "localhost") else "127.0.0.1",
-        port=int(port),
-        ui_port=args.ui_port,
-        headless=args.headless,
-    )
-    try:
-        await server.start()
-    except (RuntimeError, TimeoutError) as error:
-        raise CliError(str(error)) from error
-    print(f"Temporal dev server on {server.address} (SQLite: {server.database})")
-    if not args.headless:
-        print(f"Web UI: {server.ui_url}")
-    print("Search attributes: " + ", ".join(k.name for k in sa.ALL) + ". Ctrl-C stops it.")
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    waiter = asyncio.ensure_future(server.wait())
-    stopper = asyncio.ensure_future(stop.wait())
-    await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
-    stopper.cancel()
-    if waiter.done():
-        raise CliError(f"the dev server exited unexpectedly (code {waiter.result()})")
-    print("stopping…")
-    await server.stop()
-    print("stopped")
-    return 0
+    async def body() -> int:
+        from orga.runtime.devserver import DevServer
 
+        host, _, port = settings().temporal_address.rpartition(":")
+        dev = DevServer(
+            directory,
+            ip=host if host not in ("", "localhost") else "127.0.0.1",
+            port=int(port),
+            ui_port=ui_port,
+            headless=headless,
+        )
+        try:
+            await dev.start()
+        except (RuntimeError, TimeoutError) as error:
+            raise CliError(str(error)) from error
+        out = console()
+        out.print(f"Temporal dev server on {dev.address} (SQLite: {dev.database})", markup=False)
+        if not headless:
+            out.print(f"Web UI: {dev.ui_url}", markup=False)
+        out.print("Search attributes: " + ", ".join(k.name for k in sa.ALL) + ". Ctrl-C stops it.")
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        waiter = asyncio.ensure_future(dev.wait())
+        stopper = asyncio.ensure_future(stop.wait())
+        await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        stopper.cancel()
+        if waiter.done():
+            raise CliError(f"the dev server exited unexpectedly (code {waiter.result()})")
+        out.print("stopping…")
+        await dev.stop()
+        out.print("stopped")
+        return 0
 
-def register(verbs: Verbs) -> None:
-    """Add ``demo`` and ``server`` to the top parser's verbs."""
-    data_help = "where temporal.db lives (default: ORGA_DATA_DIR or .orga)"
-    demo = verbs.add_parser("demo", help="run a demo loop end to end on the embedded server")
-    demo.add_argument("--data-dir", help=data_help)
-    demo.set_defaults(handler=cmd_demo)
-
-    server = verbs.add_parser("server", help="run the embedded Temporal dev server (SQLite)")
-    server.add_argument("--data-dir", help=data_help)
-    server.add_argument("--ui-port", type=int, default=8233)
-    server.add_argument("--headless", action="store_true", help="no Web UI")
-    server.set_defaults(handler=cmd_server)
+    execute(body)

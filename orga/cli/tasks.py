@@ -1,23 +1,48 @@
-"""``orga task start`` and ``orga task state``: multi-step tasks with compensation."""
+"""``orga task start``, ``state`` and ``list``: multi-step tasks with compensation."""
 
 from __future__ import annotations
 
-import argparse
 import uuid
 from pathlib import Path
+from typing import Annotated
 
+import typer
 from pydantic import ValidationError
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
-from temporalio.service import RPCError
 
-from orga.cli.common import CliError, Verbs, client_for, not_found, print_json, start_workflow
-from orga.cli.views import render_task
+from orga.cli.common import (
+    CliError,
+    Json,
+    client_for,
+    console,
+    execute,
+    print_json,
+    settings,
+    start_workflow,
+)
+from orga.cli.loops import Status, list_workflows
+from orga.cli.views import render_task, render_task_result
 from orga.contracts.errors import describe_validation_error
 from orga.contracts.task import TaskInput, TaskResult, TaskState
-from orga.runtime.settings import Settings
+from orga.runtime.desk import TASK, of_kind, read_state
 
-__all__ = ["cmd_task_start", "cmd_task_state", "register"]
+__all__ = ["register"]
+
+task_app = typer.Typer(
+    help="Multi-step tasks: steps in order, stuck steps handled by policy, and compensation "
+    "of what was done when a task cannot finish. The task file's format is "
+    "schemas/task.schema.json (examples/tasks/order.json is a worked one).",
+    no_args_is_help=True,
+)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``task`` group to ``app``."""
+    task_app.command("start", epilog="Example: orga task start examples/tasks/order.json")(start)
+    task_app.command("state", epilog="Example: orga task state task-9c1b7d4e3f2a")(state)
+    task_app.command("list", epilog="Example: orga task list --status failed")(list_tasks)
+    app.add_typer(task_app, name="task")
 
 
 def _task_input(path: str) -> TaskInput:
@@ -27,69 +52,84 @@ def _task_input(path: str) -> TaskInput:
         raise CliError(f"cannot read {path!r}: {error}", 2) from error
     except ValidationError as error:
         raise CliError(
-            f"invalid task in {path!r}: {describe_validation_error(error)}", 2
+            f"invalid task in {path!r}: {describe_validation_error(error)} (the format: "
+            "schemas/task.schema.json)",
+            2,
         ) from error
 
 
-async def cmd_task_start(args: argparse.Namespace, settings: Settings) -> int:
-    task = _task_input(args.file)
-    handle = await start_workflow(
-        settings,
-        "Task",
-        task,
-        workflow_id=args.id or f"task-{uuid.uuid4().hex[:12]}",
-        result_type=TaskResult,
-        summary=f"{task.agent_id}: task of {len(task.steps)} step(s)",
-    )
-    if args.no_wait:
-        return 0
-    try:
-        result = await handle.result()
-    except WorkflowFailureError as error:
-        cause = error.cause
-        report = None
-        if isinstance(cause, ApplicationError) and cause.details:
-            report = TaskResult.model_validate(cause.details[0])
-        if args.json and report is not None:
-            print_json(report)
-        elif report is not None:
-            print(render_task(report.status, report.steps))
-        message = cause.message if isinstance(cause, ApplicationError) else str(cause)
-        raise CliError(f"the task did not complete: {message}") from error
-    if args.json:
-        print_json(result)
-    else:
-        print(render_task(result.status, result.steps))
-    return 0
+def start(
+    file: Annotated[str, typer.Argument(help="A JSON file of steps (schemas/task.schema.json).")],
+    workflow_id: Annotated[
+        str | None, typer.Option("--id", help="Workflow id; default: a new one.")
+    ] = None,
+    no_wait: Annotated[
+        bool, typer.Option("--no-wait", help="Print the workflow id and return at once.")
+    ] = False,
+    as_json: Json = False,
+) -> None:
+    """Start a task and print what happened to each step."""
 
-
-async def cmd_task_state(args: argparse.Namespace, settings: Settings) -> int:
-    client = await client_for(settings)
-    try:
-        state = await client.get_workflow_handle(args.workflow_id).query(
-            "state", result_type=TaskState
+    async def body() -> int:
+        task = _task_input(file)
+        handle = await start_workflow(
+            settings(),
+            TASK,
+            task,
+            workflow_id=workflow_id or f"task-{uuid.uuid4().hex[:12]}",
+            result_type=TaskResult,
+            summary=f"{task.agent_id}: task of {len(task.steps)} step(s)",
         )
-    except RPCError as error:
-        raise not_found(error, args.workflow_id) from error
-    if args.json:
-        print_json(state)
-    else:
-        pending = [e.escalation_id for e in state.pending_escalations]
-        print(render_task(state.status, state.steps, pending))
-    return 0
+        if no_wait:
+            if as_json:
+                print_json({"workflow_id": handle.id, "run_id": handle.result_run_id})
+            return 0
+        try:
+            result = await handle.result()
+        except WorkflowFailureError as error:
+            cause = error.cause
+            report = None
+            if isinstance(cause, ApplicationError) and cause.details:
+                report = TaskResult.model_validate(cause.details[0])
+            if as_json and report is not None:
+                print_json(report)
+            elif report is not None:
+                console().print(render_task_result(report.status, report.steps), markup=False)
+            message = cause.message if isinstance(cause, ApplicationError) else str(cause)
+            raise CliError(f"the task did not complete: {message}") from error
+        if as_json:
+            print_json(result)
+        else:
+            console().print(render_task_result(result.status, result.steps), markup=False)
+        return 0
+
+    execute(body, as_json=as_json)
 
 
-def register(verbs: Verbs) -> None:
-    """Add ``task`` and its own verbs, ``start`` and ``state``, to the top parser's verbs."""
-    task = verbs.add_parser("task", help="multi-step tasks with compensation")
-    task_verbs = task.add_subparsers(dest="task_verb", required=True, metavar="VERB")
-    task_start = task_verbs.add_parser("start", help="start a task from a JSON file of steps")
-    task_start.add_argument("file")
-    task_start.add_argument("--id", help="workflow id (default: a new one)")
-    task_start.add_argument("--no-wait", action="store_true")
-    task_start.add_argument("--json", action="store_true")
-    task_start.set_defaults(handler=cmd_task_start)
-    task_state = task_verbs.add_parser("state", help="a task's steps and their status")
-    task_state.add_argument("workflow_id")
-    task_state.add_argument("--json", action="store_true")
-    task_state.set_defaults(handler=cmd_task_state)
+def state(
+    workflow_id: Annotated[str, typer.Argument(help="The task's workflow id.")],
+    as_json: Json = False,
+) -> None:
+    """A task's steps, what waits for an operator, and how it ended."""
+
+    async def body() -> int:
+        client = await client_for(settings())
+        await of_kind(client, workflow_id, "task")
+        task = await read_state(client, workflow_id, TaskState, TASK)
+        if as_json:
+            print_json(task)
+        else:
+            console().print(render_task(task, workflow_id), markup=False)
+        return 0
+
+    execute(body, as_json=as_json)
+
+
+def list_tasks(
+    status: Annotated[Status | None, typer.Option(help="Only tasks in this status.")] = None,
+    agent: Annotated[str | None, typer.Option(help="Only tasks of this agent.")] = None,
+    limit: Annotated[int, typer.Option(help="At most this many, newest first.")] = 20,
+    as_json: Json = False,
+) -> None:
+    """Recent tasks (the same as ``orga list --kind task``)."""
+    execute(lambda: list_workflows("task", status, agent, limit, as_json), as_json=as_json)

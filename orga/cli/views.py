@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+
+from rich.table import Table
 
 from orga.contracts.journal import (
     ApprovalDecided,
@@ -23,15 +25,19 @@ from orga.contracts.journal import (
     ToolsDispatched,
 )
 from orga.contracts.state import LoopResult, LoopState
-from orga.contracts.task import StepReport
+from orga.contracts.task import StepReport, TaskState
+from orga.runtime.desk import InboxItem
 
 __all__ = [
-    "LoopRow",
+    "WorkflowRow",
+    "inbox_table",
     "render_entry",
     "render_result",
-    "render_rows",
     "render_state",
     "render_task",
+    "render_task_result",
+    "rows_table",
+    "shorten",
 ]
 
 
@@ -40,12 +46,14 @@ def _time(moment: datetime) -> str:
 
 
 def render_state(state: LoopState) -> str:
-    """A loop's state, one fact per line."""
+    """A loop's state, one fact per line, then what it waits for and its last tool calls."""
     usage = state.usage
+    model = f"{state.provider or '?'} {state.model or '(the worker default)'}"
     lines = [
         f"workflow      {state.workflow_id}",
         f"agent         {state.agent_id}",
         f"status        {state.status} (phase: {state.phase})",
+        f"model         {model}",
         f"iteration     {state.iteration}",
         f"tokens        {usage.total_tokens} ({usage.input_tokens} in, {usage.output_tokens} out)"
         + (" estimated" if usage.estimated else ""),
@@ -55,15 +63,39 @@ def render_state(state: LoopState) -> str:
         f"started       {state.started_at.isoformat(timespec='seconds')}",
     ]
     if state.termination_reason:
-        lines.append(f"ended         {state.termination_reason}")
+        message = f": {state.termination_message}" if state.termination_message else ""
+        lines.append(f"ended         {state.termination_reason}{message}")
     if state.output is not None:
         lines.append(f"output        {state.output}")
+    for approval in state.pending_approvals:
+        lines += [
+            f"waiting for   approval of call {approval.call_id} ({approval.tool}) since "
+            f"{approval.since.isoformat(timespec='seconds')}",
+            f"              arguments {shorten(approval.arguments)}",
+            f"              why: {approval.reason}",
+            f"              orga approve {state.workflow_id} {approval.call_id} --reason '…'",
+            f"              orga deny {state.workflow_id} {approval.call_id} --reason '…'",
+        ]
+    for escalation in state.pending_escalations:
+        lines += [
+            f"waiting for   an operator: escalation {escalation.escalation_id} "
+            f"({escalation.tool}) since {escalation.since.isoformat(timespec='seconds')}",
+            f"              error: {shorten(escalation.error)}",
+            f"              orga resolve {state.workflow_id} {escalation.escalation_id} "
+            f"--action {{{','.join(escalation.options)}}} --reason '…'",
+        ]
     for call in state.tool_calls[-10:]:
         mark = "!" if call.is_error else " "
         lines.append(
             f"  {mark} it {call.iteration:<3} {call.tool:<20} {call.status:<18} {call.call_id}"
         )
     return "\n".join(lines)
+
+
+def shorten(text: str, limit: int = 100) -> str:
+    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def _detail(entry: JournalEntry) -> str:
@@ -121,18 +153,20 @@ def render_entry(entry: JournalEntry) -> str:
 
 
 def render_result(result: LoopResult) -> str:
+    model = f", {result.provider} {result.model}" if result.model else ""
     return (
         f"{result.output}\n\n"
         f"({result.termination_reason} after {result.iterations} iteration(s), "
-        f"{result.tool_call_count} tool call(s), {result.usage.total_tokens} tokens)"
+        f"{result.tool_call_count} tool call(s), {result.usage.total_tokens} tokens{model})"
     )
 
 
 @dataclass(frozen=True)
-class LoopRow:
-    """One loop in a listing, from Temporal's visibility records."""
+class WorkflowRow:
+    """One loop or task in a listing, from Temporal's visibility records."""
 
     workflow_id: str
+    kind: str
     status: str
     agent_id: str
     iteration: int
@@ -140,29 +174,77 @@ class LoopRow:
     started: datetime | None
 
 
-def render_rows(rows: Iterable[LoopRow]) -> str:
-    header = f"{'WORKFLOW ID':<36} {'STATUS':<18} {'AGENT':<14} {'ITER':>5} {'TOKENS':>8}  STARTED"
-    lines = [header]
+def rows_table(rows: Sequence[WorkflowRow]) -> Table:
+    """Loops and tasks, newest first, as a table."""
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in ("WORKFLOW ID", "KIND", "STATUS", "AGENT"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("ITER", justify="right")
+    table.add_column("TOKENS", justify="right")
+    table.add_column("STARTED", no_wrap=True)
     for row in rows:
         started = row.started.isoformat(timespec="seconds") if row.started else "-"
-        lines.append(
-            f"{row.workflow_id:<36} {row.status:<18} {row.agent_id:<14} {row.iteration:>5} "
-            f"{row.tokens:>8}  {started}"
+        iteration = str(row.iteration) if row.kind == "loop" else "-"
+        tokens = str(row.tokens) if row.kind == "loop" else "-"
+        table.add_row(
+            row.workflow_id, row.kind, row.status, row.agent_id, iteration, tokens, started
         )
-    if len(lines) == 1:
-        lines.append("(no loops)")
+    return table
+
+
+def inbox_table(items: Sequence[InboxItem]) -> Table:
+    """What waits for a person, oldest first, with the commands that answer it."""
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in ("KIND", "WORKFLOW", "ITEM", "TOOL", "ARGUMENTS", "WAITING SINCE", "WHY / ACT"):
+        table.add_column(column, no_wrap=column not in ("ARGUMENTS", "WHY / ACT"))
+    for item in items:
+        kind = {"ReasoningLoop": "loop", "Task": "task"}.get(item.workflow_type, "?")
+        since = item.since.isoformat(timespec="seconds") if item.since else "-"
+        if item.kind == "unreadable":
+            why = f"(state unreadable: {item.error})"
+        else:
+            why = "\n".join([item.reason or "", *item.commands])
+        table.add_row(
+            f"{item.kind}",
+            f"{item.workflow_id} ({kind})",
+            item.item_id or "-",
+            item.tool or "-",
+            shorten(item.arguments or "-", 60),
+            since,
+            why,
+        )
+    return table
+
+
+def render_task(state: TaskState, workflow_id: str) -> str:
+    """A task's steps, one per line, what waits for an operator, and how it ended."""
+    lines = [f"task {workflow_id} ({state.agent_id}): {state.status}"]
+    if state.message:
+        lines.append(f"  {state.message}")
+    lines += _steps(state.steps)
+    for escalation in state.pending_escalations:
+        lines += [
+            f"  waiting for an operator: escalation {escalation.escalation_id} "
+            f"({escalation.tool}) since {escalation.since.isoformat(timespec='seconds')}",
+            f"    error: {shorten(escalation.error)}",
+            f"    orga resolve {workflow_id} {escalation.escalation_id} "
+            f"--action {{{','.join(escalation.options)}}} --reason '…'",
+        ]
     return "\n".join(lines)
 
 
-def render_task(status: str, steps: Iterable[StepReport], pending: Iterable[str] = ()) -> str:
-    """A task's steps, one per line, with what happened to each."""
-    lines = [f"task {status}"]
+def render_task_result(status: str, steps: Iterable[StepReport]) -> str:
+    """A finished task's steps (from its result or its failure's report)."""
+    return "\n".join([f"task {status}", *_steps(steps)])
+
+
+def _steps(steps: Iterable[StepReport]) -> list[str]:
+    lines: list[str] = []
     for step in steps:
         detail = step.result or (step.errors[-1] if step.errors else "")
         if step.compensation_error:
             detail = f"compensation failed: {step.compensation_error}"
-        if len(detail) > 80:
-            detail = detail[:79] + "…"
-        lines.append(f"  {step.id:<16} {step.status:<20} attempts {step.attempts:<3} {detail}")
-    lines += [f"  waiting for an operator: {escalation}" for escalation in pending]
-    return "\n".join(lines)
+        lines.append(
+            f"  {step.id:<16} {step.status:<20} attempts {step.attempts:<3} {shorten(detail, 80)}"
+        )
+    return lines

@@ -9,8 +9,9 @@ How it answers, deterministically:
 
 * while an advertised tool has not been called yet, it calls the first such tool, with
   arguments taken from the task's text by their schema: numbers for number parameters (in
-  order), the first URL for ``url``-like parameters, the first file path for ``path``-like
-  ones, the task's text for any other string;
+  order), the first URL for ``url``-like parameters, the first email address for
+  ``email``-like ones, the first file path for ``path``-like ones, the task's text for any
+  other required string;
 * then it answers with what the tools returned (``add`` as ``a + b = sum``); a denied or failed
   call is reported as such.
 """
@@ -36,6 +37,7 @@ LABEL: Final = "[offline scripted model]"
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _URL = re.compile(r"https?://[^\s<>\"'`]+")
 _PATH = re.compile(r"(?<![\w/.:@-])(?:[\w.-]+/)*[\w-][\w.-]*\.[A-Za-z][A-Za-z0-9]{0,7}(?![\w/])")
+_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _URL_NAMES = ("url", "uri", "link", "href")
 _PATH_NAMES = ("path", "file", "filename")
 
@@ -74,6 +76,7 @@ def _arguments(schema: dict[str, Any], task: str) -> dict[str, Any]:
     required = set(cast(list[str], schema.get("required") or []))
     numbers = iter(_NUMBER.findall(task))
     url = next(iter(_URL.findall(task)), None)
+    email = next(iter(_EMAIL.findall(task)), None)
     path = next(iter(p for p in _PATH.findall(task) if not p.startswith("http")), None)
     arguments: dict[str, Any] = {}
     for name, spec in properties.items():
@@ -85,6 +88,8 @@ def _arguments(schema: dict[str, Any], task: str) -> dict[str, Any]:
             arguments[name] = _number(next(numbers, "0"))
         elif "string" in kinds and any(n in lowered for n in _URL_NAMES) and url:
             arguments[name] = url
+        elif "string" in kinds and "mail" in lowered and email:
+            arguments[name] = email
         elif "string" in kinds and any(n in lowered for n in _PATH_NAMES) and path:
             arguments[name] = path
         elif "string" in kinds and name in required:

@@ -1,0 +1,220 @@
+"""``orga desk``: the operator's inbox as a small local web page.
+
+Served by the CLI on 127.0.0.1 (no build step: one HTML file with plain JavaScript). It lists
+what ``orga pending`` lists and lets a person approve, deny or resolve with a reason, seeing the
+tool, its arguments, the policy's reason and the last messages of the loop's conversation. Every
+decision goes through the same update (and validator) as the CLI's, recorded under the identity
+of whoever runs ``orga desk`` (``--approver``, ``ORGA_APPROVER`` or the OS user).
+
+The page is a door into running workflows, so it is locked: the API answers only requests that
+carry the random token printed in the page's address (a header, never a cookie, so another site
+in the same browser cannot ride on it), only for the host names it was started on (no DNS
+rebinding), and state-changing requests only as JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import secrets
+import webbrowser
+from collections.abc import Awaitable, Callable
+from importlib import resources
+from typing import Annotated, Any, Literal, TypeVar
+
+import typer
+import uvicorn
+from pydantic import BaseModel, ValidationError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route
+from temporalio.client import Client
+
+from orga.cli.common import client_for, console, execute, settings
+from orga.contracts.approvals import EscalationAction
+from orga.contracts.conversation import Message
+from orga.contracts.inference import ConversationRange
+from orga.contracts.state import LoopState
+from orga.contracts.task import TaskState
+from orga.runtime import desk
+from orga.runtime.desk import LOOP, TASK, DeskError
+
+__all__ = ["TOKEN_HEADER", "build_app", "register"]
+
+TOKEN_HEADER = "x-orga-desk-token"
+_TAIL = 6
+"""How many of a loop's last messages the page shows."""
+
+
+class _Decision(BaseModel):
+    workflow_id: str
+    call_id: str
+    approved: bool
+    reason: str | None = None
+
+
+_Payload = TypeVar("_Payload", bound=BaseModel)
+
+
+class _Resolution(BaseModel):
+    workflow_id: str
+    escalation_id: str
+    action: EscalationAction
+    result: Any = None
+    reason: str | None = None
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``desk`` to ``app``."""
+    app.command("desk", epilog="Example: orga desk --approver alice")(serve_desk)
+
+
+def serve_desk(
+    host: Annotated[str, typer.Option(help="Address to listen on (keep it local).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on (0: any free port).")] = 8765,
+    approver: Annotated[
+        str | None,
+        typer.Option(help="Who decides; default: ORGA_APPROVER, else the operating-system user."),
+    ] = None,
+    open_browser: Annotated[
+        bool, typer.Option("--open/--no-open", help="Open the page in a browser.")
+    ] = True,
+) -> None:
+    """The inbox as a local web page: approve, deny or resolve with a reason, in a browser."""
+
+    async def body() -> int:
+        who = desk.who_decides(approver)
+        client = await client_for(settings())
+        token = secrets.token_urlsafe(24)
+        config = uvicorn.Config(
+            build_app(client, token=token, approver=who, hosts=_hosts(host)),
+            host=host,
+            port=port,
+            log_level="warning",
+            lifespan="off",
+        )
+        server = uvicorn.Server(config)
+        task = asyncio.create_task(server.serve())
+        while not server.started:
+            if task.done():
+                await task  # the server could not start (port taken …): raise its error
+                return 1
+            await asyncio.sleep(0.05)
+        bound = server.servers[0].sockets[0].getsockname()[1]
+        url = f"http://{host}:{bound}/?token={token}"
+        out = console()
+        out.print(f"orga desk on {url}", markup=False, soft_wrap=True)
+        out.print(f"deciding as {who}. Ctrl-C stops it.", markup=False)
+        if open_browser:
+            webbrowser.open(url)
+        await task
+        return 0
+
+    execute(body)
+
+
+def _hosts(host: str) -> set[str]:
+    names = {host, "127.0.0.1", "localhost"} if host in ("127.0.0.1", "localhost") else {host}
+    return names | {f"[{host}]"}
+
+
+def build_app(client: Client, *, token: str, approver: str, hosts: set[str]) -> Starlette:
+    """The desk's web application (routes, and the lock on them)."""
+
+    def allowed(request: Request) -> Response | None:
+        name = request.headers.get("host", "").rsplit(":", 1)[0]
+        if name not in hosts:
+            return JSONResponse({"error": f"host {name!r} is not served here"}, 403)
+        given = request.headers.get(TOKEN_HEADER, "")
+        if not hmac.compare_digest(given.encode(), token.encode()):
+            return JSONResponse({"error": "missing or wrong desk token"}, 401)
+        if request.method == "POST" and request.headers.get("content-type") != "application/json":
+            return JSONResponse({"error": "send JSON"}, 415)
+        return None
+
+    async def page(request: Request) -> Response:
+        html = resources.files("orga.cli").joinpath("desk.html").read_text(encoding="utf-8")
+        return HTMLResponse(html, headers={"cache-control": "no-store"})
+
+    async def inbox(request: Request) -> Response:
+        if (refused := allowed(request)) is not None:
+            return refused
+        try:
+            items = await desk.inbox(client)
+        except DeskError as error:
+            return JSONResponse({"error": str(error)}, 502)
+        return JSONResponse(
+            {"approver": approver, "items": [i.model_dump(mode="json") for i in items]}
+        )
+
+    async def workflow(request: Request) -> Response:
+        if (refused := allowed(request)) is not None:
+            return refused
+        workflow_id = request.path_params["workflow_id"]
+        try:
+            return JSONResponse(await _details(client, workflow_id))
+        except DeskError as error:
+            return JSONResponse({"error": str(error)}, 404)
+
+    async def decide(
+        request: Request, contract: type[_Payload], act: Callable[[_Payload], Awaitable[BaseModel]]
+    ) -> Response:
+        if (refused := allowed(request)) is not None:
+            return refused
+        try:
+            record = await act(contract.model_validate(await request.json()))
+        except (ValidationError, ValueError) as error:
+            return JSONResponse({"error": f"invalid request: {error}"}, 400)
+        except DeskError as error:
+            return JSONResponse({"error": str(error)}, 409)
+        return JSONResponse(record.model_dump(mode="json"))
+
+    async def approve(request: Request) -> Response:
+        async def act(d: _Decision) -> BaseModel:
+            return await desk.approve(
+                client, d.workflow_id, d.call_id, approved=d.approved, reason=d.reason,
+                approver=approver,
+            )  # fmt: skip
+
+        return await decide(request, _Decision, act)
+
+    async def resolve(request: Request) -> Response:
+        async def act(r: _Resolution) -> BaseModel:
+            return await desk.resolve(
+                client, r.workflow_id, r.escalation_id, action=r.action, result=r.result,
+                reason=r.reason, operator=approver,
+            )  # fmt: skip
+
+        return await decide(request, _Resolution, act)
+
+    return Starlette(
+        routes=[
+            Route("/", page),
+            Route("/api/inbox", inbox),
+            Route("/api/workflows/{workflow_id:path}", workflow),
+            Route("/api/approve", approve, methods=["POST"]),
+            Route("/api/resolve", resolve, methods=["POST"]),
+        ]
+    )
+
+
+async def _details(client: Client, workflow_id: str) -> dict[str, Any]:
+    """A workflow's state and, for a loop, the last messages of its conversation."""
+    facts = await desk.describe(client, workflow_id)
+    kind: Literal["loop", "task"]
+    if facts.workflow_type == LOOP:
+        kind = "loop"
+        state: BaseModel = await desk.read_state(client, workflow_id, LoopState, LOOP)
+        assert isinstance(state, LoopState)
+        window = ConversationRange(start=max(0, state.messages - _TAIL), end=state.messages)
+        handle = client.get_workflow_handle(workflow_id)
+        messages = await handle.query("conversation", window, result_type=list[Message])
+        tail = [m.model_dump(mode="json", exclude_defaults=True) for m in messages]
+    elif facts.workflow_type == TASK:
+        kind = "task"
+        state = await desk.read_state(client, workflow_id, TaskState, TASK)
+        tail = []
+    else:
+        raise DeskError(f"{workflow_id!r} is a {facts.workflow_type}, not an orga workflow")
+    return {"kind": kind, "state": state.model_dump(mode="json"), "messages": tail}

@@ -1,0 +1,157 @@
+"""``orga desk`` in a real browser: headless Chromium (Debian's package) approves a waiting loop.
+
+``.ci/run`` installs Chromium when it is missing; the test fails, naming it, when it is absent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import httpx
+from playwright.async_api import async_playwright
+from temporalio.testing import WorkflowEnvironment
+
+from orga.cli.web import TOKEN_HEADER
+from orga.contracts.journal import ApprovalDecided, Journal
+from orga.contracts.state import LoopState
+from orga.runtime.scripted_model import Turn
+from tests.harness import Harness
+from tests.sample_tools import transfer
+from tests.test_approvals import pending
+from tests.test_cli import ORGA, on
+
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert found, "Chromium is not installed: `apt-get install chromium` (.ci/run does it)"
+    return found
+
+
+@asynccontextmanager
+async def desk(env: WorkflowEnvironment, harness: Harness, approver: str) -> AsyncIterator[str]:
+    """``orga desk`` on a free port; yields the address it prints (with its token)."""
+    process = await asyncio.create_subprocess_exec(
+        ORGA,
+        "desk",
+        "--port",
+        "0",
+        "--no-open",
+        "--approver",
+        approver,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, **on(env, harness)},
+    )
+    assert process.stdout is not None
+    line = (await asyncio.wait_for(process.stdout.readline(), 30)).decode()
+    match = re.search(r"orga desk on (http://\S+)", line)
+    assert match, line
+    try:
+        yield match.group(1)
+    finally:
+        process.terminate()
+        await asyncio.wait_for(process.communicate(), 30)
+
+
+async def test_approve_a_waiting_loop_in_the_browser(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    model = harness.new_model(
+        [Turn(tool_calls=[("transfer", {"amount": 250, "to": "eve"})]), Turn(text="paid eve")]
+    )
+    async with harness.worker(tools=[transfer]):
+        handle = await harness.start("Pay eve 250 for the lamp.", model=model, tools=["transfer"])
+        [call] = (await pending(handle)).pending_approvals
+        async with desk(env, harness, "pat") as url, async_playwright() as playwright:
+            browser = await playwright.chromium.launch(
+                executable_path=chromium(), args=CHROMIUM_FLAGS
+            )
+            try:
+                page = await browser.new_page()
+                await page.goto(url)
+                card = page.locator(f'[data-item="{handle.id}/{call.call_id}"]')
+                await card.wait_for(timeout=20_000)  # the page polls the inbox every 3 s
+                text = await card.inner_text()
+                assert "transfer" in text and '"amount": 250' in text
+                assert "tool 'transfer' requires approval" in text
+                assert "Pay eve 250 for the lamp." in text  # the conversation's last messages
+                assert "deciding as pat" in await page.inner_text("header")
+                assert "token=" not in page.url  # taken out of the address bar
+                await card.locator('[data-field="reason"]').fill("invoice checked")
+                await card.locator('[data-action="approve"]').click()
+                await page.locator(f'[data-outcome="{handle.id}/{call.call_id}"]').wait_for(
+                    timeout=20_000
+                )
+            finally:
+                await browser.close()
+        result = await handle.result()
+        journal = await handle.query("journal", result_type=Journal)
+    assert result.output == "paid eve"
+    [decided] = [e for e in journal.entries if isinstance(e, ApprovalDecided)]
+    assert (decided.approved, decided.approver, decided.reason, decided.source) == (
+        True,
+        "pat",
+        "invoice checked",
+        "update",
+    )
+
+
+async def test_the_desk_api_is_locked(env: WorkflowEnvironment, harness: Harness) -> None:
+    model = harness.new_model(
+        [Turn(tool_calls=[("transfer", {"amount": 5, "to": "mal"})]), Turn(text="ok")]
+    )
+    async with harness.worker(tools=[transfer]):
+        handle = await harness.start("pay mal", model=model, tools=["transfer"])
+        [call] = (await pending(handle)).pending_approvals
+        async with desk(env, harness, "pat") as url, httpx.AsyncClient() as http:
+            base, token = url.split("/?token=")
+            decision = {"workflow_id": handle.id, "call_id": call.call_id, "approved": True}
+            # No token, a wrong one, another host name (DNS rebinding), a form post.
+            assert (await http.get(f"{base}/api/inbox")).status_code == 401
+            wrong = {TOKEN_HEADER: "guess"}
+            assert (
+                await http.post(f"{base}/api/approve", json=decision, headers=wrong)
+            ).status_code == 401
+            rebound = {TOKEN_HEADER: token, "host": "evil.example:80"}
+            assert (await http.get(f"{base}/api/inbox", headers=rebound)).status_code == 403
+            form = await http.post(
+                f"{base}/api/approve",
+                content="workflow_id=x",
+                headers={TOKEN_HEADER: token, "content-type": "application/x-www-form-urlencoded"},
+            )
+            assert form.status_code == 415
+            state = await handle.query("state", result_type=LoopState)
+            assert [p.call_id for p in state.pending_approvals] == [call.call_id]  # untouched
+            # With the token, a refusal comes back as a reason, not a crash.
+            inbox = await http.get(f"{base}/api/inbox", headers={TOKEN_HEADER: token})
+            assert inbox.status_code == 200 and inbox.json()["approver"] == "pat"
+            unknown = {**decision, "call_id": "nope"}
+            refused = await http.post(
+                f"{base}/api/approve", json=unknown, headers={TOKEN_HEADER: token}
+            )
+            assert (
+                refused.status_code == 409 and "not waiting for approval" in refused.json()["error"]
+            )
+            denied = await http.post(
+                f"{base}/api/approve",
+                json={**decision, "approved": False, "reason": "no"},
+                headers={TOKEN_HEADER: token},
+            )
+            assert denied.status_code == 200 and denied.json()["approver"] == "pat"
+        assert (await handle.result()).output == "ok"
