@@ -18,6 +18,7 @@ from typing import Annotated, Any, NoReturn, TypeVar
 import typer
 from pydantic import BaseModel
 from rich.console import Console
+from rich.table import Table
 from temporalio.client import Client, WorkflowHandle
 
 from orga.contracts.errors import InvalidConfig
@@ -33,6 +34,7 @@ __all__ = [
     "data_dir",
     "execute",
     "print_json",
+    "print_table",
     "settings",
     "start_workflow",
     "ui_base",
@@ -72,6 +74,17 @@ def console() -> Console:
         tty = sys.stdout.isatty()
         _console = _Console(highlight=False, soft_wrap=True, width=None if tty else 10_000)
     return _console
+
+
+def print_table(table: Table) -> None:
+    """A table: drawn for a terminal; in a pipe, plain columns without trailing blanks."""
+    out = console()
+    if out.is_terminal:
+        out.print(table)
+        return
+    with out.capture() as captured:
+        out.print(table)
+    sys.stdout.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
 
 
 def print_json(value: BaseModel | Any) -> None:

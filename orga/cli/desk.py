@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from orga.cli.common import Json, client_for, console, execute, print_json, settings
+from orga.cli.common import Json, client_for, console, execute, print_json, print_table, settings
 from orga.cli.views import inbox_table
 from orga.contracts.approvals import EscalationAction
 from orga.runtime import desk
@@ -56,7 +56,7 @@ def pending(
         if as_json:
             print_json([item.model_dump(mode="json") for item in items])
         elif items:
-            console().print(inbox_table(items))
+            print_table(inbox_table(items))
         else:
             console().print("nothing is waiting for a person")
         return 0

@@ -21,6 +21,7 @@ from orga.cli.common import (
     console,
     execute,
     print_json,
+    print_table,
     settings,
     start_workflow,
 )
@@ -314,7 +315,7 @@ async def list_workflows(
     if as_json:
         print_json([row.__dict__ for row in rows])
     elif rows:
-        console().print(rows_table(rows))
+        print_table(rows_table(rows))
     else:
         console().print("(nothing matches)")
     return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -73,15 +74,15 @@ def render_state(state: LoopState) -> str:
             f"{approval.since.isoformat(timespec='seconds')}",
             f"              arguments {shorten(approval.arguments)}",
             f"              why: {approval.reason}",
-            f"              orga approve {state.workflow_id} {approval.call_id} --reason '…'",
-            f"              orga deny {state.workflow_id} {approval.call_id} --reason '…'",
+            f"              orga approve {_ids(state.workflow_id, approval.call_id)} --reason '…'",
+            f"              orga deny {_ids(state.workflow_id, approval.call_id)} --reason '…'",
         ]
     for escalation in state.pending_escalations:
         lines += [
             f"waiting for   an operator: escalation {escalation.escalation_id} "
             f"({escalation.tool}) since {escalation.since.isoformat(timespec='seconds')}",
             f"              error: {shorten(escalation.error)}",
-            f"              orga resolve {state.workflow_id} {escalation.escalation_id} "
+            f"              orga resolve {_ids(state.workflow_id, escalation.escalation_id)} "
             f"--action {{{','.join(escalation.options)}}} --reason '…'",
         ]
     for call in state.tool_calls[-10:]:
@@ -90,6 +91,11 @@ def render_state(state: LoopState) -> str:
             f"  {mark} it {call.iteration:<3} {call.tool:<20} {call.status:<18} {call.call_id}"
         )
     return "\n".join(lines)
+
+
+def _ids(*ids: str) -> str:
+    """Ids as a shell reads them (``notify#1`` is quoted: ``#`` can start a comment)."""
+    return " ".join(shlex.quote(i) for i in ids)
 
 
 def shorten(text: str, limit: int = 100) -> str:
@@ -227,7 +233,7 @@ def render_task(state: TaskState, workflow_id: str) -> str:
             f"  waiting for an operator: escalation {escalation.escalation_id} "
             f"({escalation.tool}) since {escalation.since.isoformat(timespec='seconds')}",
             f"    error: {shorten(escalation.error)}",
-            f"    orga resolve {workflow_id} {escalation.escalation_id} "
+            f"    orga resolve {_ids(workflow_id, escalation.escalation_id)} "
             f"--action {{{','.join(escalation.options)}}} --reason '…'",
         ]
     return "\n".join(lines)
