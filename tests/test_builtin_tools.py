@@ -8,7 +8,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from activities.builtin_tools import builtin_tools, html_to_text
+from activities.builtin_tools import builtin_tools
+from activities.web_fetch import html_to_text
 from orga.contracts.errors import ToolFailed, ToolInputError
 from orga.runtime.settings import Settings
 from orga.runtime.tools import Tool, ToolContext
