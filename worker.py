@@ -32,7 +32,8 @@ from activities.policy import PolicyActivities
 from activities.setup import SetupActivities
 from activities.tools import ToolActivities, load_tool_modules
 from orga.contracts.errors import InvalidConfig
-from orga.contracts.vocabulary import SCRIPTED
+from orga.contracts.vocabulary import SCRIPTED, PolicyMode
+from orga.runtime.agents import AgentRegistry
 from orga.runtime.blobs import BlobStore
 from orga.runtime.connect import connect, ensure_search_attributes
 from orga.runtime.offline import LABEL, OFFLINE_MODEL, serve_offline_model
@@ -42,7 +43,15 @@ from orga.runtime.tools import Tool, ToolRegistry
 from workflows.loop import ReasoningLoopWorkflow
 from workflows.task import TaskWorkflow
 
-__all__ = ["WORKFLOWS", "build_registry", "build_worker", "main", "replayer", "serve"]
+__all__ = [
+    "WORKFLOWS",
+    "build_agents",
+    "build_registry",
+    "build_worker",
+    "main",
+    "replayer",
+    "serve",
+]
 
 WORKFLOWS = [ReasoningLoopWorkflow, TaskWorkflow]
 """Every workflow an orga worker serves."""
@@ -63,6 +72,22 @@ def build_registry(
     )
 
 
+def build_agents(settings: Settings, engines: frozenset[PolicyMode]) -> AgentRegistry:
+    """The worker's agents: ``ORGA_AGENTS``, or the implicit one (floor ``ORGA_POLICY``).
+
+    Raises:
+        InvalidConfig: the agents file is invalid, or a floor needs a gate not configured here.
+    """
+    if settings.agents_file is not None:
+        return AgentRegistry.load(settings.agents_file, engines)
+    if settings.policy_floor not in engines:
+        raise InvalidConfig(
+            f"ORGA_POLICY={settings.policy_floor} needs a gate this worker has not configured "
+            "(ORGA_POLICY_DIR for cedar, ORGA_OPA_URL for opa)"
+        )
+    return AgentRegistry.implicit(settings.policy_floor)
+
+
 def build_worker(
     client: Client,
     settings: Settings,
@@ -79,9 +104,26 @@ def build_worker(
     )
     cedar = CedarGate(settings.policy_dir) if settings.policy_dir is not None else None
     opa = OpaGate(settings.opa_url, http) if settings.opa_url else None
-    policy = PolicyActivities(registry=registry, cedar=cedar, opa=opa)
+    offered: list[PolicyMode] = ["default"]
+    if cedar is not None:
+        offered.append("cedar")
+    if opa is not None:
+        offered.append("opa")
+    engines = frozenset(offered)
+    policy = PolicyActivities(
+        registry=registry,
+        cedar=cedar,
+        opa=opa,
+        allow_permissive=settings.allow_permissive,
+        allow_hidden=settings.file_read_hidden,
+    )
     tools = ToolActivities(registry=registry, blobs=blobs)
-    setup = SetupActivities(settings=settings, registry=registry)
+    setup = SetupActivities(
+        settings=settings,
+        registry=registry,
+        agents=build_agents(settings, engines),
+        engines=engines,
+    )
     return Worker(
         client,
         task_queue=task_queue or settings.task_queue,
@@ -91,6 +133,7 @@ def build_worker(
         graceful_shutdown_timeout=timedelta(seconds=settings.graceful_shutdown),
         activities=[
             setup.resolve_loop,
+            setup.resolve_task,
             inference.call_model,
             policy.evaluate_policy,
             tools.describe_tools,

@@ -1,4 +1,5 @@
-"""Tools every worker registers: ``web_fetch``, ``file_read`` and ``add`` (a demo tool)."""
+"""Tools every worker registers: ``web_fetch``, ``add`` (a demo tool), and ``file_read`` when
+the operator names its root (``ORGA_FILE_ROOT``)."""
 
 from __future__ import annotations
 
@@ -26,8 +27,18 @@ def add(a: float, b: float) -> int | float:
 
 def builtin_tools(settings: Settings, http: httpx.AsyncClient) -> list[Tool]:
     """The built-in tools, configured from the worker's settings."""
-    return [
-        web_fetch_tool(http, settings.web_fetch_max_bytes, settings.web_fetch_timeout),
-        file_read_tool(settings.file_root, max_bytes=settings.web_fetch_max_bytes),
+    found = [
+        web_fetch_tool(
+            None, settings.web_fetch_max_bytes, settings.web_fetch_timeout, settings.egress_allow
+        ),
         add,
     ]
+    if settings.file_root is not None:  # no default root: the operator names the readable one
+        found.append(
+            file_read_tool(
+                settings.file_root,
+                max_bytes=settings.web_fetch_max_bytes,
+                allow_hidden=settings.file_read_hidden,
+            )
+        )
+    return found

@@ -11,7 +11,9 @@ Request mapping (documented in the README)::
     action     Action::"call_tool"            Action::"respond" (a final answer)
     resource   Tool::"<tool name>"            Answer::"final"
     context    { arguments: <the call's arguments, only the attributes the schema declares>,
-                 iteration: Long, tokens_used: Long }
+                 iteration: Long, tokens_used: Long,
+                 and, where the schema declares them: subject: "loop" | "task",
+                 step: String (a task's step), compensation: Bool (a task's compensation) }
 
 Everything is parsed once, when the worker starts, and validated against the schema: a
 policy set that does not parse or does not validate stops the worker with the file and the
@@ -162,6 +164,7 @@ class CedarGate:
             digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
         self.policy_hash = digest.hexdigest()[:16]
         self._argument_names = self._declared_arguments()
+        self._context_names = self._declared_context()
 
     def _file_of(self, cedar_id: str) -> str:
         policy = self._policies.get(cedar_id)
@@ -169,7 +172,8 @@ class CedarGate:
             return cedar_id or "(policies)"
         return f"{policy.file} (policy {policy.id!r})"
 
-    def _declared_arguments(self) -> set[str] | None:
+    def _call_tool_context(self) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """The schema's namespace and the ``call_tool`` action's context type, if declared."""
         for namespace in self._schema_json.values():
             if not isinstance(namespace, dict):
                 continue
@@ -178,13 +182,27 @@ class CedarGate:
             if not isinstance(action, dict):
                 continue
             applies = cast(dict[str, Any], cast(dict[str, Any], action).get("appliesTo") or {})
-            context = _attributes(self._schema_json, namespace, applies.get("context"))
-            if context is None or "arguments" not in context:
-                return None
-            record = cast(dict[str, Any], applies["context"])
-            arguments = cast(dict[str, Any], record.get("attributes", {})).get("arguments")
-            return _attributes(self._schema_json, namespace, arguments)
+            return namespace, cast(dict[str, Any], applies.get("context") or {})
         return None
+
+    def _declared_context(self) -> set[str]:
+        """The optional facts (subject, step, compensation) the schema lets a request carry."""
+        found = self._call_tool_context()
+        if found is None:
+            return set()
+        names = _attributes(self._schema_json, found[0], found[1]) or set()
+        return names & {"subject", "step", "compensation"}
+
+    def _declared_arguments(self) -> set[str] | None:
+        found = self._call_tool_context()
+        if found is None:
+            return None
+        namespace, context = found
+        attributes = _attributes(self._schema_json, namespace, context)
+        if attributes is None or "arguments" not in attributes:
+            return None
+        arguments = cast(dict[str, Any], context.get("attributes", {})).get("arguments")
+        return _attributes(self._schema_json, namespace, arguments)
 
     def _request(self, action: PolicyAction, request: PolicyRequest) -> dict[str, Any]:
         facts: dict[str, Any] = {
@@ -201,6 +219,10 @@ class CedarGate:
         arguments = parse_arguments(action.tool or "", action.arguments)
         if self._argument_names is not None:
             arguments = {k: v for k, v in arguments.items() if k in self._argument_names}
+        optional = {"subject": request.subject, "compensation": action.compensation}
+        if action.step is not None:
+            optional["step"] = action.step
+        facts.update({k: v for k, v in optional.items() if k in self._context_names})
         return {
             "principal": {"type": "Agent", "id": request.agent_id},
             "action": {"type": "Action", "id": "call_tool"},

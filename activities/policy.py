@@ -1,17 +1,23 @@
 """The policy activity: one call per turn decides every proposed action.
 
-Gates, selected per loop by ``config.policy``:
+Gates, selected when a loop or task is set up (its config's choice within its agent's floor):
 
-* ``permissive`` — allows everything. For development only.
+* ``permissive`` — allows everything. For development only: refused (every action denied)
+  unless the worker runs with ``ORGA_ALLOW_PERMISSIVE=1``.
 * ``default`` — fails closed: denies a tool that was not advertised to this loop or is not
   registered here, arguments that are not a JSON object or do not match the tool's schema;
   a tool declared ``requires_approval`` needs a human decision; a final answer is allowed.
 * ``cedar`` / ``opa`` — the default checks first, then the external policy decides.
 
-Anything a gate cannot decide is a denial.
+Anything a gate cannot decide is a denial. Before any gate, arguments a tool declares as paths
+(``path_arguments``) are normalised (``orga.core.paths``): a path that is absolute, leaves its
+root or names a hidden file is denied, and an allowed call whose path was normalised runs with
+the normalised path (a ``modify``), so the policy judged the file that will be read.
 """
 
 from __future__ import annotations
+
+import json
 
 from temporalio import activity
 
@@ -25,9 +31,10 @@ from orga.contracts.policy import (
     PolicyRequest,
     PolicyResult,
 )
+from orga.core.paths import PathRefused, normalise
 from orga.runtime.tools import ToolRegistry, parse_arguments
 
-__all__ = ["PolicyActivities", "default_decision"]
+__all__ = ["PolicyActivities", "default_decision", "normalise_paths"]
 
 
 def default_decision(
@@ -75,6 +82,36 @@ def _combine(default: PolicyDecision, external: PolicyDecision) -> PolicyDecisio
     return external
 
 
+def normalise_paths(
+    action: PolicyAction, registry: ToolRegistry, *, allow_hidden: bool
+) -> PolicyAction | PolicyDecision:
+    """The action with its path arguments normalised, or the denial of a refused path."""
+    found = registry.get(action.tool or "") if action.kind == "call_tool" else None
+    if found is None or not found.definition.path_arguments:
+        return action
+    try:
+        arguments = parse_arguments(found.name, action.arguments)
+    except ToolInputError:
+        return action  # the default checks explain it
+    changed = False
+    for name in found.definition.path_arguments:
+        value = arguments.get(name)
+        if not isinstance(value, str):
+            continue
+        try:
+            normalised = normalise(value, allow_hidden=allow_hidden)
+        except PathRefused as error:
+            return PolicyDecision(
+                decision="deny", reason=f"{name}: {error}", policy_ids=["default.path"]
+            )
+        if normalised != value:
+            arguments[name] = normalised
+            changed = True
+    if not changed:
+        return action
+    return action.model_copy(update={"arguments": json.dumps(arguments, ensure_ascii=False)})
+
+
 class PolicyActivities:
     """The gates one worker offers."""
 
@@ -84,22 +121,63 @@ class PolicyActivities:
         registry: ToolRegistry,
         cedar: CedarGate | None = None,
         opa: OpaGate | None = None,
+        allow_permissive: bool = False,
+        allow_hidden: bool = False,
     ) -> None:
         self._registry = registry
         self._cedar = cedar
         self._opa = opa
+        self._allow_permissive = allow_permissive
+        self._allow_hidden = allow_hidden
 
     @activity.defn(name=EVALUATE_POLICY)
     async def evaluate_policy(self, request: PolicyRequest) -> PolicyResult:
         """Decide every action of one turn."""
+        checked = [
+            normalise_paths(a, self._registry, allow_hidden=self._allow_hidden)
+            for a in request.actions
+        ]
+        actions = [
+            c if isinstance(c, PolicyAction) else a
+            for c, a in zip(checked, request.actions, strict=True)
+        ]
+        result = await self._decide(request.model_copy(update={"actions": actions}))
+        decisions: list[PolicyDecision] = []
+        for given, check, decision in zip(request.actions, checked, result.decisions, strict=True):
+            if isinstance(check, PolicyDecision):
+                decisions.append(check)
+            elif decision.decision == "allow" and check.arguments != given.arguments:
+                decisions.append(
+                    PolicyDecision(
+                        decision="modify",
+                        reason="path normalised before the policy judged it",
+                        arguments=check.arguments,
+                        policy_ids=[*decision.policy_ids, "default.path"],
+                    )
+                )
+            else:
+                decisions.append(decision)
+        return result.model_copy(update={"decisions": decisions})
+
+    async def _decide(self, request: PolicyRequest) -> PolicyResult:
         if request.mode == "permissive":
-            return PolicyResult(
-                engine="permissive",
-                decisions=[
+            if not self._allow_permissive:
+                reason = (
+                    "the permissive gate is refused on this worker (ORGA_ALLOW_PERMISSIVE is not "
+                    "set); denied (fail closed)"
+                )
+                decisions = [
+                    PolicyDecision(
+                        decision="deny", reason=reason, policy_ids=["permissive.refused"]
+                    )
+                    for _ in request.actions
+                ]
+            else:
+                decisions = [
                     PolicyDecision(decision="allow", policy_ids=["permissive"])
                     for _ in request.actions
-                ],
-            )
+                ]
+            return PolicyResult(engine="permissive", decisions=decisions)
         decisions = [default_decision(a, request, self._registry) for a in request.actions]
         if request.mode == "default":
             return PolicyResult(engine="default", decisions=decisions)

@@ -1,16 +1,27 @@
-"""The setup activity: what the worker resolves for a loop before its first step.
+"""The setup activities: what the worker resolves for a loop or a task before its first step.
 
-A local activity, run once when a loop starts (its result is recorded in history): the tool
-definitions from this worker's registry, and the effective provider and model — the loop's own
-choice, else this worker's defaults. Every later model call uses what was recorded here, so a
-loop keeps its model even when workers with other defaults pick it up.
+Local activities, run once when a loop or task starts (the result is recorded in history):
+the agent it runs as, the tool definitions from this worker's registry, the gate, and — for a
+loop — the budgets and the effective provider and model. The config may only narrow what the
+agent allows (``orga.core.agents``); a loop keeps what was recorded here even when workers
+with other defaults pick it up later.
 """
 
 from __future__ import annotations
 
 from temporalio import activity
 
-from orga.contracts.setup import RESOLVE_LOOP, LoopSetup, LoopSetupRequest
+from orga.contracts.setup import (
+    RESOLVE_LOOP,
+    RESOLVE_TASK,
+    LoopSetup,
+    LoopSetupRequest,
+    TaskSetup,
+    TaskSetupRequest,
+)
+from orga.contracts.vocabulary import PolicyMode, ProviderName
+from orga.core.agents import Offer, check_tools, choose_policy, resolve_loop
+from orga.runtime.agents import AgentRegistry
 from orga.runtime.settings import Settings
 from orga.runtime.tools import ToolRegistry
 
@@ -18,23 +29,63 @@ __all__ = ["SetupActivities"]
 
 
 class SetupActivities:
-    """Resolves loops against one worker's settings and tool registry."""
+    """Resolves loops and tasks against one worker's agents, tools and settings."""
 
-    def __init__(self, *, settings: Settings, registry: ToolRegistry) -> None:
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        registry: ToolRegistry,
+        agents: AgentRegistry,
+        engines: frozenset[PolicyMode],
+    ) -> None:
         self._settings = settings
         self._registry = registry
+        self._agents = agents
+        self._offer = Offer(
+            engines=engines,
+            allow_permissive=settings.allow_permissive,
+            default_provider=settings.default_provider_name(),
+            default_model=self._default_model,
+            origin=agents.origin,
+        )
+
+    def _default_model(self, provider: ProviderName) -> str:
+        return self._settings.provider(provider).default_model
 
     @activity.defn(name=RESOLVE_LOOP)
     async def resolve_loop(self, request: LoopSetupRequest) -> LoopSetup:
-        """The loop's tools, provider and model.
+        """The loop's agent, tools, gate, budgets, provider and model.
 
         Raises:
-            InvalidConfig: a tool is not registered here, or the provider is not served here.
+            InvalidConfig: the config asks for more than its agent allows, a tool is not
+                registered here, or its provider is not served here.
         """
+        agent = self._agents.get(request.config.agent_id)
+        resolved = resolve_loop(agent, request.config, request.tools, self._offer)
         tools = self._registry.definitions(request.tools, named_by="config.tools")
-        provider = self._settings.provider(request.config.provider)
         return LoopSetup(
             tools=tools,
-            provider=provider.name,
-            model=request.config.model or provider.default_model,
+            provider=resolved.provider,
+            model=resolved.model,
+            policy=resolved.policy,
+            limits=resolved.limits,
+            agent=agent,
+        )
+
+    @activity.defn(name=RESOLVE_TASK)
+    async def resolve_task(self, request: TaskSetupRequest) -> TaskSetup:
+        """The task's agent, the definitions of every tool it names, and its gate.
+
+        Raises:
+            InvalidConfig: no such agent, a tool it may not use, or one not registered here.
+        """
+        agent = self._agents.get(request.agent_id)
+        for loop_agent in request.loop_agents:
+            self._agents.get(loop_agent)
+        check_tools(agent, request.tools, self._offer, "the task")
+        return TaskSetup(
+            tools=self._registry.definitions(request.tools, named_by="the task"),
+            policy=choose_policy(agent, None, self._offer),
+            agent=agent,
         )

@@ -33,7 +33,11 @@ API_KEYS: dict[ProviderName, str] = {
 
 
 def scripted_settings(server: ScriptedModelServer, **changes: Any) -> Settings:
-    """Worker settings whose providers all point at the scripted model server."""
+    """Worker settings whose providers all point at the scripted model server.
+
+    Unless a test says otherwise: loops may ask for the permissive gate (a development setting
+    the tests use), and ``file_read`` reads an empty scratch directory.
+    """
     providers: dict[ProviderName, ProviderSettings] = {
         name: ProviderSettings(
             name=name,
@@ -46,6 +50,11 @@ def scripted_settings(server: ScriptedModelServer, **changes: Any) -> Settings:
         for name in API_KEYS
     }
     changes.setdefault("blob_dir", Path(tempfile.gettempdir()) / "orga-test-blobs")
+    changes.setdefault("allow_permissive", True)
+    if "file_root" not in changes:
+        scratch = Path(tempfile.gettempdir()) / "orga-test-files"
+        scratch.mkdir(exist_ok=True)
+        changes["file_root"] = scratch
     return Settings(providers=providers, default_provider="openai", **changes)
 
 

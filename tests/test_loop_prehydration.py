@@ -1,4 +1,5 @@
-"""Pre-hydration in a running loop: a local file and a URL on 127.0.0.1 reach the first call."""
+"""Pre-hydration in a running loop: a local file and a URL on 127.0.0.1 reach the first call,
+through the gate, with the loop's own tools only."""
 
 from __future__ import annotations
 
@@ -35,10 +36,12 @@ async def test_a_file_and_a_url_land_in_the_first_request(
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "guide.md").write_text("Deploys need two approvals — straße.")
     model = harness.new_model([Turn(text="Friday, with two approvals.")])
-    settings = scripted_settings(harness.model, file_root=tmp_path)
+    settings = scripted_settings(harness.model, file_root=tmp_path, egress_allow=["127.0.0.1"])
     task = f"Using docs/guide.md and {site}/release, when and how do we ship? (see #12)"
     async with harness.worker(settings=settings):
-        handle = await harness.start(task, model=model, pre_hydration={})
+        handle = await harness.start(
+            task, model=model, pre_hydration={}, tools=["web_fetch", "file_read"]
+        )
         result = await handle.result()
         journal = await handle.query("journal", result_type=Journal)
         state = await handle.query("state", result_type=LoopState)
@@ -51,8 +54,33 @@ async def test_a_file_and_a_url_land_in_the_first_request(
     [done] = [e for e in journal.entries if isinstance(e, PreHydrationComplete)]
     assert (done.found, done.resolved, done.failed) == (3, 2, 1)  # #12 has no resolver
     assert done.tokens > 0
-    # The pre-hydration tools join the loop's tool list (before the tool profile).
     assert state.advertised == ["web_fetch", "file_read"]
+
+
+async def test_pre_hydration_widens_nothing(harness: Harness, site: str, tmp_path: Path) -> None:
+    """``pre_hydration: {}`` alone advertises nothing, and uses no tool the loop does not have:
+    the references are skipped, and the journal says why."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "guide.md").write_text("guide")
+    model = harness.new_model([Turn(text="nothing fetched")])
+    settings = scripted_settings(harness.model, file_root=tmp_path, egress_allow=["127.0.0.1"])
+    async with harness.worker(settings=settings):
+        handle = await harness.start(
+            f"Read docs/guide.md and {site}/release", model=model, pre_hydration={}, tools=["add"]
+        )
+        await handle.result()
+        journal = await handle.query("journal", result_type=Journal)
+        state = await handle.query("state", result_type=LoopState)
+    assert state.advertised == ["add"]
+    first = harness.model.requests_for(model)[0].body
+    assert not any(m["content"].startswith("[PRE_HYDRATED_CONTEXT]") for m in first["messages"])
+    assert [t["function"]["name"] for t in first["tools"]] == ["add"]
+    [done] = [e for e in journal.entries if isinstance(e, PreHydrationComplete)]
+    assert (done.found, done.resolved) == (2, 0)
+    assert sorted(done.skipped) == [
+        "file docs/guide.md: file_read is not a tool of this loop",
+        f"url {site}/release: web_fetch is not a tool of this loop",
+    ]
 
 
 async def test_resolutions_go_through_the_gate(harness: Harness, tmp_path: Path) -> None:
@@ -67,6 +95,7 @@ async def test_resolutions_go_through_the_gate(harness: Harness, tmp_path: Path)
             model=model,
             pre_hydration={},
             policy="cedar",
+            tools=["web_fetch", "file_read"],
             tool_profile={"exclude": ["web_*"]},
         )
         await handle.result()

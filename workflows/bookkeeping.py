@@ -20,7 +20,7 @@ from temporalio.common import SearchAttributeUpdate
 from temporalio.exceptions import ApplicationError
 
 from orga.contracts import search_attributes as sa
-from orga.contracts.config import LoopConfig
+from orga.contracts.config import Limits, LoopConfig
 from orga.contracts.conversation import Message, ToolResult, chain_digest
 from orga.contracts.inference import ConversationSlice, InferenceResponse, Usage
 from orga.contracts.journal import (
@@ -56,6 +56,11 @@ class Conversation:
             self.messages.extend(messages)
             self.digest = chain_digest(self.digest, messages)
 
+    def reset(self, messages: Sequence[Message]) -> None:
+        """Start over with ``messages`` (before anything was sent to the model)."""
+        self.messages, self.digest, self.sent = [], "", 0
+        self.append(messages)
+
     def unsent(self, workflow_id: str) -> ConversationSlice:
         """What the next model call carries: the new messages and the digest of the whole."""
         return ConversationSlice(
@@ -73,8 +78,10 @@ class Conversation:
 class LoopBooks:
     """The loop's record of itself, and the desk where people answer it."""
 
-    def __init__(self, config: LoopConfig, started_at: datetime) -> None:
+    def __init__(self, config: LoopConfig, limits: Limits, started_at: datetime) -> None:
         self.config = config
+        self.limits = limits
+        """The budgets that apply (replaced by the resolved ones once the loop is set up)."""
         self.journal = Journal(limit=config.journal_limit)
         self.usage = Usage()
         self.iteration = 0
@@ -90,7 +97,7 @@ class LoopBooks:
         self.human_wait = timedelta(0)
         """Time spent waiting for people, which the loop's timeout does not count."""
         self._human_wait_since: datetime | None = None
-        self.desk = HumanDesk(on_change=self._waiting_changed)
+        self.desk = HumanDesk(on_change=self._waiting_changed, record=self.record, stamp=self.stamp)
 
     # ---- journal -------------------------------------------------------------------------
 
@@ -200,10 +207,10 @@ class LoopBooks:
             f"operator for {e.tool} ({e.escalation_id})" for e in desk.escalations.values()
         ]
         waiting = f" · waiting for {', '.join(pending)}" if pending else ""
-        config = self.config
+        limits = self.limits
         workflow.set_current_details(
-            f"**{phase}** · iteration {self.iteration}/{config.max_iterations} · "
-            f"{self.usage.total_tokens}/{config.max_total_tokens} tokens · "
+            f"**{phase}** · iteration {self.iteration}/{limits.max_iterations} · "
+            f"{self.usage.total_tokens}/{limits.max_total_tokens} tokens · "
             f"{self.tool_call_count} tool call(s){waiting}"
         )
 

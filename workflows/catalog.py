@@ -1,10 +1,15 @@
-"""What a loop has to work with: its setup (tools, provider, model), and what the model sees.
+"""What a loop has to work with: its setup (agent, tools, gate, budgets, model), and what the
+model sees.
 
-Workflow code. A loop's tools are the ones its config lists, then the tools its pre-hydration
-resolvers use; the recovery strategies' fallback tools are resolved too (they run, but are not
-advertised). The worker resolves them, with the effective provider and model, in the
-``resolve_loop`` local activity when the loop starts (loops recorded before that step existed
-used ``describe_tools``, tools only); the tool profile then decides what is advertised.
+Workflow code. A loop's tools are the ones its config lists; the recovery strategies' fallback
+tools are resolved too (they run, but are not advertised). The worker resolves them against the
+loop's agent, with the effective gate, budgets, provider and model, in the ``resolve_loop``
+local activity when the loop starts; the tool profile then decides what is advertised.
+Pre-hydration advertises nothing by itself: it may only use resolver tools the model sees.
+
+Loops recorded before ``resolve_loop`` existed used ``describe_tools`` (tools only), and listed
+their pre-hydration resolvers' tools among their own (``legacy=True``): kept so their
+histories replay.
 """
 
 from __future__ import annotations
@@ -22,24 +27,27 @@ from workflows.options import DESCRIBE_TOOLS_TIMEOUT, SHORT_RETRY
 __all__ = ["advertised_tools", "describe", "describe_tools", "loop_tools", "resolve_loop"]
 
 
-def loop_tools(config: LoopConfig) -> list[str]:
-    """The loop's complete tool list: its tools, then the tools pre-hydration uses."""
+def loop_tools(config: LoopConfig, *, legacy: bool = False) -> list[str]:
+    """The loop's tool list (``legacy``: with its pre-hydration resolvers' tools, as loops
+    recorded before ``resolve_loop`` had it)."""
     names = list(config.tools)
-    if config.pre_hydration is not None:
+    if legacy and config.pre_hydration is not None:
         for resolver in config.pre_hydration.resolvers.values():
             if resolver.tool not in names:
                 names.append(resolver.tool)
     return names
 
 
-def advertised_tools(config: LoopConfig, definitions: dict[str, ToolDefinition]) -> list[str]:
-    """The tools the model sees: the complete tool list, filtered by the tool profile."""
-    listed = [definitions[name] for name in loop_tools(config)]
+def advertised_tools(
+    config: LoopConfig, definitions: dict[str, ToolDefinition], *, legacy: bool = False
+) -> list[str]:
+    """The tools the model sees: the loop's tool list, filtered by the tool profile."""
+    listed = [definitions[name] for name in loop_tools(config, legacy=legacy)]
     return [d.name for d in visible_tools(config.tool_profile, listed)]
 
 
-def _runnable_tools(config: LoopConfig) -> list[str]:
-    names = loop_tools(config)
+def _runnable_tools(config: LoopConfig, *, legacy: bool = False) -> list[str]:
+    names = loop_tools(config, legacy=legacy)
     return names + [n for n in config.recovery.fallback_tools() if n not in names]
 
 
@@ -70,7 +78,8 @@ async def describe_tools(config: LoopConfig) -> dict[str, ToolDefinition]:
     Raises:
         InvalidConfig: a tool is not registered on the worker.
     """
-    return await describe(_runnable_tools(config), "the loop's tools could not be resolved")
+    names = _runnable_tools(config, legacy=True)
+    return await describe(names, "the loop's tools could not be resolved")
 
 
 async def describe(names: list[str], failure: str) -> dict[str, ToolDefinition]:

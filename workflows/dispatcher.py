@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import asyncio
 
-from temporalio import workflow
-
 from orga.contracts.conversation import ToolResult
-from orga.contracts.journal import ApprovalDecided, ToolsDispatched
+from orga.contracts.journal import ToolsDispatched
 from orga.core.dispatch import predecessors
 from orga.core.phases import PlannedCall, ToolDispatching
 from workflows.executor import CallExecutor, error_result
@@ -106,24 +104,11 @@ class ToolRunner:
 
     async def _approve(self, planned: PlannedCall) -> ToolResult | None:
         """Wait for a person; the denial result, or ``None`` when approved."""
-        asked = workflow.now()
         record = await self._state.desk.approval(
             planned.execute,
             planned.decision.reason or "approval required",
             self._iteration,
             self._state.approval_timeout,
-        )
-        self._state.record(
-            ApprovalDecided(
-                **self._state.stamp(),
-                call_id=record.call_id,
-                tool=record.tool,
-                approved=record.approved,
-                approver=record.approver,
-                reason=record.reason,
-                source=record.source,
-                waited_seconds=(record.at - asked).total_seconds(),
-            )
         )
         if record.approved:
             return None

@@ -1,19 +1,23 @@
 """The Gate of the ORGA cycle: one policy decision per turn, journaled, failing closed.
 
 Workflow code. Every action a loop takes — the model's tool calls, its final answer, the calls
-pre-hydration and fallbacks make — is decided here, all actions of a turn at once, by the
-``evaluate_policy`` local activity (one marker event per turn). When the policy check itself
-fails (an engine down, a timeout), every action is denied: the gate never fails open.
+pre-hydration and fallbacks make — and every step and compensation of a task is decided here,
+all actions of a turn at once, by the ``evaluate_policy`` local activity (one marker event per
+turn). When the policy check itself fails (an engine down, a timeout), every action is
+denied: the gate never fails open.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Literal
+
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, FailureError
 
-from orga.contracts.config import LoopConfig
 from orga.contracts.conversation import ToolCall
-from orga.contracts.journal import DecisionRecord, PolicyEvaluated
+from orga.contracts.inference import Usage
+from orga.contracts.journal import DecisionRecord, JournalEntry, PolicyEvaluated, Stamp
 from orga.contracts.policy import (
     EVALUATE_POLICY,
     PolicyAction,
@@ -21,31 +25,48 @@ from orga.contracts.policy import (
     PolicyRequest,
     PolicyResult,
 )
-from workflows.bookkeeping import LoopBooks
+from orga.contracts.vocabulary import PolicyMode
 from workflows.options import POLICY_RETRY, POLICY_TIMEOUT
 
 __all__ = ["Gate"]
 
 
 class Gate:
-    """Asks the loop's policy engine about actions, and journals each decision."""
+    """Asks the policy engine about a workflow's actions, and journals each decision."""
 
-    def __init__(self, config: LoopConfig, workflow_id: str, books: LoopBooks) -> None:
-        self._config = config
+    def __init__(
+        self,
+        *,
+        policy: PolicyMode,
+        agent_id: str,
+        workflow_id: str,
+        record: Callable[[JournalEntry], None],
+        stamp: Callable[[], Stamp],
+        facts: Callable[[], tuple[int, Usage]],
+        subject: Literal["loop", "task"] = "loop",
+    ) -> None:
+        self.policy: PolicyMode = policy
+        """The gate (replaced by the resolved one once the workflow is set up)."""
+        self._agent_id = agent_id
         self._workflow_id = workflow_id
-        self._books = books
+        self._record = record
+        self._stamp = stamp
+        self._facts = facts
+        """The iteration (a task: steps completed) and usage so far."""
+        self._subject: Literal["loop", "task"] = subject
 
     async def decide(self, actions: list[PolicyAction], advertised: list[str]) -> PolicyResult:
         """One decision per action, in order (no actions: no policy call at all)."""
-        config, books = self._config, self._books
         if not actions:  # every call was answered before the gate (the evidence tracker)
-            return PolicyResult(engine=config.policy, decisions=[])
+            return PolicyResult(engine=self.policy, decisions=[])
+        iteration, usage = self._facts()
         request = PolicyRequest(
-            mode=config.policy,
-            agent_id=config.agent_id,
+            mode=self.policy,
+            agent_id=self._agent_id,
             workflow_id=self._workflow_id,
-            iteration=books.iteration,
-            usage=books.usage,
+            subject=self._subject,
+            iteration=iteration,
+            usage=usage,
             advertised=advertised,
             actions=actions,
         )
@@ -56,7 +77,7 @@ class Gate:
                 result_type=PolicyResult,
                 start_to_close_timeout=POLICY_TIMEOUT,
                 retry_policy=POLICY_RETRY,
-                summary=f"policy {config.policy} · {len(actions)} action(s)",
+                summary=f"policy {self.policy} · {len(actions)} action(s)",
             )
         except FailureError as error:
             # A local activity's failure arrives as the error itself, not wrapped in an
@@ -64,12 +85,12 @@ class Gate:
             cause = error.cause if isinstance(error, ActivityError) else error
             reason = f"the policy check failed ({cause or error}); denied (fail closed)"
             result = PolicyResult(
-                engine=config.policy,
+                engine=self.policy,
                 decisions=[PolicyDecision(decision="deny", reason=reason) for _ in actions],
             )
-        books.record(
+        self._record(
             PolicyEvaluated(
-                **books.stamp(),
+                **self._stamp(),
                 engine=result.engine,
                 policy_hash=result.policy_hash,
                 decisions=[

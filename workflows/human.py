@@ -25,16 +25,26 @@ from orga.contracts.approvals import (
     PendingEscalation,
 )
 from orga.contracts.conversation import ToolCall
+from orga.contracts.journal import ApprovalDecided, JournalEntry, Stamp
 from workflows.patches import APPROVER_REQUIRED
 
-__all__ = ["EscalationHandlers", "HumanDesk"]
+__all__ = ["DeskHandlers", "HumanDesk"]
 
 
 class HumanDesk:
     """The pending approvals and escalations of one workflow, and their answers."""
 
-    def __init__(self, on_change: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        on_change: Callable[[], None],
+        *,
+        record: Callable[[JournalEntry], None] | None = None,
+        stamp: Callable[[], Stamp] | None = None,
+    ) -> None:
         self._on_change = on_change
+        self._record = record
+        self._stamp = stamp
+        """Where decisions are journaled (``ApprovalDecided``), when given."""
         self.approvals: dict[str, PendingApproval] = {}
         self.escalations: dict[str, PendingEscalation] = {}
         self._approved: dict[str, ApprovalRecord] = {}
@@ -93,7 +103,27 @@ class HumanDesk:
     async def approval(
         self, call: ToolCall, reason: str, iteration: int, timeout: timedelta
     ) -> ApprovalRecord:
-        """Wait for a person's decision on ``call``; a timeout is a denial."""
+        """Wait for a person's decision on ``call`` (journaled); a timeout is a denial."""
+        asked = workflow.now()
+        record = await self._wait_for_approval(call, reason, iteration, timeout)
+        if self._record is not None and self._stamp is not None:
+            self._record(
+                ApprovalDecided(
+                    **self._stamp(),
+                    call_id=record.call_id,
+                    tool=record.tool,
+                    approved=record.approved,
+                    approver=record.approver,
+                    reason=record.reason,
+                    source=record.source,
+                    waited_seconds=(record.at - asked).total_seconds(),
+                )
+            )
+        return record
+
+    async def _wait_for_approval(
+        self, call: ToolCall, reason: str, iteration: int, timeout: timedelta
+    ) -> ApprovalRecord:
         self.approvals[call.id] = PendingApproval(
             call_id=call.id,
             tool=call.name,
@@ -192,8 +222,9 @@ class HumanDesk:
         return self._resolved.pop(pending.escalation_id)
 
 
-class EscalationHandlers:
-    """The ``resolve_escalation`` signal and update, for a workflow with a ``_desk``."""
+class DeskHandlers:
+    """The ``approval``/``approve`` and ``resolve_escalation`` signals and updates, for a
+    workflow with a ``_desk``."""
 
     _desk: HumanDesk
 
@@ -210,3 +241,17 @@ class EscalationHandlers:
     @resolve_escalation.validator
     def _check_resolution(self, resolution: EscalationResolution) -> None:
         self._desk.check_resolution(resolution)
+
+    @workflow.signal(name="approval")
+    def approval(self, decision: ApprovalDecision) -> None:
+        """Approve or deny a pending call (``{"call_id", "approved", "reason"?, "approver"}``)."""
+        self._desk.decide_by_signal(decision)
+
+    @workflow.update(name="approve")
+    def approve(self, decision: ApprovalDecision) -> ApprovalRecord:
+        """Approve or deny a pending call; returns the decision as recorded."""
+        return self._desk.decide(decision, "update")
+
+    @approve.validator
+    def _check_approve(self, decision: ApprovalDecision) -> None:
+        self._desk.check_approval(decision)

@@ -37,8 +37,7 @@ from typing import Literal
 from temporalio import workflow
 from temporalio.common import RawValue
 
-from orga.contracts.approvals import ApprovalDecision, ApprovalRecord
-from orga.contracts.config import LoopInput
+from orga.contracts.config import Limits, LoopInput
 from orga.contracts.conversation import Message
 from orga.contracts.errors import BudgetExceeded, InvalidConfig, LoopFailure
 from orga.contracts.evidence import EvidenceCollection, ProgressSnapshot
@@ -62,7 +61,7 @@ from workflows.common import decoded
 from workflows.dispatcher import ToolRunner
 from workflows.evidence import EvidenceJudge, evidence_tools
 from workflows.gate import Gate
-from workflows.human import EscalationHandlers
+from workflows.human import DeskHandlers
 from workflows.model import call_model
 from workflows.patches import RESOLVE_LOOP
 from workflows.prehydration import pre_hydrate
@@ -81,7 +80,7 @@ class Finished:
 
 
 @workflow.defn(name="ReasoningLoop")
-class ReasoningLoopWorkflow(EscalationHandlers):
+class ReasoningLoopWorkflow(DeskHandlers):
     """One agent loop. Start it with a ``LoopInput``; it returns a ``LoopResult``."""
 
     @workflow.init
@@ -89,21 +88,36 @@ class ReasoningLoopWorkflow(EscalationHandlers):
         checked, self._invalid = decoded(LoopInput, input, "loop")
         self._input = loop = checked or LoopInput(messages=[Message(role="user", content="")])
         self._config = config = loop.config
-        self._workflow_id = workflow.info().workflow_id
-        self._books = books = LoopBooks(config, started_at=workflow.now())
-        self._desk = books.desk  # the escalation handlers answer here
+        info = workflow.info()
+        self._workflow_id = info.workflow_id
+        if loop.carry is not None and info.continued_run_id is None and self._invalid is None:
+            self._invalid = (
+                "the loop input carries state (carry) but this run continues no earlier one: "
+                "carry is set by a loop for its next run, never by a client. Nothing was run."
+            )
+        self._limits = Limits.of(config)
+        """The budgets that apply (the resolved ones once the worker set the loop up)."""
+        self._books = books = LoopBooks(config, self._limits, started_at=workflow.now())
+        self._desk = books.desk  # the people's handlers answer here
         self._conversation = Conversation()
         if config.system_prompt and loop.carry is None:
             self._conversation.append([Message(role="system", content=config.system_prompt)])
         self._conversation.append(loop.messages)
-        self._gate = Gate(config, self._workflow_id, books)
+        self._gate = Gate(
+            policy=config.policy or "default",
+            agent_id=config.agent_id,
+            workflow_id=self._workflow_id,
+            record=books.record,
+            stamp=books.stamp,
+            facts=lambda: (books.iteration, books.usage),
+        )
         self._tools = ToolState(
             workflow_id=self._workflow_id,
             definitions={},
             breaker_config=config.circuit_breaker,
             recovery=config.recovery,
             desk=books.desk,
-            max_concurrent=config.max_concurrent_tools,
+            max_concurrent=self._limits.max_concurrent_tools,
             default_timeout=config.tool_timeout,
             approval_timeout=config.approval_timeout,
             max_payload_bytes=config.max_payload_bytes,
@@ -112,6 +126,9 @@ class ReasoningLoopWorkflow(EscalationHandlers):
             gate=self._gate.decide_call,
         )
         self._advertised: list[str] = []
+        self._governed = False
+        """Set up by ``resolve_loop`` (agent, gate, budgets): every loop started since it
+        exists. Loops recorded before keep their old behaviour on replay."""
         self._provider: ProviderName | None = config.provider
         self._model: str | None = config.model
         """The effective provider and model, once the worker resolved them."""
@@ -170,20 +187,6 @@ class ReasoningLoopWorkflow(EscalationHandlers):
         window = window or ConversationRange()
         return self._conversation.messages[window.start : window.end]
 
-    @workflow.signal(name="approval")
-    def approval(self, decision: ApprovalDecision) -> None:
-        """Approve or deny a pending call (``{"call_id", "approved", "reason"?, "approver"?}``)."""
-        self._books.desk.decide_by_signal(decision)
-
-    @workflow.update(name="approve")
-    def approve(self, decision: ApprovalDecision) -> ApprovalRecord:
-        """Approve or deny a pending call; returns the decision as recorded."""
-        return self._books.desk.decide(decision, "update")
-
-    @approve.validator
-    def _check_approve(self, decision: ApprovalDecision) -> None:
-        self._books.desk.check_approval(decision)
-
     # ---- the loop --------------------------------------------------------------------------
 
     @workflow.run
@@ -194,23 +197,24 @@ class ReasoningLoopWorkflow(EscalationHandlers):
             books.failed(invalid)
             raise invalid
         books.started()
-        if self._input.carry is None:
-            books.record(
-                Started(
-                    **books.stamp(),
-                    tools=list(config.tools),
-                    provider=config.provider,
-                    model=config.model,
-                    policy=config.policy,
-                )
-            )
-        limit = config.timeout.total_seconds()
         try:
             await self._set_up()
-            self._advertised = advertised_tools(config, self._tools.definitions)
+            if self._input.carry is None:
+                books.record(
+                    Started(
+                        **books.stamp(),
+                        tools=list(config.tools),
+                        provider=self._provider,
+                        model=self._model,
+                        policy=self._gate.policy,
+                    )
+                )
+            legacy = not self._governed
+            self._advertised = advertised_tools(config, self._tools.definitions, legacy=legacy)
             self._start_evidence()
-            finished = await self._within(limit)
+            finished = await self._within(self._limits.timeout.total_seconds())
         except TimeoutError:
+            limit = self._limits.timeout.total_seconds()
             failure = BudgetExceeded(
                 f"the loop ran out of time: timeout is {limit:g} s "
                 f"(config.timeout), reached at iteration {books.iteration}",
@@ -275,7 +279,7 @@ class ReasoningLoopWorkflow(EscalationHandlers):
 
     async def _cycle(self) -> Finished:
         """Observe → Reason → Gate → Act, until an answer passes the gate."""
-        config, books = self._config, self._books
+        config, books, limits = self._config, self._books, self._limits
         if config.pre_hydration is not None and self._input.carry is None:
             await self._pre_hydrate()
         observing = Observing(books.iteration)
@@ -287,11 +291,11 @@ class ReasoningLoopWorkflow(EscalationHandlers):
                 await self._continue_as_new()
             # Reason: one model call, routed on its stop_reason.
             reasoning = observing.reason()
-            if reasoning.iteration > config.max_iterations:
+            if reasoning.iteration > limits.max_iterations:
                 raise self._budget(
                     "max_iterations",
-                    config.max_iterations,
-                    f"the loop reached max_iterations={config.max_iterations} model calls "
+                    limits.max_iterations,
+                    f"the loop reached max_iterations={limits.max_iterations} model calls "
                     "without a final answer",
                 )
             books.iteration = reasoning.iteration
@@ -307,10 +311,10 @@ class ReasoningLoopWorkflow(EscalationHandlers):
                     return Finished(outcome.output, "end_turn")
                 observing = outcome
                 continue
-            if books.iteration >= config.max_iterations:
+            if books.iteration >= limits.max_iterations:
                 raise self._budget(
                     "max_iterations",
-                    config.max_iterations,
+                    limits.max_iterations,
                     f"the model asked for {len(routed.calls)} tool call(s) at iteration "
                     f"{books.iteration}, the last one max_iterations allows; they were not run "
                     "because no model call would be left to read their results",
@@ -349,12 +353,13 @@ class ReasoningLoopWorkflow(EscalationHandlers):
             ratio = response.usage.input_tokens / response.estimated_input_tokens
             self._calibration = min(4.0, max(0.25, ratio))
         books.reasoned(response)
-        if books.usage.total_tokens > config.max_total_tokens:
+        limit = self._limits.max_total_tokens
+        if books.usage.total_tokens > limit:
             raise self._budget(
                 "max_total_tokens",
-                config.max_total_tokens,
+                limit,
                 f"the loop used {books.usage.total_tokens} tokens, over max_total_tokens="
-                f"{config.max_total_tokens}, at iteration {books.iteration}",
+                f"{limit}, at iteration {books.iteration}",
             )
         return response
 
@@ -379,6 +384,7 @@ class ReasoningLoopWorkflow(EscalationHandlers):
             tools=self._tools,
             gate=self._gate,
             books=self._books,
+            advertised=list(self._advertised) if self._governed else None,
         )
         if message is not None:
             self._conversation.append([message])
@@ -392,13 +398,22 @@ class ReasoningLoopWorkflow(EscalationHandlers):
     # ---- helpers ---------------------------------------------------------------------------
 
     async def _set_up(self) -> None:
-        """What the worker resolves for this loop: tools, and the effective provider and model."""
-        if workflow.patched(RESOLVE_LOOP):
-            setup = await resolve_loop(self._config)
-            self._tools.definitions = {d.name: d for d in setup.tools}
-            self._provider, self._model = setup.provider, setup.model
-        else:  # recorded before the setup was resolved: tools only, the worker's defaults
+        """What the worker resolves for this loop: its agent, tools, gate, budgets and model."""
+        if not workflow.patched(RESOLVE_LOOP):  # recorded before: tools only, as configured
             self._tools.definitions = await describe_tools(self._config)
+            return
+        self._governed = True
+        setup = await resolve_loop(self._config)
+        self._tools.definitions = {d.name: d for d in setup.tools}
+        self._provider, self._model = setup.provider, setup.model
+        self._gate.policy = setup.policy
+        self._limits = self._books.limits = setup.limits
+        self._tools.max_concurrent = setup.limits.max_concurrent_tools
+        agent = setup.agent
+        if agent is not None and agent.system_prompt and self._input.carry is None:
+            # The operator's prompt comes before anything the client sent.
+            prompt = Message(role="system", content=agent.system_prompt)
+            self._conversation.reset([prompt, *self._conversation.messages])
 
     def _start_evidence(self) -> None:
         """Track evidence when the loop advertises an evidence tool (or carried a record)."""
@@ -415,8 +430,16 @@ class ReasoningLoopWorkflow(EscalationHandlers):
         carry = continuation.carried(
             self._runs, self._books, self._conversation, self._tools, collection
         )
-        # The next run keeps this run's provider and model, whatever its worker's defaults.
-        pinned = self._config.model_copy(update={"provider": self._provider, "model": self._model})
+        # The next run keeps this run's gate, budgets, provider and model, whatever its
+        # worker's defaults (its setup is resolved again, and can only narrow them).
+        pinned = self._config.model_copy(
+            update={
+                "provider": self._provider,
+                "model": self._model,
+                "policy": self._gate.policy,
+                **self._limits.model_dump(),
+            }
+        )
         await continuation.continue_as_new(pinned, self._conversation, carry)
 
     def _budget(self, budget: str, limit: int, message: str) -> BudgetExceeded:

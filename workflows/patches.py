@@ -11,16 +11,19 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["APPROVER_REQUIRED", "RESOLVE_LOOP", "VALIDATE_TASK"]
+__all__ = ["APPROVER_REQUIRED", "RESOLVE_LOOP", "RESOLVE_TASK"]
 
 RESOLVE_LOOP: Final = "orga-resolve-loop"
-"""Loops resolve their setup (tools, effective provider and model) with ``resolve_loop``;
-before, they only described their tools with ``describe_tools``."""
+"""Loops resolve their setup with ``resolve_loop`` — their agent, tools, gate, budgets and
+effective model — and pre-hydration only uses tools the model sees; before, loops described
+their tools with ``describe_tools``, took their gate and budgets from the client, and listed
+their pre-hydration resolvers among their tools."""
 
 APPROVER_REQUIRED: Final = "orga-approver-required"
 """The ``approval`` and ``resolve_escalation`` signals are ignored when they name nobody (the
 updates' validators refuse them); before, a decision could be recorded with no approver."""
 
-VALIDATE_TASK: Final = "orga-validate-task"
-"""Tasks check that the worker has every tool their steps and compensations name before the
-first step runs; before, a missing tool failed the step that named it."""
+RESOLVE_TASK: Final = "orga-resolve-task"
+"""Tasks resolve their agent and tools with ``resolve_task`` before the first step (a missing
+tool or agent fails the task at once), and every step and compensation passes the gate;
+before, a missing tool failed the step that named it and steps ran ungated."""

@@ -2,9 +2,11 @@
 
 Workflow code. References found in the user's messages (``orga.core.prehydration``) are
 resolved by their tools as ordinary tool calls: all through the gate at once, then in parallel,
-each with its breaker and recovery strategy. A call the gate does not simply allow (denied, or
-needing a person) is dropped rather than waited for; so is one that fails. What resolved is
-injected as one system message starting ``[PRE_HYDRATED_CONTEXT]``.
+each with its breaker and recovery strategy. Only tools the loop's model sees may resolve a
+reference (pre-hydration widens nothing: a resolver tool outside the loop's tools, its agent's
+or its profile skips the reference, and the journal says so). A call the gate does not simply
+allow (denied, or needing a person) is dropped rather than waited for; so is one that fails.
+What resolved is injected as one system message starting ``[PRE_HYDRATED_CONTEXT]``.
 """
 
 from __future__ import annotations
@@ -33,14 +35,28 @@ async def pre_hydrate(
     tools: ToolState,
     gate: Gate,
     books: LoopBooks,
+    advertised: list[str] | None,
 ) -> Message | None:
-    """The ``[PRE_HYDRATED_CONTEXT]`` message for ``messages``, or ``None`` if nothing resolved."""
+    """The ``[PRE_HYDRATED_CONTEXT]`` message for ``messages``, or ``None`` if nothing resolved.
+
+    ``advertised``: the tools the model sees, the only ones that may resolve a reference
+    (``None`` for loops recorded before that rule: any tool the loop described).
+    """
     text = "\n".join(m.content for m in messages if m.role == "user")
     references = extract(text, config)
     planned: list[tuple[Reference, ToolCall]] = []
+    skipped: list[str] = []
     for reference in references:
         resolver = config.resolvers.get(reference.ref_type)
-        if resolver is None or resolver.tool not in tools.definitions:
+        if resolver is None:
+            continue
+        usable = tools.definitions if advertised is None else advertised
+        if resolver.tool not in usable:
+            if advertised is not None:
+                skipped.append(
+                    f"{reference.ref_type} {reference.value}: {resolver.tool} is not a tool of "
+                    "this loop"
+                )
             continue
         arguments = json.dumps({resolver.argument: reference.value}, ensure_ascii=False)
         call = ToolCall(id=f"prehydrate-{reference.id}", name=resolver.tool, arguments=arguments)
@@ -51,7 +67,8 @@ async def pre_hydrate(
             PolicyAction(kind="call_tool", call_id=c.id, tool=c.name, arguments=c.arguments)
             for _, c in planned
         ]
-        verdict = await gate.decide(actions, sorted({c.name for _, c in planned}))
+        names = sorted({c.name for _, c in planned})
+        verdict = await gate.decide(actions, names if advertised is None else advertised)
         executor = CallExecutor(tools, books.iteration)
 
         async def resolve(call: ToolCall, decision: PolicyDecision) -> ToolResult | None:
@@ -83,6 +100,7 @@ async def pre_hydrate(
             resolved=len(resolved),
             failed=len(references) - len(resolved),
             tokens=tokens,
+            skipped=skipped,
         )
     )
     return message

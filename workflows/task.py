@@ -1,14 +1,16 @@
 """The ``Task`` workflow: steps in order, stuck steps handled by policy, and a saga that
 leaves the world as it found it when the task cannot finish.
 
-Workflow code. Tool steps and compensations are activities (each with its retry policy and the
-idempotency key ``<workflow id>/<step id>``); loop steps are child ``ReasoningLoop`` workflows.
-A failing step is re-attempted until the step tracker says stop (attempt limit, or the same
-error twice); then ``on_limit_reached`` skips it (and its dependents), aborts the task, or waits
-for an operator (``resolve_escalation``: ``retry``, ``skip``, ``abort``). On abort — and on
-cancellation, which arrives as ``asyncio.CancelledError`` at whatever the task awaits — the
-compensations of the completed steps run in reverse completion order, each retried, shielded
-from cancellation, a failing one recorded and the rest still run.
+Workflow code. When a task starts, the worker resolves it (``resolve_task``): its agent, the
+definitions of every tool it names, and its gate — a task naming an unknown agent or a tool it
+lacks fails before any step runs. Tool steps are activities (idempotency key
+``<workflow id>/<step id>``) that pass the gate first (``workflows.steps``); loop steps are
+child ``ReasoningLoop`` workflows. A failing step is re-attempted until the step tracker says
+stop (attempt limit, the same error twice, or a denial); then ``on_limit_reached`` skips it
+(and its dependents), aborts the task, or waits for an operator (``resolve_escalation``:
+``retry``, ``skip``, ``abort``). On abort — and on cancellation, which arrives as
+``asyncio.CancelledError`` at whatever the task awaits — the saga (``workflows.saga``) undoes
+the completed steps, shielded from cancellation.
 """
 
 from __future__ import annotations
@@ -17,23 +19,16 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Awaitable
-from datetime import timedelta
 from typing import TypeVar
 
 from temporalio import workflow
-from temporalio.common import RawValue, RetryPolicy
-from temporalio.exceptions import (
-    ActivityError,
-    ApplicationError,
-    CancelledError,
-    ChildWorkflowError,
-    FailureError,
-)
+from temporalio.common import RawValue
+from temporalio.exceptions import ActivityError, FailureError
 
 from orga.contracts import search_attributes as sa
 from orga.contracts.approvals import PendingEscalation
-from orga.contracts.conversation import ToolCall, ToolResult
 from orga.contracts.errors import InvalidConfig, TaskAborted
+from orga.contracts.inference import Usage
 from orga.contracts.journal import (
     EscalationResolved,
     Journal,
@@ -42,7 +37,7 @@ from orga.contracts.journal import (
     StepLimitReached,
     Terminated,
 )
-from orga.contracts.state import LoopResult
+from orga.contracts.setup import RESOLVE_TASK, TaskSetup, TaskSetupRequest
 from orga.contracts.task import (
     LoopStep,
     Step,
@@ -53,26 +48,18 @@ from orga.contracts.task import (
     TaskStatus,
     ToolStep,
 )
-from orga.contracts.tools import RUN_TOOL, ToolInvocation
 from orga.core.progress import StepTracker
-from orga.core.template import fill_template
-from workflows.catalog import describe
 from workflows.common import decoded, upsert
-from workflows.human import EscalationHandlers, HumanDesk
-from workflows.options import TOOL_RETRY, non_retryable, tool_heartbeat_timeout
-from workflows.patches import VALIDATE_TASK
+from workflows.gate import Gate
+from workflows.human import DeskHandlers, HumanDesk
+from workflows.options import DESCRIBE_TOOLS_TIMEOUT, SHORT_RETRY
+from workflows.patches import RESOLVE_TASK as RESOLVE_TASK_PATCH
+from workflows.saga import Saga
+from workflows.steps import StepFailed, StepRunner, TaskClearance
 
 __all__ = ["TaskWorkflow"]
 
-_UNRECOVERABLE = frozenset({"ToolInputError", "ToolNotFound", "InvalidConfig"})
 T = TypeVar("T")
-
-
-class _StepFailed(Exception):
-    def __init__(self, message: str, unrecoverable: bool) -> None:
-        super().__init__(message)
-        self.message = message
-        self.unrecoverable = unrecoverable
 
 
 class _Abort(Exception):
@@ -81,24 +68,8 @@ class _Abort(Exception):
         self.reason = reason
 
 
-def _failure_text(error: FailureError) -> tuple[str, bool]:
-    cause: BaseException | None = error
-    while isinstance(cause, ActivityError | ChildWorkflowError) and cause.cause is not None:
-        cause = cause.cause
-    if isinstance(cause, ApplicationError):
-        return cause.message, (cause.type or "") in _UNRECOVERABLE
-    return str(cause or error), False
-
-
-def _raise_if_cancelled(error: ActivityError | ChildWorkflowError) -> None:
-    """The task's cancellation reaches an awaited activity or child as its failure: turn it
-    back into the cancellation it is, so compensation runs instead of re-attempts."""
-    if isinstance(error.cause, CancelledError):
-        raise asyncio.CancelledError(str(error.cause)) from error
-
-
 @workflow.defn(name="Task")
-class TaskWorkflow(EscalationHandlers):
+class TaskWorkflow(DeskHandlers):
     """A multi-step task with saga compensation. Input ``TaskInput``, result ``TaskResult``."""
 
     @workflow.init
@@ -110,10 +81,26 @@ class TaskWorkflow(EscalationHandlers):
         self._reports = {step.id: StepReport(id=step.id) for step in task.steps}
         self._order: list[str] = []
         self._status: TaskStatus = "running"
-        self._desk = HumanDesk(on_change=self._on_waiting_change)
         self._journal = Journal()
+        self._desk = HumanDesk(
+            on_change=self._on_waiting_change, record=self._record, stamp=self._stamp
+        )
         self._workflow_id = workflow.info().workflow_id
         self._message: str | None = None
+        self._clearance = TaskClearance(
+            gate=None, desk=self._desk, tools=[], approval_timeout=task.approval_timeout
+        )
+        self._runner = StepRunner(self._workflow_id, task.tool_timeout, self._clearance)
+        self._saga = Saga(
+            workflow_id=self._workflow_id,
+            steps=self._steps,
+            reports=self._reports,
+            order=self._order,
+            tool_timeout=task.tool_timeout,
+            clearance=self._clearance,
+            record=self._record,
+            stamp=self._stamp,
+        )
 
     # ---- queries and people ----------------------------------------------------------------
 
@@ -125,6 +112,7 @@ class TaskWorkflow(EscalationHandlers):
             steps=[r.model_copy() for r in self._reports.values()],
             completion_order=list(self._order),
             pending_escalations=list(self._desk.escalations.values()),
+            pending_approvals=list(self._desk.approvals.values()),
             agent_id=self._input.agent_id,
             message=self._message,
         )
@@ -142,8 +130,8 @@ class TaskWorkflow(EscalationHandlers):
 
     @workflow.run
     async def run(self, input: RawValue) -> TaskResult:
-        if self._invalid is None and workflow.patched(VALIDATE_TASK):
-            self._invalid = await self._missing_tools()
+        if self._invalid is None and workflow.patched(RESOLVE_TASK_PATCH):
+            self._invalid = await self._set_up()
         if self._invalid is not None:
             self._status = "failed"
             self._message = self._invalid
@@ -153,17 +141,17 @@ class TaskWorkflow(EscalationHandlers):
         try:
             await self._run_steps()
         except _Abort as abort:
-            await self._shielded(self._compensate())
+            await self._shielded(self._saga.compensate())
             self._status = "aborted"
-            message = f"the task stopped: {abort.reason}; {self._undone()}"
+            message = f"the task stopped: {abort.reason}; {self._saga.undone()}"
             self._finish("TaskAborted", message)
             raise TaskAborted(
                 message, TaskResult(status="aborted", steps=list(self._reports.values()))
             ) from None
         except asyncio.CancelledError:
-            await self._shielded(self._compensate())
+            await self._shielded(self._saga.compensate())
             self._status = "cancelled"
-            self._finish("cancelled", f"the task was cancelled; {self._undone()}")
+            self._finish("cancelled", f"the task was cancelled; {self._saga.undone()}")
             raise
         self._status = "completed"
         self._finish("completed", "every step completed or was skipped")
@@ -209,8 +197,8 @@ class TaskWorkflow(EscalationHandlers):
             report.status = "running"
             report.attempts += 1
             try:
-                result = await self._attempt(step, report.attempts)
-            except _StepFailed as failure:
+                result = await self._runner.attempt(step, report.attempts)
+            except StepFailed as failure:
                 report.errors.append(failure.message)
                 decision = tracker.failed(
                     failure.message, self._input.policy, unrecoverable=failure.unrecoverable
@@ -280,112 +268,49 @@ class TaskWorkflow(EscalationHandlers):
             report.status = "completed"
             report.result = result
             self._order.append(step.id)
+            self._clearance.progress = len(self._order)
             return
 
-    async def _attempt(self, step: Step, attempt: int) -> str:
-        action = step.action
-        if isinstance(action, LoopStep):
-            try:
-                result = await workflow.execute_child_workflow(
-                    "ReasoningLoop",
-                    action.input,
-                    id=f"{self._workflow_id}/{step.id}/{attempt}",
-                    result_type=LoopResult,
-                    memo=workflow.memo() or None,
-                )
-            except ChildWorkflowError as error:
-                _raise_if_cancelled(error)
-                raise _StepFailed(*_failure_text(error)) from None
-            return result.output
-        call = ToolCall(id=step.id, name=action.tool, arguments=json.dumps(action.arguments))
-        try:
-            done = await workflow.execute_activity(
-                RUN_TOOL,
-                ToolInvocation(call=call, workflow_id=self._workflow_id),
-                result_type=ToolResult,
-                start_to_close_timeout=timedelta(seconds=self._input.tool_timeout),
-                heartbeat_timeout=tool_heartbeat_timeout(
-                    timedelta(seconds=self._input.tool_timeout)
-                ),
-                retry_policy=TOOL_RETRY,
-                summary=f"step {step.id} · {action.tool} · attempt {attempt}",
-            )
-        except ActivityError as error:
-            _raise_if_cancelled(error)
-            raise _StepFailed(*_failure_text(error)) from None
-        return done.content
-
-    # ---- the saga ----------------------------------------------------------------------------
-
-    async def _compensate(self) -> None:
-        """Undo the completed steps, newest first; every compensation is attempted."""
-        for step_id in reversed(self._order):
-            step, report = self._steps[step_id], self._reports[step_id]
-            if step.compensation is None:
-                continue
-            try:
-                arguments = fill_template(step.compensation.arguments, report.result)
-                await workflow.execute_activity(
-                    RUN_TOOL,
-                    ToolInvocation(
-                        call=ToolCall(
-                            id=f"{step_id}.compensate",
-                            name=step.compensation.tool,
-                            arguments=json.dumps(arguments),
-                        ),
-                        workflow_id=self._workflow_id,
-                        retry_tool_errors=True,
-                    ),
-                    result_type=ToolResult,
-                    start_to_close_timeout=timedelta(seconds=self._input.tool_timeout),
-                    retry_policy=RetryPolicy(
-                        initial_interval=timedelta(seconds=1),
-                        maximum_interval=timedelta(seconds=10),
-                        maximum_attempts=3,
-                        non_retryable_error_types=non_retryable(),
-                    ),
-                    summary=f"compensate {step_id} · {step.compensation.tool}",
-                )
-            except (ActivityError, ValueError) as error:
-                message = (
-                    _failure_text(error)[0] if isinstance(error, ActivityError) else str(error)
-                )
-                report.status = "compensation_failed"
-                report.compensation_error = message
-                continue
-            report.status = "compensated"
-
-    def _undone(self) -> str:
-        """What compensation did, in words, for the task's final message."""
-        newest_first = list(reversed(self._order))
-        done = [s for s in newest_first if self._steps[s].compensation is not None]
-        if not self._order:
-            return "no step had completed, so nothing needed compensating"
-        undone = [s for s in done if self._reports[s].status == "compensated"]
-        failed = [s for s in done if self._reports[s].status == "compensation_failed"]
-        kept = [s for s in newest_first if self._steps[s].compensation is None]
-        parts: list[str] = []
-        if undone:
-            parts.append(f"compensated {', '.join(undone)}")
-        if failed:
-            parts.append(f"compensation FAILED for {', '.join(failed)}")
-        if kept:
-            parts.append(f"{', '.join(kept)} declared no compensation")
-        return "; ".join(parts)
-
-    async def _missing_tools(self) -> str | None:
-        """Why the task cannot run on this worker (a tool it names is missing), or ``None``."""
+    async def _set_up(self) -> str | None:
+        """Resolve the task's agent, tools and gate; why it cannot run, or ``None``."""
         names: list[str] = []
+        loop_agents: list[str] = []
         for step in self._input.steps:
             action = step.action
-            wanted = action.input.config.tools if isinstance(action, LoopStep) else [action.tool]
+            if isinstance(action, LoopStep):
+                loop_agents.append(action.input.config.agent_id)
+                wanted = list(action.input.config.tools)
+            else:
+                wanted = [action.tool]
             if step.compensation is not None:
-                wanted = [*wanted, step.compensation.tool]
+                wanted.append(step.compensation.tool)
             names += [n for n in wanted if n not in names]
+        request = TaskSetupRequest(
+            agent_id=self._input.agent_id, tools=names, loop_agents=loop_agents
+        )
         try:
-            await describe(names, "the task cannot run on this worker")
-        except InvalidConfig as error:
-            return f"{error.message}. Nothing was run."
+            setup = await workflow.execute_local_activity(
+                RESOLVE_TASK,
+                request,
+                result_type=TaskSetup,
+                start_to_close_timeout=DESCRIBE_TOOLS_TIMEOUT,
+                retry_policy=SHORT_RETRY,
+                summary=f"resolve the task's setup · {len(names)} tool(s)",
+            )
+        except FailureError as error:
+            cause = error.cause if isinstance(error, ActivityError) else error
+            message = cause.message if isinstance(cause, FailureError) else str(error)
+            return f"the task cannot run on this worker: {message}. Nothing was run."
+        self._clearance.gate = Gate(
+            policy=setup.policy,
+            agent_id=self._input.agent_id,
+            workflow_id=self._workflow_id,
+            record=self._record,
+            stamp=self._stamp,
+            facts=lambda: (len(self._order), Usage()),
+            subject="task",
+        )
+        self._clearance.tools = [t.name for t in setup.tools]
         return None
 
     async def _shielded(self, work: Awaitable[T]) -> T:

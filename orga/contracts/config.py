@@ -19,7 +19,7 @@ from orga.contracts.resilience import BreakerConfig, RecoveryConfig
 from orga.contracts.tools import ToolProfile
 from orga.contracts.vocabulary import PolicyMode, ProviderName
 
-__all__ = ["LoopConfig", "LoopInput"]
+__all__ = ["Limits", "LoopConfig", "LoopInput"]
 
 
 class LoopConfig(BaseModel):
@@ -28,7 +28,9 @@ class LoopConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     agent_id: str = Field(default="agent", min_length=1, max_length=200)
-    """Who the loop acts as: the policy principal ``Agent::"<agent_id>"`` and a search attribute."""
+    """Which of the worker's agents the loop runs as (``ORGA_AGENTS``): its tools, policy floor
+    and budget ceilings apply, and it is the policy principal ``Agent::"<agent_id>"``. Without
+    an agents file every id is accepted as a label of the worker's one implicit agent."""
 
     provider: ProviderName | None = None
     """``openrouter`` | ``openai`` | ``anthropic``. Default: the worker's (``ORGA_PROVIDER``, else
@@ -45,16 +47,18 @@ class LoopConfig(BaseModel):
     """Names of registered tools this loop advertises to the model. Unknown names are a config
     error when the loop starts."""
 
-    max_iterations: int = Field(default=25, ge=1, le=100_000)
-    """Hard cap on model calls (reasoning steps). Reaching it fails with ``BudgetExceeded``."""
+    max_iterations: int | None = Field(default=None, ge=1, le=100_000)
+    """Hard cap on model calls (reasoning steps). Reaching it fails with ``BudgetExceeded``.
+    Default 25, or the agent's ceiling if lower; above the ceiling is ``InvalidConfig``."""
 
-    max_total_tokens: int = Field(default=100_000, ge=1)
-    """Hard cap on tokens (input + output, as the provider reports them) over the whole loop."""
+    max_total_tokens: int | None = Field(default=None, ge=1)
+    """Hard cap on tokens (input + output, as the provider reports them) over the whole loop.
+    Default 100 000, or the agent's ceiling if lower."""
 
-    timeout: timedelta = Field(default=timedelta(minutes=5), gt=timedelta(0))
+    timeout: timedelta | None = Field(default=None, gt=timedelta(0))
     """Hard cap on the loop's working time, measured on the workflow clock (time spent waiting
     for a person's approval or an operator is not counted). JSON: seconds or an ISO 8601
-    duration (``"PT5M"``)."""
+    duration (``"PT5M"``). Default 5 minutes, or the agent's ceiling if lower."""
 
     tool_timeout: timedelta = Field(default=timedelta(seconds=30), gt=timedelta(0))
     """Start-to-close timeout of one tool attempt, unless the tool declares its own."""
@@ -62,8 +66,9 @@ class LoopConfig(BaseModel):
     model_timeout: timedelta = Field(default=timedelta(minutes=2), gt=timedelta(0))
     """Start-to-close timeout of one model call attempt."""
 
-    max_concurrent_tools: int = Field(default=5, ge=1, le=100)
-    """How many independent tool calls of one turn may run at once."""
+    max_concurrent_tools: int | None = Field(default=None, ge=1, le=100)
+    """How many independent tool calls of one turn may run at once. Default 5, or the agent's
+    ceiling if lower."""
 
     context_token_budget: int = Field(default=32_000, ge=256)
     """Tokens of conversation sent to the model per call (estimated before the call)."""
@@ -79,9 +84,10 @@ class LoopConfig(BaseModel):
     temperature: float | None = Field(default=None, ge=0, le=2)
     """Sampling temperature; the provider's default when unset."""
 
-    policy: PolicyMode = "default"
-    """The gate: ``default`` (fail closed), ``permissive`` (development only), ``cedar``,
-    ``opa``."""
+    policy: PolicyMode | None = None
+    """The gate: ``default`` (fail closed), ``cedar``, ``opa``, or ``permissive`` (development
+    only; refused unless the worker runs with ``ORGA_ALLOW_PERMISSIVE=1``). Default: the
+    agent's policy floor; asking for a weaker gate than the floor is ``InvalidConfig``."""
 
     approval_timeout: timedelta = Field(default=timedelta(hours=1), gt=timedelta(0))
     """How long a call that needs approval waits for a person; then it is denied ("approval
@@ -124,6 +130,28 @@ class LoopConfig(BaseModel):
         return tools
 
 
+class Limits(BaseModel):
+    """The budgets that apply to a loop: its config's, within its agent's ceilings."""
+
+    model_config = ConfigDict(frozen=True)
+
+    max_iterations: int = 25
+    max_total_tokens: int = 100_000
+    timeout: timedelta = timedelta(minutes=5)
+    max_concurrent_tools: int = 5
+
+    @classmethod
+    def of(cls, config: LoopConfig) -> Limits:
+        """The config's budgets, with the defaults where it names none (no agent ceilings)."""
+        named = {
+            "max_iterations": config.max_iterations,
+            "max_total_tokens": config.max_total_tokens,
+            "timeout": config.timeout,
+            "max_concurrent_tools": config.max_concurrent_tools,
+        }
+        return cls.model_validate({k: v for k, v in named.items() if v is not None})
+
+
 class LoopInput(BaseModel):
     """The input of the ``ReasoningLoop`` workflow."""
 
@@ -136,4 +164,5 @@ class LoopInput(BaseModel):
 
     carry: LoopCarry | None = None
     """Set by the loop itself when it continues as new (``messages`` is then the whole
-    conversation); never by a user."""
+    conversation). A run that does not continue an earlier one refuses it (``InvalidConfig``):
+    a client cannot hand a loop its journal, budgets spent or decided approvals."""

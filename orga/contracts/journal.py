@@ -140,6 +140,9 @@ class PreHydrationComplete(_Event):
     resolved: int
     failed: int
     tokens: int
+    skipped: list[str] = Field(default_factory=list[str])
+    """References not resolved because their tool is not one the loop's model sees (not in
+    its tools, not allowed to its agent, or hidden by its profile): ``"<type> <value>: why"``."""
 
 
 class ApprovalDecided(_Event):

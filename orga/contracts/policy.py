@@ -44,6 +44,10 @@ class PolicyAction(BaseModel):
     """The tool's name as the model wrote it (``None`` for ``respond``)."""
     arguments: str = "{}"
     """The call's raw argument text."""
+    step: str | None = None
+    """For a task: the step whose tool call this is."""
+    compensation: bool = False
+    """For a task: the call undoes a step (a compensation)."""
 
 
 class PolicyRequest(BaseModel):
@@ -54,6 +58,8 @@ class PolicyRequest(BaseModel):
     mode: PolicyMode
     agent_id: str
     workflow_id: str
+    subject: Literal["loop", "task"] = "loop"
+    """Whose actions these are: a loop's (the model proposed them) or a task's steps."""
     iteration: int
     usage: Usage
     advertised: list[str]

@@ -1,8 +1,8 @@
-"""The loop's setup, resolved by the worker when the loop starts: tools, provider and model.
+"""What the worker resolves when a loop or task starts: its agent, tools, gate, model, budgets.
 
 Recorded once in history (a local activity's marker), so every later step — on any worker,
-after any restart — uses the same tool definitions and the same model, whatever the defaults
-of the worker that happens to run it.
+after any restart — uses the same setup, whatever the defaults of the worker that happens to
+run it, and the history shows exactly which ceilings and which gate applied.
 """
 
 from __future__ import annotations
@@ -11,14 +11,24 @@ from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from orga.contracts.config import LoopConfig
+from orga.contracts.agents import AgentSpec
+from orga.contracts.config import Limits, LoopConfig
 from orga.contracts.tools import ToolDefinition
-from orga.contracts.vocabulary import ProviderName
+from orga.contracts.vocabulary import PolicyMode, ProviderName
 
-__all__ = ["RESOLVE_LOOP", "LoopSetup", "LoopSetupRequest"]
+__all__ = [
+    "RESOLVE_LOOP",
+    "RESOLVE_TASK",
+    "LoopSetup",
+    "LoopSetupRequest",
+    "TaskSetup",
+    "TaskSetupRequest",
+]
 
 RESOLVE_LOOP: Final = "resolve_loop"
 """Name of the local activity that resolves a loop's setup."""
+RESOLVE_TASK: Final = "resolve_task"
+"""Name of the local activity that resolves a task's setup."""
 
 
 class LoopSetupRequest(BaseModel):
@@ -28,14 +38,42 @@ class LoopSetupRequest(BaseModel):
 
     config: LoopConfig
     tools: list[str] = Field(default_factory=list[str])
-    """Every tool the loop may run: its own, pre-hydration's and the fallbacks'."""
+    """Every tool the loop may run: its own and the fallbacks'."""
 
 
 class LoopSetup(BaseModel):
-    """What the worker resolved."""
+    """What the worker resolved for a loop."""
 
     model_config = ConfigDict(frozen=True)
 
     tools: list[ToolDefinition] = Field(default_factory=list[ToolDefinition])
     provider: ProviderName
     model: str
+    policy: PolicyMode = "default"
+    """The gate: the config's choice, or the agent's floor."""
+    limits: Limits = Field(default_factory=Limits)
+    agent: AgentSpec | None = None
+    """The agent the loop runs as, as the worker defined it."""
+
+
+class TaskSetupRequest(BaseModel):
+    """The input of ``resolve_task``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    agent_id: str
+    tools: list[str] = Field(default_factory=list[str])
+    """Every tool the task's steps, compensations and child loops name."""
+    loop_agents: list[str] = Field(default_factory=list[str])
+    """The agents its loop steps run as (each must exist on the worker)."""
+
+
+class TaskSetup(BaseModel):
+    """What the worker resolved for a task."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tools: list[ToolDefinition] = Field(default_factory=list[ToolDefinition])
+    policy: PolicyMode = "default"
+    """The gate every step and compensation passes: the agent's floor."""
+    agent: AgentSpec | None = None

@@ -9,11 +9,12 @@ completed steps run in reverse completion order.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from orga.contracts.approvals import PendingEscalation
+from orga.contracts.approvals import PendingApproval, PendingEscalation
 from orga.contracts.config import LoopInput
 
 __all__ = [
@@ -112,6 +113,9 @@ class TaskInput(BaseModel):
     agent_id: str = "task"
     tool_timeout: float = Field(default=30.0, gt=0)
     """Seconds for one attempt of a tool step or a compensation."""
+    approval_timeout: timedelta = Field(default=timedelta(hours=1), gt=timedelta(0))
+    """How long a step (or compensation) the gate sends to a person waits for a decision;
+    then it is denied ("approval timed out")."""
 
     @model_validator(mode="after")
     def _check_steps(self) -> TaskInput:
@@ -146,6 +150,8 @@ class TaskState(BaseModel):
     steps: list[StepReport]
     completion_order: list[str]
     pending_escalations: list[PendingEscalation] = Field(default_factory=list[PendingEscalation])
+    pending_approvals: list[PendingApproval] = Field(default_factory=list[PendingApproval])
+    """Steps (or compensations) the gate sent to a person, waiting for a decision."""
     agent_id: str = "task"
     message: str | None = None
     """How the task ended, in words, once it has (what was compensated, who aborted)."""

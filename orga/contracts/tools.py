@@ -51,6 +51,9 @@ class ToolDefinition(BaseModel):
     and a call after a failed call on the same resource is skipped."""
     evidence: bool = False
     """An evidence tool: its calls are tracked for information gain (``orga.core.evidence``)."""
+    path_arguments: list[str] = Field(default_factory=list[str])
+    """Arguments naming a file under a root: the gate judges (and the call runs with) them
+    normalised, and refuses absolute paths, escapes and hidden files (``orga.core.paths``)."""
 
 
 class ToolProfile(BaseModel):

@@ -237,22 +237,21 @@ def _items_of(
     workflow_id: str, workflow_type: str, state: LoopState | TaskState
 ) -> list[InboxItem]:
     items: list[InboxItem] = []
-    if isinstance(state, LoopState):
-        for approval in state.pending_approvals:
-            items.append(
-                InboxItem(
-                    kind="approval",
-                    workflow_id=workflow_id,
-                    workflow_type=workflow_type,
-                    item_id=approval.call_id,
-                    tool=approval.tool,
-                    arguments=approval.arguments,
-                    reason=approval.reason,
-                    since=approval.since,
-                    options=["approve", "deny"],
-                    commands=_approval_commands(workflow_id, approval.call_id),
-                )
+    for approval in state.pending_approvals:
+        items.append(
+            InboxItem(
+                kind="approval",
+                workflow_id=workflow_id,
+                workflow_type=workflow_type,
+                item_id=approval.call_id,
+                tool=approval.tool,
+                arguments=approval.arguments,
+                reason=approval.reason,
+                since=approval.since,
+                options=["approve", "deny"],
+                commands=_approval_commands(workflow_id, approval.call_id),
             )
+        )
     for escalation in state.pending_escalations:
         items.append(
             InboxItem(
@@ -389,11 +388,6 @@ async def approve(
         DeskError: not recorded, and why.
     """
     facts = await _ready_for_a_decision(client, workflow_id)
-    if facts.workflow_type != LOOP:
-        raise DeskError(
-            f"{workflow_id!r} is a {facts.workflow_type}: only loops have approvals (a task's "
-            "waiting steps are escalations: `orga resolve`)"
-        )
     decision = ApprovalDecision(
         call_id=call_id, approved=approved, reason=reason, approver=approver
     )

@@ -17,7 +17,13 @@ OPENROUTER_API_KEY / _MODEL / _BASE_URL                          openai/gpt-4o-m
 OPENAI_API_KEY / _MODEL / _BASE_URL (vLLM, Ollama, llama.cpp)    gpt-4o-mini
 ANTHROPIC_API_KEY / _MODEL / _BASE_URL                           claude-sonnet-4-5
 ORGA_TOOL_MODULES           comma-separated modules with @tools  unset
-ORGA_FILE_ROOT              the only directory file_read reads   current directory
+ORGA_AGENTS                 TOML file of the worker's agents     unset (one implicit agent)
+ORGA_POLICY                 policy floor of the implicit agent   default
+ORGA_ALLOW_PERMISSIVE       ``1``: loops may ask for permissive   unset (refused)
+ORGA_FILE_ROOT              the only directory file_read reads   unset (no file_read)
+ORGA_FILE_READ_HIDDEN       ``1``: file_read reads dot-files     unset (refused)
+ORGA_EGRESS_ALLOW           hosts/CIDRs web_fetch may reach      unset (public only)
+                            although not public (``10.0.0.0/8``)
 ORGA_POLICY_DIR             Cedar policies + schema              unset (no cedar gate)
 ORGA_OPA_URL                OPA decision URL (/v1/data/<pkg>)    unset (no opa gate)
 ==========================  ===================================  ==========================
@@ -31,10 +37,15 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from orga.contracts.agents import PolicyFloor
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.vocabulary import PROVIDERS, SCRIPTED, ProviderName
 
 __all__ = ["ProviderSettings", "Settings"]
+
+
+def _flag(value: str | None) -> bool:
+    return (value or "").lower() in {"1", "true", "yes"}
 
 
 class ProviderSettings(BaseModel):
@@ -74,11 +85,23 @@ class Settings(BaseModel):
         default_factory=dict[ProviderName, ProviderSettings]
     )
     tool_modules: list[str] = Field(default_factory=list[str])
+    agents_file: Path | None = None
+    """The worker's agents (``ORGA_AGENTS``); without it, one implicit agent."""
+    policy_floor: PolicyFloor = "default"
+    """The implicit agent's policy floor (``ORGA_POLICY``)."""
+    allow_permissive: bool = False
+    """Loops may ask for the permissive gate (``ORGA_ALLOW_PERMISSIVE=1``; development only)."""
     policy_dir: Path | None = None
     """Cedar policies and schema (``ORGA_POLICY_DIR``), parsed once at worker start."""
     opa_url: str | None = None
     """OPA decision endpoint, ``http://host:8181/v1/data/<package>`` (``ORGA_OPA_URL``)."""
-    file_root: Path = Field(default_factory=Path.cwd)
+    file_root: Path | None = None
+    """The only directory ``file_read`` reads (``ORGA_FILE_ROOT``); unset: no ``file_read``."""
+    file_read_hidden: bool = False
+    """``file_read`` may read dot-files and dot-directories (``ORGA_FILE_READ_HIDDEN=1``)."""
+    egress_allow: list[str] = Field(default_factory=list[str])
+    """Hosts and CIDRs that ``web_fetch`` may reach although they are not public addresses
+    (``ORGA_EGRESS_ALLOW``, comma-separated)."""
     blob_dir: Path = Field(default_factory=lambda: Path(".orga/blobs").resolve())
     """Where the payload guard keeps texts it cut (``ORGA_BLOB_DIR``)."""
     sticky_timeout: float = 3.0
@@ -120,17 +143,30 @@ class Settings(BaseModel):
                 f"{[*PROVIDERS, SCRIPTED]!r}"
             )
         modules = [m.strip() for m in (get("ORGA_TOOL_MODULES") or "").split(",") if m.strip()]
+        floor = get("ORGA_POLICY") or "default"
+        if floor not in ("default", "cedar", "opa"):
+            raise InvalidConfig(
+                f"ORGA_POLICY={floor!r} is not a policy floor; use default, cedar or opa"
+            )
+        file_root = get("ORGA_FILE_ROOT")
         temporal_key = get("TEMPORAL_API_KEY")
         return cls(
             temporal_address=get("TEMPORAL_ADDRESS") or "localhost:7233",
             temporal_namespace=get("TEMPORAL_NAMESPACE") or "default",
             temporal_api_key=SecretStr(temporal_key) if temporal_key else None,
-            temporal_tls=(get("TEMPORAL_TLS") or "").lower() in {"1", "true", "yes"},
+            temporal_tls=_flag(get("TEMPORAL_TLS")),
             task_queue=get("ORGA_TASK_QUEUE") or "orga",
             default_provider=default,
             providers=providers,
             tool_modules=modules,
-            file_root=Path(get("ORGA_FILE_ROOT") or Path.cwd()).resolve(),
+            agents_file=Path(agents).resolve() if (agents := get("ORGA_AGENTS")) else None,
+            policy_floor=floor,
+            allow_permissive=_flag(get("ORGA_ALLOW_PERMISSIVE")),
+            file_root=Path(file_root).resolve() if file_root else None,
+            file_read_hidden=_flag(get("ORGA_FILE_READ_HIDDEN")),
+            egress_allow=[
+                h.strip() for h in (get("ORGA_EGRESS_ALLOW") or "").split(",") if h.strip()
+            ],
             policy_dir=Path(policy_dir).resolve()
             if (policy_dir := get("ORGA_POLICY_DIR"))
             else None,

@@ -24,7 +24,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, cast, get_args, get_type_hints, overload
@@ -183,6 +183,7 @@ def _make_tool(
     requires_approval: bool,
     resource_arg: str | None,
     evidence: bool,
+    path_arguments: Sequence[str],
 ) -> Tool:
     tool_name = name or fn.__name__
     if not _NAME.fullmatch(tool_name):
@@ -212,6 +213,12 @@ def _make_tool(
             annotation,
             Field(default=default, description=param_docs.get(param.name)),
         )
+    unknown = [name for name in path_arguments if name not in fields]
+    if unknown:
+        raise InvalidConfig(
+            f"tool {tool_name!r}: path_arguments {unknown!r} are not among its parameters "
+            f"{sorted(fields)!r}"
+        )
     if resource_arg is not None and resource_arg not in fields:
         raise InvalidConfig(
             f"tool {tool_name!r}: resource_arg {resource_arg!r} is not one of its parameters "
@@ -231,6 +238,7 @@ def _make_tool(
         requires_approval=requires_approval,
         resource_arg=resource_arg,
         evidence=evidence,
+        path_arguments=list(path_arguments),
     )
     return Tool(fn, definition, model, context_param)
 
@@ -249,6 +257,7 @@ def tool(
     requires_approval: bool = False,
     resource_arg: str | None = None,
     evidence: bool = False,
+    path_arguments: Sequence[str] = (),
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -263,6 +272,7 @@ def tool(
     requires_approval: bool = False,
     resource_arg: str | None = None,
     evidence: bool = False,
+    path_arguments: Sequence[str] = (),
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a function a tool, with or without options.
 
@@ -275,6 +285,7 @@ def tool(
         requires_approval: under the default gate, each call waits for a human decision.
         resource_arg: the argument that names the resource a call touches.
         evidence: the tool gathers evidence; loops track how much each call adds.
+        path_arguments: arguments naming a file under a root, normalised before the gate.
     """
 
     def decorate(function: Callable[..., Any]) -> Tool:
@@ -287,6 +298,7 @@ def tool(
             requires_approval=requires_approval,
             resource_arg=resource_arg,
             evidence=evidence,
+            path_arguments=path_arguments,
         )
 
     if fn is not None:

@@ -1,0 +1,63 @@
+"""The worker's agents: who a loop may run as, with which tools, gate and budgets.
+
+An agent is the worker operator's decision, read from the TOML file ``ORGA_AGENTS`` names
+(``orga.runtime.agents``). A loop names its agent (``config.agent_id``); its config may only
+narrow what the agent allows (``orga.core.agents``). The resolved agent is recorded in the
+loop's history with the loop's setup. Example::
+
+    [agents.support]
+    description = "Answers customer questions from the docs"
+    tools = ["file_read", "kb_*"]
+    policy = "cedar"
+    max_iterations = 20
+    max_total_tokens = 50_000
+    timeout = "PT10M"
+    providers = ["openai"]
+    models = ["gpt-4o*"]
+    system_prompt = "You answer from the documentation only."
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from orga.contracts.vocabulary import ProviderName
+
+__all__ = ["IMPLICIT_AGENT", "AgentSpec", "PolicyFloor"]
+
+PolicyFloor = Literal["default", "cedar", "opa"]
+"""The weakest gate an agent's loops may run under."""
+
+IMPLICIT_AGENT: Final = "*"
+"""The id of the one agent a worker without ``ORGA_AGENTS`` has: any ``agent_id`` runs as it."""
+
+
+class AgentSpec(BaseModel):
+    """One agent of the worker."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(min_length=1, max_length=200)
+    description: str | None = None
+    tools: list[str] = Field(default_factory=list[str])
+    """Globs (``*``, ``?``) of the tools its loops may use; none: no tools."""
+    policy: PolicyFloor = "default"
+    """Its policy floor: a loop may ask for a stronger gate, never a weaker one."""
+    max_iterations: int | None = Field(default=None, ge=1)
+    """Ceilings: a loop's budget may be lower, never higher."""
+    max_total_tokens: int | None = Field(default=None, ge=1)
+    timeout: timedelta | None = Field(default=None, gt=timedelta(0))
+    max_concurrent_tools: int | None = Field(default=None, ge=1)
+    providers: list[ProviderName] = Field(default_factory=list[ProviderName])
+    """The providers its loops may use; none listed: any the worker has."""
+    models: list[str] = Field(default_factory=list[str])
+    """Globs of the models its loops may use; none listed: any."""
+    provider: ProviderName | None = None
+    """Its loops' provider when they name none (else the worker's default)."""
+    model: str | None = None
+    """Its loops' model when they name none (else the provider's default)."""
+    system_prompt: str | None = None
+    """Put before the loop's own messages (and before the config's system prompt)."""

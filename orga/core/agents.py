@@ -1,0 +1,174 @@
+"""Resolving a loop or task against its agent: the config may narrow the agent, never widen it.
+
+Pure decisions (the worker's ``resolve_loop`` / ``resolve_task`` activities call them and record
+the outcome in history). Every refusal is ``InvalidConfig`` naming the ceiling and where it is
+defined:
+
+* **tools** — every tool a loop or task may run must match one of the agent's globs;
+* **policy** — no policy: the agent's floor. A stronger gate is allowed (``default`` →
+  ``cedar``/``opa``), a weaker one is not; ``cedar`` and ``opa`` are different engines, so a
+  floor of one refuses the other; an engine the worker has not configured is refused;
+  ``permissive`` only on a worker started with ``ORGA_ALLOW_PERMISSIVE=1`` and an agent whose
+  floor is ``default``;
+* **budgets** — a value above the agent's ceiling is refused; no value: the default, or the
+  ceiling when that is lower;
+* **provider and model** — the loop's choice, else the agent's, else the worker's; it must be
+  one the agent lists (when it lists any).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from orga.contracts.agents import IMPLICIT_AGENT, AgentSpec
+from orga.contracts.config import Limits, LoopConfig
+from orga.contracts.errors import InvalidConfig
+from orga.contracts.vocabulary import PolicyMode, ProviderName
+from orga.core.profile import glob_matches
+
+__all__ = ["LoopResolution", "Offer", "check_tools", "choose_policy", "resolve_loop"]
+
+_STRENGTH: dict[PolicyMode, int] = {"permissive": 0, "default": 1, "cedar": 2, "opa": 2}
+
+
+@dataclass(frozen=True)
+class Offer:
+    """What the worker offers, against which loops and tasks are resolved."""
+
+    engines: frozenset[PolicyMode]
+    """The gates this worker can run (``default`` always; ``cedar``/``opa`` when configured)."""
+    allow_permissive: bool
+    default_provider: ProviderName
+    default_model: Callable[[ProviderName], str]
+    """The worker's default model of a provider (raises ``InvalidConfig`` if not served)."""
+    origin: str
+    """Where the agents are defined, for messages (``ORGA_AGENTS=agents.toml``)."""
+
+
+@dataclass(frozen=True)
+class LoopResolution:
+    """A loop's effective gate, budgets, provider and model."""
+
+    policy: PolicyMode
+    limits: Limits
+    provider: ProviderName
+    model: str
+
+
+def _named(agent: AgentSpec) -> str:
+    return "the worker's implicit agent" if agent.id == IMPLICIT_AGENT else f"agent {agent.id!r}"
+
+
+def check_tools(agent: AgentSpec, names: Sequence[str], offer: Offer, named_by: str) -> None:
+    """Refuse tools outside the agent's globs.
+
+    Raises:
+        InvalidConfig: naming the tools, the globs and where they are defined.
+    """
+    outside = [n for n in names if not any(glob_matches(g, n) for g in agent.tools)]
+    if outside:
+        raise InvalidConfig(
+            f"{named_by} names tools {_named(agent)} may not use: {outside!r} (its tools: "
+            f"{agent.tools!r}, defined in {offer.origin}). Ask for fewer tools, or have the "
+            "worker's operator extend the agent."
+        )
+
+
+def choose_policy(agent: AgentSpec, requested: PolicyMode | None, offer: Offer) -> PolicyMode:
+    """The gate a loop or task of ``agent`` runs under.
+
+    Raises:
+        InvalidConfig: ``requested`` is weaker than the floor, another engine, not configured
+            on this worker, or ``permissive`` where it is not allowed.
+    """
+    floor: PolicyMode = agent.policy
+    chosen: PolicyMode = requested or floor
+    where = f"(policy floor of {_named(agent)}, defined in {offer.origin})"
+    if chosen == "permissive":
+        if not offer.allow_permissive:
+            raise InvalidConfig(
+                "policy 'permissive' allows every call; this worker refuses it unless it runs "
+                "with ORGA_ALLOW_PERMISSIVE=1 (for development only)"
+            )
+        if floor != "default":
+            raise InvalidConfig(f"policy 'permissive' is weaker than {floor!r} {where}")
+        return chosen
+    if _STRENGTH[chosen] < _STRENGTH[floor]:
+        raise InvalidConfig(f"policy {chosen!r} is weaker than {floor!r} {where}")
+    if _STRENGTH[floor] == 2 and chosen != floor:
+        raise InvalidConfig(f"policy {chosen!r} is another engine than {floor!r} {where}")
+    if chosen not in offer.engines:
+        setting = {"cedar": "ORGA_POLICY_DIR", "opa": "ORGA_OPA_URL"}.get(chosen, "")
+        raise InvalidConfig(
+            f"policy {chosen!r} is not configured on this worker (set {setting}); its gates: "
+            f"{sorted(offer.engines)!r}"
+        )
+    return chosen
+
+
+@dataclass(frozen=True)
+class _Over:
+    name: str
+    requested: str
+    ceiling: str
+
+
+def _shown(value: Any) -> str:
+    return f"{value.total_seconds():g} s" if isinstance(value, timedelta) else str(value)
+
+
+def _budget(name: str, requested: Any, ceiling: Any, default: Any) -> Any:
+    """The budget that applies: the request, else the default capped by the ceiling."""
+    if requested is None:
+        return default if ceiling is None else min(default, ceiling)
+    if ceiling is not None and requested > ceiling:
+        return _Over(name, _shown(requested), _shown(ceiling))
+    return requested
+
+
+def resolve_loop(
+    agent: AgentSpec, config: LoopConfig, tools: Sequence[str], offer: Offer
+) -> LoopResolution:
+    """The effective setup of a loop of ``agent`` asking for ``config``.
+
+    Args:
+        agent: the agent the loop runs as.
+        config: what the loop asks for.
+        tools: every tool the loop may run (its own and the fallbacks').
+        offer: what the worker offers.
+
+    Raises:
+        InvalidConfig: the config asks for more than the agent allows (see the module).
+    """
+    check_tools(agent, tools, offer, "config.tools (with the recovery fallbacks)")
+    policy = choose_policy(agent, config.policy, offer)
+    defaults = Limits()
+    chosen = {
+        name: _budget(name, getattr(config, name), getattr(agent, name), getattr(defaults, name))
+        for name in Limits.model_fields
+    }
+    over = [why for why in chosen.values() if isinstance(why, _Over)]
+    if over:
+        first = over[0]
+        raise InvalidConfig(
+            f"config.{first.name}={first.requested} is above the ceiling of {_named(agent)}: "
+            f"{first.ceiling} (defined in {offer.origin}). Ask for at most that."
+        )
+    limits = Limits.model_validate(chosen)
+    provider: ProviderName = config.provider or agent.provider or offer.default_provider
+    if agent.providers and provider not in agent.providers:
+        raise InvalidConfig(
+            f"provider {provider!r} is not one {_named(agent)} may use: {agent.providers!r} "
+            f"(defined in {offer.origin})"
+        )
+    agents_model = agent.model if config.provider in (None, agent.provider) else None
+    model = config.model or agents_model or offer.default_model(provider)
+    if agent.models and not any(glob_matches(g, model) for g in agent.models):
+        raise InvalidConfig(
+            f"model {model!r} is not one {_named(agent)} may use: {agent.models!r} (defined in "
+            f"{offer.origin}); name one in config.model"
+        )
+    return LoopResolution(policy=policy, limits=limits, provider=provider, model=model)

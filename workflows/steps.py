@@ -1,0 +1,160 @@
+"""One attempt of a task's step: through the gate, then the tool activity or a child loop.
+
+Workflow code. A tool step's call (and a compensation's, in ``workflows.saga``) passes the gate
+like a loop's call — principal: the task's agent; context: the step, and whether it is a
+compensation. ``allow`` runs it, ``modify`` runs it with the policy's arguments,
+``require_approval`` waits for a person (``approve`` / ``approval``, as in a loop), ``deny``
+refuses it with the policy's reason. A loop step is a child ``ReasoningLoop``, which gates its
+own calls under its own agent. Tasks recorded before the gate existed ran their steps ungated;
+their histories replay that way (``TaskClearance.gate is None``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    CancelledError,
+    ChildWorkflowError,
+    FailureError,
+)
+
+from orga.contracts.conversation import ToolCall, ToolResult
+from orga.contracts.policy import PolicyAction
+from orga.contracts.state import LoopResult
+from orga.contracts.task import LoopStep, Step
+from orga.contracts.tools import RUN_TOOL, ToolInvocation
+from workflows.gate import Gate
+from workflows.human import HumanDesk
+from workflows.options import TOOL_RETRY, tool_heartbeat_timeout
+
+__all__ = ["StepFailed", "StepRunner", "TaskClearance", "failure_text", "raise_if_cancelled"]
+
+_UNRECOVERABLE = frozenset({"ToolInputError", "ToolNotFound", "InvalidConfig"})
+
+
+class StepFailed(Exception):
+    """An attempt failed; ``unrecoverable`` when no other attempt can do better."""
+
+    def __init__(self, message: str, unrecoverable: bool) -> None:
+        super().__init__(message)
+        self.message = message
+        self.unrecoverable = unrecoverable
+
+
+def failure_text(error: FailureError) -> tuple[str, bool]:
+    """The root cause's message, and whether it is unrecoverable."""
+    cause: BaseException | None = error
+    while isinstance(cause, ActivityError | ChildWorkflowError) and cause.cause is not None:
+        cause = cause.cause
+    if isinstance(cause, ApplicationError):
+        return cause.message, (cause.type or "") in _UNRECOVERABLE
+    return str(cause or error), False
+
+
+def raise_if_cancelled(error: ActivityError | ChildWorkflowError) -> None:
+    """The task's cancellation reaches an awaited activity or child as its failure: turn it
+    back into the cancellation it is, so compensation runs instead of re-attempts."""
+    if isinstance(error.cause, CancelledError):
+        raise asyncio.CancelledError(str(error.cause)) from error
+
+
+@dataclass
+class TaskClearance:
+    """Whether a task's tool call may run: the gate, and the desk where people approve."""
+
+    gate: Gate | None
+    """``None`` for tasks recorded before steps passed the gate."""
+    desk: HumanDesk
+    tools: list[str]
+    """Every tool the task names (what its gate treats as available)."""
+    approval_timeout: timedelta
+    progress: int = 0
+    """Steps completed so far (the journal's and the policy's ``iteration``)."""
+
+    async def clear(self, call: ToolCall, step: str, compensation: bool) -> ToolCall | str:
+        """The call to run (possibly rewritten by the policy), or why it may not run."""
+        if self.gate is None:
+            return call
+        action = PolicyAction(
+            kind="call_tool",
+            call_id=call.id,
+            tool=call.name,
+            arguments=call.arguments,
+            step=step,
+            compensation=compensation,
+        )
+        [decision] = (await self.gate.decide([action], self.tools)).decisions
+        what = "compensation of step" if compensation else "step"
+        if decision.decision == "deny":
+            return f"the policy denied the {what} {step!r} ({call.name}): {decision.reason}"
+        if decision.decision == "modify" and decision.arguments is not None:
+            return call.model_copy(update={"arguments": decision.arguments})
+        if decision.decision == "require_approval":
+            record = await self.desk.approval(
+                call, decision.reason or "approval required", self.progress, self.approval_timeout
+            )
+            if not record.approved:
+                who = f" by {record.approver}" if record.approver else ""
+                why = record.reason or "no reason given"
+                return f"the {what} {step!r} ({call.name}) was not approved{who}: {why}"
+        return call
+
+
+class StepRunner:
+    """Runs attempts of a task's steps."""
+
+    def __init__(self, workflow_id: str, tool_timeout: float, clearance: TaskClearance) -> None:
+        self._workflow_id = workflow_id
+        self._timeout = timedelta(seconds=tool_timeout)
+        self._clearance = clearance
+
+    async def attempt(self, step: Step, attempt: int) -> str:
+        """The step's result.
+
+        Raises:
+            StepFailed: the attempt failed (a denial is unrecoverable).
+            asyncio.CancelledError: the task was cancelled meanwhile.
+        """
+        action = step.action
+        if isinstance(action, LoopStep):
+            try:
+                result = await workflow.execute_child_workflow(
+                    "ReasoningLoop",
+                    action.input,
+                    id=f"{self._workflow_id}/{step.id}/{attempt}",
+                    result_type=LoopResult,
+                    memo=workflow.memo() or None,
+                )
+            except ChildWorkflowError as error:
+                raise_if_cancelled(error)
+                raise StepFailed(*failure_text(error)) from None
+            return result.output
+        call = ToolCall(id=step.id, name=action.tool, arguments=json.dumps(action.arguments))
+        cleared = await self._clearance.clear(
+            call.model_copy(update={"id": f"{step.id}#{attempt}"}), step.id, compensation=False
+        )
+        if isinstance(cleared, str):
+            raise StepFailed(cleared, unrecoverable=True)
+        # The idempotency key stays <workflow id>/<step id> on every attempt.
+        call = call.model_copy(update={"arguments": cleared.arguments})
+        try:
+            done = await workflow.execute_activity(
+                RUN_TOOL,
+                ToolInvocation(call=call, workflow_id=self._workflow_id),
+                result_type=ToolResult,
+                start_to_close_timeout=self._timeout,
+                heartbeat_timeout=tool_heartbeat_timeout(self._timeout),
+                retry_policy=TOOL_RETRY,
+                summary=f"step {step.id} · {action.tool} · attempt {attempt}",
+            )
+        except ActivityError as error:
+            raise_if_cancelled(error)
+            raise StepFailed(*failure_text(error)) from None
+        return done.content
