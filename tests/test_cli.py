@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import socket
+import stat
 import sys
 import uuid
 from pathlib import Path
@@ -145,7 +146,11 @@ async def test_demo_offline_end_to_end(tmp_path: Path) -> None:
         in out
     )
     assert (tmp_path / "data" / "temporal.db").is_file()
-    assert not address_answers(f"127.0.0.1:{port}")  # nothing left running
+    assert not address_answers(f"127.0.0.1:{port}")
+    # Every history lives in that file: only its owner may read it.
+    assert stat.S_IMODE((tmp_path / "data").stat().st_mode) == 0o700
+    for path in (tmp_path / "data").iterdir():
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path.name  # nothing left running
 
 
 async def test_task_start_and_state_with_the_worked_example(

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
-from typing import Any
+from typing import Any, cast
 
 import pytest
-from temporalio.client import WorkflowFailureError
+from temporalio.client import WorkflowFailureError, WorkflowHistory
 from temporalio.exceptions import ActivityError, ApplicationError
 
 from orga.contracts.conversation import Message
@@ -128,6 +129,28 @@ async def test_malformed_body_is_a_typed_error_and_retried(harness: Harness) -> 
     assert result.output == "ok now"
 
 
+def readable(history: WorkflowHistory) -> str:
+    """A history as text with every payload decoded: in history JSON they are base64, so a
+    key inside one would not show up in a plain search of the JSON."""
+    found: list[str] = []
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            entries = cast(dict[str, object], node)
+            data = entries.get("data")
+            if isinstance(data, str) and "metadata" in entries:
+                found.append(base64.b64decode(data).decode("utf-8", errors="replace"))
+            for value in entries.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in cast(list[object], node):
+                walk(value)
+
+    text = history.to_json()
+    walk(json.loads(text))
+    return "\n".join([text, *found])
+
+
 async def test_keys_never_leave_the_worker(
     harness: Harness, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -144,7 +167,7 @@ async def test_keys_never_leave_the_worker(
             collected.append((await handle.query("journal", result_type=Journal)).model_dump_json())
             messages = await handle.query("conversation", result_type=list[Message])
             collected.append(json.dumps([m.model_dump(mode="json") for m in messages]))
-            collected.append((await handle.fetch_history()).to_json())
+            collected.append(readable(await handle.fetch_history()))
             sent = harness.model.requests_for(model)[0].headers
             assert API_KEYS[provider] in (sent.get("authorization", "") + sent.get("x-api-key", ""))  # type: ignore[index]
         # A refused key: the error path must not echo it either.
@@ -152,13 +175,17 @@ async def test_keys_never_leave_the_worker(
             [Raw(401, {"error": {"message": f"bad key {API_KEYS['openai']}"}})]
         )
         handle = await harness.start("go", model=model, provider="openai")
-        with pytest.raises(WorkflowFailureError):
+        with pytest.raises(WorkflowFailureError) as failed:
             await handle.result()
-        collected.append((await handle.fetch_history()).to_json())
+        collected.append(str(failed.value.cause))
+        collected.append(readable(await handle.fetch_history()))
+        collected.append((await handle.query("journal", result_type=Journal)).model_dump_json())
     out, err = capfd.readouterr()
     collected += [out, err, caplog.text]
     everything = "\n".join(collected)
+    # The payloads were read, not just their base64 (the journal's entries, the model's reply).
     assert "ReasoningComplete" in everything and "OPENAI_API_KEY" in everything
+    assert '"content":"two"' in everything.replace(" ", "")
     for key in API_KEYS.values():
         assert key not in everything
         assert key[:12] not in everything

@@ -15,13 +15,14 @@ histories replay.
 from __future__ import annotations
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, FailureError
+from temporalio.exceptions import FailureError
 
 from orga.contracts.config import LoopConfig
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.setup import RESOLVE_LOOP, LoopSetup, LoopSetupRequest
 from orga.contracts.tools import DESCRIBE_TOOLS, DescribeToolsRequest, ToolDefinition
 from orga.core.profile import visible_tools
+from workflows.common import failure_message
 from workflows.options import DESCRIBE_TOOLS_TIMEOUT, SHORT_RETRY
 
 __all__ = ["advertised_tools", "describe", "describe_tools", "loop_tools", "resolve_loop"]
@@ -68,7 +69,7 @@ async def resolve_loop(config: LoopConfig) -> LoopSetup:
             summary=f"resolve the loop's setup · {len(request.tools)} tool(s)",
         )
     except FailureError as error:
-        raise InvalidConfig(f"the loop could not be set up: {_message(error)}") from error
+        raise InvalidConfig(f"the loop could not be set up: {failure_message(error)}") from error
 
 
 async def describe_tools(config: LoopConfig) -> dict[str, ToolDefinition]:
@@ -101,11 +102,5 @@ async def describe(names: list[str], failure: str) -> dict[str, ToolDefinition]:
             summary=f"describe {len(names)} tool(s)",
         )
     except FailureError as error:
-        raise InvalidConfig(f"{failure}: {_message(error)}") from error
+        raise InvalidConfig(f"{failure}: {failure_message(error)}") from error
     return {definition.name: definition for definition in found}
-
-
-def _message(error: FailureError) -> str:
-    """A local activity's failure arrives as the error itself (or a timeout), not wrapped."""
-    cause = error.cause if isinstance(error, ActivityError) else error
-    return cause.message if isinstance(cause, FailureError) else str(error)

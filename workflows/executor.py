@@ -18,7 +18,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
 from orga.contracts.approvals import PendingEscalation
 from orga.contracts.conversation import ToolCall, ToolResult, ToolStatus
 from orga.contracts.errors import Aborted
-from orga.contracts.journal import EscalationResolved, RecoveryTriggered
+from orga.contracts.journal import RecoveryTriggered
 from orga.contracts.resilience import (
     CachedResult,
     DeadLetter,
@@ -224,17 +224,6 @@ class CallExecutor:
             iteration=self._iteration,
         )
         record = await self._state.desk.escalation(pending)
-        self._state.record(
-            EscalationResolved(
-                **self._state.stamp(),
-                escalation_id=record.escalation_id,
-                tool=call.name,
-                action=record.action,
-                operator=record.operator,
-                reason=record.reason,
-                source=record.source,
-            )
-        )
         who = f" by {record.operator}" if record.operator else ""
         match record.action:
             case "retry":

@@ -25,7 +25,7 @@ from orga.contracts.approvals import (
     PendingEscalation,
 )
 from orga.contracts.conversation import ToolCall
-from orga.contracts.journal import ApprovalDecided, JournalEntry, Stamp
+from orga.contracts.journal import ApprovalDecided, EscalationResolved, JournalEntry, Stamp
 from workflows.patches import APPROVER_REQUIRED
 
 __all__ = ["DeskHandlers", "HumanDesk"]
@@ -44,7 +44,7 @@ class HumanDesk:
         self._on_change = on_change
         self._record = record
         self._stamp = stamp
-        """Where decisions are journaled (``ApprovalDecided``), when given."""
+        """Where decisions are journaled (``ApprovalDecided``, ``EscalationResolved``)."""
         self.approvals: dict[str, PendingApproval] = {}
         self.escalations: dict[str, PendingEscalation] = {}
         self._approved: dict[str, ApprovalRecord] = {}
@@ -210,7 +210,7 @@ class HumanDesk:
             workflow.logger.warning("resolve_escalation signal ignored: %s", error)
 
     async def escalation(self, pending: PendingEscalation) -> EscalationRecord:
-        """Wait, without a time limit, for an operator to resolve ``pending``."""
+        """Wait, without a time limit, for an operator to resolve ``pending`` (journaled)."""
         self.escalations[pending.escalation_id] = pending
         self._on_change()
         try:
@@ -219,7 +219,20 @@ class HumanDesk:
             self._withdraw(self.escalations, pending.escalation_id)
             raise
         self._withdraw(self.escalations, pending.escalation_id)
-        return self._resolved.pop(pending.escalation_id)
+        record = self._resolved.pop(pending.escalation_id)
+        if self._record is not None and self._stamp is not None:
+            self._record(
+                EscalationResolved(
+                    **self._stamp(),
+                    escalation_id=record.escalation_id,
+                    tool=pending.tool,
+                    action=record.action,
+                    operator=record.operator,
+                    reason=record.reason,
+                    source=record.source,
+                )
+            )
+        return record
 
 
 class DeskHandlers:

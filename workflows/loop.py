@@ -136,7 +136,7 @@ class ReasoningLoopWorkflow(DeskHandlers):
         self._collection: EvidenceCollection | None = None
         self._calibration = 1.0
         self._runs = 1
-        if loop.carry is not None:
+        if loop.carry is not None and self._invalid is None:
             self._runs = loop.carry.runs + 1
             self._collection = loop.carry.evidence
             try:

@@ -10,7 +10,6 @@ is recorded and the others still run. The caller runs all of it shielded from ca
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from datetime import timedelta
 
 from temporalio import workflow
@@ -19,7 +18,6 @@ from temporalio.exceptions import ActivityError
 
 from orga.contracts.approvals import PendingEscalation
 from orga.contracts.conversation import ToolCall, ToolResult
-from orga.contracts.journal import EscalationResolved, JournalEntry, Stamp
 from orga.contracts.task import Step, StepReport
 from orga.contracts.tools import RUN_TOOL, ToolInvocation
 from orga.core.template import fill_template
@@ -48,8 +46,6 @@ class Saga:
         order: list[str],
         tool_timeout: float,
         clearance: TaskClearance,
-        record: Callable[[JournalEntry], None],
-        stamp: Callable[[], Stamp],
     ) -> None:
         self._workflow_id = workflow_id
         self._steps = steps
@@ -57,8 +53,6 @@ class Saga:
         self._order = order
         self._timeout = timedelta(seconds=tool_timeout)
         self._clearance = clearance
-        self._record = record
-        self._stamp = stamp
 
     async def compensate(self) -> None:
         """Undo the completed steps, newest first; every compensation is attempted."""
@@ -115,17 +109,6 @@ class Saga:
                     since=workflow.now(),
                     iteration=len(self._order),
                     options=["retry", "skip"],
-                )
-            )
-            self._record(
-                EscalationResolved(
-                    **self._stamp(),
-                    escalation_id=record.escalation_id,
-                    tool=call.name,
-                    action=record.action,
-                    operator=record.operator,
-                    reason=record.reason,
-                    source=record.source,
                 )
             )
             if record.action == "skip":

@@ -23,14 +23,13 @@ from typing import TypeVar
 
 from temporalio import workflow
 from temporalio.common import RawValue
-from temporalio.exceptions import ActivityError, FailureError
+from temporalio.exceptions import FailureError
 
 from orga.contracts import search_attributes as sa
 from orga.contracts.approvals import PendingEscalation
 from orga.contracts.errors import InvalidConfig, TaskAborted
 from orga.contracts.inference import Usage
 from orga.contracts.journal import (
-    EscalationResolved,
     Journal,
     JournalEntry,
     Stamp,
@@ -49,7 +48,7 @@ from orga.contracts.task import (
     ToolStep,
 )
 from orga.core.progress import StepTracker
-from workflows.common import decoded, upsert
+from workflows.common import decoded, failure_message, upsert
 from workflows.gate import Gate
 from workflows.human import DeskHandlers, HumanDesk
 from workflows.options import DESCRIBE_TOOLS_TIMEOUT, SHORT_RETRY
@@ -98,8 +97,6 @@ class TaskWorkflow(DeskHandlers):
             order=self._order,
             tool_timeout=task.tool_timeout,
             clearance=self._clearance,
-            record=self._record,
-            stamp=self._stamp,
         )
 
     # ---- queries and people ----------------------------------------------------------------
@@ -233,17 +230,6 @@ class TaskWorkflow(DeskHandlers):
                             options=["retry", "skip", "abort"],  # a step has no result to give
                         )
                     )
-                    self._record(
-                        EscalationResolved(
-                            **self._stamp(),
-                            escalation_id=record.escalation_id,
-                            tool=step.id,
-                            action=record.action,
-                            operator=record.operator,
-                            reason=record.reason,
-                            source=record.source,
-                        )
-                    )
                     if record.action == "retry":
                         tracker.reset()
                         continue
@@ -298,9 +284,7 @@ class TaskWorkflow(DeskHandlers):
                 summary=f"resolve the task's setup · {len(names)} tool(s)",
             )
         except FailureError as error:
-            cause = error.cause if isinstance(error, ActivityError) else error
-            message = cause.message if isinstance(cause, FailureError) else str(error)
-            return f"the task cannot run on this worker: {message}. Nothing was run."
+            return f"the task cannot run on this worker: {failure_message(error)}. Nothing was run."
         self._clearance.gate = Gate(
             policy=setup.policy,
             agent_id=self._input.agent_id,

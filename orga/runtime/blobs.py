@@ -2,7 +2,8 @@
 
 A tool result or model response larger than the payload guard's limit is cut (with a marker the
 model can read) before it enters history — never a ``PayloadsTooLarge`` failure — and the full
-text is kept here under ``blob:sha256:<hex>``, the reference the journal records.
+text is kept here under ``blob:sha256:<hex>``, the reference the journal records. The
+directory is 0700 and every blob 0600 (``orga.runtime.files``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import hashlib
 from pathlib import Path
 
 from orga.core.text import cut_bytes
+from orga.runtime.files import write_private
 
 __all__ = ["DEFAULT_LIMIT", "BlobStore"]
 
@@ -31,10 +33,7 @@ class BlobStore:
         digest = hashlib.sha256(data).hexdigest()
         path = self.directory / f"{digest}.txt"
         if not path.exists():
-            self.directory.mkdir(parents=True, exist_ok=True)
-            partial = path.with_suffix(".part")
-            partial.write_bytes(data)
-            partial.replace(path)
+            write_private(path, data)
         return f"blob:sha256:{digest}"
 
     def get(self, reference: str) -> str:

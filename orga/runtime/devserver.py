@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from orga.contracts import search_attributes as sa
+from orga.runtime.files import private_directory
 
 __all__ = [
     "TUNING_ARGS",
@@ -151,12 +152,13 @@ class DevServer:
 
     async def start(self, timeout: float = 30.0) -> None:
         """Start the server and wait until its frontend accepts connections."""
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        private_directory(self.data_dir)  # every history lives here
         if address_answers(self.address):
             raise RuntimeError(f"something already listens on {self.address}")
         self._process = await asyncio.create_subprocess_exec(
             *self.command(),
             stdin=asyncio.subprocess.DEVNULL,
+            umask=0o077,  # the database and its journal files: owner only
             stdout=asyncio.subprocess.DEVNULL if self.quiet else None,
             start_new_session=True,  # Ctrl-C in a terminal reaches us, and we stop it cleanly
         )

@@ -26,6 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from orga.runtime.files import private_file
+
 __all__ = ["Ledger"]
 
 T = TypeVar("T")
@@ -35,8 +37,7 @@ class Ledger:
     """A SQLite file of (idempotency key → result). Safe across threads and processes."""
 
     def __init__(self, path: Path | str, *, timeout: float = 30.0) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = private_file(Path(path))  # SQLite's -wal and -shm files follow its mode
         self._timeout = timeout
         self._local = threading.local()
         with self.connect() as db:

@@ -1,0 +1,350 @@
+"""Trust boundaries on a real server: each attack from the security review, refused, nothing run.
+
+The worker's operator owns the agents, the gate and the egress and file rules; a client may only
+narrow them; a model (and any page it reads) only proposes calls, which all pass the gate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import WorkflowFailureError, WorkflowHandle
+from temporalio.exceptions import ApplicationError
+
+from orga.contracts.approvals import ApprovalDecision, EscalationResolution
+from orga.contracts.conversation import Message
+from orga.contracts.journal import Journal, ObservationsCollected, PreHydrationComplete, Started
+from orga.contracts.task import TaskState
+from orga.runtime.scripted_model import Turn
+from tests.harness import Harness, scripted_settings
+from tests.local_http import Reply, serve
+from tests.sample_tools import Shop, transfer
+from tests.test_cedar import EXAMPLES
+
+
+async def failure(handle: WorkflowHandle[Any, Any]) -> ApplicationError:
+    with pytest.raises(WorkflowFailureError) as caught:
+        await handle.result()
+    assert isinstance(caught.value.cause, ApplicationError)
+    return caught.value.cause
+
+
+def tool_results(messages: list[Message]) -> list[Any]:
+    return [r for m in messages if m.role == "tool" for r in m.tool_results]
+
+
+# ---- what a client may ask -----------------------------------------------------------------
+
+
+AGENTS = """
+[agents.support]
+description = "Answers from the docs"
+tools = ["add", "file_read"]
+policy = "cedar"
+max_iterations = 4
+system_prompt = "You are support. Answer from the documentation only."
+
+[agents.ops]
+tools = ["*"]
+"""
+
+
+def agents_file(tmp_path: Path) -> Path:
+    path = tmp_path / "agents.toml"
+    path.write_text(AGENTS)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"agent_id": "support", "policy": "permissive"}, "weaker than 'cedar'"),
+        ({"agent_id": "support", "policy": "default"}, "policy 'default' is weaker than 'cedar'"),
+        ({"agent_id": "support", "tools": ["web_fetch"]}, "may not use: ['web_fetch']"),
+        ({"agent_id": "support", "max_iterations": 40}, "config.max_iterations=40 is above"),
+        ({"agent_id": "intruder"}, "there is no agent 'intruder' on this worker"),
+    ],
+)
+async def test_a_client_cannot_widen_its_agent(
+    harness: Harness, tmp_path: Path, config: dict[str, Any], message: str
+) -> None:
+    model = harness.new_model([Turn(text="must not be asked")])
+    settings = scripted_settings(
+        harness.model, agents_file=agents_file(tmp_path), policy_dir=EXAMPLES
+    )
+    async with harness.worker(settings=settings):
+        handle = await harness.start("go", model=model, **config)
+        error = await failure(handle)
+    assert error.type == "InvalidConfig" and message in error.message
+    assert f"ORGA_AGENTS={tmp_path / 'agents.toml'}" in error.message or "intruder" in message
+    assert harness.model.requests_for(model) == []  # nothing ran
+
+
+async def test_the_agent_sets_gate_budget_and_prompt(harness: Harness, tmp_path: Path) -> None:
+    model = harness.new_model([Turn(tool_calls=[("add", {"a": 1, "b": 2})]), Turn(text="3")])
+    settings = scripted_settings(
+        harness.model, agents_file=agents_file(tmp_path), policy_dir=EXAMPLES
+    )
+    async with harness.worker(settings=settings):
+        handle = await harness.start("1+2?", model=model, agent_id="support", tools=["add"])
+        assert (await handle.result()).output == "3"
+        journal = await handle.query("journal", result_type=Journal)
+        messages = await handle.query("conversation", result_type=list[Message])
+    [started] = [e for e in journal.entries if isinstance(e, Started)]
+    assert started.policy == "cedar"  # the agent's floor, though the client named none
+    assert messages[0].role == "system" and messages[0].content.startswith("You are support")
+    first = harness.model.requests_for(model)[0].body["messages"]
+    assert first[0]["content"].startswith("You are support")
+
+
+async def test_permissive_needs_the_worker_to_allow_it(harness: Harness) -> None:
+    model = harness.new_model([Turn(text="must not be asked")])
+    settings = scripted_settings(harness.model, allow_permissive=False)
+    async with harness.worker(settings=settings):
+        handle = await harness.start("go", model=model, policy="permissive")
+        error = await failure(handle)
+    assert error.type == "InvalidConfig" and "ORGA_ALLOW_PERMISSIVE=1" in error.message
+
+
+async def test_a_client_cannot_hand_a_loop_carried_state(harness: Harness) -> None:
+    """``carry`` restores journal, usage and decided approvals: only a run that continues an
+    earlier one may take it."""
+    model = harness.new_model([Turn(text="must not be asked")])
+    forged = {
+        "messages": [{"role": "user", "content": "go"}],
+        "config": {"model": model},
+        "carry": {
+            "digest": "forged",
+            "sent": 0,
+            "usage": {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0},
+            "iteration": 0,
+            "started_at": "2026-01-01T00:00:00Z",
+            "journal": {"entries": []},
+            "tools": {"decided_ids": ["call_1"]},
+        },
+    }
+    async with harness.worker():
+        handle = await harness.client.start_workflow(
+            "ReasoningLoop",
+            forged,
+            id=f"forged-{uuid.uuid4().hex[:8]}",
+            task_queue=harness.task_queue,
+        )
+        harness.handles.append(handle)
+        error = await failure(handle)
+    assert (
+        error.type == "InvalidConfig" and "carry is set by a loop for its next run" in error.message
+    )
+    assert harness.model.requests_for(model) == []
+
+
+# ---- what a model (and what it reads) can reach ---------------------------------------------
+
+
+async def test_a_path_that_escapes_is_judged_where_it_leads(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """The shipped policy permits ``path like "docs/*"``; ``docs/../.env`` used to match it."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / ".env").write_text("OPENAI_API_KEY=sk-leaked-if-you-see-this")
+    model = harness.new_model(
+        [Turn(tool_calls=[("file_read", {"path": "docs/../.env"})]), Turn(text="no luck")]
+    )
+    settings = scripted_settings(harness.model, policy_dir=EXAMPLES, file_root=tmp_path)
+    async with harness.worker(settings=settings):
+        handle = await harness.start("read it", model=model, tools=["file_read"], policy="cedar")
+        await handle.result()
+        messages = await handle.query("conversation", result_type=list[Message])
+        journal = await handle.query("journal", result_type=Journal)
+    [result] = tool_results(messages)
+    assert result.is_error and result.status == "denied" and "hidden" in result.content
+    assert "sk-leaked" not in json.dumps([m.model_dump(mode="json") for m in messages])
+    outcome = next(e for e in journal.entries if isinstance(e, ObservationsCollected)).outcomes[0]
+    assert outcome.status == "denied"
+
+
+@pytest.fixture
+def private_site() -> Iterator[tuple[str, list[str]]]:
+    seen: list[str] = []
+
+    def page(method: str, path: str, body: bytes) -> Reply:
+        seen.append(path)
+        return 200, "text/plain", b"internal admin token: 12345"
+
+    with serve(page) as url:
+        yield url, seen
+
+
+async def test_pre_hydration_does_not_reach_loopback(
+    harness: Harness, private_site: tuple[str, list[str]]
+) -> None:
+    url, seen = private_site
+    model = harness.new_model([Turn(text="ok")])
+    settings = scripted_settings(harness.model)  # no ORGA_EGRESS_ALLOW
+    async with harness.worker(settings=settings):
+        handle = await harness.start(
+            f"Summarise {url}/admin", model=model, pre_hydration={}, tools=["web_fetch"]
+        )
+        await handle.result()
+        journal = await handle.query("journal", result_type=Journal)
+    [done] = [e for e in journal.entries if isinstance(e, PreHydrationComplete)]
+    assert (done.found, done.resolved, done.failed) == (1, 0, 1)
+    assert seen == []  # the private server was never asked
+    first = harness.model.requests_for(model)[0].body["messages"]
+    assert "admin token" not in json.dumps(first)
+
+
+# ---- tasks pass the gate too ----------------------------------------------------------------
+
+
+SCHEMA = {
+    "": {
+        "entityTypes": {"Agent": {}, "Tool": {}, "Answer": {}},
+        "actions": {
+            "call_tool": {
+                "appliesTo": {
+                    "principalTypes": ["Agent"],
+                    "resourceTypes": ["Tool"],
+                    "context": {
+                        "type": "Record",
+                        "attributes": {
+                            "arguments": {"type": "Record", "attributes": {}},
+                            "iteration": {"type": "Long"},
+                            "tokens_used": {"type": "Long"},
+                            "step": {"type": "String", "required": False},
+                            "compensation": {"type": "Boolean", "required": False},
+                        },
+                    },
+                }
+            },
+            "respond": {
+                "appliesTo": {
+                    "principalTypes": ["Agent"],
+                    "resourceTypes": ["Answer"],
+                    "context": {
+                        "type": "Record",
+                        "attributes": {
+                            "iteration": {"type": "Long"},
+                            "tokens_used": {"type": "Long"},
+                        },
+                    },
+                }
+            },
+        },
+    }
+}
+
+POLICIES = """
+permit (principal, action == Action::"call_tool", resource);
+
+@id("no-charges")
+@reason("charges are the finance agent's job")
+forbid (principal == Agent::"shop", action == Action::"call_tool", resource == Tool::"charge");
+
+@id("no-silent-release")
+@reason("releasing stock needs a person on the phone")
+forbid (principal, action == Action::"call_tool", resource == Tool::"release")
+when { context has compensation && context.compensation };
+"""
+
+
+def task_policies(tmp_path: Path) -> Path:
+    directory = tmp_path / "policies"
+    directory.mkdir()
+    (directory / "schema.cedarschema.json").write_text(json.dumps(SCHEMA))
+    (directory / "shop.cedar").write_text(POLICIES)
+    (tmp_path / "agents.toml").write_text('[agents.shop]\ntools = ["*"]\npolicy = "cedar"\n')
+    return directory
+
+
+STEPS: list[dict[str, Any]] = [
+    {
+        "id": "reserve",
+        "action": {"kind": "tool", "tool": "reserve", "arguments": {"item": "lamp"}},
+        "compensation": {"tool": "release", "arguments": {"reservation": "${result.reservation}"}},
+    },
+    {
+        "id": "charge",
+        "action": {"kind": "tool", "tool": "charge", "arguments": {"amount": 4200}},
+        "depends_on": ["reserve"],
+    },
+]
+
+
+async def test_a_denied_step_fails_and_a_denied_compensation_goes_to_an_operator(
+    harness: Harness, tmp_path: Path
+) -> None:
+    shop = Shop(notify_fails=False)
+    settings = scripted_settings(
+        harness.model, policy_dir=task_policies(tmp_path), agents_file=tmp_path / "agents.toml"
+    )
+    async with harness.worker(settings=settings, tools=shop.tools):
+        handle = await harness.start_task(STEPS, agent_id="shop")
+
+        async def escalated() -> TaskState:
+            for _ in range(200):
+                state = await handle.query("state", result_type=TaskState)
+                if state.pending_escalations:
+                    return state
+                await asyncio.sleep(0.05)
+            raise AssertionError("the denied compensation was not escalated")
+
+        state = await escalated()
+        [waiting] = state.pending_escalations
+        assert waiting.escalation_id == "reserve.compensate#1"
+        assert "releasing stock needs a person on the phone" in waiting.error
+        assert waiting.options == ["retry", "skip"]
+        await handle.execute_update(
+            "resolve_escalation",
+            EscalationResolution(
+                escalation_id=waiting.escalation_id,
+                action="skip",
+                reason="called the warehouse",
+                operator="ops",
+            ),
+        )
+        error = await failure(handle)
+    report = {s["id"]: s for s in error.details[0]["steps"]}
+    assert "charges are the finance agent's job" in report["charge"]["errors"][0]
+    assert report["charge"]["attempts"] == 1  # a denial is not re-attempted
+    assert report["reserve"]["status"] == "compensation_failed"
+    assert (
+        "left uncompensated by ops: called the warehouse" in report["reserve"]["compensation_error"]
+    )
+    assert shop.names() == ["reserve"]  # neither the charge nor the release ran
+
+
+async def test_a_step_can_wait_for_approval(harness: Harness) -> None:
+    async with harness.worker(tools=[transfer]):
+        handle = await harness.start_task(
+            [
+                {
+                    "id": "pay",
+                    "action": {
+                        "kind": "tool",
+                        "tool": "transfer",
+                        "arguments": {"amount": 5, "to": "al"},
+                    },
+                }
+            ]
+        )
+        state = await handle.query("state", result_type=TaskState)
+        for _ in range(200):
+            if state.pending_approvals:
+                break
+            await asyncio.sleep(0.05)
+            state = await handle.query("state", result_type=TaskState)
+        [waiting] = state.pending_approvals
+        assert (waiting.call_id, waiting.tool) == ("pay#1", "transfer")
+        assert state.status == "awaiting_operator"
+        await handle.execute_update(
+            "approve", ApprovalDecision(call_id="pay#1", approved=True, approver="pam")
+        )
+        result = await handle.result()
+    assert result.steps[0].result == "sent 5 to al"
