@@ -59,13 +59,11 @@ WORKFLOWS = [ReasoningLoopWorkflow, TaskWorkflow]
 log = logging.getLogger("orga.worker")
 
 
-def build_registry(
-    settings: Settings, http: httpx.AsyncClient, extra_tools: Iterable[Tool] = ()
-) -> ToolRegistry:
+def build_registry(settings: Settings, extra_tools: Iterable[Tool] = ()) -> ToolRegistry:
     """Built-in tools, the tools of ``ORGA_TOOL_MODULES``, then ``extra_tools``."""
     return ToolRegistry(
         [
-            *builtin_tools(settings, http),
+            *builtin_tools(settings),
             *load_tool_modules(settings.tool_modules),
             *extra_tools,
         ]
@@ -97,7 +95,7 @@ def build_worker(
     extra_tools: Iterable[Tool] = (),
 ) -> Worker:
     """A worker serving orga's workflows and activities (the one wiring every process uses)."""
-    registry = build_registry(settings, http, extra_tools)
+    registry = build_registry(settings, extra_tools)
     blobs = BlobStore(settings.blob_dir)
     inference = InferenceActivities(
         settings=settings, http=http, registry=registry, client=client, blobs=blobs

@@ -3,8 +3,6 @@ the operator names its root (``ORGA_FILE_ROOT``)."""
 
 from __future__ import annotations
 
-import httpx
-
 from activities.file_read import file_read_tool
 from activities.web_fetch import web_fetch_tool
 from orga.runtime.settings import Settings
@@ -25,8 +23,9 @@ def add(a: float, b: float) -> int | float:
     return int(total) if total.is_integer() else total  # 2 + 3 is 5, not 5.0
 
 
-def builtin_tools(settings: Settings, http: httpx.AsyncClient) -> list[Tool]:
-    """The built-in tools, configured from the worker's settings."""
+def builtin_tools(settings: Settings) -> list[Tool]:
+    """The built-in tools, configured from the worker's settings (``web_fetch`` makes its own
+    HTTP client per call, bound by the egress rules)."""
     found = [
         web_fetch_tool(
             None, settings.web_fetch_max_bytes, settings.web_fetch_timeout, settings.egress_allow

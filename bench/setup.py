@@ -108,7 +108,7 @@ async def bench(
             await ensure_search_attributes(client)
             async with http_client() as http:
                 extra = list(tools)
-                registry = build_registry(settings, http, extra)
+                registry = build_registry(settings, extra)
                 bare = BareActivities(settings, http, registry)
                 orga_worker = build_worker(
                     client, settings, http, task_queue="bench-orga", extra_tools=extra

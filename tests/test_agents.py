@@ -144,3 +144,9 @@ def test_a_bad_agents_file_stops_the_worker(tmp_path: Path, text: str, message: 
     with pytest.raises(InvalidConfig) as refused:
         AgentRegistry.load(write(tmp_path, text), frozenset({"default", "cedar"}))
     assert message in refused.value.message
+
+
+def test_the_example_agents_file_loads() -> None:
+    example = Path(__file__).resolve().parent.parent / "examples" / "agents.toml"
+    registry = AgentRegistry.load(example, frozenset({"default"}))
+    assert registry.ids() == ["demo", "shop", "support"]

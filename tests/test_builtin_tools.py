@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from activities.builtin_tools import builtin_tools
@@ -38,24 +37,23 @@ def site() -> Iterator[str]:
         yield url
 
 
-def tools(root: Path, http: httpx.AsyncClient, max_bytes: int = 1000) -> dict[str, Tool]:
+def tools(root: Path, max_bytes: int = 1000) -> dict[str, Tool]:
     settings = Settings(
         file_root=root.resolve(), web_fetch_max_bytes=max_bytes, egress_allow=["127.0.0.1"]
     )
-    return {t.name: t for t in builtin_tools(settings, http)}
+    return {t.name: t for t in builtin_tools(settings)}
 
 
 async def test_web_fetch(site: str, tmp_path: Path) -> None:
-    async with httpx.AsyncClient() as http:
-        fetch = tools(tmp_path, http, max_bytes=1000)["web_fetch"]
-        assert await fetch.invoke({"url": f"{site}/page", "max_chars": 500}, CTX) == "Hello world"
-        big = await fetch.invoke({"url": f"{site}/big", "max_chars": 5000}, CTX)
-        assert big.startswith("y" * 1000) and "longer than 1000 bytes" in big
-        with pytest.raises(ToolFailed, match="HTTP 404") as caught:
-            await fetch.invoke({"url": f"{site}/missing", "max_chars": 500}, CTX)
-        assert caught.value.non_retryable
-        with pytest.raises(ToolInputError, match="not an http"):
-            await fetch.invoke({"url": "file:///etc/passwd", "max_chars": 500}, CTX)
+    fetch = tools(tmp_path, max_bytes=1000)["web_fetch"]
+    assert await fetch.invoke({"url": f"{site}/page", "max_chars": 500}, CTX) == "Hello world"
+    big = await fetch.invoke({"url": f"{site}/big", "max_chars": 5000}, CTX)
+    assert big.startswith("y" * 1000) and "longer than 1000 bytes" in big
+    with pytest.raises(ToolFailed, match="HTTP 404") as caught:
+        await fetch.invoke({"url": f"{site}/missing", "max_chars": 500}, CTX)
+    assert caught.value.non_retryable
+    with pytest.raises(ToolInputError, match="not an http"):
+        await fetch.invoke({"url": "file:///etc/passwd", "max_chars": 500}, CTX)
 
 
 def test_html_to_text() -> None:

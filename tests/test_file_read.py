@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx
 import pytest
 
 from activities.builtin_tools import builtin_tools
@@ -22,7 +21,7 @@ CTX = ToolContext(call_id="c", workflow_id="w", idempotency_key="w/c")
 
 def file_read(root: Path | None, hidden: bool = False) -> Tool | None:
     settings = Settings(file_root=root, file_read_hidden=hidden)
-    found = {t.name: t for t in builtin_tools(settings, httpx.AsyncClient())}
+    found = {t.name: t for t in builtin_tools(settings)}
     return found.get("file_read")
 
 

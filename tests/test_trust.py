@@ -166,7 +166,7 @@ async def test_a_path_that_escapes_is_judged_where_it_leads(
     assert result.is_error and result.status == "denied" and "hidden" in result.content
     assert "sk-leaked" not in json.dumps([m.model_dump(mode="json") for m in messages])
     outcome = next(e for e in journal.entries if isinstance(e, ObservationsCollected)).outcomes[0]
-    assert outcome.status == "denied"
+    assert outcome.status == "denied" and outcome.error is not None and "hidden" in outcome.error
 
 
 @pytest.fixture
@@ -196,6 +196,36 @@ async def test_pre_hydration_does_not_reach_loopback(
     [done] = [e for e in journal.entries if isinstance(e, PreHydrationComplete)]
     assert (done.found, done.resolved, done.failed) == (1, 0, 1)
     assert seen == []  # the private server was never asked
+
+
+async def test_a_model_cannot_fetch_private_addresses(
+    harness: Harness, private_site: tuple[str, list[str]]
+) -> None:
+    url, seen = private_site
+    model = harness.new_model(
+        [
+            Turn(tool_calls=[("web_fetch", {"url": f"{url}/admin"})]),
+            Turn(tool_calls=[("web_fetch", {"url": "http://169.254.169.254/latest/meta-data/"})]),
+            Turn(text="could not"),
+        ]
+    )
+    async with harness.worker():
+        handle = await harness.start("fetch it", model=model, tools=["web_fetch"])
+        await handle.result()
+        messages = await handle.query("conversation", result_type=list[Message])
+        journal = await handle.query("journal", result_type=Journal)
+    loopback, metadata = tool_results(messages)
+    assert loopback.status == "denied" and "loopback" in loopback.content
+    assert metadata.status == "denied" and "metadata" in metadata.content
+    assert "ORGA_EGRESS_ALLOW" in loopback.content  # the rule, and how to open it
+    errors = [
+        o.error or ""
+        for e in journal.entries
+        if isinstance(e, ObservationsCollected)
+        for o in e.outcomes
+    ]
+    assert any("loopback" in error for error in errors)  # the journal records the refusal
+    assert seen == []
     first = harness.model.requests_for(model)[0].body["messages"]
     assert "admin token" not in json.dumps(first)
 

@@ -42,6 +42,11 @@ _RECENT_CALLS = 100
 """Tool-call records the ``state`` query keeps (the count covers all of them)."""
 
 
+def _first(text: str, limit: int = 300) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
 class Conversation:
     """The durable conversation, its rolling digest, and how much of it the model has seen."""
 
@@ -159,6 +164,7 @@ class LoopBooks:
                         is_error=r.is_error,
                         status=r.status,
                         blob_ref=r.blob_ref,
+                        error=_first(r.content) if r.is_error else None,
                     )
                     for r in results
                 ],

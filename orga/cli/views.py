@@ -123,7 +123,10 @@ def _detail(entry: JournalEntry) -> str:
         case ToolsDispatched():
             return ", ".join(entry.tools) or "nothing to run"
         case ObservationsCollected():
-            return ", ".join(f"{o.tool} {o.status}" for o in entry.outcomes)
+            return ", ".join(
+                f"{o.tool} {o.status}" + (f" ({shorten(o.error, 120)})" if o.error else "")
+                for o in entry.outcomes
+            )
         case RecoveryTriggered():
             return f"{entry.tool}: {entry.strategy} after {entry.error}"
         case StepLimitReached():

@@ -113,6 +113,9 @@ class CallOutcome(BaseModel):
     """``ok``, ``failed``, ``denied``, ``invalid_arguments``, ``unknown_tool``, ``skipped`` …"""
     blob_ref: str | None = None
     """The full result, when the payload guard cut it."""
+    error: str | None = None
+    """Why a call did not succeed (the start of its error result: a denial's rule, an egress
+    refusal, the exception)."""
 
 
 class ObservationsCollected(_Event):
