@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from orga.contracts.errors import InvalidConfig
@@ -43,3 +45,26 @@ def test_provider_choice_and_keys_are_hidden() -> None:
 def test_bad_provider() -> None:
     with pytest.raises(InvalidConfig, match="ORGA_PROVIDER='gpt'"):
         Settings.from_env({"ORGA_PROVIDER": "gpt"})
+
+
+def test_the_trust_settings_the_worker_reads(tmp_path: Path) -> None:
+    settings = Settings.from_env(
+        {
+            "ORGA_AGENTS": str(tmp_path / "agents.toml"),
+            "ORGA_POLICY": "cedar",
+            "ORGA_ALLOW_PERMISSIVE": "1",
+            "ORGA_EGRESS_ALLOW": "127.0.0.1, 10.0.0.0/8,intranet.example",
+            "ORGA_FILE_ROOT": str(tmp_path),
+            "ORGA_FILE_READ_HIDDEN": "1",
+        }
+    )
+    assert settings.agents_file == tmp_path / "agents.toml"
+    assert settings.policy_floor == "cedar"
+    assert settings.allow_permissive and settings.file_read_hidden
+    assert settings.egress_allow == ["127.0.0.1", "10.0.0.0/8", "intranet.example"]
+    assert settings.file_root == tmp_path
+    safe = Settings.from_env({})
+    assert (safe.agents_file, safe.policy_floor, safe.allow_permissive) == (None, "default", False)
+    assert (safe.file_root, safe.file_read_hidden, safe.egress_allow) == (None, False, [])
+    with pytest.raises(InvalidConfig, match="ORGA_POLICY='permissive' is not a policy floor"):
+        Settings.from_env({"ORGA_POLICY": "permissive"})
