@@ -123,10 +123,17 @@ def transfer(amount: int, to: str) -> str:
 class Flaky:
     """Tools that fail a set number of times per call (counted by idempotency key)."""
 
-    def __init__(self, failures: int) -> None:
+    def __init__(
+        self, failures: int, lookups_before_outage: int | None = None, lookups_down: int = 0
+    ) -> None:
         self.failures = failures
         self.attempts: dict[str, int] = {}
         self.broken = False
+        self.lookups = 0
+        self.lookups_before_outage = lookups_before_outage
+        """``lookup`` goes down by itself after this many calls (no test timing involved)."""
+        self.lookups_down = lookups_down
+        """``lookup`` is down for its first this many calls, then works."""
         self.tools = [self._make_flaky(), self._make_backup(), self._make_lookup()]
 
     def _make_flaky(self) -> Tool:
@@ -165,7 +172,12 @@ class Flaky:
             Args:
                 query: what to look up.
             """
-            if self.broken:
+            self.lookups += 1
+            outage = self.lookups_before_outage
+            down = self.lookups <= self.lookups_down or (
+                outage is not None and self.lookups > outage
+            )
+            if self.broken or down:
                 raise ConnectionError("lookup service is down")
             return f"looked up {query}"
 
