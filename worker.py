@@ -21,7 +21,6 @@ from datetime import timedelta
 
 import httpx
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer, Worker
 
 from activities.builtin_tools import builtin_tools
@@ -36,9 +35,12 @@ from orga.contracts.vocabulary import SCRIPTED, PolicyMode
 from orga.runtime.agents import AgentRegistry
 from orga.runtime.blobs import BlobStore
 from orga.runtime.connect import connect, ensure_search_attributes
+from orga.runtime.extstore import data_converter
+from orga.runtime.ledger import Ledger
 from orga.runtime.offline import LABEL, OFFLINE_MODEL, serve_offline_model
 from orga.runtime.sandbox import workflow_runner
 from orga.runtime.settings import Settings
+from orga.runtime.store import Store
 from orga.runtime.tools import Tool, ToolRegistry
 from workflows.loop import ReasoningLoopWorkflow
 from workflows.task import TaskWorkflow
@@ -93,10 +95,15 @@ def build_worker(
     *,
     task_queue: str | None = None,
     extra_tools: Iterable[Tool] = (),
+    store: Store | None = None,
 ) -> Worker:
-    """A worker serving orga's workflows and activities (the one wiring every process uses)."""
+    """A worker serving orga's workflows and activities (the one wiring every process uses).
+
+    ``store`` is the store the client's data converter uses (the settings' by default).
+    """
     registry = build_registry(settings, extra_tools)
-    blobs = BlobStore(settings.blob_dir)
+    store = store or settings.store()
+    blobs = BlobStore(store)
     inference = InferenceActivities(
         settings=settings, http=http, registry=registry, client=client, blobs=blobs
     )
@@ -115,7 +122,7 @@ def build_worker(
         allow_permissive=settings.allow_permissive,
         allow_hidden=settings.file_read_hidden,
     )
-    tools = ToolActivities(registry=registry, blobs=blobs)
+    tools = ToolActivities(registry=registry, blobs=blobs, ledger=Ledger(store))
     setup = SetupActivities(
         settings=settings,
         registry=registry,
@@ -140,13 +147,14 @@ def build_worker(
     )
 
 
-def replayer() -> Replayer:
+def replayer(store: Store | None = None) -> Replayer:
     """A replayer of orga's workflows, in the same sandbox and with the same converter as a
-    worker: what replay tests and ``temporal workflow show`` exports are checked with."""
+    worker (reading stored payloads from ``store``, the settings' by default): what replay
+    tests and ``temporal workflow show`` exports are checked with."""
     return Replayer(
         workflows=WORKFLOWS,
         workflow_runner=workflow_runner(),
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(lambda: store or Settings.from_env().store()),
     )
 
 
@@ -161,7 +169,8 @@ def http_client() -> httpx.AsyncClient:
 
 async def serve(settings: Settings, stop: asyncio.Event) -> None:
     """Run a worker until ``stop`` is set, then shut it down gracefully."""
-    client = await connect(settings)
+    store = settings.store()
+    client = await connect(settings, store=store)
     added = await ensure_search_attributes(client)
     if added:
         log.info("registered search attributes %s", ", ".join(added))
@@ -175,7 +184,9 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
                 LABEL,
             )
         http = await stack.enter_async_context(http_client())
-        worker = build_worker(client, settings, http)
+        worker = build_worker(client, settings, http, store=store)
+        if settings.store_retention_days is not None:
+            stack.push_async_callback(_cancelled, asyncio.create_task(_prune(store, settings)))
         log.info(
             "orga worker on %s, namespace %s, task queue %s",
             settings.temporal_address,
@@ -185,6 +196,23 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         async with worker:
             await stop.wait()
     log.info("orga worker stopped")
+
+
+async def _prune(store: Store, settings: Settings) -> None:
+    """Forget stored payloads past the retention, at start and then every hour."""
+    days = settings.store_retention_days
+    assert days is not None
+    while True:
+        removed = await asyncio.to_thread(store.prune, days)
+        if removed:
+            log.info("pruned %d stored payload(s) older than %g day(s)", removed, days)
+        await asyncio.sleep(3600)
+
+
+async def _cancelled(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -25,6 +25,7 @@ from orga.contracts.tools import (
 )
 from orga.core.text import cut
 from orga.runtime.blobs import BlobStore
+from orga.runtime.ledger import Ledger
 from orga.runtime.tools import Tool, ToolContext, ToolRegistry, parse_arguments
 
 __all__ = ["ToolActivities", "load_tool_modules", "render_value"]
@@ -63,9 +64,10 @@ def render_value(value: Any) -> str:
 class ToolActivities:
     """Runs the tools of one worker's registry."""
 
-    def __init__(self, *, registry: ToolRegistry, blobs: BlobStore) -> None:
+    def __init__(self, *, registry: ToolRegistry, blobs: BlobStore, ledger: Ledger) -> None:
         self._registry = registry
         self._blobs = blobs
+        self._ledger = ledger
 
     @activity.defn(name=DESCRIBE_TOOLS)
     async def describe_tools(self, request: DescribeToolsRequest) -> list[ToolDefinition]:
@@ -95,8 +97,9 @@ class ToolActivities:
         context = ToolContext(
             call_id=call.id,
             workflow_id=invocation.workflow_id,
-            idempotency_key=idempotency_key(invocation.workflow_id, call.id),
+            idempotency_key=idempotency_key(invocation.workflow_id, call.id, invocation.chain),
             attempt=activity.info().attempt,
+            ledger=self._ledger,
         )
         try:
             async with heartbeating():

@@ -102,7 +102,7 @@ async def bench(
                     )
                 },
                 default_provider="openai",
-                blob_dir=Path(data) / "blobs",
+                data_dir=Path(data),
             )
             client = await connect(settings)
             await ensure_search_attributes(client)

@@ -1,36 +1,26 @@
 """An example side-effecting tool that happens exactly once per call, whatever crashes.
 
 Run a worker with it: ``ORGA_TOOL_MODULES=examples.payments uv run worker.py``. Payments are
-written to the SQLite file ``ORGA_LEDGER_PATH`` (default ``.orga/ledger.db``) in the same
-transaction as the ledger record, so a retried call (the worker died, a timeout fired) finds
-its payment already made and returns the same receipt.
+written to the worker's store (``ORGA_STORE_URL``: SQLite on one machine, PostgreSQL for a
+cluster) in the same transaction as the ledger's record, so a retried call — the worker died,
+a timeout fired, the retry landed on another worker — finds its payment already made and
+returns the same receipt.
 """
 
 from __future__ import annotations
 
-import os
-import sqlite3
 import time
 import uuid
 
+from sqlalchemy import Connection, text
+
 from orga import ToolContext, tool
-from orga.runtime.ledger import Ledger
 
-_ledger: Ledger | None = None
-
-
-def ledger() -> Ledger:
-    """The worker's ledger (opened on first use, from ``ORGA_LEDGER_PATH``)."""
-    global _ledger
-    if _ledger is None:
-        _ledger = Ledger(os.environ.get("ORGA_LEDGER_PATH") or ".orga/ledger.db")
-        with _ledger.connect() as db:
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS payments ("
-                " receipt TEXT PRIMARY KEY, idempotency_key TEXT NOT NULL,"
-                " amount INTEGER NOT NULL, recipient TEXT NOT NULL)"
-            )
-    return _ledger
+PAYMENTS = (
+    "CREATE TABLE IF NOT EXISTS payments ("
+    " receipt TEXT PRIMARY KEY, idempotency_key TEXT NOT NULL,"
+    " amount INTEGER NOT NULL, recipient TEXT NOT NULL)"
+)
 
 
 @tool(serial=True, timeout=60)
@@ -42,15 +32,19 @@ def record_payment(amount: int, to: str, ctx: ToolContext, seconds: float = 0.0)
         to: who is paid.
         seconds: how long the payment provider takes to answer (for demonstrations).
     """
+    assert ctx.ledger is not None, "tools run by an orga worker always get its ledger"
+    ctx.ledger.prepare(PAYMENTS)
     time.sleep(seconds)  # the slow part, before anything is committed
 
-    def pay(db: sqlite3.Connection) -> str:
+    def pay(db: Connection) -> str:
         receipt = f"rcpt-{uuid.uuid4().hex[:12]}"
         db.execute(
-            "INSERT INTO payments (receipt, idempotency_key, amount, recipient)"
-            " VALUES (?, ?, ?, ?)",
-            (receipt, ctx.idempotency_key, amount, to),
+            text(
+                "INSERT INTO payments (receipt, idempotency_key, amount, recipient)"
+                " VALUES (:receipt, :key, :amount, :to)"
+            ),
+            {"receipt": receipt, "key": ctx.idempotency_key, "amount": amount, "to": to},
         )
         return f"paid {amount} to {to}, receipt {receipt}"
 
-    return ledger().once(ctx.idempotency_key, pay)
+    return ctx.ledger.once(ctx.idempotency_key, pay)

@@ -9,20 +9,20 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from orga.contracts import search_attributes as sa
 from orga.runtime.devserver import TUNING_ARGS, temporal_binary, time_skipping_binary
+from orga.runtime.extstore import data_converter
 from orga.runtime.scripted_model import ScriptedModelServer
-from tests.harness import Harness, replay
+from tests.harness import TEST_STORE, Harness, replay
 
 
 @pytest.fixture(scope="session")
 async def env() -> AsyncIterator[WorkflowEnvironment]:
     environment = await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(temporal_binary()),
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(lambda: TEST_STORE),
         search_attributes=list(sa.ALL),
         dev_server_extra_args=list(TUNING_ARGS),
     )
@@ -54,7 +54,7 @@ async def skipping_env() -> AsyncIterator[WorkflowEnvironment]:
     """The time-skipping test server: a one-hour wait passes in well under a second."""
     environment = await WorkflowEnvironment.start_time_skipping(
         test_server_existing_path=str(time_skipping_binary()),
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(lambda: TEST_STORE),
     )
     yield environment
     await environment.shutdown()
@@ -73,3 +73,12 @@ async def skipping(
     yield h
     for handle in h.handles:
         await replay(handle, h.client)
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A real PostgreSQL server on 127.0.0.1 for the session (the store of a cluster)."""
+    from tests.postgres import postgres_server
+
+    with postgres_server() as url:
+        yield url

@@ -21,8 +21,12 @@ from orga.contracts.task import TaskInput, TaskResult
 from orga.contracts.vocabulary import ProviderName
 from orga.runtime.scripted_model import ScriptedModelServer, Step
 from orga.runtime.settings import ProviderSettings, Settings
+from orga.runtime.store import Store
 from orga.runtime.tools import Tool
 from worker import build_worker, http_client, replayer
+
+TEST_STORE = Store(f"sqlite:///{Path(tempfile.mkdtemp(prefix='orga-test-store-')) / 'store.db'}")
+"""The store of the test session's clients and workers (large payloads, blobs, the ledger)."""
 
 API_KEYS: dict[ProviderName, str] = {
     "openrouter": "sk-or-SENTINEL-openrouter-7f3a9c",
@@ -49,7 +53,7 @@ def scripted_settings(server: ScriptedModelServer, **changes: Any) -> Settings:
         )
         for name in API_KEYS
     }
-    changes.setdefault("blob_dir", Path(tempfile.gettempdir()) / "orga-test-blobs")
+    changes.setdefault("store_url", TEST_STORE.url)
     changes.setdefault("allow_permissive", True)
     if "file_root" not in changes:
         scratch = Path(tempfile.gettempdir()) / "orga-test-files"
@@ -61,7 +65,7 @@ def scripted_settings(server: ScriptedModelServer, **changes: Any) -> Settings:
 async def replay(handle: WorkflowHandle[Any, Any], client: Client | None = None) -> int:
     """Replay a workflow's history with the production workflows and converter — every run
     of it, following continue-as-new. Returns how many runs were replayed."""
-    replaying = replayer()
+    replaying = replayer(TEST_STORE)
     first = handle.first_execution_run_id or handle.run_id
     if client is not None and first is not None:
         handle = client.get_workflow_handle(handle.id, run_id=first)
@@ -113,6 +117,7 @@ class Harness:
                 client_http,
                 task_queue=self.task_queue,
                 extra_tools=tools,
+                store=TEST_STORE if settings.store_url == TEST_STORE.url else None,
             )
             await stack.enter_async_context(worker)
             yield

@@ -141,25 +141,20 @@ async def test_the_policy_activity_runs_what_it_judged() -> None:
 
 
 def test_what_the_worker_writes_is_its_own(tmp_path: Path) -> None:
-    """Blobs, the ledger and the embedded server's database: 0600 files in 0700 directories."""
+    """The embedded store (payloads, blobs, the ledger): 0600 files in a 0700 directory."""
     import stat
 
     from orga.runtime.blobs import BlobStore
     from orga.runtime.ledger import Ledger
+    from orga.runtime.store import Store
 
     def mode(path: Path) -> int:
         return stat.S_IMODE(path.stat().st_mode)
 
-    blobs = BlobStore(tmp_path / "blobs")
-    reference = blobs.put("a tool's result")
-    digest = reference.removeprefix("blob:sha256:")
-    assert mode(tmp_path / "blobs") == 0o700
-    assert mode(tmp_path / "blobs" / f"{digest}.txt") == 0o600
-    assert blobs.get(reference) == "a tool's result"
-    assert not list((tmp_path / "blobs").glob("*.part"))  # no partial file left behind
-
-    ledger = Ledger(tmp_path / "ledger" / "ledger.db")
-    ledger.once("k", lambda db: "done")
-    assert mode(tmp_path / "ledger") == 0o700
-    for path in (tmp_path / "ledger").iterdir():  # the database and SQLite's -wal/-shm
-        assert mode(path) == 0o600, path.name
+    with Store(f"sqlite:///{tmp_path / 'data' / 'store.db'}") as store:
+        reference = BlobStore(store).put("a tool's result")
+        assert BlobStore(store).get(reference) == "a tool's result"
+        assert Ledger(store).once("k", lambda db: "done") == "done"
+        assert mode(tmp_path / "data") == 0o700
+        for path in (tmp_path / "data").iterdir():  # the database and SQLite's -wal/-shm
+            assert mode(path) == 0o600, path.name

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import WorkflowHistory
 
+from tests.harness import TEST_STORE
 from tests.scenarios import SCENARIOS
 from worker import replayer
 
@@ -31,6 +32,6 @@ def load(path: Path) -> WorkflowHistory:
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
 async def test_replays(path: Path) -> None:
     history = load(path)
-    replaying = replayer()
+    replaying = replayer(TEST_STORE)
     result = await replaying.replay_workflow(history, raise_on_replay_failure=True)
     assert result.replay_failure is None

@@ -1,69 +1,130 @@
-"""The idempotency ledger: one effect per key, across threads and processes."""
+"""The store and its idempotency ledger, on SQLite and on a real PostgreSQL: one effect per key,
+across threads and processes (and, for PostgreSQL, across hosts)."""
 
 from __future__ import annotations
 
-import sqlite3
 import threading
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import Connection, text
 
+from orga.contracts.errors import InvalidConfig
 from orga.runtime.ledger import Ledger
+from orga.runtime.store import Store
 
 
-def test_once_per_key(tmp_path: Path) -> None:
-    ledger = Ledger(tmp_path / "l.db")
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    if request.param == "sqlite":
+        opened = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    else:
+        opened = Store(request.getfixturevalue("postgres_url"))
+    yield opened
+    opened.close()
+
+
+def table(ledger: Ledger) -> str:
+    """A table of effects of this test's own (the PostgreSQL server is shared)."""
+    name = f"effects_{uuid.uuid4().hex[:8]}"
+    ledger.prepare(f"CREATE TABLE IF NOT EXISTS {name} (key TEXT)")
+    return name
+
+
+def count(ledger: Ledger, name: str) -> int:
+    with ledger.store.engine.connect() as db:
+        return int(db.execute(text(f"SELECT count(*) FROM {name}")).scalar_one())
+
+
+def test_once_per_key(store: Store) -> None:
+    ledger = Ledger(store)
     runs: list[str] = []
+    prefix = uuid.uuid4().hex
 
-    def effect(db: sqlite3.Connection) -> dict[str, int]:
+    def effect(db: Connection) -> dict[str, int]:
         runs.append("ran")
         return {"n": len(runs)}
 
-    assert ledger.once("k1", effect) == {"n": 1}
-    assert ledger.once("k1", effect) == {"n": 1}
-    assert ledger.once("k2", effect) == {"n": 2}
+    assert ledger.once(f"{prefix}/k1", effect) == {"n": 1}
+    assert ledger.once(f"{prefix}/k1", effect) == {"n": 1}
+    assert ledger.once(f"{prefix}/k2", effect) == {"n": 2}
     assert runs == ["ran", "ran"]
-    assert Ledger(tmp_path / "l.db").recorded("k1") == {"n": 1}  # another process would see it
+    with Store(store.url) as other:  # another process would see it
+        assert Ledger(other).recorded(f"{prefix}/k1") == {"n": 1}
 
 
-def test_a_failed_effect_records_nothing_and_can_run_again(tmp_path: Path) -> None:
-    ledger = Ledger(tmp_path / "l.db")
-    with ledger.connect() as db:
-        db.execute("CREATE TABLE effects (key TEXT)")
+def test_a_failed_effect_records_nothing_and_can_run_again(store: Store) -> None:
+    ledger = Ledger(store)
+    name = table(ledger)
+    key = uuid.uuid4().hex
 
-    def failing(db: sqlite3.Connection) -> str:
-        db.execute("INSERT INTO effects VALUES ('half-done')")
+    def failing(db: Connection) -> str:
+        db.execute(text(f"INSERT INTO {name} VALUES ('half-done')"))
         raise RuntimeError("crashed mid-effect")
 
     with pytest.raises(RuntimeError):
-        ledger.once("k", failing)
-    assert ledger.recorded("k") is None
-    assert ledger.connect().execute("SELECT count(*) FROM effects").fetchone()[0] == 0
+        ledger.once(key, failing)
+    assert ledger.recorded(key) is None
+    assert count(ledger, name) == 0  # the effect rolled back with the record
 
-    def works(db: sqlite3.Connection) -> str:
-        db.execute("INSERT INTO effects VALUES ('done')")
+    def works(db: Connection) -> str:
+        db.execute(text(f"INSERT INTO {name} VALUES ('done')"))
         return "ok"
 
-    assert ledger.once("k", works) == "ok"
-    assert ledger.connect().execute("SELECT count(*) FROM effects").fetchone()[0] == 1
+    assert ledger.once(key, works) == "ok"
+    assert count(ledger, name) == 1
 
 
-def test_concurrent_attempts_run_the_effect_once(tmp_path: Path) -> None:
-    ledger = Ledger(tmp_path / "l.db")
+def test_concurrent_attempts_run_the_effect_once(store: Store) -> None:
+    """Eight attempts at once — on PostgreSQL through separate connections, as separate workers
+    would — run the effect once and all get its result."""
     runs: list[int] = []
     barrier = threading.Barrier(8)
+    key = uuid.uuid4().hex
 
-    def effect(db: sqlite3.Connection) -> int:
+    def effect(db: Connection) -> int:
         runs.append(1)
         return 7
 
+    results: list[int] = []
+
     def attempt() -> None:
-        barrier.wait()
-        assert ledger.once("same", effect) == 7
+        with Store(store.url) as own:
+            barrier.wait()
+            results.append(Ledger(own).once(key, effect))
 
     threads = [threading.Thread(target=attempt) for _ in range(8)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert runs == [1]
+    assert runs == [1] and results == [7] * 8
+
+
+def test_payloads_are_kept_by_content(store: Store) -> None:
+    key = f"payload:sha256:{uuid.uuid4().hex}"
+    store.put(key, b"first")
+    store.put(key, b"second")  # content-addressed: the first write stands
+    assert store.get(key) == b"first"
+    assert store.get("payload:sha256:missing") is None
+
+
+def test_retention(tmp_path: Path) -> None:
+    with Store(f"sqlite:///{tmp_path / 'store.db'}") as store:
+        store.put("blob:sha256:old", b"x")
+        assert store.prune(older_than_days=1) == 0
+        assert store.prune(older_than_days=0) == 1
+        assert store.get("blob:sha256:old") is None
+
+
+def test_bad_store_urls(tmp_path: Path) -> None:
+    with pytest.raises(InvalidConfig, match="not a store orga knows"):
+        Store("mysql://x")
+    with pytest.raises(InvalidConfig, match="absolute path"):
+        Store("sqlite:///relative/store.db")
+    with pytest.raises(InvalidConfig) as refused:
+        Store("postgresql://orga:secret@127.0.0.1:1/orga")
+    assert "postgresql://orga:***@127.0.0.1:1/orga cannot be used" in refused.value.message
+    assert "secret" not in refused.value.message  # a password never shows in a message

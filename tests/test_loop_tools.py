@@ -187,7 +187,8 @@ async def test_tool_context_and_timeouts(harness: Harness) -> None:
         results = tool_results(await conversation(handle))
     workflow_id, call_id, key, attempt = results[0].content.split("|")
     assert workflow_id == handle.id
-    assert key == f"{handle.id}/{call_id}"
+    assert call_id.startswith("i1_")  # the loop's own id for the provider's call
+    assert key == f"{handle.id}/{handle.result_run_id}/{call_id}"  # the chain's first run
     assert attempt == "1"
     assert results[1].status == "timed_out"
     assert "0.5 s" in results[1].content

@@ -68,10 +68,13 @@ async def test_notify_fails_and_the_first_two_are_undone_in_reverse(harness: Har
     assert refund[1] == {"charge_id": "CH-4200"}
     assert release[1] == {"reservation": "R-lamp"}
     # Idempotency keys: one per step (the same on every attempt), one per compensation.
+    # The chain's first run id is in each key: a task started again under the same workflow id
+    # never gets this execution's keys (and so never its receipts).
     keys = {name: key for name, _, key in shop.calls}
-    assert keys["reserve"] == f"{handle.id}/reserve"
-    assert keys["refund"] == f"{handle.id}/charge.compensate"
-    assert [k for n, _, k in shop.calls if n == "notify"] == [f"{handle.id}/notify"] * 2
+    chain = f"{handle.id}/{handle.result_run_id}"
+    assert keys["reserve"] == f"{chain}/reserve"
+    assert keys["refund"] == f"{chain}/charge.compensate"
+    assert [k for n, _, k in shop.calls if n == "notify"] == [f"{chain}/notify"] * 2
 
 
 async def test_a_failing_compensation_is_recorded_and_the_rest_still_run(harness: Harness) -> None:

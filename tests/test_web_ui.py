@@ -55,7 +55,7 @@ async def test_summaries_details_and_search_attributes(harness: Harness) -> None
         "loop timeout",  # the timer starts
         f"model {model} · iteration 1",
         "policy default · 1 action(s)",
-        "tool add · call_" + labels[5].split("call_", 1)[-1],
+        "tool add · i1_call_" + labels[5].split("call_", 1)[-1],
         f"model {model} · iteration 2",
         "policy default · 1 action(s)",
         "loop timeout",  # and is cancelled when the loop ends in time

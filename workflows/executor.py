@@ -132,6 +132,7 @@ class CallExecutor:
                 ToolInvocation(
                     call=call,
                     workflow_id=self._state.workflow_id,
+                    chain=workflow.info().first_execution_run_id,
                     retry_tool_errors=isinstance(strategy, Retry),
                     max_result_bytes=self._state.max_payload_bytes,
                 ),

@@ -46,6 +46,7 @@ from orga.contracts.journal import Journal, Started
 from orga.contracts.policy import PolicyResult
 from orga.contracts.state import LoopResult, LoopState
 from orga.contracts.vocabulary import ProviderName
+from orga.core.ids import with_internal_ids
 from orga.core.phases import (
     Answered,
     AnswerPolicyCheck,
@@ -127,8 +128,8 @@ class ReasoningLoopWorkflow(DeskHandlers):
         )
         self._advertised: list[str] = []
         self._governed = False
-        """Set up by ``resolve_loop`` (agent, gate, budgets): every loop started since it
-        exists. Loops recorded before keep their old behaviour on replay."""
+        """Started since ``orga-resolve-loop``: set up by ``resolve_loop`` (agent, gate,
+        budgets), its own call ids. Loops recorded before keep their behaviour on replay."""
         self._provider: ProviderName | None = config.provider
         self._model: str | None = config.model
         """The effective provider and model, once the worker resolved them."""
@@ -347,6 +348,8 @@ class ReasoningLoopWorkflow(DeskHandlers):
             max_response_bytes=config.max_payload_bytes,
         )
         response = await call_model(request, config.model_timeout)
+        if self._governed:  # the loop's own call ids: providers may repeat theirs
+            response = with_internal_ids(response, reasoning.iteration)
         self._conversation.mark_sent()
         if response.estimated_input_tokens > 0 and response.usage.input_tokens > 0:
             # Calibrate the byte-based estimate by what the provider counted (bounded).

@@ -15,9 +15,10 @@ __all__ = ["APPROVER_REQUIRED", "RESOLVE_LOOP", "RESOLVE_TASK"]
 
 RESOLVE_LOOP: Final = "orga-resolve-loop"
 """Loops resolve their setup with ``resolve_loop`` — their agent, tools, gate, budgets and
-effective model — and pre-hydration only uses tools the model sees; before, loops described
-their tools with ``describe_tools``, took their gate and budgets from the client, and listed
-their pre-hydration resolvers among their tools."""
+effective model —, pre-hydration only uses tools the model sees, and calls get the loop's own
+ids (``orga.core.ids``); before, loops described their tools with ``describe_tools``, took
+their gate and budgets from the client, listed their pre-hydration resolvers among their tools
+and kept the provider's call ids."""
 
 APPROVER_REQUIRED: Final = "orga-approver-required"
 """The ``approval`` and ``resolve_escalation`` signals are ignored when they name nobody (the

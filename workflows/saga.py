@@ -78,7 +78,10 @@ class Saga:
                 await workflow.execute_activity(
                     RUN_TOOL,
                     ToolInvocation(
-                        call=cleared, workflow_id=self._workflow_id, retry_tool_errors=True
+                        call=cleared,
+                        workflow_id=self._workflow_id,
+                        chain=workflow.info().first_execution_run_id,
+                        retry_tool_errors=True,
                     ),
                     result_type=ToolResult,
                     start_to_close_timeout=self._timeout,

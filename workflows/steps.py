@@ -142,12 +142,16 @@ class StepRunner:
         )
         if isinstance(cleared, str):
             raise StepFailed(cleared, unrecoverable=True)
-        # The idempotency key stays <workflow id>/<step id> on every attempt.
+        # The idempotency key stays <workflow id>/<first run id>/<step id> on every attempt.
         call = call.model_copy(update={"arguments": cleared.arguments})
         try:
             done = await workflow.execute_activity(
                 RUN_TOOL,
-                ToolInvocation(call=call, workflow_id=self._workflow_id),
+                ToolInvocation(
+                    call=call,
+                    workflow_id=self._workflow_id,
+                    chain=workflow.info().first_execution_run_id,
+                ),
                 result_type=ToolResult,
                 start_to_close_timeout=self._timeout,
                 heartbeat_timeout=tool_heartbeat_timeout(self._timeout),

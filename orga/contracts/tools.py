@@ -86,6 +86,9 @@ class ToolInvocation(BaseModel):
 
     call: ToolCall
     workflow_id: str
+    chain: str | None = None
+    """The first run id of the workflow's execution chain: part of the idempotency key, so a
+    workflow id used again (a new execution) never gets an earlier execution's keys."""
     retry_tool_errors: bool = False
     """Let Temporal retry when the tool raises (otherwise the error goes to the model)."""
     max_result_bytes: int = 256 * 1024
@@ -101,6 +104,8 @@ class DescribeToolsRequest(BaseModel):
     names: list[str] = Field(default_factory=list[str])
 
 
-def idempotency_key(workflow_id: str, call_id: str) -> str:
-    """The key a tool uses to make its side effect happen once: same on every retry."""
-    return f"{workflow_id}/{call_id}"
+def idempotency_key(workflow_id: str, call_id: str, chain: str | None = None) -> str:
+    """The key a tool uses to make its side effect happen once: the same on every retry, after
+    continue-as-new and on any worker; different for a new execution under the same workflow
+    id (``chain`` is the execution chain's first run id)."""
+    return f"{workflow_id}/{chain}/{call_id}" if chain else f"{workflow_id}/{call_id}"

@@ -1,47 +1,57 @@
-"""Where oversized payloads go: the worker's blob directory, content-addressed.
+"""Where the payload guard keeps what it cut: full texts in the worker's store, by content.
 
-A tool result or model response larger than the payload guard's limit is cut (with a marker the
-model can read) before it enters history — never a ``PayloadsTooLarge`` failure — and the full
-text is kept here under ``blob:sha256:<hex>``, the reference the journal records. The
-directory is 0700 and every blob 0600 (``orga.runtime.files``).
+A tool result or model answer larger than the loop's ``max_payload_bytes`` is cut (with a
+marker the model can read) before the model and history see it, and the full text is kept in
+the store (``orga.runtime.store``) under ``blob:sha256:<hex>`` — the reference the journal
+records. Any worker or client sharing the store reads it back: ``orga blob get REF``.
 """
 
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 
 from orga.core.text import cut_bytes
-from orga.runtime.files import write_private
+from orga.runtime.store import Store
 
 __all__ = ["DEFAULT_LIMIT", "BlobStore"]
 
 DEFAULT_LIMIT = 256 * 1024
-"""Bytes of one tool result or model text kept in history (Temporal warns at 512 KiB per
-payload and refuses 2 MiB)."""
+"""Bytes of one tool result or model text the model sees by default."""
+
+_PREFIX = "blob:sha256:"
 
 
 class BlobStore:
-    """A directory of full texts by SHA-256."""
+    """Full texts by SHA-256, in the store."""
 
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
     def put(self, text: str) -> str:
         """Keep ``text``; its reference."""
         data = text.encode("utf-8")
-        digest = hashlib.sha256(data).hexdigest()
-        path = self.directory / f"{digest}.txt"
-        if not path.exists():
-            write_private(path, data)
-        return f"blob:sha256:{digest}"
+        reference = f"{_PREFIX}{hashlib.sha256(data).hexdigest()}"
+        self.store.put(reference, data)
+        return reference
 
     def get(self, reference: str) -> str:
-        """The text kept under ``reference``."""
-        digest = reference.removeprefix("blob:sha256:")
-        if not digest or any(c not in "0123456789abcdef" for c in digest):
-            raise ValueError(f"{reference!r} is not a blob reference")
-        return (self.directory / f"{digest}.txt").read_text(encoding="utf-8")
+        """The text kept under ``reference``.
+
+        Raises:
+            ValueError: ``reference`` is not a blob reference.
+            LookupError: nothing is kept under it (another store, or pruned).
+        """
+        digest = reference.removeprefix(_PREFIX)
+        if (
+            not reference.startswith(_PREFIX)
+            or len(digest) != 64
+            or any(c not in "0123456789abcdef" for c in digest)
+        ):
+            raise ValueError(f"{reference!r} is not a blob reference (blob:sha256:<64 hex>)")
+        data = self.store.get(reference)
+        if data is None:
+            raise LookupError(f"{reference} is not in the store at {self.store.safe_url}")
+        return data.decode("utf-8")
 
     def guard(self, text: str, limit: int, what: str) -> tuple[str, str | None]:
         """``(text, None)`` if it fits, else ``(cut text, reference to the full text)``."""

@@ -10,25 +10,29 @@ from temporalio.api.operatorservice.v1 import (
     ListSearchAttributesRequest,
 )
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 
 from orga.contracts import search_attributes as sa
 from orga.contracts.errors import InvalidConfig
+from orga.runtime.extstore import data_converter
 from orga.runtime.settings import Settings
+from orga.runtime.store import Store
 
 __all__ = ["connect", "ensure_search_attributes"]
 
 
-async def connect(settings: Settings, *, timeout: float = 10.0) -> Client:
-    """A client with orga's data converter, TLS and API key as the settings say."""
+async def connect(
+    settings: Settings, *, timeout: float = 10.0, store: Store | None = None
+) -> Client:
+    """A client with orga's data converter (large payloads in ``store``, else the store the
+    settings name, opened when first needed), TLS and API key as the settings say."""
     api_key = settings.temporal_api_key.get_secret_value() if settings.temporal_api_key else None
     return await Client.connect(
         settings.temporal_address,
         namespace=settings.temporal_namespace,
         api_key=api_key,
         tls=bool(api_key or settings.temporal_tls),
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(lambda: store or settings.store()),
         connect_timeout=timedelta(seconds=timeout),
     )
 

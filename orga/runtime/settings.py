@@ -22,6 +22,10 @@ ORGA_POLICY                 policy floor of the implicit agent   default
 ORGA_ALLOW_PERMISSIVE       ``1``: loops may ask for permissive   unset (refused)
 ORGA_FILE_ROOT              the only directory file_read reads   unset (no file_read)
 ORGA_FILE_READ_HIDDEN       ``1``: file_read reads dot-files     unset (refused)
+ORGA_DATA_DIR               the embedded default's directory     .orga
+ORGA_STORE_URL              shared store: sqlite:////abs/p.db    <ORGA_DATA_DIR>/store.db
+                            or postgresql://user:pw@host/db
+ORGA_STORE_RETENTION        days stored payloads/blobs are kept  unset (kept)
 ORGA_EGRESS_ALLOW           hosts/CIDRs web_fetch may reach      unset (public only)
                             although not public (``10.0.0.0/8``)
 ORGA_POLICY_DIR             Cedar policies + schema              unset (no cedar gate)
@@ -40,6 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from orga.contracts.agents import PolicyFloor
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.vocabulary import PROVIDERS, SCRIPTED, ProviderName
+from orga.runtime.store import Store
 
 __all__ = ["ProviderSettings", "Settings"]
 
@@ -102,8 +107,14 @@ class Settings(BaseModel):
     egress_allow: list[str] = Field(default_factory=list[str])
     """Hosts and CIDRs that ``web_fetch`` may reach although they are not public addresses
     (``ORGA_EGRESS_ALLOW``, comma-separated)."""
-    blob_dir: Path = Field(default_factory=lambda: Path(".orga/blobs").resolve())
-    """Where the payload guard keeps texts it cut (``ORGA_BLOB_DIR``)."""
+    data_dir: Path = Field(default_factory=lambda: Path(".orga").resolve())
+    """The embedded default's directory (``ORGA_DATA_DIR``): ``temporal.db``, ``store.db``."""
+    store_url: str | None = None
+    """The store every worker and client shares (``ORGA_STORE_URL``): ``sqlite:////abs/path``
+    or ``postgresql://…``; unset, ``<data_dir>/store.db``."""
+    store_retention_days: float | None = None
+    """Forget stored payloads and blobs older than this (``ORGA_STORE_RETENTION``, days);
+    unset: keep them. Keep them longer than the namespace keeps histories."""
     sticky_timeout: float = 3.0
     """Seconds a workflow task waits for the worker that has the loop cached before any worker
     may take it (``ORGA_STICKY_TIMEOUT``). Short, so a dead worker costs seconds, not ten."""
@@ -172,7 +183,9 @@ class Settings(BaseModel):
             else None,
             opa_url=get("ORGA_OPA_URL"),
             sticky_timeout=float(get("ORGA_STICKY_TIMEOUT") or 3.0),
-            blob_dir=Path(get("ORGA_BLOB_DIR") or ".orga/blobs").resolve(),
+            data_dir=Path(get("ORGA_DATA_DIR") or ".orga").resolve(),
+            store_url=get("ORGA_STORE_URL"),
+            store_retention_days=float(days) if (days := get("ORGA_STORE_RETENTION")) else None,
             graceful_shutdown=float(get("ORGA_GRACEFUL_SHUTDOWN") or 30.0),
         )
 
@@ -195,6 +208,10 @@ class Settings(BaseModel):
                 default_model=model,
             )
         return found
+
+    def store(self) -> Store:
+        """The store these settings name (``ORGA_STORE_URL``, else the embedded default)."""
+        return Store(self.store_url or f"sqlite:///{self.data_dir / 'store.db'}")
 
     @property
     def scripted(self) -> bool:

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from orga.contracts.errors import InvalidConfig, ToolInputError, describe_validation_error
 from orga.contracts.tools import ToolDefinition
+from orga.runtime.ledger import Ledger
 
 __all__ = ["Tool", "ToolContext", "ToolRegistry", "parse_arguments", "tool"]
 
@@ -48,9 +49,15 @@ class ToolContext:
     workflow_id: str
     """The loop's workflow id (stable across continue-as-new)."""
     idempotency_key: str
-    """``<workflow id>/<call id>``: the same for every retry of this call, on any worker."""
+    """``<workflow id>/<first run id>/<call id>``: the same for every retry of this call, after
+    continue-as-new and on any worker; never the same for two executions of one workflow id.
+    Pass it to a remote API as its idempotency key (and record the answer) to make an external
+    effect happen once."""
     attempt: int = 1
     """Temporal's attempt number of this call (1 on the first try)."""
+    ledger: Ledger | None = None
+    """The worker's idempotency ledger (``orga.runtime.ledger``), in the store every worker
+    shares: ``ctx.ledger.once(ctx.idempotency_key, effect)``."""
 
 
 class Tool:

@@ -1,0 +1,108 @@
+"""Payloads out of history: Temporal's External Storage, backed by the worker's store.
+
+Every payload of at least ``THRESHOLD`` bytes — a continue-as-new input carrying a long
+conversation, a large tool result or answer, a query result — is written to the store
+(``orga.runtime.store``) by whoever encodes it, and history keeps a small reference; whoever
+decodes it (a worker, a replay, the CLI) reads it back. Payloads are keyed by their SHA-256, so
+writing one twice (a retried activity) stores it once. All workers and clients of a deployment
+must share the store (``ORGA_STORE_URL``): with the embedded SQLite default, that is one
+machine. A workflow task never fails on Temporal's 2 MiB payload limit this way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+from collections.abc import Callable, Sequence
+from typing import Final
+
+from temporalio.api.common.v1 import Payload
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import (
+    DataConverter,
+    ExternalStorage,
+    StorageDriver,
+    StorageDriverClaim,
+    StorageDriverRetrieveContext,
+    StorageDriverStoreContext,
+)
+
+from orga.runtime.store import Store
+
+__all__ = ["DRIVER_NAME", "THRESHOLD", "StoreDriver", "data_converter", "payload_key"]
+
+DRIVER_NAME: Final = "orga-store"
+"""The driver's name, recorded in every reference: the same on every worker and client."""
+
+THRESHOLD: Final = 128 * 1024
+"""Payloads this large or larger go to the store (Temporal warns at 512 KiB per payload and
+refuses 2 MiB; a continue-as-new input holds the whole conversation)."""
+
+
+def payload_key(data: bytes) -> str:
+    """The store key of a serialised payload."""
+    return f"payload:sha256:{hashlib.sha256(data).hexdigest()}"
+
+
+class StoreDriver(StorageDriver):
+    """Keeps payloads in the store, opened on first use (a client that never meets a large
+    payload never touches it)."""
+
+    def __init__(self, store: Callable[[], Store]) -> None:
+        self._open = store
+        self._store: Store | None = None
+
+    def name(self) -> str:
+        return DRIVER_NAME
+
+    def type(self) -> str:
+        return "orga.StoreDriver"
+
+    @property
+    def backing(self) -> Store:
+        """The store, opened on first use."""
+        if self._store is None:
+            self._store = self._open()
+        return self._store
+
+    async def store(
+        self, context: StorageDriverStoreContext, payloads: Sequence[Payload]
+    ) -> list[StorageDriverClaim]:
+        return await asyncio.to_thread(self._put, list(payloads))
+
+    def _put(self, payloads: list[Payload]) -> list[StorageDriverClaim]:
+        claims: list[StorageDriverClaim] = []
+        for payload in payloads:
+            data = payload.SerializeToString(deterministic=True)
+            key = payload_key(data)
+            self.backing.put(key, data)
+            claims.append(StorageDriverClaim(claim_data={"key": key}))
+        return claims
+
+    async def retrieve(
+        self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]
+    ) -> list[Payload]:
+        return await asyncio.to_thread(self._get, list(claims))
+
+    def _get(self, claims: list[StorageDriverClaim]) -> list[Payload]:
+        found: list[Payload] = []
+        for claim in claims:
+            key = claim.claim_data["key"]
+            data = self.backing.get(key)
+            if data is None:
+                raise LookupError(
+                    f"the stored payload {key} is not in the store at {self.backing.safe_url}: "
+                    "every worker and client must use the same ORGA_STORE_URL (and its "
+                    "retention must outlast the histories that refer to it)"
+                )
+            payload = Payload()
+            payload.ParseFromString(data)
+            found.append(payload)
+        return found
+
+
+def data_converter(store: Callable[[], Store]) -> DataConverter:
+    """orga's data converter: pydantic, with large payloads kept in ``store``."""
+    storage = ExternalStorage(drivers=[StoreDriver(store)], payload_size_threshold=THRESHOLD)
+    return dataclasses.replace(pydantic_data_converter, external_storage=storage)

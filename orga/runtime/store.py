@@ -1,0 +1,183 @@
+"""The store every worker and client of one deployment shares: payloads, blobs and the ledger.
+
+One transactional database, chosen by ``ORGA_STORE_URL``:
+
+==========================================  =================================================
+``sqlite:////abs/path/store.db``            the embedded default, ``<ORGA_DATA_DIR>/store.db``:
+                                            one machine (workers on other hosts cannot see it)
+``postgresql://user:pass@host:5432/orga``   a cluster: every worker and client reads the same
+==========================================  =================================================
+
+It holds, keyed by content (SHA-256), the payloads Temporal's External Storage keeps out of
+history (``orga.runtime.extstore``: continue-as-new inputs, large results and answers) and the
+full texts the payload guard cut before the model saw them (``blob:sha256:…``); and the
+idempotency ledger (``orga.runtime.ledger``). Retention is opt-in (``ORGA_STORE_RETENTION`` in
+days): keep payloads longer than the namespace keeps histories plus the longest run, since a
+replay reads them back. SQLite files are 0600 in a 0700 directory.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final, TypeVar
+from urllib.parse import urlsplit
+
+from sqlalchemy import (
+    Column,
+    Connection,
+    Engine,
+    Float,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    create_engine,
+    event,
+    select,
+    text,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import SQLAlchemyError
+
+from orga.contracts.errors import InvalidConfig
+from orga.runtime.files import private_file
+
+__all__ = ["PAYLOADS", "Store"]
+
+T = TypeVar("T")
+
+_METADATA = MetaData()
+PAYLOADS: Final = Table(
+    "orga_payloads",
+    _METADATA,
+    Column("key", String(96), primary_key=True),
+    Column("data", LargeBinary, nullable=False),
+    Column("size", Integer, nullable=False),
+    Column("created_at", Float, nullable=False),
+)
+_LEDGER: Final = Table(
+    "orga_ledger",
+    _METADATA,
+    Column("key", Text, primary_key=True),
+    Column("result", Text, nullable=False),
+    Column("recorded_at", Float, nullable=False),
+)
+
+
+def _engine(url: str) -> Engine:
+    scheme = urlsplit(url).scheme
+    if scheme == "sqlite":
+        path = Path(url.removeprefix("sqlite:///"))
+        if not path.is_absolute():
+            raise InvalidConfig(
+                f"ORGA_STORE_URL={url!r}: give an absolute path (sqlite:////abs/path/store.db)"
+            )
+        private_file(path)
+        engine = create_engine(f"sqlite:///{path}", connect_args={"timeout": 30})
+
+        @event.listens_for(engine, "connect")
+        def _connect(connection: Any, _: Any) -> None:  # pyright: ignore[reportUnusedFunction]
+            # Transactions are ours (BEGIN IMMEDIATE below), not the driver's implicit ones.
+            connection.isolation_level = None
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute("PRAGMA synchronous=NORMAL")
+
+        @event.listens_for(engine, "begin")
+        def _begin(connection: Connection) -> None:  # pyright: ignore[reportUnusedFunction]
+            connection.exec_driver_sql("BEGIN IMMEDIATE")  # one writer at a time, no upgrades
+
+        return engine
+    if scheme in ("postgresql", "postgres", "postgresql+psycopg"):
+        rest = url.split("://", 1)[1]
+        return create_engine(f"postgresql+psycopg://{rest}", pool_pre_ping=True)
+    raise InvalidConfig(
+        f"ORGA_STORE_URL={url!r} is not a store orga knows: use sqlite:////abs/path/store.db "
+        "(one machine) or postgresql://user:password@host:5432/database (a cluster)"
+    )
+
+
+class Store:
+    """The shared store (see the module docstring). Thread-safe; one per process is enough."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.engine = _engine(url)
+        self.dialect = self.engine.dialect.name
+        try:
+            _METADATA.create_all(self.engine)
+        except SQLAlchemyError as error:
+            raise InvalidConfig(
+                f"the store at {self.safe_url} cannot be used: {error.__class__.__name__}: "
+                f"{str(error).splitlines()[0]}"
+            ) from error
+
+    @property
+    def safe_url(self) -> str:
+        """The URL without its password (for messages and logs)."""
+        parts = urlsplit(self.url)
+        if parts.password is None:
+            return self.url
+        return self.url.replace(f":{parts.password}@", ":***@", 1)
+
+    def close(self) -> None:
+        """Close its connections (a store is meant to live as long as its process)."""
+        self.engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    # ---- content-addressed payloads and blobs ---------------------------------------------
+
+    def put(self, key: str, data: bytes) -> None:
+        """Keep ``data`` under ``key`` (a key already kept keeps its data: content-addressed)."""
+        values = {"key": key, "data": data, "size": len(data), "created_at": time.time()}
+        insert = (postgresql.insert if self.dialect == "postgresql" else sqlite.insert)(PAYLOADS)
+        with self.engine.begin() as connection:
+            connection.execute(insert.values(**values).on_conflict_do_nothing())
+
+    def get(self, key: str) -> bytes | None:
+        """The data kept under ``key``, if any."""
+        with self.engine.connect() as connection:
+            row = connection.execute(select(PAYLOADS.c.data).where(PAYLOADS.c.key == key)).first()
+        return None if row is None else bytes(row[0])
+
+    def prune(self, older_than_days: float) -> int:
+        """Forget payloads and blobs kept more than ``older_than_days`` ago; how many."""
+        cutoff = time.time() - older_than_days * 86_400
+        with self.engine.begin() as connection:
+            result = connection.execute(PAYLOADS.delete().where(PAYLOADS.c.created_at < cutoff))
+        return result.rowcount
+
+    # ---- the idempotency ledger -----------------------------------------------------------
+
+    def once(self, key: str, effect: Callable[[Connection], T]) -> T:
+        """Run ``effect`` once per ``key``, in the transaction that records its result; a repeat
+        (on this worker or another) returns the recorded result without running it again."""
+        with self.engine.begin() as connection:
+            if self.dialect == "postgresql":  # serialise the workers asking for this key
+                connection.execute(
+                    text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"), {"key": key}
+                )
+            found = connection.execute(select(_LEDGER.c.result).where(_LEDGER.c.key == key)).first()
+            if found is not None:
+                recorded: Any = json.loads(found[0])
+                return recorded
+            value = effect(connection)
+            connection.execute(
+                _LEDGER.insert().values(key=key, result=json.dumps(value), recorded_at=time.time())
+            )
+            return value
+
+    def recorded(self, key: str) -> Any | None:
+        """The result the ledger recorded for ``key``, if any."""
+        with self.engine.connect() as connection:
+            found = connection.execute(select(_LEDGER.c.result).where(_LEDGER.c.key == key)).first()
+        return None if found is None else json.loads(found[0])
