@@ -49,3 +49,55 @@ async def test_a_310_iteration_loop_continues_as_new_and_looks_the_same(harness:
     # Every model call after the first carried only what was new.
     sizes = [len(r.body["messages"]) for r in harness.model.requests_for(model)]
     assert sizes[-1] == result.messages - 1
+
+
+BIG = 40
+"""Tool results of 400 KB each: together twenty times Temporal's 2 MiB payload limit."""
+
+
+def big_results() -> list[Turn]:
+    """The model asks for one dump per turn (the context budget hides most earlier ones)."""
+    return [Turn(tool_calls=[("dump", {"kib": 400})]) for _ in range(BIG)] + [
+        Turn(text=f"read {BIG} dumps")
+    ]
+
+
+async def test_forty_results_of_400_kb_through_several_continues(harness: Harness) -> None:
+    """The loop never stops on a payload limit: large results, answers and continue-as-new
+    inputs travel by reference through the store, and every run's history stays small."""
+    from temporalio.api.enums.v1 import EventType
+
+    from tests.sample_tools import dump
+
+    model = harness.new_model([])
+    harness.model.script(model, big_results())
+    async with harness.worker(tools=[dump]):
+        handle = await harness.start(
+            "read the dumps",
+            model=model,
+            tools=["dump"],
+            max_iterations=BIG + 5,
+            max_total_tokens=10_000_000,
+            max_history_events=200,
+            context_token_budget=16_000,
+            timeout=900,
+        )
+        result = await handle.result()
+        runs = await replay(handle, harness.client)
+        sizes: list[int] = []
+        run_id = handle.first_execution_run_id or handle.result_run_id
+        while run_id:
+            history = await harness.client.get_workflow_handle(
+                handle.id, run_id=run_id
+            ).fetch_history()
+            sizes.append(len(history.to_json().encode()))
+            last = history.events[-1]
+            run_id = (
+                last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+                if last.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
+                else None
+            )
+    print(f"\n{BIG} results of 400 KB in {runs} runs; history bytes per run: {sizes}")
+    assert result.output == f"read {BIG} dumps" and result.tool_call_count == BIG
+    assert runs >= 3  # at least two continues, each carrying ~10 MB of conversation
+    assert max(sizes) < 1024 * 1024  # the payloads are in the store, not in history

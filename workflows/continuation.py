@@ -16,7 +16,9 @@ from temporalio import workflow
 
 from orga.contracts.carry import LoopCarry
 from orga.contracts.config import LoopConfig, LoopInput
+from orga.contracts.errors import StateTooLarge
 from orga.contracts.evidence import EvidenceCollection
+from orga.core.carry import bounded
 from workflows.bookkeeping import Conversation, LoopBooks
 from workflows.toolstate import ToolState
 
@@ -40,9 +42,11 @@ def carried(
     conversation: Conversation,
     tools: ToolState,
     evidence: EvidenceCollection | None,
+    calibration: float,
 ) -> LoopCarry:
-    """Everything the next run needs besides the conversation itself."""
-    return LoopCarry(
+    """Everything the next run needs besides the conversation itself, bounded
+    (``orga.core.carry``)."""
+    carry = LoopCarry(
         runs=runs,
         digest=conversation.digest,
         sent=conversation.sent,
@@ -56,20 +60,36 @@ def carried(
         tool_call_count=books.tool_call_count,
         tools=tools.snapshot(),
         evidence=evidence,
+        calibration=calibration,
     )
+    return bounded(carry)
 
 
 async def continue_as_new(
     config: LoopConfig, conversation: Conversation, carry: LoopCarry
 ) -> NoReturn:
-    """Wait for running handlers, then end this run and start the next (never returns)."""
+    """Wait for running handlers, then end this run and start the next (never returns).
+
+    Raises:
+        StateTooLarge: the next run's input would be larger than ``config.max_state_bytes``.
+    """
     await workflow.wait_condition(workflow.all_handlers_finished)
+    next_input = LoopInput(messages=conversation.messages, config=config, carry=carry)
+    size = len(next_input.model_dump_json())
+    if size > config.max_state_bytes:
+        raise StateTooLarge(
+            f"the loop's state is {size / 2**20:.1f} MiB at iteration {carry.iteration}, more "
+            f"than config.max_state_bytes={config.max_state_bytes} a loop carries into its next "
+            "run; the conversation is too long for one loop (lower max_payload_bytes, or split "
+            "the task)",
+            {"bytes": size, "limit": config.max_state_bytes, "iteration": carry.iteration},
+        )
     workflow.logger.info(
         "continuing as new at iteration %d (%d events)",
         carry.iteration,
         workflow.info().get_current_history_length(),
     )
-    workflow.continue_as_new(LoopInput(messages=conversation.messages, config=config, carry=carry))
+    workflow.continue_as_new(next_input)
 
 
 def restore(

@@ -140,6 +140,7 @@ class ReasoningLoopWorkflow(DeskHandlers):
         if loop.carry is not None and self._invalid is None:
             self._runs = loop.carry.runs + 1
             self._collection = loop.carry.evidence
+            self._calibration = loop.carry.calibration
             try:
                 continuation.restore(loop.carry, books, self._conversation, self._tools)
             except ValueError as error:
@@ -431,7 +432,7 @@ class ReasoningLoopWorkflow(DeskHandlers):
     async def _continue_as_new(self) -> None:
         collection = self._evidence.collection if self._evidence is not None else None
         carry = continuation.carried(
-            self._runs, self._books, self._conversation, self._tools, collection
+            self._runs, self._books, self._conversation, self._tools, collection, self._calibration
         )
         # The next run keeps this run's gate, budgets, provider and model, whatever its
         # worker's defaults (its setup is resolved again, and can only narrow them).

@@ -53,3 +53,5 @@ class LoopCarry(BaseModel):
     tool_call_count: int = 0
     tools: ToolStateSnapshot = Field(default_factory=ToolStateSnapshot)
     evidence: EvidenceCollection | None = None
+    calibration: float = 1.0
+    """The token-estimate calibration learnt from the provider's counts."""

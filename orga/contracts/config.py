@@ -117,6 +117,11 @@ class LoopConfig(BaseModel):
     journal_limit: int = Field(default=1_000, ge=10, le=100_000)
     """How many journal entries the loop keeps (oldest dropped first; the count is kept)."""
 
+    max_state_bytes: int = Field(default=128 * 1024 * 1024, ge=64 * 1024)
+    """The largest state (conversation and carried state, as JSON) a loop carries into its next
+    run when it continues as new; past it the loop fails with ``StateTooLarge`` rather than
+    hand on an input no worker should hold. The store keeps it out of history either way."""
+
     max_history_events: int = Field(default=4_000, ge=200, le=40_000)
     """Continue as new at the next iteration boundary once the history is this long (or when
     Temporal suggests it): well under Temporal's 10 240-event warning."""

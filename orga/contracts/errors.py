@@ -12,6 +12,7 @@ it is a property of the class (``retryable``), decided once here::
     │   ├── BudgetExceeded ....... max_iterations, max_total_tokens or timeout was reached
     │   ├── ModelCallFailed ...... the inference activity failed for good (cause chained)
     │   ├── Aborted .............. an operator aborted the loop
+    │   ├── StateTooLarge ........ the loop's state no longer fits into its next run
     │   └── TaskAborted .......... a task stopped and compensated its completed steps
     ├── ProviderError ............ raised by the inference activity
     │   ├── ProviderAuthError .... 401/403: key refused (names its variable, never the key)
@@ -51,6 +52,7 @@ __all__ = [
     "ProviderError",
     "ProviderRejected",
     "ProviderUnavailable",
+    "StateTooLarge",
     "TaskAborted",
     "ToolError",
     "ToolFailed",
@@ -106,6 +108,10 @@ class ModelCallFailed(LoopFailure):
 
 class Aborted(LoopFailure):
     """An operator aborted the loop."""
+
+
+class StateTooLarge(LoopFailure):
+    """The input a loop would continue as new with is larger than a worker should hold."""
 
 
 class TaskAborted(LoopFailure):
