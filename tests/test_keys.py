@@ -1,0 +1,121 @@
+"""Keys that cannot collide: a workflow id used again, and a provider that repeats call ids."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from sqlalchemy import text
+
+from orga.contracts.approvals import ApprovalDecision
+from orga.contracts.conversation import Message
+from orga.contracts.journal import ApprovalDecided, Journal
+from orga.contracts.state import LoopState
+from orga.runtime.scripted_model import Raw, Turn
+from tests.harness import TEST_STORE, Harness
+from tests.sample_tools import transfer
+
+
+async def test_a_task_run_again_under_its_workflow_id_pays_again(harness: Harness) -> None:
+    """The first execution's receipt must not come back to the second: the key carries the
+    execution chain's first run id."""
+    from activities.tools import load_tool_modules
+
+    workflow_id = f"order-{uuid.uuid4().hex[:8]}"
+    steps = [
+        {
+            "id": "pay",
+            "action": {
+                "kind": "tool",
+                "tool": "record_payment",
+                "arguments": {"amount": 4200, "to": workflow_id},
+            },
+        }
+    ]
+    receipts: list[str] = []
+    async with harness.worker(tools=load_tool_modules(["examples.payments"])):
+        for _ in range(2):
+            handle = await harness.start_task(steps, workflow_id=workflow_id)
+            result = await handle.result()
+            receipts.append(result.steps[0].result or "")
+    assert receipts[0] != receipts[1] and all("receipt rcpt-" in r for r in receipts)
+    with TEST_STORE.engine.connect() as db:
+        rows = db.execute(
+            text("SELECT idempotency_key FROM payments WHERE recipient = :to"), {"to": workflow_id}
+        ).all()
+    keys = sorted(row[0] for row in rows)
+    assert len(keys) == 2 and keys[0] != keys[1]  # two payments, one per execution
+    assert all(key.startswith(f"{workflow_id}/") and key.endswith("/pay") for key in keys)
+
+
+def repeated_call(amount: int) -> Raw:
+    """An OpenAI answer whose tool call is always ``call_0`` (some servers do this)."""
+    return Raw(
+        200,
+        {
+            "id": "chatcmpl-repeat",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "repeater",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {
+                                "id": "call_0",
+                                "type": "function",
+                                "function": {
+                                    "name": "transfer",
+                                    "arguments": json.dumps({"amount": amount, "to": "ann"}),
+                                },
+                            }
+                        ],
+                    },
+                    "finish_reason": "tool_calls",
+                }
+            ],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10},
+        },
+    )
+
+
+async def test_a_provider_that_repeats_call_ids(harness: Harness) -> None:
+    model = harness.new_model([repeated_call(1), repeated_call(2), Turn(text="both sent")])
+    async with harness.worker(tools=[transfer]):
+        handle = await harness.start("pay ann twice", model=model, tools=["transfer"])
+        decided: list[str] = []
+        for _ in range(2):
+            state = await waiting_for_a_new_approval(handle, decided)
+            [pending] = state.pending_approvals
+            decided.append(pending.call_id)
+            await handle.execute_update(
+                "approve",
+                ApprovalDecision(call_id=pending.call_id, approved=True, approver="ann"),
+            )
+        assert (await handle.result()).output == "both sent"
+        journal = await handle.query("journal", result_type=Journal)
+        messages = await handle.query("conversation", result_type=list[Message])
+    assert decided == ["i1_call_0", "i2_call_0"]  # the loop's own ids, unique per iteration
+    approvals = [e for e in journal.entries if isinstance(e, ApprovalDecided)]
+    assert [a.call_id for a in approvals] == decided and all(a.approved for a in approvals)
+    results = [r.content for m in messages if m.role == "tool" for r in m.tool_results]
+    assert results == ["sent 1 to ann", "sent 2 to ann"]
+    # What went back to the provider refers to the calls by the loop's ids, consistently.
+    last = harness.model.requests_for(model)[-1].body["messages"]
+    assert [c["id"] for m in last for c in m.get("tool_calls") or []] == decided
+    assert [m["tool_call_id"] for m in last if m["role"] == "tool"] == decided
+
+
+async def waiting_for_a_new_approval(handle: Any, decided: list[str]) -> LoopState:
+    import asyncio
+
+    for _ in range(200):
+        state = await handle.query("state", result_type=LoopState)
+        if state.pending_approvals and state.pending_approvals[0].call_id not in decided:
+            return state
+        await asyncio.sleep(0.05)
+    raise AssertionError("no new approval")
