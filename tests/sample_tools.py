@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from dataclasses import dataclass, field
 
+from sqlalchemy import Connection, text
+
+from examples.payments import PAYMENTS
 from orga.contracts.evidence import Evidence
 from orga.runtime.tools import Tool, ToolContext, tool
 
@@ -182,6 +186,35 @@ class Flaky:
             return f"looked up {query}"
 
         return lookup
+
+
+@tool(serial=True, timeout=120)
+def pay_then_hang(amount: int, to: str, ctx: ToolContext, hang: float = 0.0) -> str:
+    """Pay (exactly once, through the worker's ledger), then take ``hang`` seconds to answer:
+    a worker killed in that time has paid but not reported it.
+
+    Args:
+        amount: cents.
+        to: who is paid.
+        hang: seconds to wait after paying.
+    """
+    assert ctx.ledger is not None
+    ctx.ledger.prepare(PAYMENTS)
+
+    def pay(db: Connection) -> str:
+        receipt = f"rcpt-{uuid.uuid4().hex[:10]}"
+        db.execute(
+            text(
+                "INSERT INTO payments (receipt, idempotency_key, amount, recipient)"
+                " VALUES (:receipt, :key, :amount, :to)"
+            ),
+            {"receipt": receipt, "key": ctx.idempotency_key, "amount": amount, "to": to},
+        )
+        return receipt
+
+    receipt = ctx.ledger.once(ctx.idempotency_key, pay)
+    time.sleep(hang)
+    return f"paid {amount} to {to}, receipt {receipt}"
 
 
 @tool

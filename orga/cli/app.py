@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import typer
 
-from orga.cli import desk, loops, server, tasks, web
+from orga.cli import desk, loops, server, store, tasks, web
 
 __all__ = ["app", "main"]
 
@@ -21,6 +21,7 @@ Every verb talks to Temporal with the worker's settings, read from the environme
 * **ORGA_APPROVER**: who approves, denies and resolves (default: the OS user)
 * **ORGA_UI_URL**: the Web UI the links point at (default http://localhost:8233)
 * **ORGA_DATA_DIR**: where `orga server` and `orga demo` keep temporal.db (default .orga)
+* **ORGA_STORE_URL**: the store workers and clients share (default ORGA_DATA_DIR/store.db)
 * **ORGA_DEBUG**: 1 shows tracebacks of unexpected errors
 
 A day at the desk: `orga pending` (what waits), `orga state ID` (inspect), then
@@ -35,7 +36,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
 )
-for module in (server, loops, desk, web, tasks):
+for module in (server, loops, desk, web, tasks, store):
     module.register(app)
 
 
