@@ -21,7 +21,8 @@ from datetime import timedelta
 
 import httpx
 from temporalio.client import Client
-from temporalio.worker import Replayer, Worker
+from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
+from temporalio.worker import Replayer, Worker, WorkerDeploymentConfig
 
 from activities.builtin_tools import builtin_tools
 from activities.cedar import CedarGate
@@ -50,6 +51,7 @@ __all__ = [
     "build_agents",
     "build_registry",
     "build_worker",
+    "deployment",
     "main",
     "replayer",
     "serve",
@@ -69,6 +71,27 @@ def build_registry(settings: Settings, extra_tools: Iterable[Tool] = ()) -> Tool
             *load_tool_modules(settings.tool_modules),
             *extra_tools,
         ]
+    )
+
+
+def deployment(settings: Settings) -> WorkerDeploymentConfig | None:
+    """Worker versioning when the worker names its deployment (``ORGA_DEPLOYMENT_NAME``): loops
+    and tasks stay on the version (build) they started on; new ones go to the deployment's
+    current version (``temporal worker deployment set-current-version``)."""
+    if settings.deployment_name is None:
+        return None
+    if settings.build_id is None:
+        raise InvalidConfig(
+            f"ORGA_DEPLOYMENT_NAME={settings.deployment_name} needs ORGA_BUILD_ID, the version "
+            "of the code this worker runs (the git commit, an image tag): loops stay on the "
+            "build they started on"
+        )
+    return WorkerDeploymentConfig(
+        version=WorkerDeploymentVersion(
+            deployment_name=settings.deployment_name, build_id=settings.build_id
+        ),
+        use_worker_versioning=True,
+        default_versioning_behavior=VersioningBehavior.PINNED,
     )
 
 
@@ -134,6 +157,7 @@ def build_worker(
         task_queue=task_queue or settings.task_queue,
         workflows=WORKFLOWS,
         workflow_runner=workflow_runner(),
+        deployment_config=deployment(settings),
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=settings.sticky_timeout),
         graceful_shutdown_timeout=timedelta(seconds=settings.graceful_shutdown),
         activities=[

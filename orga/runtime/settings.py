@@ -26,6 +26,8 @@ ORGA_DATA_DIR               the embedded default's directory     .orga
 ORGA_STORE_URL              shared store: sqlite:////abs/p.db    <ORGA_DATA_DIR>/store.db
                             or postgresql://user:pw@host/db
 ORGA_STORE_RETENTION        days stored payloads/blobs are kept  unset (kept)
+ORGA_DEPLOYMENT_NAME        Worker Deployment (pinned versions)  unset (no versioning)
+ORGA_BUILD_ID               this worker's build id (git commit)  required with the above
 ORGA_EGRESS_ALLOW           hosts/CIDRs web_fetch may reach      unset (public only)
                             although not public (``10.0.0.0/8``)
 ORGA_POLICY_DIR             Cedar policies + schema              unset (no cedar gate)
@@ -112,6 +114,12 @@ class Settings(BaseModel):
     store_url: str | None = None
     """The store every worker and client shares (``ORGA_STORE_URL``): ``sqlite:////abs/path``
     or ``postgresql://…``; unset, ``<data_dir>/store.db``."""
+    deployment_name: str | None = None
+    """Worker Deployment this worker belongs to (``ORGA_DEPLOYMENT_NAME``): with it, workflows
+    are pinned to the version (build) they started on while new ones go to the current one."""
+    build_id: str | None = None
+    """This worker's build id within its deployment (``ORGA_BUILD_ID``: the git commit, an image
+    tag); required with ``ORGA_DEPLOYMENT_NAME``."""
     store_retention_days: float | None = None
     """Forget stored payloads and blobs older than this (``ORGA_STORE_RETENTION``, days);
     unset: keep them. Keep them longer than the namespace keeps histories."""
@@ -185,6 +193,8 @@ class Settings(BaseModel):
             sticky_timeout=float(get("ORGA_STICKY_TIMEOUT") or 3.0),
             data_dir=Path(get("ORGA_DATA_DIR") or ".orga").resolve(),
             store_url=get("ORGA_STORE_URL"),
+            deployment_name=get("ORGA_DEPLOYMENT_NAME"),
+            build_id=get("ORGA_BUILD_ID"),
             store_retention_days=float(days) if (days := get("ORGA_STORE_RETENTION")) else None,
             graceful_shutdown=float(get("ORGA_GRACEFUL_SHUTDOWN") or 30.0),
         )
