@@ -5,10 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import socket
 import stat
 import sys
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from temporalio.testing import WorkflowEnvironment
@@ -35,6 +38,27 @@ async def orga(
     )
     out, err = await asyncio.wait_for(process.communicate(), timeout)
     return process.returncode or 0, out.decode(), err.decode()
+
+
+@asynccontextmanager
+async def serving(*args: str, env: dict[str, str], announce: str) -> AsyncIterator[str]:
+    """``orga <args>`` (a server) running; yields the address it prints after ``announce``."""
+    process = await asyncio.create_subprocess_exec(
+        ORGA,
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, **env},
+    )
+    assert process.stdout is not None
+    line = (await asyncio.wait_for(process.stdout.readline(), 30)).decode()
+    match = re.search(re.escape(announce) + r" (http://\S+)", line)
+    assert match, line
+    try:
+        yield match.group(1)
+    finally:
+        process.terminate()
+        await asyncio.wait_for(process.communicate(), 30)
 
 
 def on(env: WorkflowEnvironment, harness: Harness) -> dict[str, str]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +11,7 @@ import pytest
 import yaml
 
 from orga.contracts import search_attributes as sa
+from orga.runtime.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -18,20 +21,40 @@ def compose() -> dict[str, Any]:
     return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 
 
+def defaults(value: str) -> str:
+    """``value`` as compose reads it with an empty environment (``${X:-d}`` → ``d``)."""
+    return re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", r"\1", value)
+
+
 def test_services_and_ports(compose: dict[str, Any]) -> None:
     services = compose["services"]
     assert set(services) == {
         "postgresql",
+        "temporal-schema",
         "temporal",
         "register-search-attributes",
         "temporal-ui",
+        "codec",
         "worker",
     }
     assert services["temporal"]["ports"] == ["7233:7233"]
     assert services["temporal-ui"]["ports"] == ["8080:8080"]
-    assert services["postgresql"]["image"].startswith("postgres:")
-    assert services["temporal"]["image"].startswith("temporalio/auto-setup:")
-    assert services["temporal-ui"]["image"].startswith("temporalio/ui:")
+    # What only this machine's CLI needs stays on this machine.
+    assert services["postgresql"]["ports"] == ["127.0.0.1:5432:5432"]
+    assert services["codec"]["ports"] == ["127.0.0.1:8081:8081"]
+    images = {name: s["image"] for name, s in services.items() if "image" in s}
+    assert images["postgresql"].startswith("postgres:")
+    # The server image runs Temporal; the schema is set up by its admin tools of the same
+    # release (auto-setup, which did both, is deprecated).
+    server_version = images["temporal"].removeprefix("temporalio/server:")
+    assert server_version != images["temporal"]
+    assert images["temporal-schema"] == f"temporalio/admin-tools:{server_version}"
+    assert images["register-search-attributes"] == images["temporal-schema"]
+    assert images["temporal-ui"].startswith("temporalio/ui:")
+    for image in images.values():  # pinned: an `up` next year starts the same cluster
+        tag = image.partition(":")[2]
+        assert tag and tag != "latest" and re.fullmatch(r"[0-9.]+", tag), image
+    assert not any("auto-setup" in image for image in images.values())
 
 
 def test_temporal_uses_postgres(compose: dict[str, Any]) -> None:
@@ -40,22 +63,75 @@ def test_temporal_uses_postgres(compose: dict[str, Any]) -> None:
     db = services["postgresql"]["environment"]
     assert env["DB"] == "postgres12"
     assert env["POSTGRES_SEEDS"] == "postgresql"
-    assert (env["POSTGRES_USER"], env["POSTGRES_PWD"]) == (
+    assert (env["POSTGRES_USER"], defaults(env["POSTGRES_PWD"])) == (
         db["POSTGRES_USER"],
-        db["POSTGRES_PASSWORD"],
+        defaults(db["POSTGRES_PASSWORD"]),
     )
     config = env["DYNAMIC_CONFIG_FILE_PATH"].removeprefix("config/dynamicconfig/")
     mounted = services["temporal"]["volumes"][0].split(":")[0]
     assert (ROOT / mounted / config).is_file()
-    yaml.safe_load((ROOT / mounted / config).read_text())
-    assert services["temporal"]["depends_on"]["postgresql"]["condition"] == "service_healthy"
+    dynamic = yaml.safe_load((ROOT / mounted / config).read_text())
+    assert dynamic["system.enableDeploymentVersions"] == [{"value": True}]
+    assert services["temporal"]["depends_on"] == {
+        "temporal-schema": {"condition": "service_completed_successfully"}
+    }
     assert services["temporal-ui"]["environment"]["TEMPORAL_ADDRESS"] == "temporal:7233"
+
+
+def test_the_schema_is_set_up_by_a_one_shot_service(compose: dict[str, Any]) -> None:
+    setup = compose["services"]["temporal-schema"]
+    assert setup["depends_on"]["postgresql"]["condition"] == "service_healthy"
+    env = setup["environment"]
+    assert env["POSTGRES_SEEDS"] == "postgresql"
+    db = compose["services"]["postgresql"]["environment"]
+    assert defaults(env["SQL_PASSWORD"]) == defaults(db["POSTGRES_PASSWORD"])
+    mount, target, _ = setup["volumes"][0].split(":")
+    script_in_container = setup["entrypoint"][-1]
+    script = ROOT / mount / script_in_container.removeprefix(target + "/")
+    assert script.is_file()
+    check = subprocess.run(["sh", "-n", str(script)], capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
+    text = script.read_text()
+    for database in ("temporal", "temporal_visibility"):
+        assert f"--db {database} update-schema" in text
+    assert "schemas=/etc/temporal/schema/postgresql/v12" in text
+    assert '"$schemas/temporal/versioned"' in text and '"$schemas/visibility/versioned"' in text
+    # A second `up` finds the databases: that is not an error (the script says so).
+    assert "already exists" in text
+    assert 'create "${ORGA_STORE_DATABASE:-orga}"' in text
+
+
+def test_workers_and_codec_share_orgas_store(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    worker, codec = services["worker"]["environment"], services["codec"]["environment"]
+    url = defaults(worker["ORGA_STORE_URL"])
+    assert url == defaults(codec["ORGA_STORE_URL"])
+    assert url == "postgresql://temporal:temporal@postgresql:5432/orga"
+    assert (
+        url.rsplit("/", 1)[1] == services["temporal-schema"]["environment"]["ORGA_STORE_DATABASE"]
+    )
+    assert Settings.from_env({"ORGA_STORE_URL": url}).store_url == url
+    assert services["codec"]["depends_on"]["temporal-schema"]["condition"] == (
+        "service_completed_successfully"
+    )
+    # The browser reaches the codec at the published port, from the UI's origin.
+    command = services["codec"]["command"]
+    assert command[:2] == ["orga", "codec"]
+    assert command[command.index("--ui-origin") + 1] == "http://localhost:8080"
+    published = services["codec"]["ports"][0].rsplit(":", 1)[1]
+    assert command[command.index("--port") + 1] == published
+    ui = services["temporal-ui"]["environment"]
+    assert ui["TEMPORAL_CODEC_ENDPOINT"] == f"http://localhost:{published}"
+    for variable in ("ORGA_DEPLOYMENT_NAME", "ORGA_BUILD_ID", "ORGA_STORE_RETENTION"):
+        assert worker[variable] == f"${{{variable}:-}}"
 
 
 def test_search_attributes_are_registered(compose: dict[str, Any]) -> None:
     entrypoint = compose["services"]["register-search-attributes"]["entrypoint"]
     assert entrypoint[:2] == ["sh", "-c"]
-    create, _, fallback = entrypoint[2].partition("||")
+    wait, _, register = entrypoint[2].partition("done;")
+    assert "temporal operator cluster health" in wait  # the frontend may answer before it serves
+    create, _, fallback = register.partition("||")
     words = create.split()
     assert words[:4] == ["temporal", "operator", "search-attribute", "create"]
     names = [words[i + 1] for i, w in enumerate(words) if w == "--name"]

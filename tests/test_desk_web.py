@@ -5,12 +5,8 @@
 
 from __future__ import annotations
 
-import asyncio
-import os
-import re
 import shutil
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 
 import httpx
 from playwright.async_api import async_playwright
@@ -23,7 +19,7 @@ from orga.runtime.scripted_model import Turn
 from tests.harness import Harness
 from tests.sample_tools import transfer
 from tests.test_approvals import pending
-from tests.test_cli import ORGA, on
+from tests.test_cli import on, serving
 
 CHROMIUM_FLAGS = [
     "--headless",
@@ -43,30 +39,12 @@ def chromium() -> str:
     return found
 
 
-@asynccontextmanager
-async def desk(env: WorkflowEnvironment, harness: Harness, approver: str) -> AsyncIterator[str]:
+def desk(
+    env: WorkflowEnvironment, harness: Harness, approver: str
+) -> AbstractAsyncContextManager[str]:
     """``orga desk`` on a free port; yields the address it prints (with its token)."""
-    process = await asyncio.create_subprocess_exec(
-        ORGA,
-        "desk",
-        "--port",
-        "0",
-        "--no-open",
-        "--approver",
-        approver,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, **on(env, harness)},
-    )
-    assert process.stdout is not None
-    line = (await asyncio.wait_for(process.stdout.readline(), 30)).decode()
-    match = re.search(r"orga desk on (http://\S+)", line)
-    assert match, line
-    try:
-        yield match.group(1)
-    finally:
-        process.terminate()
-        await asyncio.wait_for(process.communicate(), 30)
+    args = ("desk", "--port", "0", "--no-open", "--approver", approver)
+    return serving(*args, env=on(env, harness), announce="orga desk on")
 
 
 async def test_approve_a_waiting_loop_in_the_browser(

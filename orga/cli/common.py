@@ -11,7 +11,7 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
 
@@ -149,6 +149,32 @@ async def start_workflow(
     print(f"started {workflow_id}", file=sys.stderr)
     print(f"web ui: {ui_link(settings, workflow_id)}", file=sys.stderr)
     return handle
+
+
+Host = Annotated[str, typer.Option(help="Address to listen on (keep it local).")]
+Port = Annotated[int, typer.Option(help="Port to listen on (0: any free port).")]
+
+
+async def serve_http(
+    app: Any, host: str, port: int, announce: Callable[[int], Awaitable[None] | None]
+) -> int:
+    """Serve ``app`` with uvicorn until stopped; ``announce`` gets the bound port once it
+    listens (``port`` 0 picks a free one). The server's own error when it cannot start."""
+    import uvicorn
+
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off")
+    server = uvicorn.Server(config)
+    serving = asyncio.create_task(server.serve())
+    while not server.started:
+        if serving.done():
+            await serving  # the server could not start (port taken …): raise its error
+            return 1
+        await asyncio.sleep(0.05)
+    announced = announce(server.servers[0].sockets[0].getsockname()[1])
+    if announced is not None:
+        await announced
+    await serving
+    return 0
 
 
 def _report(message: str, code: int, as_json: bool) -> None:

@@ -62,6 +62,13 @@ def server(
     data_dir_option: DataDir = None,
     ui_port: Annotated[int, typer.Option(help="Port of the Web UI.")] = 8233,
     headless: Annotated[bool, typer.Option("--headless", help="No Web UI.")] = False,
+    codec_endpoint: Annotated[
+        str | None,
+        typer.Option(
+            help="The Web UI's codec endpoint (run `orga codec`: the UI then shows payloads "
+            "kept in the store), e.g. http://localhost:8081."
+        ),
+    ] = None,
 ) -> None:
     """Run the embedded Temporal dev server on a SQLite file (TEMPORAL_ADDRESS says where),
     with orga's search attributes registered. Ctrl-C stops it cleanly."""
@@ -77,6 +84,7 @@ def server(
             port=int(port),
             ui_port=ui_port,
             headless=headless,
+            codec_endpoint=codec_endpoint,
         )
         try:
             await dev.start()

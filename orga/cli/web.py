@@ -14,7 +14,6 @@ rebinding), and state-changing requests only as JSON.
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import secrets
 import webbrowser
@@ -23,7 +22,6 @@ from importlib import resources
 from typing import Annotated, Any, Literal, TypeVar
 
 import typer
-import uvicorn
 from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -31,7 +29,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 from temporalio.client import Client
 
-from orga.cli.common import client_for, console, execute, settings
+from orga.cli.common import Host, Port, client_for, console, execute, serve_http, settings
 from orga.contracts.approvals import EscalationAction
 from orga.contracts.conversation import Message
 from orga.contracts.inference import ConversationRange
@@ -71,8 +69,8 @@ def register(app: typer.Typer) -> None:
 
 
 def serve_desk(
-    host: Annotated[str, typer.Option(help="Address to listen on (keep it local).")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on (0: any free port).")] = 8765,
+    host: Host = "127.0.0.1",
+    port: Port = 8765,
     approver: Annotated[
         str | None,
         typer.Option(help="Who decides; default: ORGA_APPROVER, else the operating-system user."),
@@ -87,29 +85,17 @@ def serve_desk(
         who = desk.who_decides(approver)
         client = await client_for(settings())
         token = secrets.token_urlsafe(24)
-        config = uvicorn.Config(
-            build_app(client, token=token, approver=who, hosts=_hosts(host)),
-            host=host,
-            port=port,
-            log_level="warning",
-            lifespan="off",
-        )
-        server = uvicorn.Server(config)
-        task = asyncio.create_task(server.serve())
-        while not server.started:
-            if task.done():
-                await task  # the server could not start (port taken …): raise its error
-                return 1
-            await asyncio.sleep(0.05)
-        bound = server.servers[0].sockets[0].getsockname()[1]
-        url = f"http://{host}:{bound}/?token={token}"
-        out = console()
-        out.print(f"orga desk on {url}", markup=False, soft_wrap=True)
-        out.print(f"deciding as {who}. Ctrl-C stops it.", markup=False)
-        if open_browser:
-            webbrowser.open(url)
-        await task
-        return 0
+        app = build_app(client, token=token, approver=who, hosts=_hosts(host))
+
+        def announce(bound: int) -> None:
+            url = f"http://{host}:{bound}/?token={token}"
+            out = console()
+            out.print(f"orga desk on {url}", markup=False, soft_wrap=True)
+            out.print(f"deciding as {who}. Ctrl-C stops it.", markup=False)
+            if open_browser:
+                webbrowser.open(url)
+
+        return await serve_http(app, host, port, announce)
 
     execute(body)
 

@@ -112,7 +112,7 @@ class LoopConfig(BaseModel):
 
     max_payload_bytes: int = Field(default=256 * 1024, ge=1024, le=1024 * 1024)
     """A tool result or model answer larger than this is cut before it enters history, with a
-    marker for the model; the worker keeps the full text (``ORGA_BLOB_DIR``)."""
+    marker for the model; the store keeps the full text (``orga blob get``)."""
 
     journal_limit: int = Field(default=1_000, ge=10, le=100_000)
     """How many journal entries the loop keeps (oldest dropped first; the count is kept)."""

@@ -104,6 +104,7 @@ class DevServer:
         headless: bool = False,
         log_level: str = "error",
         quiet: bool = False,
+        codec_endpoint: str | None = None,
     ) -> None:
         self.data_dir = data_dir
         self.ip = ip
@@ -113,6 +114,8 @@ class DevServer:
         self.log_level = log_level
         self.quiet = quiet
         """Do not let the server print its banner (the demo prints its own)."""
+        self.codec_endpoint = codec_endpoint
+        """Where the Web UI decodes payloads (``orga codec``): it shows stored ones."""
         self._process: asyncio.subprocess.Process | None = None
 
     @property
@@ -148,6 +151,8 @@ class DevServer:
             args.append("--headless")
         else:
             args += ["--ui-port", str(self.ui_port), "--ui-disable-news-fetch"]
+            if self.codec_endpoint:
+                args += ["--ui-codec-endpoint", self.codec_endpoint]
         return args
 
     async def start(self, timeout: float = 30.0) -> None:

@@ -18,10 +18,12 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from temporalio.api.common.v1 import Payload
+from temporalio.api.sdk.v1 import ExternalStorageReference
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import (
     DataConverter,
     ExternalStorage,
+    JSONProtoPayloadConverter,
     StorageDriver,
     StorageDriverClaim,
     StorageDriverRetrieveContext,
@@ -30,7 +32,15 @@ from temporalio.converter import (
 
 from orga.runtime.store import Store
 
-__all__ = ["DRIVER_NAME", "THRESHOLD", "StoreDriver", "data_converter", "payload_key"]
+__all__ = [
+    "DRIVER_NAME",
+    "THRESHOLD",
+    "StoreDriver",
+    "data_converter",
+    "load",
+    "payload_key",
+    "resolve",
+]
 
 DRIVER_NAME: Final = "orga-store"
 """The driver's name, recorded in every reference: the same on every worker and client."""
@@ -86,20 +96,39 @@ class StoreDriver(StorageDriver):
         return await asyncio.to_thread(self._get, list(claims))
 
     def _get(self, claims: list[StorageDriverClaim]) -> list[Payload]:
-        found: list[Payload] = []
-        for claim in claims:
-            key = claim.claim_data["key"]
-            data = self.backing.get(key)
-            if data is None:
-                raise LookupError(
-                    f"the stored payload {key} is not in the store at {self.backing.safe_url}: "
-                    "every worker and client must use the same ORGA_STORE_URL (and its "
-                    "retention must outlast the histories that refer to it)"
-                )
-            payload = Payload()
-            payload.ParseFromString(data)
-            found.append(payload)
-        return found
+        return [load(self.backing, claim.claim_data["key"]) for claim in claims]
+
+
+def load(store: Store, key: str) -> Payload:
+    """The payload stored under ``key``; a clear ``LookupError`` when the store lacks it."""
+    data = store.get(key)
+    if data is None:
+        raise LookupError(
+            f"the stored payload {key} is not in the store at {store.safe_url}: "
+            "every worker and client must use the same ORGA_STORE_URL (and its "
+            "retention must outlast the histories that refer to it)"
+        )
+    payload = Payload()
+    payload.ParseFromString(data)
+    return payload
+
+
+_REFERENCE_TYPE: Final = ExternalStorageReference.DESCRIPTOR.full_name.encode()
+
+
+def resolve(payload: Payload, store: Store) -> Payload:
+    """The payload an ``orga-store`` reference in history stands for; any other payload as
+    it is. For readers that see raw history (the Web UI's codec endpoint, ``orga codec``)."""
+    if payload.metadata.get("encoding") != b"json/protobuf":
+        return payload
+    if payload.metadata.get("messageType") != _REFERENCE_TYPE:
+        return payload
+    reference = JSONProtoPayloadConverter().from_payload(payload, ExternalStorageReference)
+    if not isinstance(reference, ExternalStorageReference):
+        return payload
+    if reference.driver_name != DRIVER_NAME:
+        return payload
+    return load(store, reference.claim_data["key"])
 
 
 def data_converter(store: Callable[[], Store]) -> DataConverter:
