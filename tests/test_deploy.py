@@ -122,6 +122,10 @@ def test_workers_and_codec_share_orgas_store(compose: dict[str, Any]) -> None:
     assert command[command.index("--port") + 1] == published
     ui = services["temporal-ui"]["environment"]
     assert ui["TEMPORAL_CODEC_ENDPOINT"] == f"http://localhost:{published}"
+    # Worker data survives a `down`/`up`: a named volume at the worker's data directory.
+    mounts = dict(v.split(":")[:2] for v in services["worker"]["volumes"])
+    assert mounts["worker-data"] == worker["ORGA_DATA_DIR"]
+    assert "worker-data" in compose["volumes"]
     for variable in ("ORGA_DEPLOYMENT_NAME", "ORGA_BUILD_ID", "ORGA_STORE_RETENTION"):
         assert worker[variable] == f"${{{variable}:-}}"
 
