@@ -100,6 +100,9 @@ class ToolActivities:
             idempotency_key=idempotency_key(invocation.workflow_id, call.id, invocation.chain),
             attempt=activity.info().attempt,
             ledger=self._ledger,
+            step_key=None
+            if invocation.compensates is None
+            else idempotency_key(invocation.workflow_id, invocation.compensates, invocation.chain),
         )
         try:
             async with heartbeating():

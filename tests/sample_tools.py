@@ -4,6 +4,7 @@ record what happened (start and end times) for the tests to assert on."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -373,3 +374,105 @@ class Guarded:
             raise ToolInputError("the date range is reversed")
 
         self.tool = guarded
+
+
+class Bank:
+    """Charges and refunds, written as rows of a table in the worker's store, each once per
+    idempotency key (the ledger). ``refund`` finds the charge it undoes by the step's key."""
+
+    def __init__(self, *, refund_failures: int = 0) -> None:
+        self.table = f"bank_{uuid.uuid4().hex[:10]}"
+        self.started = threading.Event()
+        """A charge's call has begun (its effect may or may not have landed)."""
+        self.refund_failures = refund_failures
+        """Refund calls that fail before one succeeds (``-1``: every one fails)."""
+        self.refund_calls: list[str] = []
+        self.tools = self._make()
+
+    def rows(self) -> list[tuple[str, str, int]]:
+        """(kind, idempotency key, amount) in the order they were written."""
+        from tests.harness import TEST_STORE
+
+        with TEST_STORE.engine.connect() as db:
+            if not db.dialect.has_table(db, self.table):
+                return []
+            query = text(f"SELECT kind, key, amount FROM {self.table} ORDER BY seq")
+            return [(str(k), str(key), int(a)) for k, key, a in db.execute(query)]
+
+    def _make(self) -> list[Tool]:
+        bank = self
+        create = (
+            f"CREATE TABLE IF NOT EXISTS {bank.table} (seq INTEGER PRIMARY KEY,"
+            " kind TEXT NOT NULL, key TEXT NOT NULL, amount INTEGER NOT NULL)"
+        )
+
+        def write(ctx: ToolContext, kind: str, amount: int) -> str:
+            assert ctx.ledger is not None
+            ctx.ledger.prepare(create)
+
+            def effect(db: Connection) -> str:
+                db.execute(
+                    text(f"INSERT INTO {bank.table} (kind, key, amount) VALUES (:k, :key, :a)"),
+                    {"k": kind, "key": ctx.idempotency_key, "a": amount},
+                )
+                return f"{kind} {amount}"
+
+            return ctx.ledger.once(ctx.idempotency_key, effect)
+
+        @tool(timeout=30)
+        async def charge_then_work(amount: int, seconds: float, ctx: ToolContext) -> str:
+            """Charge, then go on working (an async call: cancellation stops the work).
+
+            Args:
+                amount: cents.
+                seconds: how long the work after the charge takes.
+            """
+            receipt = write(ctx, "charge", amount)
+            bank.started.set()
+            await asyncio.sleep(seconds)
+            return receipt
+
+        @tool(timeout=30)
+        def charge_when_done(amount: int, ctx: ToolContext, cooperative: bool = False) -> str:
+            """Work until cancelled (at most 20 s), then charge — or, ``cooperative``, stop
+            without charging. A sync call: nothing can stop its thread.
+
+            Args:
+                amount: cents.
+                cooperative: return early, without charging, once the call is cancelled.
+            """
+            bank.started.set()
+            cancelled = ctx.cancelled.wait(20)
+            if cooperative and cancelled:
+                return "stopped before charging"
+            return write(ctx, "charge", amount)
+
+        @tool
+        async def decline(reason: str) -> str:
+            """Fail, once a charge has begun.
+
+            Args:
+                reason: why.
+            """
+            await asyncio.to_thread(bank.started.wait, 20)
+            raise RuntimeError(reason)
+
+        @tool
+        def refund(ctx: ToolContext, receipt: str | None = None) -> str:
+            """Undo the charge of the step this compensates, if it happened.
+
+            Args:
+                receipt: the charge's result, when the step completed.
+            """
+            bank.refund_calls.append(ctx.idempotency_key)
+            failing = bank.refund_failures
+            if failing < 0 or len(bank.refund_calls) <= failing:
+                raise ConnectionError("the bank's refund service is down")
+            assert ctx.ledger is not None and ctx.step_key is not None
+            charged = ctx.ledger.recorded(ctx.step_key)
+            if charged is None:
+                return "nothing to refund: the charge never happened"
+            amount = int(str(charged).split()[-1])
+            return write(ctx, "refund", -amount)
+
+        return [charge_then_work, charge_when_done, decline, refund]

@@ -196,7 +196,7 @@ async def test_task_start_and_state_with_the_worked_example(
         assert code == 1
         assert "the task did not complete: the task stopped: step 'notify' failed" in err
         lines = out.splitlines()
-        assert lines[0] == "task aborted"
+        assert lines[0] == "task aborted · compensated"
         assert lines[1].split()[:2] == ["reserve", "compensated"]
         assert lines[2].split()[:2] == ["charge", "compensated"]
         assert lines[3].split()[:2] == ["notify", "failed"]
@@ -207,6 +207,7 @@ async def test_task_start_and_state_with_the_worked_example(
         state = json.loads(out)
         assert state["status"] == "aborted"
         assert state["completion_order"] == ["reserve", "charge"]
+        assert state["outcome"] == "compensated" and state["uncompensated"] == []
 
     bad = Path(harness.task_queue + ".json")
     code, out, err = await orga("task", "start", str(bad), env=on(env, harness))

@@ -110,6 +110,68 @@ async def test_worker_sigkilled_mid_tool(
     assert recovered < 15
 
 
+async def test_worker_sigkilled_mid_compensation(
+    env: WorkflowEnvironment, harness: Harness, tmp_path: Path
+) -> None:
+    """The refund of a paid step is running when its worker dies: another worker finishes it,
+    and the payment is refunded once."""
+    from orga.contracts.task import TaskState
+    from tests.test_task import aborted
+
+    store = tmp_path / "store.db"
+    worker_env = {
+        "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
+        "ORGA_TASK_QUEUE": harness.task_queue,
+        "ORGA_TOOL_MODULES": "examples.payments,examples.shop",
+        "ORGA_STORE_URL": f"sqlite:///{store}",
+    }
+    steps = [
+        {
+            "id": "pay",
+            "action": {
+                "kind": "tool",
+                "tool": "record_payment",
+                "arguments": {"amount": 500, "to": "ann"},
+            },
+            "compensation": {"tool": "refund_payment", "arguments": {"seconds": 3}},
+        },
+        {
+            "id": "notify",
+            "action": {
+                "kind": "tool",
+                "tool": "notify",
+                "arguments": {"email": "ann@example.invalid", "message": "paid"},
+            },
+            "depends_on": ["pay"],
+        },
+    ]
+    async with worker_process(worker_env) as first:
+        handle = await harness.start_task(steps, policy={"max_reattempts_per_step": 0})
+        for _ in range(600):
+            state = await handle.query("state", result_type=TaskState)
+            if state.steps[0].status == "compensating":
+                break
+            await asyncio.sleep(0.05)
+        await started_tool(env.client, handle.id)  # the refund is running
+        first.send_signal(signal.SIGKILL)
+        killed = time.monotonic()
+        await first.wait()
+    async with worker_process(worker_env):
+        report = await asyncio.wait_for(aborted(handle), 60)
+        recovered = time.monotonic() - killed
+    print(f"\nworker SIGKILL mid-compensation → task settled in {recovered:.1f} s")
+    with sqlite3.connect(store) as db:
+        paid = db.execute("SELECT receipt, amount FROM payments").fetchall()
+        refunded = db.execute("SELECT receipt, amount, idempotency_key FROM refunds").fetchall()
+    [(receipt, amount)] = paid
+    [(refund_receipt, refund_amount, key)] = refunded  # once, though it ran twice
+    assert (refund_receipt, refund_amount) == (receipt, amount) == (receipt, 500)
+    assert key.endswith("/pay.compensate")
+    pay = next(s for s in report["steps"] if s["id"] == "pay")
+    assert pay["status"] == "compensated" and report["outcome"] == "compensated"
+    assert recovered < 20
+
+
 async def test_dev_server_killed_and_restarted_on_its_sqlite_file(
     model_server: Any, tmp_path: Path
 ) -> None:

@@ -329,12 +329,12 @@ async def test_a_denied_step_fails_and_a_denied_compensation_goes_to_an_operator
         [waiting] = state.pending_escalations
         assert waiting.escalation_id == "reserve.compensate#1"
         assert "releasing stock needs a person on the phone" in waiting.error
-        assert waiting.options == ["retry", "skip"]
+        assert waiting.options == ["retry", "mark_compensated", "give_up"]
         await handle.execute_update(
             "resolve_escalation",
             EscalationResolution(
                 escalation_id=waiting.escalation_id,
-                action="skip",
+                action="give_up",
                 reason="called the warehouse",
                 operator="ops",
             ),
@@ -345,8 +345,10 @@ async def test_a_denied_step_fails_and_a_denied_compensation_goes_to_an_operator
     assert report["charge"]["attempts"] == 1  # a denial is not re-attempted
     assert report["reserve"]["status"] == "compensation_failed"
     assert (
-        "left uncompensated by ops: called the warehouse" in report["reserve"]["compensation_error"]
+        report["reserve"]["compensation_note"] == "left uncompensated by ops: called the warehouse"
     )
+    assert "releasing stock needs a person" in report["reserve"]["compensation_error"]
+    assert error.details[0]["outcome"] == "compensation_incomplete"
     assert shop.names() == ["reserve"]  # neither the charge nor the release ran
 
 

@@ -227,7 +227,7 @@ class CallExecutor:
         record = await self._state.desk.escalation(pending)
         who = f" by {record.operator}" if record.operator else ""
         match record.action:
-            case "retry":
+            case "retry" | "mark_compensated" | "give_up":  # the last two: never offered here
                 return None
             case "skip":
                 return error_result(

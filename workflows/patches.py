@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["APPROVER_REQUIRED", "RESOLVE_LOOP", "RESOLVE_TASK"]
+__all__ = ["APPROVER_REQUIRED", "RESOLVE_LOOP", "RESOLVE_TASK", "SAGA_ATTEMPTED"]
 
 RESOLVE_LOOP: Final = "orga-resolve-loop"
 """Loops resolve their setup with ``resolve_loop`` — their agent, tools, gate, budgets and
@@ -28,3 +28,10 @@ RESOLVE_TASK: Final = "orga-resolve-task"
 """Tasks resolve their agent and tools with ``resolve_task`` before the first step (a missing
 tool or agent fails the task at once), and every step and compensation passes the gate;
 before, a missing tool failed the step that named it and steps ran ungated."""
+
+SAGA_ATTEMPTED: Final = "orga-saga-attempted"
+"""A stopping task waits for its running steps to finish cancelling, then compensates every
+step it *attempted* (not only the completed ones), newest first; a compensation retries without
+a cap and goes to an operator after ``compensation_escalate_after`` failures; steps interrupted
+by cancellation are ``cancelled``. Before, only completed steps were compensated, a running
+activity was abandoned, and a compensation gave up after three attempts."""

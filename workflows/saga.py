@@ -1,37 +1,68 @@
-"""The saga: undo a task's completed steps, newest first, through the gate.
+"""The saga: undo what a stopped task did, newest first, through the gate, until it is undone.
 
-Workflow code. Each compensation passes the gate like a step (``compensation: true`` in the
-policy's context). A compensation the policy denies (or a person does not approve) is not
-dropped: an operator is asked (``resolve_escalation``: ``retry`` asks the gate again, ``skip``
-leaves the step uncompensated, recorded as such). A compensation that fails after its retries
-is recorded and the others still run. The caller runs all of it shielded from cancellation.
+Workflow code. When a task stops (aborted, or cancelled), its running steps have already been
+cancelled and waited for; then every *attempted* step — one whose activity or child loop was
+scheduled, completed or not — that declares a compensation is undone, newest first. Each
+compensation gets the step's idempotency key (``ctx.step_key``), so one whose step never took
+effect can tell and do nothing.
+
+Each compensation passes the gate like a step (``compensation: true`` in the policy's context);
+one the policy denies (or a person does not approve) goes to an operator. A compensation that
+fails is retried with back-off and without an attempt cap; after ``escalate_after`` failed
+attempts an operator is asked as well (``resolve_escalation``), while the retries go on:
+``retry`` tries again at once, ``mark_compensated`` records that someone undid it by hand (with
+their note), ``give_up`` records it as not undone. Whichever comes first — a successful retry or
+the operator — settles it. The caller runs all of it shielded from cancellation.
+
+Tasks recorded before this (``legacy``) compensate only completed steps, in completion order,
+with three attempts each, and replay that way.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+from collections.abc import Callable
 from datetime import timedelta
+from typing import Literal
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
+from temporalio.workflow import ActivityCancellationType
 
-from orga.contracts.approvals import PendingEscalation
+from orga.contracts.approvals import EscalationAction, PendingEscalation
 from orga.contracts.conversation import ToolCall, ToolResult
-from orga.contracts.task import Step, StepReport
+from orga.contracts.journal import CompensationSettled, JournalEntry, Stamp
+from orga.contracts.task import Step, StepReport, TaskOutcome
 from orga.contracts.tools import RUN_TOOL, ToolInvocation
 from orga.core.template import fill_template
-from workflows.options import non_retryable
+from workflows.options import non_retryable, tool_heartbeat_timeout
 from workflows.steps import TaskClearance, failure_text
 
 __all__ = ["Saga"]
 
-_RETRY = RetryPolicy(
+_LEGACY_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     maximum_interval=timedelta(seconds=10),
     maximum_attempts=3,
     non_retryable_error_types=non_retryable(),
 )
+
+
+def _retry(attempts: int) -> RetryPolicy:
+    """Exponential back-off from 1 s to a minute; ``attempts`` 0: no cap."""
+    return RetryPolicy(
+        initial_interval=timedelta(seconds=1),
+        backoff_coefficient=2.0,
+        maximum_interval=timedelta(seconds=60),
+        maximum_attempts=attempts,
+        non_retryable_error_types=non_retryable(),
+    )
+
+
+_Settled = Literal["succeeded", "marked_compensated", "gave_up", "failed", "retry"]
 
 
 class Saga:
@@ -44,97 +75,246 @@ class Saga:
         steps: dict[str, Step],
         reports: dict[str, StepReport],
         order: list[str],
+        attempted: list[str],
         tool_timeout: float,
+        escalate_after: int,
         clearance: TaskClearance,
+        on_change: Callable[[], None],
+        record: Callable[[JournalEntry], None],
+        stamp: Callable[[], Stamp],
     ) -> None:
         self._workflow_id = workflow_id
         self._steps = steps
         self._reports = reports
         self._order = order
+        """Completed steps, in completion order."""
+        self._attempted = attempted
+        """Attempted steps, in the order they were first scheduled."""
         self._timeout = timedelta(seconds=tool_timeout)
+        self._escalate_after = escalate_after
         self._clearance = clearance
+        self._on_change = on_change
+        self._record = record
+        self._stamp = stamp
+        self._asked: dict[str, int] = {}
+        self.legacy = False
+        """Compensate as tasks recorded before ``SAGA_ATTEMPTED`` did (set by the task)."""
+
+    # ---- the saga ----------------------------------------------------------------------------
 
     async def compensate(self) -> None:
-        """Undo the completed steps, newest first; every compensation is attempted."""
-        for step_id in reversed(self._order):
+        """Undo the attempted steps, newest first; every compensation is seen through."""
+        for step_id in reversed(self._order if self.legacy else self._attempted):
             step, report = self._steps[step_id], self._reports[step_id]
             if step.compensation is None:
                 continue
             try:
                 arguments = fill_template(step.compensation.arguments, report.result)
             except ValueError as error:
-                report.status = "compensation_failed"
                 report.compensation_error = str(error)
+                self._settle(step_id, "failed")
                 continue
             call = ToolCall(
                 id=f"{step_id}.compensate",
                 name=step.compensation.tool,
                 arguments=json.dumps(arguments),
             )
+            self._set(report, "compensating")
             cleared = await self._cleared(step_id, call)
             if cleared is None:
                 continue  # an operator chose to leave it; recorded in the report
-            try:
-                await workflow.execute_activity(
-                    RUN_TOOL,
-                    ToolInvocation(
-                        call=cleared,
-                        workflow_id=self._workflow_id,
-                        chain=workflow.info().first_execution_run_id,
-                        retry_tool_errors=True,
-                    ),
-                    result_type=ToolResult,
-                    start_to_close_timeout=self._timeout,
-                    retry_policy=_RETRY,
-                    summary=f"compensate {step_id} · {call.name}",
-                )
-            except ActivityError as error:
-                report.status = "compensation_failed"
-                report.compensation_error = failure_text(error)[0]
-                continue
-            report.status = "compensated"
+            if self.legacy:
+                await self._legacy_run(step_id, cleared)
+            else:
+                await self._see_through(step_id, cleared)
 
-    async def _cleared(self, step_id: str, call: ToolCall) -> ToolCall | None:
-        """The compensation to run, once the gate (or, after a denial, an operator) lets it."""
-        report = self._reports[step_id]
-        asked = 0
-        while True:
-            cleared = await self._clearance.clear(call, step_id, compensation=True)
-            if not isinstance(cleared, str):
-                return cleared
-            asked += 1
-            record = await self._clearance.desk.escalation(
-                PendingEscalation(
-                    escalation_id=f"{step_id}.compensate#{asked}",
-                    tool=call.name,
-                    arguments=call.arguments,
-                    error=cleared,
-                    since=workflow.now(),
-                    iteration=len(self._order),
-                    options=["retry", "skip"],
-                )
-            )
-            if record.action == "skip":
-                who = record.operator or "an operator"
-                why = f": {record.reason}" if record.reason else ""
-                report.status = "compensation_failed"
-                report.compensation_error = f"{cleared}; left uncompensated by {who}{why}"
-                return None
+    def outcome(self) -> tuple[TaskOutcome, list[str]]:
+        """``compensated`` or ``compensation_incomplete``, and the steps left not undone."""
+        left = [
+            s for s in reversed(self._attempted) if self._reports[s].status == "compensation_failed"
+        ]
+        return ("compensation_incomplete" if left else "compensated"), left
 
     def undone(self) -> str:
         """What compensation did, in words, for the task's final message."""
-        if not self._order:
-            return "no step had completed, so nothing needed compensating"
-        newest_first = list(reversed(self._order))
-        done = [s for s in newest_first if self._steps[s].compensation is not None]
-        undone = [s for s in done if self._reports[s].status == "compensated"]
-        failed = [s for s in done if self._reports[s].status == "compensation_failed"]
+        done = self._order if self.legacy else self._attempted
+        if not done:
+            return "no step had been attempted, so nothing needed compensating"
+        newest_first = list(reversed(done))
+        declared = [s for s in newest_first if self._steps[s].compensation is not None]
+        undone = [s for s in declared if self._reports[s].status == "compensated"]
+        failed = [s for s in declared if self._reports[s].status == "compensation_failed"]
         kept = [s for s in newest_first if self._steps[s].compensation is None]
         parts: list[str] = []
         if undone:
             parts.append(f"compensated {', '.join(undone)}")
         if failed:
-            parts.append(f"compensation FAILED for {', '.join(failed)}")
+            parts.append(f"compensation INCOMPLETE for {', '.join(failed)}")
         if kept:
             parts.append(f"{', '.join(kept)} declared no compensation")
         return "; ".join(parts)
+
+    # ---- one compensation --------------------------------------------------------------------
+
+    async def _see_through(self, step_id: str, call: ToolCall) -> None:
+        """Run the compensation until it succeeds or an operator settles it."""
+        report = self._reports[step_id]
+        while True:
+            error = await self._run(step_id, call, _retry(self._escalate_after))
+            if error is None:
+                self._settle(step_id, "succeeded")
+                return
+            report.compensation_error = error
+            action, operator, note = await self._escalate_while_retrying(step_id, call, error)
+            if action != "retry":
+                self._settle(step_id, action, operator=operator, note=note)
+                return
+
+    async def _escalate_while_retrying(
+        self, step_id: str, call: ToolCall, error: str
+    ) -> tuple[_Settled, str | None, str | None]:
+        """Ask an operator while the compensation keeps being retried; whichever settles it
+        first wins (a retry that succeeds withdraws the question)."""
+        question = asyncio.ensure_future(
+            self._ask(
+                step_id,
+                call,
+                f"the compensation of step {step_id!r} failed {self._escalate_after} time(s), "
+                f"last: {error}; it is still being retried",
+                ["retry", "mark_compensated", "give_up"],
+            )
+        )
+        retrying = asyncio.ensure_future(self._run(step_id, call, _retry(0)))
+        await workflow.wait([question, retrying], return_when=asyncio.FIRST_COMPLETED)
+        if retrying.done() and retrying.result() is None:
+            question.cancel()  # withdrawn from the desk
+            with contextlib.suppress(asyncio.CancelledError):
+                await question
+            return "succeeded", None, None
+        if not question.done():  # the retries stopped (a non-retryable error): ask only
+            self._reports[step_id].compensation_error = retrying.result()
+        action, operator, note = await question
+        retrying.cancel()
+        if await retrying is None:  # an attempt in flight is waited for, not abandoned
+            return "succeeded", None, None
+        settled: dict[EscalationAction, _Settled] = {
+            "retry": "retry",
+            "mark_compensated": "marked_compensated",
+        }
+        return settled.get(action, "gave_up"), operator, note
+
+    async def _ask(
+        self, step_id: str, call: ToolCall, error: str, options: list[EscalationAction]
+    ) -> tuple[EscalationAction, str, str | None]:
+        """An operator's answer about a compensation: action, who, their note."""
+        asked = self._asked[step_id] = self._asked.get(step_id, 0) + 1
+        record = await self._clearance.desk.escalation(
+            PendingEscalation(
+                escalation_id=f"{step_id}.compensate#{asked}",
+                tool=call.name,
+                arguments=call.arguments,
+                error=error,
+                since=workflow.now(),
+                iteration=len(self._order),
+                options=options,
+            )
+        )
+        return record.action, record.operator or "an operator", record.reason
+
+    async def _run(self, step_id: str, call: ToolCall, retry: RetryPolicy) -> str | None:
+        """One compensation activity (with its retries): ``None`` when it succeeded, else the
+        error; a cancellation waits for an attempt in flight and counts as its failure."""
+        legacy = self.legacy  # older histories: no step key, heartbeat or waiting on cancel
+        try:
+            await workflow.execute_activity(
+                RUN_TOOL,
+                ToolInvocation(
+                    call=call,
+                    workflow_id=self._workflow_id,
+                    chain=workflow.info().first_execution_run_id,
+                    retry_tool_errors=True,
+                    compensates=None if legacy else step_id,
+                ),
+                result_type=ToolResult,
+                start_to_close_timeout=self._timeout,
+                heartbeat_timeout=None if legacy else tool_heartbeat_timeout(self._timeout),
+                retry_policy=retry,
+                cancellation_type=ActivityCancellationType.TRY_CANCEL
+                if legacy
+                else ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+                summary=f"compensate {step_id} · {call.name}",
+            )
+        except ActivityError as error:
+            return failure_text(error)[0]
+        except asyncio.CancelledError:
+            if legacy:
+                raise
+            return "cancelled: an operator settled it"
+        return None
+
+    async def _legacy_run(self, step_id: str, call: ToolCall) -> None:
+        error = await self._run(step_id, call, _LEGACY_RETRY)
+        if error is not None:
+            self._reports[step_id].compensation_error = error
+        self._settle(step_id, "failed" if error is not None else "succeeded")
+
+    async def _cleared(self, step_id: str, call: ToolCall) -> ToolCall | None:
+        """The compensation to run, once the gate (or, after a denial, an operator) lets it."""
+        report = self._reports[step_id]
+        while True:
+            cleared = await self._clearance.clear(call, step_id, compensation=True)
+            if not isinstance(cleared, str):
+                return cleared
+            options: list[EscalationAction] = (
+                ["retry", "skip"] if self.legacy else ["retry", "mark_compensated", "give_up"]
+            )
+            action, operator, note = await self._ask(step_id, call, cleared, options)
+            if action == "retry":
+                continue
+            report.compensation_error = cleared
+            how: _Settled = "marked_compensated" if action == "mark_compensated" else "gave_up"
+            self._settle(step_id, how, operator=operator, note=note)
+            return None
+
+    def _settle(
+        self,
+        step_id: str,
+        how: _Settled,
+        *,
+        operator: str | None = None,
+        note: str | None = None,
+    ) -> None:
+        """Record how the step's compensation ended (report and journal)."""
+        report = self._reports[step_id]
+        why = f": {note}" if note else ""
+        if how == "marked_compensated":
+            report.compensation_note = f"marked compensated by {operator}{why}"
+        elif how == "gave_up":
+            report.compensation_note = f"left uncompensated by {operator}{why}"
+            if self.legacy:  # as recorded then: the note was part of the error
+                report.compensation_error = (
+                    f"{report.compensation_error}; {report.compensation_note}"
+                )
+        ok = how in ("succeeded", "marked_compensated")
+        self._set(report, "compensated" if ok else "compensation_failed")
+        compensation = self._steps[step_id].compensation
+        self._record(
+            CompensationSettled(
+                **self._stamp(),
+                step_id=step_id,
+                tool=compensation.tool if compensation is not None else "",
+                how="failed" if how == "retry" else how,
+                escalations=self._asked.get(step_id, 0),
+                operator=operator,
+                note=note,
+                error=report.compensation_error,
+            )
+        )
+
+    def _set(
+        self,
+        report: StepReport,
+        status: Literal["compensating", "compensated", "compensation_failed"],
+    ) -> None:
+        report.status = status
+        self._on_change()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -24,6 +25,7 @@ from temporalio.exceptions import (
     ChildWorkflowError,
     FailureError,
 )
+from temporalio.workflow import ActivityCancellationType, ChildWorkflowCancellationType
 
 from orga.contracts.conversation import ToolCall, ToolResult
 from orga.contracts.policy import PolicyAction
@@ -110,10 +112,21 @@ class TaskClearance:
 class StepRunner:
     """Runs attempts of a task's steps."""
 
-    def __init__(self, workflow_id: str, tool_timeout: float, clearance: TaskClearance) -> None:
+    def __init__(
+        self,
+        workflow_id: str,
+        tool_timeout: float,
+        clearance: TaskClearance,
+        scheduled: Callable[[str], None],
+    ) -> None:
         self._workflow_id = workflow_id
         self._timeout = timedelta(seconds=tool_timeout)
         self._clearance = clearance
+        self._scheduled = scheduled
+        """Told a step's id as its activity or child loop is scheduled (it is now attempted)."""
+        self.wait_for_cancellation = False
+        """Cancelling a running step waits until its activity or child loop has stopped (so
+        its effect, if any, has landed before compensation); ``False`` in older histories."""
 
     async def attempt(self, step: Step, attempt: int) -> str:
         """The step's result.
@@ -124,6 +137,7 @@ class StepRunner:
         """
         action = step.action
         if isinstance(action, LoopStep):
+            self._scheduled(step.id)
             try:
                 result = await workflow.execute_child_workflow(
                     "ReasoningLoop",
@@ -131,6 +145,7 @@ class StepRunner:
                     id=f"{self._workflow_id}/{step.id}/{attempt}",
                     result_type=LoopResult,
                     memo=workflow.memo() or None,
+                    cancellation_type=ChildWorkflowCancellationType.WAIT_CANCELLATION_COMPLETED,
                 )
             except ChildWorkflowError as error:
                 raise_if_cancelled(error)
@@ -144,6 +159,7 @@ class StepRunner:
             raise StepFailed(cleared, unrecoverable=True)
         # The idempotency key stays <workflow id>/<first run id>/<step id> on every attempt.
         call = call.model_copy(update={"arguments": cleared.arguments})
+        self._scheduled(step.id)
         try:
             done = await workflow.execute_activity(
                 RUN_TOOL,
@@ -156,6 +172,9 @@ class StepRunner:
                 start_to_close_timeout=self._timeout,
                 heartbeat_timeout=tool_heartbeat_timeout(self._timeout),
                 retry_policy=TOOL_RETRY,
+                cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+                if self.wait_for_cancellation
+                else ActivityCancellationType.TRY_CANCEL,
                 summary=f"step {step.id} · {action.tool} · attempt {attempt}",
             )
         except ActivityError as error:

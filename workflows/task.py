@@ -9,8 +9,10 @@ child ``ReasoningLoop`` workflows. A failing step is re-attempted until the step
 stop (attempt limit, the same error twice, or a denial); then ``on_limit_reached`` skips it
 (and its dependents), aborts the task, or waits for an operator (``resolve_escalation``:
 ``retry``, ``skip``, ``abort``). On abort — and on cancellation, which arrives as
-``asyncio.CancelledError`` at whatever the task awaits — the saga (``workflows.saga``) undoes
-the completed steps, shielded from cancellation.
+``asyncio.CancelledError`` at whatever the task awaits — running steps are cancelled and waited
+for (a tool activity until it has stopped, a child loop until it has ended), then the saga
+(``workflows.saga``) undoes every attempted step, shielded from cancellation, and the outcome
+says whether all of it was undone.
 """
 
 from __future__ import annotations
@@ -41,7 +43,9 @@ from orga.contracts.task import (
     LoopStep,
     Step,
     StepReport,
+    StepStatus,
     TaskInput,
+    TaskOutcome,
     TaskResult,
     TaskState,
     TaskStatus,
@@ -53,6 +57,7 @@ from workflows.gate import Gate
 from workflows.human import DeskHandlers, HumanDesk
 from workflows.options import DESCRIBE_TOOLS_TIMEOUT, SHORT_RETRY
 from workflows.patches import RESOLVE_TASK as RESOLVE_TASK_PATCH
+from workflows.patches import SAGA_ATTEMPTED
 from workflows.saga import Saga
 from workflows.steps import StepFailed, StepRunner, TaskClearance
 
@@ -79,7 +84,10 @@ class TaskWorkflow(DeskHandlers):
         self._steps = {step.id: step for step in task.steps}
         self._reports = {step.id: StepReport(id=step.id) for step in task.steps}
         self._order: list[str] = []
+        self._attempted: list[str] = []
         self._status: TaskStatus = "running"
+        self._outcome: TaskOutcome | None = None
+        self._uncompensated: list[str] = []
         self._journal = Journal()
         self._desk = HumanDesk(
             on_change=self._on_waiting_change, record=self._record, stamp=self._stamp
@@ -89,14 +97,21 @@ class TaskWorkflow(DeskHandlers):
         self._clearance = TaskClearance(
             gate=None, desk=self._desk, tools=[], approval_timeout=task.approval_timeout
         )
-        self._runner = StepRunner(self._workflow_id, task.tool_timeout, self._clearance)
+        self._runner = StepRunner(
+            self._workflow_id, task.tool_timeout, self._clearance, scheduled=self._scheduled
+        )
         self._saga = Saga(
             workflow_id=self._workflow_id,
             steps=self._steps,
             reports=self._reports,
             order=self._order,
+            attempted=self._attempted,
             tool_timeout=task.tool_timeout,
+            escalate_after=task.compensation_escalate_after,
             clearance=self._clearance,
+            on_change=self._show,
+            record=self._record,
+            stamp=self._stamp,
         )
 
     # ---- queries and people ----------------------------------------------------------------
@@ -112,6 +127,8 @@ class TaskWorkflow(DeskHandlers):
             pending_approvals=list(self._desk.approvals.values()),
             agent_id=self._input.agent_id,
             message=self._message,
+            outcome=self._outcome,
+            uncompensated=list(self._uncompensated),
         )
 
     @workflow.query(name="journal")
@@ -122,38 +139,83 @@ class TaskWorkflow(DeskHandlers):
         if self._status in ("running", "awaiting_operator"):
             self._status = "awaiting_operator" if self._desk.waiting else "running"
             self._upsert_status()
+        self._show()
+
+    def _show(self) -> None:
+        """The Web UI's current details: every step's status, and who is waited for."""
+        lines = [f"**task** {self._status}" + (f" · {self._outcome}" if self._outcome else "")]
+        lines += [f"- {r.id}: {r.status}" for r in self._reports.values()]
+        waiting = [*self._desk.approvals, *self._desk.escalations]
+        if waiting:
+            lines.append(f"waiting for an operator: {', '.join(waiting)}")
+        workflow.set_current_details("\n".join(lines))
+
+    def _mark(self, report: StepReport, status: StepStatus) -> None:
+        report.status = status
+        self._show()
+
+    def _scheduled(self, step_id: str) -> None:
+        """A step's activity or child loop is being scheduled: it is attempted from now on."""
+        report = self._reports[step_id]
+        if not report.attempted:
+            report.attempted = True
+            self._attempted.append(step_id)
 
     # ---- the task --------------------------------------------------------------------------
 
     @workflow.run
     async def run(self, input: RawValue) -> TaskResult:
-        if self._invalid is None and workflow.patched(RESOLVE_TASK_PATCH):
+        resolving = self._invalid is None and workflow.patched(RESOLVE_TASK_PATCH)
+        # Decided before the first await: the marker then sits before the set-up's local
+        # activity in history, where a replay asks for it.
+        attempted_saga = self._invalid is None and workflow.patched(SAGA_ATTEMPTED)
+        if resolving:
             self._invalid = await self._set_up()
         if self._invalid is not None:
             self._status = "failed"
             self._message = self._invalid
             self._record(Terminated(**self._stamp(), reason="InvalidConfig", message=self._invalid))
             raise InvalidConfig(self._invalid)
+        self._saga.legacy = not attempted_saga
+        self._runner.wait_for_cancellation = attempted_saga
         upsert([sa.AGENT_ID.value_set(self._input.agent_id), sa.STATUS.value_set("running")])
+        self._show()
         try:
             await self._run_steps()
         except _Abort as abort:
-            await self._shielded(self._saga.compensate())
+            await self._stop()
             self._status = "aborted"
             message = f"the task stopped: {abort.reason}; {self._saga.undone()}"
             self._finish("TaskAborted", message)
-            raise TaskAborted(
-                message, TaskResult(status="aborted", steps=list(self._reports.values()))
-            ) from None
+            raise TaskAborted(message, self._result()) from None
         except asyncio.CancelledError:
-            await self._shielded(self._saga.compensate())
+            await self._stop()
             self._status = "cancelled"
             self._finish("cancelled", f"the task was cancelled; {self._saga.undone()}")
             raise
         self._status = "completed"
+        self._outcome = "completed"
         self._finish("completed", "every step completed or was skipped")
         await workflow.wait_condition(workflow.all_handlers_finished)
-        return TaskResult(status="completed", steps=list(self._reports.values()))
+        return self._result()
+
+    async def _stop(self) -> None:
+        """The task cannot go on: its running steps have stopped; undo what it attempted."""
+        await self._shielded(self._saga.compensate())
+        for report in self._reports.values():
+            if report.status == "pending":
+                report.status = "skipped"
+                report.errors.append("not run: the task stopped first")
+        self._outcome, self._uncompensated = self._saga.outcome()
+
+    def _result(self) -> TaskResult:
+        return TaskResult(
+            status=self._status,
+            steps=list(self._reports.values()),
+            outcome=self._outcome or "completed",
+            uncompensated=list(self._uncompensated),
+            message=self._message,
+        )
 
     async def _run_steps(self) -> None:
         batches: list[list[Step]] = []
@@ -185,13 +247,23 @@ class TaskWorkflow(DeskHandlers):
         )
         blocked = [d for d in step.depends_on if self._reports[d].status != "completed"]
         if blocked:
-            report.status = "skipped"
             report.errors.append(f"skipped: it depends on {blocked!r}, which did not complete")
+            self._mark(report, "skipped")
             return
+        try:
+            await self._attempts(step, report)
+        except asyncio.CancelledError:
+            if report.status in ("running", "awaiting_operator"):
+                report.errors.append("cancelled while running")
+                self._mark(report, "cancelled")
+            raise
+
+    async def _attempts(self, step: Step, report: StepReport) -> None:
+        """Attempt the step until it completes, is skipped, or aborts the task."""
         tracker = StepTracker()
         escalations = 0
         while True:
-            report.status = "running"
+            self._mark(report, "running")
             report.attempts += 1
             try:
                 result = await self._runner.attempt(step, report.attempts)
@@ -213,7 +285,7 @@ class TaskWorkflow(DeskHandlers):
                 action = self._input.policy.on_limit_reached
                 if action == "escalate":
                     escalations += 1
-                    report.status = "awaiting_operator"
+                    self._mark(report, "awaiting_operator")
                     record = await self._desk.escalation(
                         PendingEscalation(
                             escalation_id=f"{step.id}#{escalations}",
@@ -234,7 +306,7 @@ class TaskWorkflow(DeskHandlers):
                         tracker.reset()
                         continue
                     if record.action == "abort":
-                        report.status = "failed"
+                        self._mark(report, "failed")
                         who = record.operator or "an operator"
                         why = f": {record.reason}" if record.reason else ""
                         raise _Abort(
@@ -243,16 +315,12 @@ class TaskWorkflow(DeskHandlers):
                         ) from None
                     action = "skip_step"
                 if action == "skip_step":
-                    report.status = "skipped"
+                    self._mark(report, "skipped")
                     return
-                report.status = "failed"
+                self._mark(report, "failed")
                 raise _Abort(f"step {step.id!r} failed: {decision.reason}") from None
-            except asyncio.CancelledError:
-                report.status = "failed"
-                report.errors.append("cancelled while running")
-                raise
-            report.status = "completed"
             report.result = result
+            self._mark(report, "completed")
             self._order.append(step.id)
             self._clearance.progress = len(self._order)
             return
@@ -324,6 +392,7 @@ class TaskWorkflow(DeskHandlers):
         self._message = message
         self._record(Terminated(**self._stamp(), reason=reason, message=message))
         self._upsert_status()
+        self._show()
 
     def _upsert_status(self) -> None:
         mapped = {

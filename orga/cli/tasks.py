@@ -94,13 +94,13 @@ def start(
             if as_json and report is not None:
                 print_json(report)
             elif report is not None:
-                console().print(render_task_result(report.status, report.steps), markup=False)
+                console().print(render_task_result(report), markup=False)
             message = cause.message if isinstance(cause, ApplicationError) else str(cause)
             raise CliError(f"the task did not complete: {message}") from error
         if as_json:
             print_json(result)
         else:
-            console().print(render_task_result(result.status, result.steps), markup=False)
+            console().print(render_task_result(result), markup=False)
         return 0
 
     execute(body, as_json=as_json)

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from orga.contracts.journal import (
     ApprovalDecided,
+    CompensationSettled,
     EscalationResolved,
     EvidenceJudged,
     EvidenceSaturated,
@@ -26,7 +27,7 @@ from orga.contracts.journal import (
     ToolsDispatched,
 )
 from orga.contracts.state import LoopResult, LoopState
-from orga.contracts.task import StepReport, TaskState
+from orga.contracts.task import StepReport, TaskResult, TaskState
 from orga.runtime.desk import InboxItem
 
 __all__ = [
@@ -144,6 +145,12 @@ def _detail(entry: JournalEntry) -> str:
         case EscalationResolved():
             who = f" by {entry.operator}" if entry.operator else ""
             return f"{entry.tool} {entry.escalation_id}: {entry.action}{who} ({entry.source})"
+        case CompensationSettled():
+            asked = f", {entry.escalations} escalation(s)" if entry.escalations else ""
+            who = f" by {entry.operator}" if entry.operator else ""
+            note = f": {entry.note}" if entry.note else ""
+            error = f" (last error: {shorten(entry.error, 120)})" if entry.error else ""
+            return f"{entry.step_id} · {entry.tool}: {entry.how}{who}{note}{asked}{error}"
         case EvidenceJudged():
             return (
                 f"{entry.tool} {entry.call_id}: {entry.judgement} "
@@ -227,7 +234,10 @@ def inbox_table(items: Sequence[InboxItem]) -> Table:
 
 def render_task(state: TaskState, workflow_id: str) -> str:
     """A task's steps, one per line, what waits for an operator, and how it ended."""
-    lines = [f"task {workflow_id} ({state.agent_id}): {state.status}"]
+    outcome = f" · {state.outcome}" if state.outcome else ""
+    lines = [f"task {workflow_id} ({state.agent_id}): {state.status}{outcome}"]
+    if state.uncompensated:
+        lines.append(f"  NOT UNDONE: {', '.join(state.uncompensated)}")
     if state.message:
         lines.append(f"  {state.message}")
     lines += _steps(state.steps)
@@ -242,16 +252,24 @@ def render_task(state: TaskState, workflow_id: str) -> str:
     return "\n".join(lines)
 
 
-def render_task_result(status: str, steps: Iterable[StepReport]) -> str:
+def render_task_result(result: TaskResult) -> str:
     """A finished task's steps (from its result or its failure's report)."""
-    return "\n".join([f"task {status}", *_steps(steps)])
+    head = f"task {result.status}" + (
+        f" · {result.outcome}" if result.status != "completed" else ""
+    )
+    lines = [head]
+    if result.uncompensated:
+        lines.append(f"  NOT UNDONE: {', '.join(result.uncompensated)}")
+    return "\n".join([*lines, *_steps(result.steps)])
 
 
 def _steps(steps: Iterable[StepReport]) -> list[str]:
     lines: list[str] = []
     for step in steps:
         detail = step.result or (step.errors[-1] if step.errors else "")
-        if step.compensation_error:
+        if step.compensation_note:
+            detail = step.compensation_note
+        elif step.compensation_error and step.status != "compensated":
             detail = f"compensation failed: {step.compensation_error}"
         lines.append(
             f"  {step.id:<16} {step.status:<20} attempts {step.attempts:<3} {shorten(detail, 80)}"

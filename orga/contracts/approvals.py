@@ -25,7 +25,8 @@ __all__ = [
 ]
 
 DecisionSource = Literal["signal", "update", "timeout"]
-EscalationAction = Literal["retry", "skip", "result", "abort"]
+EscalationAction = Literal["retry", "skip", "result", "abort", "mark_compensated", "give_up"]
+"""``mark_compensated`` and ``give_up`` settle a compensation that keeps failing (a task's)."""
 
 
 class ApprovalDecision(BaseModel):

@@ -18,6 +18,7 @@ from orga.contracts.policy import Decision
 __all__ = [
     "ApprovalDecided",
     "CallOutcome",
+    "CompensationSettled",
     "DecisionRecord",
     "EscalationResolved",
     "EvidenceJudged",
@@ -170,6 +171,23 @@ class EscalationResolved(_Event):
     source: str
 
 
+class CompensationSettled(_Event):
+    """How a task's compensation of one step ended."""
+
+    kind: Literal["CompensationSettled"] = "CompensationSettled"
+    step_id: str
+    tool: str
+    how: Literal["succeeded", "marked_compensated", "gave_up", "failed"]
+    """``succeeded``: the compensation ran; ``marked_compensated`` / ``gave_up``: an operator
+    settled it; ``failed``: it could not run (its arguments could not be filled)."""
+    escalations: int = 0
+    """How many times an operator was asked about it."""
+    operator: str | None = None
+    note: str | None = None
+    error: str | None = None
+    """The last error it met, if any."""
+
+
 class EvidenceJudged(_Event):
     kind: Literal["EvidenceJudged"] = "EvidenceJudged"
     call_id: str
@@ -203,6 +221,7 @@ JournalEntry = Annotated[
     | PreHydrationComplete
     | ApprovalDecided
     | EscalationResolved
+    | CompensationSettled
     | EvidenceJudged
     | EvidenceSaturated
     | Terminated,

@@ -3,8 +3,10 @@
 A task is an ordered list of steps. A step is a tool call or a reasoning loop (a child
 ``ReasoningLoop`` workflow). A step may declare a compensation — a tool call that undoes it,
 whose arguments may refer to the step's result (``"${result}"``, ``"${result.order_id}"``) — and
-``depends_on`` earlier steps. When the task aborts (or cannot go on), the compensations of the
-completed steps run in reverse completion order.
+``depends_on`` earlier steps. When the task aborts or is cancelled, running steps are first
+cancelled and waited for; then the compensation of every *attempted* step (one whose activity or
+child loop was scheduled, whether or not it completed) runs, newest first, until it succeeds or
+an operator settles it. The outcome says whether everything was undone.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ __all__ = [
     "StepReport",
     "StepStatus",
     "TaskInput",
+    "TaskOutcome",
     "TaskResult",
     "TaskState",
     "TaskStatus",
@@ -37,11 +40,19 @@ StepStatus = Literal[
     "running",
     "awaiting_operator",
     "completed",
-    "skipped",
     "failed",
+    "skipped",
+    "cancelled",
+    "compensating",
     "compensated",
     "compensation_failed",
 ]
+"""``awaiting_operator``: a failing step waits for ``resolve_escalation``; ``cancelled``: it was
+running when the task stopped; ``compensating`` … ``compensation_failed``: its undoing."""
+TaskOutcome = Literal["completed", "compensated", "compensation_incomplete"]
+"""``completed``: every step completed or was skipped. ``compensated``: the task stopped and
+every attempted step that declares a compensation was undone. ``compensation_incomplete``: some
+could not be (``uncompensated`` names them)."""
 TaskStatus = Literal["running", "awaiting_operator", "completed", "aborted", "cancelled", "failed"]
 """``failed``: the task could not start (its input, or a tool it names, is invalid)."""
 LimitAction = Literal["skip_step", "abort_task", "escalate"]
@@ -80,14 +91,18 @@ class LoopStep(BaseModel):
 
 
 class Compensation(BaseModel):
-    """The tool call that undoes a completed step."""
+    """The tool call that undoes a step.
+
+    It runs for every attempted step, also one that failed or was cancelled mid-call (its
+    effect may have happened anyway): the tool gets the step's idempotency key as
+    ``ctx.step_key`` to find out what the step did, and does nothing when it did nothing."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     tool: str
     arguments: dict[str, Any] = Field(default_factory=dict[str, Any])
     """Values ``"${result}"`` / ``"${result.path.to.field}"`` are replaced by the step's
-    result (parsed as JSON for a path)."""
+    result (parsed as JSON for a path); by ``null`` when the step did not complete."""
 
 
 class Step(BaseModel):
@@ -116,6 +131,9 @@ class TaskInput(BaseModel):
     approval_timeout: timedelta = Field(default=timedelta(hours=1), gt=timedelta(0))
     """How long a step (or compensation) the gate sends to a person waits for a decision;
     then it is denied ("approval timed out")."""
+    compensation_escalate_after: int = Field(default=5, ge=1, le=100)
+    """Failed attempts after which a compensation also goes to an operator (``retry`` now,
+    ``mark_compensated`` by hand, or ``give_up``); its retries go on meanwhile."""
 
     @model_validator(mode="after")
     def _check_steps(self) -> TaskInput:
@@ -140,7 +158,12 @@ class StepReport(BaseModel):
     attempts: int = 0
     result: str | None = None
     errors: list[str] = Field(default_factory=list[str])
+    attempted: bool = False
+    """Its activity or child loop was scheduled: its compensation runs if the task stops."""
     compensation_error: str | None = None
+    """The last error of its compensation."""
+    compensation_note: str | None = None
+    """Who settled its compensation by hand (marked it compensated, or gave up), and why."""
 
 
 class TaskState(BaseModel):
@@ -155,6 +178,10 @@ class TaskState(BaseModel):
     agent_id: str = "task"
     message: str | None = None
     """How the task ended, in words, once it has (what was compensated, who aborted)."""
+    outcome: TaskOutcome | None = None
+    """Once it has ended: whether everything it did stands, or was undone."""
+    uncompensated: list[str] = Field(default_factory=list[str])
+    """Attempted steps whose compensation did not happen (``compensation_incomplete``)."""
 
 
 class TaskResult(BaseModel):
@@ -162,3 +189,9 @@ class TaskResult(BaseModel):
 
     status: TaskStatus
     steps: list[StepReport]
+    outcome: TaskOutcome = "completed"
+    """``compensated`` or ``compensation_incomplete`` for a task that stopped."""
+    uncompensated: list[str] = Field(default_factory=list[str])
+    """Attempted steps whose compensation did not happen."""
+    message: str | None = None
+    """How the task ended, in words."""

@@ -92,8 +92,11 @@ class ToolInvocation(BaseModel):
     retry_tool_errors: bool = False
     """Let Temporal retry when the tool raises (otherwise the error goes to the model)."""
     max_result_bytes: int = 256 * 1024
-    """Longer results are cut, with a marker the model can read; the worker keeps the full
-    text in its blob directory."""
+    """Longer results are cut, with a marker the model can read; the store keeps the full
+    text."""
+    compensates: str | None = None
+    """For a compensation: the call id of the step it undoes (the tool gets that step's
+    idempotency key as ``ctx.step_key``)."""
 
 
 class DescribeToolsRequest(BaseModel):

@@ -21,11 +21,14 @@ activity runs. The gate and the tool activity use the same argument check
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import inspect
 import json
 import re
+import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, cast, get_args, get_type_hints, overload
 
@@ -58,6 +61,16 @@ class ToolContext:
     ledger: Ledger | None = None
     """The worker's idempotency ledger (``orga.runtime.ledger``), in the store every worker
     shares: ``ctx.ledger.once(ctx.idempotency_key, effect)``."""
+    step_key: str | None = None
+    """For a task's compensation: the idempotency key of the step it undoes, so it can find
+    what that step did (``ctx.ledger.recorded(ctx.step_key)``) and do nothing if it did
+    nothing (the step may have failed, or been cancelled, before its effect)."""
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    """Set when the call is cancelled (its task stopped; Temporal tells the worker through the
+    call's heartbeats). An async tool is cancelled where it awaits; a sync tool runs in a thread
+    that nothing can stop, so it should look (``ctx.cancelled.is_set()``, or wait on it instead
+    of sleeping) and return early. One that does not is waited for: its effect lands, and then
+    its compensation undoes it."""
 
 
 class Tool:
@@ -108,10 +121,22 @@ class Tool:
         if self.context_param is not None:
             kwargs[self.context_param] = context
         if inspect.iscoroutinefunction(self.fn):
-            return await cast(Callable[..., Awaitable[Any]], self.fn)(**kwargs)
-        import asyncio
-
-        return await asyncio.to_thread(self.fn, **kwargs)
+            try:
+                return await cast(Callable[..., Awaitable[Any]], self.fn)(**kwargs)
+            except asyncio.CancelledError:
+                context.cancelled.set()
+                raise
+        running = asyncio.ensure_future(asyncio.to_thread(self.fn, **kwargs))
+        try:
+            return await asyncio.shield(running)
+        except asyncio.CancelledError:
+            # The thread cannot be stopped: tell the tool, wait for it to return (its effect,
+            # if any, has then landed), and only then report the cancellation.
+            context.cancelled.set()
+            while not running.done():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.wait([running])
+            raise
 
 
 def parse_arguments(tool_name: str, raw: str) -> dict[str, Any]:
