@@ -27,6 +27,7 @@ from temporalio.worker import Replayer, Worker, WorkerDeploymentConfig
 from activities.builtin_tools import builtin_tools
 from activities.cedar import CedarGate
 from activities.inference import InferenceActivities
+from activities.knowledge import KnowledgeActivities, knowledge_tools
 from activities.opa import OpaGate
 from activities.policy import PolicyActivities
 from activities.setup import SetupActivities
@@ -37,6 +38,7 @@ from orga.runtime.agents import AgentRegistry
 from orga.runtime.blobs import BlobStore
 from orga.runtime.connect import connect, ensure_search_attributes
 from orga.runtime.extstore import data_converter
+from orga.runtime.knowledge import open_knowledge
 from orga.runtime.ledger import Ledger
 from orga.runtime.offline import LABEL, OFFLINE_MODEL, serve_offline_model
 from orga.runtime.sandbox import workflow_runner
@@ -63,11 +65,17 @@ WORKFLOWS = [ReasoningLoopWorkflow, TaskWorkflow]
 log = logging.getLogger("orga.worker")
 
 
-def build_registry(settings: Settings, extra_tools: Iterable[Tool] = ()) -> ToolRegistry:
-    """Built-in tools, the tools of ``ORGA_TOOL_MODULES``, then ``extra_tools``."""
+def build_registry(
+    settings: Settings,
+    extra_tools: Iterable[Tool] = (),
+    knowledge: KnowledgeActivities | None = None,
+) -> ToolRegistry:
+    """Built-in tools (with ``recall_knowledge`` and ``store_knowledge`` over ``knowledge``),
+    the tools of ``ORGA_TOOL_MODULES``, then ``extra_tools``."""
     return ToolRegistry(
         [
             *builtin_tools(settings),
+            *(knowledge_tools(knowledge) if knowledge is not None else []),
             *load_tool_modules(settings.tool_modules),
             *extra_tools,
         ]
@@ -124,8 +132,10 @@ def build_worker(
 
     ``store`` is the store the client's data converter uses (the settings' by default).
     """
-    registry = build_registry(settings, extra_tools)
     store = store or settings.store()
+    shared = store
+    knowledge = KnowledgeActivities(lambda: open_knowledge(shared))
+    registry = build_registry(settings, extra_tools, knowledge)
     blobs = BlobStore(store)
     inference = InferenceActivities(
         settings=settings, http=http, registry=registry, client=client, blobs=blobs
@@ -167,6 +177,8 @@ def build_worker(
             policy.evaluate_policy,
             tools.describe_tools,
             tools.run_tool,
+            knowledge.search_knowledge,
+            knowledge.write_knowledge,
         ],
     )
 

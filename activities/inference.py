@@ -22,6 +22,7 @@ from orga.contracts.inference import (
 from orga.contracts.tools import ToolDefinition
 from orga.core.context import fit
 from orga.core.evidence import with_judgement
+from orga.core.knowledge import with_knowledge
 from orga.core.text import estimate_tokens
 from orga.runtime.blobs import BlobStore
 from orga.runtime.settings import Settings
@@ -83,7 +84,7 @@ class InferenceActivities:
         """Ask the model for its next turn."""
         conversation = await self.cache.resolve(request.conversation)
         fitted = fit(
-            conversation,
+            with_knowledge(conversation, request.knowledge),
             request.context_token_budget,
             request.context_strategy,
             request.token_calibration,

@@ -64,6 +64,11 @@ class SetupActivities:
         agent = self._agents.get(request.config.agent_id)
         resolved = resolve_loop(agent, request.config, request.tools, self._offer)
         tools = self._registry.definitions(request.tools, named_by="config.tools")
+        # An agent's knowledge is its own (or the store its agent file names); the implicit
+        # agent keeps each agent id's apart.
+        namespace = None
+        if request.config.knowledge is not None:
+            namespace = agent.knowledge or request.config.agent_id
         return LoopSetup(
             tools=tools,
             provider=resolved.provider,
@@ -71,6 +76,7 @@ class SetupActivities:
             policy=resolved.policy,
             limits=resolved.limits,
             agent=agent,
+            knowledge_namespace=namespace,
         )
 
     @activity.defn(name=RESOLVE_TASK)

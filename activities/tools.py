@@ -100,6 +100,7 @@ class ToolActivities:
             idempotency_key=idempotency_key(invocation.workflow_id, call.id, invocation.chain),
             attempt=activity.info().attempt,
             ledger=self._ledger,
+            knowledge_namespace=invocation.knowledge_namespace,
             step_key=None
             if invocation.compensates is None
             else idempotency_key(invocation.workflow_id, invocation.compensates, invocation.chain),

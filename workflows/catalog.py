@@ -19,6 +19,7 @@ from temporalio.exceptions import FailureError
 
 from orga.contracts.config import LoopConfig
 from orga.contracts.errors import InvalidConfig
+from orga.contracts.knowledge import RECALL_TOOL, STORE_TOOL
 from orga.contracts.setup import RESOLVE_LOOP, LoopSetup, LoopSetupRequest
 from orga.contracts.tools import DESCRIBE_TOOLS, DescribeToolsRequest, ToolDefinition
 from orga.core.profile import visible_tools
@@ -32,6 +33,8 @@ def loop_tools(config: LoopConfig, *, legacy: bool = False) -> list[str]:
     """The loop's tool list (``legacy``: with its pre-hydration resolvers' tools, as loops
     recorded before ``resolve_loop`` had it)."""
     names = list(config.tools)
+    if config.knowledge is not None and config.knowledge.tools:  # (no legacy loop has it)
+        names += [n for n in (RECALL_TOOL, STORE_TOOL) if n not in names]
     if legacy and config.pre_hydration is not None:
         for resolver in config.pre_hydration.resolvers.values():
             if resolver.tool not in names:

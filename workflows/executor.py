@@ -135,6 +135,7 @@ class CallExecutor:
                     chain=workflow.info().first_execution_run_id,
                     retry_tool_errors=isinstance(strategy, Retry),
                     max_result_bytes=self._state.max_payload_bytes,
+                    knowledge_namespace=self._state.knowledge_namespace,
                 ),
                 result_type=ToolResult,
                 start_to_close_timeout=timeout,

@@ -63,6 +63,7 @@ from workflows.dispatcher import ToolRunner
 from workflows.evidence import EvidenceJudge, evidence_tools
 from workflows.gate import Gate
 from workflows.human import DeskHandlers
+from workflows.knowledge import KnowledgeBridge
 from workflows.model import call_model
 from workflows.patches import RESOLVE_LOOP
 from workflows.prehydration import pre_hydrate
@@ -134,6 +135,8 @@ class ReasoningLoopWorkflow(DeskHandlers):
         self._model: str | None = config.model
         """The effective provider and model, once the worker resolved them."""
         self._evidence: EvidenceJudge | None = None
+        self._knowledge: KnowledgeBridge | None = None
+        """The agent's knowledge, for loops with ``config.knowledge`` (set up by the worker)."""
         self._collection: EvidenceCollection | None = None
         self._calibration = 1.0
         self._runs = 1
@@ -176,6 +179,7 @@ class ReasoningLoopWorkflow(DeskHandlers):
             dead_letters=list(self._tools.dead_letters),
             evidence=evidence.model_copy() if evidence is not None else None,
             advertised=list(self._advertised),
+            knowledge_context=self._knowledge.context if self._knowledge is not None else None,
         )
 
     @workflow.query(name="journal")
@@ -215,6 +219,8 @@ class ReasoningLoopWorkflow(DeskHandlers):
             self._advertised = advertised_tools(config, self._tools.definitions, legacy=legacy)
             self._start_evidence()
             finished = await self._within(self._limits.timeout.total_seconds())
+            if self._knowledge is not None and self._knowledge.config.auto_persist:
+                await self._knowledge.remember(self._task(), finished.output)
         except TimeoutError:
             limit = self._limits.timeout.total_seconds()
             failure = BudgetExceeded(
@@ -334,6 +340,11 @@ class ReasoningLoopWorkflow(DeskHandlers):
     async def _reason(self, reasoning: Reasoning) -> InferenceResponse:
         config, books = self._config, self._books
         books.set_phase("reasoning")
+        knowledge = None
+        if self._knowledge is not None:
+            knowledge = await self._knowledge.before_step(
+                self._conversation.messages, reasoning.iteration
+            )
         request = InferenceRequest(
             provider=self._provider,
             model=self._model,
@@ -347,6 +358,7 @@ class ReasoningLoopWorkflow(DeskHandlers):
             context_strategy=config.context_strategy,
             token_calibration=self._calibration,
             max_response_bytes=config.max_payload_bytes,
+            knowledge=knowledge,
         )
         response = await call_model(request, config.model_timeout)
         if self._governed:  # the loop's own call ids: providers may repeat theirs
@@ -376,7 +388,10 @@ class ReasoningLoopWorkflow(DeskHandlers):
         runner = ToolRunner(self._tools, self._books.iteration)
         await runner.run_turn(dispatching, list(self._advertised))
         observed = dispatching.collect()
-        self._books.observed(observed.new_messages[-1].tool_results)
+        results = observed.new_messages[-1].tool_results
+        self._books.observed(results)
+        if self._knowledge is not None:
+            self._knowledge.observed([p.call for p in dispatching.planned], results)
         return observed
 
     async def _pre_hydrate(self) -> None:
@@ -413,6 +428,11 @@ class ReasoningLoopWorkflow(DeskHandlers):
         self._gate.policy = setup.policy
         self._limits = self._books.limits = setup.limits
         self._tools.max_concurrent = setup.limits.max_concurrent_tools
+        if self._config.knowledge is not None and setup.knowledge_namespace is not None:
+            self._knowledge = KnowledgeBridge(
+                self._config.knowledge, setup.knowledge_namespace, self._books
+            )
+            self._tools.knowledge_namespace = setup.knowledge_namespace
         agent = setup.agent
         if agent is not None and agent.system_prompt and self._input.carry is None:
             # The operator's prompt comes before anything the client sent.
@@ -445,6 +465,11 @@ class ReasoningLoopWorkflow(DeskHandlers):
             }
         )
         await continuation.continue_as_new(pinned, self._conversation, carry)
+
+    def _task(self) -> str:
+        """What the loop was asked: its first user message."""
+        first = next((m for m in self._conversation.messages if m.role == "user"), None)
+        return first.content if first is not None else ""
 
     def _budget(self, budget: str, limit: int, message: str) -> BudgetExceeded:
         return BudgetExceeded(message, {"budget": budget, "limit": limit, "state": self.state()})

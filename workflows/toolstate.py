@@ -55,6 +55,8 @@ class ToolState:
     """The stamp of a journal entry made now."""
     gate: Callable[[ToolCall], Awaitable[PolicyDecision]]
     """Ask the gate about one extra call (a fallback)."""
+    knowledge_namespace: str | None = None
+    """The loop's knowledge store, passed to its tool calls (``recall_knowledge`` …)."""
     breakers: dict[str, Breaker] = field(default_factory=dict[str, Breaker])
     cache: dict[str, CachedEntry] = field(default_factory=dict[str, CachedEntry])
     dead_letters: list[DeadLetterEntry] = field(default_factory=list[DeadLetterEntry])

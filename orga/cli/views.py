@@ -16,6 +16,9 @@ from orga.contracts.journal import (
     EvidenceJudged,
     EvidenceSaturated,
     JournalEntry,
+    KnowledgeInjected,
+    KnowledgeRecalled,
+    KnowledgeStored,
     ObservationsCollected,
     PolicyEvaluated,
     PreHydrationComplete,
@@ -151,6 +154,20 @@ def _detail(entry: JournalEntry) -> str:
             note = f": {entry.note}" if entry.note else ""
             error = f" (last error: {shorten(entry.error, 120)})" if entry.error else ""
             return f"{entry.step_id} · {entry.tool}: {entry.how}{who}{note}{asked}{error}"
+        case KnowledgeInjected():
+            if entry.error:
+                return f"search failed ({shorten(entry.error, 100)}): {entry.query}"
+            shown = ", ".join(f"#{i}" for i in entry.items) or "nothing relevant"
+            return f"{shown} ({entry.tokens} tokens) for: {shorten(entry.query, 80)}"
+        case KnowledgeRecalled():
+            where = f" in {entry.directory or '(root)'}" if entry.scope == "conventions" else ""
+            return f"{entry.call_id}: {entry.found} found for {entry.query!r}{where}"
+        case KnowledgeStored():
+            if entry.error:
+                return f"{entry.item_kind} NOT stored ({shorten(entry.error, 100)})"
+            how = "" if entry.created is None else (" (new)" if entry.created else " (known)")
+            item = f" #{entry.item_id}" if entry.item_id is not None else ""
+            return f"{entry.item_kind}{item}{how}: {shorten(entry.content, 100)}"
         case EvidenceJudged():
             return (
                 f"{entry.tool} {entry.call_id}: {entry.judgement} "

@@ -61,3 +61,6 @@ class AgentSpec(BaseModel):
     """Its loops' model when they name none (else the provider's default)."""
     system_prompt: str | None = None
     """Put before the loop's own messages (and before the config's system prompt)."""
+    knowledge: str | None = Field(default=None, min_length=1, max_length=200)
+    """The knowledge store its loops read and write (default: its own id). Agents that name the
+    same store share what they know; no other agent ever reads it."""

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from orga.contracts.carry import LoopCarry
 from orga.contracts.conversation import Message
 from orga.contracts.inference import ContextStrategy
+from orga.contracts.knowledge import KnowledgeConfig
 from orga.contracts.prehydration import PreHydrationConfig
 from orga.contracts.resilience import BreakerConfig, RecoveryConfig
 from orga.contracts.tools import ToolProfile
@@ -99,6 +100,11 @@ class LoopConfig(BaseModel):
     pre_hydration: PreHydrationConfig | None = None
     """Fetch what the task refers to (URLs, files, issues) before the first reasoning step;
     off unless set (``{}`` turns it on with the defaults)."""
+
+    knowledge: KnowledgeConfig | None = None
+    """Use the agent's knowledge: inject what is relevant before each reasoning step, offer
+    ``recall_knowledge`` / ``store_knowledge``, optionally remember the final answer. Off unless
+    set (``{}`` turns it on with the defaults)."""
 
     tool_profile: ToolProfile = Field(default_factory=ToolProfile)
     """Which of the loop's tools the model sees (include/exclude globs, [verified], max)."""

@@ -112,7 +112,10 @@ class InferenceRequest(BaseModel):
     judged_tools: list[str] = Field(default_factory=list[str])
     """Evidence tools whose schema gets the ``previous_gain`` judgement argument."""
     max_response_bytes: int = 256 * 1024
-    """A longer answer is cut (the full text is kept in the worker's blob directory)."""
+    """A longer answer is cut (the full text is kept in the store)."""
+    knowledge: str | None = None
+    """The ``[KNOWLEDGE_CONTEXT]`` message for this call (it replaces any earlier one: the
+    durable conversation never holds it)."""
 
 
 class InferenceResponse(BaseModel):

@@ -25,6 +25,9 @@ __all__ = [
     "EvidenceSaturated",
     "Journal",
     "JournalEntry",
+    "KnowledgeInjected",
+    "KnowledgeRecalled",
+    "KnowledgeStored",
     "ObservationsCollected",
     "PolicyEvaluated",
     "PreHydrationComplete",
@@ -188,6 +191,46 @@ class CompensationSettled(_Event):
     """The last error it met, if any."""
 
 
+class KnowledgeInjected(_Event):
+    """What the model was shown of its agent's knowledge before a reasoning step."""
+
+    kind: Literal["KnowledgeInjected"] = "KnowledgeInjected"
+    query: str
+    """The search terms, from the newest user and tool messages."""
+    items: list[int] = Field(default_factory=list[int])
+    """The ids of the items shown (none: nothing relevant, and no injection)."""
+    tokens: int = 0
+    error: str | None = None
+    """The search failed: the step went on without knowledge."""
+
+
+class KnowledgeRecalled(_Event):
+    """The model searched its agent's knowledge (``recall_knowledge``)."""
+
+    kind: Literal["KnowledgeRecalled"] = "KnowledgeRecalled"
+    call_id: str
+    query: str
+    scope: str = "all"
+    directory: str | None = None
+    found: int = 0
+
+
+class KnowledgeStored(_Event):
+    """An item went into the agent's knowledge (``store_knowledge``, or ``auto_persist``)."""
+
+    kind: Literal["KnowledgeStored"] = "KnowledgeStored"
+    item_kind: str
+    content: str
+    """The item, cut to a line."""
+    call_id: str | None = None
+    """The ``store_knowledge`` call; none for the loop's own memory."""
+    item_id: int | None = None
+    created: bool | None = None
+    """False when an equal item was there already."""
+    error: str | None = None
+    """Storing it failed (the loop's result stands)."""
+
+
 class EvidenceJudged(_Event):
     kind: Literal["EvidenceJudged"] = "EvidenceJudged"
     call_id: str
@@ -222,6 +265,9 @@ JournalEntry = Annotated[
     | ApprovalDecided
     | EscalationResolved
     | CompensationSettled
+    | KnowledgeInjected
+    | KnowledgeRecalled
+    | KnowledgeStored
     | EvidenceJudged
     | EvidenceSaturated
     | Terminated,

@@ -76,6 +76,8 @@ class LoopState(BaseModel):
     """The information-gain tracker, for loops with evidence tools."""
     advertised: list[str] = Field(default_factory=list[str])
     """The tools the model sees (after the tool profile)."""
+    knowledge_context: str | None = None
+    """The ``[KNOWLEDGE_CONTEXT]`` message the model sees now (``config.knowledge``)."""
 
 
 class LoopResult(BaseModel):

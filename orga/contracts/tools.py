@@ -94,6 +94,8 @@ class ToolInvocation(BaseModel):
     max_result_bytes: int = 256 * 1024
     """Longer results are cut, with a marker the model can read; the store keeps the full
     text."""
+    knowledge_namespace: str | None = None
+    """The loop's knowledge store (``recall_knowledge`` and ``store_knowledge`` use it)."""
     compensates: str | None = None
     """For a compensation: the call id of the step it undoes (the tool gets that step's
     idempotency key as ``ctx.step_key``)."""

@@ -61,6 +61,9 @@ class ToolContext:
     ledger: Ledger | None = None
     """The worker's idempotency ledger (``orga.runtime.ledger``), in the store every worker
     shares: ``ctx.ledger.once(ctx.idempotency_key, effect)``."""
+    knowledge_namespace: str | None = None
+    """The loop's knowledge store (``config.knowledge``): what ``recall_knowledge`` and
+    ``store_knowledge`` read and write."""
     step_key: str | None = None
     """For a task's compensation: the idempotency key of the step it undoes, so it can find
     what that step did (``ctx.ledger.recorded(ctx.step_key)``) and do nothing if it did

@@ -1,0 +1,141 @@
+"""Contracts of the knowledge bridge: an agent's memory across loops, and scoped conventions.
+
+An agent's knowledge is a set of items in orga's store: facts (subject-predicate-object
+triples), working memory (a loop's final answer, when ``auto_persist`` is on) and conventions
+(scoped to a directory of a source tree, or to a language). A loop with ``config.knowledge``
+searches it before every reasoning step and shows the model the best items as one system
+message starting ``[KNOWLEDGE_CONTEXT]``; its model may also ``recall_knowledge`` and
+``store_knowledge`` (tools, gated like any other). All store access is in activities; the
+workflow only sees their results, recorded in history.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "KNOWLEDGE_MARKER",
+    "MAX_ITEM_CHARS",
+    "RECALL_TOOL",
+    "SEARCH_KNOWLEDGE",
+    "STORE_TOOL",
+    "WRITE_KNOWLEDGE",
+    "KnowledgeConfig",
+    "KnowledgeHits",
+    "KnowledgeItem",
+    "KnowledgeKind",
+    "KnowledgeQuery",
+    "KnowledgeScope",
+    "KnowledgeWrite",
+    "KnowledgeWritten",
+]
+
+KNOWLEDGE_MARKER: Final = "[KNOWLEDGE_CONTEXT]"
+"""How the injected message starts (the context fitter never drops it)."""
+SEARCH_KNOWLEDGE: Final = "search_knowledge"
+"""Name of the activity that searches an agent's knowledge."""
+WRITE_KNOWLEDGE: Final = "write_knowledge"
+"""Name of the activity that stores one item."""
+RECALL_TOOL: Final = "recall_knowledge"
+STORE_TOOL: Final = "store_knowledge"
+MAX_ITEM_CHARS: Final = 4_000
+"""The longest text one item keeps (a longer one is cut, with a marker)."""
+
+KnowledgeKind = Literal["fact", "memory", "convention"]
+KnowledgeScope = Literal["all", "conventions"]
+
+
+class KnowledgeConfig(BaseModel):
+    """``config.knowledge``: how a loop uses its agent's knowledge. Absent: not at all."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_context_items: int = Field(default=5, ge=0, le=50)
+    """Items injected before each reasoning step (0: none, the tools only)."""
+    relevance_threshold: float = Field(default=0.0, ge=0.0, le=1.0)
+    """Items less relevant than this are not injected. Relevance is the share of the search
+    terms an item contains, in [0, 1] (the full-text index only ranks)."""
+    max_context_tokens: int = Field(default=1_000, ge=50, le=20_000)
+    """The injected message is cut to about this many tokens."""
+    tools: bool = True
+    """The model gets ``recall_knowledge`` and ``store_knowledge`` (gated like any tool)."""
+    auto_persist: bool = False
+    """When the loop completes, its final answer is stored as working memory."""
+
+
+class KnowledgeItem(BaseModel):
+    """One item of an agent's knowledge."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: int
+    kind: KnowledgeKind
+    content: str
+    """What is searched and shown: the fact as a sentence, the memory, the convention."""
+    subject: str | None = None
+    predicate: str | None = None
+    object: str | None = None
+    directory: str | None = None
+    """A convention's directory (``""``: the root); ``None`` for a language-level one."""
+    language: str | None = None
+    confidence: float = 1.0
+    source: str | None = None
+    """Where it came from: a workflow id, a file, ``cli``."""
+    created_at: datetime
+    relevance: float = 0.0
+    """The share of the search terms it contains, in [0, 1] (0 when it was not ranked)."""
+
+
+class KnowledgeQuery(BaseModel):
+    """The input of ``search_knowledge``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    namespace: str
+    """Whose knowledge: the agent's store (its id, or the store its agent file names)."""
+    text: str = ""
+    limit: int = Field(default=5, ge=1, le=50)
+    threshold: float = Field(default=0.0, ge=0.0, le=1.0)
+    scope: KnowledgeScope = "all"
+    directory: str | None = None
+    """With ``scope="conventions"``: walk up from here to the root."""
+    language: str | None = None
+    """With ``scope="conventions"``: also this language's conventions."""
+
+
+class KnowledgeHits(BaseModel):
+    """What a search found, best first."""
+
+    model_config = ConfigDict(frozen=True)
+
+    items: list[KnowledgeItem] = Field(default_factory=list[KnowledgeItem])
+
+
+class KnowledgeWrite(BaseModel):
+    """The input of ``write_knowledge``: one item to store (an equal one is kept once)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    namespace: str
+    kind: KnowledgeKind
+    content: str = Field(min_length=1)
+    subject: str | None = None
+    predicate: str | None = None
+    object: str | None = None
+    directory: str | None = None
+    language: str | None = None
+    confidence: float = Field(default=1.0, ge=0.0, le=1.0)
+    source: str | None = None
+
+
+class KnowledgeWritten(BaseModel):
+    """What ``write_knowledge`` did."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: int
+    created: bool
+    """False when an equal item was there already."""
