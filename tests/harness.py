@@ -117,7 +117,9 @@ class Harness:
                 client_http,
                 task_queue=self.task_queue,
                 extra_tools=tools,
-                store=TEST_STORE if settings.store_url == TEST_STORE.url else None,
+                store=TEST_STORE
+                if settings.store_url == TEST_STORE.url
+                else stack.enter_context(settings.store()),  # closed with the worker
             )
             await stack.enter_async_context(worker)
             yield

@@ -147,6 +147,58 @@ async def task_compensation(h: Harness) -> WorkflowHandle[Any, Any]:
     return handle
 
 
+async def knowledge(h: Harness) -> WorkflowHandle[Any, Any]:
+    """A loop shown its agent's knowledge before each step, storing and recalling a fact."""
+    from orga.contracts.knowledge import KnowledgeWrite
+    from orga.runtime.knowledge import open_knowledge
+    from tests.harness import TEST_STORE
+
+    open_knowledge(TEST_STORE).add(
+        KnowledgeWrite(
+            namespace="history-knowledge", kind="fact", content="the invoice service runs on 8443"
+        )
+    )
+    model = h.new_model(
+        [
+            Turn(
+                tool_calls=[
+                    ("store_knowledge", {"subject": "ann", "predicate": "owns", "object": "it"}),
+                    ("recall_knowledge", {"query": "invoice service"}),
+                ]
+            ),
+            Turn(text="8443"),
+        ]
+    )
+    async with h.worker():
+        handle = await h.start(
+            "Which port does the invoice service use?",
+            model=model,
+            agent_id="history-knowledge",
+            knowledge={"auto_persist": True},
+            workflow_id="history-knowledge",
+        )
+        await handle.result()
+    return handle
+
+
+async def saga_attempted(h: Harness) -> WorkflowHandle[Any, Any]:
+    """A task whose parallel check fails while a charge still runs: the charge is cancelled,
+    waited for, and refunded."""
+    from tests.sample_tools import Bank
+    from tests.test_saga import DECLINE, charge_step
+
+    bank = Bank()
+    async with h.worker(tools=bank.tools):
+        handle = await h.start_task(
+            [charge_step("charge_then_work", amount=500, seconds=20), DECLINE],
+            policy={"max_reattempts_per_step": 0},
+            workflow_id="history-saga-attempted",
+        )
+        with contextlib.suppress(WorkflowFailureError):
+            await handle.result()
+    return handle
+
+
 SCENARIOS: dict[str, Scenario] = {
     "tools": tools,
     "denial": denial,
@@ -154,4 +206,6 @@ SCENARIOS: dict[str, Scenario] = {
     "breaker_open": breaker_open,
     "continue_as_new": continue_as_new,
     "task_compensation": task_compensation,
+    "knowledge": knowledge,
+    "saga_attempted": saga_attempted,
 }

@@ -345,3 +345,98 @@ async def test_recall_knowledge_refuses_a_directory_outside_the_tree(harness: Ha
     [text] = second.tool_result_texts()
     assert "climbs out of the tree" in text
     assert json.dumps(text)  # an is_error result the model can read
+
+
+# ---- for people ----------------------------------------------------------------------------
+
+
+def source_tree(root: Path) -> Path:
+    """A small repository with conventions at three levels and an .editorconfig."""
+    (root / "src" / "api" / "handlers").mkdir(parents=True)
+    (root / "docs").mkdir()
+    (root / "node_modules" / "x").mkdir(parents=True)
+    (root / "AGENTS.md").write_text(
+        "# Project\n\nWe ship small pull requests,\none change each.\n\n## Style\n"
+        "- Use snake_case names\n- Keep functions short\n\n```sh\nmake test\n```\n"
+    )
+    (root / ".editorconfig").write_text(
+        "root = true\n[*]\nindent_style = space  # everywhere\n[*.py]\nindent_size = 4\n"
+    )
+    (root / "src" / "api" / "handlers" / "CONVENTIONS.md").write_text(
+        "1. Handlers return typed errors\n"
+    )
+    (root / "node_modules" / "x" / "AGENTS.md").write_text("- not ours\n")
+    for name in ("src/a.py", "src/b.py", "src/api/c.py", "src/api/handlers/d.py", "docs/x.md"):
+        (root / name).write_text("")
+    return root
+
+
+def test_convention_files_are_found_per_directory_with_their_language(tmp_path: Path) -> None:
+    from orga.runtime.conventions import find_conventions
+
+    found = {(c.directory, c.language, c.content) for c in find_conventions(source_tree(tmp_path))}
+    assert found == {
+        ("", "python", "Project: We ship small pull requests, one change each."),
+        ("", "python", "Style: Use snake_case names"),
+        ("", "python", "Style: Keep functions short"),
+        ("", "python", "Files *: indent_style = space"),
+        (None, "python", "Files *.py: indent_size = 4"),  # the root's, for one file type
+        ("src/api/handlers", "python", "Handlers return typed errors"),
+    }
+
+
+async def test_orga_knowledge_imports_searches_lists_and_forgets(tmp_path: Path) -> None:
+    from tests.test_cli import orga
+
+    env = {"ORGA_STORE_URL": f"sqlite:///{tmp_path / 'store.db'}"}
+    tree = source_tree(tmp_path / "repo")
+    code, out, err = await orga("knowledge", "import", str(tree), "-a", "coder", "--json", env=env)
+    assert code == 0, err
+    assert json.loads(out) == {"created": 6, "known": 0}
+    code, out, err = await orga("knowledge", "import", str(tree), "-a", "coder", "--json", env=env)
+    assert json.loads(out) == {"created": 0, "known": 6}  # once per content and scope
+    code, out, err = await orga(
+        "knowledge",
+        "search",
+        "errors",
+        "-a",
+        "coder",
+        "--scope",
+        "conventions",
+        "--directory",
+        "src/api/handlers",
+        "--json",
+        env=env,
+    )
+    assert code == 0, err
+    contents = [i["content"] for i in json.loads(out)["items"]]
+    assert contents[0] == "Handlers return typed errors"
+    assert contents[-1] == "Files *.py: indent_size = 4"  # the language's, last
+    code, out, err = await orga("knowledge", "add", "ann prefers tea", "-a", "support", env=env)
+    assert code == 0 and "stored: #" in out
+    code, out, err = await orga(
+        "knowledge", "search", "what does ann drink, tea?", "-a", "support", "--json", env=env
+    )
+    [hit] = json.loads(out)["items"]
+    assert hit["content"] == "ann prefers tea" and hit["relevance"] > 0
+    code, out, err = await orga("knowledge", "search", "tea", "-a", "coder", "--json", env=env)
+    assert json.loads(out)["items"] == []  # the coder never learned it
+    code, out, err = await orga("knowledge", "list", "-a", "coder", "--json", env=env)
+    assert len(json.loads(out)) == 6
+    code, out, err = await orga("knowledge", "forget", "-a", "coder", env=env)
+    assert code == 2 and "--all" in err
+    code, out, err = await orga("knowledge", "forget", "-a", "coder", "--all", env=env)
+    assert code == 0 and "forgot 6 item(s)" in out
+    code, out, err = await orga(
+        "knowledge",
+        "add",
+        "x",
+        "-a",
+        "coder",
+        "--kind",
+        "convention",
+        "--directory",
+        "../up",
+        env=env,
+    )
+    assert code == 2 and "climbs out of the tree" in err
