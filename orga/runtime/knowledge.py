@@ -39,6 +39,7 @@ from sqlalchemy import (
     select,
     text,
 )
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Row
 
 from orga.contracts.knowledge import (
@@ -134,6 +135,14 @@ class Knowledge(ABC):
 
     def add(self, write: KnowledgeWrite) -> KnowledgeWritten:
         """Store one item; an equal one (same namespace, kind, scope, content) is kept once."""
+        return self.add_many([write])[0]
+
+    def add_many(self, writes: Sequence[KnowledgeWrite]) -> list[KnowledgeWritten]:
+        """Store items in one transaction (an import, a bulk load), each as ``add`` would."""
+        with self._engine.begin() as db:
+            return [self._add(db, write) for write in writes]
+
+    def _add(self, db: Connection, write: KnowledgeWrite) -> KnowledgeWritten:
         content = cut(write.content.strip(), MAX_ITEM_CHARS, "knowledge item")
         directory = write.directory if write.kind == "convention" else None
         language = write.language.lower() if write.language else None
@@ -145,29 +154,33 @@ class Knowledge(ABC):
             ITEMS.c.scope == scope,
             ITEMS.c.digest == digest,
         )
-        with self._engine.begin() as db:
-            found = db.execute(select(ITEMS.c.id).where(key)).first()
-            if found is not None:
-                return KnowledgeWritten(id=found[0], created=False)
-            inserted = db.execute(
-                ITEMS.insert()
-                .values(
-                    namespace=write.namespace,
-                    kind=write.kind,
-                    scope=scope,
-                    digest=digest,
-                    content=content,
-                    subject=write.subject,
-                    predicate=write.predicate,
-                    object=write.object,
-                    directory=directory,
-                    language=language,
-                    confidence=write.confidence,
-                    source=write.source,
-                    created_at=time.time(),
-                )
-                .returning(ITEMS.c.id)
-            ).scalar_one()
+        found = db.execute(select(ITEMS.c.id).where(key)).first()
+        if found is not None:
+            return KnowledgeWritten(id=found[0], created=False)
+        insert = (postgresql.insert if self.store.dialect == "postgresql" else sqlite.insert)(ITEMS)
+        inserted = db.execute(
+            insert.values(
+                namespace=write.namespace,
+                kind=write.kind,
+                scope=scope,
+                digest=digest,
+                content=content,
+                subject=write.subject,
+                predicate=write.predicate,
+                object=write.object,
+                directory=directory,
+                language=language,
+                confidence=write.confidence,
+                source=write.source,
+                created_at=time.time(),
+            )
+            .on_conflict_do_nothing(index_elements=["namespace", "kind", "scope", "digest"])
+            .returning(ITEMS.c.id)
+        ).scalar()
+        if inserted is None:  # another worker stored it between our look and our insert
+            return KnowledgeWritten(
+                id=db.execute(select(ITEMS.c.id).where(key)).scalar_one(), created=False
+            )
         return KnowledgeWritten(id=inserted, created=True)
 
     def forget(self, namespace: str, ids: Sequence[int] | None = None) -> int:
