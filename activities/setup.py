@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from temporalio import activity
 
+from orga.contracts.agents import AgentSpec
+from orga.contracts.delegation import DELEGATE_TOOL
 from orga.contracts.setup import (
     RESOLVE_LOOP,
     RESOLVE_TASK,
@@ -64,6 +66,14 @@ class SetupActivities:
         agent = self._agents.get(request.config.agent_id)
         resolved = resolve_loop(agent, request.config, request.tools, self._offer)
         tools = self._registry.definitions(request.tools, named_by="config.tools")
+        delegates: list[AgentSpec] = []
+        if (
+            agent.delegates
+            and request.config.delegation_depth < request.config.max_delegation_depth
+        ):
+            delegates = [self._agents.get(d) for d in agent.delegates]
+            if DELEGATE_TOOL not in request.tools:
+                tools += self._registry.definitions([DELEGATE_TOOL], named_by="delegates")
         # An agent's knowledge is its own (or the store its agent file names); the implicit
         # agent keeps each agent id's apart.
         namespace = None
@@ -77,6 +87,7 @@ class SetupActivities:
             limits=resolved.limits,
             agent=agent,
             knowledge_namespace=namespace,
+            delegates=delegates,
         )
 
     @activity.defn(name=RESOLVE_TASK)

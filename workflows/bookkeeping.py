@@ -22,6 +22,7 @@ from temporalio.exceptions import ApplicationError
 from orga.contracts import search_attributes as sa
 from orga.contracts.config import Limits, LoopConfig
 from orga.contracts.conversation import Message, ToolResult, chain_digest
+from orga.contracts.delegation import DelegationRecord
 from orga.contracts.inference import ConversationSlice, InferenceResponse, Usage
 from orga.contracts.journal import (
     CallOutcome,
@@ -95,6 +96,8 @@ class LoopBooks:
         self.last_stop_reason: str | None = None
         self.tool_calls: list[ToolCallRecord] = []
         self.tool_call_count = 0
+        self.delegations: list[DelegationRecord] = []
+        """The loop's children (``delegate``), newest last."""
         self.output: str | None = None
         self.termination_reason: str | None = None
         self.termination_message: str | None = None
@@ -151,6 +154,11 @@ class LoopBooks:
                 sa.TOTAL_TOKENS.value_set(self.usage.total_tokens),
             ]
         )
+
+    def charge(self, usage: Usage) -> None:
+        """Add what a child loop spent to this loop's usage (its budget is shared)."""
+        self.usage = self.usage + usage
+        self._upsert([sa.TOTAL_TOKENS.value_set(self.usage.total_tokens)])
 
     def observed(self, results: Sequence[ToolResult]) -> None:
         """A turn's tool results are in: journal them and keep a record of each call."""

@@ -25,6 +25,10 @@ from workflows.toolstate import ToolState
 __all__ = ["carried", "continue_as_new", "restore", "should_continue_as_new"]
 
 
+_DELEGATIONS = 50
+"""Finished delegations carried into the next run (the newest)."""
+
+
 def should_continue_as_new(books: LoopBooks, config: LoopConfig) -> bool:
     """At an iteration boundary (nothing is pending mid-batch): is the history long?"""
     if books.desk.waiting:
@@ -61,6 +65,7 @@ def carried(
         tools=tools.snapshot(),
         evidence=evidence,
         calibration=calibration,
+        delegations=books.delegations[-_DELEGATIONS:],
     )
     return bounded(carry)
 
@@ -114,4 +119,5 @@ def restore(
     books.journal = carry.journal
     books.tool_calls = list(carry.tool_calls)
     books.tool_call_count = carry.tool_call_count
+    books.delegations = list(carry.delegations)
     tools.restore(carry.tools)

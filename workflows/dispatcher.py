@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from orga.contracts.conversation import ToolResult
+from orga.contracts.delegation import DELEGATE_TOOL
 from orga.contracts.journal import ToolsDispatched
 from orga.core.dispatch import predecessors
 from orga.core.phases import PlannedCall, ToolDispatching
@@ -49,6 +50,8 @@ class ToolRunner:
                 tools=[p.call.name for p in runnable],
             )
         )
+        if state.plan_delegations is not None:
+            state.plan_delegations(sum(p.execute.name == DELEGATE_TOOL for p in runnable))
         await self.run(dispatching, runnable)
 
     def refuse(self, planned: PlannedCall, advertised: list[str]) -> ToolResult | None:
@@ -94,7 +97,11 @@ class ToolRunner:
                         outcomes[planned.index] = denied
                         return
                 async with slots:
-                    outcomes[planned.index] = await self._executor.run(planned.execute)
+                    call, delegate = planned.execute, self._state.delegate
+                    if call.name == DELEGATE_TOOL and delegate is not None:
+                        outcomes[planned.index] = await delegate(call)  # a child loop
+                    else:
+                        outcomes[planned.index] = await self._executor.run(call)
             finally:
                 finished[planned.index].set()
 

@@ -39,6 +39,7 @@ from temporalio.common import RawValue
 
 from orga.contracts.config import Limits, LoopInput
 from orga.contracts.conversation import Message
+from orga.contracts.delegation import DELEGATE_TOOL
 from orga.contracts.errors import BudgetExceeded, InvalidConfig, LoopFailure
 from orga.contracts.evidence import EvidenceCollection, ProgressSnapshot
 from orga.contracts.inference import ConversationRange, InferenceRequest, InferenceResponse
@@ -59,6 +60,7 @@ from workflows import continuation
 from workflows.bookkeeping import Conversation, LoopBooks
 from workflows.catalog import advertised_tools, describe_tools, resolve_loop
 from workflows.common import decoded
+from workflows.delegation import Delegations, introduction
 from workflows.dispatcher import ToolRunner
 from workflows.evidence import EvidenceJudge, evidence_tools
 from workflows.gate import Gate
@@ -179,6 +181,7 @@ class ReasoningLoopWorkflow(DeskHandlers):
             dead_letters=list(self._tools.dead_letters),
             evidence=evidence.model_copy() if evidence is not None else None,
             advertised=list(self._advertised),
+            delegations=list(books.delegations),
             knowledge_context=self._knowledge.context if self._knowledge is not None else None,
         )
 
@@ -217,6 +220,8 @@ class ReasoningLoopWorkflow(DeskHandlers):
                 )
             legacy = not self._governed
             self._advertised = advertised_tools(config, self._tools.definitions, legacy=legacy)
+            if self._tools.delegate is not None and DELEGATE_TOOL not in self._advertised:
+                self._advertised.append(DELEGATE_TOOL)
             self._start_evidence()
             finished = await self._within(self._limits.timeout.total_seconds())
             if self._knowledge is not None and self._knowledge.config.auto_persist:
@@ -428,16 +433,34 @@ class ReasoningLoopWorkflow(DeskHandlers):
         self._gate.policy = setup.policy
         self._limits = self._books.limits = setup.limits
         self._tools.max_concurrent = setup.limits.max_concurrent_tools
+        if setup.delegates:
+            delegations = Delegations(
+                workflow_id=self._workflow_id,
+                config=self._config,
+                books=self._books,
+                limits=lambda: self._limits,
+                delegates=setup.delegates,
+            )
+            self._tools.delegate = delegations.run
+            self._tools.plan_delegations = delegations.plan
         if self._config.knowledge is not None and setup.knowledge_namespace is not None:
             self._knowledge = KnowledgeBridge(
                 self._config.knowledge, setup.knowledge_namespace, self._books
             )
             self._tools.knowledge_namespace = setup.knowledge_namespace
         agent = setup.agent
-        if agent is not None and agent.system_prompt and self._input.carry is None:
-            # The operator's prompt comes before anything the client sent.
-            prompt = Message(role="system", content=agent.system_prompt)
-            self._conversation.reset([prompt, *self._conversation.messages])
+        if self._input.carry is None:
+            # The operator's prompt (and whom the agent may delegate to) come before anything
+            # the client sent.
+            first = (
+                [Message(role="system", content=agent.system_prompt)]
+                if (agent is not None and agent.system_prompt)
+                else []
+            )
+            if setup.delegates:
+                first.append(introduction(setup.delegates))
+            if first:
+                self._conversation.reset([*first, *self._conversation.messages])
 
     def _start_evidence(self) -> None:
         """Track evidence when the loop advertises an evidence tool (or carried a record)."""

@@ -15,7 +15,7 @@ from datetime import timedelta
 from temporalio import workflow
 
 from orga.contracts.carry import CachedEntry, ToolStateSnapshot
-from orga.contracts.conversation import ToolCall
+from orga.contracts.conversation import ToolCall, ToolResult
 from orga.contracts.journal import JournalEntry, Stamp
 from orga.contracts.policy import PolicyDecision
 from orga.contracts.resilience import Breaker, BreakerConfig, DeadLetterEntry, RecoveryConfig
@@ -55,6 +55,10 @@ class ToolState:
     """The stamp of a journal entry made now."""
     gate: Callable[[ToolCall], Awaitable[PolicyDecision]]
     """Ask the gate about one extra call (a fallback)."""
+    delegate: Callable[[ToolCall], Awaitable[ToolResult]] | None = None
+    """Runs a ``delegate`` call as a child loop (loops whose agent may delegate)."""
+    plan_delegations: Callable[[int], None] | None = None
+    """Told how many ``delegate`` calls a turn is about to run (they share what is left)."""
     knowledge_namespace: str | None = None
     """The loop's knowledge store, passed to its tool calls (``recall_knowledge`` …)."""
     breakers: dict[str, Breaker] = field(default_factory=dict[str, Breaker])

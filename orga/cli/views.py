@@ -12,6 +12,8 @@ from rich.table import Table
 from orga.contracts.journal import (
     ApprovalDecided,
     CompensationSettled,
+    DelegationFinished,
+    DelegationStarted,
     EscalationResolved,
     EvidenceJudged,
     EvidenceSaturated,
@@ -154,6 +156,18 @@ def _detail(entry: JournalEntry) -> str:
             note = f": {entry.note}" if entry.note else ""
             error = f" (last error: {shorten(entry.error, 120)})" if entry.error else ""
             return f"{entry.step_id} · {entry.tool}: {entry.how}{who}{note}{asked}{error}"
+        case DelegationStarted():
+            return (
+                f"{entry.call_id} → {entry.agent} ({entry.workflow_id}): "
+                f"{entry.max_tokens} tokens, {entry.max_iterations} model calls, "
+                f"{entry.timeout_seconds:g} s"
+            )
+        case DelegationFinished():
+            error = f": {shorten(entry.error, 120)}" if entry.error else ""
+            return (
+                f"{entry.call_id} ← {entry.agent}: {entry.status}, "
+                f"{entry.usage.total_tokens} tokens{error}"
+            )
         case KnowledgeInjected():
             if entry.error:
                 return f"search failed ({shorten(entry.error, 100)}): {entry.query}"

@@ -64,3 +64,6 @@ class AgentSpec(BaseModel):
     knowledge: str | None = Field(default=None, min_length=1, max_length=200)
     """The knowledge store its loops read and write (default: its own id). Agents that name the
     same store share what they know; no other agent ever reads it."""
+    delegates: list[str] = Field(default_factory=list[str])
+    """The agents its loops may hand work to (the ``delegate`` tool): each runs as a child loop
+    under its own policy and ceilings, on a budget carved from the parent's."""

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 
 from pydantic import BaseModel, Field
 
+from orga.contracts.delegation import DelegationRecord
 from orga.contracts.evidence import EvidenceCollection
 from orga.contracts.inference import Usage
 from orga.contracts.journal import Journal
@@ -55,3 +56,5 @@ class LoopCarry(BaseModel):
     evidence: EvidenceCollection | None = None
     calibration: float = 1.0
     """The token-estimate calibration learnt from the provider's counts."""
+    delegations: list[DelegationRecord] = Field(default_factory=list[DelegationRecord])
+    """The loop's finished children (the newest)."""

@@ -101,6 +101,12 @@ class LoopConfig(BaseModel):
     """Fetch what the task refers to (URLs, files, issues) before the first reasoning step;
     off unless set (``{}`` turns it on with the defaults)."""
 
+    max_delegation_depth: int = Field(default=3, ge=0, le=10)
+    """How deep ``delegate`` may nest: a loop at this depth has no ``delegate`` tool."""
+
+    delegation_depth: int = Field(default=0, ge=0, le=10)
+    """How deep this loop is in a chain of delegations (set by the parent; 0 at the top)."""
+
     knowledge: KnowledgeConfig | None = None
     """Use the agent's knowledge: inject what is relevant before each reasoning step, offer
     ``recall_knowledge`` / ``store_knowledge``, optionally remember the final answer. Off unless

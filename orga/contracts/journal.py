@@ -20,6 +20,8 @@ __all__ = [
     "CallOutcome",
     "CompensationSettled",
     "DecisionRecord",
+    "DelegationFinished",
+    "DelegationStarted",
     "EscalationResolved",
     "EvidenceJudged",
     "EvidenceSaturated",
@@ -191,6 +193,31 @@ class CompensationSettled(_Event):
     """The last error it met, if any."""
 
 
+class DelegationStarted(_Event):
+    """A ``delegate`` call started a child loop."""
+
+    kind: Literal["DelegationStarted"] = "DelegationStarted"
+    call_id: str
+    agent: str
+    workflow_id: str
+    max_tokens: int
+    max_iterations: int
+    timeout_seconds: float
+
+
+class DelegationFinished(_Event):
+    """A child loop returned (or was refused before it started): what it spent."""
+
+    kind: Literal["DelegationFinished"] = "DelegationFinished"
+    call_id: str
+    agent: str
+    workflow_id: str | None = None
+    status: str
+    """``completed``, ``failed`` or ``refused``."""
+    usage: Usage = Field(default_factory=Usage)
+    error: str | None = None
+
+
 class KnowledgeInjected(_Event):
     """What the model was shown of its agent's knowledge before a reasoning step."""
 
@@ -265,6 +292,8 @@ JournalEntry = Annotated[
     | ApprovalDecided
     | EscalationResolved
     | CompensationSettled
+    | DelegationStarted
+    | DelegationFinished
     | KnowledgeInjected
     | KnowledgeRecalled
     | KnowledgeStored

@@ -54,6 +54,9 @@ class LoopSetup(BaseModel):
     limits: Limits = Field(default_factory=Limits)
     agent: AgentSpec | None = None
     """The agent the loop runs as, as the worker defined it."""
+    delegates: list[AgentSpec] = Field(default_factory=list[AgentSpec])
+    """The agents the loop may hand work to (its agent's ``delegates``, while the loop is not
+    at ``max_delegation_depth``); with any, ``tools`` holds the ``delegate`` tool."""
     knowledge_namespace: str | None = None
     """Whose knowledge the loop reads and writes (with ``config.knowledge``): its agent's
     store — the agent's id, or the store its agent file names."""

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from orga.contracts.approvals import PendingApproval, PendingEscalation
+from orga.contracts.delegation import DelegationRecord
 from orga.contracts.evidence import EvidenceCollection, ProgressSnapshot
 from orga.contracts.inference import Usage
 from orga.contracts.resilience import Breaker, DeadLetterEntry
@@ -76,6 +77,8 @@ class LoopState(BaseModel):
     """The information-gain tracker, for loops with evidence tools."""
     advertised: list[str] = Field(default_factory=list[str])
     """The tools the model sees (after the tool profile)."""
+    delegations: list[DelegationRecord] = Field(default_factory=list[DelegationRecord])
+    """The loop's children (``delegate``): agent, status, budget and spend."""
     knowledge_context: str | None = None
     """The ``[KNOWLEDGE_CONTEXT]`` message the model sees now (``config.knowledge``)."""
 

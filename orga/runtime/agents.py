@@ -80,6 +80,13 @@ class AgentRegistry:
                     "for opa)"
                 )
             agents[agent_id] = agent
+        for agent in agents.values():
+            unknown = [d for d in agent.delegates if d not in agents]
+            if unknown:
+                raise InvalidConfig(
+                    f"{origin}: agent {agent.id!r} delegates to {unknown!r}, which are not "
+                    f"agents of this file ({sorted(agents)!r})"
+                )
         return cls(agents, origin, None)
 
     def get(self, agent_id: str) -> AgentSpec:
