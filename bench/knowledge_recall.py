@@ -9,7 +9,7 @@ activity runs before each reasoning step — for generated queries: p50 and p99.
 
 The baseline, measured in the same run: a bare Temporal activity round trip (a workflow that
 runs one no-op activity, on the tuned embedded server), against the same workflow running the
-search activity at the smallest size on SQLite — what knowledge adds to a reasoning step.
+search activity on SQLite at the largest size — what knowledge adds to a reasoning step.
 
 Quality: a labelled set (``LABELLED``: 40 facts of a made-up company, 30 questions asked the way
 people ask, each with the fact that answers it) is searched alone and hidden among 10 000
