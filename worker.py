@@ -26,6 +26,7 @@ from temporalio.worker import Replayer, Worker, WorkerDeploymentConfig
 
 from activities.builtin_tools import builtin_tools
 from activities.cedar import CedarGate
+from activities.critic import CriticActivities
 from activities.inference import InferenceActivities
 from activities.knowledge import KnowledgeActivities, knowledge_tools
 from activities.opa import OpaGate
@@ -137,6 +138,7 @@ def build_worker(
     knowledge = KnowledgeActivities(lambda: open_knowledge(shared))
     registry = build_registry(settings, extra_tools, knowledge)
     blobs = BlobStore(store)
+    critic = CriticActivities(settings=settings, http=http)
     inference = InferenceActivities(
         settings=settings, http=http, registry=registry, client=client, blobs=blobs
     )
@@ -179,6 +181,7 @@ def build_worker(
             tools.run_tool,
             knowledge.search_knowledge,
             knowledge.write_knowledge,
+            critic.critique,
         ],
     )
 

@@ -8,8 +8,8 @@ Layout of ``ORGA_POLICY_DIR``::
 Request mapping (documented in the README)::
 
     principal  Agent::"<config.agent_id>"
-    action     Action::"call_tool"            Action::"respond" (a final answer)
-    resource   Tool::"<tool name>"            Answer::"final"
+    action     Action::"call_tool"     Action::"respond" (a final answer)   Action::"review"
+    resource   Tool::"<tool name>"     Answer::"final"                       Agent::"<critic>"
     context    { arguments: <the call's arguments, only the attributes the schema declares>,
                  iteration: Long, tokens_used: Long,
                  and, where the schema declares them: subject: "loop" | "task",
@@ -214,6 +214,13 @@ class CedarGate:
                 "principal": {"type": "Agent", "id": request.agent_id},
                 "action": {"type": "Action", "id": "respond"},
                 "resource": {"type": "Answer", "id": "final"},
+                "context": facts,
+            }
+        if action.kind == "review":  # a critic agent asked to review the final answer
+            return {
+                "principal": {"type": "Agent", "id": request.agent_id},
+                "action": {"type": "Action", "id": "review"},
+                "resource": {"type": "Agent", "id": action.tool or ""},
                 "context": facts,
             }
         arguments = parse_arguments(action.tool or "", action.arguments)

@@ -2,7 +2,7 @@
 
 ``POST <ORGA_OPA_URL>`` (OPA's data API, ``/v1/data/<package>``) with::
 
-    {"input": {"agent_id", "workflow_id", "action": "call_tool" | "respond", "tool",
+    {"input": {"agent_id", "workflow_id", "action": "call_tool" | "respond" | "review", "tool",
                "arguments", "iteration", "tokens_used"}}
 
 and reads ``result.allow`` (bool), ``result.reason`` (str), ``result.require_approval`` (bool)

@@ -43,6 +43,8 @@ def default_decision(
     """The default gate's verdict on one action."""
     if action.kind == "respond":
         return PolicyDecision(decision="allow", policy_ids=["default.respond"])
+    if action.kind == "review":
+        return PolicyDecision(decision="allow", policy_ids=["default.review"])
     name = action.tool or ""
     if name not in request.advertised:
         available = ", ".join(request.advertised) or "none"

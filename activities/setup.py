@@ -12,6 +12,7 @@ from __future__ import annotations
 from temporalio import activity
 
 from orga.contracts.agents import AgentSpec
+from orga.contracts.critic import ModelCritic
 from orga.contracts.delegation import DELEGATE_TOOL
 from orga.contracts.setup import (
     RESOLVE_LOOP,
@@ -79,6 +80,12 @@ class SetupActivities:
         namespace = None
         if request.config.knowledge is not None:
             namespace = agent.knowledge or request.config.agent_id
+        critic_provider: ProviderName | None = None
+        critic_model: str | None = None
+        if isinstance(request.config.critic, ModelCritic):
+            critic = self._agents.get(request.config.critic.agent)
+            critic_provider = critic.provider or self._offer.default_provider
+            critic_model = critic.model or self._default_model(critic_provider)
         return LoopSetup(
             tools=tools,
             provider=resolved.provider,
@@ -88,6 +95,8 @@ class SetupActivities:
             agent=agent,
             knowledge_namespace=namespace,
             delegates=delegates,
+            critic_provider=critic_provider,
+            critic_model=critic_model,
         )
 
     @activity.defn(name=RESOLVE_TASK)

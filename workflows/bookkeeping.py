@@ -22,6 +22,7 @@ from temporalio.exceptions import ApplicationError
 from orga.contracts import search_attributes as sa
 from orga.contracts.config import Limits, LoopConfig
 from orga.contracts.conversation import Message, ToolResult, chain_digest
+from orga.contracts.critic import ReviewRecord
 from orga.contracts.delegation import DelegationRecord
 from orga.contracts.inference import ConversationSlice, InferenceResponse, Usage
 from orga.contracts.journal import (
@@ -98,6 +99,8 @@ class LoopBooks:
         self.tool_call_count = 0
         self.delegations: list[DelegationRecord] = []
         """The loop's children (``delegate``), newest last."""
+        self.reviews: list[ReviewRecord] = []
+        """The critic's reviews of the loop's answers."""
         self.output: str | None = None
         self.termination_reason: str | None = None
         self.termination_message: str | None = None
@@ -220,6 +223,8 @@ class LoopBooks:
         pending = [f"approval of {p.tool} ({p.call_id})" for p in desk.approvals.values()] + [
             f"operator for {e.tool} ({e.escalation_id})" for e in desk.escalations.values()
         ]
+        if desk.review_pending is not None:
+            pending.append(f"a review of answer {desk.review_pending.round}")
         waiting = f" · waiting for {', '.join(pending)}" if pending else ""
         limits = self.limits
         workflow.set_current_details(
@@ -243,7 +248,13 @@ class LoopBooks:
         elif not waiting and self._human_wait_since is not None:
             self.human_wait += now - self._human_wait_since
             self._human_wait_since = None
-        status: LoopStatus = "awaiting_approval" if waiting else "running"
+        status: LoopStatus = (
+            "awaiting_review"
+            if self.desk.review_pending is not None
+            else "awaiting_approval"
+            if waiting
+            else "running"
+        )
         if status != self.status:
             self.status = status
             self._upsert([sa.STATUS.value_set(status)])

@@ -66,6 +66,7 @@ def carried(
         evidence=evidence,
         calibration=calibration,
         delegations=books.delegations[-_DELEGATIONS:],
+        reviews=books.reviews,
     )
     return bounded(carry)
 
@@ -120,4 +121,5 @@ def restore(
     books.tool_calls = list(carry.tool_calls)
     books.tool_call_count = carry.tool_call_count
     books.delegations = list(carry.delegations)
+    books.reviews = list(carry.reviews)
     tools.restore(carry.tools)

@@ -25,6 +25,7 @@ from orga.contracts.approvals import (
     PendingEscalation,
 )
 from orga.contracts.conversation import ToolCall
+from orga.contracts.critic import PendingReview, Review
 from orga.contracts.journal import ApprovalDecided, EscalationResolved, JournalEntry, Stamp
 from workflows.patches import APPROVER_REQUIRED
 
@@ -51,10 +52,13 @@ class HumanDesk:
         self._resolved: dict[str, EscalationRecord] = {}
         self.decided_ids: set[str] = set()
         """Every call id ever decided here (so a second decision is refused)."""
+        self.review_pending: PendingReview | None = None
+        """A final answer waiting for a person's review."""
+        self._reviewed: tuple[Review, str] | None = None
 
     @property
     def waiting(self) -> bool:
-        return bool(self.approvals or self.escalations)
+        return bool(self.approvals or self.escalations or self.review_pending)
 
     # ---- approvals ---------------------------------------------------------------------
 
@@ -234,6 +238,47 @@ class HumanDesk:
             )
         return record
 
+    # ---- reviews -----------------------------------------------------------------------------
+
+    def check_review(self, review: Review) -> None:
+        """Raise ``ValueError`` unless an answer waits for review and the review names who
+        reviewed."""
+        if not (review.reviewer or "").strip():
+            raise ValueError(
+                "the review names no reviewer: say who reviews (reviewer), so the audit trail "
+                "records it"
+            )
+        if self.review_pending is None or self._reviewed is not None:
+            raise ValueError("no answer is waiting for review")
+
+    def record_review(self, review: Review) -> None:
+        """Record a person's review (the update's validator checked it)."""
+        if self.review_pending is not None and self._reviewed is None:
+            self._reviewed = (review, "update")
+
+    async def review(self, pending: PendingReview, timeout: timedelta) -> tuple[Review, str]:
+        """Wait for a person's review of ``pending``; the review and its source (``update``,
+        or ``timeout`` with no review: the caller applies its default)."""
+        self.review_pending, self._reviewed = pending, None
+        self._on_change()
+        try:
+            await workflow.wait_condition(
+                lambda: self._reviewed is not None,
+                timeout=timeout,
+                timeout_summary=f"review timeout · answer {pending.round}",
+            )
+        except TimeoutError:
+            self._reviewed = (Review(verdict="approve"), "timeout")
+        except asyncio.CancelledError:
+            self.review_pending = None
+            self._on_change()
+            raise
+        answered = self._reviewed
+        assert answered is not None  # the condition, or the timeout, set it
+        self.review_pending, self._reviewed = None, None
+        self._on_change()
+        return answered
+
 
 class DeskHandlers:
     """The ``approval``/``approve`` and ``resolve_escalation`` signals and updates, for a
@@ -254,6 +299,17 @@ class DeskHandlers:
     @resolve_escalation.validator
     def _check_resolution(self, resolution: EscalationResolution) -> None:
         self._desk.check_resolution(resolution)
+
+    @workflow.update(name="review")
+    def review(self, review: Review) -> Review:
+        """Review the final answer that waits (``{"verdict", "feedback"?, "reviewer"}``);
+        returns the review as recorded."""
+        self._desk.record_review(review)
+        return review
+
+    @review.validator
+    def _check_review(self, review: Review) -> None:
+        self._desk.check_review(review)
 
     @workflow.signal(name="approval")
     def approval(self, decision: ApprovalDecision) -> None:

@@ -60,6 +60,7 @@ from workflows import continuation
 from workflows.bookkeeping import Conversation, LoopBooks
 from workflows.catalog import advertised_tools, describe_tools, resolve_loop
 from workflows.common import decoded
+from workflows.critic import Critic
 from workflows.delegation import Delegations, introduction
 from workflows.dispatcher import ToolRunner
 from workflows.evidence import EvidenceJudge, evidence_tools
@@ -79,8 +80,9 @@ class Finished:
     """How the cycle ended, when it ended normally."""
 
     output: str
-    reason: Literal["end_turn", "saturated"]
+    reason: Literal["end_turn", "saturated", "critic_rejected"]
     snapshot: ProgressSnapshot | None = None
+    critique: str | None = None
 
 
 @workflow.defn(name="ReasoningLoop")
@@ -137,6 +139,8 @@ class ReasoningLoopWorkflow(DeskHandlers):
         self._model: str | None = config.model
         """The effective provider and model, once the worker resolved them."""
         self._evidence: EvidenceJudge | None = None
+        self._critic: Critic | None = None
+        """Reviews final answers, for loops with ``config.critic``."""
         self._knowledge: KnowledgeBridge | None = None
         """The agent's knowledge, for loops with ``config.knowledge`` (set up by the worker)."""
         self._collection: EvidenceCollection | None = None
@@ -182,6 +186,8 @@ class ReasoningLoopWorkflow(DeskHandlers):
             evidence=evidence.model_copy() if evidence is not None else None,
             advertised=list(self._advertised),
             delegations=list(books.delegations),
+            pending_review=desk.review_pending,
+            reviews=list(books.reviews),
             knowledge_context=self._knowledge.context if self._knowledge is not None else None,
         )
 
@@ -238,11 +244,11 @@ class ReasoningLoopWorkflow(DeskHandlers):
         except (LoopFailure, InvalidConfig, asyncio.CancelledError) as error:
             books.failed(error)  # a cancellation by a user is journaled, then let through
             raise
-        message = (
-            "the model answered"
-            if finished.reason == "end_turn"
-            else "evidence stopped telling the model anything new"
-        )
+        message = {
+            "end_turn": "the model answered",
+            "saturated": "evidence stopped telling the model anything new",
+            "critic_rejected": f"the critic did not accept the answer: {finished.critique}",
+        }[finished.reason]
         books.completed(finished.output, finished.reason, message)
         await workflow.wait_condition(workflow.all_handlers_finished)
         return LoopResult(
@@ -254,6 +260,7 @@ class ReasoningLoopWorkflow(DeskHandlers):
             workflow_id=self._workflow_id,
             messages=len(self._conversation.messages),
             snapshot=finished.snapshot,
+            critique=finished.critique,
             provider=self._provider,
             model=self._model,
         )
@@ -321,7 +328,12 @@ class ReasoningLoopWorkflow(DeskHandlers):
                     if self._evidence is not None and self._evidence.saturated:
                         snapshot = self._evidence.tracker.snapshot()
                         return Finished(outcome.output, "saturated", snapshot)
-                    return Finished(outcome.output, "end_turn")
+                    if self._critic is None:
+                        return Finished(outcome.output, "end_turn")
+                    reviewed = await self._reviewed(outcome.output, outcome.iteration)
+                    if isinstance(reviewed, Finished):
+                        return reviewed
+                    outcome = reviewed
                 observing = outcome
                 continue
             if books.iteration >= limits.max_iterations:
@@ -413,6 +425,24 @@ class ReasoningLoopWorkflow(DeskHandlers):
         if message is not None:
             self._conversation.append([message])
 
+    async def _reviewed(self, output: str, iteration: int) -> Finished | Observing:
+        """The critic's review of an answer: accepted, rejected for good, or feedback that
+        sends the loop round again."""
+        assert self._critic is not None
+        record = await self._critic.review(self._task(), output)
+        if record.verdict == "approve":
+            return Finished(output, "end_turn")
+        if record.verdict == "reject" or self._critic.rounds_left <= 0:
+            return Finished(output, "critic_rejected", critique=record.feedback)
+        feedback = Message(
+            role="user",
+            content=(
+                f"[orga critic] Your answer was not accepted yet (review {record.round} of at "
+                f"most {self._critic.config.max_rounds}). Revise it: {record.feedback}"
+            ),
+        )
+        return Observing(iteration, [feedback])
+
     def _saturated(self, check: ToolPolicyCheck) -> Finished:
         assert self._evidence is not None
         closing, snapshot = self._evidence.end_saturated(check)
@@ -443,6 +473,15 @@ class ReasoningLoopWorkflow(DeskHandlers):
             )
             self._tools.delegate = delegations.run
             self._tools.plan_delegations = delegations.plan
+        if self._config.critic is not None:
+            self._critic = Critic(
+                self._config.critic,
+                self._books,
+                self._gate,
+                provider=setup.critic_provider,
+                model=setup.critic_model,
+                timeout=self._config.model_timeout,
+            )
         if self._config.knowledge is not None and setup.knowledge_namespace is not None:
             self._knowledge = KnowledgeBridge(
                 self._config.knowledge, setup.knowledge_namespace, self._books

@@ -1,4 +1,5 @@
-"""``orga pending``, ``approve``, ``deny`` and ``resolve``: a person's part in running loops.
+"""``orga pending``, ``approve``, ``deny``, ``review`` and ``resolve``: a person's part in
+running loops.
 
 Every decision names who made it (``--approver`` / ``--operator``, else ``ORGA_APPROVER``, else
 the operating-system user; with none of them the decision is refused) and goes through the
@@ -13,9 +14,19 @@ from typing import Annotated, Any
 
 import typer
 
-from orga.cli.common import Json, client_for, console, execute, print_json, print_table, settings
+from orga.cli.common import (
+    CliError,
+    Json,
+    client_for,
+    console,
+    execute,
+    print_json,
+    print_table,
+    settings,
+)
 from orga.cli.views import inbox_table
 from orga.contracts.approvals import EscalationAction
+from orga.contracts.critic import Verdict
 from orga.runtime import desk
 
 __all__ = ["register"]
@@ -37,6 +48,11 @@ def register(app: typer.Typer) -> None:
     app.command(
         "deny", epilog="Example: orga deny loop-3f2a9c1b7d4e call_1_0 --reason 'too large'"
     )(deny)
+    app.command(
+        "review",
+        epilog="Example: orga review loop-3f2a9c1b7d4e --verdict revise --feedback 'cite the "
+        "source'",
+    )(review)
     app.command(
         "resolve",
         epilog="Example: orga resolve task-9c1b7d4e3f2a notify#1 --action skip --reason 'mail "
@@ -174,6 +190,33 @@ def resolve(
                 f"{record.at.isoformat()}",
                 markup=False,
             )
+        return 0
+
+    execute(body, as_json=as_json)
+
+
+def review(
+    workflow_id: WorkflowId,
+    verdict: Annotated[Verdict, typer.Option(help="approve the answer, or ask to revise it.")],
+    feedback: Annotated[str, typer.Option(help="What to change (the model reads it).")] = "",
+    reviewer: Approver = None,
+    wait: Wait = 30.0,
+    as_json: Json = False,
+) -> None:
+    """Review a loop's final answer that waits for a person (config.critic, kind human)."""
+
+    async def body() -> int:
+        if verdict == "revise" and not feedback.strip():
+            raise CliError("say what to revise: --feedback", 2)
+        who = desk.who_decides(reviewer)
+        client = await client_for(settings())
+        recorded = await desk.review(
+            client, workflow_id, verdict=verdict, feedback=feedback, reviewer=who, wait=wait
+        )
+        if as_json:
+            print_json(recorded)
+        else:
+            console().print(f"{recorded.verdict} by {recorded.reviewer}", markup=False)
         return 0
 
     execute(body, as_json=as_json)

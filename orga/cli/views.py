@@ -26,6 +26,7 @@ from orga.contracts.journal import (
     PreHydrationComplete,
     ReasoningComplete,
     RecoveryTriggered,
+    ReviewDecided,
     Started,
     StepLimitReached,
     Terminated,
@@ -168,6 +169,10 @@ def _detail(entry: JournalEntry) -> str:
                 f"{entry.call_id} ← {entry.agent}: {entry.status}, "
                 f"{entry.usage.total_tokens} tokens{error}"
             )
+        case ReviewDecided():
+            who = f" by {entry.reviewer}" if entry.reviewer else ""
+            note = f": {shorten(entry.feedback, 120)}" if entry.feedback else ""
+            return f"review {entry.round}: {entry.verdict}{who} ({entry.source}){note}"
         case KnowledgeInjected():
             if entry.error:
                 return f"search failed ({shorten(entry.error, 100)}): {entry.query}"

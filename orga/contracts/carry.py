@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 
 from pydantic import BaseModel, Field
 
+from orga.contracts.critic import ReviewRecord
 from orga.contracts.delegation import DelegationRecord
 from orga.contracts.evidence import EvidenceCollection
 from orga.contracts.inference import Usage
@@ -57,4 +58,6 @@ class LoopCarry(BaseModel):
     calibration: float = 1.0
     """The token-estimate calibration learnt from the provider's counts."""
     delegations: list[DelegationRecord] = Field(default_factory=list[DelegationRecord])
+    reviews: list[ReviewRecord] = Field(default_factory=list[ReviewRecord])
+    """The critic's reviews so far (they count towards ``max_rounds``)."""
     """The loop's finished children (the newest)."""

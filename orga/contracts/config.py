@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from orga.contracts.carry import LoopCarry
 from orga.contracts.conversation import Message
+from orga.contracts.critic import CriticConfig
 from orga.contracts.inference import ContextStrategy
 from orga.contracts.knowledge import KnowledgeConfig
 from orga.contracts.prehydration import PreHydrationConfig
@@ -106,6 +107,11 @@ class LoopConfig(BaseModel):
 
     delegation_depth: int = Field(default=0, ge=0, le=10)
     """How deep this loop is in a chain of delegations (set by the parent; 0 at the top)."""
+
+    critic: CriticConfig | None = None
+    """Review the final answer before it is accepted: a critic model (``{"kind": "model",
+    "agent": "<id>"}``) or a person (``{"kind": "human"}``); ``revise`` sends the feedback back
+    to the model. Off unless set."""
 
     knowledge: KnowledgeConfig | None = None
     """Use the agent's knowledge: inject what is relevant before each reasoning step, offer

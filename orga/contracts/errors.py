@@ -42,6 +42,7 @@ __all__ = [
     "Aborted",
     "BudgetExceeded",
     "ConversationUnavailable",
+    "CriticFailed",
     "InvalidConfig",
     "LoopFailure",
     "MalformedModelResponse",
@@ -104,6 +105,13 @@ class BudgetExceeded(LoopFailure):
 
 class ModelCallFailed(LoopFailure):
     """The inference activity failed after Temporal's retries; the cause is chained."""
+
+
+class CriticFailed(LoopFailure):
+    """The critic could not review the answer: a critic model that did not answer with a
+    structured verdict (after Temporal's retries), or a review the gate refused."""
+
+    retryable: ClassVar[bool] = True  # a model may answer properly on the next attempt
 
 
 class Aborted(LoopFailure):

@@ -13,7 +13,7 @@ from typing import Annotated, Literal, TypedDict
 from pydantic import BaseModel, ConfigDict, Field
 
 from orga.contracts.inference import Usage
-from orga.contracts.policy import Decision
+from orga.contracts.policy import ActionKind, Decision
 
 __all__ = [
     "ApprovalDecided",
@@ -35,6 +35,7 @@ __all__ = [
     "PreHydrationComplete",
     "ReasoningComplete",
     "RecoveryTriggered",
+    "ReviewDecided",
     "Stamp",
     "Started",
     "StepLimitReached",
@@ -88,7 +89,7 @@ class ReasoningComplete(_Event):
 class DecisionRecord(BaseModel):
     model_config = ConfigDict(frozen=True)
 
-    action: Literal["call_tool", "respond"]
+    action: ActionKind
     call_id: str | None = None
     tool: str | None = None
     decision: Decision
@@ -218,6 +219,19 @@ class DelegationFinished(_Event):
     error: str | None = None
 
 
+class ReviewDecided(_Event):
+    """A critic reviewed the final answer."""
+
+    kind: Literal["ReviewDecided"] = "ReviewDecided"
+    round: int
+    verdict: str
+    """``approve``, ``revise`` or ``reject`` (a human review that timed out as a rejection)."""
+    feedback: str = ""
+    reviewer: str | None = None
+    source: str
+    """``model``, ``update`` or ``timeout``."""
+
+
 class KnowledgeInjected(_Event):
     """What the model was shown of its agent's knowledge before a reasoning step."""
 
@@ -294,6 +308,7 @@ JournalEntry = Annotated[
     | CompensationSettled
     | DelegationStarted
     | DelegationFinished
+    | ReviewDecided
     | KnowledgeInjected
     | KnowledgeRecalled
     | KnowledgeStored

@@ -25,7 +25,8 @@ __all__ = [
     "PolicyResult",
 ]
 
-ActionKind = Literal["call_tool", "respond"]
+ActionKind = Literal["call_tool", "respond", "review"]
+"""``review``: a critic model is asked to review the final answer (``tool`` is its agent)."""
 Decision = Literal["allow", "deny", "modify", "require_approval"]
 
 EVALUATE_POLICY = "evaluate_policy"

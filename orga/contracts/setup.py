@@ -57,6 +57,9 @@ class LoopSetup(BaseModel):
     delegates: list[AgentSpec] = Field(default_factory=list[AgentSpec])
     """The agents the loop may hand work to (its agent's ``delegates``, while the loop is not
     at ``max_delegation_depth``); with any, ``tools`` holds the ``delegate`` tool."""
+    critic_provider: ProviderName | None = None
+    critic_model: str | None = None
+    """With a model critic: the provider and model its agent answers with."""
     knowledge_namespace: str | None = None
     """Whose knowledge the loop reads and writes (with ``config.knowledge``): its agent's
     store — the agent's id, or the store its agent file names."""

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from orga.contracts.approvals import PendingApproval, PendingEscalation
+from orga.contracts.critic import PendingReview, ReviewRecord
 from orga.contracts.delegation import DelegationRecord
 from orga.contracts.evidence import EvidenceCollection, ProgressSnapshot
 from orga.contracts.inference import Usage
@@ -21,7 +22,7 @@ __all__ = [
     "ToolCallRecord",
 ]
 
-LoopStatus = Literal["running", "awaiting_approval", "completed", "failed"]
+LoopStatus = Literal["running", "awaiting_approval", "awaiting_review", "completed", "failed"]
 Phase = Literal[
     "starting", "observing", "reasoning", "policy_check", "dispatching", "completed", "failed"
 ]
@@ -77,6 +78,10 @@ class LoopState(BaseModel):
     """The information-gain tracker, for loops with evidence tools."""
     advertised: list[str] = Field(default_factory=list[str])
     """The tools the model sees (after the tool profile)."""
+    pending_review: PendingReview | None = None
+    """A final answer waiting for a person's review (``config.critic`` human)."""
+    reviews: list[ReviewRecord] = Field(default_factory=list[ReviewRecord])
+    """The reviews of the loop's answers so far."""
     delegations: list[DelegationRecord] = Field(default_factory=list[DelegationRecord])
     """The loop's children (``delegate``): agent, status, budget and spend."""
     knowledge_context: str | None = None
@@ -95,7 +100,10 @@ class LoopResult(BaseModel):
     usage: Usage
     termination_reason: str
     """``end_turn`` when the model finished its turn; ``saturated`` when evidence stopped
-    telling it anything new (a normal completion, with ``snapshot``)."""
+    telling it anything new (a normal completion, with ``snapshot``); ``critic_rejected`` when
+    the critic still asked for a revision after ``max_rounds`` reviews (with ``critique``)."""
+    critique: str | None = None
+    """With ``critic_rejected``: the critic's last feedback."""
     tool_call_count: int = 0
     workflow_id: str = ""
     messages: int = 0

@@ -43,6 +43,7 @@ from orga.contracts.approvals import (
     EscalationResolution,
     PendingEscalation,
 )
+from orga.contracts.critic import Review, Verdict
 from orga.contracts.state import LoopState
 from orga.contracts.task import TaskState
 
@@ -93,7 +94,7 @@ class InboxItem(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    kind: Literal["approval", "escalation", "unreadable"]
+    kind: Literal["approval", "escalation", "review", "unreadable"]
     workflow_id: str
     workflow_type: str
     item_id: str | None = None
@@ -252,6 +253,26 @@ def _items_of(
                 commands=_approval_commands(workflow_id, approval.call_id),
             )
         )
+    review = state.pending_review if isinstance(state, LoopState) else None
+    if review is not None:
+        ids = shlex.quote(workflow_id)
+        items.append(
+            InboxItem(
+                kind="review",
+                workflow_id=workflow_id,
+                workflow_type=workflow_type,
+                item_id=f"answer#{review.round}",
+                tool="(final answer)",
+                arguments=review.answer,
+                reason=f"review {review.round}: approve the answer, or ask for a revision",
+                since=review.since,
+                options=["approve", "revise"],
+                commands=[
+                    f"orga review {ids} --verdict approve",
+                    f"orga review {ids} --verdict revise --feedback '…'",
+                ],
+            )
+        )
     for escalation in state.pending_escalations:
         items.append(
             InboxItem(
@@ -278,7 +299,7 @@ async def inbox(client: Client, *, limit: int = 100) -> list[InboxItem]:
     """
     query = (
         f"WorkflowType IN ('{LOOP}', '{TASK}') AND ExecutionStatus = 'Running' "
-        "AND OrgaStatus = 'awaiting_approval'"
+        "AND OrgaStatus IN ('awaiting_approval', 'awaiting_review')"
     )
     found: list[InboxItem] = []
     try:
@@ -415,3 +436,23 @@ async def resolve(
         escalation_id=escalation_id, action=action, result=result, reason=reason, operator=operator
     )
     return await _update(client, "resolve_escalation", resolution, EscalationRecord, facts, wait)
+
+
+async def review(
+    client: Client,
+    workflow_id: str,
+    *,
+    verdict: Verdict,
+    feedback: str,
+    reviewer: str,
+    wait: float = 30.0,
+) -> Review:
+    """Review a loop's final answer that waits for a person (``config.critic`` human); the
+    review as recorded.
+
+    Raises:
+        DeskError: not recorded, and why.
+    """
+    facts = await _ready_for_a_decision(client, workflow_id)
+    given = Review(verdict=verdict, feedback=feedback, reviewer=reviewer)
+    return await _update(client, "review", given, Review, facts, wait)

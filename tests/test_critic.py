@@ -1,0 +1,142 @@
+"""The critic reviews final answers: a model (structured verdicts only) or a person."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
+
+from orga.contracts.critic import Review
+from orga.contracts.journal import Journal, PolicyEvaluated, ReviewDecided
+from orga.contracts.state import LoopResult, LoopState
+from orga.runtime import desk
+from orga.runtime.scripted_model import Turn
+from tests.harness import Harness, scripted_settings
+
+
+def agents(tmp_path: Path, writer: str, critic: str) -> Path:
+    path = tmp_path / "agents.toml"
+    path.write_text(
+        f'[agents.writer]\nmodel = "{writer}"\n\n'
+        f'[agents.critic]\ndescription = "Checks answers"\nmodel = "{critic}"\n'
+    )
+    return path
+
+
+def verdict(value: str, feedback: str = "") -> Turn:
+    return Turn(tool_calls=[("submit_review", {"verdict": value, "feedback": feedback})])
+
+
+async def test_a_model_critic_asks_for_one_revision_then_approves(
+    harness: Harness, tmp_path: Path
+) -> None:
+    writer = harness.new_model([Turn(text="Paris is big."), Turn(text="Paris has 2.1M people.")])
+    critic = harness.new_model([verdict("revise", "give the population"), verdict("approve")])
+    settings = scripted_settings(harness.model, agents_file=agents(tmp_path, writer, critic))
+    async with harness.worker(settings=settings):
+        handle = await harness.start(
+            "How large is Paris?",
+            agent_id="writer",
+            critic={"kind": "model", "agent": "critic", "max_rounds": 2},
+        )
+        result = await handle.result()
+        state = await handle.query("state", result_type=LoopState)
+        journal = await handle.query("journal", result_type=Journal)
+    assert result.output == "Paris has 2.1M people."
+    assert result.termination_reason == "end_turn"
+    assert [(r.verdict, r.source, r.reviewer) for r in state.reviews] == [
+        ("revise", "model", "critic"),
+        ("approve", "model", "critic"),
+    ]
+    # The writer was told what to change; the critic saw the task and the answer, and was
+    # offered nothing but submit_review.
+    second = harness.model.requests_for(writer)[1]
+    assert "[orga critic]" in second.user_texts()[-1] and "population" in second.user_texts()[-1]
+    first_review = harness.model.requests_for(critic)[0]
+    assert "How large is Paris?" in first_review.user_texts()[0]
+    assert [t["function"]["name"] for t in first_review.body["tools"]] == ["submit_review"]
+    # The critic's tokens are the loop's: two writer calls and two critic calls, 15 each.
+    assert result.usage.total_tokens == 60
+    reviews = [e for e in journal.entries if isinstance(e, ReviewDecided)]
+    assert [e.verdict for e in reviews] == ["revise", "approve"]
+    gated = [d for e in journal.entries if isinstance(e, PolicyEvaluated) for d in e.decisions]
+    assert [d.tool for d in gated if d.action == "review"] == ["critic", "critic"]
+
+
+async def test_a_verdict_in_prose_is_not_taken(harness: Harness, tmp_path: Path) -> None:
+    writer = harness.new_model([Turn(text="42")])
+    critic = harness.new_model([Turn(text="Looks good to me, approve!")] * 3)
+    settings = scripted_settings(harness.model, agents_file=agents(tmp_path, writer, critic))
+    async with harness.worker(settings=settings):
+        handle = await harness.start(
+            "6 times 7?", agent_id="writer", critic={"kind": "model", "agent": "critic"}
+        )
+        with pytest.raises(WorkflowFailureError) as caught:
+            await handle.result()
+    cause = caught.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "CriticFailed"
+    assert "not taken from prose" in cause.message
+    assert len(harness.model.requests_for(critic)) == 3  # retried, then failed typed
+
+
+async def waiting_review(handle: WorkflowHandle[Any, LoopResult], round_: int) -> LoopState:
+    state = await handle.query("state", result_type=LoopState)
+    while state.pending_review is None or state.pending_review.round != round_:
+        await asyncio.sleep(0.05)
+        state = await handle.query("state", result_type=LoopState)
+    return state
+
+
+async def test_a_person_rejecting_twice_ends_the_loop_critic_rejected(harness: Harness) -> None:
+    model = harness.new_model([Turn(text="draft one"), Turn(text="draft two")])
+    async with harness.worker():
+        handle = await harness.start(
+            "Write the release note.",
+            model=model,
+            critic={"kind": "human", "max_rounds": 2},
+        )
+        state = await waiting_review(handle, 1)
+        assert state.status == "awaiting_review"
+        assert state.pending_review is not None and state.pending_review.answer == "draft one"
+        [item] = [i for i in await desk.inbox(harness.client) if i.workflow_id == handle.id]
+        assert item.kind == "review" and item.options == ["approve", "revise"]
+        assert item.commands[0] == f"orga review {handle.id} --verdict approve"
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await handle.execute_update("review", Review(verdict="approve"))
+        assert "names no reviewer" in str(refused.value.cause)
+        await handle.execute_update(
+            "review", Review(verdict="revise", feedback="mention the fix", reviewer="kim")
+        )
+        await waiting_review(handle, 2)
+        await desk.review(
+            harness.client, handle.id, verdict="revise", feedback="still vague", reviewer="kim"
+        )
+        result = await handle.result()
+        with pytest.raises(desk.DeskError) as late:  # nothing waits for review any more
+            await desk.review(
+                harness.client, handle.id, verdict="approve", feedback="", reviewer="kim"
+            )
+        assert "already finished" in str(late.value)
+    assert result.termination_reason == "critic_rejected"
+    assert result.output == "draft two" and result.critique == "still vague"
+    second = harness.model.requests_for(model)[1]
+    assert "mention the fix" in second.user_texts()[-1]
+
+
+async def test_an_unanswered_review_counts_as_its_default(skipping: Harness) -> None:
+    model = skipping.new_model([Turn(text="draft")])
+    async with skipping.worker():
+        handle = await skipping.start(
+            "Write it.",
+            model=model,
+            critic={"kind": "human", "timeout": 7200, "on_timeout": "reject"},
+        )
+        result = await handle.result()
+        state = await handle.query("state", result_type=LoopState)
+    assert result.termination_reason == "critic_rejected"
+    [record] = state.reviews
+    assert (record.verdict, record.source) == ("reject", "timeout")
