@@ -24,7 +24,7 @@ from orga.contracts.errors import CriticFailed
 from orga.contracts.tools import ToolDefinition
 from orga.runtime.settings import Settings
 
-__all__ = ["CriticActivities", "REVIEW_DEFINITION"]
+__all__ = ["REVIEW_DEFINITION", "CriticActivities"]
 
 
 class _Submitted(BaseModel):
