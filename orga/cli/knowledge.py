@@ -92,7 +92,9 @@ def add(
         str | None, typer.Option(help="A convention's directory (relative; '' is the root).")
     ] = None,
     language: Annotated[str | None, typer.Option(help="A convention's language.")] = None,
-    confidence: Annotated[float, typer.Option(min=0.0, max=1.0)] = 1.0,
+    confidence: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="How sure the fact is, 0 to 1.")
+    ] = 1.0,
     as_json: Json = False,
 ) -> None:
     """Store one item for an agent (an equal one is kept once)."""
@@ -127,7 +129,7 @@ def add(
 def search(
     query: Annotated[str, typer.Argument(help="What to look for.")],
     agent: Agent,
-    limit: Annotated[int, typer.Option(min=1, max=50)] = 10,
+    limit: Annotated[int, typer.Option(min=1, max=50, help="At most this many results.")] = 10,
     scope: Annotated[KnowledgeScope, typer.Option(help="all, or conventions.")] = "all",
     directory: Annotated[str | None, typer.Option(help="With --scope conventions.")] = None,
     language: Annotated[str | None, typer.Option(help="With --scope conventions.")] = None,
@@ -162,7 +164,9 @@ def search(
 def list_items(
     agent: Agent,
     kind: Annotated[KnowledgeKind | None, typer.Option(help="Only this kind.")] = None,
-    limit: Annotated[int, typer.Option(min=1, max=10_000)] = 50,
+    limit: Annotated[
+        int, typer.Option(min=1, max=10_000, help="At most this many items (newest first).")
+    ] = 50,
     as_json: Json = False,
 ) -> None:
     """An agent's newest items."""
