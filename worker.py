@@ -22,7 +22,7 @@ from datetime import timedelta
 import httpx
 from temporalio.client import Client
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
-from temporalio.worker import Replayer, Worker, WorkerDeploymentConfig
+from temporalio.worker import Interceptor, Replayer, Worker, WorkerDeploymentConfig
 
 from activities.builtin_tools import builtin_tools
 from activities.cedar import CedarGate
@@ -186,14 +186,15 @@ def build_worker(
     )
 
 
-def replayer(store: Store | None = None) -> Replayer:
+def replayer(store: Store | None = None, interceptors: Sequence[Interceptor] = ()) -> Replayer:
     """A replayer of orga's workflows, in the same sandbox and with the same converter as a
     worker (reading stored payloads from ``store``, the settings' by default): what replay
-    tests and ``temporal workflow show`` exports are checked with."""
+    tests, ``temporal workflow show`` exports and ``orga audit --verify`` are checked with."""
     return Replayer(
         workflows=WORKFLOWS,
         workflow_runner=workflow_runner(),
         data_converter=data_converter(lambda: store or Settings.from_env().store()),
+        interceptors=interceptors,
     )
 
 

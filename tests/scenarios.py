@@ -199,6 +199,56 @@ async def saga_attempted(h: Harness) -> WorkflowHandle[Any, Any]:
     return handle
 
 
+async def delegation(h: Harness) -> WorkflowHandle[Any, Any]:
+    """A lead delegates to two agents in one turn; both children's spend is charged back."""
+    import tempfile
+
+    from tests.test_delegation import agents_file
+
+    models = {
+        "lead": h.new_model(
+            [
+                Turn(
+                    tool_calls=[
+                        ("delegate", {"agent": "research", "task": "Find the figure."}),
+                        ("delegate", {"agent": "writer", "task": "Draft an intro."}),
+                    ]
+                ),
+                Turn(text="report: 42, with an intro"),
+            ]
+        ),
+        "research": h.new_model([Turn(text="the figure is 42")]),
+        "writer": h.new_model([Turn(text="Once upon a report")]),
+    }
+    path = agents_file(Path(tempfile.mkdtemp(prefix="orga-history-")), models)
+    async with h.worker(settings=scripted_settings(h.model, agents_file=path)):
+        handle = await h.start(
+            "Write a short report.", agent_id="lead", workflow_id="history-delegation"
+        )
+        await handle.result()
+    return handle
+
+
+async def critic(h: Harness) -> WorkflowHandle[Any, Any]:
+    """A model critic asks for one revision, then approves."""
+    import tempfile
+
+    from tests.test_critic import agents, verdict
+
+    writer = h.new_model([Turn(text="Paris is big."), Turn(text="Paris has 2.1M people.")])
+    reviewer = h.new_model([verdict("revise", "give the population"), verdict("approve")])
+    path = agents(Path(tempfile.mkdtemp(prefix="orga-history-")), writer, reviewer)
+    async with h.worker(settings=scripted_settings(h.model, agents_file=path)):
+        handle = await h.start(
+            "How large is Paris?",
+            agent_id="writer",
+            critic={"kind": "model", "agent": "critic", "max_rounds": 2},
+            workflow_id="history-critic",
+        )
+        await handle.result()
+    return handle
+
+
 SCENARIOS: dict[str, Scenario] = {
     "tools": tools,
     "denial": denial,
@@ -208,4 +258,6 @@ SCENARIOS: dict[str, Scenario] = {
     "task_compensation": task_compensation,
     "knowledge": knowledge,
     "saga_attempted": saga_attempted,
+    "delegation": delegation,
+    "critic": critic,
 }

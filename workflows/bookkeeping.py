@@ -20,6 +20,7 @@ from temporalio.common import SearchAttributeUpdate
 from temporalio.exceptions import ApplicationError
 
 from orga.contracts import search_attributes as sa
+from orga.contracts.audit import AUDITED_KINDS
 from orga.contracts.config import Limits, LoopConfig
 from orga.contracts.conversation import Message, ToolResult, chain_digest
 from orga.contracts.critic import ReviewRecord
@@ -35,6 +36,7 @@ from orga.contracts.journal import (
     Terminated,
 )
 from orga.contracts.state import LoopStatus, Phase, ToolCallRecord
+from orga.core.audit import AuditLog
 from workflows.common import upsert
 from workflows.human import HumanDesk
 
@@ -99,6 +101,8 @@ class LoopBooks:
         self.tool_call_count = 0
         self.delegations: list[DelegationRecord] = []
         """The loop's children (``delegate``), newest last."""
+        self.audit = AuditLog()
+        """The hash chain of the loop's governance records (``orga.core.audit``)."""
         self.reviews: list[ReviewRecord] = []
         """The critic's reviews of the loop's answers."""
         self.output: str | None = None
@@ -123,6 +127,8 @@ class LoopBooks:
 
     def record(self, entry: JournalEntry) -> None:
         self.journal.append(entry)
+        if entry.kind in AUDITED_KINDS:  # a governance record: onto the audit chain too
+            self.audit.add(entry.kind, entry.model_dump(mode="json"))
 
     # ---- what happened -------------------------------------------------------------------
 

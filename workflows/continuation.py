@@ -18,6 +18,7 @@ from orga.contracts.carry import LoopCarry
 from orga.contracts.config import LoopConfig, LoopInput
 from orga.contracts.errors import StateTooLarge
 from orga.contracts.evidence import EvidenceCollection
+from orga.core.audit import AuditLog
 from orga.core.carry import bounded
 from workflows.bookkeeping import Conversation, LoopBooks
 from workflows.toolstate import ToolState
@@ -67,6 +68,8 @@ def carried(
         calibration=calibration,
         delegations=books.delegations[-_DELEGATIONS:],
         reviews=books.reviews,
+        audit_count=books.audit.count,
+        audit_head=books.audit.head,
     )
     return bounded(carry)
 
@@ -122,4 +125,5 @@ def restore(
     books.tool_call_count = carry.tool_call_count
     books.delegations = list(carry.delegations)
     books.reviews = list(carry.reviews)
+    books.audit = AuditLog(carry.audit_count, carry.audit_head)
     tools.restore(carry.tools)

@@ -37,6 +37,7 @@ from typing import Literal
 from temporalio import workflow
 from temporalio.common import RawValue
 
+from orga.contracts.audit import AuditChain
 from orga.contracts.config import Limits, LoopInput
 from orga.contracts.conversation import Message
 from orga.contracts.delegation import DELEGATE_TOOL
@@ -195,6 +196,11 @@ class ReasoningLoopWorkflow(DeskHandlers):
     def journal(self) -> Journal:
         """The typed journal (bounded; ``dropped`` counts entries dropped to bound it)."""
         return self._books.journal
+
+    @workflow.query(name="audit")
+    def audit(self) -> AuditChain:
+        """This run's audit chain (after the earlier runs' head): every governance record."""
+        return self._books.audit.chain()
 
     @workflow.query(name="conversation")
     def conversation(self, window: ConversationRange | None = None) -> list[Message]:

@@ -29,6 +29,7 @@ from temporalio.exceptions import FailureError
 
 from orga.contracts import search_attributes as sa
 from orga.contracts.approvals import PendingEscalation
+from orga.contracts.audit import AUDITED_KINDS, AuditChain
 from orga.contracts.errors import InvalidConfig, TaskAborted
 from orga.contracts.inference import Usage
 from orga.contracts.journal import (
@@ -51,6 +52,7 @@ from orga.contracts.task import (
     TaskStatus,
     ToolStep,
 )
+from orga.core.audit import AuditLog
 from orga.core.progress import StepTracker
 from workflows.common import decoded, failure_message, upsert
 from workflows.gate import Gate
@@ -89,6 +91,7 @@ class TaskWorkflow(DeskHandlers):
         self._outcome: TaskOutcome | None = None
         self._uncompensated: list[str] = []
         self._journal = Journal()
+        self._audit = AuditLog()
         self._desk = HumanDesk(
             on_change=self._on_waiting_change, record=self._record, stamp=self._stamp
         )
@@ -134,6 +137,12 @@ class TaskWorkflow(DeskHandlers):
     @workflow.query(name="journal")
     def journal(self) -> Journal:
         return self._journal
+
+    @workflow.query(name="audit")
+    def audit(self) -> AuditChain:
+        """The task's audit chain: every governance record (policy, approvals, escalations,
+        compensations)."""
+        return self._audit.chain()
 
     def _on_waiting_change(self) -> None:
         if self._status in ("running", "awaiting_operator"):
@@ -387,6 +396,8 @@ class TaskWorkflow(DeskHandlers):
 
     def _record(self, entry: JournalEntry) -> None:
         self._journal.append(entry)
+        if entry.kind in AUDITED_KINDS:  # a governance record: onto the audit chain too
+            self._audit.add(entry.kind, entry.model_dump(mode="json"))
 
     def _finish(self, reason: str, message: str) -> None:
         self._message = message

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 
 from pydantic import BaseModel, Field
 
+from orga.contracts.audit import GENESIS
 from orga.contracts.critic import ReviewRecord
 from orga.contracts.delegation import DelegationRecord
 from orga.contracts.evidence import EvidenceCollection
@@ -58,6 +59,10 @@ class LoopCarry(BaseModel):
     calibration: float = 1.0
     """The token-estimate calibration learnt from the provider's counts."""
     delegations: list[DelegationRecord] = Field(default_factory=list[DelegationRecord])
+    """The loop's finished children (the newest)."""
     reviews: list[ReviewRecord] = Field(default_factory=list[ReviewRecord])
     """The critic's reviews so far (they count towards ``max_rounds``)."""
-    """The loop's finished children (the newest)."""
+    audit_count: int = 0
+    """How many entries the audit chain holds so far."""
+    audit_head: str = GENESIS
+    """Where the audit chain stands: the next run's entries follow this hash."""
