@@ -41,11 +41,12 @@ from orga.runtime.connect import connect, ensure_search_attributes
 from orga.runtime.extstore import data_converter
 from orga.runtime.knowledge import open_knowledge
 from orga.runtime.ledger import Ledger
+from orga.runtime.mcp import McpHub, open_mcp
 from orga.runtime.offline import LABEL, OFFLINE_MODEL, serve_offline_model
 from orga.runtime.sandbox import workflow_runner
 from orga.runtime.settings import Settings
 from orga.runtime.store import Store
-from orga.runtime.tools import Tool, ToolRegistry
+from orga.runtime.tools import Tool, ToolRegistry, ToolSource
 from workflows.loop import ReasoningLoopWorkflow
 from workflows.task import TaskWorkflow
 
@@ -70,16 +71,19 @@ def build_registry(
     settings: Settings,
     extra_tools: Iterable[Tool] = (),
     knowledge: KnowledgeActivities | None = None,
+    sources: Iterable[ToolSource] = (),
 ) -> ToolRegistry:
     """Built-in tools (with ``recall_knowledge`` and ``store_knowledge`` over ``knowledge``),
-    the tools of ``ORGA_TOOL_MODULES``, then ``extra_tools``."""
+    the tools of ``ORGA_TOOL_MODULES``, then ``extra_tools``; then those of ``sources`` (the
+    MCP servers), which come and go while the worker runs."""
     return ToolRegistry(
         [
             *builtin_tools(settings),
             *(knowledge_tools(knowledge) if knowledge is not None else []),
             *load_tool_modules(settings.tool_modules),
             *extra_tools,
-        ]
+        ],
+        sources,
     )
 
 
@@ -128,15 +132,17 @@ def build_worker(
     task_queue: str | None = None,
     extra_tools: Iterable[Tool] = (),
     store: Store | None = None,
+    mcp: McpHub | None = None,
 ) -> Worker:
     """A worker serving orga's workflows and activities (the one wiring every process uses).
 
-    ``store`` is the store the client's data converter uses (the settings' by default).
+    ``store`` is the store the client's data converter uses (the settings' by default);
+    ``mcp`` the connected MCP servers (``open_mcp``), whose tools it offers too.
     """
     store = store or settings.store()
     shared = store
     knowledge = KnowledgeActivities(lambda: open_knowledge(shared))
-    registry = build_registry(settings, extra_tools, knowledge)
+    registry = build_registry(settings, extra_tools, knowledge, [mcp] if mcp is not None else [])
     blobs = BlobStore(store)
     critic = CriticActivities(settings=settings, http=http)
     inference = InferenceActivities(
@@ -224,7 +230,8 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
                 LABEL,
             )
         http = await stack.enter_async_context(http_client())
-        worker = build_worker(client, settings, http, store=store)
+        mcp = await stack.enter_async_context(open_mcp(settings.mcp_servers_file))
+        worker = build_worker(client, settings, http, store=store, mcp=mcp)
         if settings.store_retention_days is not None:
             stack.push_async_callback(_cancelled, asyncio.create_task(_prune(store, settings)))
         log.info(

@@ -68,6 +68,11 @@ class InferenceActivities:
         definitions: list[ToolDefinition] = []
         for name in names:
             found = self._registry.get(name)
+            if found is None and (why := self._registry.absent(name)) is not None:
+                # A tool its MCP server withdrew: no longer offered; a call the model still
+                # makes gets a clear error result from the tool activity.
+                activity.logger.warning("not offering tool %r to the model: %s", name, why)
+                continue
             if found is None:
                 raise InvalidConfig(
                     f"tool {name!r} is not registered on this worker; registered: "

@@ -57,7 +57,8 @@ def default_decision(
     if found is None:
         return PolicyDecision(
             decision="deny",
-            reason=f"tool {name!r} is not registered on the worker that checked the call",
+            reason=registry.absent(name)
+            or f"tool {name!r} is not registered on the worker that checked the call",
             policy_ids=["default.registered"],
         )
     try:

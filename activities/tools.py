@@ -82,7 +82,8 @@ class ToolActivities:
         found = self._registry.get(name)
         if found is None:
             raise ToolNotFound(
-                f"there is no tool {name!r} on this worker (registered: "
+                f"{self._registry.absent(name) or f'there is no tool {name!r} on this worker'} "
+                "(registered: "
                 f"{', '.join(self._registry.names()) or 'none'})"
             )
         return found

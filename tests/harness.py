@@ -19,6 +19,7 @@ from orga.contracts.conversation import Message
 from orga.contracts.state import LoopResult
 from orga.contracts.task import TaskInput, TaskResult
 from orga.contracts.vocabulary import ProviderName
+from orga.runtime.mcp import McpHub, open_mcp
 from orga.runtime.scripted_model import ScriptedModelServer, Step
 from orga.runtime.settings import ProviderSettings, Settings
 from orga.runtime.store import Store
@@ -91,6 +92,8 @@ class Harness:
     model: ScriptedModelServer
     task_queue: str = field(default_factory=lambda: f"test-{uuid.uuid4().hex[:12]}")
     handles: list[WorkflowHandle[Any, Any]] = field(default_factory=list[WorkflowHandle[Any, Any]])
+    mcp: McpHub | None = None
+    """The MCP servers of the running worker (``settings.mcp_servers_file``)."""
     memo: dict[str, Any] = field(default_factory=dict[str, Any])
     """Memo of every loop started here (the time-skipping harness turns search attributes off)."""
 
@@ -111,6 +114,8 @@ class Harness:
         settings = settings or scripted_settings(self.model)
         async with contextlib.AsyncExitStack() as stack:
             client_http = http or await stack.enter_async_context(http_client())
+            mcp = await stack.enter_async_context(open_mcp(settings.mcp_servers_file))
+            self.mcp = mcp
             worker = build_worker(
                 self.client,
                 settings,
@@ -120,6 +125,7 @@ class Harness:
                 store=TEST_STORE
                 if settings.store_url == TEST_STORE.url
                 else stack.enter_context(settings.store()),  # closed with the worker
+                mcp=mcp,
             )
             await stack.enter_async_context(worker)
             yield

@@ -40,6 +40,7 @@ _STATUS_BY_ERROR_TYPE: dict[str, ToolStatus] = {
     "ToolNotFound": "unknown_tool",
     "ToolPermissionError": "denied",
     "ToolFailed": "failed",
+    "ToolUnavailable": "failed",
 }
 _FAILURES: frozenset[ToolStatus] = frozenset({"failed", "timed_out"})
 """Statuses that count against a tool's breaker and trigger its recovery strategy."""

@@ -25,7 +25,8 @@ it is a property of the class (``retryable``), decided once here::
         ├── ToolNotFound ......... no tool of that name is registered on this worker
         ├── ToolInputError ....... arguments are not JSON, not an object or not valid for the schema
         ├── ToolPermissionError .. the tool may not do this (raised by tools; never retried)
-        └── ToolFailed ........... the tool function raised (retried only if the tool asks)
+        ├── ToolFailed ........... the tool function raised (retried only if the tool asks)
+        └── ToolUnavailable ...... the tool's MCP server is not reachable right now (retryable)
 
 Messages name the thing (``!r``), the rule it broke and the fix.
 """
@@ -60,6 +61,7 @@ __all__ = [
     "ToolInputError",
     "ToolNotFound",
     "ToolPermissionError",
+    "ToolUnavailable",
     "UnhandledStopReason",
     "describe_validation_error",
     "non_retryable_types",
@@ -184,6 +186,13 @@ class ToolFailed(ToolError):
     Retryable as a class; the tool activity marks an instance non-retryable unless the tool's
     recovery strategy asks for retries (by default the error goes straight back to the model).
     """
+
+    retryable = True
+
+
+class ToolUnavailable(ToolError):
+    """The server behind a tool (an MCP server) is down or lost its connection: retried while
+    it is restarted or reconnected; after the last attempt, the model sees why."""
 
     retryable = True
 

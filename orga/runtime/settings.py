@@ -17,6 +17,7 @@ OPENROUTER_API_KEY / _MODEL / _BASE_URL                          openai/gpt-4o-m
 OPENAI_API_KEY / _MODEL / _BASE_URL (vLLM, Ollama, llama.cpp)    gpt-4o-mini
 ANTHROPIC_API_KEY / _MODEL / _BASE_URL                           claude-sonnet-4-5
 ORGA_TOOL_MODULES           comma-separated modules with @tools  unset
+ORGA_MCP_SERVERS            TOML file of MCP servers (tools)     unset (no MCP tools)
 ORGA_AGENTS                 TOML file of the worker's agents     unset (one implicit agent)
 ORGA_POLICY                 policy floor of the implicit agent   default
 ORGA_ALLOW_PERMISSIVE       ``1``: loops may ask for permissive   unset (refused)
@@ -94,6 +95,8 @@ class Settings(BaseModel):
     tool_modules: list[str] = Field(default_factory=list[str])
     agents_file: Path | None = None
     """The worker's agents (``ORGA_AGENTS``); without it, one implicit agent."""
+    mcp_servers_file: Path | None = None
+    """The MCP servers whose tools the worker offers (``ORGA_MCP_SERVERS``)."""
     policy_floor: PolicyFloor = "default"
     """The implicit agent's policy floor (``ORGA_POLICY``)."""
     allow_permissive: bool = False
@@ -179,6 +182,7 @@ class Settings(BaseModel):
             providers=providers,
             tool_modules=modules,
             agents_file=Path(agents).resolve() if (agents := get("ORGA_AGENTS")) else None,
+            mcp_servers_file=Path(mcp).resolve() if (mcp := get("ORGA_MCP_SERVERS")) else None,
             policy_floor=floor,
             allow_permissive=_flag(get("ORGA_ALLOW_PERMISSIVE")),
             file_root=Path(file_root).resolve() if file_root else None,

@@ -27,10 +27,10 @@ import inspect
 import json
 import re
 import threading
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, cast, get_args, get_type_hints, overload
+from typing import Any, Protocol, cast, get_args, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
@@ -38,7 +38,7 @@ from orga.contracts.errors import InvalidConfig, ToolInputError, describe_valida
 from orga.contracts.tools import ToolDefinition
 from orga.runtime.ledger import Ledger
 
-__all__ = ["Tool", "ToolContext", "ToolRegistry", "parse_arguments", "tool"]
+__all__ = ["Tool", "ToolContext", "ToolRegistry", "ToolSource", "parse_arguments", "tool"]
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 
@@ -341,11 +341,25 @@ def tool(
     return decorate
 
 
-class ToolRegistry:
-    """The tools one worker can run, by name."""
+class ToolSource(Protocol):
+    """Tools that come and go while the worker runs (an MCP server's)."""
 
-    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+    def current(self) -> Mapping[str, Tool]:
+        """The tools offered now, by name."""
+        ...
+
+    def absent(self, name: str) -> str | None:
+        """Why there is no tool ``name`` now, if this source can tell (it was removed, or its
+        server has not connected); ``None`` when the name means nothing to it."""
+        ...
+
+
+class ToolRegistry:
+    """The tools one worker can run, by name: its own, then those of its sources."""
+
+    def __init__(self, tools: Iterable[Tool] = (), sources: Iterable[ToolSource] = ()) -> None:
         self._tools: dict[str, Tool] = {}
+        self._sources = list(sources)
         for item in tools:
             self.add(item)
 
@@ -360,7 +374,23 @@ class ToolRegistry:
         self._tools[item.name] = item
 
     def get(self, name: str) -> Tool | None:
-        return self._tools.get(name)
+        found = self._tools.get(name)
+        if found is not None:
+            return found
+        for source in self._sources:
+            found = source.current().get(name)
+            if found is not None:
+                return found
+        return None
+
+    def absent(self, name: str) -> str | None:
+        """Why there is no tool ``name`` now, when a source can tell (an MCP tool that its
+        server withdrew, or whose server has not connected); ``None`` otherwise."""
+        for source in self._sources:
+            why = source.absent(name)
+            if why is not None:
+                return why
+        return None
 
     def definitions(self, names: Iterable[str], *, named_by: str) -> list[ToolDefinition]:
         """The definitions of ``names``, in order.
@@ -369,20 +399,26 @@ class ToolRegistry:
             InvalidConfig: a name is not registered here (``named_by`` says where it came from).
         """
         wanted = list(names)
-        missing = [name for name in wanted if name not in self._tools]
+        found = {name: self.get(name) for name in wanted}
+        missing = [name for name, item in found.items() if item is None]
         if missing:
+            reasons = [why for name in missing if (why := self.absent(name)) is not None]
             raise InvalidConfig(
-                f"{named_by} names tools this worker does not have: {missing!r}. Registered "
-                f"tools: {self.names()!r}. Fix {named_by}, or add the module that defines them "
-                "to ORGA_TOOL_MODULES."
+                f"{named_by} names tools this worker does not have: {missing!r}"
+                + (f" ({'; '.join(reasons)})" if reasons else "")
+                + f". Registered tools: {self.names()!r}. Fix {named_by}, or add the module "
+                "that defines them to ORGA_TOOL_MODULES (or the MCP server to ORGA_MCP_SERVERS)."
             )
-        return [self._tools[name].definition for name in wanted]
+        return [item.definition for item in found.values() if item is not None]
 
     def names(self) -> list[str]:
-        return sorted(self._tools)
+        names = set(self._tools)
+        for source in self._sources:
+            names.update(source.current())
+        return sorted(names)
 
     def __contains__(self, name: object) -> bool:
-        return name in self._tools
+        return isinstance(name, str) and self.get(name) is not None
 
     def __len__(self) -> int:
-        return len(self._tools)
+        return len(self.names())

@@ -1,0 +1,555 @@
+"""MCP servers as tool sources: the worker's operator lists them, orga offers their tools.
+
+``ORGA_MCP_SERVERS`` names a TOML file::
+
+    [servers.time]                       # stdio: orga starts the process and talks over stdin/out
+    command = "mcp-server-time"
+    args = ["--local-timezone", "UTC"]
+
+    [servers.github]                     # streamable HTTP
+    url = "https://api.githubcopilot.com/mcp/"
+    headers = { Authorization = "Bearer ${GITHUB_TOKEN}" }   # ${NAME}: the worker's environment
+    tools = ["get_*", "list_*"]          # which of its tools to offer (globs; all by default)
+    required = false                     # down at start: start without its tools, keep trying
+
+Secrets never sit in the file: ``env`` passes variables of the worker's environment to a stdio
+server by name (``env = ["GITHUB_TOKEN"]``, or ``{CHILD = "${WORKER_VAR}"}``), and header values
+take ``${NAME}`` from it. Each tool is registered as ``<server>__<tool>`` with the server's JSON
+schema and description, and runs through the tool activity like any other (gate, timeouts,
+retries, breakers, recovery, heartbeats, payload guard). A stdio server that dies is started
+again, an HTTP server reconnected, with backoff; a call while it is away waits for it, then
+fails ``ToolUnavailable`` (retried by Temporal). ``tools/list_changed`` refreshes the tools.
+
+Worker-side code (never imported by workflows).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fnmatch
+import hashlib
+import json
+import logging
+import os
+import re
+import tomllib
+from collections.abc import AsyncGenerator, Mapping
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx2
+import mcp_types as types
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from orga.contracts.errors import (
+    InvalidConfig,
+    ToolInputError,
+    ToolUnavailable,
+    describe_validation_error,
+)
+from orga.contracts.tools import ToolDefinition
+from orga.runtime.tools import Tool, ToolContext
+
+__all__ = [
+    "McpConfig",
+    "McpHub",
+    "McpServerSpec",
+    "McpTool",
+    "McpToolError",
+    "load_mcp_config",
+    "open_mcp",
+    "render_result",
+    "tool_name",
+]
+
+log = logging.getLogger("orga.mcp")
+
+SEPARATOR = "__"
+_SERVER_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]*(?:_[A-Za-z0-9-]+)*$")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_MAX_NAME = 64
+_CLOSED = (MCPError, OSError, EOFError, httpx2.HTTPError)
+"""What a lost connection raises (an ``MCPError`` only with ``CONNECTION_CLOSED``)."""
+
+
+class McpServerSpec(BaseModel):
+    """One server of the file: stdio (``command``) or streamable HTTP (``url``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    command: str | None = None
+    args: list[str] = Field(default_factory=list[str])
+    env: list[str] | dict[str, str] = Field(default_factory=list[str])
+    """Variables of the worker's environment passed to a stdio server: names, or ``{CHILD =
+    "${WORKER_VAR}"}``. Nothing else of the worker's environment reaches it but a safe few
+    (``PATH``, ``HOME``, …)."""
+    cwd: Path | None = None
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict[str, str])
+    """HTTP headers; ``${NAME}`` in a value is taken from the worker's environment."""
+    tools: list[str] = Field(default_factory=lambda: ["*"])
+    """Which of the server's tools to offer (globs over the server's own names)."""
+    approval: list[str] = Field(default_factory=list[str])
+    """Tools (globs) whose calls wait for a person under the default gate."""
+    serial: list[str] = Field(default_factory=list[str])
+    """Tools (globs) with side effects: their calls run one at a time, in order."""
+    timeout: float = Field(default=60.0, gt=0)
+    """Seconds one call may take (the tool activity's start-to-close timeout)."""
+    connect_timeout: float = Field(default=30.0, gt=0)
+    """Seconds to wait for the server to (re)connect: at start, and when a call finds it away."""
+    required: bool = True
+    """Down at start: stop the worker (true), or start without its tools and keep trying."""
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerSpec:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give either command (a stdio server) or url (streamable HTTP)")
+        if self.url is not None and (self.args or self.env or self.cwd):
+            raise ValueError("args, env and cwd are for stdio servers (command)")
+        if self.command is not None and self.headers:
+            raise ValueError("headers are for HTTP servers (url)")
+        return self
+
+    @property
+    def transport(self) -> Literal["stdio", "http"]:
+        return "stdio" if self.command is not None else "http"
+
+    def describe(self) -> str:
+        return f"{self.command} {' '.join(self.args)}".strip() if self.command else str(self.url)
+
+
+class McpConfig(BaseModel):
+    """The file ``ORGA_MCP_SERVERS`` names."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    servers: dict[str, McpServerSpec] = Field(default_factory=dict[str, McpServerSpec])
+
+
+def load_mcp_config(path: Path) -> McpConfig:
+    """Read and check the servers file.
+
+    Raises:
+        InvalidConfig: the file is missing, not TOML, or a server entry is wrong.
+    """
+    try:
+        raw = tomllib.loads(path.read_text())
+    except OSError as error:
+        raise InvalidConfig(f"ORGA_MCP_SERVERS={path}: cannot read it ({error})") from error
+    except tomllib.TOMLDecodeError as error:
+        raise InvalidConfig(f"ORGA_MCP_SERVERS={path} is not valid TOML: {error}") from error
+    try:
+        config = McpConfig.model_validate(raw)
+    except ValidationError as error:
+        problems = describe_validation_error(error, "")
+        raise InvalidConfig(f"ORGA_MCP_SERVERS={path}: {problems}") from error
+    for name in config.servers:
+        if not _SERVER_NAME.fullmatch(name) or len(name) > 24:
+            raise InvalidConfig(
+                f"ORGA_MCP_SERVERS={path}: server name {name!r} is not allowed: letters, "
+                "digits, '-' and single '_', starting with a letter, at most 24 characters "
+                f"(its tools are named {name}{SEPARATOR}<tool>)"
+            )
+    return config
+
+
+def tool_name(server: str, remote: str) -> str:
+    """The name orga gives a server's tool: ``<server>__<tool>``, in characters every provider
+    accepts, at most 64 long (a long name keeps a digest of the original)."""
+    name = f"{server}{SEPARATOR}{_UNSAFE.sub('_', remote)}"
+    if len(name) <= _MAX_NAME:
+        return name
+    digest = hashlib.sha256(remote.encode()).hexdigest()[:8]
+    return f"{name[: _MAX_NAME - 9]}_{digest}"
+
+
+def _expand(text: str, environ: Mapping[str, str], where: str) -> str:
+    def value(match: re.Match[str]) -> str:
+        variable = match.group(1)
+        if variable not in environ:
+            raise InvalidConfig(
+                f"{where} needs ${{{variable}}}, which the worker's environment lacks"
+            )
+        return environ[variable]
+
+    return _VARIABLE.sub(value, text)
+
+
+def _matches(name: str, globs: list[str]) -> bool:
+    return any(fnmatch.fnmatchcase(name, glob) for glob in globs)
+
+
+class McpToolError(Exception):
+    """The server answered the call with ``isError``: the model reads the server's message."""
+
+
+def render_result(result: types.CallToolResult) -> str:
+    """What the model reads of a tool result: text and structured content as they are; images,
+    audio and binary resources described (the model is given text), never silently dropped."""
+    parts: list[str] = []
+    texts: list[str] = []
+    for block in result.content:
+        if isinstance(block, types.TextContent):
+            parts.append(block.text)
+            texts.append(block.text)
+        elif isinstance(block, types.ImageContent | types.AudioContent):
+            size = _decoded_size(block.data)
+            parts.append(f"[{block.type} ({block.mime_type}, about {size} bytes): not shown]")
+        elif isinstance(block, types.ResourceLink):
+            about = f": {block.description}" if block.description else ""
+            parts.append(f"[resource link {block.name} <{block.uri}>{about}]")
+        else:
+            resource = block.resource
+            if isinstance(resource, types.TextResourceContents):
+                parts.append(f"[resource <{resource.uri}>]\n{resource.text}")
+            else:
+                size = _decoded_size(resource.blob)
+                mime = resource.mime_type or "binary"
+                parts.append(f"[resource <{resource.uri}> ({mime}, about {size} bytes): not shown]")
+    structured = result.structured_content
+    if structured is not None and not _restated(structured, texts):
+        parts.append(json.dumps(structured, ensure_ascii=False))
+    return "\n".join(parts)
+
+
+def _decoded_size(data: str) -> int:
+    """Bytes in base64 ``data`` (without decoding it)."""
+    data = data.strip()
+    return len(data) * 3 // 4 - data[-2:].count("=")
+
+
+def _restated(structured: dict[str, Any], texts: list[str]) -> bool:
+    """Whether a text block already says what the structured content says (servers send both,
+    as the protocol asks; a plain value comes wrapped as ``{"result": value}``)."""
+    values = list(structured.values())
+    for text in texts:
+        if len(values) == 1 and values[0] == text:
+            return True
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            continue
+        if parsed == structured or (len(values) == 1 and parsed == values[0]):
+            return True
+    return False
+
+
+class McpTool(Tool):
+    """A tool of an MCP server: arguments checked against the server's JSON schema, calls sent
+    to the server."""
+
+    def __init__(self, server: _Server, remote: str, definition: ToolDefinition) -> None:
+        super().__init__(self._call, definition, BaseModel, None)
+        self.server = server
+        self.remote = remote
+        try:
+            self._schema = Draft202012Validator(definition.parameters)
+        except SchemaError as error:
+            raise InvalidConfig(
+                f"MCP server {server.name!r}: tool {remote!r} has an invalid input schema "
+                f"({error.message})"
+            ) from error
+
+    def __repr__(self) -> str:
+        return f"<McpTool {self.name!r} of {self.server.name!r}>"
+
+    def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        found: list[Any] = list(self._schema.iter_errors(arguments))  # pyright: ignore[reportUnknownMemberType]
+        problems = sorted(found, key=lambda e: [str(p) for p in e.path])
+        if problems:
+            described = "; ".join(
+                f"{'.'.join(str(p) for p in e.path) or 'arguments'}: {e.message}"
+                for e in problems[:5]
+            )
+            raise ToolInputError(
+                f"arguments for tool {self.name!r} do not match its schema: {described}. "
+                "Call it again with arguments that match the schema."
+            )
+        return arguments
+
+    async def invoke(self, arguments: dict[str, Any], context: ToolContext) -> Any:
+        return await self._call(arguments)
+
+    async def _call(self, arguments: dict[str, Any]) -> str:
+        result = await self.server.call(self.remote, arguments)
+        text = render_result(result)
+        if result.is_error:
+            raise McpToolError(text or "the server reported an error and said nothing more")
+        return text
+
+
+class _Server:
+    """One server: a supervisor keeps a session open, restarting or reconnecting it."""
+
+    def __init__(self, name: str, spec: McpServerSpec, environ: Mapping[str, str]) -> None:
+        self.name = name
+        self.spec = spec
+        self.environ = environ
+        self.tools: dict[str, McpTool] = {}
+        self.withdrawn: set[str] = set()
+        self.error: str | None = None
+        self.connected = asyncio.Event()
+        self.first_attempt = asyncio.Event()
+        self.connections = 0
+        self._client: Client | None = None
+        self._lost = asyncio.Event()
+        self.env = self._child_env()  # checked at load: a missing variable stops the worker
+        self.headers = {
+            key: _expand(value, environ, f"MCP server {name!r} header {key!r}")
+            for key, value in spec.headers.items()
+        }
+
+    def _child_env(self) -> dict[str, str]:
+        where = f"MCP server {self.name!r} env"
+        if isinstance(self.spec.env, list):
+            return {var: _expand(f"${{{var}}}", self.environ, where) for var in self.spec.env}
+        return {key: _expand(value, self.environ, where) for key, value in self.spec.env.items()}
+
+    def _target(self, stack: contextlib.AsyncExitStack) -> Any:
+        spec = self.spec
+        if spec.command is not None:
+            return StdioServerParameters(
+                command=spec.command,
+                args=list(spec.args),
+                env=self.env or None,
+                cwd=spec.cwd,
+            )
+        assert spec.url is not None
+        http = httpx2.AsyncClient(
+            headers=self.headers, timeout=httpx2.Timeout(30.0, read=300.0), follow_redirects=False
+        )
+        stack.push_async_callback(http.aclose)
+        return streamable_http_client(spec.url, http_client=http)
+
+    async def supervise(self) -> None:
+        """Keep the server connected until cancelled."""
+        delay = 0.5
+        while True:
+            try:
+                async with contextlib.AsyncExitStack() as stack:
+                    client = await stack.enter_async_context(
+                        Client(
+                            self._target(stack),
+                            message_handler=self._on_message,
+                            client_info=types.Implementation(name="orga", version="0.1.0"),
+                        )
+                    )
+                    await asyncio.wait_for(self._refresh(client), self.spec.connect_timeout)
+                    self._client, self.error = client, None
+                    self.connections += 1
+                    self.connected.set()
+                    self.first_attempt.set()
+                    log.info(
+                        "MCP server %r connected (%s, protocol %s): %d tool(s)",
+                        self.name,
+                        self.spec.transport,
+                        client.protocol_version,
+                        len(self.tools),
+                    )
+                    delay = 0.5
+                    await self._watch(client)
+                    log.warning("MCP server %r: connection lost; reconnecting", self.name)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # every failure of a connection: try again, later
+                self.error = f"{type(error).__name__}: {error}"
+                log.warning(
+                    "MCP server %r (%s) is down: %s; retrying in %.1f s",
+                    self.name,
+                    self.spec.describe(),
+                    self.error,
+                    delay,
+                )
+            finally:
+                self._client = None
+                self.connected.clear()
+                self._lost.clear()
+            self.first_attempt.set()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 30.0)
+
+    async def _watch(self, client: Client) -> None:
+        """Return when the connection is gone; refresh the tools when the server says so."""
+        watchers: list[asyncio.Future[Any]] = [asyncio.ensure_future(self._lost.wait())]
+        if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            watchers.append(asyncio.ensure_future(self._listen(client)))
+        try:
+            await asyncio.wait(watchers, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for watcher in watchers:
+                watcher.cancel()
+            await asyncio.gather(*watchers, return_exceptions=True)
+
+    async def _listen(self, client: Client) -> None:
+        """2026-07-28 servers announce changes on a ``subscriptions/listen`` stream."""
+        try:
+            async with client.listen(tools_list_changed=True) as subscription:
+                async for _ in subscription:
+                    await self._refresh(client)
+        except Exception as error:
+            if not isinstance(error, MCPError) or error.code != types.METHOD_NOT_FOUND:
+                return  # the stream broke with the connection: reconnect
+            await asyncio.Event().wait()  # the server cannot announce changes; calls still work
+
+    async def _on_message(self, message: Any) -> None:
+        """Handshake-era servers send ``notifications/tools/list_changed`` on the session."""
+        if isinstance(message, Exception):
+            log.debug("MCP server %r: %s", self.name, message)
+            return
+        root = getattr(message, "root", message)
+        if isinstance(root, types.ToolListChangedNotification) and self._client is not None:
+            await self._refresh(self._client)
+
+    async def _refresh(self, client: Client) -> None:
+        listed: list[types.Tool] = []
+        cursor: str | None = None
+        while True:
+            page = await client.list_tools(cursor=cursor, cache_mode="refresh")
+            listed.extend(page.tools)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        fresh: dict[str, McpTool] = {}
+        for remote in listed:
+            if not _matches(remote.name, self.spec.tools):
+                continue
+            name = tool_name(self.name, remote.name)
+            fresh[name] = McpTool(self, remote.name, self._definition(name, remote))
+        gone = set(self.tools) - set(fresh)
+        if gone and self.tools:
+            log.warning("MCP server %r withdrew tool(s) %s", self.name, ", ".join(sorted(gone)))
+        self.withdrawn = (self.withdrawn | gone) - set(fresh)
+        self.tools = fresh
+
+    def _definition(self, name: str, remote: types.Tool) -> ToolDefinition:
+        schema = dict(remote.input_schema or {"type": "object"})
+        schema.setdefault("type", "object")
+        schema.pop("title", None)
+        description = remote.description or remote.title or remote.name
+        return ToolDefinition(
+            name=name,
+            description=f"{description.strip()} (MCP server {self.name!r}, tool {remote.name!r})",
+            parameters=schema,
+            serial=_matches(remote.name, self.spec.serial),
+            requires_approval=_matches(remote.name, self.spec.approval),
+            timeout=timedelta(seconds=self.spec.timeout),
+        )
+
+    async def call(self, remote: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        client = self._client
+        if client is None:
+            try:
+                await asyncio.wait_for(self.connected.wait(), self.spec.connect_timeout)
+            except TimeoutError:
+                raise ToolUnavailable(
+                    f"MCP server {self.name!r} is not connected ({self.error or 'starting'}); "
+                    f"waited {self.spec.connect_timeout:g} s for it"
+                ) from None
+            client = self._client
+            assert client is not None
+        try:
+            return await client.call_tool(remote, arguments)
+        except MCPError as error:
+            if error.code != types.CONNECTION_CLOSED:
+                raise  # the server refused the request itself: a tool error
+            self._lost.set()
+            raise ToolUnavailable(
+                f"MCP server {self.name!r} lost its connection during the call ({error}); it is "
+                "being restarted"
+            ) from error
+        except _CLOSED as error:
+            self._lost.set()
+            raise ToolUnavailable(
+                f"MCP server {self.name!r} could not be reached ({type(error).__name__}: "
+                f"{error}); it is being reconnected"
+            ) from error
+
+
+class McpHub:
+    """The worker's MCP servers, as one source of tools for its registry."""
+
+    def __init__(self, config: McpConfig, environ: Mapping[str, str] | None = None) -> None:
+        environ = os.environ if environ is None else environ
+        self.servers = {name: _Server(name, spec, environ) for name, spec in config.servers.items()}
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def current(self) -> Mapping[str, Tool]:
+        tools: dict[str, Tool] = {}
+        for server in self.servers.values():
+            tools.update(server.tools)
+        return tools
+
+    def absent(self, name: str) -> str | None:
+        server = self._owner(name)
+        if server is None:
+            return None
+        if name in server.withdrawn:
+            return (
+                f"tool {name!r} is no longer offered by MCP server {server.name!r} (its tool "
+                "list changed)"
+            )
+        if not server.connections:
+            return (
+                f"MCP server {server.name!r} has not connected yet ({server.error or 'starting'})"
+                f"; its tools, such as {name!r}, are unknown until it does"
+            )
+        return f"MCP server {server.name!r} offers no tool {name!r}"
+
+    def _owner(self, name: str) -> _Server | None:
+        server, separator, _ = name.partition(SEPARATOR)
+        return self.servers.get(server) if separator else None
+
+    async def start(self) -> None:
+        """Connect every server. A required one that does not connect stops the worker.
+
+        Raises:
+            InvalidConfig: a required server is down (named, with why and the way out).
+        """
+        for server in self.servers.values():
+            self._tasks.append(asyncio.create_task(server.supervise(), name=f"mcp-{server.name}"))
+        await asyncio.gather(*(s.first_attempt.wait() for s in self.servers.values()))
+        down = [s for s in self.servers.values() if not s.connected.is_set()]
+        for server in down:
+            if server.spec.required:
+                await self.stop()
+                raise InvalidConfig(
+                    f"MCP server {server.name!r} ({server.spec.describe()}) is down: "
+                    f"{server.error}. Fix it, or set required = false for it in ORGA_MCP_SERVERS "
+                    "to start without its tools"
+                )
+            log.warning(
+                "MCP server %r is down (%s): starting without its tools; they appear when it "
+                "connects",
+                server.name,
+                server.error,
+            )
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+
+
+@contextlib.asynccontextmanager
+async def open_mcp(path: Path | None) -> AsyncGenerator[McpHub | None]:
+    """The servers of ``path`` (``ORGA_MCP_SERVERS``), connected while the block runs; ``None``
+    without a file."""
+    if path is None:
+        yield None
+        return
+    hub = McpHub(load_mcp_config(path))
+    await hub.start()
+    try:
+        yield hub
+    finally:
+        await hub.stop()
