@@ -16,10 +16,14 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import mcp_types as types
 import pytest
 import uvicorn
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver import Context, MCPServer
+from temporalio.testing import WorkflowEnvironment
 
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.state import LoopState
@@ -31,7 +35,10 @@ from orga.runtime.mcp import (
     tool_name,
 )
 from orga.runtime.scripted_model import RecordedRequest, Turn
-from tests.harness import Harness, scripted_settings
+from tests.harness import TEST_STORE, Harness, scripted_settings
+from tests.sample_tools import transfer
+from tests.test_cli import ORGA, on, orga, serving
+from tests.test_desk_cli import eventually
 from tests.test_loop_tools import conversation, tool_results
 
 TIME_SERVER = str(Path(sys.executable).parent / "mcp-server-time")
@@ -108,6 +115,9 @@ def test_results_are_text_and_nothing_is_dropped_silently() -> None:
 
 
 def test_the_servers_file_is_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shipped = load_mcp_config(EXAMPLES.parent / "mcp.toml")  # the README's example holds
+    assert shipped.servers["time"].transport == "stdio"
+    assert shipped.servers["github"].transport == "http" and not shipped.servers["github"].required
     both = servers_file(tmp_path, '[servers.x]\ncommand = "a"\nurl = "http://h/mcp"\n')
     with pytest.raises(InvalidConfig, match=r"either command .* or url"):
         load_mcp_config(both)
@@ -407,3 +417,113 @@ async def test_a_streamable_http_server_and_its_changing_tools(
     assert old.status == "denied"  # the gate found it gone, and says why
     assert "tool 'demo__old_report' is no longer offered by MCP server 'demo'" in old.content
     assert new.status == "denied" and "not available" in new.content  # never advertised
+
+
+# ---- orga as an MCP server, driven by the SDK's own client ---------------------------------
+
+
+def structured(result: types.CallToolResult) -> dict[str, Any]:
+    assert not result.is_error, render_result(result)
+    assert result.structured_content is not None
+    return result.structured_content
+
+
+async def test_orga_mcp_drives_a_loop_over_stdio(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    model = harness.new_model(
+        [Turn(tool_calls=[("transfer", {"amount": 12, "to": "ann"})]), Turn(text="paid ann")]
+    )
+    variables = {
+        **on(env, harness),
+        "ORGA_STORE_URL": TEST_STORE.url,
+        "ORGA_APPROVER": "mcp-tester",
+        "ORGA_UI_URL": "http://ui.example",
+    }
+    server = StdioServerParameters(command=ORGA, args=["mcp"], env=variables)
+    async with harness.worker(tools=[transfer]), Client(server) as client:
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        assert names == {
+            "start_loop",
+            "loop_result",
+            "loop_state",
+            "loop_journal",
+            "inbox",
+            "approve",
+            "deny",
+        }
+        started = structured(
+            await client.call_tool(
+                "start_loop",
+                {
+                    "prompt": "pay ann 12",
+                    "tools": ["transfer"],
+                    "provider": "openai",
+                    "model": model,
+                },
+            )
+        )
+        workflow_id = started["workflow_id"]
+        harness.handles.append(harness.client.get_workflow_handle(workflow_id))  # replayed too
+        assert started["web_ui"].startswith("http://ui.example/") and started["status"] == "running"
+
+        async def waiting() -> dict[str, Any] | None:
+            items = structured(await client.call_tool("inbox", {}))["items"]
+            ours = [i for i in items if i["workflow_id"] == workflow_id]
+            return ours[0] if ours else None
+
+        item = await eventually(waiting, "the approval in the inbox over MCP")
+        assert (item["kind"], item["tool"]) == ("approval", "transfer")
+        state = structured(await client.call_tool("loop_state", {"workflow_id": workflow_id}))
+        assert state["status"] == "awaiting_approval"
+        decided = structured(
+            await client.call_tool(
+                "approve",
+                {"workflow_id": workflow_id, "call_id": item["item_id"], "reason": "expected"},
+            )
+        )
+        assert (decided["approved"], decided["approver"]) == (True, "mcp-tester")
+        ended = structured(
+            await client.call_tool("loop_result", {"workflow_id": workflow_id, "wait_seconds": 60})
+        )
+        assert (ended["status"], ended["output"]) == ("completed", "paid ann")
+        journal = structured(await client.call_tool("loop_journal", {"workflow_id": workflow_id}))
+        kinds = [e["kind"] for e in journal["entries"]]
+        assert "ApprovalDecided" in kinds and kinds[-1] == "Terminated"
+        unknown = await client.call_tool("loop_state", {"workflow_id": "loop-nope"})
+        assert unknown.is_error and "loop-nope" in render_result(unknown)
+
+
+async def test_orga_mcp_over_http_wants_a_token_beyond_this_machine(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    variables = {**on(env, harness), "ORGA_APPROVER": "mcp-tester", "ORGA_TEST_TOKEN": "t0k"}
+    code, _, err = await orga("mcp", "--http", "--host", "0.0.0.0", env=variables)
+    assert code == 2 and "--token-env" in err
+    async with serving(
+        "mcp",
+        "--http",
+        "--port",
+        "0",
+        "--token-env",
+        "ORGA_TEST_TOKEN",
+        env=variables,
+        announce="orga MCP server on",
+    ) as url:
+        denied = await asyncio.to_thread(_status_without_token, url)
+        assert denied == 401
+        http = httpx2.AsyncClient(headers={"Authorization": "Bearer t0k"})
+        async with http, Client(streamable_http_client(url, http_client=http)) as client:
+            inbox = structured(await client.call_tool("inbox", {}))
+    assert isinstance(inbox["items"], list)
+
+
+def _status_without_token(url: str) -> int:
+    import urllib.error
+    import urllib.request
+
+    try:
+        urllib.request.urlopen(urllib.request.Request(url, data=b"{}", method="POST"), timeout=10)
+    except urllib.error.HTTPError as error:
+        return error.code
+    return 200

@@ -156,13 +156,21 @@ Port = Annotated[int, typer.Option(help="Port to listen on (0: any free port).")
 
 
 async def serve_http(
-    app: Any, host: str, port: int, announce: Callable[[int], Awaitable[None] | None]
+    app: Any,
+    host: str,
+    port: int,
+    announce: Callable[[int], Awaitable[None] | None],
+    *,
+    lifespan: bool = False,
 ) -> int:
     """Serve ``app`` with uvicorn until stopped; ``announce`` gets the bound port once it
-    listens (``port`` 0 picks a free one). The server's own error when it cannot start."""
+    listens (``port`` 0 picks a free one). The server's own error when it cannot start.
+    ``lifespan``: run the app's start-up and shut-down (an MCP server's session manager)."""
     import uvicorn
 
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off")
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", lifespan="on" if lifespan else "off"
+    )
     server = uvicorn.Server(config)
     serving = asyncio.create_task(server.serve())
     while not server.started:

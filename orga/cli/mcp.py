@@ -1,0 +1,331 @@
+"""``orga mcp``: orga itself as an MCP server, so an MCP client (an IDE, a desktop assistant)
+can drive durable loops: start one as a registered agent, read its state, journal and result,
+list what waits for a person, and approve or deny.
+
+Over stdio by default (the client starts ``orga mcp``); ``--http`` serves streamable HTTP on
+127.0.0.1. Decisions are recorded under one name (``--approver``, else ``ORGA_APPROVER``, else
+the operating-system user), as with ``orga approve``. Serving beyond this machine needs a token
+(``--token-env``): whoever reaches the server may approve as that name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import ipaddress
+import os
+import sys
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
+
+import typer
+from pydantic import ValidationError
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowQueryFailedError,
+)
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
+
+from orga.cli.common import CliError, Host, Port, client_for, execute, serve_http, settings, ui_link
+from orga.contracts.config import LoopConfig, LoopInput
+from orga.contracts.conversation import Message
+from orga.contracts.errors import describe_validation_error
+from orga.contracts.journal import Journal
+from orga.contracts.state import LoopResult, LoopState
+from orga.runtime import desk
+from orga.runtime.settings import Settings
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
+__all__ = ["build_server", "register"]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_EXPECTED = (
+    desk.DeskError,
+    CliError,
+    ValueError,
+    RPCError,
+    ApplicationError,
+    WorkflowQueryFailedError,
+)
+"""Failures a client should read: no such workflow, no worker, a refused decision, bad input."""
+
+
+def _message(error: BaseException) -> str:
+    return error.message if isinstance(error, RPCError | ApplicationError) else str(error)
+
+
+INSTRUCTIONS = """orga runs durable, governed agent loops on Temporal. Start a loop with start_loop
+(as one of the worker's agents), follow it with loop_state / loop_journal / loop_result, and
+answer what waits for a person (inbox) with approve or deny. Loops outlive this connection."""
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``orga mcp`` to ``app``."""
+    app.command(
+        "mcp",
+        epilog='Example: orga mcp   (in an MCP client\'s config: command "orga", args '
+        '["mcp"]); orga mcp --http --port 8765',
+    )(serve_mcp)
+
+
+def serve_mcp(
+    http: Annotated[
+        bool, typer.Option("--http", help="Serve streamable HTTP (at /mcp) instead of stdio.")
+    ] = False,
+    host: Host = "127.0.0.1",
+    port: Port = 8765,
+    approver: Annotated[
+        str | None,
+        typer.Option(help="Who approves and denies; default: ORGA_APPROVER, else the OS user."),
+    ] = None,
+    token_env: Annotated[
+        str | None,
+        typer.Option(
+            help="With --http: the environment variable holding a token that every request "
+            "must bear (Authorization: Bearer …); required beyond 127.0.0.1."
+        ),
+    ] = None,
+) -> None:
+    """Serve orga's loops, inbox and decisions as an MCP server."""
+
+    async def body() -> int:
+        who = desk.who_decides(approver)
+        token = _token(token_env) if token_env else None
+        if http and token is None and not _loopback(host):
+            raise CliError(
+                f"--host {host} serves beyond this machine: give --token-env VAR (a token every "
+                "request must bear), or serve on 127.0.0.1",
+                code=2,
+            )
+        server = build_server(settings(), who)
+        if not http:
+            await server.run_stdio_async()
+            return 0
+
+        def announce(bound: int) -> None:
+            print(f"orga MCP server on http://{host}:{bound}/mcp", flush=True)
+            print(f"decisions are recorded as {who!r}", file=sys.stderr)
+
+        app = _guarded(server.streamable_http_app(host=host), token)
+        return await serve_http(app, host, port, announce, lifespan=True)
+
+    execute(body)
+
+
+def _token(variable: str) -> str:
+    value = os.environ.get(variable, "").strip()
+    if not value:
+        raise CliError(f"--token-env {variable}: the environment has no {variable}", code=2)
+    return value
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _guarded(app: Any, token: str | None) -> Any:
+    """``app``, refusing HTTP requests that do not bear ``token`` (when there is one)."""
+    if token is None:
+        return app
+    expected = f"Bearer {token}".encode()
+
+    async def guarded(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and dict(scope["headers"]).get(b"authorization") != expected:
+            await send({"type": "http.response.start", "status": 401, "headers": []})
+            await send({"type": "http.response.body", "body": b"a bearer token is required"})
+            return
+        await app(scope, receive, send)
+
+    return guarded
+
+
+def build_server(config: Settings, approver: str) -> MCPServer:
+    """The MCP server: its tools talk to Temporal with ``config``; decisions name ``approver``."""
+    from mcp.server.mcpserver import MCPServer  # the SDK, loaded when a server is built
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    def answered(tool: Callable[_P, Awaitable[_R]]) -> Callable[_P, Awaitable[_R]]:
+        """Expected failures reach the client as an error result with orga's message (other
+        exceptions are reported by the SDK as a crash, without their text)."""
+
+        @functools.wraps(tool)
+        async def run(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+            try:
+                return await tool(*args, **kwargs)
+            except _EXPECTED as error:
+                raise ToolError(_message(error)) from error
+
+        return run
+
+    server = MCPServer("orga", instructions=INSTRUCTIONS)
+    connection: list[Client] = []
+
+    async def client() -> Client:
+        if not connection:
+            connection.append(await client_for(config))
+        return connection[0]
+
+    @server.tool()
+    @answered
+    async def start_loop(
+        prompt: str,
+        agent: str | None = None,
+        tools: list[str] | None = None,
+        provider: str | None = None,
+        model: str | None = None,
+        wait_seconds: float = 0,
+    ) -> dict[str, Any]:
+        """Start a durable reasoning loop as one of the worker's agents.
+
+        Args:
+            prompt: the task, as the user's first message.
+            agent: the registered agent to run as (its tools, policy and ceilings apply).
+            tools: tools to offer the model (the agent's, by default).
+            provider: the model provider (the worker's default otherwise).
+            model: the model name as the provider spells it.
+            wait_seconds: wait this long for the answer before returning (0: return at once).
+        """
+        chosen: dict[str, Any] = {"agent_id": agent, "provider": provider, "model": model}
+        values: dict[str, Any] = {k: v for k, v in chosen.items() if v is not None}
+        if tools is not None:
+            values["tools"] = tools
+        try:
+            request = LoopInput(
+                messages=[Message(role="user", content=prompt)],
+                config=LoopConfig.model_validate(values),
+            )
+        except ValidationError as error:
+            raise ValueError(f"invalid loop input: {describe_validation_error(error)}") from error
+        workflow_id = f"loop-{uuid.uuid4().hex[:12]}"
+        shown = prompt if len(prompt) <= 120 else prompt[:117] + "…"
+        await (await client()).start_workflow(
+            desk.LOOP,
+            request,
+            id=workflow_id,
+            task_queue=config.task_queue,
+            result_type=LoopResult,
+            static_summary=f"{request.config.agent_id}: {shown} (via MCP)",
+        )
+        started = {"workflow_id": workflow_id, "web_ui": ui_link(config, workflow_id)}
+        if wait_seconds > 0:
+            return started | await _outcome(await client(), workflow_id, wait_seconds)
+        return started | {"status": "running"}
+
+    @server.tool()
+    @answered
+    async def loop_result(workflow_id: str, wait_seconds: float = 0) -> dict[str, Any]:
+        """How a loop ended (its answer), or that it still runs.
+
+        Args:
+            workflow_id: the loop's workflow id.
+            wait_seconds: wait this long for it to end (0: answer at once).
+        """
+        await desk.of_kind(await client(), workflow_id, "loop")
+        return await _outcome(await client(), workflow_id, wait_seconds)
+
+    @server.tool()
+    @answered
+    async def loop_state(workflow_id: str) -> dict[str, Any]:
+        """A loop's state: status, iteration, usage, pending approvals and escalations.
+
+        Args:
+            workflow_id: the loop's workflow id.
+        """
+        await desk.of_kind(await client(), workflow_id, "loop")
+        state = await desk.read_state(await client(), workflow_id, LoopState, desk.LOOP)
+        return state.model_dump(mode="json")
+
+    @server.tool()
+    @answered
+    async def loop_journal(workflow_id: str, after: int = 0, limit: int = 50) -> dict[str, Any]:
+        """A loop's journal: model calls, gate decisions, tool runs, approvals, recoveries.
+
+        Args:
+            workflow_id: the loop's (or task's) workflow id.
+            after: only entries with a sequence number above this one.
+            limit: at most this many entries (the oldest first).
+        """
+        handle = (await client()).get_workflow_handle(workflow_id)
+        journal = await handle.query("journal", result_type=Journal)
+        entries = [e for e in journal.entries if e.seq > after][: max(1, limit)]
+        return {
+            "entries": [e.model_dump(mode="json") for e in entries],
+            "dropped": journal.dropped,
+        }
+
+    @server.tool()
+    @answered
+    async def inbox(limit: int = 100) -> dict[str, Any]:
+        """Everything waiting for a person, in loops and tasks: approvals, escalations, reviews.
+
+        Args:
+            limit: look at this many waiting workflows at most.
+        """
+        items = await desk.inbox(await client(), limit=limit)
+        return {"items": [item.model_dump(mode="json") for item in items]}
+
+    @server.tool()
+    @answered
+    async def approve(workflow_id: str, call_id: str, reason: str | None = None) -> dict[str, Any]:
+        """Approve a call that waits for a person (inbox lists them).
+
+        Args:
+            workflow_id: the loop's workflow id.
+            call_id: the waiting call's id.
+            reason: why (recorded with the decision).
+        """
+        record = await desk.approve(
+            await client(), workflow_id, call_id, approved=True, reason=reason, approver=approver
+        )
+        return record.model_dump(mode="json")
+
+    @server.tool()
+    @answered
+    async def deny(workflow_id: str, call_id: str, reason: str) -> dict[str, Any]:
+        """Deny a call that waits for a person; the model is told why.
+
+        Args:
+            workflow_id: the loop's workflow id.
+            call_id: the waiting call's id.
+            reason: why not (the model reads it).
+        """
+        record = await desk.approve(
+            await client(), workflow_id, call_id, approved=False, reason=reason, approver=approver
+        )
+        return record.model_dump(mode="json")
+
+    return server
+
+
+async def _outcome(client: Client, workflow_id: str, wait_seconds: float) -> dict[str, Any]:
+    handle = client.get_workflow_handle(workflow_id, result_type=LoopResult)
+    description = await handle.describe()
+    if description.status == WorkflowExecutionStatus.RUNNING:
+        if wait_seconds <= 0:
+            return {"workflow_id": workflow_id, "status": "running"}
+        try:
+            async with asyncio.timeout(wait_seconds):
+                return await _ended(workflow_id, handle.result())
+        except TimeoutError:
+            return {"workflow_id": workflow_id, "status": "running"}
+    return await _ended(workflow_id, handle.result())
+
+
+async def _ended(workflow_id: str, result: Awaitable[LoopResult]) -> dict[str, Any]:
+    try:
+        ended = await result
+    except WorkflowFailureError as failure:
+        return {"workflow_id": workflow_id, "status": "failed", "failure": str(failure.cause)}
+    return {"workflow_id": workflow_id, "status": "completed"} | ended.model_dump(mode="json")
