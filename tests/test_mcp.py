@@ -218,6 +218,7 @@ async def test_a_server_killed_mid_loop_is_restarted(harness: Harness, tmp_path:
         restarted = time_server_pids()
     assert result.output == "Paris, then Tokyo."
     assert len(killed) == 1 and restarted and killed[0] not in restarted
+    assert not time_server_pids()  # the worker stopped its server when it stopped
     assert [r.status for r in results] == ["ok", "ok"]
     assert json.loads(results[1].content)["timezone"] == "Asia/Tokyo"
 
