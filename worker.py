@@ -216,7 +216,9 @@ def http_client() -> httpx.AsyncClient:
 async def serve(settings: Settings, stop: asyncio.Event) -> None:
     """Run a worker until ``stop`` is set, then shut it down gracefully."""
     store = settings.store()
-    client = await connect(settings, store=store)
+    client = await connect(settings, store=store, metrics=True)
+    if settings.metrics_address:
+        log.info("serving metrics at http://%s/metrics", settings.metrics_address)
     added = await ensure_search_attributes(client)
     if added:
         log.info("registered search attributes %s", ", ".join(added))

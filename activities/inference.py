@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import httpx
 from temporalio import activity
@@ -10,6 +11,7 @@ from temporalio.client import Client
 
 from activities.conversation_cache import ConversationCache
 from activities.heartbeat import heartbeating
+from activities.metrics import observe
 from activities.providers.client import complete
 from orga.contracts.conversation import Message
 from orga.contracts.errors import ConversationUnavailable, InvalidConfig
@@ -105,6 +107,7 @@ class InferenceActivities:
         timeout = (
             info.start_to_close_timeout.total_seconds() if info.start_to_close_timeout else 120
         )
+        started = time.monotonic()
         async with heartbeating():
             response = await complete(
                 self._http,
@@ -116,6 +119,12 @@ class InferenceActivities:
                 temperature=request.temperature,
                 timeout=timeout,
             )
+        observe(
+            "orga_model_call_latency",
+            (time.monotonic() - started) * 1000,
+            provider=provider.name,
+            model=model,
+        )
         text, reference = self._blobs.guard(response.text, request.max_response_bytes, "answer")
         return response.model_copy(
             update={

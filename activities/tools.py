@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import time
 from collections.abc import Iterable
 from typing import Any, Literal
 
@@ -12,6 +13,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import heartbeating
+from activities.metrics import observe
 from orga.contracts.conversation import ToolResult
 from orga.contracts.errors import InvalidConfig, ToolFailed, ToolNotFound
 from orga.contracts.evidence import Evidence
@@ -106,16 +108,19 @@ class ToolActivities:
             if invocation.compensates is None
             else idempotency_key(invocation.workflow_id, invocation.compensates, invocation.chain),
         )
+        started = time.monotonic()
         try:
             async with heartbeating():
                 value = await found.invoke(arguments, context)
         except ApplicationError:
             raise
         except Exception as error:
+            observe("orga_tool_call_latency", _elapsed_ms(started), tool=call.name)
             raise ToolFailed(
                 cut(f"tool {call.name!r} raised {type(error).__name__}: {error}", 8_000, "error"),
                 non_retryable=not invocation.retry_tool_errors,
             ) from error
+        observe("orga_tool_call_latency", _elapsed_ms(started), tool=call.name)
         evidence: Literal["found", "none"] | None = None
         if isinstance(value, Evidence):
             evidence, value = ("found" if value.found else "none"), value.observation
@@ -126,3 +131,7 @@ class ToolActivities:
         return ToolResult(
             call_id=call.id, name=call.name, content=content, blob_ref=reference, evidence=evidence
         )
+
+
+def _elapsed_ms(started: float) -> float:
+    return (time.monotonic() - started) * 1000

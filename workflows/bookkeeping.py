@@ -39,6 +39,7 @@ from orga.contracts.state import LoopStatus, Phase, ToolCallRecord
 from orga.core.audit import AuditLog
 from workflows.common import upsert
 from workflows.human import HumanDesk
+from workflows.metrics import emit_entry
 
 __all__ = ["Conversation", "LoopBooks"]
 
@@ -101,6 +102,8 @@ class LoopBooks:
         self.tool_call_count = 0
         self.delegations: list[DelegationRecord] = []
         """The loop's children (``delegate``), newest last."""
+        self.provider: str | None = None
+        """The loop's effective provider, once resolved (a label of its model metrics)."""
         self.audit = AuditLog()
         """The hash chain of the loop's governance records (``orga.core.audit``)."""
         self.reviews: list[ReviewRecord] = []
@@ -129,6 +132,7 @@ class LoopBooks:
         self.journal.append(entry)
         if entry.kind in AUDITED_KINDS:  # a governance record: onto the audit chain too
             self.audit.add(entry.kind, entry.model_dump(mode="json"))
+        emit_entry(entry, "loop", self.provider)
 
     # ---- what happened -------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from orga.contracts.evidence import EvidenceCollection
 from orga.core.audit import AuditLog
 from orga.core.carry import bounded
 from workflows.bookkeeping import Conversation, LoopBooks
+from workflows.metrics import count
 from workflows.toolstate import ToolState
 
 __all__ = ["carried", "continue_as_new", "restore", "should_continue_as_new"]
@@ -98,6 +99,7 @@ async def continue_as_new(
         carry.iteration,
         workflow.info().get_current_history_length(),
     )
+    count("orga_continue_as_new", workflow="loop")
     workflow.continue_as_new(next_input)
 
 

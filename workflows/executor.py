@@ -30,6 +30,7 @@ from orga.contracts.resilience import (
 )
 from orga.contracts.tools import RUN_TOOL, ToolInvocation
 from orga.core import breaker as breakers
+from workflows.metrics import count
 from workflows.options import TOOL_RETRY, non_retryable, tool_heartbeat_timeout
 from workflows.toolstate import ToolState, cache_key
 
@@ -107,7 +108,10 @@ class CallExecutor:
             )
         result = await self._execute(call, strategy)
         if result.status in _FAILURES:
+            opened = breaker.times_opened
             breakers.record(breaker, False, workflow.now(), config)
+            if breaker.times_opened > opened:
+                count("orga_breaker_opened", tool=call.name)
         elif result.status == "ok":
             breakers.record(breaker, True, workflow.now(), config)
             if isinstance(strategy, CachedResult):

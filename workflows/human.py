@@ -27,6 +27,7 @@ from orga.contracts.approvals import (
 from orga.contracts.conversation import ToolCall
 from orga.contracts.critic import PendingReview, Review
 from orga.contracts.journal import ApprovalDecided, EscalationResolved, JournalEntry, Stamp
+from workflows.metrics import count
 from workflows.patches import APPROVER_REQUIRED
 
 __all__ = ["DeskHandlers", "HumanDesk"]
@@ -109,6 +110,7 @@ class HumanDesk:
     ) -> ApprovalRecord:
         """Wait for a person's decision on ``call`` (journaled); a timeout is a denial."""
         asked = workflow.now()
+        count("orga_approvals_requested", tool=call.name)
         record = await self._wait_for_approval(call, reason, iteration, timeout)
         if self._record is not None and self._stamp is not None:
             self._record(
@@ -216,6 +218,7 @@ class HumanDesk:
     async def escalation(self, pending: PendingEscalation) -> EscalationRecord:
         """Wait, without a time limit, for an operator to resolve ``pending`` (journaled)."""
         self.escalations[pending.escalation_id] = pending
+        count("orga_escalations_raised", tool=pending.tool)
         self._on_change()
         try:
             await workflow.wait_condition(lambda: pending.escalation_id in self._resolved)

@@ -466,6 +466,7 @@ class ReasoningLoopWorkflow(DeskHandlers):
         setup = await resolve_loop(self._config)
         self._tools.definitions = {d.name: d for d in setup.tools}
         self._provider, self._model = setup.provider, setup.model
+        self._books.provider = setup.provider
         self._gate.policy = setup.policy
         self._limits = self._books.limits = setup.limits
         self._tools.max_concurrent = setup.limits.max_concurrent_tools

@@ -57,6 +57,7 @@ from orga.core.progress import StepTracker
 from workflows.common import decoded, failure_message, upsert
 from workflows.gate import Gate
 from workflows.human import DeskHandlers, HumanDesk
+from workflows.metrics import emit_entry
 from workflows.options import DESCRIBE_TOOLS_TIMEOUT, SHORT_RETRY
 from workflows.patches import RESOLVE_TASK as RESOLVE_TASK_PATCH
 from workflows.patches import SAGA_ATTEMPTED
@@ -398,6 +399,7 @@ class TaskWorkflow(DeskHandlers):
         self._journal.append(entry)
         if entry.kind in AUDITED_KINDS:  # a governance record: onto the audit chain too
             self._audit.add(entry.kind, entry.model_dump(mode="json"))
+        emit_entry(entry, "task")
 
     def _finish(self, reason: str, message: str) -> None:
         self._message = message

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import typer
 
-from orga.cli import audit, codec, desk, knowledge, loops, mcp, server, store, tasks, web
+from orga.cli import audit, codec, desk, knowledge, loops, mcp, schedule, server, store, tasks, web
 
 __all__ = ["app", "main"]
 
@@ -36,7 +36,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
 )
-for module in (server, loops, desk, web, tasks, knowledge, audit, mcp, store, codec):
+for module in (server, loops, desk, web, tasks, schedule, knowledge, audit, mcp, store, codec):
     module.register(app)
 
 

@@ -10,6 +10,7 @@ from temporalio.api.operatorservice.v1 import (
     ListSearchAttributesRequest,
 )
 from temporalio.client import Client
+from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.service import RPCError
 
 from orga.contracts import search_attributes as sa
@@ -18,15 +19,24 @@ from orga.runtime.extstore import data_converter
 from orga.runtime.settings import Settings
 from orga.runtime.store import Store
 
-__all__ = ["connect", "ensure_search_attributes"]
+__all__ = ["connect", "ensure_search_attributes", "metrics_runtime"]
 
 
 async def connect(
-    settings: Settings, *, timeout: float = 10.0, store: Store | None = None
+    settings: Settings,
+    *,
+    timeout: float = 10.0,
+    store: Store | None = None,
+    metrics: bool = False,
 ) -> Client:
     """A client with orga's data converter (large payloads in ``store``, else the store the
-    settings name, opened when first needed), TLS and API key as the settings say."""
+    settings name, opened when first needed), TLS and API key as the settings say.
+
+    ``metrics``: a worker's client, serving the SDK's and orga's metrics to Prometheus on
+    ``settings.metrics_address`` (when set).
+    """
     api_key = settings.temporal_api_key.get_secret_value() if settings.temporal_api_key else None
+    runtime = metrics_runtime(settings.metrics_address) if metrics else None
     return await Client.connect(
         settings.temporal_address,
         namespace=settings.temporal_namespace,
@@ -34,7 +44,36 @@ async def connect(
         tls=bool(api_key or settings.temporal_tls),
         data_converter=data_converter(lambda: store or settings.store()),
         connect_timeout=timedelta(seconds=timeout),
+        runtime=runtime,
     )
+
+
+_runtimes: dict[str, Runtime] = {}
+
+
+def metrics_runtime(address: str | None) -> Runtime | None:
+    """A Temporal runtime serving Prometheus metrics on ``address`` (``host:port``), one per
+    address for the process; ``None`` without an address (the default runtime, no metrics).
+
+    Raises:
+        InvalidConfig: the address is not ``host:port``, or cannot be bound.
+    """
+    if address is None:
+        return None
+    found = _runtimes.get(address)
+    if found is not None:
+        return found
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise InvalidConfig(f"ORGA_METRICS_ADDRESS={address!r} is not host:port (0.0.0.0:9464)")
+    try:
+        runtime = Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=address)))
+    except Exception as error:  # the core runtime reports a taken port as a plain error
+        raise InvalidConfig(
+            f"ORGA_METRICS_ADDRESS={address}: cannot serve metrics there ({error})"
+        ) from error
+    _runtimes[address] = runtime
+    return runtime
 
 
 async def ensure_search_attributes(client: Client) -> list[str]:

@@ -18,6 +18,8 @@ OPENAI_API_KEY / _MODEL / _BASE_URL (vLLM, Ollama, llama.cpp)    gpt-4o-mini
 ANTHROPIC_API_KEY / _MODEL / _BASE_URL                           claude-sonnet-4-5
 ORGA_TOOL_MODULES           comma-separated modules with @tools  unset
 ORGA_MCP_SERVERS            TOML file of MCP servers (tools)     unset (no MCP tools)
+ORGA_METRICS_ADDRESS        worker's Prometheus endpoint         unset (no metrics served)
+                            (``0.0.0.0:9464``: /metrics)
 ORGA_AGENTS                 TOML file of the worker's agents     unset (one implicit agent)
 ORGA_POLICY                 policy floor of the implicit agent   default
 ORGA_ALLOW_PERMISSIVE       ``1``: loops may ask for permissive   unset (refused)
@@ -97,6 +99,8 @@ class Settings(BaseModel):
     """The worker's agents (``ORGA_AGENTS``); without it, one implicit agent."""
     mcp_servers_file: Path | None = None
     """The MCP servers whose tools the worker offers (``ORGA_MCP_SERVERS``)."""
+    metrics_address: str | None = None
+    """``host:port`` where the worker serves Prometheus metrics (``ORGA_METRICS_ADDRESS``)."""
     policy_floor: PolicyFloor = "default"
     """The implicit agent's policy floor (``ORGA_POLICY``)."""
     allow_permissive: bool = False
@@ -183,6 +187,7 @@ class Settings(BaseModel):
             tool_modules=modules,
             agents_file=Path(agents).resolve() if (agents := get("ORGA_AGENTS")) else None,
             mcp_servers_file=Path(mcp).resolve() if (mcp := get("ORGA_MCP_SERVERS")) else None,
+            metrics_address=get("ORGA_METRICS_ADDRESS"),
             policy_floor=floor,
             allow_permissive=_flag(get("ORGA_ALLOW_PERMISSIVE")),
             file_root=Path(file_root).resolve() if file_root else None,

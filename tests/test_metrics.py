@@ -1,0 +1,129 @@
+"""The worker's Prometheus endpoint: the SDK's metrics and orga's, scraped after a few loops."""
+
+from __future__ import annotations
+
+import re
+import socket
+from collections import defaultdict
+
+import httpx
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+
+from orga.contracts.approvals import ApprovalDecision
+from orga.contracts.journal import Started, Terminated
+from orga.core.metrics import METRICS, points
+from orga.runtime.connect import metrics_runtime
+from orga.runtime.scripted_model import Turn
+from tests.harness import Harness
+from tests.sample_tools import transfer
+from tests.test_approvals import pending
+
+_SAMPLE = re.compile(
+    r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})? (?P<value>\S+)"
+)
+
+
+def scrape(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """Prometheus text exposition → name → [(labels, value)]."""
+    samples: dict[str, list[tuple[dict[str, str], float]]] = defaultdict(list)
+    for line in text.splitlines():
+        match = _SAMPLE.match(line)
+        if match is None or line.startswith("#"):
+            continue
+        labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', match.group("labels") or ""))
+        samples[match.group("name")].append((labels, float(match.group("value"))))
+    return samples
+
+
+def total(samples: dict[str, list[tuple[dict[str, str], float]]], name: str, **want: str) -> float:
+    """The sum of ``name``'s samples whose labels include ``want``."""
+    return sum(
+        value
+        for labels, value in samples.get(name, [])
+        if all(labels.get(k) == v for k, v in want.items())
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_the_journal_decides_what_is_counted() -> None:
+    from datetime import UTC, datetime
+
+    stamp = {"seq": 1, "at": datetime(2026, 1, 1, tzinfo=UTC), "agent_id": "a", "iteration": 1}
+    assert points(Started(**stamp), workflow="task") == []  # tasks count only how they end
+    assert [p.metric for p in points(Terminated(**stamp, reason="end_turn"), workflow="loop")] == [
+        "orga_loops_finished"
+    ]
+    every = {p.metric for p in points(Started(**stamp), workflow="loop")}
+    assert every <= set(METRICS)
+
+
+async def test_a_scrape_after_a_few_loops_counts_them(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    address = f"127.0.0.1:{free_port()}"
+    runtime = metrics_runtime(address)
+    assert runtime is not None
+    client = await Client.connect(
+        env.client.service_client.config.target_host,
+        namespace=env.client.namespace,
+        data_converter=env.client.data_converter,
+        runtime=runtime,
+    )
+    measured = Harness(client=client, model=harness.model, task_queue=harness.task_queue)
+
+    def adding() -> str:
+        return measured.new_model(
+            [
+                Turn(tool_calls=[("add", {"a": 1, "b": 2})], input_tokens=100, output_tokens=10),
+                Turn(text="3", input_tokens=120, output_tokens=5),
+            ]
+        )
+
+    paying = measured.new_model(
+        [Turn(tool_calls=[("transfer", {"amount": 5, "to": "bo"})]), Turn(text="paid")]
+    )
+    async with measured.worker(tools=[transfer]):
+        for _ in range(2):
+            await (
+                await measured.start("1+2?", model=adding(), tools=["add"], agent_id="counter")
+            ).result()
+        payment = await measured.start(
+            "pay bo", model=paying, tools=["transfer"], agent_id="payer", policy="default"
+        )
+        waiting = (await pending(payment)).pending_approvals[0]
+        await payment.execute_update(
+            "approve", ApprovalDecision(call_id=waiting.call_id, approved=False, approver="ann")
+        )
+        await payment.result()
+        async with httpx.AsyncClient() as http:
+            text = (await http.get(f"http://{address}/metrics")).text
+    harness.handles.extend(measured.handles)  # replayed at teardown, like every test's
+    samples = scrape(text)
+    loops_started = "orga_loops_started"
+    assert total(samples, loops_started, agent="counter") == 2
+    assert total(samples, loops_started, agent="payer") == 1
+    finished = "orga_loops_finished"
+    assert total(samples, finished, agent="counter", reason="end_turn") == 2
+    tokens = "orga_tokens"
+    assert total(samples, tokens, provider="openai", direction="input") >= 2 * 220
+    assert total(samples, tokens, provider="openai", direction="output") >= 2 * 15
+    tool_calls = "orga_tool_calls"
+    assert total(samples, tool_calls, tool="add", outcome="ok") == 2
+    assert total(samples, tool_calls, tool="transfer", outcome="denied") == 1
+    decisions = "orga_policy_decisions"
+    assert total(samples, decisions, decision="require_approval") == 1
+    requested = "orga_approvals_requested"
+    decided = "orga_approvals_decided"
+    assert total(samples, requested, tool="transfer") == 1
+    assert total(samples, decided, tool="transfer", verdict="denied") == 1
+    latency = "orga_model_call_latency_count"
+    assert total(samples, latency, provider="openai") == 6  # three loops, two calls each
+    # The SDK's own runtime metrics come from the same endpoint.
+    assert any(name.startswith("temporal_workflow_completed") for name in samples)
+    assert not any("workflow_id" in labels for rows in samples.values() for labels, _ in rows)
