@@ -47,6 +47,7 @@ from orga.runtime.sandbox import workflow_runner
 from orga.runtime.settings import Settings
 from orga.runtime.store import Store
 from orga.runtime.tools import Tool, ToolRegistry, ToolSource
+from orga.runtime.tracing import configure_tracing, tracing_interceptors
 from workflows.loop import ReasoningLoopWorkflow
 from workflows.task import TaskWorkflow
 
@@ -216,9 +217,17 @@ def http_client() -> httpx.AsyncClient:
 async def serve(settings: Settings, stop: asyncio.Event) -> None:
     """Run a worker until ``stop`` is set, then shut it down gracefully."""
     store = settings.store()
-    client = await connect(settings, store=store, metrics=True)
+    tracing = configure_tracing()
+    client = await connect(
+        settings,
+        store=store,
+        metrics=True,
+        interceptors=tracing_interceptors() if tracing is not None else (),
+    )
     if settings.metrics_address:
         log.info("serving metrics at http://%s/metrics", settings.metrics_address)
+    if tracing is not None:
+        log.info("tracing: spans leave through the OTEL_* exporter settings")
     added = await ensure_search_attributes(client)
     if added:
         log.info("registered search attributes %s", ", ".join(added))
@@ -244,6 +253,8 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         )
         async with worker:
             await stop.wait()
+    if tracing is not None:
+        tracing.shutdown()  # flush the spans still buffered
     log.info("orga worker stopped")
 
 

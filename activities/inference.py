@@ -6,6 +6,7 @@ import json
 import time
 
 import httpx
+from opentelemetry.trace import SpanKind
 from temporalio import activity
 from temporalio.client import Client
 
@@ -29,6 +30,7 @@ from orga.core.text import estimate_tokens
 from orga.runtime.blobs import BlobStore
 from orga.runtime.settings import Settings
 from orga.runtime.tools import ToolRegistry
+from orga.runtime.tracing import tracer
 
 __all__ = ["InferenceActivities"]
 
@@ -108,16 +110,35 @@ class InferenceActivities:
             info.start_to_close_timeout.total_seconds() if info.start_to_close_timeout else 120
         )
         started = time.monotonic()
-        async with heartbeating():
-            response = await complete(
-                self._http,
-                provider,
-                fitted.messages,
-                tools,
-                model=model,
-                max_output_tokens=request.max_output_tokens,
-                temperature=request.temperature,
-                timeout=timeout,
+        with tracer().start_as_current_span(
+            f"chat {model}",
+            kind=SpanKind.CLIENT,
+            attributes={
+                "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": provider.name,
+                "gen_ai.request.model": model,
+                "gen_ai.request.max_tokens": request.max_output_tokens or 0,
+            },
+        ) as span:
+            async with heartbeating():
+                response = await complete(
+                    self._http,
+                    provider,
+                    fitted.messages,
+                    tools,
+                    model=model,
+                    max_output_tokens=request.max_output_tokens,
+                    temperature=request.temperature,
+                    timeout=timeout,
+                )
+            span.set_attributes(
+                {
+                    "gen_ai.response.model": response.model,
+                    "gen_ai.response.finish_reasons": [response.raw_stop_reason or ""],
+                    "gen_ai.usage.input_tokens": response.usage.input_tokens,
+                    "gen_ai.usage.output_tokens": response.usage.output_tokens,
+                    "orga.stop_reason": response.stop_reason,
+                }
             )
         observe(
             "orga_model_call_latency",

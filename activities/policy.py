@@ -33,6 +33,7 @@ from orga.contracts.policy import (
 )
 from orga.core.paths import PathRefused, normalise
 from orga.runtime.tools import ToolRegistry, parse_arguments
+from orga.runtime.tracing import tracer
 
 __all__ = ["PolicyActivities", "default_decision", "normalise_paths"]
 
@@ -144,7 +145,16 @@ class PolicyActivities:
             c if isinstance(c, PolicyAction) else a
             for c, a in zip(checked, request.actions, strict=True)
         ]
-        result = await self._decide(request.model_copy(update={"actions": actions}))
+        with tracer().start_as_current_span(
+            "orga.gate",
+            attributes={
+                "orga.policy.mode": request.mode,
+                "orga.agent.id": request.agent_id,
+                "orga.policy.actions": [a.tool or a.kind for a in request.actions],
+            },
+        ) as span:
+            result = await self._decide(request.model_copy(update={"actions": actions}))
+            span.set_attribute("orga.policy.decisions", [d.decision for d in result.decisions])
         decisions: list[PolicyDecision] = []
         for given, check, decision in zip(request.actions, checked, result.decisions, strict=True):
             if isinstance(check, PolicyDecision):

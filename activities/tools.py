@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterable
 from typing import Any, Literal
 
+from opentelemetry import trace
 from pydantic import BaseModel
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -29,6 +30,7 @@ from orga.core.text import cut
 from orga.runtime.blobs import BlobStore
 from orga.runtime.ledger import Ledger
 from orga.runtime.tools import Tool, ToolContext, ToolRegistry, parse_arguments
+from orga.runtime.tracing import tracer
 
 __all__ = ["ToolActivities", "load_tool_modules", "render_value"]
 
@@ -109,9 +111,18 @@ class ToolActivities:
             else idempotency_key(invocation.workflow_id, invocation.compensates, invocation.chain),
         )
         started = time.monotonic()
+        span = tracer().start_span(
+            f"execute_tool {call.name}",
+            attributes={
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": call.name,
+                "gen_ai.tool.call.id": call.id,
+            },
+        )
         try:
-            async with heartbeating():
-                value = await found.invoke(arguments, context)
+            with trace.use_span(span, end_on_exit=True):
+                async with heartbeating():
+                    value = await found.invoke(arguments, context)
         except ApplicationError:
             raise
         except Exception as error:

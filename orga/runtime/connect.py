@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 
 from temporalio.api.enums.v1 import IndexedValueType
@@ -9,7 +10,7 @@ from temporalio.api.operatorservice.v1 import (
     AddSearchAttributesRequest,
     ListSearchAttributesRequest,
 )
-from temporalio.client import Client
+from temporalio.client import Client, Interceptor
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.service import RPCError
 
@@ -28,12 +29,14 @@ async def connect(
     timeout: float = 10.0,
     store: Store | None = None,
     metrics: bool = False,
+    interceptors: Sequence[Interceptor] = (),
 ) -> Client:
     """A client with orga's data converter (large payloads in ``store``, else the store the
     settings name, opened when first needed), TLS and API key as the settings say.
 
     ``metrics``: a worker's client, serving the SDK's and orga's metrics to Prometheus on
-    ``settings.metrics_address`` (when set).
+    ``settings.metrics_address`` (when set). ``interceptors``: the client's (and its
+    workers'), such as tracing.
     """
     api_key = settings.temporal_api_key.get_secret_value() if settings.temporal_api_key else None
     runtime = metrics_runtime(settings.metrics_address) if metrics else None
@@ -45,6 +48,7 @@ async def connect(
         data_converter=data_converter(lambda: store or settings.store()),
         connect_timeout=timedelta(seconds=timeout),
         runtime=runtime,
+        interceptors=interceptors,
     )
 
 
