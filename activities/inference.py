@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import time
+from collections.abc import AsyncGenerator, Callable
 
 import httpx
 from opentelemetry.trace import SpanKind
 from temporalio import activity
 from temporalio.client import Client
+from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
 from activities.conversation_cache import ConversationCache
 from activities.heartbeat import heartbeating
@@ -18,9 +22,12 @@ from orga.contracts.conversation import Message
 from orga.contracts.errors import ConversationUnavailable, InvalidConfig
 from orga.contracts.inference import (
     CALL_MODEL,
+    STREAM_BATCH,
+    STREAM_TOPIC,
     ConversationRange,
     InferenceRequest,
     InferenceResponse,
+    StreamedText,
 )
 from orga.contracts.tools import ToolDefinition
 from orga.core.context import fit
@@ -88,6 +95,42 @@ class InferenceActivities:
             definitions.append(definition)
         return definitions
 
+    @contextlib.asynccontextmanager
+    async def _publisher(
+        self, request: InferenceRequest
+    ) -> AsyncGenerator[Callable[[str], None] | None]:
+        """With ``request.stream``: a function that publishes each piece of text to the loop's
+        Workflow Stream (topic ``text``), in batches, flushed when the call ends. A retried
+        call first says so, so readers drop what the broken attempt showed."""
+        if not request.stream:
+            yield None
+            return
+        stream = WorkflowStreamClient.from_within_activity()
+        text = stream.topic(STREAM_TOPIC, type=StreamedText)
+        ended = asyncio.Event()
+
+        async def flush_now_and_then() -> None:
+            # Flushed here rather than by the client's own background task: that one is
+            # cancelled on exit, and a signal cancelled in flight stalls the exit for long.
+            while not ended.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(ended.wait(), STREAM_BATCH.total_seconds())
+                await stream.flush()
+
+        flushing = asyncio.create_task(flush_now_and_then())
+        try:
+            if activity.info().attempt > 1:
+                text.publish(StreamedText(iteration=request.iteration, restart=True))
+
+            def publish(piece: str) -> None:
+                text.publish(StreamedText(iteration=request.iteration, text=piece))
+
+            yield publish
+            text.publish(StreamedText(iteration=request.iteration, done=True))
+        finally:
+            ended.set()
+            await flushing  # its last round sends what is left
+
     @activity.defn(name=CALL_MODEL)
     async def call_model(self, request: InferenceRequest) -> InferenceResponse:
         """Ask the model for its next turn."""
@@ -120,7 +163,7 @@ class InferenceActivities:
                 "gen_ai.request.max_tokens": request.max_output_tokens or 0,
             },
         ) as span:
-            async with heartbeating():
+            async with heartbeating(), self._publisher(request) as on_text:
                 response = await complete(
                     self._http,
                     provider,
@@ -130,6 +173,7 @@ class InferenceActivities:
                     max_output_tokens=request.max_output_tokens,
                     temperature=request.temperature,
                     timeout=timeout,
+                    on_text=on_text,
                 )
             span.set_attributes(
                 {

@@ -36,6 +36,7 @@ from typing import Literal
 
 from temporalio import workflow
 from temporalio.common import RawValue
+from temporalio.contrib.workflow_streams import WorkflowStream
 
 from orga.contracts.audit import AuditChain
 from orga.contracts.config import Limits, LoopInput
@@ -102,6 +103,8 @@ class ReasoningLoopWorkflow(DeskHandlers):
                 "the loop input carries state (carry) but this run continues no earlier one: "
                 "carry is set by a loop for its next run, never by a client. Nothing was run."
             )
+        self._stream = WorkflowStream() if config.stream and self._invalid is None else None
+        """Where the model's text is published while it arrives (``config.stream``)."""
         self._limits = Limits.of(config)
         """The budgets that apply (the resolved ones once the worker set the loop up)."""
         self._books = books = LoopBooks(config, self._limits, started_at=workflow.now())
@@ -382,6 +385,7 @@ class ReasoningLoopWorkflow(DeskHandlers):
             token_calibration=self._calibration,
             max_response_bytes=config.max_payload_bytes,
             knowledge=knowledge,
+            stream=self._stream is not None,
         )
         response = await call_model(request, config.model_timeout)
         if self._governed:  # the loop's own call ids: providers may repeat theirs
@@ -533,6 +537,8 @@ class ReasoningLoopWorkflow(DeskHandlers):
                 **self._limits.model_dump(),
             }
         )
+        if self._stream is not None:  # release long-polling readers: they follow the next run
+            self._stream.detach_pollers()
         await continuation.continue_as_new(pinned, self._conversation, carry)
 
     def _task(self) -> str:

@@ -18,6 +18,12 @@ from activities.providers.http_errors import (
     transport_error,
 )
 from activities.providers.openai import build_chat_request, parse_chat_completion
+from activities.providers.streaming import (
+    ChatStream,
+    MessageStream,
+    OnText,
+    server_sent_events,
+)
 from orga.contracts.conversation import Message
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.inference import InferenceResponse
@@ -57,8 +63,11 @@ async def complete(
     max_output_tokens: int | None,
     temperature: float | None,
     timeout: float,
+    on_text: OnText | None = None,
 ) -> InferenceResponse:
-    """Send one model call and normalise the answer.
+    """Send one model call and normalise the answer. With ``on_text``, the answer is streamed
+    (server-sent events) and ``on_text`` gets each piece of text as it arrives; the answer
+    returned is the one the same call without streaming gives.
 
     Raises:
         ProviderError: the call failed (each subclass says whether Temporal should retry).
@@ -84,12 +93,52 @@ async def complete(
             temperature=temperature,
         )
     headers = _headers(provider)
-    try:
-        response = await http.post(url, json=body, headers=headers, timeout=timeout)
-    except httpx.TransportError as error:
-        raise transport_error(error, provider) from error
-    raise_for_provider_status(response, provider)
-    parsed = parse_json_body(response, provider)
+    if on_text is not None:
+        parsed = await _streamed(http, provider, url, body, headers, timeout, on_text)
+    else:
+        try:
+            response = await http.post(url, json=body, headers=headers, timeout=timeout)
+        except httpx.TransportError as error:
+            raise transport_error(error, provider) from error
+        raise_for_provider_status(response, provider)
+        parsed = parse_json_body(response, provider)
     if provider.name == "anthropic":
         return parse_message(parsed)
     return parse_chat_completion(parsed, provider.name)
+
+
+async def _streamed(
+    http: httpx.AsyncClient,
+    provider: ProviderSettings,
+    url: str,
+    body: dict[str, Any],
+    headers: dict[str, str],
+    timeout: float,
+    on_text: OnText,
+) -> dict[str, Any]:
+    """The body a streamed call adds up to (a server that does not stream answers as usual)."""
+    body = {**body, "stream": True}
+    if provider.name != "anthropic":
+        body["stream_options"] = {"include_usage": True}
+    assembler: ChatStream | MessageStream = (
+        MessageStream(on_text)
+        if provider.name == "anthropic"
+        else ChatStream(provider.name, on_text)
+    )
+    try:
+        async with http.stream(
+            "POST", url, json=body, headers=headers, timeout=timeout
+        ) as response:
+            if response.status_code >= 400 or "text/event-stream" not in response.headers.get(
+                "content-type", ""
+            ):
+                await response.aread()
+                raise_for_provider_status(response, provider)
+                return parse_json_body(response, provider)
+            async for event in server_sent_events(response.aiter_lines()):
+                assembler.feed(event)
+                if assembler.done:
+                    break
+    except httpx.TransportError as error:
+        raise transport_error(error, provider) from error
+    return assembler.body()

@@ -24,12 +24,17 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from orga.contracts.conversation import Message, ToolCall, render_tool_result
-from orga.contracts.errors import MalformedModelResponse, ProviderRejected, ProviderUnavailable
+from orga.contracts.errors import (
+    MalformedModelResponse,
+    ProviderError,
+    ProviderRejected,
+    ProviderUnavailable,
+)
 from orga.contracts.inference import InferenceResponse, Usage
 from orga.contracts.tools import ToolDefinition
 from orga.contracts.vocabulary import ProviderName
 
-__all__ = ["build_chat_request", "parse_chat_completion"]
+__all__ = ["build_chat_request", "in_band_error", "parse_chat_completion"]
 
 _FINISH_REASONS = {
     "tool_calls": "tool_use",
@@ -95,7 +100,7 @@ def build_chat_request(
     return body
 
 
-def _in_band_error(error: Any, provider: ProviderName) -> Exception:
+def in_band_error(error: Any, provider: ProviderName) -> ProviderError:
     """RULE IN_BAND_ERROR: an error object inside a 200 answer."""
     info = cast(dict[str, Any], error) if isinstance(error, dict) else {"message": str(error)}
     code = info.get("code")
@@ -173,14 +178,14 @@ def parse_chat_completion(body: dict[str, Any], provider: ProviderName) -> Infer
     choices = body.get("choices")
     if not choices:
         if "error" in body:
-            raise _in_band_error(body["error"], provider)
+            raise in_band_error(body["error"], provider)
         raise MalformedModelResponse(f"{provider} answered without choices: {str(body)[:300]}")
     if not isinstance(choices, list) or not isinstance(choices[0], dict):
         raise MalformedModelResponse(f"{provider}: 'choices' is not a list of objects")
     choice = cast(dict[str, Any], cast(list[Any], choices)[0])
     finish = choice.get("finish_reason")
     if finish == "error" or ("error" in body and finish is None):
-        raise _in_band_error(choice.get("error") or body.get("error"), provider)
+        raise in_band_error(choice.get("error") or body.get("error"), provider)
     message = choice.get("message")
     if not isinstance(message, dict):
         raise MalformedModelResponse(f"{provider}: choices[0] has no 'message' object")

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import uuid
+from collections.abc import Awaitable
 from datetime import timedelta
 from typing import Annotated, Any, Literal
 
 import typer
 from pydantic import ValidationError
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
+from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -30,6 +33,7 @@ from orga.contracts import search_attributes as sa
 from orga.contracts.config import LoopConfig, LoopInput
 from orga.contracts.conversation import Message
 from orga.contracts.errors import describe_validation_error
+from orga.contracts.inference import STREAM_TOPIC, StreamedText
 from orga.contracts.journal import Journal
 from orga.contracts.state import LoopResult, LoopState
 from orga.contracts.vocabulary import PolicyMode, ProviderName
@@ -92,10 +96,15 @@ def run(
     no_wait: Annotated[
         bool, typer.Option("--no-wait", help="Print the workflow id and return at once.")
     ] = False,
+    stream: Annotated[
+        bool, typer.Option("--stream", help="Print the model's text while it arrives.")
+    ] = False,
     as_json: Json = False,
 ) -> None:
     """Start a reasoning loop on the worker's task queue and print its answer."""
     config: dict[str, Any] = {"tools": tool or []}
+    if stream:
+        config["stream"] = True
     chosen = {
         "provider": provider,
         "model": model,
@@ -130,12 +139,17 @@ def run(
             if as_json:
                 print_json({"workflow_id": chosen_id, "run_id": handle.result_run_id})
             return 0
+        shown = ""
+        if stream and not as_json:
+            shown = await print_stream(handle.id, handle.result())
         try:
             result = await handle.result()
         except WorkflowFailureError as error:
             raise CliError(f"the loop failed: {_failure(error)}") from error
         if as_json:
             print_json(result)
+        elif shown.strip() and shown.strip() == result.output.strip():
+            console().print(render_result(result).removeprefix(result.output).strip(), markup=False)
         else:
             console().print(render_result(result), markup=False)
         return 0
@@ -148,6 +162,45 @@ def _failure(error: WorkflowFailureError) -> str:
     if isinstance(cause, ApplicationError):
         return f"{cause.type}: {cause.message}"
     return str(cause)
+
+
+async def print_stream(workflow_id: str, ended: Awaitable[Any]) -> str:
+    """Print a streaming loop's text (``config.stream``) while it arrives, until ``ended``
+    and the stream is drained; returns the text of the last model call shown."""
+    client = await client_for(settings())
+    reader = WorkflowStreamClient.create(client, workflow_id)
+    out = sys.stdout
+    call: list[str] = []
+    last = ""
+
+    async def read() -> None:
+        nonlocal last
+        async for item in reader.subscribe([STREAM_TOPIC], result_type=StreamedText):
+            piece = item.data
+            if piece.restart:
+                out.write("\n[the model call was retried; its answer again:]\n")
+                call.clear()
+            elif piece.done:
+                if call:
+                    out.write("\n")
+                    last = "".join(call)
+                call.clear()
+            else:
+                call.append(piece.text)
+                out.write(piece.text)
+            out.flush()
+
+    reading = asyncio.ensure_future(read())
+    finished = asyncio.ensure_future(ended)
+    try:
+        await asyncio.wait([reading, finished], return_when=asyncio.FIRST_COMPLETED)
+        with contextlib.suppress(TimeoutError):  # the loop ended: what is left of the stream
+            await asyncio.wait_for(asyncio.shield(reading), 10)
+    finally:
+        for task in (reading, finished):
+            task.cancel()
+        await asyncio.gather(reading, finished, return_exceptions=True)
+    return last
 
 
 # ---- state -------------------------------------------------------------------------------

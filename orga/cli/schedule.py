@@ -46,10 +46,7 @@ from orga.cli.common import (
     print_table,
     settings,
 )
-
-# The task file is read exactly as `orga task start` reads it; tasks.py keeps that reader
-# private, and one reader is better than two.
-from orga.cli.tasks import _task_input  # pyright: ignore[reportPrivateUsage]
+from orga.cli.tasks import read_task_input  # the task file, read as `orga task start` reads it
 from orga.cli.views import shorten
 from orga.contracts.config import LoopConfig, LoopInput
 from orga.contracts.conversation import Message
@@ -253,7 +250,7 @@ def _what(
                 "names its own agent_id and steps",
                 2,
             )
-        steps = _task_input(task)
+        steps = read_task_input(task)
         return TASK, steps, f"{steps.agent_id}: task of {len(steps.steps)} step(s) from {task}"
     if prompt is None:
         raise CliError("say what to start: a PROMPT (a loop) or --task FILE (a task)", 2)

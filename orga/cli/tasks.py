@@ -27,7 +27,7 @@ from orga.contracts.errors import describe_validation_error
 from orga.contracts.task import TaskInput, TaskResult, TaskState
 from orga.runtime.desk import TASK, of_kind, read_state
 
-__all__ = ["register"]
+__all__ = ["read_task_input", "register"]
 
 task_app = typer.Typer(
     help="Multi-step tasks: steps in order, stuck steps handled by policy, and compensation "
@@ -45,7 +45,7 @@ def register(app: typer.Typer) -> None:
     app.add_typer(task_app, name="task")
 
 
-def _task_input(path: str) -> TaskInput:
+def read_task_input(path: str) -> TaskInput:
     try:
         return TaskInput.model_validate_json(Path(path).read_text(encoding="utf-8"))
     except OSError as error:
@@ -71,7 +71,7 @@ def start(
     """Start a task and print what happened to each step."""
 
     async def body() -> int:
-        task = _task_input(file)
+        task = read_task_input(file)
         handle = await start_workflow(
             settings(),
             TASK,

@@ -108,6 +108,11 @@ class LoopConfig(BaseModel):
     delegation_depth: int = Field(default=0, ge=0, le=10)
     """How deep this loop is in a chain of delegations (set by the parent; 0 at the top)."""
 
+    stream: bool = False
+    """Publish the model's text while it arrives (a Workflow Stream on the loop, topic
+    ``text``: ``orga run --stream``, ``orga journal --follow``); only the assembled answer
+    enters history as the model call's result."""
+
     critic: CriticConfig | None = None
     """Review the final answer before it is accepted: a critic model (``{"kind": "model",
     "agent": "<id>"}``) or a person (``{"kind": "human"}``); ``revise`` sends the feedback back

@@ -8,6 +8,7 @@ a miss). History therefore grows linearly with the number of turns, not quadrati
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -18,11 +19,14 @@ from orga.contracts.vocabulary import ProviderName
 __all__ = [
     "CALL_MODEL",
     "KNOWN_STOP_REASONS",
+    "STREAM_BATCH",
+    "STREAM_TOPIC",
     "ContextStrategy",
     "ConversationRange",
     "ConversationSlice",
     "InferenceRequest",
     "InferenceResponse",
+    "StreamedText",
     "Usage",
 ]
 
@@ -113,6 +117,8 @@ class InferenceRequest(BaseModel):
     """Evidence tools whose schema gets the ``previous_gain`` judgement argument."""
     max_response_bytes: int = 256 * 1024
     """A longer answer is cut (the full text is kept in the store)."""
+    stream: bool = False
+    """Stream the answer and publish its text to the loop's Workflow Stream as it arrives."""
     knowledge: str | None = None
     """The ``[KNOWLEDGE_CONTEXT]`` message for this call (it replaces any earlier one: the
     durable conversation never holds it)."""
@@ -148,3 +154,22 @@ class InferenceResponse(BaseModel):
     def as_message(self) -> Message:
         """The assistant turn this response adds to the conversation."""
         return Message(role="assistant", content=self.text, tool_calls=list(self.tool_calls))
+
+
+STREAM_TOPIC: Final = "text"
+"""The Workflow Stream topic a streaming loop publishes its model's text on."""
+STREAM_BATCH: Final = timedelta(milliseconds=250)
+"""How often the model call flushes what arrived (each flush is one signal in history)."""
+
+
+class StreamedText(BaseModel):
+    """One item of a loop's ``text`` stream: a piece of the answer of model call
+    ``iteration``, or a mark that the call was retried (``restart``: drop what this call showed
+    so far) or has ended (``done``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    iteration: int
+    text: str = ""
+    restart: bool = False
+    done: bool = False
