@@ -36,6 +36,8 @@ def test_services_and_ports(compose: dict[str, Any]) -> None:
         "temporal-ui",
         "codec",
         "worker",
+        "prometheus",
+        "grafana",
     }
     assert services["temporal"]["ports"] == ["7233:7233"]
     assert services["temporal-ui"]["ports"] == ["8080:8080"]
@@ -53,7 +55,7 @@ def test_services_and_ports(compose: dict[str, Any]) -> None:
     assert images["temporal-ui"].startswith("temporalio/ui:")
     for image in images.values():  # pinned: an `up` next year starts the same cluster
         tag = image.partition(":")[2]
-        assert tag and tag != "latest" and re.fullmatch(r"[0-9.]+", tag), image
+        assert tag and tag != "latest" and re.fullmatch(r"v?[0-9.]+", tag), image
     assert not any("auto-setup" in image for image in images.values())
 
 
