@@ -209,3 +209,19 @@ async def test_orga_run_stream_prints_the_text(env: WorkflowEnvironment, harness
     lines = out.splitlines()
     assert lines[0] == ANSWER  # printed while it came, once
     assert out.count(ANSWER) == 1 and "end_turn after 1 iteration" in out
+
+
+async def test_orga_journal_follow_prints_the_text_too(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    model = harness.new_model(
+        [Turn(tool_calls=[("add", {"a": 40, "b": 2})]), Turn(text=ANSWER, piece_delay=0.1)]
+    )
+    variables = {**on(env, harness), "ORGA_STORE_URL": TEST_STORE.url}
+    async with harness.worker():
+        handle = await harness.start("6 times 7?", model=model, tools=["add"], stream=True)
+        code, out, err = await orga("journal", handle.id, "--follow", env=variables)
+        await handle.result()
+    assert code == 0, err
+    assert f"      … {ANSWER}" in out.splitlines()
+    assert "Terminated" in out and "ToolsDispatched" in out

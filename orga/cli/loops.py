@@ -12,7 +12,12 @@ from typing import Annotated, Any, Literal
 
 import typer
 from pydantic import ValidationError
-from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+)
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
@@ -168,29 +173,8 @@ async def print_stream(workflow_id: str, ended: Awaitable[Any]) -> str:
     """Print a streaming loop's text (``config.stream``) while it arrives, until ``ended``
     and the stream is drained; returns the text of the last model call shown."""
     client = await client_for(settings())
-    reader = WorkflowStreamClient.create(client, workflow_id)
-    out = sys.stdout
-    call: list[str] = []
-    last = ""
-
-    async def read() -> None:
-        nonlocal last
-        async for item in reader.subscribe([STREAM_TOPIC], result_type=StreamedText):
-            piece = item.data
-            if piece.restart:
-                out.write("\n[the model call was retried; its answer again:]\n")
-                call.clear()
-            elif piece.done:
-                if call:
-                    out.write("\n")
-                    last = "".join(call)
-                call.clear()
-            else:
-                call.append(piece.text)
-                out.write(piece.text)
-            out.flush()
-
-    reading = asyncio.ensure_future(read())
+    printer = _TextPrinter()
+    reading = asyncio.ensure_future(printer.read(client, workflow_id))
     finished = asyncio.ensure_future(ended)
     try:
         await asyncio.wait([reading, finished], return_when=asyncio.FIRST_COMPLETED)
@@ -200,7 +184,45 @@ async def print_stream(workflow_id: str, ended: Awaitable[Any]) -> str:
         for task in (reading, finished):
             task.cancel()
         await asyncio.gather(reading, finished, return_exceptions=True)
-    return last
+    return printer.last
+
+
+class _TextPrinter:
+    """Writes a loop's streamed text to stdout as it arrives (``prefix`` before each call)."""
+
+    def __init__(self, prefix: str = "") -> None:
+        self.prefix = prefix
+        self.call: list[str] = []
+        self.last = ""
+
+    async def read(self, client: Client, workflow_id: str) -> None:
+        out = sys.stdout
+        reader = WorkflowStreamClient.create(client, workflow_id)
+        try:
+            await self._print(reader)
+        finally:
+            if self.call:  # the stream ended mid-answer
+                out.write("\n")
+                self.call.clear()
+
+    async def _print(self, reader: WorkflowStreamClient) -> None:
+        out = sys.stdout
+        async for item in reader.subscribe([STREAM_TOPIC], result_type=StreamedText):
+            piece = item.data
+            if piece.restart:
+                out.write("\n[the model call was retried; its answer again:]\n")
+                self.call.clear()
+            elif piece.done:
+                if self.call:
+                    out.write("\n")
+                    self.last = "".join(self.call)
+                self.call.clear()
+            elif piece.text:
+                if not self.call:
+                    out.write(self.prefix)
+                self.call.append(piece.text)
+                out.write(piece.text)
+            out.flush()
 
 
 # ---- state -------------------------------------------------------------------------------
@@ -283,6 +305,20 @@ def journal(
     async def body() -> int:
         client = await client_for(settings())
         handle = client.get_workflow_handle(workflow_id)
+        text: asyncio.Task[None] | None = None
+        printer = _TextPrinter("      … ")
+        if follow and not as_json:  # a loop with config.stream: its model's text as it comes
+            text = asyncio.create_task(_quietly(printer.read(client, workflow_id)))
+        try:
+            return await entries(handle, printer)
+        finally:
+            if text is not None:
+                with contextlib.suppress(TimeoutError):  # the last pieces, once it ended
+                    await asyncio.wait_for(asyncio.shield(text), 5)
+                text.cancel()
+                await asyncio.gather(text, return_exceptions=True)
+
+    async def entries(handle: WorkflowHandle[Any, Any], printer: _TextPrinter) -> int:
         shown = 0
         while True:
             try:
@@ -297,6 +333,10 @@ def journal(
                 ) from error
             running = description.status == WorkflowExecutionStatus.RUNNING
             fresh = [e for e in entries.entries if e.seq > shown]
+            for _ in range(600):  # a line of streamed text is being written: entries after it
+                if not printer.call:
+                    break
+                await asyncio.sleep(0.05)
             if entries.dropped and not shown and not as_json:
                 sys.stdout.write(
                     f"({entries.dropped} older entries dropped to keep the journal bounded)\n"
@@ -313,6 +353,12 @@ def journal(
             await asyncio.sleep(0.5)
 
     execute(body, as_json=as_json)
+
+
+async def _quietly(reading: Awaitable[None]) -> None:
+    """A loop without a stream refuses the reader: then there is simply no text to show."""
+    with contextlib.suppress(Exception):
+        await reading
 
 
 # ---- list --------------------------------------------------------------------------------
