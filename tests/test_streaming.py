@@ -4,9 +4,7 @@ result in history, and a broken stream falling back to the retried call."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Iterable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,11 +24,10 @@ from activities.providers.streaming import (
 from orga.contracts.errors import ProviderError, ProviderRejected, ProviderUnavailable
 from orga.contracts.inference import STREAM_TOPIC, StreamedText
 from orga.runtime.scripted_model import Turn, Wire, stream_events
+from tests.fixtures import body, raw_text
 from tests.harness import TEST_STORE, Harness
 from tests.test_cli import on, orga
 from tests.test_loop_tools import conversation, tool_results
-
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "providers"
 
 
 async def _lines(text: str) -> AsyncIterator[str]:
@@ -55,7 +52,7 @@ async def assembled(wire: Wire, stream: Iterable[str]) -> tuple[dict[str, Any], 
 
 
 def recorded(name: str) -> dict[str, Any]:
-    return json.loads((FIXTURES / name).read_text())
+    return body(name)
 
 
 # ---- pure: the streams add up to the answer ------------------------------------------------
@@ -94,11 +91,11 @@ async def test_keep_alive_comments_and_multi_line_data() -> None:
 
 async def test_recorded_mid_stream_errors() -> None:
     # OpenRouter's error chunk (recorded body, sent as an SSE data line): retryable.
-    chunk = (FIXTURES / "openrouter_15f_midstream_error_chunk_SSE_DOCS.json").read_text().strip()
+    chunk = raw_text("openrouter_15f_midstream_error_chunk_SSE_DOCS.json").strip()
     with pytest.raises(ProviderUnavailable, match="Rate limit exceeded"):
         await assembled("openai", [f"data: {chunk}\n\n"])
     # Anthropic's error event (recorded data payload): overloaded is retryable.
-    error = (FIXTURES / "anthropic_08c_error_overloaded_SSE_event_DOCS.json").read_text().strip()
+    error = raw_text("anthropic_08c_error_overloaded_SSE_event_DOCS.json").strip()
     start = 'event: message_start\ndata: {"type": "message_start", "message": {"id": "m"}}\n\n'
     with pytest.raises(ProviderUnavailable, match="overloaded_error"):
         await assembled("anthropic", [start, f"event: error\ndata: {error}\n\n"])
