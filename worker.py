@@ -56,6 +56,7 @@ __all__ = [
     "build_agents",
     "build_registry",
     "build_worker",
+    "build_workers",
     "deployment",
     "main",
     "replayer",
@@ -135,7 +136,33 @@ def build_worker(
     store: Store | None = None,
     mcp: McpHub | None = None,
 ) -> Worker:
-    """A worker serving orga's workflows and activities (the one wiring every process uses).
+    """The worker serving orga's workflows and activities (see ``build_workers``); without
+    the model calls' own task queue, when the settings give one."""
+    return build_workers(
+        client,
+        settings,
+        http,
+        task_queue=task_queue,
+        extra_tools=extra_tools,
+        store=store,
+        mcp=mcp,
+    )[0]
+
+
+def build_workers(
+    client: Client,
+    settings: Settings,
+    http: httpx.AsyncClient,
+    *,
+    task_queue: str | None = None,
+    extra_tools: Iterable[Tool] = (),
+    store: Store | None = None,
+    mcp: McpHub | None = None,
+) -> list[Worker]:
+    """The workers one orga process runs (the one wiring every process uses): the worker of
+    orga's workflows and activities, and — with ``ORGA_MODEL_TASK_QUEUE`` — one polling the
+    model calls' own task queue, whose rate (``ORGA_MODEL_RPS``) the Temporal server holds over
+    every worker of that queue.
 
     ``store`` is the store the client's data converter uses (the settings' by default);
     ``mcp`` the connected MCP servers (``open_mcp``), whose tools it offers too.
@@ -171,7 +198,7 @@ def build_worker(
         agents=build_agents(settings, engines),
         engines=engines,
     )
-    return Worker(
+    main = Worker(
         client,
         task_queue=task_queue or settings.task_queue,
         workflows=WORKFLOWS,
@@ -191,6 +218,17 @@ def build_worker(
             critic.critique,
         ],
     )
+    if settings.model_task_queue is None:
+        return [main]
+    models = Worker(
+        client,
+        task_queue=settings.model_task_queue,
+        activities=[inference.call_model],
+        max_task_queue_activities_per_second=settings.model_rps,
+        deployment_config=deployment(settings),
+        graceful_shutdown_timeout=timedelta(seconds=settings.graceful_shutdown),
+    )
+    return [main, models]
 
 
 def replayer(store: Store | None = None, interceptors: Sequence[Interceptor] = ()) -> Replayer:
@@ -242,7 +280,8 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
             )
         http = await stack.enter_async_context(http_client())
         mcp = await stack.enter_async_context(open_mcp(settings.mcp_servers_file))
-        worker = build_worker(client, settings, http, store=store, mcp=mcp)
+        workers = build_workers(client, settings, http, store=store, mcp=mcp)
+        worker = workers[0]
         if settings.store_retention_days is not None:
             stack.push_async_callback(_cancelled, asyncio.create_task(_prune(store, settings)))
         log.info(
@@ -251,8 +290,17 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
             settings.temporal_namespace,
             worker.task_queue,
         )
-        async with worker:
-            await stop.wait()
+        if len(workers) > 1:
+            log.info(
+                "model calls on task queue %s (%s)",
+                settings.model_task_queue,
+                f"at most {settings.model_rps:g}/s over every worker"
+                if settings.model_rps
+                else "no rate limit",
+            )
+        for each in workers:
+            await stack.enter_async_context(each)
+        await stop.wait()
     if tracing is not None:
         tracing.shutdown()  # flush the spans still buffered
     log.info("orga worker stopped")
@@ -290,6 +338,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    for chatty in ("httpx", "httpcore", "mcp"):  # a line per request: the log is orga's events
+        logging.getLogger(chatty).setLevel(logging.WARNING)
     try:
         settings = Settings.from_env()
     except InvalidConfig as error:

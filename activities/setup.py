@@ -97,6 +97,7 @@ class SetupActivities:
             delegates=delegates,
             critic_provider=critic_provider,
             critic_model=critic_model,
+            model_task_queue=self._settings.model_task_queue,
         )
 
     @activity.defn(name=RESOLVE_TASK)

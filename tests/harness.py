@@ -24,7 +24,7 @@ from orga.runtime.scripted_model import ScriptedModelServer, Step
 from orga.runtime.settings import ProviderSettings, Settings
 from orga.runtime.store import Store
 from orga.runtime.tools import Tool
-from worker import build_worker, http_client, replayer
+from worker import build_workers, http_client, replayer
 
 TEST_STORE = Store(f"sqlite:///{Path(tempfile.mkdtemp(prefix='orga-test-store-')) / 'store.db'}")
 """The store of the test session's clients and workers (large payloads, blobs, the ledger)."""
@@ -116,7 +116,7 @@ class Harness:
             client_http = http or await stack.enter_async_context(http_client())
             mcp = await stack.enter_async_context(open_mcp(settings.mcp_servers_file))
             self.mcp = mcp
-            worker = build_worker(
+            workers = build_workers(
                 self.client,
                 settings,
                 client_http,
@@ -127,7 +127,8 @@ class Harness:
                 else stack.enter_context(settings.store()),  # closed with the worker
                 mcp=mcp,
             )
-            await stack.enter_async_context(worker)
+            for each in workers:
+                await stack.enter_async_context(each)
             yield
 
     async def start(

@@ -142,6 +142,8 @@ class ReasoningLoopWorkflow(DeskHandlers):
         self._provider: ProviderName | None = config.provider
         self._model: str | None = config.model
         """The effective provider and model, once the worker resolved them."""
+        self._model_task_queue: str | None = None
+        """Where model calls run (the worker's ``ORGA_MODEL_TASK_QUEUE``), else the loop's."""
         self._evidence: EvidenceJudge | None = None
         self._critic: Critic | None = None
         """Reviews final answers, for loops with ``config.critic``."""
@@ -387,7 +389,7 @@ class ReasoningLoopWorkflow(DeskHandlers):
             knowledge=knowledge,
             stream=self._stream is not None,
         )
-        response = await call_model(request, config.model_timeout)
+        response = await call_model(request, config.model_timeout, self._model_task_queue)
         if self._governed:  # the loop's own call ids: providers may repeat theirs
             response = with_internal_ids(response, reasoning.iteration)
         self._conversation.mark_sent()
@@ -470,6 +472,7 @@ class ReasoningLoopWorkflow(DeskHandlers):
         setup = await resolve_loop(self._config)
         self._tools.definitions = {d.name: d for d in setup.tools}
         self._provider, self._model = setup.provider, setup.model
+        self._model_task_queue = setup.model_task_queue
         self._books.provider = setup.provider
         self._gate.policy = setup.policy
         self._limits = self._books.limits = setup.limits

@@ -19,8 +19,10 @@ from workflows.options import MODEL_HEARTBEAT_TIMEOUT, MODEL_RETRY
 __all__ = ["call_model"]
 
 
-async def call_model(request: InferenceRequest, timeout: timedelta) -> InferenceResponse:
-    """The model's response to ``request``.
+async def call_model(
+    request: InferenceRequest, timeout: timedelta, task_queue: str | None = None
+) -> InferenceResponse:
+    """The model's response to ``request`` (asked on ``task_queue``: the loop's by default).
 
     Raises:
         ModelCallFailed: the inference activity failed for good (the cause is chained).
@@ -34,6 +36,7 @@ async def call_model(request: InferenceRequest, timeout: timedelta) -> Inference
             start_to_close_timeout=timeout,
             heartbeat_timeout=MODEL_HEARTBEAT_TIMEOUT,
             retry_policy=MODEL_RETRY,
+            task_queue=task_queue,
             summary=f"model {model} · iteration {request.iteration}",
         )
     except ActivityError as error:

@@ -60,6 +60,9 @@ class LoopSetup(BaseModel):
     critic_provider: ProviderName | None = None
     critic_model: str | None = None
     """With a model critic: the provider and model its agent answers with."""
+    model_task_queue: str | None = None
+    """Where model calls run, when the worker's operator gave them a task queue of their own
+    (``ORGA_MODEL_TASK_QUEUE``, rate-limited by the server: ``ORGA_MODEL_RPS``)."""
     knowledge_namespace: str | None = None
     """Whose knowledge the loop reads and writes (with ``config.knowledge``): its agent's
     store — the agent's id, or the store its agent file names."""

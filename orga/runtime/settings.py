@@ -19,6 +19,8 @@ ANTHROPIC_API_KEY / _MODEL / _BASE_URL                           claude-sonnet-4
 ORGA_TOOL_MODULES           comma-separated modules with @tools  unset
 ORGA_MCP_SERVERS            TOML file of MCP servers (tools)     unset (no MCP tools)
 ORGA_METRICS_ADDRESS        worker's Prometheus endpoint         unset (no metrics served)
+ORGA_MODEL_TASK_QUEUE       task queue of model calls            unset (the loop's queue)
+ORGA_MODEL_RPS              model calls per second, all workers  unset (no limit)
                             (``0.0.0.0:9464``: /metrics)
 ORGA_AGENTS                 TOML file of the worker's agents     unset (one implicit agent)
 ORGA_POLICY                 policy floor of the implicit agent   default
@@ -101,6 +103,11 @@ class Settings(BaseModel):
     """The MCP servers whose tools the worker offers (``ORGA_MCP_SERVERS``)."""
     metrics_address: str | None = None
     """``host:port`` where the worker serves Prometheus metrics (``ORGA_METRICS_ADDRESS``)."""
+    model_task_queue: str | None = None
+    """A task queue of their own for model calls (``ORGA_MODEL_TASK_QUEUE``)."""
+    model_rps: float | None = Field(default=None, gt=0)
+    """Model calls per second over every worker of the model task queue (``ORGA_MODEL_RPS``;
+    the Temporal server enforces it)."""
     policy_floor: PolicyFloor = "default"
     """The implicit agent's policy floor (``ORGA_POLICY``)."""
     allow_permissive: bool = False
@@ -188,6 +195,8 @@ class Settings(BaseModel):
             agents_file=Path(agents).resolve() if (agents := get("ORGA_AGENTS")) else None,
             mcp_servers_file=Path(mcp).resolve() if (mcp := get("ORGA_MCP_SERVERS")) else None,
             metrics_address=get("ORGA_METRICS_ADDRESS"),
+            model_task_queue=get("ORGA_MODEL_TASK_QUEUE"),
+            model_rps=float(rps) if (rps := get("ORGA_MODEL_RPS")) else None,
             policy_floor=floor,
             allow_permissive=_flag(get("ORGA_ALLOW_PERMISSIVE")),
             file_root=Path(file_root).resolve() if file_root else None,

@@ -1,0 +1,52 @@
+"""Provider limits held across workers: model calls on a task queue of their own, whose rate
+the Temporal server holds for every worker together (ORGA_MODEL_TASK_QUEUE, ORGA_MODEL_RPS)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+
+from orga.runtime.scripted_model import Turn
+from tests.harness import Harness, scripted_settings
+
+RPS = 2.0
+LOOPS = 5
+
+
+async def test_two_workers_stay_under_the_model_rate(harness: Harness) -> None:
+    queue = f"{harness.task_queue}-model"
+    settings = scripted_settings(harness.model, model_task_queue=queue, model_rps=RPS)
+    models = [
+        harness.new_model([Turn(tool_calls=[("add", {"a": i, "b": 1})]), Turn(text=str(i + 1))])
+        for i in range(LOOPS)
+    ]
+    other = Harness(  # a second worker process, in effect: its own connection
+        client=await Client.connect(
+            harness.client.service_client.config.target_host,
+            namespace=harness.client.namespace,
+            data_converter=harness.client.data_converter,
+        ),
+        model=harness.model,
+        task_queue=harness.task_queue,
+    )
+    async with harness.worker(settings=settings), other.worker(settings=settings):
+        handles = [await harness.start("count", model=model, tools=["add"]) for model in models]
+        results = await asyncio.gather(*(handle.result() for handle in handles))
+    assert [r.output for r in results] == [str(i + 1) for i in range(LOOPS)]
+    times = sorted(r.at for model in models for r in harness.model.requests_for(model))
+    assert len(times) == 2 * LOOPS
+    # The server dispatches at most RPS model calls a second over both workers (after a short
+    # burst): unlimited, these ten instant calls would all be done within about a second.
+    span = times[-1] - times[0]
+    assert (len(times) - 1) / span <= RPS, [round(t - times[0], 2) for t in times]
+    assert span >= (len(times) - 2 * RPS) / RPS
+    history = await handles[0].fetch_history()
+    queues = {
+        e.activity_task_scheduled_event_attributes.task_queue.name
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        and e.activity_task_scheduled_event_attributes.activity_type.name == "call_model"
+    }
+    assert queues == {queue}
