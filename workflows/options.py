@@ -1,8 +1,8 @@
 """Timeouts and retry policies of the loop's activities, in one place.
 
-Temporal owns every retry. Non-retryable orga errors are also listed by type, so they stay
-non-retryable whatever raised them; ``PayloadsTooLarge`` is among them, because the worker
-would build the same oversized payload on every attempt.
+Temporal owns every retry. orga's non-retryable errors carry the flag themselves; the policies
+list only ``PayloadsTooLarge`` by type, because the worker would build the same oversized
+payload on every attempt.
 """
 
 from __future__ import annotations
@@ -10,8 +10,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio.common import RetryPolicy
-
-from orga.contracts.errors import non_retryable_types
 
 __all__ = [
     "DESCRIBE_TOOLS_TIMEOUT",
@@ -25,7 +23,11 @@ __all__ = [
     "tool_heartbeat_timeout",
 ]
 
-_NON_RETRYABLE = non_retryable_types()
+_NON_RETRYABLE = ["PayloadsTooLarge"]
+"""orga's own non-retryable errors say so themselves (``ApplicationError.non_retryable``), so
+retry policies list only what arrives without that flag: the SDK's refusal of a payload over
+its limit, which every attempt would build again. (Listing all ~17 orga types made each
+scheduled activity ~400 bytes longer in history, on every call.)"""
 
 
 def non_retryable() -> list[str]:

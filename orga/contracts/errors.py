@@ -64,7 +64,6 @@ __all__ = [
     "ToolUnavailable",
     "UnhandledStopReason",
     "describe_validation_error",
-    "non_retryable_types",
 ]
 
 
@@ -195,24 +194,6 @@ class ToolUnavailable(ToolError):
     it is restarted or reconnected; after the last attempt, the model sees why."""
 
     retryable = True
-
-
-def non_retryable_types() -> list[str]:
-    """Names of every orga error type that Temporal must never retry.
-
-    Used in activity retry policies, so a non-retryable error stays non-retryable even when it
-    reaches Temporal as a plain ``ApplicationError`` (for example, from another SDK).
-    """
-    found: list[str] = []
-    pending: list[type[OrgaError]] = [OrgaError]
-    while pending:
-        cls = pending.pop()
-        pending.extend(cls.__subclasses__())
-        if not cls.retryable and cls is not OrgaError:
-            found.append(cls.__name__)
-    # The worker refuses to upload a payload over 2 MiB; retrying produces the same payload.
-    found.append("PayloadsTooLarge")
-    return sorted(set(found))
 
 
 def describe_validation_error(error: ValidationError, what: str = "input") -> str:
