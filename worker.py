@@ -26,6 +26,7 @@ from temporalio.worker import Interceptor, Replayer, Worker, WorkerDeploymentCon
 
 from activities.builtin_tools import builtin_tools
 from activities.cedar import CedarGate
+from activities.conversation_cache import CACHED_CONVERSATIONS
 from activities.critic import CriticActivities
 from activities.inference import InferenceActivities
 from activities.knowledge import KnowledgeActivities, knowledge_tools
@@ -204,6 +205,7 @@ def build_workers(
         workflows=WORKFLOWS,
         workflow_runner=workflow_runner(),
         deployment_config=deployment(settings),
+        max_cached_workflows=CACHED_CONVERSATIONS,  # a cached loop finds its conversation
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=settings.sticky_timeout),
         graceful_shutdown_timeout=timedelta(seconds=settings.graceful_shutdown),
         activities=[

@@ -65,6 +65,27 @@ async def test_eviction() -> None:
     assert cache.misses == 1
 
 
+async def test_eviction_by_bytes_keeps_the_count_honest() -> None:
+    big = "x" * 10_000
+
+    async def fetch(workflow_id: str, length: int) -> list[Message]:
+        return msgs(big, big)[:length]
+
+    cache = ConversationCache(fetch, max_bytes=25_000)  # two conversations of one message fit
+    for workflow_id in ("w1", "w2"):
+        await cache.resolve(window(msgs(big), 0, workflow_id))
+    assert 20_000 < cache.bytes <= 25_000
+    await cache.resolve(window(msgs(big, big), 1, "w2"))  # w2 grows: w1 goes
+    assert cache.misses == 0 and 20_000 < cache.bytes <= 25_000
+    await cache.resolve(window(msgs(big), 1, "w1"))  # w1 was evicted: refetched
+    assert cache.misses == 1
+    # One conversation larger than the whole budget is still kept while it is in use.
+    huge = ConversationCache(fetch, max_bytes=5_000)
+    await huge.resolve(window(msgs(big), 0, "w"))
+    assert await huge.resolve(window(msgs(big, big), 1, "w")) == msgs(big, big)
+    assert huge.misses == 0
+
+
 def test_the_digest_does_not_change_when_a_defaulted_field_is_added() -> None:
     class Extended(Message):
         added_later: str | None = None
