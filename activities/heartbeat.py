@@ -13,7 +13,11 @@ __all__ = ["heartbeating"]
 
 @contextlib.asynccontextmanager
 async def heartbeating(every: float = 1.0) -> AsyncGenerator[None]:
-    """Heartbeat in the background while the body waits (so a dead worker is noticed)."""
+    """Heartbeat in the background while the body waits (so a dead worker is noticed); a
+    local activity cannot heartbeat, and does nothing here."""
+    if activity.info().is_local:
+        yield
+        return
 
     async def beat() -> None:
         while True:  # a call that ends within ``every`` never heartbeats: nothing to send

@@ -4,7 +4,8 @@
 
 Both run on the tuned embedded dev server (SQLite file, WAL, transfer poll rate 1000/s) with
 one in-process worker and an instant scripted model over HTTP on 127.0.0.1. For K tool calls
-(one per turn, K+1 model calls) it prints, per loop: median wall time and its ratio to bare,
+(one per turn, K+1 model calls) — ``orga`` with the built-in ``add``, ``local`` with the same
+tool declared ``@tool(local=True)`` — it prints, per loop: median wall time and its ratio to bare,
 worker CPU (this process: worker, client and the model server), history events and history
 bytes, and loops/s with N loops at once. Not a test: numbers vary ±20 % on shared machines.
 """
@@ -25,16 +26,30 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.setup import Bench, bench, history_size
 from orga.runtime.scripted_model import RecordedRequest, Turn
+from orga.runtime.tools import tool
 
 PROMPT = "Add up the numbers, one tool call at a time."
 
 
+@tool(local=True)
+def add_local(a: float, b: float) -> float:
+    """Add two numbers (declared local: a local activity, no server round trip).
+
+    Args:
+        a: the first number.
+        b: the second number.
+    """
+    return a + b
+
+
 def instant_model(request: RecordedRequest) -> Turn:
-    """Model ``bench-k<K>``: one ``add`` call per turn until K results, then an answer."""
-    k = int(request.model.removeprefix("bench-k"))
+    """Model ``bench-k<K>`` (or ``bench-local-k<K>``): one ``add`` (``add_local``) call per
+    turn until K results, then an answer."""
+    local = request.model.startswith("bench-local-")
+    k = int(request.model.removeprefix("bench-local-" if local else "bench-").removeprefix("k"))
     done = request.tool_results()
     if done < k:
-        return Turn(tool_calls=[("add", {"a": done, "b": 1})])
+        return Turn(tool_calls=[("add_local" if local else "add", {"a": done, "b": 1})])
     return Turn(text=f"done after {done} calls")
 
 
@@ -57,6 +72,10 @@ def row(k: int, name: str, m: Measured, bare: Measured) -> str:
 
 async def run_orga(b: Bench, k: int) -> str:
     return await b.orga(PROMPT, f"bench-k{k}", ["add"], max_iterations=k + 1)
+
+
+async def run_local(b: Bench, k: int) -> str:
+    return await b.orga(PROMPT, f"bench-local-k{k}", ["add_local"], max_iterations=k + 1)
 
 
 async def run_bare(b: Bench, k: int) -> str:
@@ -82,7 +101,7 @@ async def measure(b: Bench, runner: Any, k: int, runs: int, concurrent: int) -> 
 
 
 async def main(runs: int, concurrent: int, ks: list[int]) -> None:
-    async with bench(instant_model) as b:
+    async with bench(instant_model, tools=[add_local]) as b:
         print(
             f"{'K':>3} {'variant':<6} {'wall ms':>8} {'ratio':>6} {'cpu ms':>7} "
             f"{'events':>7} {'hist KiB':>9} {'bytes ratio':>11} {'loops/s':>8}"
@@ -90,7 +109,8 @@ async def main(runs: int, concurrent: int, ks: list[int]) -> None:
         for k in ks:
             bare = await measure(b, run_bare, k, runs, concurrent)
             orga = await measure(b, run_orga, k, runs, concurrent)
-            for name, m in (("bare", bare), ("orga", orga)):
+            local = await measure(b, run_local, k, runs, concurrent)
+            for name, m in (("bare", bare), ("orga", orga), ("local", local)):
                 print(row(k, name, m, bare))
 
 

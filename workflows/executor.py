@@ -28,7 +28,7 @@ from orga.contracts.resilience import (
     RecoveryStrategy,
     Retry,
 )
-from orga.contracts.tools import RUN_TOOL, ToolInvocation
+from orga.contracts.tools import LOCAL_TOOL_TIMEOUT, RUN_TOOL, ToolInvocation
 from orga.core import breaker as breakers
 from workflows.metrics import count
 from workflows.options import TOOL_RETRY, non_retryable, tool_heartbeat_timeout
@@ -131,25 +131,37 @@ class CallExecutor:
                 maximum_attempts=strategy.max_attempts,
                 non_retryable_error_types=non_retryable(),
             )
+        invocation = ToolInvocation(
+            call=call,
+            workflow_id=self._state.workflow_id,
+            chain=workflow.info().first_execution_run_id,
+            retry_tool_errors=isinstance(strategy, Retry),
+            max_result_bytes=self._state.max_payload_bytes,
+            knowledge_namespace=self._state.knowledge_namespace,
+        )
+        summary = f"tool {call.name} · {call.id}"
         try:
+            if definition.local:  # a short pure tool: in this worker, recorded as a marker
+                return await workflow.execute_local_activity(
+                    RUN_TOOL,
+                    invocation,
+                    result_type=ToolResult,
+                    start_to_close_timeout=min(timeout, LOCAL_TOOL_TIMEOUT),
+                    retry_policy=retry,
+                    summary=summary,
+                )
             return await workflow.execute_activity(
                 RUN_TOOL,
-                ToolInvocation(
-                    call=call,
-                    workflow_id=self._state.workflow_id,
-                    chain=workflow.info().first_execution_run_id,
-                    retry_tool_errors=isinstance(strategy, Retry),
-                    max_result_bytes=self._state.max_payload_bytes,
-                    knowledge_namespace=self._state.knowledge_namespace,
-                ),
+                invocation,
                 result_type=ToolResult,
                 start_to_close_timeout=timeout,
                 heartbeat_timeout=tool_heartbeat_timeout(timeout),
                 retry_policy=retry,
-                summary=f"tool {call.name} · {call.id}",
+                summary=summary,
             )
-        except ActivityError as error:
-            cause = error.cause
+        except (ActivityError, ApplicationError, TimeoutError) as error:
+            # A local activity's failure may arrive as the error itself, not wrapped.
+            cause = error.cause if isinstance(error, ActivityError) else error
             if isinstance(cause, TimeoutError):
                 return error_result(
                     call,

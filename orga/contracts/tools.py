@@ -9,7 +9,7 @@ inputs of the ``run_tool`` and ``describe_tools`` activities.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -17,6 +17,7 @@ from orga.contracts.conversation import ToolCall
 
 __all__ = [
     "DESCRIBE_TOOLS",
+    "LOCAL_TOOL_TIMEOUT",
     "RUN_TOOL",
     "DescribeToolsRequest",
     "ToolDefinition",
@@ -29,6 +30,9 @@ RUN_TOOL = "run_tool"
 """Name of the tool activity."""
 DESCRIBE_TOOLS = "describe_tools"
 """Name of the activity that resolves tool names into definitions."""
+LOCAL_TOOL_TIMEOUT: Final = timedelta(seconds=10)
+"""The longest attempt a local tool may take (and its default): a local activity holds the
+loop's workflow task while it runs."""
 
 
 class ToolDefinition(BaseModel):
@@ -51,6 +55,10 @@ class ToolDefinition(BaseModel):
     and a call after a failed call on the same resource is skipped."""
     evidence: bool = False
     """An evidence tool: its calls are tracked for information gain (``orga.core.evidence``)."""
+    local: bool = False
+    """A short pure tool run as a local activity (in the worker that runs the loop's workflow
+    task, recorded as a marker): still gated, retried and journaled, without a round trip
+    through the server. At most ``LOCAL_TOOL_TIMEOUT`` per attempt."""
     path_arguments: list[str] = Field(default_factory=list[str])
     """Arguments naming a file under a root: the gate judges (and the call runs with) them
     normalised, and refuses absolute paths, escapes and hidden files (``orga.core.paths``)."""

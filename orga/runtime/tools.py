@@ -35,7 +35,7 @@ from typing import Any, Protocol, cast, get_args, get_type_hints, overload
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from orga.contracts.errors import InvalidConfig, ToolInputError, describe_validation_error
-from orga.contracts.tools import ToolDefinition
+from orga.contracts.tools import LOCAL_TOOL_TIMEOUT, ToolDefinition
 from orga.runtime.ledger import Ledger
 
 __all__ = ["Tool", "ToolContext", "ToolRegistry", "ToolSource", "parse_arguments", "tool"]
@@ -219,6 +219,7 @@ def _make_tool(
     resource_arg: str | None,
     evidence: bool,
     path_arguments: Sequence[str],
+    local: bool = False,
 ) -> Tool:
     tool_name = name or fn.__name__
     if not _NAME.fullmatch(tool_name):
@@ -259,6 +260,16 @@ def _make_tool(
             f"tool {tool_name!r}: resource_arg {resource_arg!r} is not one of its parameters "
             f"{sorted(fields)!r}"
         )
+    if local:
+        limit = LOCAL_TOOL_TIMEOUT
+        chosen = _seconds(timeout)
+        if chosen is not None and chosen > limit:
+            raise InvalidConfig(
+                f"tool {tool_name!r}: local=True allows a timeout of at most "
+                f"{limit.total_seconds():g} s (a local activity holds the loop's workflow task "
+                f"while it runs), not {chosen.total_seconds():g} s; make it a regular tool"
+            )
+        timeout = chosen or limit
     model = create_model(
         f"{tool_name}_arguments",
         __config__=ConfigDict(extra="forbid"),
@@ -274,6 +285,7 @@ def _make_tool(
         resource_arg=resource_arg,
         evidence=evidence,
         path_arguments=list(path_arguments),
+        local=local,
     )
     return Tool(fn, definition, model, context_param)
 
@@ -293,6 +305,7 @@ def tool(
     resource_arg: str | None = None,
     evidence: bool = False,
     path_arguments: Sequence[str] = (),
+    local: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -308,6 +321,7 @@ def tool(
     resource_arg: str | None = None,
     evidence: bool = False,
     path_arguments: Sequence[str] = (),
+    local: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a function a tool, with or without options.
 
@@ -321,6 +335,9 @@ def tool(
         resource_arg: the argument that names the resource a call touches.
         evidence: the tool gathers evidence; loops track how much each call adds.
         path_arguments: arguments naming a file under a root, normalised before the gate.
+        local: a short pure tool, run as a local activity (no server round trip): still gated,
+            retried and journaled; its attempts may take at most 10 s (its default timeout),
+            and it cannot heartbeat, so ``ctx.cancelled`` is only set if it is async.
     """
 
     def decorate(function: Callable[..., Any]) -> Tool:
@@ -334,6 +351,7 @@ def tool(
             resource_arg=resource_arg,
             evidence=evidence,
             path_arguments=path_arguments,
+            local=local,
         )
 
     if fn is not None:
