@@ -225,7 +225,7 @@ def build_workers(
     models = Worker(
         client,
         task_queue=settings.model_task_queue,
-        activities=[inference.call_model],
+        activities=[inference.call_model, critic.critique],
         max_task_queue_activities_per_second=settings.model_rps,
         deployment_config=deployment(settings),
         graceful_shutdown_timeout=timedelta(seconds=settings.graceful_shutdown),

@@ -4,6 +4,7 @@ the Temporal server holds for every worker together (ORGA_MODEL_TASK_QUEUE, ORGA
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
@@ -50,3 +51,31 @@ async def test_two_workers_stay_under_the_model_rate(harness: Harness) -> None:
         and e.activity_task_scheduled_event_attributes.activity_type.name == "call_model"
     }
     assert queues == {queue}
+
+
+async def test_the_critics_model_calls_use_the_model_queue_too(
+    harness: Harness, tmp_path: Path
+) -> None:
+    from tests.test_critic import agents, verdict
+
+    queue = f"{harness.task_queue}-model"
+    writer = harness.new_model([Turn(text="Paris has 2.1M people.")])
+    critic = harness.new_model([verdict("approve")])
+    settings = scripted_settings(
+        harness.model, model_task_queue=queue, agents_file=agents(tmp_path, writer, critic)
+    )
+    async with harness.worker(settings=settings):
+        handle = await harness.start(
+            "How large is Paris?", agent_id="writer", critic={"kind": "model", "agent": "critic"}
+        )
+        result = await handle.result()
+    assert result.output == "Paris has 2.1M people."
+    history = await handle.fetch_history()
+    queues = {
+        e.activity_task_scheduled_event_attributes.activity_type.name: (
+            e.activity_task_scheduled_event_attributes.task_queue.name
+        )
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    }
+    assert queues["call_model"] == queue and queues["critique"] == queue

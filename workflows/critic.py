@@ -55,8 +55,11 @@ class Critic:
         provider: ProviderName | None,
         model: str | None,
         timeout: timedelta,
+        task_queue: str | None = None,
     ) -> None:
         self.config = config
+        self._task_queue = task_queue
+        """Where the critic's model call runs (the worker's model task queue, if it has one)."""
         self._books = books
         self._gate = gate
         self._provider: ProviderName | None = provider
@@ -141,6 +144,7 @@ class Critic:
                 start_to_close_timeout=self._timeout,
                 heartbeat_timeout=MODEL_HEARTBEAT_TIMEOUT,
                 retry_policy=_RETRY,
+                task_queue=self._task_queue,
                 summary=f"critic {critic} · review {round_}",
             )
         except ActivityError as error:

@@ -495,6 +495,7 @@ class ReasoningLoopWorkflow(DeskHandlers):
                 provider=setup.critic_provider,
                 model=setup.critic_model,
                 timeout=self._config.model_timeout,
+                task_queue=setup.model_task_queue,
             )
         if self._config.knowledge is not None and setup.knowledge_namespace is not None:
             self._knowledge = KnowledgeBridge(
