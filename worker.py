@@ -174,9 +174,7 @@ def build_workers(
     registry = build_registry(settings, extra_tools, knowledge, [mcp] if mcp is not None else [])
     blobs = BlobStore(store)
     critic = CriticActivities(settings=settings, http=http)
-    inference = InferenceActivities(
-        settings=settings, http=http, registry=registry, client=client, blobs=blobs
-    )
+
     cedar = CedarGate(settings.policy_dir) if settings.policy_dir is not None else None
     opa = OpaGate(settings.opa_url, http) if settings.opa_url else None
     offered: list[PolicyMode] = ["default"]
@@ -191,6 +189,14 @@ def build_workers(
         opa=opa,
         allow_permissive=settings.allow_permissive,
         allow_hidden=settings.file_read_hidden,
+    )
+    inference = InferenceActivities(
+        settings=settings,
+        http=http,
+        registry=registry,
+        client=client,
+        blobs=blobs,
+        decide=policy.evaluate_policy,  # the default gate, decided where the answer arrives
     )
     tools = ToolActivities(registry=registry, blobs=blobs, ledger=Ledger(store))
     setup = SetupActivities(

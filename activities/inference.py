@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 
 import httpx
 from opentelemetry.trace import SpanKind
@@ -29,6 +29,7 @@ from orga.contracts.inference import (
     InferenceResponse,
     StreamedText,
 )
+from orga.contracts.policy import PolicyAction, PolicyRequest, PolicyResult
 from orga.contracts.tools import ToolDefinition
 from orga.core.context import fit
 from orga.core.evidence import with_judgement
@@ -53,7 +54,10 @@ class InferenceActivities:
         registry: ToolRegistry,
         client: Client,
         blobs: BlobStore,
+        decide: Callable[[PolicyRequest], Awaitable[PolicyResult]] | None = None,
     ) -> None:
+        self._decide = decide
+        """The policy activity's rules, for calls that decide the ``default`` gate here."""
         self._blobs = blobs
         self._settings = settings
         self._http = http
@@ -190,6 +194,7 @@ class InferenceActivities:
             provider=provider.name,
             model=model,
         )
+        gate = await self._gate(request, response) if request.gate else None
         text, reference = self._blobs.guard(response.text, request.max_response_bytes, "answer")
         return response.model_copy(
             update={
@@ -198,5 +203,30 @@ class InferenceActivities:
                 "estimated_input_tokens": estimated,
                 "context_dropped": fitted.dropped,
                 "context_masked": fitted.masked,
+                "gate": gate,
             }
+        )
+
+    async def _gate(
+        self, request: InferenceRequest, response: InferenceResponse
+    ) -> PolicyResult | None:
+        """The ``default`` gate's decisions for the answer's actions, by the policy activity's
+        own rules (``None`` when this worker cannot decide here: the loop asks the gate)."""
+        if self._decide is None:
+            return None
+        actions = [
+            PolicyAction(kind="call_tool", call_id=c.id, tool=c.name, arguments=c.arguments)
+            for c in response.tool_calls
+        ] or [PolicyAction(kind="respond")]
+        info = activity.info()
+        return await self._decide(
+            PolicyRequest(
+                mode="default",
+                agent_id=request.agent_id,
+                workflow_id=info.workflow_id or "",
+                iteration=request.iteration,
+                usage=response.usage,
+                advertised=list(request.tools),
+                actions=actions,
+            )
         )

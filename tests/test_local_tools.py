@@ -103,4 +103,4 @@ async def test_local_tools_run_without_a_server_round_trip(harness: Harness) -> 
     ]
     assert "run_tool" not in scheduled  # no tool call went through the server's task queue
     markers = [e for e in history.events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED]
-    assert len(markers) >= 4 + 3  # four local tool calls and three gate decisions
+    assert len(markers) >= 4  # one per local tool call (besides the set-up's own)

@@ -53,11 +53,9 @@ async def test_summaries_details_and_search_attributes(harness: Harness) -> None
         "ui-agent: 1+2?",
         "resolve the loop's setup · 1 tool(s)",
         "loop timeout",  # the timer starts
-        f"model {model} · iteration 1",
-        "policy default · 1 action(s)",
-        "tool add · i1_call_" + labels[5].split("call_", 1)[-1],
-        f"model {model} · iteration 2",
-        "policy default · 1 action(s)",
+        f"model {model} · iteration 1",  # which also decides the default gate for its call
+        "tool add · i1_call_" + labels[4].split("call_", 1)[-1],
+        f"model {model} · iteration 2",  # and for its answer
         "loop timeout",  # and is cancelled when the loop ends in time
     ], "\n".join(summaries(history.events, kinds=True))
     assert metadata.current_details.startswith("**completed** · iteration 2/25 · 30/100000 tokens")

@@ -55,10 +55,20 @@ class Gate:
         """The iteration (a task: steps completed) and usage so far."""
         self._subject: Literal["loop", "task"] = subject
 
-    async def decide(self, actions: list[PolicyAction], advertised: list[str]) -> PolicyResult:
-        """One decision per action, in order (no actions: no policy call at all)."""
+    async def decide(
+        self,
+        actions: list[PolicyAction],
+        advertised: list[str],
+        decided: PolicyResult | None = None,
+    ) -> PolicyResult:
+        """One decision per action, in order (no actions: no policy call at all). ``decided``:
+        the decisions the model call already made for exactly these actions (the ``default``
+        gate, on the worker): journaled as they are, with no policy call."""
         if not actions:  # every call was answered before the gate (the evidence tracker)
             return PolicyResult(engine=self.policy, decisions=[])
+        if decided is not None and len(decided.decisions) == len(actions):
+            self._journal(actions, decided)
+            return decided
         iteration, usage = self._facts()
         request = PolicyRequest(
             mode=self.policy,
@@ -88,6 +98,10 @@ class Gate:
                 engine=self.policy,
                 decisions=[PolicyDecision(decision="deny", reason=reason) for _ in actions],
             )
+        self._journal(actions, result)
+        return result
+
+    def _journal(self, actions: list[PolicyAction], result: PolicyResult) -> None:
         self._record(
             PolicyEvaluated(
                 **self._stamp(),
@@ -106,7 +120,6 @@ class Gate:
                 ],
             )
         )
-        return result
 
     async def decide_call(self, call: ToolCall) -> PolicyDecision:
         """Gate one call the loop itself makes (a fallback), as if ``call.name`` were advertised."""

@@ -46,7 +46,7 @@ from orga.contracts.errors import BudgetExceeded, InvalidConfig, LoopFailure
 from orga.contracts.evidence import EvidenceCollection, ProgressSnapshot
 from orga.contracts.inference import ConversationRange, InferenceRequest, InferenceResponse
 from orga.contracts.journal import Journal, Started
-from orga.contracts.policy import PolicyResult
+from orga.contracts.policy import PolicyAction, PolicyResult
 from orga.contracts.state import LoopResult, LoopState
 from orga.contracts.vocabulary import ProviderName
 from orga.core.ids import with_internal_ids
@@ -70,7 +70,7 @@ from workflows.gate import Gate
 from workflows.human import DeskHandlers
 from workflows.knowledge import KnowledgeBridge
 from workflows.model import call_model
-from workflows.patches import RESOLVE_LOOP
+from workflows.patches import GATE_IN_MODEL_CALL, RESOLVE_LOOP
 from workflows.prehydration import pre_hydrate
 from workflows.toolstate import ToolState
 
@@ -144,6 +144,10 @@ class ReasoningLoopWorkflow(DeskHandlers):
         """The effective provider and model, once the worker resolved them."""
         self._model_task_queue: str | None = None
         """Where model calls run (the worker's ``ORGA_MODEL_TASK_QUEUE``), else the loop's."""
+        self._gate_in_model_call = False
+        """The ``default`` gate is decided by the model call (``GATE_IN_MODEL_CALL``)."""
+        self._decided: tuple[list[tuple[str, str]], PolicyResult] | None = None
+        """The last model call's gate decisions, with the actions they are for."""
         self._evidence: EvidenceJudge | None = None
         self._critic: Critic | None = None
         """Reviews final answers, for loops with ``config.critic``."""
@@ -222,6 +226,9 @@ class ReasoningLoopWorkflow(DeskHandlers):
             invalid = InvalidConfig(self._invalid)
             books.failed(invalid)
             raise invalid
+        # Checked before the first command (a patch marker after the set-up's local activity
+        # does not replay).
+        self._gate_in_model_call = workflow.patched(GATE_IN_MODEL_CALL)
         books.started()
         try:
             await self._set_up()
@@ -388,8 +395,13 @@ class ReasoningLoopWorkflow(DeskHandlers):
             max_response_bytes=config.max_payload_bytes,
             knowledge=knowledge,
             stream=self._stream is not None,
+            gate=self._gate_in_model_call,
+            agent_id=config.agent_id,
         )
         response = await call_model(request, config.model_timeout, self._model_task_queue)
+        self._decided = None
+        if response.gate is not None:
+            self._decided = (_signature_of_answer(response), response.gate)
         if self._governed:  # the loop's own call ids: providers may repeat theirs
             response = with_internal_ids(response, reasoning.iteration)
         self._conversation.mark_sent()
@@ -410,7 +422,12 @@ class ReasoningLoopWorkflow(DeskHandlers):
 
     async def _gate_turn(self, check: ToolPolicyCheck | AnswerPolicyCheck) -> PolicyResult:
         self._books.set_phase("policy_check")
-        return await self._gate.decide(check.actions(), list(self._advertised))
+        actions = check.actions()
+        decided = None
+        if self._decided is not None and self._decided[0] == _signature(actions):
+            decided = self._decided[1]  # the model call decided exactly these actions
+        self._decided = None
+        return await self._gate.decide(actions, list(self._advertised), decided)
 
     async def _act(self, dispatching: ToolDispatching) -> Observing:
         self._books.set_phase("dispatching")
@@ -475,6 +492,7 @@ class ReasoningLoopWorkflow(DeskHandlers):
         self._model_task_queue = setup.model_task_queue
         self._books.provider = setup.provider
         self._gate.policy = setup.policy
+        self._gate_in_model_call = self._gate_in_model_call and setup.policy == "default"
         self._limits = self._books.limits = setup.limits
         self._tools.max_concurrent = setup.limits.max_concurrent_tools
         if setup.delegates:
@@ -552,3 +570,14 @@ class ReasoningLoopWorkflow(DeskHandlers):
 
     def _budget(self, budget: str, limit: int, message: str) -> BudgetExceeded:
         return BudgetExceeded(message, {"budget": budget, "limit": limit, "state": self.state()})
+
+
+def _signature(actions: list[PolicyAction]) -> list[tuple[str, str]]:
+    """What a gate decision is about: each action's kind or tool, and its arguments."""
+    return [(a.tool or a.kind, a.arguments if a.kind == "call_tool" else "") for a in actions]
+
+
+def _signature_of_answer(response: InferenceResponse) -> list[tuple[str, str]]:
+    if response.tool_calls:
+        return [(c.name, c.arguments) for c in response.tool_calls]
+    return [("respond", "")]

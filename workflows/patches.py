@@ -11,7 +11,13 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["APPROVER_REQUIRED", "RESOLVE_LOOP", "RESOLVE_TASK", "SAGA_ATTEMPTED"]
+__all__ = [
+    "APPROVER_REQUIRED",
+    "GATE_IN_MODEL_CALL",
+    "RESOLVE_LOOP",
+    "RESOLVE_TASK",
+    "SAGA_ATTEMPTED",
+]
 
 RESOLVE_LOOP: Final = "orga-resolve-loop"
 """Loops resolve their setup with ``resolve_loop`` — their agent, tools, gate, budgets and
@@ -35,3 +41,9 @@ step it *attempted* (not only the completed ones), newest first; a compensation 
 a cap and goes to an operator after ``compensation_escalate_after`` failures; steps interrupted
 by cancellation are ``cancelled``. Before, only completed steps were compensated, a running
 activity was abandoned, and a compensation gave up after three attempts."""
+
+GATE_IN_MODEL_CALL: Final = "orga-gate-in-model-call"
+"""Under the ``default`` gate, the model call decides the gate for the answer's actions on the
+worker (``InferenceRequest.gate``: the policy activity's own rules), and the loop uses those
+decisions instead of a policy local activity when the actions match; before, every turn ran
+the ``evaluate_policy`` local activity (a marker in history)."""

@@ -14,6 +14,7 @@ from typing import Final, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from orga.contracts.conversation import Message, ToolCall
+from orga.contracts.verdicts import PolicyResult
 from orga.contracts.vocabulary import ProviderName
 
 __all__ = [
@@ -119,6 +120,11 @@ class InferenceRequest(BaseModel):
     """A longer answer is cut (the full text is kept in the store)."""
     stream: bool = False
     """Stream the answer and publish its text to the loop's Workflow Stream as it arrives."""
+    gate: bool = False
+    """Decide the ``default`` gate for the answer's actions here, on the worker, with the same
+    rules as the policy activity (the loop then needs no policy call for this turn)."""
+    agent_id: str = ""
+    """Whose actions the gate decides (with ``gate``)."""
     knowledge: str | None = None
     """The ``[KNOWLEDGE_CONTEXT]`` message for this call (it replaces any earlier one: the
     durable conversation never holds it)."""
@@ -150,6 +156,10 @@ class InferenceResponse(BaseModel):
     """Messages left out of this call to fit the context budget."""
     context_masked: int = 0
     """Tool results replaced by a placeholder in this call."""
+
+    gate: PolicyResult | None = None
+    """With ``InferenceRequest.gate``: the ``default`` gate's decisions for the answer's actions
+    (its tool calls in order, or its final answer), made when the answer arrived."""
 
     def as_message(self) -> Message:
         """The assistant turn this response adds to the conversation."""

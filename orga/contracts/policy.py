@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from orga.contracts.inference import Usage
+from orga.contracts.verdicts import Decision, PolicyDecision, PolicyResult
 from orga.contracts.vocabulary import PolicyMode
 
 __all__ = [
@@ -27,7 +28,6 @@ __all__ = [
 
 ActionKind = Literal["call_tool", "respond", "review"]
 """``review``: a critic model is asked to review the final answer (``tool`` is its agent)."""
-Decision = Literal["allow", "deny", "modify", "require_approval"]
 
 EVALUATE_POLICY = "evaluate_policy"
 """Name of the policy activity (run as a local activity: fast, still retried)."""
@@ -66,34 +66,3 @@ class PolicyRequest(BaseModel):
     advertised: list[str]
     """The tools this loop advertised to the model; any other tool is denied."""
     actions: list[PolicyAction] = Field(min_length=1)
-
-
-class PolicyDecision(BaseModel):
-    """The gate's verdict on one action."""
-
-    model_config = ConfigDict(frozen=True)
-
-    decision: Decision
-    reason: str = ""
-    """Why; a denial's reason is fed back to the model."""
-    arguments: str | None = None
-    """For ``modify``: the argument text to run with instead (the model sees the change)."""
-    policy_ids: list[str] = Field(default_factory=list[str])
-    """Which policies determined the decision (Cedar policy ids, rule names)."""
-
-    @property
-    def permits(self) -> bool:
-        """True for ``allow`` and ``modify``."""
-        return self.decision in ("allow", "modify")
-
-
-class PolicyResult(BaseModel):
-    """The output of ``evaluate_policy``: one decision per action, in the request's order."""
-
-    model_config = ConfigDict(frozen=True)
-
-    engine: str
-    """Which gate decided (``default``, ``permissive``, ``cedar``, ``opa``)."""
-    policy_hash: str | None = None
-    """Hash of the policy set that decided, where the gate has one."""
-    decisions: list[PolicyDecision]
