@@ -56,7 +56,6 @@ __all__ = [
     "WORKFLOWS",
     "build_agents",
     "build_registry",
-    "build_worker",
     "build_workers",
     "deployment",
     "main",
@@ -125,29 +124,6 @@ def build_agents(settings: Settings, engines: frozenset[PolicyMode]) -> AgentReg
             "(ORGA_POLICY_DIR for cedar, ORGA_OPA_URL for opa)"
         )
     return AgentRegistry.implicit(settings.policy_floor)
-
-
-def build_worker(
-    client: Client,
-    settings: Settings,
-    http: httpx.AsyncClient,
-    *,
-    task_queue: str | None = None,
-    extra_tools: Iterable[Tool] = (),
-    store: Store | None = None,
-    mcp: McpHub | None = None,
-) -> Worker:
-    """The worker serving orga's workflows and activities (see ``build_workers``); without
-    the model calls' own task queue, when the settings give one."""
-    return build_workers(
-        client,
-        settings,
-        http,
-        task_queue=task_queue,
-        extra_tools=extra_tools,
-        store=store,
-        mcp=mcp,
-    )[0]
 
 
 def build_workers(

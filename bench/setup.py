@@ -28,7 +28,7 @@ from orga.runtime.devserver import DevServer
 from orga.runtime.scripted_model import RecordedRequest, ScriptedModelServer, Turn
 from orga.runtime.settings import ProviderSettings, Settings
 from orga.runtime.tools import Tool
-from worker import build_registry, build_worker, http_client
+from worker import build_registry, build_workers, http_client
 
 __all__ = ["Bench", "bench", "history_size"]
 
@@ -110,7 +110,7 @@ async def bench(
                 extra = list(tools)
                 registry = build_registry(settings, extra)
                 bare = BareActivities(settings, http, registry)
-                orga_worker = build_worker(
+                [orga_worker] = build_workers(  # no model task queue here: one worker
                     client, settings, http, task_queue="bench-orga", extra_tools=extra
                 )
                 bare_worker = Worker(

@@ -14,7 +14,7 @@ from orga.contracts.journal import Journal, PolicyEvaluated
 from orga.runtime.scripted_model import Turn
 from tests.harness import Harness, scripted_settings
 from tests.test_cedar import EXAMPLES
-from worker import build_worker
+from worker import build_workers
 
 
 async def test_a_denied_answer_goes_back_to_the_model(harness: Harness) -> None:
@@ -70,7 +70,7 @@ async def test_a_worker_with_invalid_policies_refuses_to_start(
     settings = scripted_settings(harness.model, policy_dir=tmp_path / "policies")
     async with httpx.AsyncClient() as http:
         with pytest.raises(InvalidConfig, match=r"broken\.cedar"):
-            build_worker(harness.client, settings, http, task_queue=harness.task_queue)
+            build_workers(harness.client, settings, http, task_queue=harness.task_queue)
 
 
 async def test_a_modified_call_runs_as_modified_and_the_model_sees_it(

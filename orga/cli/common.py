@@ -16,23 +16,31 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from rich.console import Console
 from rich.table import Table
 from temporalio.client import Client, WorkflowHandle
 
-from orga.contracts.errors import InvalidConfig
+from orga.contracts.config import LoopConfig, LoopInput
+from orga.contracts.conversation import Message
+from orga.contracts.errors import InvalidConfig, describe_validation_error
+from orga.contracts.vocabulary import ProviderName
 from orga.runtime.connect import connect
 from orga.runtime.desk import DeskError
 from orga.runtime.settings import Settings
 
 __all__ = [
+    "Approver",
     "CliError",
     "Json",
+    "Model",
+    "Provider",
+    "Tools",
     "client_for",
     "console",
     "data_dir",
     "execute",
+    "loop_input",
     "print_json",
     "print_table",
     "settings",
@@ -45,6 +53,23 @@ Json = Annotated[
     bool, typer.Option("--json", help="Print JSON for scripts (errors too, as JSON on stderr).")
 ]
 """The ``--json`` flag every verb takes."""
+Approver = Annotated[
+    str | None,
+    typer.Option(help="Who decides; default: ORGA_APPROVER, else the operating-system user."),
+]
+"""Whose name a decision is recorded under (``orga.runtime.desk.who_decides``)."""
+Tools = Annotated[
+    list[str] | None,
+    typer.Option("--tool", help="Advertise a registered tool to the model (repeatable)."),
+]
+Provider = Annotated[
+    ProviderName | None,
+    typer.Option(help="Model provider; default: the worker's (ORGA_PROVIDER)."),
+]
+Model = Annotated[
+    str | None,
+    typer.Option(help="Model name as the provider spells it; default: the worker's."),
+]
 
 _Model = TypeVar("_Model", bound=BaseModel)
 
@@ -228,3 +253,18 @@ def _exit(code: int) -> NoReturn:
     except BrokenPipeError:
         pass  # the reader is gone: there is nobody to flush to
     os._exit(code)  # temporalio can crash the interpreter at exit (sdk-python#300)
+
+
+def loop_input(prompt: str, **config: Any) -> LoopInput:
+    """A loop's input from a prompt and config values (``None`` ones left to their defaults).
+
+    Raises:
+        CliError: the config is invalid (exit code 2), saying which field and why.
+    """
+    try:
+        return LoopInput(
+            messages=[Message(role="user", content=prompt)],
+            config=LoopConfig.model_validate({k: v for k, v in config.items() if v is not None}),
+        )
+    except ValidationError as error:
+        raise CliError(f"invalid loop input: {describe_validation_error(error)}", 2) from error

@@ -43,7 +43,7 @@ def _has_key(settings: Settings) -> bool:
 
 async def run_demo(settings: Settings, data_dir: Path, *, ui_url: str) -> DemoOutcome:
     """Run the demo loop end to end and stop everything it started."""
-    from worker import build_worker, http_client
+    from worker import build_workers, http_client
 
     async with contextlib.AsyncExitStack() as stack:
         started = False
@@ -73,8 +73,8 @@ async def run_demo(settings: Settings, data_dir: Path, *, ui_url: str) -> DemoOu
         )
         http = await stack.enter_async_context(http_client())
         task_queue = f"orga-demo-{uuid.uuid4().hex[:8]}"
-        worker = build_worker(client, settings, http, task_queue=task_queue)
-        await stack.enter_async_context(worker)
+        for worker in build_workers(client, settings, http, task_queue=task_queue):
+            await stack.enter_async_context(worker)
         workflow_id = f"orga-demo-{uuid.uuid4().hex[:8]}"
         handle = await client.start_workflow(
             "ReasoningLoop",

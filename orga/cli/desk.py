@@ -15,6 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from orga.cli.common import (
+    Approver,
     CliError,
     Json,
     client_for,
@@ -112,10 +113,6 @@ def _decide(
 
 WorkflowId = Annotated[str, typer.Argument(help="The loop's workflow id.")]
 CallId = Annotated[str, typer.Argument(help="The waiting call's id (orga pending lists it).")]
-Approver = Annotated[
-    str | None,
-    typer.Option(help="Who decides; default: ORGA_APPROVER, else the operating-system user."),
-]
 
 
 def approve(

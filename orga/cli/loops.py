@@ -11,7 +11,6 @@ from datetime import timedelta
 from typing import Annotated, Any, Literal
 
 import typer
-from pydantic import ValidationError
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
@@ -25,23 +24,31 @@ from temporalio.service import RPCError, RPCStatusCode
 from orga.cli.common import (
     CliError,
     Json,
+    Model,
+    Provider,
+    Tools,
     client_for,
     console,
     execute,
+    loop_input,
     print_json,
     print_table,
     settings,
     start_workflow,
 )
-from orga.cli.views import WorkflowRow, render_entry, render_result, render_state, rows_table
+from orga.cli.views import (
+    WorkflowRow,
+    render_entry,
+    render_result,
+    render_state,
+    rows_table,
+    shorten,
+)
 from orga.contracts import search_attributes as sa
-from orga.contracts.config import LoopConfig, LoopInput
-from orga.contracts.conversation import Message
-from orga.contracts.errors import describe_validation_error
 from orga.contracts.inference import STREAM_TOPIC, StreamedText
 from orga.contracts.journal import Journal
 from orga.contracts.state import LoopResult, LoopState
-from orga.contracts.vocabulary import PolicyMode, ProviderName
+from orga.contracts.vocabulary import PolicyMode
 from orga.runtime.desk import KINDS, LOOP, TASK, DeskError, of_kind, read_state
 
 __all__ = ["list_workflows", "register"]
@@ -69,18 +76,9 @@ def register(app: typer.Typer) -> None:
 
 def run(
     prompt: Annotated[str, typer.Argument(help="The task, as the user's first message.")],
-    tool: Annotated[
-        list[str] | None,
-        typer.Option("--tool", help="Advertise a registered tool to the model (repeatable)."),
-    ] = None,
-    provider: Annotated[
-        ProviderName | None,
-        typer.Option(help="Model provider; default: the worker's (ORGA_PROVIDER)."),
-    ] = None,
-    model: Annotated[
-        str | None,
-        typer.Option(help="Model name as the provider spells it; default: the worker's."),
-    ] = None,
+    tool: Tools = None,
+    provider: Provider = None,
+    model: Model = None,
     agent_id: Annotated[
         str | None, typer.Option(help="Who the loop acts as (the policy principal).")
     ] = None,
@@ -107,38 +105,29 @@ def run(
     as_json: Json = False,
 ) -> None:
     """Start a reasoning loop on the worker's task queue and print its answer."""
-    config: dict[str, Any] = {"tools": tool or []}
-    if stream:
-        config["stream"] = True
-    chosen = {
-        "provider": provider,
-        "model": model,
-        "agent_id": agent_id,
-        "policy": policy,
-        "system_prompt": system_prompt,
-        "max_iterations": max_iterations,
-        "max_total_tokens": max_total_tokens,
-        "timeout": timedelta(seconds=timeout) if timeout is not None else None,
-    }
-    config.update({k: v for k, v in chosen.items() if v is not None})
 
     async def body() -> int:
-        try:
-            request = LoopInput(
-                messages=[Message(role="user", content=prompt)],
-                config=LoopConfig.model_validate(config),
-            )
-        except ValidationError as error:
-            raise CliError(f"invalid loop input: {describe_validation_error(error)}", 2) from error
+        request = loop_input(
+            prompt,
+            tools=tool or [],
+            stream=stream or None,
+            provider=provider,
+            model=model,
+            agent_id=agent_id,
+            policy=policy,
+            system_prompt=system_prompt,
+            max_iterations=max_iterations,
+            max_total_tokens=max_total_tokens,
+            timeout=timedelta(seconds=timeout) if timeout is not None else None,
+        )
         chosen_id = workflow_id or f"loop-{uuid.uuid4().hex[:12]}"
-        shown = prompt if len(prompt) <= 120 else prompt[:117] + "…"
         handle = await start_workflow(
             settings(),
             LOOP,
             request,
             workflow_id=chosen_id,
             result_type=LoopResult,
-            summary=f"{request.config.agent_id}: {shown}",
+            summary=f"{request.config.agent_id}: {shorten(prompt, 120)}",
         )
         if no_wait:
             if as_json:

@@ -20,7 +20,6 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
 
 import typer
-from pydantic import ValidationError
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
@@ -30,10 +29,19 @@ from temporalio.client import (
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
-from orga.cli.common import CliError, Host, Port, client_for, execute, serve_http, settings, ui_link
-from orga.contracts.config import LoopConfig, LoopInput
-from orga.contracts.conversation import Message
-from orga.contracts.errors import describe_validation_error
+from orga.cli.common import (
+    Approver,
+    CliError,
+    Host,
+    Port,
+    client_for,
+    execute,
+    loop_input,
+    serve_http,
+    settings,
+    ui_link,
+)
+from orga.cli.views import shorten
 from orga.contracts.journal import Journal
 from orga.contracts.state import LoopResult, LoopState
 from orga.runtime import desk
@@ -81,10 +89,7 @@ def serve_mcp(
     ] = False,
     host: Host = "127.0.0.1",
     port: Port = 8765,
-    approver: Annotated[
-        str | None,
-        typer.Option(help="Who approves and denies; default: ORGA_APPROVER, else the OS user."),
-    ] = None,
+    approver: Approver = None,
     token_env: Annotated[
         str | None,
         typer.Option(
@@ -197,26 +202,15 @@ def build_server(config: Settings, approver: str) -> MCPServer:
             model: the model name as the provider spells it.
             wait_seconds: wait this long for the answer before returning (0: return at once).
         """
-        chosen: dict[str, Any] = {"agent_id": agent, "provider": provider, "model": model}
-        values: dict[str, Any] = {k: v for k, v in chosen.items() if v is not None}
-        if tools is not None:
-            values["tools"] = tools
-        try:
-            request = LoopInput(
-                messages=[Message(role="user", content=prompt)],
-                config=LoopConfig.model_validate(values),
-            )
-        except ValidationError as error:
-            raise ValueError(f"invalid loop input: {describe_validation_error(error)}") from error
+        request = loop_input(prompt, agent_id=agent, provider=provider, model=model, tools=tools)
         workflow_id = f"loop-{uuid.uuid4().hex[:12]}"
-        shown = prompt if len(prompt) <= 120 else prompt[:117] + "…"
         await (await client()).start_workflow(
             desk.LOOP,
             request,
             id=workflow_id,
             task_queue=config.task_queue,
             result_type=LoopResult,
-            static_summary=f"{request.config.agent_id}: {shown} (via MCP)",
+            static_summary=f"{request.config.agent_id}: {shorten(prompt, 120)} (via MCP)",
         )
         started = {"workflow_id": workflow_id, "web_ui": ui_link(config, workflow_id)}
         if wait_seconds > 0:

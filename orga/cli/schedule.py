@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal, TypeVar
 
 import typer
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 from rich.table import Table
 from temporalio.client import (
     Schedule,
@@ -39,18 +39,19 @@ from temporalio.service import RPCError, RPCStatusCode
 from orga.cli.common import (
     CliError,
     Json,
+    Model,
+    Provider,
+    Tools,
     client_for,
     console,
     execute,
+    loop_input,
     print_json,
     print_table,
     settings,
 )
 from orga.cli.tasks import read_task_input  # the task file, read as `orga task start` reads it
 from orga.cli.views import shorten
-from orga.contracts.config import LoopConfig, LoopInput
-from orga.contracts.conversation import Message
-from orga.contracts.errors import describe_validation_error
 from orga.contracts.vocabulary import ProviderName
 from orga.runtime.desk import LOOP, TASK
 
@@ -117,18 +118,9 @@ def create(
     agent: Annotated[
         str | None, typer.Option("--agent", help="Who the loop acts as (config.agent_id).")
     ] = None,
-    tool: Annotated[
-        list[str] | None,
-        typer.Option("--tool", help="Advertise a registered tool to the model (repeatable)."),
-    ] = None,
-    provider: Annotated[
-        ProviderName | None,
-        typer.Option(help="Model provider; default: the worker's (ORGA_PROVIDER)."),
-    ] = None,
-    model: Annotated[
-        str | None,
-        typer.Option(help="Model name as the provider spells it; default: the worker's."),
-    ] = None,
+    tool: Tools = None,
+    provider: Provider = None,
+    model: Model = None,
     overlap: Annotated[
         Overlap, typer.Option(help="When a run is still going at the next time.")
     ] = "skip",
@@ -254,16 +246,7 @@ def _what(
         return TASK, steps, f"{steps.agent_id}: task of {len(steps.steps)} step(s) from {task}"
     if prompt is None:
         raise CliError("say what to start: a PROMPT (a loop) or --task FILE (a task)", 2)
-    chosen = {"provider": provider, "model": model, "agent_id": agent}
-    config: dict[str, Any] = {"tools": tool or []}
-    config.update({k: v for k, v in chosen.items() if v is not None})
-    try:
-        request = LoopInput(
-            messages=[Message(role="user", content=prompt)],
-            config=LoopConfig.model_validate(config),
-        )
-    except ValidationError as error:
-        raise CliError(f"invalid loop input: {describe_validation_error(error)}", 2) from error
+    request = loop_input(prompt, tools=tool or [], provider=provider, model=model, agent_id=agent)
     return LOOP, request, f"{request.config.agent_id}: {shorten(prompt, 120)}"
 
 

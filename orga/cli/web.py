@@ -29,7 +29,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 from temporalio.client import Client
 
-from orga.cli.common import Host, Port, client_for, console, execute, serve_http, settings
+from orga.cli.common import Approver, Host, Port, client_for, console, execute, serve_http, settings
 from orga.contracts.approvals import EscalationAction
 from orga.contracts.conversation import Message
 from orga.contracts.inference import ConversationRange
@@ -71,10 +71,7 @@ def register(app: typer.Typer) -> None:
 def serve_desk(
     host: Host = "127.0.0.1",
     port: Port = 8765,
-    approver: Annotated[
-        str | None,
-        typer.Option(help="Who decides; default: ORGA_APPROVER, else the operating-system user."),
-    ] = None,
+    approver: Approver = None,
     open_browser: Annotated[
         bool, typer.Option("--open/--no-open", help="Open the page in a browser.")
     ] = True,

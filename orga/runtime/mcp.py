@@ -77,8 +77,8 @@ _SERVER_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]*(?:_[A-Za-z0-9-]+)*$")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _MAX_NAME = 64
-_CLOSED = (MCPError, OSError, EOFError, httpx2.HTTPError)
-"""What a lost connection raises (an ``MCPError`` only with ``CONNECTION_CLOSED``)."""
+_CLOSED = (OSError, EOFError, httpx2.HTTPError)
+"""What a lost connection raises besides an ``MCPError`` with ``CONNECTION_CLOSED``."""
 
 
 class McpServerSpec(BaseModel):
