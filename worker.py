@@ -32,6 +32,7 @@ from activities.inference import InferenceActivities
 from activities.knowledge import KnowledgeActivities, knowledge_tools
 from activities.opa import OpaGate
 from activities.policy import PolicyActivities
+from activities.providers.embeddings import embedder
 from activities.setup import SetupActivities
 from activities.tools import ToolActivities, load_tool_modules
 from orga.contracts.errors import InvalidConfig
@@ -146,7 +147,7 @@ def build_workers(
     """
     store = store or settings.store()
     shared = store
-    knowledge = KnowledgeActivities(lambda: open_knowledge(shared))
+    knowledge = KnowledgeActivities(lambda: open_knowledge(shared, embedder(settings)))
     registry = build_registry(settings, extra_tools, knowledge, [mcp] if mcp is not None else [])
     blobs = BlobStore(store)
     critic = CriticActivities(settings=settings, http=http)

@@ -30,10 +30,10 @@ from orga.contracts.inference import InferenceResponse
 from orga.contracts.tools import ToolDefinition
 from orga.runtime.settings import ProviderSettings
 
-__all__ = ["complete"]
+__all__ = ["complete", "request_headers"]
 
 
-def _headers(provider: ProviderSettings) -> dict[str, str]:
+def request_headers(provider: ProviderSettings) -> dict[str, str]:
     key = provider.api_key.get_secret_value() if provider.api_key is not None else None
     if key is None and provider.official:
         raise InvalidConfig(
@@ -92,7 +92,7 @@ async def complete(
             max_output_tokens=max_output_tokens,
             temperature=temperature,
         )
-    headers = _headers(provider)
+    headers = request_headers(provider)
     if on_text is not None:
         parsed = await _streamed(http, provider, url, body, headers, timeout, on_text)
     else:

@@ -53,6 +53,7 @@ def register(app: typer.Typer) -> None:
     knowledge_app.command("import", epilog="Example: orga knowledge import -a coder ./repo")(
         import_tree
     )
+    knowledge_app.command("reindex", epilog="Example: orga knowledge reindex --all")(reindex)
     app.add_typer(knowledge_app, name="knowledge")
 
 
@@ -68,7 +69,10 @@ def _namespace(agent: str) -> str:
 
 
 def _open() -> Knowledge:
-    return open_knowledge(settings().store())
+    from activities.providers.embeddings import embedder  # the provider adapters: lazily
+
+    found = settings()
+    return open_knowledge(found.store(), embedder(found))
 
 
 def _table(items: list[KnowledgeItem], *, relevance: bool = False) -> None:
@@ -239,6 +243,32 @@ def import_tree(
                 f"imported {created} convention(s) ({known} already known) for {agent}",
                 markup=False,
             )
+        return 0
+
+    execute(body, as_json=as_json)
+
+
+def reindex(
+    agent: Annotated[
+        str | None, typer.Option("--agent", "-a", help="Only this agent's items.")
+    ] = None,
+    everything: Annotated[bool, typer.Option("--all", help="Every agent's items.")] = False,
+    as_json: Json = False,
+) -> None:
+    """Embed the items that have no vector yet with ORGA_EMBEDDINGS's model (all of them after
+    a change of model), so that search is hybrid again."""
+
+    async def body() -> int:
+        if (agent is None) == (not everything):
+            raise CliError("name the agent (--agent) or --all (not both)", 2)
+        try:
+            done = _open().reindex(None if everything else _namespace(agent or ""))
+        except InvalidConfig as error:
+            raise CliError(str(error), 2) from error
+        if as_json:
+            print_json({"embedded": done})
+        else:
+            console().print(f"embedded {done} item(s)", markup=False)
         return 0
 
     execute(body, as_json=as_json)

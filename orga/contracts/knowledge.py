@@ -57,7 +57,8 @@ class KnowledgeConfig(BaseModel):
     """Items injected before each reasoning step (0: none, the tools only)."""
     relevance_threshold: float = Field(default=0.0, ge=0.0, le=1.0)
     """Items less relevant than this are not injected. Relevance is the share of the search
-    terms an item contains, in [0, 1] (the full-text index only ranks)."""
+    terms an item contains, in [0, 1] (the full-text index only ranks); with hybrid search
+    (``ORGA_EMBEDDINGS``), the larger of that and the item's cosine similarity to the query."""
     max_context_tokens: int = Field(default=1_000, ge=50, le=20_000)
     """The injected message is cut to about this many tokens."""
     tools: bool = True
@@ -86,7 +87,8 @@ class KnowledgeItem(BaseModel):
     """Where it came from: a workflow id, a file, ``cli``."""
     created_at: datetime
     relevance: float = 0.0
-    """The share of the search terms it contains, in [0, 1] (0 when it was not ranked)."""
+    """The share of the search terms it contains, in [0, 1] (0 when it was not ranked); in a
+    hybrid search, the larger of that and its cosine similarity to the query."""
 
 
 class KnowledgeQuery(BaseModel):
@@ -112,6 +114,9 @@ class KnowledgeHits(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     items: list[KnowledgeItem] = Field(default_factory=list[KnowledgeItem])
+    hybrid: bool = False
+    """Whether vectors ranked them too (an embedder, a store that keeps vectors, an endpoint
+    that answered), or full-text alone."""
 
 
 class KnowledgeWrite(BaseModel):

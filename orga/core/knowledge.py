@@ -18,6 +18,7 @@ __all__ = [
     "coverage",
     "directory_levels",
     "format_items",
+    "fuse",
     "injection",
     "newest_terms",
     "normalise_content",
@@ -68,6 +69,22 @@ def coverage(terms: Sequence[str], content: str) -> float:
         return 0.0
     stems = {_stem(m.group(0)) for m in _WORD.finditer(content.lower())}
     return sum(_stem(term) in stems for term in terms) / len(terms)
+
+
+RRF_K: Final = 60
+"""Reciprocal rank fusion's constant (the value of Cormack et al., 2009, used by most stores)."""
+
+
+def fuse(*rankings: Sequence[int], k: int = RRF_K) -> list[int]:
+    """Reciprocal rank fusion of rankings of ids (best first): each id scores
+    ``sum(1 / (k + rank))`` over the rankings that hold it; best first, ties in order of first
+    appearance. An item two rankings agree on beats one that only one ranks first."""
+    scores: dict[int, float] = {}
+    for ranking in rankings:
+        for rank, id_ in enumerate(ranking, start=1):
+            scores[id_] = scores.get(id_, 0.0) + 1.0 / (k + rank)
+    order = {id_: n for n, id_ in enumerate(scores)}
+    return sorted(scores, key=lambda id_: (-scores[id_], order[id_]))
 
 
 def newest_terms(messages: Sequence[Message], limit: int = MAX_TERMS) -> str:

@@ -12,16 +12,30 @@ Both rank by their own score (more query terms matched, rarer terms weigh more) 
 orga's relevance — the share of the search terms an item contains (``orga.core.knowledge.
 coverage``) — so a threshold means the same on both; they behave the same otherwise (the tests
 run both). Worker- and client-side code: the loop reaches it only through activities.
+
+**Hybrid search** (SQLite, with an embedder: ``ORGA_EMBEDDINGS``): items are embedded when they
+are stored and kept in a sqlite-vec ``vec0`` table (cosine distance, partitioned by namespace,
+so one agent's search never scans another's vectors); a search embeds the query, takes the
+nearest items and the full-text ranking and fuses them by reciprocal rank
+(``orga.core.knowledge.fuse``). Relevance is then the larger of the terms' coverage and the
+cosine similarity. Vectors are best effort and nothing waits on them: an embeddings endpoint
+that fails leaves the item stored without a vector (and a search full-text alone), with a
+warning; ``reindex`` (``orga knowledge reindex``) embeds what is missing, and re-embeds
+everything after a change of model — until then, search stays full-text, since vectors of two
+models do not compare. PostgreSQL searches full-text alone for now (pgvector is not supported
+yet), with a warning when an embedder is configured.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
+import struct
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from sqlalchemy import (
     Column,
@@ -42,6 +56,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Row
 
+from orga.contracts.errors import InvalidConfig, ProviderError
 from orga.contracts.knowledge import (
     MAX_ITEM_CHARS,
     KnowledgeHits,
@@ -51,11 +66,34 @@ from orga.contracts.knowledge import (
     KnowledgeWrite,
     KnowledgeWritten,
 )
-from orga.core.knowledge import coverage, directory_levels, normalise_content, search_terms
+from orga.core.knowledge import (
+    coverage,
+    directory_levels,
+    fuse,
+    normalise_content,
+    search_terms,
+)
 from orga.core.text import cut
 from orga.runtime.store import Store
 
-__all__ = ["ITEMS", "Knowledge", "open_knowledge"]
+__all__ = ["ITEMS", "Embed", "Knowledge", "open_knowledge"]
+
+_log = logging.getLogger("orga.knowledge")
+
+
+class Embed(Protocol):
+    """What makes vectors of texts (``activities.providers.embeddings.Embedder``)."""
+
+    @property
+    def name(self) -> str:
+        """The provider and model (``openai:text-embedding-3-small``): vectors of two models do
+        not compare, so the store remembers which made its vectors."""
+        ...
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One vector per text (may raise ``ProviderError``)."""
+        ...
+
 
 _METADATA = MetaData()
 ITEMS: Final = Table(
@@ -80,7 +118,17 @@ ITEMS: Final = Table(
     UniqueConstraint("namespace", "kind", "scope", "digest", name="orga_knowledge_once"),
     Index("orga_knowledge_by_scope", "namespace", "kind", "directory", "language"),
 )
+_EMBEDDER: Final = Table(
+    "orga_knowledge_embedder",
+    _METADATA,
+    Column("id", Integer, primary_key=True),
+    Column("model", Text, nullable=False),
+    Column("dims", Integer, nullable=False),
+)
+"""One row: the model that made the vectors of ``orga_knowledge_vec``, and their length."""
 _COLUMNS = [c for c in ITEMS.c if c.name not in ("scope", "digest")]
+_POOL: Final = 20
+"""Each ranking of a hybrid search offers at least this many items (four times the limit)."""
 _LEVEL_ROWS = 200
 """Conventions read per directory level (a level with more is cut)."""
 
@@ -112,12 +160,19 @@ def _item(row: Row[Any], relevance: float = 0.0) -> KnowledgeItem:
 class Knowledge(ABC):
     """The knowledge of every namespace in one store. Thread-safe (one per process)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, embedder: Embed | None = None) -> None:
         self.store = store
-        self._engine = store.engine
+        self._engine = store.vector_engine
+        self._embedder = embedder
         _METADATA.create_all(self._engine)
         with self._engine.begin() as db:
             self._index(db)
+        self._warned: set[str] = set()
+
+    def _warn(self, message: str) -> None:
+        if message not in self._warned:
+            self._warned.add(message)
+            _log.warning("knowledge: %s", message)
 
     # ---- the dialects ------------------------------------------------------------------------
 
@@ -131,6 +186,116 @@ class Knowledge(ABC):
     ) -> list[Row[Any]]:
         """Items of ``namespace`` matching any of ``terms``, best first."""
 
+    def _vectors_unavailable(self) -> str | None:
+        """Why this store keeps no vectors (None: it does)."""
+        return "PostgreSQL stores search full-text alone (pgvector is not supported yet)"
+
+    def _vector_table(self, db: Connection) -> bool:
+        """Whether the vector table exists."""
+        return False
+
+    def _create_vectors(self, db: Connection, dims: int) -> None:
+        raise NotImplementedError
+
+    def _drop_vectors(self, db: Connection) -> None:
+        raise NotImplementedError
+
+    def _put_vectors(self, db: Connection, rows: Sequence[tuple[int, str, list[float]]]) -> None:
+        raise NotImplementedError
+
+    def _delete_vectors(self, db: Connection, ids: Sequence[int]) -> None:
+        raise NotImplementedError
+
+    def _nearest(
+        self, db: Connection, namespace: str, vector: list[float], limit: int
+    ) -> list[tuple[int, float]]:
+        raise NotImplementedError
+
+    def _unvectored(self, db: Connection, namespace: str | None) -> list[tuple[int, str, str]]:
+        raise NotImplementedError
+
+    # ---- vectors (hybrid search) -------------------------------------------------------------
+
+    def _vector_model(self, db: Connection) -> tuple[str, int] | None:
+        row = db.execute(select(_EMBEDDER.c.model, _EMBEDDER.c.dims)).first()
+        return (row[0], row[1]) if row is not None else None
+
+    def _usable(self, db: Connection) -> bool:
+        """Whether vectors may be read and written now: an embedder, a store that keeps them,
+        and vectors (if any) made by the same model."""
+        if self._embedder is None:
+            return False
+        reason = self._vectors_unavailable()
+        if reason is None:
+            made = self._vector_model(db)
+            if made is None or made[0] == self._embedder.name:
+                return True
+            reason = (
+                f"the stored vectors were made by {made[0]}, this process embeds with "
+                f"{self._embedder.name}: search is full-text alone until `orga knowledge "
+                "reindex` re-embeds them"
+            )
+        self._warn(reason)
+        return False
+
+    def _embed(self, texts: Sequence[str]) -> list[list[float]] | None:
+        """Vectors of ``texts``, or None (warned) when the embeddings endpoint fails."""
+        assert self._embedder is not None
+        try:
+            return self._embedder.embed(texts)
+        except ProviderError as error:
+            self._warn(f"embeddings failed, full-text alone for now: {error.message}")
+            return None
+
+    def _store_vectors(self, db: Connection, rows: Sequence[tuple[int, str, list[float]]]) -> None:
+        assert self._embedder is not None
+        if not rows:
+            return
+        dims = len(rows[0][2])
+        made = self._vector_model(db)
+        if made is None:
+            self._create_vectors(db, dims)
+            db.execute(_EMBEDDER.insert().values(id=1, model=self._embedder.name, dims=dims))
+        elif made != (self._embedder.name, dims):
+            self._warn(
+                f"{self._embedder.name} answered vectors of {dims} numbers, the store holds "
+                f"{made[1]} from {made[0]}: run `orga knowledge reindex`"
+            )
+            return
+        self._put_vectors(db, rows)
+
+    def reindex(self, namespace: str | None = None) -> int:
+        """Embed the items (of ``namespace``, or all) that have no vector — all of them after a
+        change of model, whose old vectors are dropped first; how many were embedded.
+
+        Raises:
+            InvalidConfig: no embedder, or a store that keeps no vectors.
+            ProviderError: the embeddings endpoint failed (what was embedded before is kept).
+        """
+        if self._embedder is None:
+            raise InvalidConfig(
+                "reindexing needs an embedding model: set ORGA_EMBEDDINGS=<provider>:<model>"
+            )
+        if (reason := self._vectors_unavailable()) is not None:
+            raise InvalidConfig(reason)
+        with self._engine.begin() as db:
+            made = self._vector_model(db)
+            if made is not None and made[0] != self._embedder.name:
+                self._drop_vectors(db)
+                db.execute(_EMBEDDER.delete())
+            todo = self._unvectored(db, namespace)
+        done = 0
+        for start in range(0, len(todo), 256):
+            batch = todo[start : start + 256]
+            vectors = self._embedder.embed([content for _, _, content in batch])
+            with self._engine.begin() as db:
+                self._store_vectors(
+                    db, [(id_, ns, v) for (id_, ns, _), v in zip(batch, vectors, strict=True)]
+                )
+            done += len(batch)
+        self._warned.clear()
+        return done
+
     # ---- writing -----------------------------------------------------------------------------
 
     def add(self, write: KnowledgeWrite) -> KnowledgeWritten:
@@ -138,12 +303,29 @@ class Knowledge(ABC):
         return self.add_many([write])[0]
 
     def add_many(self, writes: Sequence[KnowledgeWrite]) -> list[KnowledgeWritten]:
-        """Store items in one transaction (an import, a bulk load), each as ``add`` would."""
+        """Store items in one transaction (an import, a bulk load), each as ``add`` would;
+        embedded first when search is hybrid."""
+        contents = [cut(w.content.strip(), MAX_ITEM_CHARS, "knowledge item") for w in writes]
+        with self._engine.connect() as db:
+            usable = self._usable(db)
+        vectors = self._embed(contents) if usable and contents else None
         with self._engine.begin() as db:
-            return [self._add(db, write) for write in writes]
+            written = [
+                self._add(db, write, content)
+                for write, content in zip(writes, contents, strict=True)
+            ]
+            if vectors is not None:
+                self._store_vectors(
+                    db,
+                    [
+                        (done.id, write.namespace, vector)
+                        for done, write, vector in zip(written, writes, vectors, strict=True)
+                        if done.created
+                    ],
+                )
+            return written
 
-    def _add(self, db: Connection, write: KnowledgeWrite) -> KnowledgeWritten:
-        content = cut(write.content.strip(), MAX_ITEM_CHARS, "knowledge item")
+    def _add(self, db: Connection, write: KnowledgeWrite, content: str) -> KnowledgeWritten:
         directory = write.directory if write.kind == "convention" else None
         language = write.language.lower() if write.language else None
         scope = _scope(write.kind, directory, language)
@@ -189,6 +371,9 @@ class Knowledge(ABC):
         if ids is not None:
             condition = and_(condition, ITEMS.c.id.in_(list(ids)))
         with self._engine.begin() as db:
+            gone = [row[0] for row in db.execute(select(ITEMS.c.id).where(condition))]
+            if gone and self._vector_table(db):
+                self._delete_vectors(db, gone)
             return db.execute(ITEMS.delete().where(condition)).rowcount
 
     # ---- reading -----------------------------------------------------------------------------
@@ -216,12 +401,37 @@ class Knowledge(ABC):
         if query.scope == "conventions":
             return KnowledgeHits(items=self._conventions(query))
         terms = search_terms(query.text)
-        if not terms:
-            return KnowledgeHits()
         with self._engine.connect() as db:
-            ranked = self._ranked(db, query.namespace, terms, query.limit)
-        items = [_item(row, coverage(terms, row.content)) for row in ranked]
-        return KnowledgeHits(items=[i for i in items if i.relevance >= query.threshold])
+            usable = self._usable(db) and self._vector_table(db)
+        vector = None
+        if usable and query.text.strip():
+            found = self._embed([query.text])
+            vector = found[0] if found else None
+        if not terms and vector is None:
+            return KnowledgeHits()
+        pool = max(query.limit * 4, _POOL) if vector is not None else query.limit
+        with self._engine.connect() as db:
+            ranked = self._ranked(db, query.namespace, terms, pool) if terms else []
+            near = self._nearest(db, query.namespace, vector, pool) if vector else []
+            rows = {row.id: row for row in ranked}
+            missing = [id_ for id_, _ in near if id_ not in rows]
+            if missing:
+                more = db.execute(
+                    select(*_COLUMNS).where(
+                        ITEMS.c.namespace == query.namespace, ITEMS.c.id.in_(missing)
+                    )
+                ).all()
+                rows.update((row.id, row) for row in more)
+        similarity = {id_: max(0.0, 1.0 - distance) for id_, distance in near}
+        order = fuse([row.id for row in ranked], [id_ for id_, _ in near])[: query.limit]
+        items = [
+            _item(rows[id_], max(coverage(terms, rows[id_].content), similarity.get(id_, 0.0)))
+            for id_ in order
+            if id_ in rows
+        ]
+        return KnowledgeHits(
+            items=[i for i in items if i.relevance >= query.threshold], hybrid=vector is not None
+        )
 
     def _conventions(self, query: KnowledgeQuery) -> list[KnowledgeItem]:
         """Nearest directory first, up to the root, then the languages found on the way (and
@@ -274,7 +484,16 @@ def _by_terms(items: list[KnowledgeItem], terms: Sequence[str]) -> list[Knowledg
     return sorted(items, key=lambda i: -sum(t in i.content.lower() for t in terms))
 
 
+_VEC: Final = "orga_knowledge_vec"
+
+
+def _packed(vector: Sequence[float]) -> bytes:
+    return struct.pack(f"{len(vector)}f", *vector)
+
+
 class _Sqlite(Knowledge):
+    """SQLite: FTS5 for the words, a sqlite-vec ``vec0`` table for the vectors."""
+
     def _index(self, db: Connection) -> None:
         db.execute(
             text(
@@ -315,6 +534,57 @@ class _Sqlite(Knowledge):
         ).all()
         return list(rows)
 
+    def _vectors_unavailable(self) -> str | None:
+        return None
+
+    def _vector_table(self, db: Connection) -> bool:
+        found = db.execute(
+            text("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = :name"),
+            {"name": _VEC},
+        ).first()
+        return found is not None
+
+    def _create_vectors(self, db: Connection, dims: int) -> None:
+        db.execute(
+            text(
+                f"CREATE VIRTUAL TABLE IF NOT EXISTS {_VEC} USING vec0("
+                "item_id integer primary key, namespace text partition key, "
+                f"embedding float[{int(dims)}] distance_metric=cosine)"
+            )
+        )
+
+    def _drop_vectors(self, db: Connection) -> None:
+        db.execute(text(f"DROP TABLE IF EXISTS {_VEC}"))
+
+    def _put_vectors(self, db: Connection, rows: Sequence[tuple[int, str, list[float]]]) -> None:
+        db.execute(
+            text(f"INSERT INTO {_VEC}(item_id, namespace, embedding) VALUES (:id, :ns, :v)"),
+            [{"id": id_, "ns": ns, "v": _packed(v)} for id_, ns, v in rows],
+        )
+
+    def _delete_vectors(self, db: Connection, ids: Sequence[int]) -> None:
+        db.execute(text(f"DELETE FROM {_VEC} WHERE item_id = :id"), [{"id": i} for i in ids])
+
+    def _nearest(
+        self, db: Connection, namespace: str, vector: list[float], limit: int
+    ) -> list[tuple[int, float]]:
+        rows = db.execute(
+            text(
+                f"SELECT item_id, distance FROM {_VEC} WHERE embedding MATCH :v AND k = :k "
+                "AND namespace = :ns ORDER BY distance"
+            ),
+            {"v": _packed(vector), "k": limit, "ns": namespace},
+        ).all()
+        return [(row[0], float(row[1])) for row in rows]
+
+    def _unvectored(self, db: Connection, namespace: str | None) -> list[tuple[int, str, str]]:
+        query = select(ITEMS.c.id, ITEMS.c.namespace, ITEMS.c.content)
+        if namespace is not None:
+            query = query.where(ITEMS.c.namespace == namespace)
+        if self._vector_table(db):
+            query = query.where(ITEMS.c.id.not_in(select(text("item_id")).select_from(text(_VEC))))
+        return [(row[0], row[1], row[2]) for row in db.execute(query.order_by(ITEMS.c.id))]
+
 
 class _Postgres(Knowledge):
     def _index(self, db: Connection) -> None:
@@ -346,6 +616,9 @@ class _Postgres(Knowledge):
         return list(rows)
 
 
-def open_knowledge(store: Store) -> Knowledge:
-    """The knowledge kept in ``store``, searched the way its database does best."""
-    return _Postgres(store) if store.dialect == "postgresql" else _Sqlite(store)
+def open_knowledge(store: Store, embedder: Embed | None = None) -> Knowledge:
+    """The knowledge kept in ``store``, searched the way its database does best — hybrid, where
+    the store keeps vectors, when there is an ``embedder``."""
+    if store.dialect == "postgresql":
+        return _Postgres(store, embedder)
+    return _Sqlite(store, embedder)

@@ -5,7 +5,9 @@ over real HTTP so the provider adapters run exactly as they do against a real AP
 name has its own script (a queue of steps) so concurrent loops do not interfere; a step is a
 neutral ``Turn`` (rendered into the endpoint's wire format), a ``Raw`` HTTP answer (status,
 headers, body: for errors and recorded real bodies), or a function of the request that returns
-one of those. Every request is recorded for assertions.
+one of those. Every request is recorded for assertions. ``POST /v1/embeddings`` answers with
+hashed word and trigram vectors (``orga.runtime.hashed_embeddings``: no language model), or
+with the ``Raw`` answers queued by ``fail_embeddings``.
 
 Used by the tests, the benchmark and the offline demo (where it is labelled as a scripted model).
 """
@@ -21,6 +23,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal, cast
+
+from orga.runtime.hashed_embeddings import hashed_embedding
 
 __all__ = ["Raw", "RecordedRequest", "ScriptedModelServer", "Step", "Turn", "Wire", "stream_events"]
 
@@ -129,6 +133,9 @@ class ScriptedModelServer:
         self._scripts: dict[str, deque[Step]] = {}
         self._fallback: Callable[[RecordedRequest], Turn | Raw] | None = None
         self.requests: list[RecordedRequest] = []
+        self.embedded = 0
+        """How many texts ``/v1/embeddings`` has embedded."""
+        self._embedding_failures: deque[Raw] = deque()
         self._ids = itertools.count(1)
         self._server = ThreadingHTTPServer((host, port), self._handler())
         self._server.daemon_threads = True
@@ -159,6 +166,34 @@ class ScriptedModelServer:
     def fallback(self, responder: Callable[[RecordedRequest], Turn | Raw] | None) -> None:
         """Answer requests for models without a script with ``responder``."""
         self._fallback = responder
+
+    def fail_embeddings(self, *answers: Raw) -> None:
+        """Answer the next embeddings requests with these (errors, malformed bodies)."""
+        with self._lock:
+            self._embedding_failures.extend(answers)
+
+    def _embeddings(self, body: dict[str, Any]) -> Raw:
+        with self._lock:
+            if self._embedding_failures:
+                return self._embedding_failures.popleft()
+        raw = body.get("input")
+        texts = [raw] if isinstance(raw, str) else cast(list[Any], raw or [])
+        if not texts or not all(isinstance(t, str) for t in texts):
+            return Raw(400, {"error": {"message": "input must be a string or strings"}})
+        with self._lock:
+            self.embedded += len(texts)
+        tokens = sum(len(str(t).split()) for t in texts)
+        return Raw(
+            body={
+                "object": "list",
+                "data": [
+                    {"object": "embedding", "index": i, "embedding": hashed_embedding(str(t))}
+                    for i, t in enumerate(texts)
+                ],
+                "model": str(body.get("model", "")),
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            }
+        )
 
     def remaining(self, model: str) -> int:
         with self._lock:
@@ -297,6 +332,13 @@ class ScriptedModelServer:
                     wire: Wire = "openai"
                 elif self.path.rstrip("/").endswith("/v1/messages"):
                     wire = "anthropic"
+                elif self.path.rstrip("/").endswith("/embeddings"):
+                    try:
+                        answer = server._embeddings(json.loads(raw or b"{}"))
+                    except json.JSONDecodeError:
+                        answer = Raw(400, {"error": {"message": "body is not JSON"}})
+                    self._send(answer.status, answer.body, answer.headers)
+                    return
                 else:
                     self._send(404, {"error": {"message": f"no route {self.path}"}}, {})
                     return

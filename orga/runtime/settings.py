@@ -17,6 +17,8 @@ OPENROUTER_API_KEY / _MODEL / _BASE_URL                          openai/gpt-4o-m
 OPENAI_API_KEY / _MODEL / _BASE_URL (vLLM, Ollama, llama.cpp)    gpt-4o-mini
 ANTHROPIC_API_KEY / _MODEL / _BASE_URL                           claude-sonnet-4-5
 ORGA_TOOL_MODULES           comma-separated modules with @tools  unset
+ORGA_EMBEDDINGS             ``<provider>:<model>`` whose          unset (full-text search)
+                            /embeddings make knowledge search hybrid
 ORGA_MCP_SERVERS            TOML file of MCP servers (tools)     unset (no MCP tools)
 ORGA_METRICS_ADDRESS        worker's Prometheus endpoint         unset (no metrics served)
 ORGA_MODEL_TASK_QUEUE       task queue of model calls            unset (the loop's queue)
@@ -82,6 +84,23 @@ _DEFAULTS: dict[ProviderName, tuple[str, str]] = {
 }
 
 
+def _embeddings(value: str | None) -> tuple[ProviderName, str] | None:
+    if value is None:
+        return None
+    provider, _, model = value.partition(":")
+    if provider == "anthropic":
+        raise InvalidConfig(
+            f"ORGA_EMBEDDINGS={value!r}: Anthropic has no embeddings endpoint; use an "
+            "OpenAI-compatible one (openai:<model>, with OPENAI_BASE_URL for Ollama or vLLM)"
+        )
+    if provider not in PROVIDERS or not model.strip():
+        raise InvalidConfig(
+            f"ORGA_EMBEDDINGS={value!r} is not <provider>:<model>; for example "
+            "openai:text-embedding-3-small or openrouter:openai/text-embedding-3-small"
+        )
+    return provider, model.strip()
+
+
 class Settings(BaseModel):
     """Everything a worker or the CLI reads from its environment."""
 
@@ -97,6 +116,9 @@ class Settings(BaseModel):
         default_factory=dict[ProviderName, ProviderSettings]
     )
     tool_modules: list[str] = Field(default_factory=list[str])
+    embeddings: tuple[ProviderName, str] | None = None
+    """The provider and model whose ``/embeddings`` make knowledge search hybrid
+    (``ORGA_EMBEDDINGS=openai:text-embedding-3-small``); unset: full-text search alone."""
     agents_file: Path | None = None
     """The worker's agents (``ORGA_AGENTS``); without it, one implicit agent."""
     mcp_servers_file: Path | None = None
@@ -182,6 +204,7 @@ class Settings(BaseModel):
                 f"ORGA_POLICY={floor!r} is not a policy floor; use default, cedar or opa"
             )
         file_root = get("ORGA_FILE_ROOT")
+        embeddings = _embeddings(get("ORGA_EMBEDDINGS"))
         temporal_key = get("TEMPORAL_API_KEY")
         return cls(
             temporal_address=get("TEMPORAL_ADDRESS") or "localhost:7233",
@@ -192,6 +215,7 @@ class Settings(BaseModel):
             default_provider=default,
             providers=providers,
             tool_modules=modules,
+            embeddings=embeddings,
             agents_file=Path(agents).resolve() if (agents := get("ORGA_AGENTS")) else None,
             mcp_servers_file=Path(mcp).resolve() if (mcp := get("ORGA_MCP_SERVERS")) else None,
             metrics_address=get("ORGA_METRICS_ADDRESS"),

@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any, Final, TypeVar
 from urllib.parse import urlsplit
 
+import sqlean  # pyright: ignore[reportMissingTypeStubs]
+import sqlite_vec  # pyright: ignore[reportMissingTypeStubs]
 from sqlalchemy import (
     Column,
     Connection,
@@ -69,7 +71,9 @@ _LEDGER: Final = Table(
 )
 
 
-def _engine(url: str) -> Engine:
+def _engine(url: str, *, vectors: bool = False) -> Engine:
+    """The engine of ``url``; with ``vectors``, SQLite connections load sqlite-vec (through
+    sqlean.py, a build of SQLite that may load extensions: the standard library's may not)."""
     scheme = urlsplit(url).scheme
     if scheme == "sqlite":
         path = Path(url.removeprefix("sqlite:///"))
@@ -78,10 +82,18 @@ def _engine(url: str) -> Engine:
                 f"ORGA_STORE_URL={url!r}: give an absolute path (sqlite:////abs/path/store.db)"
             )
         private_file(path)
-        engine = create_engine(f"sqlite:///{path}", connect_args={"timeout": 30})
+        engine = create_engine(
+            f"sqlite:///{path}",
+            connect_args={"timeout": 30},
+            **({"module": sqlean} if vectors else {}),
+        )
 
         @event.listens_for(engine, "connect")
         def _connect(connection: Any, _: Any) -> None:  # pyright: ignore[reportUnusedFunction]
+            if vectors:
+                connection.enable_load_extension(True)
+                connection.load_extension(sqlite_vec.loadable_path())
+                connection.enable_load_extension(False)
             # Transactions are ours (BEGIN IMMEDIATE below), not the driver's implicit ones.
             connection.isolation_level = None
             connection.execute("PRAGMA journal_mode=WAL")
@@ -108,6 +120,7 @@ class Store:
         self.url = url
         self.engine = _engine(url)
         self.dialect = self.engine.dialect.name
+        self._vector_engine: Engine | None = None
         try:
             _METADATA.create_all(self.engine)
         except SQLAlchemyError as error:
@@ -124,9 +137,21 @@ class Store:
             return self.url
         return self.url.replace(f":{parts.password}@", ":***@", 1)
 
+    @property
+    def vector_engine(self) -> Engine:
+        """An engine of the same database whose SQLite connections can use sqlite-vec's
+        ``vec0`` tables (the knowledge store's vectors); PostgreSQL's own engine."""
+        if self.dialect != "sqlite":
+            return self.engine
+        if self._vector_engine is None:
+            self._vector_engine = _engine(self.url, vectors=True)
+        return self._vector_engine
+
     def close(self) -> None:
         """Close its connections (a store is meant to live as long as its process)."""
         self.engine.dispose()
+        if self._vector_engine is not None:
+            self._vector_engine.dispose()
 
     def __enter__(self) -> Store:
         return self
