@@ -84,28 +84,41 @@ async def test_pre_hydration_widens_nothing(harness: Harness, site: str, tmp_pat
 
 
 async def test_resolutions_go_through_the_gate(harness: Harness, tmp_path: Path) -> None:
+    """Through the gate, and only with the tools the profile shows: its URL is not fetched,
+    though the egress rules would let it through and the loop names web_fetch."""
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "secret-plan.md").write_text("classified")
     (tmp_path / "docs" / "open.md").write_text("public notes")
+    asked: list[str] = []
+
+    def page(method: str, path: str, body: bytes) -> Reply:
+        asked.append(path)
+        return 200, "text/plain", b"fetched"
+
     model = harness.new_model([Turn(text="ok")])
-    settings = scripted_settings(harness.model, file_root=tmp_path, policy_dir=EXAMPLES)
-    async with harness.worker(settings=settings):
-        handle = await harness.start(
-            "read docs/secret-plan.md and docs/open.md",
-            model=model,
-            pre_hydration={},
-            policy="cedar",
-            tools=["web_fetch", "file_read"],
-            tool_profile={"exclude": ["web_*"]},
-        )
-        await handle.result()
-        journal = await handle.query("journal", result_type=Journal)
-        state = await handle.query("state", result_type=LoopState)
+    settings = scripted_settings(
+        harness.model, file_root=tmp_path, policy_dir=EXAMPLES, egress_allow=["127.0.0.1"]
+    )
+    with serve(page) as hidden_site:
+        async with harness.worker(settings=settings):
+            handle = await harness.start(
+                f"read docs/secret-plan.md and docs/open.md and {hidden_site}/page",
+                model=model,
+                pre_hydration={},
+                policy="cedar",
+                tools=["web_fetch", "file_read"],
+                tool_profile={"exclude": ["web_*"]},
+            )
+            await handle.result()
+            journal = await handle.query("journal", result_type=Journal)
+            state = await handle.query("state", result_type=LoopState)
     first = harness.model.requests_for(model)[0].body["messages"]
     [injected] = [m for m in first if m["content"].startswith("[PRE_HYDRATED_CONTEXT]")]
     assert "public notes" in injected["content"] and "classified" not in injected["content"]
     [done] = [e for e in journal.entries if isinstance(e, PreHydrationComplete)]
-    assert (done.found, done.resolved, done.failed) == (2, 1, 1)
+    assert (done.found, done.resolved, done.failed) == (3, 1, 2)  # a skip counts as failed
+    assert done.skipped == [f"url {hidden_site}/page: web_fetch is not a tool of this loop"]
+    assert asked == []  # the profile hid web_fetch: the page was never asked for
     assert state.advertised == ["file_read"]  # the profile hid web_fetch
     tools = [t["function"]["name"] for t in harness.model.requests_for(model)[0].body["tools"]]
     assert tools == ["file_read"]

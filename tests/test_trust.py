@@ -18,7 +18,7 @@ from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 
 from orga.contracts.approvals import ApprovalDecision, EscalationResolution
-from orga.contracts.conversation import Message
+from orga.contracts.conversation import Message, chain_digest
 from orga.contracts.journal import Journal, ObservationsCollected, PreHydrationComplete, Started
 from orga.contracts.task import TaskState
 from orga.runtime.scripted_model import Turn
@@ -112,15 +112,15 @@ async def test_permissive_needs_the_worker_to_allow_it(harness: Harness) -> None
     assert error.type == "InvalidConfig" and "ORGA_ALLOW_PERMISSIVE=1" in error.message
 
 
-async def test_a_client_cannot_hand_a_loop_carried_state(harness: Harness) -> None:
-    """``carry`` restores journal, usage and decided approvals: only a run that continues an
-    earlier one may take it."""
-    model = harness.new_model([Turn(text="must not be asked")])
-    forged = {
-        "messages": [{"role": "user", "content": "go"}],
+def forged_carry(model: str) -> dict[str, Any]:
+    """A loop input whose ``carry`` a client made up (its digest computed as a loop would):
+    no tokens used, no approvals pending."""
+    messages = [Message(role="user", content="go")]
+    return {
+        "messages": [m.model_dump(mode="json") for m in messages],
         "config": {"model": model},
         "carry": {
-            "digest": "forged",
+            "digest": chain_digest("", messages),
             "sent": 0,
             "usage": {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0},
             "iteration": 0,
@@ -129,10 +129,16 @@ async def test_a_client_cannot_hand_a_loop_carried_state(harness: Harness) -> No
             "tools": {"decided_ids": ["call_1"]},
         },
     }
+
+
+async def test_a_client_cannot_hand_a_loop_carried_state(harness: Harness) -> None:
+    """``carry`` restores journal, usage and decided approvals: only a run that continues an
+    earlier one may take it."""
+    model = harness.new_model([Turn(text="must not be asked")])
     async with harness.worker():
         handle = await harness.client.start_workflow(
             "ReasoningLoop",
-            forged,
+            forged_carry(model),
             id=f"forged-{uuid.uuid4().hex[:8]}",
             task_queue=harness.task_queue,
         )
@@ -144,17 +150,67 @@ async def test_a_client_cannot_hand_a_loop_carried_state(harness: Harness) -> No
     assert harness.model.requests_for(model) == []
 
 
+async def test_a_cron_schedule_cannot_smuggle_carried_state(harness: Harness) -> None:
+    """Every run of a cron workflow after the first continues the one before it, with the
+    client's input: a forged ``carry`` would pass as a continuation. Loops refuse cron (use
+    ``orga schedule``: Temporal Schedules start fresh loops)."""
+    model = harness.new_model([Turn(text="must not be asked")])
+    async with harness.worker():
+        handle = await harness.client.start_workflow(
+            "ReasoningLoop",
+            forged_carry(model),
+            id=f"cron-{uuid.uuid4().hex[:8]}",
+            task_queue=harness.task_queue,
+            cron_schedule="@every 1s",
+        )
+
+        async def run_failure(run_id: str | None) -> tuple[str, str, str]:
+            """How one run ended: (failure type, message, the next run's id)."""
+            run = harness.client.get_workflow_handle(handle.id, run_id=run_id)
+            async for event in run.fetch_history_events(wait_new_event=True):
+                if event.HasField("workflow_execution_failed_event_attributes"):
+                    ended = event.workflow_execution_failed_event_attributes
+                    info = ended.failure.application_failure_info
+                    return info.type, ended.failure.message, ended.new_execution_run_id
+                assert not event.HasField("workflow_execution_completed_event_attributes")
+            raise AssertionError("the run ended without failing")
+
+        try:
+            first, _, next_run = await asyncio.wait_for(run_failure(handle.result_run_id), 30)
+            assert next_run  # the cron's next run, with the same input
+            second, message, _ = await asyncio.wait_for(run_failure(next_run), 30)
+        finally:
+            await handle.terminate("test over")
+    assert first == "InvalidConfig"
+    assert second == "InvalidConfig" and "orga schedule" in message
+    assert harness.model.requests_for(model) == []
+
+
 # ---- what a model (and what it reads) can reach ---------------------------------------------
 
 
+@pytest.mark.parametrize(
+    ("path", "why"),
+    [
+        ("docs/../.env", "hidden"),  # refused by the file rules before the policy is asked
+        ("docs/../notes.md", "policy"),  # not hidden: the policy judges notes.md, not docs/*
+    ],
+)
 async def test_a_path_that_escapes_is_judged_where_it_leads(
-    harness: Harness, tmp_path: Path
+    harness: Harness, tmp_path: Path, path: str, why: str
 ) -> None:
     """The shipped policy permits ``path like "docs/*"``; ``docs/../.env`` used to match it."""
     (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "guide.md").write_text("the guide")
     (tmp_path / ".env").write_text("OPENAI_API_KEY=sk-leaked-if-you-see-this")
+    (tmp_path / "notes.md").write_text("sk-leaked-if-you-see-this too")
     model = harness.new_model(
-        [Turn(tool_calls=[("file_read", {"path": "docs/../.env"})]), Turn(text="no luck")]
+        [
+            Turn(
+                tool_calls=[("file_read", {"path": path}), ("file_read", {"path": "docs/guide.md"})]
+            ),
+            Turn(text="no luck"),
+        ]
     )
     settings = scripted_settings(harness.model, policy_dir=EXAMPLES, file_root=tmp_path)
     async with harness.worker(settings=settings):
@@ -162,11 +218,16 @@ async def test_a_path_that_escapes_is_judged_where_it_leads(
         await handle.result()
         messages = await handle.query("conversation", result_type=list[Message])
         journal = await handle.query("journal", result_type=Journal)
-    [result] = tool_results(messages)
-    assert result.is_error and result.status == "denied" and "hidden" in result.content
+    escaped, inside = tool_results(messages)
+    assert escaped.is_error and escaped.status == "denied"
+    if why == "hidden":
+        assert "hidden" in escaped.content
+    else:
+        assert "hidden" not in escaped.content and "denied" in escaped.content
+    assert inside.content == "the guide"  # the same policy lets docs/* through
     assert "sk-leaked" not in json.dumps([m.model_dump(mode="json") for m in messages])
     outcome = next(e for e in journal.entries if isinstance(e, ObservationsCollected)).outcomes[0]
-    assert outcome.status == "denied" and outcome.error is not None and "hidden" in outcome.error
+    assert outcome.status == "denied" and outcome.error is not None
 
 
 @pytest.fixture

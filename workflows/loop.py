@@ -70,7 +70,7 @@ from workflows.gate import Gate
 from workflows.human import DeskHandlers
 from workflows.knowledge import KnowledgeBridge
 from workflows.model import call_model
-from workflows.patches import GATE_IN_MODEL_CALL, RESOLVE_LOOP
+from workflows.patches import GATE_IN_MODEL_CALL, NO_CRON, RESOLVE_LOOP
 from workflows.prehydration import pre_hydrate
 from workflows.toolstate import ToolState
 
@@ -102,6 +102,14 @@ class ReasoningLoopWorkflow(DeskHandlers):
             self._invalid = (
                 "the loop input carries state (carry) but this run continues no earlier one: "
                 "carry is set by a loop for its next run, never by a client. Nothing was run."
+            )
+        if info.cron_schedule and self._invalid is None and workflow.patched(NO_CRON):
+            # Each cron run "continues" the one before with the client's input: a carry in it
+            # would pass for the loop's own. Schedules start fresh loops instead.
+            self._invalid = (
+                f"loops do not run on a cron schedule ({info.cron_schedule!r}): start them "
+                "from a Temporal Schedule (`orga schedule create`), which starts a fresh loop "
+                "each time. Nothing was run."
             )
         self._stream = WorkflowStream() if config.stream and self._invalid is None else None
         """Where the model's text is published while it arrives (``config.stream``)."""

@@ -14,6 +14,7 @@ from typing import Final
 __all__ = [
     "APPROVER_REQUIRED",
     "GATE_IN_MODEL_CALL",
+    "NO_CRON",
     "RESOLVE_LOOP",
     "RESOLVE_TASK",
     "SAGA_ATTEMPTED",
@@ -47,3 +48,8 @@ GATE_IN_MODEL_CALL: Final = "orga-gate-in-model-call"
 worker (``InferenceRequest.gate``: the policy activity's own rules), and the loop uses those
 decisions instead of a policy local activity when the actions match; before, every turn ran
 the ``evaluate_policy`` local activity (a marker in history)."""
+
+NO_CRON: Final = "orga-no-cron"
+"""A loop started with a cron schedule fails at once with ``InvalidConfig`` (every cron run
+continues the one before it with the client's input, so a forged ``carry`` would pass for the
+loop's own); before, cron loops ran. Checked only in cron runs: other loops get no marker."""
