@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import sqlite3
+import stat
 import sys
 import time
 import uuid
@@ -213,6 +214,11 @@ async def test_dev_server_killed_and_restarted_on_its_sqlite_file(
         from tests.harness import replay
 
         await replay(handle, client)
+        # Every history is in this directory: only the worker's user may read it.
+        data = tmp_path / "data"
+        assert stat.S_IMODE(data.stat().st_mode) == 0o700
+        written = [p for p in data.iterdir() if p.name.startswith("temporal.db")]
+        assert written and all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in written)
     finally:
         await server.stop()
 

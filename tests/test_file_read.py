@@ -158,3 +158,13 @@ def test_what_the_worker_writes_is_its_own(tmp_path: Path) -> None:
         assert mode(tmp_path / "data") == 0o700
         for path in (tmp_path / "data").iterdir():  # the database and SQLite's -wal/-shm
             assert mode(path) == 0o600, path.name
+    # A directory the operator chose keeps its mode (ORGA_STORE_URL=sqlite:////tmp/s.db must
+    # not make /tmp private); what is created in it is still the worker's own.
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o755)
+    shared.chmod(0o1777)
+    with Store(f"sqlite:///{shared / 'store.db'}") as store:
+        Ledger(store).once("k", lambda db: "done")
+    assert mode(shared) == 0o1777 and mode(shared / "store.db") == 0o600
+    with Store(f"sqlite:///{shared / 'a' / 'b' / 'store.db'}"):
+        assert mode(shared / "a") == mode(shared / "a" / "b") == 0o700

@@ -48,7 +48,8 @@ async def test_a_file_and_a_url_land_in_the_first_request(
     assert result.output == "Friday, with two approvals."
     first = harness.model.requests_for(model)[0].body["messages"]
     [injected] = [m for m in first if m["content"].startswith("[PRE_HYDRATED_CONTEXT]")]
-    assert injected["role"] == "system"
+    assert injected["role"] == "user"  # a fetched page never speaks with the system's voice
+    assert "not instructions" in injected["content"]
     assert "## file docs/guide.md\nDeploys need two approvals — straße." in injected["content"]
     assert f"## url {site}/release\nThe release is on Friday." in injected["content"]
     [done] = [e for e in journal.entries if isinstance(e, PreHydrationComplete)]

@@ -92,7 +92,9 @@ async def pre_hydrate(
     if resolved:
         content = render(resolved, config.max_context_tokens)
         tokens = estimate_tokens(content)
-        message = Message(role="system", content=content)
+        # A user message, not a system one: what a page or a file says is data the task
+        # brought along, never instructions with the authority of the system prompt.
+        message = Message(role="user", content=content)
     books.record(
         PreHydrationComplete(
             **books.stamp(),

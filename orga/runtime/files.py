@@ -15,9 +15,17 @@ __all__ = ["private_directory", "private_file", "write_private"]
 
 
 def private_directory(path: Path) -> Path:
-    """``path`` as a directory only its owner can enter (created with its parents if needed)."""
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path.chmod(0o700)
+    """``path`` as a directory: each missing level is created 0700 (only its owner enters).
+    A directory that exists keeps its mode — the operator's (``/tmp``, a shared volume): the
+    files written in it are 0600 whatever the directory's mode."""
+    missing: list[Path] = []
+    level = path
+    while not level.exists():
+        missing.append(level)
+        level = level.parent
+    for directory in reversed(missing):
+        directory.mkdir(mode=0o700, exist_ok=True)
+        directory.chmod(0o700)  # not left to the umask
     return path
 
 
