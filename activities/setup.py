@@ -23,7 +23,7 @@ from orga.contracts.setup import (
     TaskSetupRequest,
 )
 from orga.contracts.vocabulary import PolicyMode, ProviderName
-from orga.core.agents import Offer, check_tools, choose_policy, resolve_loop
+from orga.core.agents import Offer, check_model, check_tools, choose_policy, resolve_loop
 from orga.runtime.agents import AgentRegistry
 from orga.runtime.settings import Settings
 from orga.runtime.tools import ToolRegistry
@@ -86,6 +86,15 @@ class SetupActivities:
             critic = self._agents.get(request.config.critic.agent)
             critic_provider = critic.provider or self._offer.default_provider
             critic_model = critic.model or self._default_model(critic_provider)
+            # The critic reads the loop's task and answer: they may leave only through a
+            # provider and model the loop's own agent may use.
+            check_model(
+                agent,
+                critic_provider,
+                critic_model,
+                self._offer,
+                f" — the critic (agent {critic.id!r}) would send it the loop's conversation",
+            )
         return LoopSetup(
             tools=tools,
             provider=resolved.provider,

@@ -140,3 +140,30 @@ async def test_an_unanswered_review_counts_as_its_default(skipping: Harness) -> 
     assert result.termination_reason == "critic_rejected"
     [record] = state.reviews
     assert (record.verdict, record.source) == ("reject", "timeout")
+
+
+async def test_a_critic_cannot_take_the_conversation_past_the_agent_s_models(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """The writer may use only its own model: a critic on another model would send it the
+    loop's task and answer, so the loop is refused before anything is sent."""
+    writer = harness.new_model([Turn(text="must not be asked")])
+    path = tmp_path / "agents.toml"
+    path.write_text(
+        f'[agents.writer]\nmodel = "{writer}"\nmodels = ["{writer}"]\n\n'
+        '[agents.critic]\nmodel = "elsewhere-model"\n'
+    )
+    settings = scripted_settings(harness.model, agents_file=path)
+    async with harness.worker(settings=settings):
+        handle = await harness.start(
+            "How large is Paris?",
+            agent_id="writer",
+            critic={"kind": "model", "agent": "critic", "max_rounds": 1},
+        )
+        with pytest.raises(WorkflowFailureError) as caught:
+            await handle.result()
+    error = caught.value.cause
+    assert isinstance(error, ApplicationError) and error.type == "InvalidConfig"
+    assert "'elsewhere-model' is not one agent 'writer' may use" in error.message
+    assert "the critic (agent 'critic')" in error.message
+    assert harness.model.requests_for(writer) == []

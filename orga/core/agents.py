@@ -29,7 +29,7 @@ from orga.contracts.errors import InvalidConfig
 from orga.contracts.vocabulary import PolicyMode, ProviderName
 from orga.core.profile import glob_matches
 
-__all__ = ["LoopResolution", "Offer", "check_tools", "choose_policy", "resolve_loop"]
+__all__ = ["LoopResolution", "Offer", "check_model", "check_tools", "choose_policy", "resolve_loop"]
 
 _STRENGTH: dict[PolicyMode, int] = {"permissive": 0, "default": 1, "cedar": 2, "opa": 2}
 
@@ -159,16 +159,28 @@ def resolve_loop(
         )
     limits = Limits.model_validate(chosen)
     provider: ProviderName = config.provider or agent.provider or offer.default_provider
+    agents_model = agent.model if config.provider in (None, agent.provider) else None
+    model = config.model or agents_model or offer.default_model(provider)
+    check_model(agent, provider, model, offer, "; name one in config.model")
+    return LoopResolution(policy=policy, limits=limits, provider=provider, model=model)
+
+
+def check_model(
+    agent: AgentSpec, provider: ProviderName, model: str, offer: Offer, hint: str = ""
+) -> None:
+    """Refuse a provider or model outside ``agent``'s lists: the loop's own, or a critic's,
+    which the loop's conversation would leave through too.
+
+    Raises:
+        InvalidConfig: naming the agent's list and the file that defines it.
+    """
     if agent.providers and provider not in agent.providers:
         raise InvalidConfig(
             f"provider {provider!r} is not one {_named(agent)} may use: {agent.providers!r} "
-            f"(defined in {offer.origin})"
+            f"(defined in {offer.origin}){hint}"
         )
-    agents_model = agent.model if config.provider in (None, agent.provider) else None
-    model = config.model or agents_model or offer.default_model(provider)
     if agent.models and not any(glob_matches(g, model) for g in agent.models):
         raise InvalidConfig(
             f"model {model!r} is not one {_named(agent)} may use: {agent.models!r} (defined in "
-            f"{offer.origin}); name one in config.model"
+            f"{offer.origin}){hint}"
         )
-    return LoopResolution(policy=policy, limits=limits, provider=provider, model=model)
