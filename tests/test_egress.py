@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import ipaddress
 import shutil
+import socket
 import ssl
 import subprocess
 from collections.abc import AsyncIterator, Callable
@@ -189,12 +190,12 @@ class Site:
 
 @contextlib.asynccontextmanager
 async def serve(
-    answer: Answer, host: str = "127.0.0.1", tls: ssl.SSLContext | None = None
+    answer: Answer, host: str = "127.0.0.1", tls: ssl.SSLContext | None = None, port: int = 0
 ) -> AsyncIterator[Site]:
     site = Site(answer)
     if tls is not None:
         tls.sni_callback = lambda sock, name, ctx: site.server_names.append(name)
-    server = await asyncio.start_server(site.handle, host, 0, ssl=tls)
+    server = await asyncio.start_server(site.handle, host, port, ssl=tls)
     port = server.sockets[0].getsockname()[1]
     site.base = f"{'https' if tls else 'http'}://{host}:{port}"
     try:
@@ -265,6 +266,29 @@ async def test_a_redirect_to_an_address_that_is_not_allowed_is_refused_before_it
                 await fetch(fetcher(["localhost"]), f"{named}/go")
         assert len(site.requests) == 2
         assert hidden.connections == 0
+
+
+async def test_a_name_that_rebinds_is_fetched_from_the_address_that_was_checked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """DNS rebinding: the name answers an allowed address when it is checked and a forbidden
+    one afterwards. The guard resolves once and connects to what it checked."""
+    async with serve(pages, host="127.0.0.2") as allowed:
+        port = int(allowed.base.rsplit(":", 1)[1])
+        async with serve(pages, host="127.0.0.1", port=port) as hidden:
+            lookups: list[str] = []
+
+            async def rebinding(host: str, port: int, **_: object) -> list[tuple[object, ...]]:
+                lookups.append(host)
+                address = "127.0.0.2" if len(lookups) == 1 else "127.0.0.1"
+                return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port))]
+
+            monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", rebinding)
+            page = await fetch(fetcher(["127.0.0.2"]), f"http://rebind.example:{port}/page")
+    assert page == "Hello local"
+    assert lookups == ["rebind.example"]  # resolved once: no second answer to trust
+    assert hidden.connections == 0 and len(allowed.requests) == 1
+    assert allowed.requests[0].headers["host"] == f"rebind.example:{port}"
 
 
 async def test_a_redirect_to_another_scheme_is_refused() -> None:
