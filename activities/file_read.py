@@ -47,6 +47,11 @@ def file_read_tool(root: Path, max_bytes: int, *, allow_hidden: bool = False) ->
             raise ToolPermissionError(
                 f"path {path!r} leads to a hidden file ({inside!r}); the worker refuses them"
             )
+        if inside != relative:
+            raise ToolPermissionError(
+                f"path {path!r} is a symlink to {inside!r}: the policy judged {relative!r}, so "
+                "file_read reads only that file, never where a link leads"
+            )
         if not target.is_file():
             raise ToolInputError(f"there is no file {relative!r} under the readable root")
         with target.open("rb") as handle:

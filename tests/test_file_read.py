@@ -36,6 +36,9 @@ def root(tmp_path: Path) -> Path:
     (tmp_path / "outside.txt").write_text("outside")
     (base / "link").symlink_to(tmp_path / "outside.txt")
     (base / "docs" / "env-link").symlink_to(base / ".env")
+    (base / "private").mkdir()
+    (base / "private" / "plan.md").write_text("the plan")
+    (base / "docs" / "plan-link").symlink_to(base / "private" / "plan.md")
     return base
 
 
@@ -88,6 +91,8 @@ async def test_the_tool_stays_inside_its_root(root: Path) -> None:
         (str(root.parent / "outside.txt"), "absolute"),
         ("link", "outside the readable root"),  # a symlink out
         ("docs/env-link", "hidden file"),  # a symlink to a dot-file inside
+        # A symlink inside: a policy that allows docs/* judged docs/plan-link, not private/.
+        ("docs/plan-link", "symlink to 'private/plan.md'"),
     ]:
         with pytest.raises(ToolPermissionError, match=why):
             await read.invoke({"path": bad, "max_chars": 100}, CTX)

@@ -110,6 +110,7 @@ async def test_permissive_needs_the_worker_to_allow_it(harness: Harness) -> None
         handle = await harness.start("go", model=model, policy="permissive")
         error = await failure(handle)
     assert error.type == "InvalidConfig" and "ORGA_ALLOW_PERMISSIVE=1" in error.message
+    assert harness.model.requests_for(model) == []  # refused before anything was sent
 
 
 def forged_carry(model: str) -> dict[str, Any]:
