@@ -9,17 +9,19 @@ import shutil
 from contextlib import AbstractAsyncContextManager
 
 import httpx
-from playwright.async_api import async_playwright
+from playwright.async_api import Page, async_playwright
 from temporalio.testing import WorkflowEnvironment
 
 from orga.cli.web import TOKEN_HEADER
-from orga.contracts.journal import ApprovalDecided, Journal
+from orga.contracts.journal import ApprovalDecided, EscalationResolved, Journal
 from orga.contracts.state import LoopState
 from orga.runtime.scripted_model import Turn
 from tests.harness import Harness
-from tests.sample_tools import transfer
+from tests.sample_tools import Flaky, transfer
 from tests.test_approvals import pending
 from tests.test_cli import on, serving
+from tests.test_critic import waiting_review
+from tests.test_recovery import ask, escalated
 
 CHROMIUM_FLAGS = [
     "--headless",
@@ -133,3 +135,66 @@ async def test_the_desk_api_is_locked(env: WorkflowEnvironment, harness: Harness
             )
             assert denied.status_code == 200 and denied.json()["approver"] == "pat"
         assert (await handle.result()).output == "ok"
+
+
+async def click(page: Page, key: str, action: str, text: str = "", field: str = "reason") -> None:
+    """Act on the card of ``key`` (``workflow/item``) and wait for the page to show the outcome."""
+    card = page.locator(f'[data-item="{key}"]')
+    await card.wait_for(timeout=20_000)  # the page polls the inbox every 3 s
+    if text:
+        await card.locator(f'[data-field="{field}"]').fill(text)
+    await card.locator(f'[data-action="{action}"]').click()
+    await page.locator(f'[data-outcome="{key}"]').wait_for(timeout=20_000)
+
+
+async def test_review_an_answer_and_resolve_an_escalation_in_the_browser(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    """The desk acts on every kind of item: a critic's review (revise, then approve) and an
+    escalation (its result given by hand), each through the workflow's own update."""
+    flaky = Flaky(failures=5)
+    writer = harness.new_model([Turn(text="draft one"), Turn(text="draft two")])
+    failing = harness.new_model([ask("flaky"), Turn(text="used the given result")])
+    async with harness.worker(tools=flaky.tools):
+        reviewed = await harness.start(
+            "Write the release note.", model=writer, critic={"kind": "human", "max_rounds": 2}
+        )
+        escalating = await harness.start(
+            "go", model=failing, tools=["flaky"], recovery={"default": {"strategy": "escalate"}}
+        )
+        escalation = await escalated(escalating)
+        await waiting_review(reviewed, 1)
+        async with desk(env, harness, "pat") as url, async_playwright() as playwright:
+            browser = await playwright.chromium.launch(
+                executable_path=chromium(), args=CHROMIUM_FLAGS
+            )
+            try:
+                page = await browser.new_page()
+                await page.goto(url)
+                first = page.locator(f'[data-item="{reviewed.id}/answer#1"]')
+                await first.wait_for(timeout=20_000)
+                assert "draft one" in await first.inner_text()
+                await click(page, f"{reviewed.id}/answer#1", "revise", "add the numbers")
+                await waiting_review(reviewed, 2)
+                await click(page, f"{reviewed.id}/answer#2", "approve")
+                await click(page, f"{escalating.id}/{escalation}", "result", "42", field="result")
+                outcomes = await page.inner_text("#inbox")
+            finally:
+                await browser.close()
+        review_result = await reviewed.result()
+        escalation_result = await escalating.result()
+        state = await reviewed.query("state", result_type=LoopState)
+        journal = await escalating.query("journal", result_type=Journal)
+    assert "revise by pat" in outcomes and "approve by pat" in outcomes
+    assert "result by pat" in outcomes
+    assert (review_result.output, review_result.termination_reason) == ("draft two", "end_turn")
+    assert [(r.verdict, r.reviewer, r.feedback) for r in state.reviews] == [
+        ("revise", "pat", "add the numbers"),
+        ("approve", "pat", ""),
+    ]
+    assert "add the numbers" in harness.model.requests_for(writer)[1].user_texts()[-1]
+    assert escalation_result.output == "used the given result"
+    [resolved] = [e for e in journal.entries if isinstance(e, EscalationResolved)]
+    assert (resolved.action, resolved.operator) == ("result", "pat")
+    [given] = harness.model.requests_for(failing)[1].tool_result_texts()
+    assert given == "[result supplied by an operator by pat]\n42"  # labelled as such

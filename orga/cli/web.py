@@ -32,6 +32,7 @@ from temporalio.client import Client
 from orga.cli.common import Approver, Host, Port, client_for, console, execute, serve_http, settings
 from orga.contracts.approvals import EscalationAction
 from orga.contracts.conversation import Message
+from orga.contracts.critic import Verdict
 from orga.contracts.inference import ConversationRange
 from orga.contracts.state import LoopState
 from orga.contracts.task import TaskState
@@ -61,6 +62,12 @@ class _Resolution(BaseModel):
     action: EscalationAction
     result: Any = None
     reason: str | None = None
+
+
+class _Review(BaseModel):
+    workflow_id: str
+    verdict: Verdict
+    feedback: str = ""
 
 
 def register(app: typer.Typer) -> None:
@@ -171,6 +178,14 @@ def build_app(client: Client, *, token: str, approver: str, hosts: set[str]) -> 
 
         return await decide(request, _Resolution, act)
 
+    async def review(request: Request) -> Response:
+        async def act(r: _Review) -> BaseModel:
+            return await desk.review(
+                client, r.workflow_id, verdict=r.verdict, feedback=r.feedback, reviewer=approver
+            )
+
+        return await decide(request, _Review, act)
+
     return Starlette(
         routes=[
             Route("/", page),
@@ -178,6 +193,7 @@ def build_app(client: Client, *, token: str, approver: str, hosts: set[str]) -> 
             Route("/api/workflows/{workflow_id:path}", workflow),
             Route("/api/approve", approve, methods=["POST"]),
             Route("/api/resolve", resolve, methods=["POST"]),
+            Route("/api/review", review, methods=["POST"]),
         ]
     )
 
