@@ -25,6 +25,7 @@ from tests.sample_tools import Flaky, Unreliable, transfer
 from tests.test_approvals import pending
 from tests.test_cli import ORGA, on, orga
 from tests.test_recovery import ask, escalated
+from tests.test_task import escalated as escalated_task
 
 T = TypeVar("T")
 
@@ -190,6 +191,36 @@ async def test_state_names_the_waiting_call_and_a_failure_message(
     code, out, err = await orga("state", failed.id, env=on(env, harness))
     assert code == 0, err
     assert "UnhandledStopReason" in out and "failure" in out
+
+
+async def test_state_names_a_pending_escalation_of_a_loop_and_of_a_task(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    flaky = Flaky(failures=5)
+    unreliable = Unreliable(same_error=True)
+    model = harness.new_model([ask("flaky"), Turn(text="unused")])
+    async with harness.worker(tools=[*flaky.tools, unreliable.tool]):
+        loop = await harness.start(
+            "go", model=model, tools=["flaky"], recovery={"default": {"strategy": "escalate"}}
+        )
+        task = await harness.start_task(
+            [{"id": "flaky-step", "action": {"kind": "tool", "tool": "unreliable"}}],
+            policy={"max_reattempts_per_step": 0, "on_limit_reached": "escalate"},
+        )
+        escalation = await escalated(loop)
+        code, out, err = await orga("state", loop.id, env=on(env, harness))
+        assert code == 0, err
+        assert f"waiting for   an operator: escalation {escalation} (flaky)" in out
+        assert "error: " in out and "flaky attempt" in out
+        assert f"orga resolve {loop.id} {shlex.quote(escalation)} --action {{retry," in out
+        step = await escalated_task(task)
+        code, out, err = await orga("task", "state", task.id, env=on(env, harness))
+        assert code == 0, err
+        assert f"waiting for an operator: escalation {step} (unreliable)" in out
+        assert f"orga resolve {task.id} {shlex.quote(step)} --action {{retry,skip,abort}}" in out
+        for handle, item in ((loop, escalation), (task, step)):
+            await orga("resolve", handle.id, item, "--action", "abort", "--approver", "ops",
+                       env=on(env, harness))  # fmt: skip
 
 
 # ---- findings 4 and 5: no worker, finished workflows -------------------------------------

@@ -170,12 +170,17 @@ async def test_escalate(harness: Harness, action: str) -> None:
         assert "not 'result'" in str(refused.value.cause)
         await handle.execute_update(
             "resolve_escalation",
-            EscalationResolution(escalation_id=escalation, action=action, operator="ops"),  # type: ignore[arg-type]
+            EscalationResolution(
+                escalation_id=escalation,
+                action=action,  # type: ignore[arg-type]
+                operator="ops",
+                reason="the vendor is down",
+            ),
         )
         if action == "abort":
             cause = await failure(handle)
             assert statuses(cause.details[0]) == {"flaky": "failed"}
-            assert "ops aborted it at step 'flaky'" in cause.message
+            assert "ops aborted it at step 'flaky': the vendor is down" in cause.message
             assert cause.message.endswith("; flaky declared no compensation"), cause.message
             assert cause.details[0]["outcome"] == "compensated"  # nothing was left to undo
             return

@@ -144,7 +144,11 @@ def resolve(
     escalation_id: Annotated[str, typer.Argument(help="The escalation id (orga pending).")],
     action: Annotated[
         EscalationAction,
-        typer.Option(help="retry, skip, result (give the call's result: loops only) or abort."),
+        typer.Option(
+            help="retry, skip, result (give the call's result: loops only) or abort; for a "
+            "task's compensation that keeps failing: retry, mark_compensated (undone by hand: "
+            "say how in --reason) or give_up. orga pending lists each item's options."
+        ),
     ],
     result: Annotated[
         str | None,

@@ -53,7 +53,7 @@ from orga.runtime.desk import KINDS, LOOP, TASK, DeskError, of_kind, read_state
 
 __all__ = ["list_workflows", "register"]
 
-Status = Literal["running", "awaiting_approval", "completed", "failed"]
+Status = Literal["running", "awaiting_approval", "awaiting_review", "completed", "failed"]
 
 
 def register(app: typer.Typer) -> None:

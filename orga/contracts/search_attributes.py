@@ -16,7 +16,9 @@ __all__ = ["AGENT_ID", "ALL", "ITERATION", "NO_SEARCH_ATTRIBUTES_MEMO", "STATUS"
 
 AGENT_ID: Final = SearchAttributeKey.for_keyword("OrgaAgentId")
 STATUS: Final = SearchAttributeKey.for_keyword("OrgaStatus")
-"""``running`` | ``awaiting_approval`` | ``completed`` | ``failed``."""
+"""``running`` | ``awaiting_approval`` (a loop's call, or a task's escalation) |
+``awaiting_review`` (a loop's answer) | ``completed`` | ``failed`` (a task that was aborted,
+cancelled or failed: ``orga task state`` tells which)."""
 ITERATION: Final = SearchAttributeKey.for_int("OrgaIteration")
 TOTAL_TOKENS: Final = SearchAttributeKey.for_int("OrgaTotalTokens")
 
