@@ -13,10 +13,11 @@ The package is split by what workflow code may import:
     the deterministic decisions the workflows make (routing, phases, breakers, trackers,
     context fitting, tool profiles, ordering). Pure; passed through the workflow sandbox.
 ``orga.runtime``
-    settings, the Temporal connection, stores, the ``@tool`` registry and the embedded dev
-    server: I/O, used by workers and clients, never imported by workflows.
+    settings, the Temporal connection, stores, the ``@tool`` registry, MCP servers, the
+    embedded dev server and the scripted model server: I/O, used by workers and clients,
+    never imported by workflows.
 ``orga.cli``
-    the ``orga`` command, the demo and the scripted model.
+    the ``orga`` command (one module per group of verbs) and the demo.
 
 Importing ``orga`` imports nothing else: each name below loads its module on first use, so
 code that only needs ``orga.contracts`` (workflows, in the sandbox) never loads the rest.

@@ -25,6 +25,7 @@ from orga.contracts.config import Limits, LoopConfig
 from orga.contracts.conversation import Message, ToolResult, chain_digest
 from orga.contracts.critic import ReviewRecord
 from orga.contracts.delegation import DelegationRecord
+from orga.contracts.evidence import EvidenceCollection
 from orga.contracts.inference import ConversationSlice, InferenceResponse, Usage
 from orga.contracts.journal import (
     CallOutcome,
@@ -35,11 +36,13 @@ from orga.contracts.journal import (
     Stamp,
     Terminated,
 )
-from orga.contracts.state import LoopStatus, Phase, ToolCallRecord
+from orga.contracts.state import LoopState, LoopStatus, Phase, ToolCallRecord
+from orga.contracts.vocabulary import ProviderName
 from orga.core.audit import AuditLog
 from workflows.common import upsert
 from workflows.human import HumanDesk
 from workflows.metrics import emit_entry
+from workflows.toolstate import ToolState
 
 __all__ = ["Conversation", "LoopBooks"]
 
@@ -223,6 +226,52 @@ class LoopBooks:
         self.termination_message = message or "cancelled"
         self.record(Terminated(**self.stamp(), reason=kind or "failed", message=message))
         self._upsert([sa.STATUS.value_set("failed")])
+
+    # ---- the state query -----------------------------------------------------------------
+
+    def state(
+        self,
+        *,
+        workflow_id: str,
+        messages: int,
+        provider: ProviderName | None,
+        model: str | None,
+        tools: ToolState,
+        evidence: EvidenceCollection | None,
+        advertised: list[str],
+        knowledge_context: str | None,
+    ) -> LoopState:
+        """What the ``state`` query shows: these books, and what of the loop they do not keep
+        (copied: the answer does not change with the loop)."""
+        desk = self.desk
+        return LoopState(
+            workflow_id=workflow_id,
+            agent_id=self.config.agent_id,
+            status=self.status,
+            phase=self.phase,
+            iteration=self.iteration,
+            usage=self.usage,
+            started_at=self.started_at,
+            last_stop_reason=self.last_stop_reason,
+            tool_call_count=self.tool_call_count,
+            tool_calls=list(self.tool_calls),
+            messages=messages,
+            output=self.output,
+            termination_reason=self.termination_reason,
+            termination_message=self.termination_message,
+            provider=provider,
+            model=model,
+            pending_approvals=list(desk.approvals.values()),
+            pending_escalations=list(desk.escalations.values()),
+            breakers={name: b.model_copy() for name, b in tools.breakers.items()},
+            dead_letters=list(tools.dead_letters),
+            evidence=evidence.model_copy() if evidence is not None else None,
+            advertised=list(advertised),
+            delegations=list(self.delegations),
+            pending_review=desk.review_pending,
+            reviews=list(self.reviews),
+            knowledge_context=knowledge_context,
+        )
 
     # ---- phase, status and the working clock ---------------------------------------------
 

@@ -4,8 +4,10 @@ model sees.
 Workflow code. A loop's tools are the ones its config lists; the recovery strategies' fallback
 tools are resolved too (they run, but are not advertised). The worker resolves them against the
 loop's agent, with the effective gate, budgets, provider and model, in the ``resolve_loop``
-local activity when the loop starts; the tool profile then decides what is advertised.
-Pre-hydration advertises nothing by itself: it may only use resolver tools the model sees.
+local activity when the loop starts (``set_up_loop``, which also gives the loop its delegates,
+critic, knowledge and evidence judge: its ``LoopParts``); the tool profile then decides what is
+advertised. Pre-hydration advertises nothing by itself: it may only use resolver tools the
+model sees.
 
 Loops recorded before ``resolve_loop`` existed used ``describe_tools`` (tools only), and listed
 their pre-hydration resolvers' tools among their own (``legacy=True``): kept so their
@@ -14,19 +16,159 @@ histories replay.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from temporalio import workflow
 from temporalio.exceptions import FailureError
 
-from orga.contracts.config import LoopConfig
+from orga.contracts.config import Limits, LoopConfig, LoopInput
+from orga.contracts.conversation import Message
+from orga.contracts.delegation import DELEGATE_TOOL
 from orga.contracts.errors import InvalidConfig
+from orga.contracts.evidence import EvidenceCollection
+from orga.contracts.journal import Started
 from orga.contracts.knowledge import RECALL_TOOL, STORE_TOOL
 from orga.contracts.setup import RESOLVE_LOOP, LoopSetup, LoopSetupRequest
 from orga.contracts.tools import DESCRIBE_TOOLS, DescribeToolsRequest, ToolDefinition
+from orga.contracts.vocabulary import ProviderName
 from orga.core.profile import visible_tools
+from workflows.bookkeeping import Conversation, LoopBooks
 from workflows.common import failure_message
+from workflows.critic import Critic
+from workflows.delegation import Delegations, introduction
+from workflows.evidence import EvidenceJudge, evidence_tools
+from workflows.gate import Gate
+from workflows.knowledge import KnowledgeBridge
 from workflows.options import DESCRIBE_TOOLS_TIMEOUT, SHORT_RETRY
+from workflows.patches import RESOLVE_LOOP as RESOLVE_LOOP_PATCH
+from workflows.toolstate import ToolState
 
-__all__ = ["advertised_tools", "describe", "describe_tools", "loop_tools", "resolve_loop"]
+__all__ = [
+    "LoopParts",
+    "advertised_tools",
+    "describe",
+    "describe_tools",
+    "loop_tools",
+    "resolve_loop",
+    "set_up_loop",
+]
+
+
+@dataclass
+class LoopParts:
+    """What a loop works with once ``set_up_loop`` set it up; before that, what its config
+    says."""
+
+    limits: Limits
+    """The budgets that apply (the resolved ones once the worker set the loop up)."""
+    provider: ProviderName | None
+    model: str | None
+    """The effective provider and model, once the worker resolved them."""
+    gate_in_model_call: bool = False
+    """The ``default`` gate is decided by the model call (``GATE_IN_MODEL_CALL``)."""
+    governed: bool = False
+    """Started since ``orga-resolve-loop``: set up by ``resolve_loop`` (agent, gate,
+    budgets), its own call ids. Loops recorded before keep their behaviour on replay."""
+    model_task_queue: str | None = None
+    """Where model calls run (the worker's ``ORGA_MODEL_TASK_QUEUE``), else the loop's."""
+    advertised: list[str] = field(default_factory=list[str])
+    """The tools the model sees."""
+    evidence: EvidenceJudge | None = None
+    """Judges evidence calls, for loops that advertise an evidence tool (or carried a record)."""
+    critic: Critic | None = None
+    """Reviews final answers, for loops with ``config.critic``."""
+    knowledge: KnowledgeBridge | None = None
+    """The agent's knowledge, for loops with ``config.knowledge`` (set up by the worker)."""
+
+
+async def set_up_loop(
+    loop: LoopInput,
+    *,
+    workflow_id: str,
+    books: LoopBooks,
+    gate: Gate,
+    tools: ToolState,
+    conversation: Conversation,
+    gate_in_model_call: bool,
+) -> LoopParts:
+    """What the worker resolves for this loop: its agent, tools, gate, budgets and model, set
+    on the loop's ``books``, ``gate``, ``tools`` and ``conversation``; then ``Started`` is
+    journaled (a first run) and what the model sees decided.
+
+    Raises:
+        InvalidConfig: the loop could not be set up (a tool or provider the worker lacks).
+    """
+    config = loop.config
+    parts = LoopParts(books.limits, config.provider, config.model, gate_in_model_call)
+    if not workflow.patched(RESOLVE_LOOP_PATCH):  # recorded before: tools only, as configured
+        tools.definitions = await describe_tools(config)
+    else:
+        parts.governed = True
+        setup = await resolve_loop(config)
+        tools.definitions = {d.name: d for d in setup.tools}
+        parts.provider, parts.model = setup.provider, setup.model
+        parts.model_task_queue = setup.model_task_queue
+        books.provider = setup.provider
+        gate.policy = setup.policy
+        parts.gate_in_model_call = gate_in_model_call and setup.policy == "default"
+        parts.limits = books.limits = setup.limits
+        tools.max_concurrent = setup.limits.max_concurrent_tools
+        if setup.delegates:
+            delegations = Delegations(
+                workflow_id=workflow_id,
+                config=config,
+                books=books,
+                limits=lambda: books.limits,
+                delegates=setup.delegates,
+            )
+            tools.delegate = delegations.run
+            tools.plan_delegations = delegations.plan
+        if config.critic is not None:
+            parts.critic = Critic(
+                config.critic,
+                books,
+                gate,
+                provider=setup.critic_provider,
+                model=setup.critic_model,
+                timeout=config.model_timeout,
+                task_queue=setup.model_task_queue,
+            )
+        if config.knowledge is not None and setup.knowledge_namespace is not None:
+            parts.knowledge = KnowledgeBridge(config.knowledge, setup.knowledge_namespace, books)
+            tools.knowledge_namespace = setup.knowledge_namespace
+        agent = setup.agent
+        if loop.carry is None:
+            # The operator's prompt (and whom the agent may delegate to) come before anything
+            # the client sent.
+            first = (
+                [Message(role="system", content=agent.system_prompt)]
+                if (agent is not None and agent.system_prompt)
+                else []
+            )
+            if setup.delegates:
+                first.append(introduction(setup.delegates))
+            if first:
+                conversation.reset([*first, *conversation.messages])
+    if loop.carry is None:
+        books.record(
+            Started(
+                **books.stamp(),
+                tools=list(config.tools),
+                provider=parts.provider,
+                model=parts.model,
+                policy=gate.policy,
+            )
+        )
+    parts.advertised = advertised_tools(config, tools.definitions, legacy=not parts.governed)
+    if tools.delegate is not None and DELEGATE_TOOL not in parts.advertised:
+        parts.advertised.append(DELEGATE_TOOL)
+    # Track evidence when the loop advertises an evidence tool (or carried a record).
+    collection = loop.carry.evidence if loop.carry is not None else None
+    if collection is None and evidence_tools(tools.definitions, parts.advertised):
+        collection = EvidenceCollection(max_no_gain=config.max_no_gain)
+    if collection is not None:
+        parts.evidence = EvidenceJudge(collection, tools.definitions, parts.advertised, books)
+    return parts
 
 
 def loop_tools(config: LoopConfig, *, legacy: bool = False) -> list[str]:

@@ -9,9 +9,7 @@ overlap policy decides (default ``skip``: that time is dropped).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal, TypeVar
 
 import typer
@@ -23,15 +21,11 @@ from temporalio.client import (
     ScheduleActionResult,
     ScheduleActionStartWorkflow,
     ScheduleAlreadyRunningError,
-    ScheduleCalendarSpec,
     ScheduleHandle,
-    ScheduleIntervalSpec,
     ScheduleListActionStartWorkflow,
     ScheduleListDescription,
     ScheduleOverlapPolicy,
     SchedulePolicy,
-    ScheduleRange,
-    ScheduleSpec,
     ScheduleState,
 )
 from temporalio.service import RPCError, RPCStatusCode
@@ -50,6 +44,7 @@ from orga.cli.common import (
     print_table,
     settings,
 )
+from orga.cli.schedule_spec import iso, render_spec, schedule_spec
 from orga.cli.tasks import read_task_input  # the task file, read as `orga task start` reads it
 from orga.cli.views import shorten
 from orga.contracts.vocabulary import ProviderName
@@ -132,7 +127,7 @@ def create(
     """Create a schedule that starts a loop (PROMPT) or a task (--task FILE) on a clock."""
 
     async def body() -> int:
-        spec = _spec(cron, every)
+        spec = schedule_spec(cron, every)
         workflow, payload, summary = _what(prompt, task, agent, tool, provider, model)
         config = settings()
         schedule = Schedule(
@@ -165,11 +160,11 @@ def create(
             "workflow_type": workflow,
             "workflow_id": f"schedule-{name}",
             "task_queue": config.task_queue,
-            "spec": _render_spec(spec),
+            "spec": render_spec(spec),
             "overlap": overlap,
             "paused": paused,
             "summary": summary,
-            "next_runs": [_iso(moment) for moment in next_runs[:3]],
+            "next_runs": [iso(moment) for moment in next_runs[:3]],
         }
         if as_json:
             print_json(facts)
@@ -191,37 +186,10 @@ def create(
                 markup=False,
             )
         elif next_runs:
-            out.print(f"next run {_iso(next_runs[0])}", markup=False)
+            out.print(f"next run {iso(next_runs[0])}", markup=False)
         return 0
 
     execute(body, as_json=as_json)
-
-
-def _spec(cron: str | None, every: str | None) -> ScheduleSpec:
-    if cron is not None and every is not None:
-        raise CliError("give one of --cron and --every, not both", 2)
-    if cron is not None:
-        return ScheduleSpec(cron_expressions=[cron])
-    if every is not None:
-        return ScheduleSpec(intervals=[ScheduleIntervalSpec(every=_duration(every))])
-    raise CliError("say when: --cron '0 9 * * 1-5' or --every 30m", 2)
-
-
-_DURATION = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
-
-
-def _duration(text: str) -> timedelta:
-    """``30s``, ``5m``, ``1h``, ``1d`` or a combination in that order (``1h30m``)."""
-    match = _DURATION.fullmatch(text.strip())
-    if not match or not any(match.groups()):
-        raise CliError(
-            f"invalid --every {text!r}: write a duration such as 30s, 5m, 1h or 1h30m", 2
-        )
-    days, hours, minutes, seconds = (int(part or 0) for part in match.groups())
-    duration = timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
-    if duration < timedelta(seconds=1):
-        raise CliError(f"invalid --every {text!r}: a schedule fires at most once a second", 2)
-    return duration
 
 
 def _what(
@@ -250,67 +218,6 @@ def _what(
     return LOOP, request, f"{request.config.agent_id}: {shorten(prompt, 120)}"
 
 
-# ---- describing a spec -------------------------------------------------------------------
-
-_CRON_FIELDS: tuple[tuple[str, int, int], ...] = (
-    ("minute", 0, 59),
-    ("hour", 0, 23),
-    ("day_of_month", 1, 31),
-    ("month", 1, 12),
-    ("day_of_week", 0, 6),
-)
-
-
-def _render_spec(spec: ScheduleSpec) -> str:
-    """The spec as a person writes it. The server keeps a cron as calendars; it is written
-    back as cron (``cron 0 9 * * 1-5``), so schedules made elsewhere read the same way."""
-    parts = [f"every {_render_duration(i.every)}" + _offset(i) for i in spec.intervals]
-    parts += [f"cron {expression}" for expression in spec.cron_expressions]
-    parts += [f"cron {_cron(calendar)}" for calendar in spec.calendars]
-    text = "; ".join(parts) or "no times"
-    return f"{text} ({spec.time_zone_name})" if spec.time_zone_name else text
-
-
-def _offset(interval: ScheduleIntervalSpec) -> str:
-    return f" (offset {_render_duration(interval.offset)})" if interval.offset else ""
-
-
-def _render_duration(duration: timedelta) -> str:
-    seconds = int(duration.total_seconds())
-    units = (("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1))
-    text = ""
-    for unit, size in units:
-        count, seconds = divmod(seconds, size)
-        text += f"{count}{unit}" if count else ""
-    return text or "0s"
-
-
-def _cron(calendar: ScheduleCalendarSpec) -> str:
-    fields = [_cron_field(getattr(calendar, name), low, high) for name, low, high in _CRON_FIELDS]
-    second = _cron_field(calendar.second, 0, 59)
-    return " ".join(fields if second == "0" else [second, *fields])
-
-
-def _cron_field(ranges: Sequence[ScheduleRange], low: int, high: int) -> str:
-    if not ranges:
-        return "*"
-    rendered: list[str] = []
-    for one in ranges:
-        end = max(one.end, one.start)  # an end before the start means the start alone
-        step = f"/{one.step}" if one.step > 1 else ""
-        if (one.start, end) == (low, high):
-            rendered.append(f"*{step}")
-        elif end == one.start:
-            rendered.append(str(one.start))
-        else:
-            rendered.append(f"{one.start}-{end}{step}")
-    return ",".join(rendered)
-
-
-def _iso(moment: datetime) -> str:
-    return moment.isoformat(timespec="seconds")
-
-
 # ---- list --------------------------------------------------------------------------------
 
 
@@ -325,11 +232,11 @@ async def _row(entry: ScheduleListDescription) -> dict[str, Any]:
         "workflow_type": listed.action.workflow
         if listed and isinstance(listed.action, ScheduleListActionStartWorkflow)
         else None,
-        "spec": _render_spec(listed.spec) if listed else None,
+        "spec": render_spec(listed.spec) if listed else None,
         "paused": paused,
         "note": listed.state.note if listed else None,
         "summary": await entry.memo_value(SUMMARY_MEMO, None, type_hint=str),
-        "next_run": _iso(info.next_action_times[0])
+        "next_run": iso(info.next_action_times[0])
         if info and info.next_action_times and not paused
         else None,
         "recent_runs": len(recent),

@@ -4,10 +4,17 @@ No clock, randomness, environment or I/O: time comes from the caller (``workflow
 a lint rule (``orga/core/ruff.toml``) keeps it so. Passed through the workflow sandbox. Core
 imports only ``orga.contracts`` and other core modules. Import from the modules::
 
+    agents       a loop or task resolved against its agent (narrowed, never widened)
+    audit        the audit chain's arithmetic: canonical JSON, entry hashes, checks
     breaker      circuit breaker transitions (closed → open → half-open)
+    carry        what a loop may carry into its next run, bounded
     context      fitting a conversation into the context budget
     dispatch     which calls of a turn wait for which
     evidence     information-gain judging of evidence calls
+    ids          a loop's own call ids, and idempotency keys across reused ids
+    knowledge    what the knowledge bridge searches for, and how it shows what was found
+    metrics      which metrics a journal entry makes
+    paths        file paths as the gate judges them
     phases       the ORGA cycle as typestate
     prehydration reference extraction and rendering
     profile      tool profiles and globs

@@ -1,24 +1,12 @@
 """MCP servers as tool sources: the worker's operator lists them, orga offers their tools.
 
-``ORGA_MCP_SERVERS`` names a TOML file::
-
-    [servers.time]                       # stdio: orga starts the process and talks over stdin/out
-    command = "mcp-server-time"
-    args = ["--local-timezone", "UTC"]
-
-    [servers.github]                     # streamable HTTP
-    url = "https://api.githubcopilot.com/mcp/"
-    headers = { Authorization = "Bearer ${GITHUB_TOKEN}" }   # ${NAME}: the worker's environment
-    tools = ["get_*", "list_*"]          # which of its tools to offer (globs; all by default)
-    required = false                     # down at start: start without its tools, keep trying
-
-Secrets never sit in the file: ``env`` passes variables of the worker's environment to a stdio
-server by name (``env = ["GITHUB_TOKEN"]``, or ``{CHILD = "${WORKER_VAR}"}``), and header values
-take ``${NAME}`` from it. Each tool is registered as ``<server>__<tool>`` with the server's JSON
-schema and description, and runs through the tool activity like any other (gate, timeouts,
-retries, breakers, recovery, heartbeats, payload guard). A stdio server that dies is started
-again, an HTTP server reconnected, with backoff; a call while it is away waits for it, then
-fails ``ToolUnavailable`` (retried by Temporal). ``tools/list_changed`` refreshes the tools.
+The servers come from the file ``ORGA_MCP_SERVERS`` names (``orga.runtime.mcp_config``). Each
+tool is registered as ``<server>__<tool>`` with the server's JSON schema and description, and
+runs through the tool activity like any other (gate, timeouts, retries, breakers, recovery,
+heartbeats, payload guard); what the model reads of a result is ``orga.runtime.mcp_results``'s.
+A stdio server that dies is started again, an HTTP server reconnected, with backoff; a call
+while it is away waits for it, then fails ``ToolUnavailable`` (retried by Temporal).
+``tools/list_changed`` refreshes the tools.
 
 Worker-side code (never imported by workflows).
 """
@@ -27,17 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fnmatch
-import hashlib
-import json
 import logging
 import os
-import re
-import tomllib
 from collections.abc import AsyncGenerator, Mapping
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import httpx2
 import mcp_types as types
@@ -47,15 +30,20 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel
 
-from orga.contracts.errors import (
-    InvalidConfig,
-    ToolInputError,
-    ToolUnavailable,
-    describe_validation_error,
-)
+from orga.contracts.errors import InvalidConfig, ToolInputError, ToolUnavailable
 from orga.contracts.tools import ToolDefinition
+from orga.runtime.mcp_config import (
+    SEPARATOR,
+    McpConfig,
+    McpServerSpec,
+    expand,
+    load_mcp_config,
+    matches,
+    tool_name,
+)
+from orga.runtime.mcp_results import render_result
 from orga.runtime.tools import Tool, ToolContext
 
 __all__ = [
@@ -72,175 +60,12 @@ __all__ = [
 
 log = logging.getLogger("orga.mcp")
 
-SEPARATOR = "__"
-_SERVER_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]*(?:_[A-Za-z0-9-]+)*$")
-_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
-_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_MAX_NAME = 64
 _CLOSED = (OSError, EOFError, httpx2.HTTPError)
 """What a lost connection raises besides an ``MCPError`` with ``CONNECTION_CLOSED``."""
 
 
-class McpServerSpec(BaseModel):
-    """One server of the file: stdio (``command``) or streamable HTTP (``url``)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    command: str | None = None
-    args: list[str] = Field(default_factory=list[str])
-    env: list[str] | dict[str, str] = Field(default_factory=list[str])
-    """Variables of the worker's environment passed to a stdio server: names, or ``{CHILD =
-    "${WORKER_VAR}"}``. Nothing else of the worker's environment reaches it but a safe few
-    (``PATH``, ``HOME``, …)."""
-    cwd: Path | None = None
-    url: str | None = None
-    headers: dict[str, str] = Field(default_factory=dict[str, str])
-    """HTTP headers; ``${NAME}`` in a value is taken from the worker's environment."""
-    tools: list[str] = Field(default_factory=lambda: ["*"])
-    """Which of the server's tools to offer (globs over the server's own names)."""
-    approval: list[str] = Field(default_factory=list[str])
-    """Tools (globs) whose calls wait for a person under the default gate."""
-    serial: list[str] = Field(default_factory=list[str])
-    """Tools (globs) with side effects: their calls run one at a time, in order."""
-    timeout: float = Field(default=60.0, gt=0)
-    """Seconds one call may take (the tool activity's start-to-close timeout)."""
-    connect_timeout: float = Field(default=30.0, gt=0)
-    """Seconds to wait for the server to (re)connect: at start, and when a call finds it away."""
-    required: bool = True
-    """Down at start: stop the worker (true), or start without its tools and keep trying."""
-
-    @model_validator(mode="after")
-    def _one_transport(self) -> McpServerSpec:
-        if (self.command is None) == (self.url is None):
-            raise ValueError("give either command (a stdio server) or url (streamable HTTP)")
-        if self.url is not None and (self.args or self.env or self.cwd):
-            raise ValueError("args, env and cwd are for stdio servers (command)")
-        if self.command is not None and self.headers:
-            raise ValueError("headers are for HTTP servers (url)")
-        return self
-
-    @property
-    def transport(self) -> Literal["stdio", "http"]:
-        return "stdio" if self.command is not None else "http"
-
-    def describe(self) -> str:
-        return f"{self.command} {' '.join(self.args)}".strip() if self.command else str(self.url)
-
-
-class McpConfig(BaseModel):
-    """The file ``ORGA_MCP_SERVERS`` names."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    servers: dict[str, McpServerSpec] = Field(default_factory=dict[str, McpServerSpec])
-
-
-def load_mcp_config(path: Path) -> McpConfig:
-    """Read and check the servers file.
-
-    Raises:
-        InvalidConfig: the file is missing, not TOML, or a server entry is wrong.
-    """
-    try:
-        raw = tomllib.loads(path.read_text())
-    except OSError as error:
-        raise InvalidConfig(f"ORGA_MCP_SERVERS={path}: cannot read it ({error})") from error
-    except tomllib.TOMLDecodeError as error:
-        raise InvalidConfig(f"ORGA_MCP_SERVERS={path} is not valid TOML: {error}") from error
-    try:
-        config = McpConfig.model_validate(raw)
-    except ValidationError as error:
-        problems = describe_validation_error(error, "")
-        raise InvalidConfig(f"ORGA_MCP_SERVERS={path}: {problems}") from error
-    for name in config.servers:
-        if not _SERVER_NAME.fullmatch(name) or len(name) > 24:
-            raise InvalidConfig(
-                f"ORGA_MCP_SERVERS={path}: server name {name!r} is not allowed: letters, "
-                "digits, '-' and single '_', starting with a letter, at most 24 characters "
-                f"(its tools are named {name}{SEPARATOR}<tool>)"
-            )
-    return config
-
-
-def tool_name(server: str, remote: str) -> str:
-    """The name orga gives a server's tool: ``<server>__<tool>``, in characters every provider
-    accepts, at most 64 long (a long name keeps a digest of the original)."""
-    name = f"{server}{SEPARATOR}{_UNSAFE.sub('_', remote)}"
-    if len(name) <= _MAX_NAME:
-        return name
-    digest = hashlib.sha256(remote.encode()).hexdigest()[:8]
-    return f"{name[: _MAX_NAME - 9]}_{digest}"
-
-
-def _expand(text: str, environ: Mapping[str, str], where: str) -> str:
-    def value(match: re.Match[str]) -> str:
-        variable = match.group(1)
-        if variable not in environ:
-            raise InvalidConfig(
-                f"{where} needs ${{{variable}}}, which the worker's environment lacks"
-            )
-        return environ[variable]
-
-    return _VARIABLE.sub(value, text)
-
-
-def _matches(name: str, globs: list[str]) -> bool:
-    return any(fnmatch.fnmatchcase(name, glob) for glob in globs)
-
-
 class McpToolError(Exception):
     """The server answered the call with ``isError``: the model reads the server's message."""
-
-
-def render_result(result: types.CallToolResult) -> str:
-    """What the model reads of a tool result: text and structured content as they are; images,
-    audio and binary resources described (the model is given text), never silently dropped."""
-    parts: list[str] = []
-    texts: list[str] = []
-    for block in result.content:
-        if isinstance(block, types.TextContent):
-            parts.append(block.text)
-            texts.append(block.text)
-        elif isinstance(block, types.ImageContent | types.AudioContent):
-            size = _decoded_size(block.data)
-            parts.append(f"[{block.type} ({block.mime_type}, about {size} bytes): not shown]")
-        elif isinstance(block, types.ResourceLink):
-            about = f": {block.description}" if block.description else ""
-            parts.append(f"[resource link {block.name} <{block.uri}>{about}]")
-        else:
-            resource = block.resource
-            if isinstance(resource, types.TextResourceContents):
-                parts.append(f"[resource <{resource.uri}>]\n{resource.text}")
-            else:
-                size = _decoded_size(resource.blob)
-                mime = resource.mime_type or "binary"
-                parts.append(f"[resource <{resource.uri}> ({mime}, about {size} bytes): not shown]")
-    structured = result.structured_content
-    if structured is not None and not _restated(structured, texts):
-        parts.append(json.dumps(structured, ensure_ascii=False))
-    return "\n".join(parts)
-
-
-def _decoded_size(data: str) -> int:
-    """Bytes in base64 ``data`` (without decoding it)."""
-    data = data.strip()
-    return len(data) * 3 // 4 - data[-2:].count("=")
-
-
-def _restated(structured: dict[str, Any], texts: list[str]) -> bool:
-    """Whether a text block already says what the structured content says (servers send both,
-    as the protocol asks; a plain value comes wrapped as ``{"result": value}``)."""
-    values = list(structured.values())
-    for text in texts:
-        if len(values) == 1 and values[0] == text:
-            return True
-        try:
-            parsed = json.loads(text)
-        except ValueError:
-            continue
-        if parsed == structured or (len(values) == 1 and parsed == values[0]):
-            return True
-    return False
 
 
 class McpTool(Tool):
@@ -304,15 +129,15 @@ class _Server:
         self._lost = asyncio.Event()
         self.env = self._child_env()  # checked at load: a missing variable stops the worker
         self.headers = {
-            key: _expand(value, environ, f"MCP server {name!r} header {key!r}")
+            key: expand(value, environ, f"MCP server {name!r} header {key!r}")
             for key, value in spec.headers.items()
         }
 
     def _child_env(self) -> dict[str, str]:
         where = f"MCP server {self.name!r} env"
         if isinstance(self.spec.env, list):
-            return {var: _expand(f"${{{var}}}", self.environ, where) for var in self.spec.env}
-        return {key: _expand(value, self.environ, where) for key, value in self.spec.env.items()}
+            return {var: expand(f"${{{var}}}", self.environ, where) for var in self.spec.env}
+        return {key: expand(value, self.environ, where) for key, value in self.spec.env.items()}
 
     def _target(self, stack: contextlib.AsyncExitStack) -> Any:
         spec = self.spec
@@ -420,7 +245,7 @@ class _Server:
                 break
         fresh: dict[str, McpTool] = {}
         for remote in listed:
-            if not _matches(remote.name, self.spec.tools):
+            if not matches(remote.name, self.spec.tools):
                 continue
             name = tool_name(self.name, remote.name)
             fresh[name] = McpTool(self, remote.name, self._definition(name, remote))
@@ -439,8 +264,8 @@ class _Server:
             name=name,
             description=f"{description.strip()} (MCP server {self.name!r}, tool {remote.name!r})",
             parameters=schema,
-            serial=_matches(remote.name, self.spec.serial),
-            requires_approval=_matches(remote.name, self.spec.approval),
+            serial=matches(remote.name, self.spec.serial),
+            requires_approval=matches(remote.name, self.spec.approval),
             timeout=timedelta(seconds=self.spec.timeout),
         )
 
