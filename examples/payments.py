@@ -60,6 +60,9 @@ def record_payment(amount: int, to: str, ctx: ToolContext, seconds: float = 0.0)
     return ctx.ledger.once(ctx.idempotency_key, pay)
 
 
+FENCED = "not paid: the step's compensation ran first, so it will never pay"
+
+
 @tool(serial=True, timeout=60)
 def refund_payment(ctx: ToolContext, seconds: float = 0.0) -> str:
     """Refund the payment of the task step this compensates, if it was made. Exactly once.
@@ -75,6 +78,10 @@ def refund_payment(ctx: ToolContext, seconds: float = 0.0) -> str:
     paid_under = ctx.step_key
     ctx.ledger.prepare(PAYMENTS, REFUNDS)
     ctx.cancelled.wait(seconds)  # the slow part, before anything is committed
+    # Fence the step first: if it has not paid by now, it never will — a late attempt (its
+    # worker lost contact but went on) finds this record under its key and does nothing. If it
+    # has paid, this returns its result and the payment is refunded below.
+    ctx.ledger.once(paid_under, lambda db: FENCED)
 
     def refund(db: Connection) -> str:
         payment = db.execute(

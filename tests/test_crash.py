@@ -114,28 +114,37 @@ async def test_worker_sigkilled_mid_tool(
 async def test_worker_sigkilled_mid_compensation(
     env: WorkflowEnvironment, harness: Harness, tmp_path: Path
 ) -> None:
-    """The refund of a paid step is running when its worker dies: another worker finishes it,
-    and the payment is refunded once."""
+    """Two paid steps are undone, newest first. The first refund has committed when its worker
+    dies (SIGKILL, before it could answer): another worker runs it again — and it refunds
+    nothing twice — then runs the second. Each payment is refunded exactly once."""
     from orga.contracts.task import TaskState
     from tests.test_task import aborted
 
     store = tmp_path / "store.db"
+    calls = tmp_path / "calls.log"
+    calls.touch()
     worker_env = {
         "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
         "ORGA_TASK_QUEUE": harness.task_queue,
-        "ORGA_TOOL_MODULES": "examples.payments,examples.shop",
+        "ORGA_TOOL_MODULES": "examples.payments,examples.shop,tests.crash_tools",
         "ORGA_STORE_URL": f"sqlite:///{store}",
+        "ORGA_TEST_CALLS": str(calls),
     }
-    steps = [
-        {
-            "id": "pay",
+
+    def pay(step: str, to: str) -> dict[str, Any]:
+        return {
+            "id": step,
             "action": {
                 "kind": "tool",
                 "tool": "record_payment",
-                "arguments": {"amount": 500, "to": "ann"},
+                "arguments": {"amount": 500, "to": to},
             },
-            "compensation": {"tool": "refund_payment", "arguments": {"seconds": 3}},
-        },
+            "compensation": {"tool": "refund_then_hang", "arguments": {}},
+        }
+
+    steps = [
+        pay("pay-ann", "ann"),
+        pay("pay-bob", "bob"),
         {
             "id": "notify",
             "action": {
@@ -143,17 +152,24 @@ async def test_worker_sigkilled_mid_compensation(
                 "tool": "notify",
                 "arguments": {"email": "ann@example.invalid", "message": "paid"},
             },
-            "depends_on": ["pay"],
+            "depends_on": ["pay-ann", "pay-bob"],
         },
     ]
-    async with worker_process(worker_env) as first:
+
+    def refunded() -> list[tuple[Any, ...]]:
+        with sqlite3.connect(store) as db:
+            if not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'refunds'").fetchone():
+                return []
+            return db.execute("SELECT receipt, amount, idempotency_key FROM refunds").fetchall()
+
+    async with worker_process({**worker_env, "ORGA_TEST_HANG": "1"}) as first:
         handle = await harness.start_task(steps, policy={"max_reattempts_per_step": 0})
-        for _ in range(600):
-            state = await handle.query("state", result_type=TaskState)
-            if state.steps[0].status == "compensating":
+        for _ in range(600):  # bob's refund (newest first) has committed, and hangs
+            if refunded():
                 break
             await asyncio.sleep(0.05)
-        await started_tool(env.client, handle.id)  # the refund is running
+        state = await handle.query("state", result_type=TaskState)
+        assert {s.id: s.status for s in state.steps}["pay-bob"] == "compensating"
         first.send_signal(signal.SIGKILL)
         killed = time.monotonic()
         await first.wait()
@@ -162,14 +178,21 @@ async def test_worker_sigkilled_mid_compensation(
         recovered = time.monotonic() - killed
     print(f"\nworker SIGKILL mid-compensation → task settled in {recovered:.1f} s")
     with sqlite3.connect(store) as db:
-        paid = db.execute("SELECT receipt, amount FROM payments").fetchall()
-        refunded = db.execute("SELECT receipt, amount, idempotency_key FROM refunds").fetchall()
-    [(receipt, amount)] = paid
-    [(refund_receipt, refund_amount, key)] = refunded  # once, though it ran twice
-    assert (refund_receipt, refund_amount) == (receipt, amount) == (receipt, 500)
-    assert key.endswith("/pay.compensate")
-    pay = next(s for s in report["steps"] if s["id"] == "pay")
-    assert pay["status"] == "compensated" and report["outcome"] == "compensated"
+        paid = dict(db.execute("SELECT idempotency_key, receipt FROM payments").fetchall())
+    ran = calls.read_text().splitlines()
+    bob = [line for line in ran if "/pay-bob " in line]
+    ann = [line for line in ran if "/pay-ann " in line]
+    assert [line.split(":")[0].split()[-1] for line in bob] == ["1", "2"]  # ran twice…
+    assert len(ann) == 1 and "attempt 1" in ann[0]
+    receipts = sorted(receipt for receipt, _, _ in refunded())
+    assert receipts == sorted(paid.values()) and len(receipts) == 2  # …refunded once each
+    assert {key.rsplit("/", 1)[-1] for _, _, key in refunded()} == {
+        "pay-ann.compensate",
+        "pay-bob.compensate",
+    }
+    statuses = {s["id"]: s["status"] for s in report["steps"]}
+    assert statuses["pay-ann"] == statuses["pay-bob"] == "compensated"
+    assert report["outcome"] == "compensated"
     assert recovered < 20
 
 

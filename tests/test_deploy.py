@@ -32,6 +32,7 @@ def test_services_and_ports(compose: dict[str, Any]) -> None:
         "postgresql",
         "temporal-schema",
         "temporal",
+        "create-namespace",
         "register-search-attributes",
         "temporal-ui",
         "codec",
@@ -52,6 +53,7 @@ def test_services_and_ports(compose: dict[str, Any]) -> None:
     assert server_version != images["temporal"]
     assert images["temporal-schema"] == f"temporalio/admin-tools:{server_version}"
     assert images["register-search-attributes"] == images["temporal-schema"]
+    assert images["create-namespace"] == images["temporal-schema"]
     assert images["temporal-ui"].startswith("temporalio/ui:")
     for image in images.values():  # pinned: an `up` next year starts the same cluster
         tag = image.partition(":")[2]
@@ -130,6 +132,25 @@ def test_workers_and_codec_share_orgas_store(compose: dict[str, Any]) -> None:
     assert "worker-data" in compose["volumes"]
     for variable in ("ORGA_DEPLOYMENT_NAME", "ORGA_BUILD_ID", "ORGA_STORE_RETENTION"):
         assert worker[variable] == f"${{{variable}:-}}"
+
+
+def test_the_namespace_exists_before_anything_uses_it(compose: dict[str, Any]) -> None:
+    """The server image creates no namespace: a one-shot service creates `default` (or finds
+    it), and the search attributes — then the workers — wait for it."""
+    services = compose["services"]
+    creating = services["create-namespace"]
+    assert creating["depends_on"] == {"temporal": {"condition": "service_healthy"}}
+    wait, _, create = creating["entrypoint"][2].partition("done;")
+    assert "temporal operator cluster health" in wait
+    found, _, made = create.partition("||")
+    assert found.split()[:4] == ["temporal", "operator", "namespace", "describe"]
+    assert made.split()[:4] == ["temporal", "operator", "namespace", "create"]
+    assert "--namespace default" in found and "--namespace default" in made
+    assert services["register-search-attributes"]["depends_on"] == {
+        "create-namespace": {"condition": "service_completed_successfully"}
+    }
+    assert "--namespace default" in services["register-search-attributes"]["entrypoint"][2]
+    assert services["worker"]["environment"]["TEMPORAL_NAMESPACE"] == "default"
 
 
 def test_search_attributes_are_registered(compose: dict[str, Any]) -> None:

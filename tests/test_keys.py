@@ -119,3 +119,42 @@ async def waiting_for_a_new_approval(handle: Any, decided: list[str]) -> LoopSta
             return state
         await asyncio.sleep(0.05)
     raise AssertionError("no new approval")
+
+
+def test_ids_repeated_within_one_turn_are_told_apart() -> None:
+    """A provider that names two calls of one turn alike (or two ids that read alike once made
+    safe) still gets one id per call: approvals, keys and the journal never mix them up."""
+    from orga.contracts.conversation import ToolCall
+    from orga.contracts.inference import InferenceResponse
+    from orga.core.ids import with_internal_ids
+
+    calls = [
+        ToolCall(id="call_0", name="transfer", arguments="{}"),
+        ToolCall(id="call_0", name="transfer", arguments="{}"),
+        ToolCall(id="call.1", name="add", arguments="{}"),
+        ToolCall(id="call-1", name="add", arguments="{}"),
+    ]
+    response = InferenceResponse(
+        stop_reason="tool_use", tool_calls=calls, provider="openai", model="m"
+    )
+    renamed = with_internal_ids(response, 3)
+    assert [c.id for c in renamed.tool_calls] == [
+        "i3_call_0",
+        "i3_call_0_2",
+        "i3_call-1",
+        "i3_call-1_2",
+    ]
+
+
+def test_a_step_cannot_take_the_id_of_a_compensation() -> None:
+    """``pay.compensate`` would share its idempotency key and escalation ids with the
+    compensation of step ``pay``."""
+    import pytest
+    from pydantic import ValidationError
+
+    from orga.contracts.task import Step
+
+    action = {"kind": "tool", "tool": "transfer"}
+    with pytest.raises(ValidationError, match="names the compensation of step 'pay'"):
+        Step.model_validate({"id": "pay.compensate", "action": action})
+    assert Step.model_validate({"id": "pay.compensated-later", "action": action}).id

@@ -13,7 +13,7 @@ from sqlalchemy import Connection, text
 
 from orga.contracts.errors import InvalidConfig
 from orga.runtime.ledger import Ledger
-from orga.runtime.store import Store
+from orga.runtime.store import PAYLOADS, Store
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -119,6 +119,16 @@ def test_retention(tmp_path: Path) -> None:
         assert store.get("blob:sha256:old") is None
 
 
+def test_retention_counts_from_the_newest_write(store: Store) -> None:
+    """A payload written again (a new history refers to the same content) is new again."""
+    key = f"payload:sha256:{uuid.uuid4().hex}"
+    store.put(key, b"same")
+    with store.engine.begin() as db:  # written ten days ago
+        db.execute(PAYLOADS.update().where(PAYLOADS.c.key == key).values(created_at=1.0))
+    store.put(key, b"same")
+    assert store.prune(older_than_days=5) == 0 and store.get(key) == b"same"
+
+
 def test_bad_store_urls(tmp_path: Path) -> None:
     with pytest.raises(InvalidConfig, match="not a store orga knows"):
         Store("mysql://x")
@@ -128,3 +138,39 @@ def test_bad_store_urls(tmp_path: Path) -> None:
         Store("postgresql://orga:secret@127.0.0.1:1/orga")
     assert "postgresql://orga:***@127.0.0.1:1/orga cannot be used" in refused.value.message
     assert "secret" not in refused.value.message  # a password never shows in a message
+
+
+def test_a_compensation_fences_a_step_that_has_not_paid_yet(tmp_path: Path) -> None:
+    """The refund runs before the payment (its worker lost contact, the task moved on): the
+    payment that arrives late finds the fence under its key and never pays; a payment that
+    did land is refunded once."""
+    from sqlalchemy import text
+
+    from examples.payments import FENCED, record_payment, refund_payment
+    from orga.runtime.ledger import Ledger
+    from orga.runtime.tools import ToolContext
+
+    with Store(f"sqlite:///{tmp_path / 'store.db'}") as store:
+        ledger = Ledger(store)
+
+        def step(key: str) -> ToolContext:
+            return ToolContext(call_id="pay", workflow_id="t", idempotency_key=key, ledger=ledger)
+
+        def compensation(key: str) -> ToolContext:
+            return ToolContext(
+                call_id="pay.compensate",
+                workflow_id="t",
+                idempotency_key=f"{key}.compensate",
+                ledger=ledger,
+                step_key=key,
+            )
+
+        pay, refund = record_payment.fn, refund_payment.fn
+        assert refund(compensation("t/r/late")) == "nothing to refund: the payment was never made"
+        assert pay(100, "ann", step("t/r/late")) == FENCED  # arrives after its compensation
+        assert pay(100, "ann", step("t/r/paid")).startswith("paid 100 to ann")
+        assert refund(compensation("t/r/paid")).startswith("refunded 100 to ann")
+        with store.engine.connect() as db:
+            paid = db.execute(text("SELECT idempotency_key FROM payments")).scalars().all()
+            refunded = db.execute(text("SELECT count(*) FROM refunds")).scalar_one()
+    assert paid == ["t/r/paid"] and refunded == 1

@@ -74,6 +74,26 @@ async def test_a_parallel_step_still_running_when_another_fails_is_compensated(
     assert [(e.step_id, e.how) for e in entries] == [("charge", "succeeded")]
 
 
+async def test_a_compensation_that_reads_the_result_of_an_unfinished_step_still_runs(
+    harness: Harness,
+) -> None:
+    """``"${result.receipt}"`` of a step cancelled before it returned is null: the refund runs,
+    and finds the charge by the step's idempotency key."""
+    bank = Bank()
+    step = charge_step("charge_then_work", amount=300, seconds=20)
+    step["compensation"]["arguments"] = {"receipt": "${result.receipt}"}
+    async with harness.worker(tools=bank.tools):
+        handle = await harness.start_task([step, DECLINE], policy={"max_reattempts_per_step": 0})
+        report = await aborted(handle)
+        entries = await settled(handle)
+    assert [(kind, amount) for kind, _, amount in bank.rows()] == [
+        ("charge", 300),
+        ("refund", -300),
+    ]
+    assert report["outcome"] == "compensated"
+    assert [(e.step_id, e.how) for e in entries] == [("charge", "succeeded")]
+
+
 @pytest.mark.parametrize("cooperative", [False, True])
 async def test_a_sync_step_cancelled_mid_call_is_compensated_after_its_effect_lands(
     harness: Harness, cooperative: bool

@@ -13,6 +13,7 @@ from typing import Final
 
 __all__ = [
     "APPROVER_REQUIRED",
+    "COMPENSATE_UNFINISHED",
     "GATE_IN_MODEL_CALL",
     "NO_CRON",
     "RESOLVE_LOOP",
@@ -53,3 +54,9 @@ NO_CRON: Final = "orga-no-cron"
 """A loop started with a cron schedule fails at once with ``InvalidConfig`` (every cron run
 continues the one before it with the client's input, so a forged ``carry`` would pass for the
 loop's own); before, cron loops ran. Checked only in cron runs: other loops get no marker."""
+
+COMPENSATE_UNFINISHED: Final = "orga-compensate-unfinished"
+"""A compensation whose arguments refer into the result of a step that never completed
+(``"${result.id}"``) runs with null there, like ``"${result}"``, and tells by the step's
+idempotency key whether the effect happened; before, it was settled ``compensation_failed``
+without running, and the effect of a step still running at the abort stayed."""

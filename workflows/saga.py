@@ -37,8 +37,9 @@ from orga.contracts.conversation import ToolCall, ToolResult
 from orga.contracts.journal import CompensationSettled, JournalEntry, Stamp
 from orga.contracts.task import Step, StepReport, TaskOutcome
 from orga.contracts.tools import RUN_TOOL, ToolInvocation
-from orga.core.template import fill_template
+from orga.core.template import fill_template, refers_into_result
 from workflows.options import non_retryable, tool_heartbeat_timeout
+from workflows.patches import COMPENSATE_UNFINISHED
 from workflows.steps import TaskClearance, failure_text
 
 __all__ = ["Saga"]
@@ -108,8 +109,17 @@ class Saga:
             step, report = self._steps[step_id], self._reports[step_id]
             if step.compensation is None:
                 continue
+            template = step.compensation.arguments
             try:
-                arguments = fill_template(step.compensation.arguments, report.result)
+                if (
+                    report.result is None
+                    and refers_into_result(template)
+                    and not workflow.patched(COMPENSATE_UNFINISHED)
+                ):
+                    raise ValueError(  # recorded before: such a compensation was never run
+                        "compensation arguments refer into the result of a step that has none"
+                    )
+                arguments = fill_template(template, report.result)
             except ValueError as error:
                 report.compensation_error = str(error)
                 self._settle(step_id, "failed")

@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from orga.contracts.approvals import PendingApproval, PendingEscalation
 from orga.contracts.config import LoopInput
@@ -116,6 +116,17 @@ class Step(BaseModel):
     depends_on: list[str] = Field(default_factory=list[str])
     parallel: bool = False
     """May start together with the step before it (when its dependencies allow)."""
+
+    @field_validator("id")
+    @classmethod
+    def _not_a_compensation_id(cls, value: str) -> str:
+        if value.endswith(".compensate"):
+            raise ValueError(
+                f"step id {value!r} ends in '.compensate', which names the compensation of step "
+                f"{value.removesuffix('.compensate')!r} (its idempotency key and escalations): "
+                "choose another id"
+            )
+        return value
 
 
 class TaskInput(BaseModel):

@@ -7,7 +7,7 @@ import json
 import re
 from typing import Any, cast
 
-__all__ = ["fill_template"]
+__all__ = ["fill_template", "refers_into_result"]
 
 _REFERENCE = re.compile(r"^\$\{result(?:\.([\w.]+))?\}$")
 
@@ -23,8 +23,19 @@ def _lookup(value: Any, path: str) -> Any:
     return value
 
 
+def refers_into_result(arguments: dict[str, Any]) -> bool:
+    """Whether any argument is a path into the result (``"${result.id}"``)."""
+    return any(
+        (match := _REFERENCE.match(value)) is not None and match.group(1) is not None
+        for value in arguments.values()
+        if isinstance(value, str)
+    )
+
+
 def fill_template(arguments: dict[str, Any], result: str | None) -> dict[str, Any]:
-    """Replace ``"${result…}"`` values with the step's result.
+    """Replace ``"${result…}"`` values with the step's result — every one of them with null
+    when the step has none (it never completed: the compensation must tell, by the step's
+    idempotency key, whether its effect happened).
 
     Raises:
         ValueError: a path does not exist in the result.
@@ -35,7 +46,7 @@ def fill_template(arguments: dict[str, Any], result: str | None) -> dict[str, An
         if match is None:
             filled[key] = value
             continue
-        if match.group(1) is None:
+        if match.group(1) is None or result is None:
             filled[key] = result
             continue
         try:

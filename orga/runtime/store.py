@@ -162,11 +162,18 @@ class Store:
     # ---- content-addressed payloads and blobs ---------------------------------------------
 
     def put(self, key: str, data: bytes) -> None:
-        """Keep ``data`` under ``key`` (a key already kept keeps its data: content-addressed)."""
-        values = {"key": key, "data": data, "size": len(data), "created_at": time.time()}
+        """Keep ``data`` under ``key`` (a key already kept keeps its data: content-addressed).
+        Writing it again makes it new again: retention counts from the newest write, so a
+        payload a new history refers to is not pruned for the age of its first writer."""
+        now = time.time()
+        values = {"key": key, "data": data, "size": len(data), "created_at": now}
         insert = (postgresql.insert if self.dialect == "postgresql" else sqlite.insert)(PAYLOADS)
         with self.engine.begin() as connection:
-            connection.execute(insert.values(**values).on_conflict_do_nothing())
+            connection.execute(
+                insert.values(**values).on_conflict_do_update(
+                    index_elements=[PAYLOADS.c.key], set_={"created_at": now}
+                )
+            )
 
     def get(self, key: str) -> bytes | None:
         """The data kept under ``key``, if any."""
