@@ -433,18 +433,22 @@ class Bank:
             return receipt
 
         @tool(timeout=30)
-        def charge_when_done(amount: int, ctx: ToolContext, cooperative: bool = False) -> str:
+        def charge_when_done(
+            amount: int, ctx: ToolContext, cooperative: bool = False, after: float = 0.0
+        ) -> str:
             """Work until cancelled (at most 20 s), then charge — or, ``cooperative``, stop
             without charging. A sync call: nothing can stop its thread.
 
             Args:
                 amount: cents.
                 cooperative: return early, without charging, once the call is cancelled.
+                after: seconds the charge takes, once the work is over.
             """
             bank.started.set()
             cancelled = ctx.cancelled.wait(20)
             if cooperative and cancelled:
                 return "stopped before charging"
+            time.sleep(after)
             return write(ctx, "charge", amount)
 
         @tool

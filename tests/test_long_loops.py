@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
+from typing import Any
+
+from temporalio.client import WorkflowHandle
+
+from orga.contracts.inference import CALL_MODEL, InferenceRequest
 from orga.contracts.journal import Journal
 from orga.contracts.state import LoopState
 from orga.runtime.scripted_model import RecordedRequest, Turn
@@ -49,6 +55,34 @@ async def test_a_310_iteration_loop_continues_as_new_and_looks_the_same(harness:
     # Every model call after the first carried only what was new.
     sizes = [len(r.body["messages"]) for r in harness.model.requests_for(model)]
     assert sizes[-1] == result.messages - 1
+    # The token calibration learnt from the provider's counts crossed every continue: each
+    # run's first model call uses what the run before it had learnt.
+    calibrations = await calibrations_per_run(harness, handle)
+    assert len(calibrations) == runs and calibrations[0][0] == 1.0
+    for before, after in itertools.pairwise(calibrations):
+        assert after[0] == before[-1] != 1.0
+
+
+async def calibrations_per_run(
+    harness: Harness, handle: WorkflowHandle[Any, Any]
+) -> list[list[float]]:
+    """The ``token_calibration`` of every model call, run by run (from the histories)."""
+    converter = harness.client.data_converter
+    run_id = handle.first_execution_run_id
+    found: list[list[float]] = []
+    while run_id:
+        history = await harness.client.get_workflow_handle(handle.id, run_id=run_id).fetch_history()
+        calls: list[float] = []
+        for event in history.events:
+            if event.HasField("activity_task_scheduled_event_attributes"):
+                scheduled = event.activity_task_scheduled_event_attributes
+                if scheduled.activity_type.name == CALL_MODEL:
+                    [request] = await converter.decode(scheduled.input.payloads, [InferenceRequest])
+                    calls.append(request.token_calibration)
+        found.append(calls)
+        last = history.events[-1]
+        run_id = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+    return found
 
 
 BIG = 40

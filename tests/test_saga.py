@@ -15,6 +15,7 @@ from temporalio.exceptions import CancelledError
 from orga.contracts.approvals import EscalationResolution
 from orga.contracts.journal import CompensationSettled, Journal
 from orga.contracts.task import TaskResult, TaskState
+from orga.runtime.scripted_model import Turn
 from tests.harness import Harness
 from tests.sample_tools import Bank
 from tests.test_task import aborted, statuses
@@ -128,6 +129,41 @@ async def test_a_sync_step_cancelled_mid_call_is_compensated_after_its_effect_la
     assert charge.status == "compensated" and "cancelled while running" in charge.errors
     assert state.status == "cancelled" and state.outcome == "compensated"
     assert state.message is not None and "compensated charge" in state.message
+
+
+async def test_a_child_loop_step_ends_only_after_its_cancelled_tool_call_has(
+    harness: Harness,
+) -> None:
+    """A loop step's tool call that cannot stop (a sync tool, charging a second after it is
+    cancelled) is waited for: the task settles after the charge has landed, never before —
+    so a compensation would find it."""
+    bank = Bank()
+    model = harness.new_model(
+        [
+            Turn(tool_calls=[("charge_when_done", {"amount": 900, "after": 1.0})]),
+            Turn(text="unused"),
+        ]
+    )
+    loop_step = {
+        "id": "shop",
+        "action": {
+            "kind": "loop",
+            "input": {
+                "messages": [{"role": "user", "content": "buy it"}],
+                "config": {"model": model, "tools": ["charge_when_done"]},
+            },
+        },
+    }
+    async with harness.worker(tools=bank.tools):
+        handle = await harness.start_task(
+            [loop_step, DECLINE], policy={"max_reattempts_per_step": 0}
+        )
+        await aborted(handle)
+        rows_when_settled = [(kind, amount) for kind, _, amount in bank.rows()]
+        state = await handle.query("state", result_type=TaskState)
+    assert rows_when_settled == [("charge", 900)]  # it had landed before the task settled
+    shop = next(s for s in state.steps if s.id == "shop")
+    assert shop.status == "cancelled"
 
 
 @pytest.mark.parametrize("action", ["give_up", "mark_compensated"])

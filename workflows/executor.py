@@ -14,6 +14,7 @@ import json
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
+from temporalio.workflow import ActivityCancellationType
 
 from orga.contracts.approvals import PendingEscalation
 from orga.contracts.conversation import ToolCall, ToolResult, ToolStatus
@@ -158,6 +159,9 @@ class CallExecutor:
                 heartbeat_timeout=tool_heartbeat_timeout(timeout),
                 retry_policy=retry,
                 summary=summary,
+                cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+                if self._state.wait_for_cancelled_tools
+                else ActivityCancellationType.TRY_CANCEL,
             )
         except (ActivityError, ApplicationError, TimeoutError) as error:
             # A local activity's failure may arrive as the error itself, not wrapped.

@@ -63,7 +63,7 @@ from workflows.finish import Finished, review_answer
 from workflows.gate import Gate
 from workflows.human import DeskHandlers
 from workflows.model import call_model
-from workflows.patches import GATE_IN_MODEL_CALL, NO_CRON
+from workflows.patches import CHILD_WAITS_FOR_TOOLS, GATE_IN_MODEL_CALL, NO_CRON
 from workflows.prehydration import pre_hydrate
 from workflows.toolstate import ToolState
 
@@ -183,6 +183,8 @@ class ReasoningLoopWorkflow(DeskHandlers):
         # Checked before the first command (a patch marker after the set-up's local activity
         # does not replay).
         gate_in_model_call = workflow.patched(GATE_IN_MODEL_CALL)
+        if workflow.info().parent is not None and workflow.patched(CHILD_WAITS_FOR_TOOLS):
+            self._tools.wait_for_cancelled_tools = True  # a task's step: see ToolState
         books.started()
         try:
             self._parts = parts = await set_up_loop(

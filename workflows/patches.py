@@ -13,6 +13,7 @@ from typing import Final
 
 __all__ = [
     "APPROVER_REQUIRED",
+    "CHILD_WAITS_FOR_TOOLS",
     "COMPENSATE_UNFINISHED",
     "GATE_IN_MODEL_CALL",
     "NO_CRON",
@@ -60,3 +61,9 @@ COMPENSATE_UNFINISHED: Final = "orga-compensate-unfinished"
 (``"${result.id}"``) runs with null there, like ``"${result}"``, and tells by the step's
 idempotency key whether the effect happened; before, it was settled ``compensation_failed``
 without running, and the effect of a step still running at the abort stayed."""
+
+CHILD_WAITS_FOR_TOOLS: Final = "orga-child-waits-for-tools"
+"""A child loop (a task's step, a delegation) waits for a cancelled tool call until it has
+stopped (``WAIT_CANCELLATION_COMPLETED``), so the loop ends — and its parent compensates — only
+after the call's effect landed; before, it let go at once (``TRY_CANCEL``). Checked only in
+child loops: other loops get no marker."""

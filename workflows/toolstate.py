@@ -61,6 +61,9 @@ class ToolState:
     """Told how many ``delegate`` calls a turn is about to run (they share what is left)."""
     knowledge_namespace: str | None = None
     """The loop's knowledge store, passed to its tool calls (``recall_knowledge`` …)."""
+    wait_for_cancelled_tools: bool = False
+    """A cancelled tool call is waited for until it has stopped (a child loop's: its parent
+    compensates only once it has ended, so its tools' effects must have landed by then)."""
     breakers: dict[str, Breaker] = field(default_factory=dict[str, Breaker])
     cache: dict[str, CachedEntry] = field(default_factory=dict[str, CachedEntry])
     dead_letters: list[DeadLetterEntry] = field(default_factory=list[DeadLetterEntry])
