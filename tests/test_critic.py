@@ -16,6 +16,7 @@ from orga.contracts.state import LoopResult, LoopState
 from orga.runtime import desk
 from orga.runtime.scripted_model import Turn
 from tests.harness import Harness, scripted_settings
+from tests.test_web_ui import summaries
 
 
 def agents(tmp_path: Path, writer: str, critic: str) -> Path:
@@ -137,9 +138,13 @@ async def test_an_unanswered_review_counts_as_its_default(skipping: Harness) -> 
         )
         result = await handle.result()
         state = await handle.query("state", result_type=LoopState)
+        history = await handle.fetch_history()
     assert result.termination_reason == "critic_rejected"
     [record] = state.reviews
     assert (record.verdict, record.source) == ("reject", "timeout")
+    # The Web UI names the timer by what it waits for.
+    labels = summaries(history.events, kinds=True)
+    assert "timer_started_event_attributes: review timeout · answer 1" in labels
 
 
 async def test_a_critic_cannot_take_the_conversation_past_the_agent_s_models(

@@ -219,8 +219,11 @@ async def test_state_names_a_pending_escalation_of_a_loop_and_of_a_task(
         assert f"waiting for an operator: escalation {step} (unreliable)" in out
         assert f"orga resolve {task.id} {shlex.quote(step)} --action {{retry,skip,abort}}" in out
         for handle, item in ((loop, escalation), (task, step)):
-            await orga("resolve", handle.id, item, "--action", "abort", "--approver", "ops",
-                       env=on(env, harness))  # fmt: skip
+            code, out, err = await orga("resolve", handle.id, item, "--action", "abort",
+                                        "--operator", "ops", env=on(env, harness))  # fmt: skip
+            assert code == 0, err
+            with pytest.raises(WorkflowFailureError):  # aborted: nothing left waiting
+                await handle.result()
 
 
 # ---- findings 4 and 5: no worker, finished workflows -------------------------------------

@@ -99,7 +99,9 @@ async def test_the_desk_api_is_locked(env: WorkflowEnvironment, harness: Harness
     async with harness.worker(tools=[transfer]):
         handle = await harness.start("pay mal", model=model, tools=["transfer"])
         [call] = (await pending(handle)).pending_approvals
-        async with desk(env, harness, "pat") as url, httpx.AsyncClient() as http:
+        # Patient: a workflow another test left waiting without a worker costs the inbox up
+        # to INBOX_QUERY_TIMEOUT (it is listed as unreadable).
+        async with desk(env, harness, "pat") as url, httpx.AsyncClient(timeout=30) as http:
             base, token = url.split("/?token=")
             decision = {"workflow_id": handle.id, "call_id": call.call_id, "approved": True}
             # No token, a wrong one, another host name (DNS rebinding), a form post.

@@ -513,7 +513,9 @@ async def test_orga_mcp_over_http_wants_a_token_beyond_this_machine(
     ) as url:
         denied = await asyncio.to_thread(_status_without_token, url)
         assert denied == 401
-        http = httpx2.AsyncClient(headers={"Authorization": "Bearer t0k"})
+        # Patient: a workflow another test left waiting without a worker costs the inbox up
+        # to desk.INBOX_QUERY_TIMEOUT (it is listed as unreadable).
+        http = httpx2.AsyncClient(headers={"Authorization": "Bearer t0k"}, timeout=30)
         async with http, Client(streamable_http_client(url, http_client=http)) as client:
             inbox = structured(await client.call_tool("inbox", {}))
     assert isinstance(inbox["items"], list)

@@ -291,6 +291,11 @@ def _items_of(
     return items
 
 
+INBOX_QUERY_TIMEOUT = 3.0
+"""Seconds the inbox waits for one workflow's state: a workflow whose worker is gone shows as
+unreadable after this, and the others are not held up longer (the desk page polls every 3 s)."""
+
+
 async def inbox(client: Client, *, limit: int = 100) -> list[InboxItem]:
     """Everything waiting for a person, oldest first.
 
@@ -310,7 +315,9 @@ async def inbox(client: Client, *, limit: int = 100) -> list[InboxItem]:
     async def items(workflow_id: str, workflow_type: str) -> list[InboxItem]:
         result_type = TaskState if workflow_type == TASK else LoopState
         try:
-            state = await read_state(client, workflow_id, result_type, workflow_type)
+            state = await read_state(
+                client, workflow_id, result_type, workflow_type, timeout=INBOX_QUERY_TIMEOUT
+            )
         except DeskError as error:
             return [
                 InboxItem(
