@@ -22,7 +22,14 @@ from datetime import timedelta
 import httpx
 from temporalio.client import Client
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
-from temporalio.worker import Interceptor, Replayer, Worker, WorkerDeploymentConfig
+from temporalio.worker import (
+    Interceptor,
+    Replayer,
+    ResourceBasedSlotConfig,
+    Worker,
+    WorkerDeploymentConfig,
+    WorkerTuner,
+)
 
 from activities.builtin_tools import builtin_tools
 from activities.cedar import CedarGate
@@ -182,6 +189,7 @@ def build_workers(
         agents=build_agents(settings, engines),
         engines=engines,
     )
+    tuner = worker_tuner(settings)  # one for both: they share the machine
     main = Worker(
         client,
         task_queue=task_queue or settings.task_queue,
@@ -191,6 +199,7 @@ def build_workers(
         max_cached_workflows=CACHED_CONVERSATIONS,  # a cached loop finds its conversation
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=settings.sticky_timeout),
         graceful_shutdown_timeout=timedelta(seconds=settings.graceful_shutdown),
+        tuner=tuner,
         activities=[
             setup.resolve_loop,
             setup.resolve_task,
@@ -211,9 +220,31 @@ def build_workers(
         activities=[inference.call_model, critic.critique],
         max_task_queue_activities_per_second=settings.model_rps,
         deployment_config=deployment(settings),
+        tuner=tuner,
         graceful_shutdown_timeout=timedelta(seconds=settings.graceful_shutdown),
     )
     return [main, models]
+
+
+def worker_tuner(settings: Settings) -> WorkerTuner | None:
+    """How many tasks the worker takes at once: with ``ORGA_WORKER_TUNER=resource``, as many
+    as the machine's CPU and memory allow — Temporal's resource-based tuner hands out a slot
+    only while both are under their targets, so a saturated worker leaves tasks on the queue
+    (for other workers) instead of running more than it can heartbeat for. None (``fixed``, the
+    default): the SDK's fixed slot counts."""
+    if settings.tuner == "fixed":
+        return None
+    return WorkerTuner.create_resource_based(
+        target_memory_usage=settings.target_memory,
+        target_cpu_usage=settings.target_cpu,
+        workflow_config=ResourceBasedSlotConfig(minimum_slots=5, maximum_slots=1_000),
+        activity_config=ResourceBasedSlotConfig(
+            minimum_slots=2, maximum_slots=500, ramp_throttle=timedelta(milliseconds=20)
+        ),
+        local_activity_config=ResourceBasedSlotConfig(
+            minimum_slots=2, maximum_slots=500, ramp_throttle=timedelta(milliseconds=20)
+        ),
+    )
 
 
 def replayer(store: Store | None = None, interceptors: Sequence[Interceptor] = ()) -> Replayer:
