@@ -6,7 +6,8 @@
 from __future__ import annotations
 
 import shutil
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 import httpx
 from playwright.async_api import Page, async_playwright
@@ -49,6 +50,21 @@ def desk(
     return serving(*args, env=on(env, harness), announce="orga desk on")
 
 
+@asynccontextmanager
+async def desk_page(
+    env: WorkflowEnvironment, harness: Harness, approver: str
+) -> AsyncIterator[Page]:
+    """``orga desk`` opened in headless Chromium (the address's token taken in)."""
+    async with desk(env, harness, approver) as url, async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=chromium(), args=CHROMIUM_FLAGS)
+        try:
+            page = await browser.new_page()
+            await page.goto(url)
+            yield page
+        finally:
+            await browser.close()
+
+
 async def test_approve_a_waiting_loop_in_the_browser(
     env: WorkflowEnvironment, harness: Harness
 ) -> None:
@@ -58,28 +74,20 @@ async def test_approve_a_waiting_loop_in_the_browser(
     async with harness.worker(tools=[transfer]):
         handle = await harness.start("Pay eve 250 for the lamp.", model=model, tools=["transfer"])
         [call] = (await pending(handle)).pending_approvals
-        async with desk(env, harness, "pat") as url, async_playwright() as playwright:
-            browser = await playwright.chromium.launch(
-                executable_path=chromium(), args=CHROMIUM_FLAGS
+        async with desk_page(env, harness, "pat") as page:
+            card = page.locator(f'[data-item="{handle.id}/{call.call_id}"]')
+            await card.wait_for(timeout=20_000)  # the page polls the inbox every 3 s
+            text = await card.inner_text()
+            assert "transfer" in text and '"amount": 250' in text
+            assert "tool 'transfer' requires approval" in text
+            assert "Pay eve 250 for the lamp." in text  # the conversation's last messages
+            assert "deciding as pat" in await page.inner_text("header")
+            assert "token=" not in page.url  # taken out of the address bar
+            await card.locator('[data-field="reason"]').fill("invoice checked")
+            await card.locator('[data-action="approve"]').click()
+            await page.locator(f'[data-outcome="{handle.id}/{call.call_id}"]').wait_for(
+                timeout=20_000
             )
-            try:
-                page = await browser.new_page()
-                await page.goto(url)
-                card = page.locator(f'[data-item="{handle.id}/{call.call_id}"]')
-                await card.wait_for(timeout=20_000)  # the page polls the inbox every 3 s
-                text = await card.inner_text()
-                assert "transfer" in text and '"amount": 250' in text
-                assert "tool 'transfer' requires approval" in text
-                assert "Pay eve 250 for the lamp." in text  # the conversation's last messages
-                assert "deciding as pat" in await page.inner_text("header")
-                assert "token=" not in page.url  # taken out of the address bar
-                await card.locator('[data-field="reason"]').fill("invoice checked")
-                await card.locator('[data-action="approve"]').click()
-                await page.locator(f'[data-outcome="{handle.id}/{call.call_id}"]').wait_for(
-                    timeout=20_000
-                )
-            finally:
-                await browser.close()
         result = await handle.result()
         journal = await handle.query("journal", result_type=Journal)
     assert result.output == "paid eve"
@@ -166,23 +174,15 @@ async def test_review_an_answer_and_resolve_an_escalation_in_the_browser(
         )
         escalation = await escalated(escalating)
         await waiting_review(reviewed, 1)
-        async with desk(env, harness, "pat") as url, async_playwright() as playwright:
-            browser = await playwright.chromium.launch(
-                executable_path=chromium(), args=CHROMIUM_FLAGS
-            )
-            try:
-                page = await browser.new_page()
-                await page.goto(url)
-                first = page.locator(f'[data-item="{reviewed.id}/answer#1"]')
-                await first.wait_for(timeout=20_000)
-                assert "draft one" in await first.inner_text()
-                await click(page, f"{reviewed.id}/answer#1", "revise", "add the numbers")
-                await waiting_review(reviewed, 2)
-                await click(page, f"{reviewed.id}/answer#2", "approve")
-                await click(page, f"{escalating.id}/{escalation}", "result", "42", field="result")
-                outcomes = await page.inner_text("#inbox")
-            finally:
-                await browser.close()
+        async with desk_page(env, harness, "pat") as page:
+            first = page.locator(f'[data-item="{reviewed.id}/answer#1"]')
+            await first.wait_for(timeout=20_000)
+            assert "draft one" in await first.inner_text()
+            await click(page, f"{reviewed.id}/answer#1", "revise", "add the numbers")
+            await waiting_review(reviewed, 2)
+            await click(page, f"{reviewed.id}/answer#2", "approve")
+            await click(page, f"{escalating.id}/{escalation}", "result", "42", field="result")
+            outcomes = await page.inner_text("#inbox")
         review_result = await reviewed.result()
         escalation_result = await escalating.result()
         state = await reviewed.query("state", result_type=LoopState)
