@@ -374,7 +374,8 @@ def source_tree(root: Path) -> Path:
 def test_convention_files_are_found_per_directory_with_their_language(tmp_path: Path) -> None:
     from orga.runtime.conventions import find_conventions
 
-    found = {(c.directory, c.language, c.content) for c in find_conventions(source_tree(tmp_path))}
+    tree = find_conventions(source_tree(tmp_path))
+    found = {(c.directory, c.language, c.content) for c in tree.conventions}
     assert found == {
         ("", "python", "Project: We ship small pull requests, one change each."),
         ("", "python", "Style: Use snake_case names"),
@@ -383,6 +384,7 @@ def test_convention_files_are_found_per_directory_with_their_language(tmp_path: 
         (None, "python", "Files *.py: indent_size = 4"),  # the root's, for one file type
         ("src/api/handlers", "python", "Handlers return typed errors"),
     }
+    assert [s.path for s in tree.skipped] == ["node_modules"]  # said, not silently passed
 
 
 async def test_orga_knowledge_imports_searches_lists_and_forgets(tmp_path: Path) -> None:
@@ -392,9 +394,15 @@ async def test_orga_knowledge_imports_searches_lists_and_forgets(tmp_path: Path)
     tree = source_tree(tmp_path / "repo")
     code, out, err = await orga("knowledge", "import", str(tree), "-a", "coder", "--json", env=env)
     assert code == 0, err
-    assert json.loads(out) == {"created": 6, "known": 0}
+    skipped = [
+        {
+            "path": "node_modules",
+            "reason": "dependencies, build output or version control; never read",
+        }
+    ]
+    assert json.loads(out) == {"created": 6, "known": 0, "skipped": skipped}
     code, out, err = await orga("knowledge", "import", str(tree), "-a", "coder", "--json", env=env)
-    assert json.loads(out) == {"created": 0, "known": 6}  # once per content and scope
+    assert json.loads(out) == {"created": 0, "known": 6, "skipped": skipped}  # once per scope
     code, out, err = await orga(
         "knowledge",
         "search",

@@ -214,17 +214,27 @@ def forget(
 def import_tree(
     path: Annotated[Path, typer.Argument(help="The root of a source tree.")],
     agent: Agent,
+    include_hidden: Annotated[
+        bool,
+        typer.Option(
+            "--include-hidden",
+            help="Also walk hidden directories (.github, .cursor …); .git, dependency and "
+            "build directories are never walked, links never followed out of the tree.",
+        ),
+    ] = False,
     as_json: Json = False,
 ) -> None:
     """Read the convention files of a source tree (AGENTS.md, CONVENTIONS.md, CLAUDE.md,
-    .cursorrules, .editorconfig) into the agent's scoped conventions."""
+    .cursorrules, .editorconfig) into the agent's scoped conventions, and list what was
+    skipped (links out of the tree, hidden directories, files that are not regular)."""
 
     async def body() -> int:
         if not path.is_dir():
             raise CliError(f"{path} is not a directory", 2)
         knowledge, namespace = _open(), _namespace(agent)
+        tree = find_conventions(path, include_hidden=include_hidden)
         created = known = 0
-        for found in find_conventions(path):
+        for found in tree.conventions:
             written = knowledge.add(
                 KnowledgeWrite(
                     namespace=namespace,
@@ -236,13 +246,19 @@ def import_tree(
                 )
             )
             created, known = (created + 1, known) if written.created else (created, known + 1)
+        skipped = [{"path": s.path, "reason": s.reason} for s in tree.skipped]
         if as_json:
-            print_json({"created": created, "known": known})
+            print_json({"created": created, "known": known, "skipped": skipped})
         else:
-            console().print(
+            out = console()
+            out.print(
                 f"imported {created} convention(s) ({known} already known) for {agent}",
                 markup=False,
             )
+            if skipped:
+                out.print(f"skipped {len(skipped)} path(s):", markup=False)
+            for each in skipped:  # repr: a file name cannot write escapes to the terminal
+                out.print(f"  {each['path']!r}: {each['reason']}", markup=False)
         return 0
 
     execute(body, as_json=as_json)

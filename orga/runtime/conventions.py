@@ -7,19 +7,34 @@ of an ``.editorconfig`` one too — at the root, a section for one file type (``
 convention of that language. A directory's language is guessed from the files in and below it
 (the most common source extension), so ``recall_knowledge`` can fall back to the language's
 conventions.
+
+Reading a tree stays inside it: links (to files or directories) are never followed out of
+it, a link to a directory is not walked at all, hidden directories (``.github``, ``.secret``)
+are walked only when asked, dependency and build directories never, and a convention file must
+be a regular file of at most ``MAX_FILE_BYTES`` with one name. What was passed over is listed
+with its reason, so an import says what it did not read.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import stat
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-__all__ = ["CONVENTION_FILES", "Convention", "find_conventions", "guess_language"]
+__all__ = [
+    "CONVENTION_FILES",
+    "MAX_FILE_BYTES",
+    "Convention",
+    "Skipped",
+    "TreeConventions",
+    "find_conventions",
+    "guess_language",
+]
 
 CONVENTION_FILES: Final = (
     "AGENTS.md",
@@ -52,6 +67,8 @@ LANGUAGES: Final = {
 _SKIPPED: Final = frozenset(
     {".git", "node_modules", ".venv", "venv", "__pycache__", "dist", "build", "target", ".tox"}
 )
+MAX_FILE_BYTES: Final = 1_000_000
+"""A convention file larger than this is skipped (bytes)."""
 _LANGUAGE_SAMPLE = 2_000
 """Files looked at, at most, to guess one directory's language."""
 _MAX_ITEM = 1_000
@@ -69,12 +86,116 @@ class Convention:
     """The file it came from, relative to the root."""
 
 
-def _walk(root: Path) -> Iterator[tuple[Path, list[str]]]:
-    for directory, subdirectories, files in os.walk(root):
-        subdirectories[:] = sorted(
-            d for d in subdirectories if d not in _SKIPPED and not d.startswith(".")
+@dataclass(frozen=True)
+class Skipped:
+    """A path of the tree that was not read, and why."""
+
+    path: str
+    """Relative to the root."""
+    reason: str
+
+
+@dataclass(frozen=True)
+class TreeConventions:
+    """What ``find_conventions`` found, and what it passed over."""
+
+    conventions: list[Convention]
+    skipped: list[Skipped]
+
+
+def _walk(
+    root: Path, *, include_hidden: bool = False, skipped: list[Skipped] | None = None
+) -> Iterator[tuple[Path, list[str]]]:
+    """Each directory below ``root`` with its files; links to directories are not walked
+    (``os.walk`` does not follow them), nor hidden directories unless ``include_hidden``."""
+    note = skipped.append if skipped is not None else None
+
+    def unreadable(error: OSError) -> None:
+        if note is not None and error.filename is not None:
+            where = _relative(Path(error.filename), root)
+            note(Skipped(where, f"cannot be read ({error.strerror or error})"))
+
+    for directory, subdirectories, files in os.walk(root, onerror=unreadable):
+        here = Path(directory)
+        walked: list[str] = []
+        for name in sorted(subdirectories):
+            reason = _passed_over(here / name, root, include_hidden)
+            if reason is None:
+                walked.append(name)
+            elif note is not None:
+                note(Skipped(_relative(here / name, root), reason))
+        subdirectories[:] = walked
+        yield here, sorted(files)
+
+
+def _relative(path: Path, root: Path) -> str:
+    return path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
+
+
+def _passed_over(directory: Path, root: Path, include_hidden: bool) -> str | None:
+    """Why a subdirectory is not walked (``None``: it is)."""
+    name = directory.name
+    if directory.is_symlink():
+        target = directory.resolve()
+        if not target.is_relative_to(root):
+            return f"a link out of the tree (to {str(target)!r}); links are not followed"
+        return (
+            f"a link to a directory of the tree ({_relative(target, root)!r}); links to "
+            "directories are not followed"
         )
-        yield Path(directory), sorted(files)
+    if name in _SKIPPED:
+        return "dependencies, build output or version control; never read"
+    if name.startswith(".") and not include_hidden:
+        return "a hidden directory; --include-hidden reads it"
+    return None
+
+
+def _hidden(relative: str) -> bool:
+    """A path with a hidden part, other than a convention file's own name (``.editorconfig``)."""
+    *directories, name = relative.split("/")
+    return any(p.startswith(".") for p in directories) or (
+        name.startswith(".") and name not in CONVENTION_FILES
+    )
+
+
+def _read(path: Path, root: Path, include_hidden: bool) -> str | Skipped:
+    """A convention file's text, or why it was not read: it must be (or link to) a regular
+    file inside the tree, of at most ``MAX_FILE_BYTES``, with one name (a hard link may be a
+    file from anywhere)."""
+    where = _relative(path, root)
+    target = path.resolve()
+    if not target.is_relative_to(root):
+        return Skipped(where, f"a link out of the tree (to {str(target)!r}); not followed")
+    inside = _relative(target, root)
+    if inside != where:
+        if any(part in _SKIPPED for part in inside.split("/")[:-1]):
+            return Skipped(where, f"a link to {inside!r}, in a directory never read")
+        if not include_hidden and _hidden(inside):
+            return Skipped(
+                where, f"a link to a hidden file ({inside!r}); --include-hidden reads it"
+            )
+    try:
+        # No link is left in ``target``; O_NOFOLLOW refuses one swapped in since, O_NONBLOCK
+        # a FIFO (which would block the import).
+        descriptor = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as error:
+        return Skipped(where, f"cannot be read ({error.strerror or error})")
+    with os.fdopen(descriptor, "rb") as handle:
+        found = os.fstat(handle.fileno())
+        if not stat.S_ISREG(found.st_mode):
+            return Skipped(where, "not a regular file")
+        if found.st_nlink > 1:
+            return Skipped(
+                where,
+                f"a hard link ({found.st_nlink} names): it may be a file from outside the tree; "
+                "copy it to import it",
+            )
+        if found.st_size > MAX_FILE_BYTES:
+            return Skipped(where, f"larger than {MAX_FILE_BYTES} bytes ({found.st_size})")
+        data = handle.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        return Skipped(where, f"larger than {MAX_FILE_BYTES} bytes")
+    return data.decode("utf-8", errors="replace")
 
 
 def guess_language(directory: Path) -> str | None:
@@ -148,11 +269,13 @@ def _editorconfig(text: str) -> list[tuple[str, list[str]]]:
     return [(glob, settings) for glob, settings in sections if settings]
 
 
-def find_conventions(root: Path) -> list[Convention]:
-    """Every convention in the tree below ``root``, directory by directory."""
+def find_conventions(root: Path, *, include_hidden: bool = False) -> TreeConventions:
+    """Every convention in the tree below ``root``, directory by directory, and what was
+    skipped (see the module docstring); ``include_hidden`` walks hidden directories too."""
     root = root.resolve()
     found: list[Convention] = []
-    for directory, files in _walk(root):
+    skipped: list[Skipped] = []
+    for directory, files in _walk(root, include_hidden=include_hidden, skipped=skipped):
         present = [name for name in CONVENTION_FILES if name in files]
         if not present:
             continue
@@ -160,9 +283,11 @@ def find_conventions(root: Path) -> list[Convention]:
         where = "" if relative == "." else relative
         language = guess_language(directory)
         for name in present:
-            path = directory / name
             source = (Path(where) / name).as_posix()
-            text = path.read_text(encoding="utf-8", errors="replace")
+            text = _read(directory / name, root, include_hidden)
+            if isinstance(text, Skipped):
+                skipped.append(text)
+                continue
             if name == ".editorconfig":
                 for glob, settings in _editorconfig(text):
                     single = re.fullmatch(r"\*(\.\w+)", glob)
@@ -175,4 +300,4 @@ def find_conventions(root: Path) -> list[Convention]:
                 continue
             for item in _markdown(text):
                 found.append(Convention(item, where, language, source))
-    return found
+    return TreeConventions(found, skipped)
