@@ -6,7 +6,9 @@ runs through the tool activity like any other (gate, timeouts, retries, breakers
 heartbeats, payload guard); what the model reads of a result is ``orga.runtime.mcp_results``'s.
 A stdio server that dies is started again, an HTTP server reconnected, with backoff; a call
 while it is away waits for it, then fails ``ToolUnavailable`` (retried by Temporal).
-``tools/list_changed`` refreshes the tools.
+``tools/list_changed`` refreshes the tools; a name never moves to another of the server's
+tools (``orga.runtime.mcp_names``). What a server says of its tools is material: approval,
+serial and ``[verified]`` come from the operator's file only.
 
 Worker-side code (never imported by workflows).
 """
@@ -34,13 +36,15 @@ from pydantic import BaseModel
 
 from orga.contracts.errors import InvalidConfig, ToolInputError, ToolUnavailable
 from orga.contracts.tools import ToolDefinition
-from orga.runtime.mcp_config import (
+from orga.core.profile import VERIFIED_MARK
+from orga.runtime.mcp_config import McpConfig, McpServerSpec, expand, load_mcp_config
+from orga.runtime.mcp_names import (
     SEPARATOR,
-    McpConfig,
-    McpServerSpec,
-    expand,
-    load_mcp_config,
+    NameCollision,
+    bind,
     matches,
+    neutral,
+    restricts,
     tool_name,
 )
 from orga.runtime.mcp_results import render_result
@@ -121,6 +125,13 @@ class _Server:
         self.environ = environ
         self.tools: dict[str, McpTool] = {}
         self.withdrawn: set[str] = set()
+        self.bound: dict[str, str] = {}
+        """Offered name → the remote tool it runs, for the worker's life: never rebound."""
+        self.refused: dict[str, str] = {}
+        """Offered names no tool holds now, because of a collision, with why."""
+        self.at_start = True
+        """A collision now stops the worker (when the operator asked for that)."""
+        self.fatal: str | None = None
         self.error: str | None = None
         self.connected = asyncio.Event()
         self.first_attempt = asyncio.Event()
@@ -168,7 +179,9 @@ class _Server:
                             client_info=types.Implementation(name="orga", version="0.1.0"),
                         )
                     )
-                    await asyncio.wait_for(self._refresh(client), self.spec.connect_timeout)
+                    await asyncio.wait_for(
+                        self._refresh(client, connecting=True), self.spec.connect_timeout
+                    )
                     self._client, self.error = client, None
                     self.connections += 1
                     self.connected.set()
@@ -186,6 +199,10 @@ class _Server:
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # every failure of a connection: try again, later
+                if self.fatal is not None:  # the operator's file says: stop the worker
+                    self.error = self.fatal
+                    self.first_attempt.set()
+                    return
                 self.error = f"{type(error).__name__}: {error}"
                 log.warning(
                     "MCP server %r (%s) is down: %s; retrying in %.1f s",
@@ -234,7 +251,8 @@ class _Server:
         if isinstance(root, types.ToolListChangedNotification) and self._client is not None:
             await self._refresh(self._client)
 
-    async def _refresh(self, client: Client) -> None:
+    async def _refresh(self, client: Client, *, connecting: bool = False) -> None:
+        """Take the server's tool list (``connecting``: a new connection's first)."""
         listed: list[types.Tool] = []
         cursor: str | None = None
         while True:
@@ -243,12 +261,25 @@ class _Server:
             cursor = page.next_cursor
             if cursor is None:
                 break
+        offered = {t.name: t for t in reversed(listed) if matches(t.name, self.spec.tools)}
+        try:
+            binding = bind(
+                self.name,
+                [t.name for t in listed if t.name in offered],
+                self.bound,
+                stop=connecting and self.at_start and self.spec.on_name_collision == "stop",
+            )
+        except NameCollision as error:  # the SDK wraps what the session raises: keep it here
+            self.fatal = str(error)
+            raise
+        for name, why in binding.refused.items():
+            if self.refused.get(name) != why:
+                log.warning("%s", why)
+        self.refused = binding.refused
+        self.bound.update(binding.names)
         fresh: dict[str, McpTool] = {}
-        for remote in listed:
-            if not matches(remote.name, self.spec.tools):
-                continue
-            name = tool_name(self.name, remote.name)
-            fresh[name] = McpTool(self, remote.name, self._definition(name, remote))
+        for name, remote in binding.names.items():
+            fresh[name] = McpTool(self, remote, self._definition(name, offered[remote]))
         gone = set(self.tools) - set(fresh)
         if gone and self.tools:
             log.warning("MCP server %r withdrew tool(s) %s", self.name, ", ".join(sorted(gone)))
@@ -256,16 +287,21 @@ class _Server:
         self.tools = fresh
 
     def _definition(self, name: str, remote: types.Tool) -> ToolDefinition:
+        """What orga declares of ``remote``: its schema and words (material, never carrying
+        orga's marks), and the operator's rules for it."""
         schema = dict(remote.input_schema or {"type": "object"})
         schema.setdefault("type", "object")
         schema.pop("title", None)
-        description = remote.description or remote.title or remote.name
+        said = remote.description or remote.title or remote.name
+        description = neutral(f"{said.strip()} (MCP server {self.name!r}, tool {remote.name!r})")
+        if matches(remote.name, self.spec.verified):
+            description = f"{description} {VERIFIED_MARK}"
         return ToolDefinition(
             name=name,
-            description=f"{description.strip()} (MCP server {self.name!r}, tool {remote.name!r})",
+            description=description,
             parameters=schema,
-            serial=matches(remote.name, self.spec.serial),
-            requires_approval=matches(remote.name, self.spec.approval),
+            serial=restricts(self.name, remote.name, self.spec.serial),
+            requires_approval=restricts(self.name, remote.name, self.spec.approval),
             timeout=timedelta(seconds=self.spec.timeout),
         )
 
@@ -304,8 +340,21 @@ class McpHub:
 
     def __init__(self, config: McpConfig, environ: Mapping[str, str] | None = None) -> None:
         environ = os.environ if environ is None else environ
-        self.servers = {name: _Server(name, spec, environ) for name, spec in config.servers.items()}
+        self.servers: dict[str, _Server] = {}
+        self.skipped: dict[str, str] = {}
+        """Optional servers left out because the environment lacks a variable they need."""
         self._tasks: list[asyncio.Task[None]] = []
+        for name, spec in config.servers.items():
+            try:
+                self.servers[name] = _Server(name, spec, environ)
+            except InvalidConfig as error:
+                if spec.required:
+                    raise InvalidConfig(
+                        f"{error.message}: set it, or set required = false for {name!r} in "
+                        "ORGA_MCP_SERVERS to start without its tools"
+                    ) from error
+                self.skipped[name] = error.message
+                log.warning("%s: starting without its tools (required = false)", error.message)
 
     def current(self) -> Mapping[str, Tool]:
         tools: dict[str, Tool] = {}
@@ -314,9 +363,14 @@ class McpHub:
         return tools
 
     def absent(self, name: str) -> str | None:
+        prefix, separator, _ = name.partition(SEPARATOR)
+        if separator and prefix in self.skipped:
+            return f"{self.skipped[prefix]}, so its tools, such as {name!r}, are not offered"
         server = self._owner(name)
         if server is None:
             return None
+        if name in server.refused:
+            return server.refused[name]
         if name in server.withdrawn:
             return (
                 f"tool {name!r} is no longer offered by MCP server {server.name!r} (its tool "
@@ -337,11 +391,18 @@ class McpHub:
         """Connect every server. A required one that does not connect stops the worker.
 
         Raises:
-            InvalidConfig: a required server is down (named, with why and the way out).
+            InvalidConfig: a required server is down (named, with why and the way out), or a
+                server offers two tools that would share a name (``on_name_collision``).
         """
         for server in self.servers.values():
             self._tasks.append(asyncio.create_task(server.supervise(), name=f"mcp-{server.name}"))
         await asyncio.gather(*(s.first_attempt.wait() for s in self.servers.values()))
+        for server in self.servers.values():
+            server.at_start = False
+        fatal = [s.fatal for s in self.servers.values() if s.fatal is not None]
+        if fatal:
+            await self.stop()
+            raise InvalidConfig(fatal[0])
         down = [s for s in self.servers.values() if not s.connected.is_set()]
         for server in down:
             if server.spec.required:

@@ -10,20 +10,21 @@
     url = "https://api.githubcopilot.com/mcp/"
     headers = { Authorization = "Bearer ${GITHUB_TOKEN}" }   # ${NAME}: the worker's environment
     tools = ["get_*", "list_*"]          # which of its tools to offer (globs; all by default)
+    verified = ["get_*"]                 # which pass tool_profile.require_verified (none)
     required = false                     # down at start: start without its tools, keep trying
 
 Secrets never sit in the file: ``env`` passes variables of the worker's environment to a stdio
 server by name (``env = ["GITHUB_TOKEN"]``, or ``{CHILD = "${WORKER_VAR}"}``), and header values
-take ``${NAME}`` from it (``expand``). Each tool is registered as ``<server>__<tool>``
-(``tool_name``). Connecting to the servers is ``orga.runtime.mcp``'s.
+take ``${NAME}`` from it (``expand``); an optional server (``required = false``) whose variables
+are missing is skipped with a warning. Each tool is registered as ``<server>__<tool>``
+(``orga.runtime.mcp_names``, which also says how names that collide are refused). Connecting to
+the servers is ``orga.runtime.mcp``'s.
 
 Worker-side code (never imported by workflows).
 """
 
 from __future__ import annotations
 
-import fnmatch
-import hashlib
 import re
 import tomllib
 from collections.abc import Mapping
@@ -33,22 +34,17 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from orga.contracts.errors import InvalidConfig, describe_validation_error
+from orga.runtime.mcp_names import SEPARATOR
 
 __all__ = [
-    "SEPARATOR",
     "McpConfig",
     "McpServerSpec",
     "expand",
     "load_mcp_config",
-    "matches",
-    "tool_name",
 ]
 
-SEPARATOR = "__"
 _SERVER_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]*(?:_[A-Za-z0-9-]+)*$")
-_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_MAX_NAME = 64
 
 
 class McpServerSpec(BaseModel):
@@ -69,9 +65,19 @@ class McpServerSpec(BaseModel):
     tools: list[str] = Field(default_factory=lambda: ["*"])
     """Which of the server's tools to offer (globs over the server's own names)."""
     approval: list[str] = Field(default_factory=list[str])
-    """Tools (globs) whose calls wait for a person under the default gate."""
+    """Tools (globs) whose calls wait for a person under the default gate; matched against the
+    server's own name and the name orga offers (``delete_repo`` holds for ``delete.repo``)."""
     serial: list[str] = Field(default_factory=list[str])
-    """Tools (globs) with side effects: their calls run one at a time, in order."""
+    """Tools (globs) with side effects: their calls run one at a time, in order; matched as
+    ``approval`` is."""
+    verified: list[str] = Field(default_factory=list[str])
+    """Tools (globs over the server's own names) that carry ``[verified]`` and so pass
+    ``tool_profile.require_verified``; none by default. Only this file grants the mark: a
+    server's own text never does."""
+    on_name_collision: Literal["stop", "skip"] = "stop"
+    """Two of its tools that would get one name in orga (``delete_repo`` and ``delete.repo``)
+    at the worker's start: stop the worker, naming both (``"stop"``), or offer neither, with a
+    warning (``"skip"``). Later, through ``tools/list_changed``, both are refused either way."""
     timeout: float = Field(default=60.0, gt=0)
     """Seconds one call may take (the tool activity's start-to-close timeout)."""
     connect_timeout: float = Field(default=30.0, gt=0)
@@ -132,16 +138,6 @@ def load_mcp_config(path: Path) -> McpConfig:
     return config
 
 
-def tool_name(server: str, remote: str) -> str:
-    """The name orga gives a server's tool: ``<server>__<tool>``, in characters every provider
-    accepts, at most 64 long (a long name keeps a digest of the original)."""
-    name = f"{server}{SEPARATOR}{_UNSAFE.sub('_', remote)}"
-    if len(name) <= _MAX_NAME:
-        return name
-    digest = hashlib.sha256(remote.encode()).hexdigest()[:8]
-    return f"{name[: _MAX_NAME - 9]}_{digest}"
-
-
 def expand(text: str, environ: Mapping[str, str], where: str) -> str:
     """``text`` with each ``${NAME}`` taken from ``environ``.
 
@@ -158,8 +154,3 @@ def expand(text: str, environ: Mapping[str, str], where: str) -> str:
         return environ[variable]
 
     return _VARIABLE.sub(value, text)
-
-
-def matches(name: str, globs: list[str]) -> bool:
-    """Whether a server's own tool ``name`` matches one of ``globs``."""
-    return any(fnmatch.fnmatchcase(name, glob) for glob in globs)
