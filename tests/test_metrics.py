@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import re
 import socket
+import uuid
 from collections import defaultdict
+from pathlib import Path
 
 import httpx
-from temporalio.client import Client
+import pytest
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
 from orga.contracts.approvals import ApprovalDecision
-from orga.contracts.journal import Started, Terminated
-from orga.core.metrics import METRICS, points
+from orga.contracts.journal import Journal, ObservationsCollected, Started, Terminated
+from orga.core.metrics import METRICS, OTHER, KnownLabels, points
 from orga.runtime.connect import metrics_runtime
 from orga.runtime.scripted_model import Turn
-from tests.harness import Harness
+from tests.harness import Harness, scripted_settings
 from tests.sample_tools import transfer
 from tests.test_approvals import pending
 
@@ -63,9 +67,9 @@ def test_the_journal_decides_what_is_counted() -> None:
     assert every <= set(METRICS)
 
 
-async def test_a_scrape_after_a_few_loops_counts_them(
-    env: WorkflowEnvironment, harness: Harness
-) -> None:
+async def measured_harness(env: WorkflowEnvironment, harness: Harness) -> tuple[Harness, str]:
+    """A harness whose client (and so its workers) serves Prometheus metrics at the address
+    returned (a fresh runtime: counts start at zero)."""
     address = f"127.0.0.1:{free_port()}"
     runtime = metrics_runtime(address)
     assert runtime is not None
@@ -75,7 +79,13 @@ async def test_a_scrape_after_a_few_loops_counts_them(
         data_converter=env.client.data_converter,
         runtime=runtime,
     )
-    measured = Harness(client=client, model=harness.model, task_queue=harness.task_queue)
+    return Harness(client=client, model=harness.model, task_queue=harness.task_queue), address
+
+
+async def test_a_scrape_after_a_few_loops_counts_them(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    measured, address = await measured_harness(env, harness)
 
     def adding() -> str:
         return measured.new_model(
@@ -127,3 +137,60 @@ async def test_a_scrape_after_a_few_loops_counts_them(
     # The SDK's own runtime metrics come from the same endpoint.
     assert any(name.startswith("temporal_workflow_completed") for name in samples)
     assert not any("workflow_id" in labels for rows in samples.values() for labels, _ in rows)
+
+
+async def test_a_model_or_a_client_cannot_add_series(
+    env: WorkflowEnvironment, harness: Harness, tmp_path: Path
+) -> None:
+    """A tool name the model made up and the agent id of a refused loop are counted as
+    ``other``: labels name only the tools and agents the worker resolved."""
+    measured, address = await measured_harness(env, harness)
+    agents = tmp_path / "agents.toml"
+    agents.write_text('[agents.counter]\ntools = ["add"]\n')
+    invented = "exfiltrate_" + "a" * 269  # 280 characters, chosen by the model
+    intruder = f"intruder-{uuid.uuid4().hex}-" + "z" * 150  # an agent the worker does not have
+    model = measured.new_model(
+        [Turn(tool_calls=[(invented, {"x": 1}), ("add", {"a": 1, "b": 2})]), Turn(text="3")]
+    )
+    settings = scripted_settings(measured.model, agents_file=agents)
+    async with measured.worker(settings=settings):
+        answered = await measured.start("1+2?", model=model, tools=["add"], agent_id="counter")
+        assert (await answered.result()).output == "3"
+        refused = await measured.start("hi", model=model, agent_id=intruder)
+        with pytest.raises(WorkflowFailureError) as failure:
+            await refused.result()
+        async with httpx.AsyncClient() as http:
+            text = (await http.get(f"http://{address}/metrics")).text
+        journal = await answered.query("journal", result_type=Journal)
+    harness.handles.extend(measured.handles)  # replayed at teardown, like every test's
+    assert isinstance(failure.value.cause, ApplicationError)
+    assert failure.value.cause.type == "InvalidConfig"
+    assert f"there is no agent {intruder!r}" in str(failure.value.cause)
+    # No series carries either string: both are counted, as "other".
+    assert invented not in text and intruder not in text
+    samples = scrape(text)
+    labels = {v for rows in samples.values() for row, _ in rows for v in row.values()}
+    assert not any(len(value) > 100 for value in labels)
+    assert total(samples, "orga_tool_calls", tool="other") == 1
+    assert total(samples, "orga_tool_calls", tool="add", outcome="ok") == 1
+    assert total(samples, "orga_loops_started", agent="counter") == 1
+    assert total(samples, "orga_loops_finished", agent="counter", reason="end_turn") == 1
+    assert total(samples, "orga_loops_finished", agent="other", reason="InvalidConfig") == 1
+    # Nothing is lost: the journal still names what the model called.
+    [outcomes] = [e.outcomes for e in journal.entries if isinstance(e, ObservationsCollected)]
+    assert [o.tool for o in outcomes] == [invented, "add"]
+    assert outcomes[0].is_error
+
+
+def test_known_labels_bound_only_tools_and_agents() -> None:
+    known = KnownLabels(tools=frozenset({"add"}), agents=frozenset({"counter"}))
+    assert known.bound({"tool": "add", "outcome": "ok"}) == {"tool": "add", "outcome": "ok"}
+    assert known.bound({"tool": "x" * 280, "outcome": "denied"}) == {
+        "tool": OTHER,
+        "outcome": "denied",
+    }
+    assert known.bound({"agent": "intruder", "reason": "InvalidConfig"}) == {
+        "agent": OTHER,
+        "reason": "InvalidConfig",
+    }
+    assert KnownLabels().bound({"agent": "counter"}) == {"agent": OTHER}  # before the setup

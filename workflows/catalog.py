@@ -32,6 +32,7 @@ from orga.contracts.setup import RESOLVE_LOOP, LoopSetup, LoopSetupRequest
 from orga.contracts.tools import DESCRIBE_TOOLS, DescribeToolsRequest, ToolDefinition
 from orga.contracts.vocabulary import ProviderName
 from orga.core.profile import visible_tools
+from workflows import metrics
 from workflows.bookkeeping import Conversation, LoopBooks
 from workflows.common import failure_message
 from workflows.critic import Critic
@@ -100,6 +101,7 @@ async def set_up_loop(
     """
     config = loop.config
     parts = LoopParts(books.limits, config.provider, config.model, gate_in_model_call)
+    delegates: list[str] = []
     if not workflow.patched(RESOLVE_LOOP_PATCH):  # recorded before: tools only, as configured
         tools.definitions = await describe_tools(config)
     else:
@@ -113,6 +115,7 @@ async def set_up_loop(
         parts.gate_in_model_call = gate_in_model_call and setup.policy == "default"
         parts.limits = books.limits = setup.limits
         tools.max_concurrent = setup.limits.max_concurrent_tools
+        delegates = [d.id for d in setup.delegates]
         if setup.delegates:
             delegations = Delegations(
                 workflow_id=workflow_id,
@@ -149,6 +152,9 @@ async def set_up_loop(
                 first.append(introduction(setup.delegates))
             if first:
                 conversation.reset([*first, *conversation.messages])
+    # Its metrics name only the tools and agents resolved here (a model's invented tool name,
+    # or the id of a loop refused above, is counted as "other").
+    metrics.know(tools=set(tools.definitions), agents={config.agent_id, *delegates})
     if loop.carry is None:
         books.record(
             Started(

@@ -57,7 +57,7 @@ from orga.core.progress import StepTracker
 from workflows.common import decoded, failure_message, upsert
 from workflows.gate import Gate
 from workflows.human import DeskHandlers, HumanDesk
-from workflows.metrics import emit_entry
+from workflows.metrics import emit_entry, know
 from workflows.options import DESCRIBE_TOOLS_TIMEOUT, SHORT_RETRY
 from workflows.patches import RESOLVE_TASK as RESOLVE_TASK_PATCH
 from workflows.patches import SAGA_ATTEMPTED
@@ -373,6 +373,7 @@ class TaskWorkflow(DeskHandlers):
             subject="task",
         )
         self._clearance.tools = [t.name for t in setup.tools]
+        know(tools=set(self._clearance.tools), agents={self._input.agent_id, *loop_agents})
         return None
 
     async def _shielded(self, work: Awaitable[T]) -> T:

@@ -3,7 +3,10 @@ into counters, so the metrics say what the journal says.
 
 Workflow code emits the points through Temporal's workflow metric meter, which skips replay, so
 a count is made once however often a history is replayed. Labels stay low-cardinality: agents,
-tools, providers, models, outcomes — never workflow or call ids.
+tools, providers, models, outcomes — never workflow or call ids. A tool or agent label names
+only what the workflow's setup resolved (``KnownLabels``: the tools the worker described for
+it, the agent it runs as and its delegates); anything else — a tool name a model made up, the
+agent id of a loop the worker refused — is counted as ``other``, so no input adds a series.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from typing import Final, Literal
 
 from orga.contracts.journal import JournalEntry
 
-__all__ = ["METRICS", "MetricSpec", "Point", "points"]
+__all__ = ["METRICS", "OTHER", "KnownLabels", "MetricSpec", "Point", "points"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,27 @@ METRICS: Final[dict[str, MetricSpec]] = {
     "orga_continue_as_new": MetricSpec("counter", "Runs continued as new, by workflow"),
 }
 """Every metric orga emits (the SDK's own ``temporal_*`` metrics come on top)."""
+
+
+OTHER: Final = "other"
+"""The label of a tool or agent the workflow does not know."""
+
+
+@dataclass(frozen=True)
+class KnownLabels:
+    """The tools and agents a workflow may name in its metrics: what its setup resolved
+    (nothing before that)."""
+
+    tools: frozenset[str] = frozenset()
+    agents: frozenset[str] = frozenset()
+
+    def bound(self, attributes: dict[str, str]) -> dict[str, str]:
+        """``attributes`` with each tool or agent this workflow does not know as ``other``."""
+        known = {"tool": self.tools, "agent": self.agents}
+        return {
+            key: value if key not in known or value in known[key] else OTHER
+            for key, value in attributes.items()
+        }
 
 
 @dataclass(frozen=True)
