@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.table import Table
 from temporalio.client import Client, WorkflowHandle
 
+from orga.cli.safe_text import SafeConsole, json_text, one_line
 from orga.contracts.config import LoopConfig, LoopInput
 from orga.contracts.conversation import Message
 from orga.contracts.errors import InvalidConfig, describe_validation_error
@@ -82,7 +83,7 @@ class CliError(Exception):
         self.code = code
 
 
-class _Console(Console):
+class _Console(SafeConsole):
     def on_broken_pipe(self) -> None:
         # Rich would exit with 1; a reader that stopped reading is not our failure.
         self.quiet = True
@@ -93,7 +94,8 @@ _console: Console | None = None
 
 
 def console() -> Console:
-    """Where human output goes: colour on a terminal; plain and never cut in a pipe."""
+    """Where human output goes: colour on a terminal; plain and never cut in a pipe. Every
+    string printed through it is shown as ``safe_text.printable`` plain text (no markup)."""
     global _console
     if _console is None:
         tty = sys.stdout.isatty()
@@ -113,12 +115,13 @@ def print_table(table: Table) -> None:
 
 
 def print_json(value: BaseModel | Any) -> None:
+    """``value`` as JSON: the exact values, with characters a terminal would act on escaped."""
     text = (
         value.model_dump_json(indent=2)
         if isinstance(value, BaseModel)
         else json.dumps(value, indent=2, default=str)
     )
-    sys.stdout.write(text + "\n")
+    sys.stdout.write(json_text(text) + "\n")
 
 
 def settings() -> Settings:
@@ -214,7 +217,7 @@ def _report(message: str, code: int, as_json: bool) -> None:
     if as_json:
         sys.stderr.write(json.dumps({"error": {"message": message, "code": code}}) + "\n")
     else:
-        sys.stderr.write(f"orga: {message}\n")
+        sys.stderr.write(f"orga: {one_line(message)}\n")
 
 
 def execute(body: Callable[[], Coroutine[Any, Any, int]], *, as_json: bool = False) -> NoReturn:

@@ -22,10 +22,9 @@ from orga.cli.common import (
     console,
     execute,
     print_json,
-    print_table,
     settings,
 )
-from orga.cli.views import inbox_table
+from orga.cli.inbox_view import ARGUMENT_LIMIT, PAGE_WIDTH, render_inbox
 from orga.contracts.approvals import EscalationAction
 from orga.contracts.critic import Verdict
 from orga.runtime import desk
@@ -63,19 +62,29 @@ def register(app: typer.Typer) -> None:
 
 def pending(
     limit: Annotated[int, typer.Option(help="Look at this many waiting workflows at most.")] = 100,
+    full: Annotated[
+        bool,
+        typer.Option(
+            "--full",
+            help=f"Show every argument in full (without it, a value past {ARGUMENT_LIMIT} "
+            "characters is cut with a marker that counts what is left out).",
+        ),
+    ] = False,
     as_json: Json = False,
 ) -> None:
-    """The inbox: every approval and escalation waiting for a person, in loops and tasks,
-    oldest first, with the command that answers each."""
+    """The inbox: every approval, review and escalation waiting for a person, in loops and
+    tasks, oldest first: the arguments one per line, and the commands that answer each."""
 
     async def body() -> int:
         items = await desk.inbox(await client_for(settings()), limit=limit)
+        out = console()
         if as_json:
             print_json([item.model_dump(mode="json") for item in items])
         elif items:
-            print_table(inbox_table(items))
+            width = min(PAGE_WIDTH, out.width) if out.is_terminal else PAGE_WIDTH
+            out.print(render_inbox(items, full=full, width=width))
         else:
-            console().print("nothing is waiting for a person")
+            out.print("nothing is waiting for a person")
         return 0
 
     execute(body, as_json=as_json)

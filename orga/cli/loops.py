@@ -36,6 +36,7 @@ from orga.cli.common import (
     settings,
     start_workflow,
 )
+from orga.cli.safe_text import json_text, printable
 from orga.cli.views import (
     WorkflowRow,
     render_entry,
@@ -210,7 +211,7 @@ class _TextPrinter:
                 if not self.call:
                     out.write(self.prefix)
                 self.call.append(piece.text)
-                out.write(piece.text)
+                out.write(printable(piece.text))
             out.flush()
 
 
@@ -308,6 +309,7 @@ def journal(
                 await asyncio.gather(text, return_exceptions=True)
 
     async def entries(handle: WorkflowHandle[Any, Any], printer: _TextPrinter) -> int:
+        out = console()
         shown = 0
         while True:
             try:
@@ -327,15 +329,14 @@ def journal(
                     break
                 await asyncio.sleep(0.05)
             if entries.dropped and not shown and not as_json:
-                sys.stdout.write(
-                    f"({entries.dropped} older entries dropped to keep the journal bounded)\n"
-                )
+                out.print(f"({entries.dropped} older entries dropped to keep the journal bounded)")
             if fresh:
                 shown = fresh[-1].seq
             for entry in fresh:
-                sys.stdout.write(
-                    (entry.model_dump_json() if as_json else render_entry(entry)) + "\n"
-                )
+                if as_json:
+                    sys.stdout.write(json_text(entry.model_dump_json()) + "\n")
+                else:
+                    out.print(render_entry(entry))
             sys.stdout.flush()
             if not follow or not running:
                 return 0

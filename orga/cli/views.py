@@ -9,6 +9,8 @@ from datetime import datetime
 
 from rich.table import Table
 
+from orga.cli.inbox_view import argument_lines, labelled
+from orga.cli.safe_text import one_line, printable
 from orga.contracts.journal import (
     ApprovalDecided,
     CompensationSettled,
@@ -34,11 +36,9 @@ from orga.contracts.journal import (
 )
 from orga.contracts.state import LoopResult, LoopState
 from orga.contracts.task import StepReport, TaskResult, TaskState
-from orga.runtime.desk import InboxItem
 
 __all__ = [
     "WorkflowRow",
-    "inbox_table",
     "render_entry",
     "render_result",
     "render_state",
@@ -72,15 +72,15 @@ def render_state(state: LoopState) -> str:
     ]
     if state.termination_reason:
         message = f": {state.termination_message}" if state.termination_message else ""
-        lines.append(f"ended         {state.termination_reason}{message}")
+        lines.append(_field("ended", f"{state.termination_reason}{message}"))
     if state.output is not None:
-        lines.append(f"output        {state.output}")
+        lines.append(_field("output", state.output))
     for approval in state.pending_approvals:
         lines += [
             f"waiting for   approval of call {approval.call_id} ({approval.tool}) since "
             f"{approval.since.isoformat(timespec='seconds')}",
-            f"              arguments {shorten(approval.arguments)}",
-            f"              why: {approval.reason}",
+            *_arguments(approval.arguments, 14),
+            f"              why: {one_line(approval.reason)}",
             f"              orga approve {_ids(state.workflow_id, approval.call_id)} --reason '…'",
             f"              orga deny {_ids(state.workflow_id, approval.call_id)} --reason '…'",
         ]
@@ -88,6 +88,7 @@ def render_state(state: LoopState) -> str:
         lines += [
             f"waiting for   an operator: escalation {escalation.escalation_id} "
             f"({escalation.tool}) since {escalation.since.isoformat(timespec='seconds')}",
+            *_arguments(escalation.arguments, 14),
             f"              error: {shorten(escalation.error)}",
             f"              orga resolve {_ids(state.workflow_id, escalation.escalation_id)} "
             f"--action {{{','.join(escalation.options)}}} --reason '…'",
@@ -95,9 +96,26 @@ def render_state(state: LoopState) -> str:
     for call in state.tool_calls[-10:]:
         mark = "!" if call.is_error else " "
         lines.append(
-            f"  {mark} it {call.iteration:<3} {call.tool:<20} {call.status:<18} {call.call_id}"
+            f"  {mark} it {call.iteration:<3} {one_line(call.tool):<20} {call.status:<18} "
+            f"{one_line(call.call_id)}"
         )
     return "\n".join(lines)
+
+
+def _field(label: str, text: str) -> str:
+    """``label`` and ``text`` (made printable), its later lines indented under the first."""
+    return f"{label:<14}" + printable(text).replace("\n", "\n" + " " * 14)
+
+
+def _arguments(arguments: str, indent: int) -> list[str]:
+    """A waiting call's arguments in full, one per line (as ``orga pending --full``)."""
+    lines, _ = argument_lines(arguments, full=True)
+    width = max(100, indent + 40)
+    return [
+        line
+        for number, text in enumerate(lines)
+        for line in labelled("arguments" if number == 0 else "", text, width, indent)
+    ]
 
 
 def _ids(*ids: str) -> str:
@@ -199,9 +217,9 @@ def _detail(entry: JournalEntry) -> str:
 
 
 def render_entry(entry: JournalEntry) -> str:
-    """One journal entry on one line."""
+    """One journal entry on one line (a newline in a model's or tool's text shows as ``␤``)."""
     head = f"#{entry.seq:<4} {_time(entry.at)}  it {entry.iteration:<3} {entry.kind:<22}"
-    return f"{head} {_detail(entry)}"
+    return one_line(f"{head} {_detail(entry)}")
 
 
 def render_result(result: LoopResult) -> str:
@@ -244,30 +262,6 @@ def rows_table(rows: Sequence[WorkflowRow]) -> Table:
     return table
 
 
-def inbox_table(items: Sequence[InboxItem]) -> Table:
-    """What waits for a person, oldest first, with the commands that answer it."""
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("KIND", "WORKFLOW", "ITEM", "TOOL", "ARGUMENTS", "WAITING SINCE", "WHY / ACT"):
-        table.add_column(column, no_wrap=column not in ("ARGUMENTS", "WHY / ACT"))
-    for item in items:
-        kind = {"ReasoningLoop": "loop", "Task": "task"}.get(item.workflow_type, "?")
-        since = item.since.isoformat(timespec="seconds") if item.since else "-"
-        if item.kind == "unreadable":
-            why = f"(state unreadable: {item.error})"
-        else:
-            why = "\n".join([item.reason or "", *item.commands])
-        table.add_row(
-            f"{item.kind}",
-            f"{item.workflow_id} ({kind})",
-            item.item_id or "-",
-            item.tool or "-",
-            shorten(item.arguments or "-", 60),
-            since,
-            why,
-        )
-    return table
-
-
 def render_task(state: TaskState, workflow_id: str) -> str:
     """A task's steps, one per line, what waits for an operator, and how it ended."""
     outcome = f" · {state.outcome}" if state.outcome else ""
@@ -275,12 +269,13 @@ def render_task(state: TaskState, workflow_id: str) -> str:
     if state.uncompensated:
         lines.append(f"  NOT UNDONE: {', '.join(state.uncompensated)}")
     if state.message:
-        lines.append(f"  {state.message}")
+        lines.append("  " + printable(state.message).replace("\n", "\n  "))
     lines += _steps(state.steps)
     for escalation in state.pending_escalations:
         lines += [
             f"  waiting for an operator: escalation {escalation.escalation_id} "
             f"({escalation.tool}) since {escalation.since.isoformat(timespec='seconds')}",
+            *_arguments(escalation.arguments, 4),
             f"    error: {shorten(escalation.error)}",
             f"    orga resolve {_ids(workflow_id, escalation.escalation_id)} "
             f"--action {{{','.join(escalation.options)}}} --reason '…'",

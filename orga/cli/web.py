@@ -22,7 +22,7 @@ from importlib import resources
 from typing import Annotated, Any, Literal, TypeVar
 
 import typer
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ValidationError, model_validator
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
@@ -30,6 +30,8 @@ from starlette.routing import Route
 from temporalio.client import Client
 
 from orga.cli.common import Approver, Host, Port, client_for, console, execute, serve_http, settings
+from orga.cli.inbox_view import argument_lines
+from orga.cli.safe_text import printable, printable_data
 from orga.contracts.approvals import EscalationAction
 from orga.contracts.conversation import Message
 from orga.contracts.critic import Verdict
@@ -51,6 +53,12 @@ class _Decision(BaseModel):
     call_id: str
     approved: bool
     reason: str | None = None
+
+    @model_validator(mode="after")
+    def _denial_says_why(self) -> _Decision:
+        if not self.approved and not (self.reason or "").strip():
+            raise ValueError("a denial needs a reason: the model reads it, and it is recorded")
+        return self
 
 
 _Payload = TypeVar("_Payload", bound=BaseModel)
@@ -133,9 +141,9 @@ def build_app(client: Client, *, token: str, approver: str, hosts: set[str]) -> 
         try:
             items = await desk.inbox(client)
         except DeskError as error:
-            return JSONResponse({"error": str(error)}, 502)
+            return _error(error, 502)
         return JSONResponse(
-            {"approver": approver, "items": [i.model_dump(mode="json") for i in items]}
+            {"approver": printable(approver), "items": [_shown(item) for item in items]}
         )
 
     async def workflow(request: Request) -> Response:
@@ -143,9 +151,9 @@ def build_app(client: Client, *, token: str, approver: str, hosts: set[str]) -> 
             return refused
         workflow_id = request.path_params["workflow_id"]
         try:
-            return JSONResponse(await _details(client, workflow_id))
+            return JSONResponse(printable_data(await _details(client, workflow_id)))
         except DeskError as error:
-            return JSONResponse({"error": str(error)}, 404)
+            return _error(error, 404)
 
     async def decide(
         request: Request, contract: type[_Payload], act: Callable[[_Payload], Awaitable[BaseModel]]
@@ -155,10 +163,10 @@ def build_app(client: Client, *, token: str, approver: str, hosts: set[str]) -> 
         try:
             record = await act(contract.model_validate(await request.json()))
         except (ValidationError, ValueError) as error:
-            return JSONResponse({"error": f"invalid request: {error}"}, 400)
+            return _error(f"invalid request: {error}", 400)
         except DeskError as error:
-            return JSONResponse({"error": str(error)}, 409)
-        return JSONResponse(record.model_dump(mode="json"))
+            return _error(error, 409)
+        return JSONResponse(printable_data(record.model_dump(mode="json")))
 
     async def approve(request: Request) -> Response:
         async def act(d: _Decision) -> BaseModel:
@@ -196,6 +204,23 @@ def build_app(client: Client, *, token: str, approver: str, hosts: set[str]) -> 
             Route("/api/review", review, methods=["POST"]),
         ]
     )
+
+
+def _error(error: Exception | str, status: int) -> Response:
+    return JSONResponse({"error": printable(str(error))}, status)
+
+
+def _shown(item: desk.InboxItem) -> dict[str, Any]:
+    """An inbox item as the page shows it: every text made ``printable`` (no control or bidi
+    character reaches the page), the arguments in full one per line as ``orga pending --full``
+    prints them (numbers as Python reads them: JavaScript would round 2**53 + 1), and under
+    ``act`` the ids exactly as the workflow knows them, for the decision."""
+    lines, _ = argument_lines(item.arguments or "", full=True)
+    return {
+        **printable_data(item.model_dump(mode="json")),
+        "argument_lines": lines,
+        "act": {"workflow_id": item.workflow_id, "item_id": item.item_id},
+    }
 
 
 async def _details(client: Client, workflow_id: str) -> dict[str, Any]:
