@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from orga.contracts import search_attributes as sa
-from orga.runtime.files import private_directory
+from orga.runtime.files import SQLITE_COMPANIONS, check_private_file, private_directory
 
 __all__ = [
     "TUNING_ARGS",
@@ -156,8 +156,17 @@ class DevServer:
         return args
 
     async def start(self, timeout: float = 30.0) -> None:
-        """Start the server and wait until its frontend accepts connections."""
-        private_directory(self.data_dir)  # every history lives here
+        """Start the server and wait until its frontend accepts connections.
+
+        Raises:
+            InvalidConfig: the data directory, or a database file in it, is not this user's
+                alone (``orga.runtime.files``).
+        """
+        # Every history lives here: in a directory no other user can swap files in, in a
+        # database no other user owns or may write (the server opens one that exists as is).
+        where = "ORGA_DATA_DIR (or --data-dir)"
+        private_directory(self.data_dir, where)
+        check_private_file(self.database, where, SQLITE_COMPANIONS)
         if address_answers(self.address):
             raise RuntimeError(f"something already listens on {self.address}")
         self._process = await asyncio.create_subprocess_exec(

@@ -13,7 +13,8 @@ history (``orga.runtime.extstore``: continue-as-new inputs, large results and an
 full texts the payload guard cut before the model saw them (``blob:sha256:…``); and the
 idempotency ledger (``orga.runtime.ledger``). Retention is opt-in (``ORGA_STORE_RETENTION`` in
 days): keep payloads longer than the namespace keeps histories plus the longest run, since a
-replay reads them back. SQLite files are 0600 in a 0700 directory.
+replay reads them back. SQLite files are 0600 in a 0700 directory; one another user owns or may
+write, or in a directory another user can swap it in, is refused (``orga.runtime.files``).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
 from orga.contracts.errors import InvalidConfig
-from orga.runtime.files import private_file
+from orga.runtime.files import SQLITE_COMPANIONS, private_file
 
 __all__ = ["PAYLOADS", "Store"]
 
@@ -81,7 +82,7 @@ def _engine(url: str, *, vectors: bool = False) -> Engine:
             raise InvalidConfig(
                 f"ORGA_STORE_URL={url!r}: give an absolute path (sqlite:////abs/path/store.db)"
             )
-        private_file(path)
+        private_file(path, "ORGA_STORE_URL", SQLITE_COMPANIONS)
         engine = create_engine(
             f"sqlite:///{path}",
             connect_args={"timeout": 30},
