@@ -5,25 +5,45 @@ attacker's steps against real servers: a streamable-HTTP server built with the S
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import inspect
 import logging
+import os
+import re
+import socket
 import sys
 import tomllib
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
+import httpx
+import httpx2
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver import Context, MCPServer
+from temporalio.testing import WorkflowEnvironment
 
+from orga.cli.http_guard import guarded
+from orga.cli.mcp import serve_mcp
+from orga.cli.web import serve_desk
 from orga.contracts.approvals import ApprovalDecision
 from orga.contracts.errors import InvalidConfig
+from orga.contracts.journal import Journal
+from orga.contracts.state import LoopState
 from orga.core.profile import VERIFIED_MARK
 from orga.runtime.mcp import McpHub, McpTool, open_mcp
 from orga.runtime.mcp_config import McpConfig
 from orga.runtime.mcp_names import neutral
 from orga.runtime.scripted_model import Turn
 from orga.runtime.tools import ToolContext, tool
-from tests.harness import Harness, scripted_settings
+from tests.harness import TEST_STORE, Harness, scripted_settings
+from tests.sample_tools import transfer
 from tests.test_approvals import pending
+from tests.test_cli import ORGA, on, orga
 from tests.test_desk_cli import eventually
 from tests.test_loop_tools import conversation, tool_results
 from tests.test_mcp import TIME_SERVER, http_server, servers_file
@@ -272,3 +292,150 @@ async def test_the_shipped_file_starts_without_github_token(
     required = EXAMPLE.read_text().replace("required = false", "required = true")
     with pytest.raises(InvalidConfig, match=r"'github' header 'Authorization' needs \$\{GITHUB"):
         McpHub(McpConfig.model_validate(tomllib.loads(required)))
+
+
+# ---- orga mcp --http: a token, and only the names it serves -----------------------------------
+
+MCP_HEADERS = {"accept": "application/json, text/event-stream"}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "attacker", "version": "1"},
+    },
+}
+
+
+@contextlib.asynccontextmanager
+async def orga_mcp_http(*args: str, env: dict[str, str]) -> AsyncIterator[tuple[str, str]]:
+    """``orga mcp --http --port 0 <args>`` running; yields the address and token it prints."""
+    process = await asyncio.create_subprocess_exec(
+        ORGA,
+        "mcp",
+        "--http",
+        "--port",
+        "0",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, **env},
+    )
+    assert process.stdout is not None
+    lines = [(await asyncio.wait_for(process.stdout.readline(), 30)).decode() for _ in range(2)]
+    try:
+        address = re.fullmatch(r"orga MCP server on (http://\S+)\n", lines[0])
+        token = re.match(r"token: (\S+) ", lines[1])
+        assert address and token, lines
+        yield address.group(1), token.group(1)
+    finally:
+        process.terminate()
+        await asyncio.wait_for(process.communicate(), 30)
+
+
+async def test_another_local_process_cannot_approve_through_orga_mcp(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    model = harness.new_model(
+        [Turn(tool_calls=[("transfer", {"amount": 999999, "to": "mallory"})]), Turn(text="paid")]
+    )
+    variables = {**on(env, harness), "ORGA_STORE_URL": TEST_STORE.url, "ORGA_APPROVER": "ops"}
+    async with harness.worker(tools=[transfer]), orga_mcp_http(env=variables) as (url, token):
+        handle = await harness.start("pay mallory", model=model, tools=["transfer"])
+        [waiting] = (await pending(handle)).pending_approvals
+        approve = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {
+                "name": "approve",
+                "arguments": {"workflow_id": handle.id, "call_id": waiting.call_id},
+            },
+        }
+        # Another process on this machine, without the token (or guessing it), tries to
+        # open a session and to approve outright.
+        async with httpx.AsyncClient(timeout=30) as attacker:
+            for bearer in ({}, {"authorization": "Bearer guess"}, {"authorization": token}):
+                for body in (INITIALIZE, approve):
+                    answer = await attacker.post(url, json=body, headers=MCP_HEADERS | bearer)
+                    assert answer.status_code == 401, answer.text
+        still = await handle.query("state", result_type=LoopState)
+        assert [a.call_id for a in still.pending_approvals] == [waiting.call_id]
+        # Whoever holds the printed token decides.
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        async with http, Client(streamable_http_client(url, http_client=http)) as client:
+            decided = await client.call_tool("approve", approve["params"]["arguments"])
+        assert decided.structured_content is not None, decided
+        assert decided.structured_content["approver"] == "ops"
+        result = await handle.result()
+        journal = await handle.query("journal", result_type=Journal)
+    assert result.output == "paid"
+    decisions = [e for e in journal.entries if e.kind == "ApprovalDecided"]
+    assert len(decisions) == 1
+
+
+@pytest.mark.parametrize("host", ["127.1", "0:0:0:0:0:0:0:1", "[::1]", "localhost"])
+async def test_orga_mcp_answers_only_the_names_it_serves(host: str) -> None:
+    async with orga_mcp_http("--host", host, env={}) as (url, token):
+        served = urlsplit(url)
+        bearer = {"authorization": f"Bearer {token}"} | MCP_HEADERS
+        async with httpx.AsyncClient(timeout=30) as client:
+            # A page of evil.example, its name rebound to this machine, or sending its Origin.
+            for hostile in (
+                {"host": "evil.example"},
+                {"host": f"evil.example:{served.port}"},
+                {"origin": "http://evil.example"},
+                {"origin": f"http://evil.example:{served.port}"},
+                {"origin": "null"},
+            ):
+                refused = await client.post(url, json=INITIALIZE, headers=bearer | hostile)
+                assert refused.status_code == 403, (hostile, refused.text)
+            for own in ({}, {"origin": f"{served.scheme}://{served.netloc}"}):
+                answered = await client.post(url, json=INITIALIZE, headers=bearer | own)
+                assert answered.status_code == 200, (own, answered.text)
+
+
+# ---- ports ------------------------------------------------------------------------------------
+
+
+async def test_a_busy_port_is_one_line_for_every_server_verb(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    assert inspect.signature(serve_mcp).parameters["port"].default == 8766
+    assert inspect.signature(serve_desk).parameters["port"].default == 8765
+    variables = {**on(env, harness), "ORGA_STORE_URL": TEST_STORE.url}
+    with socket.socket() as taken:  # another program holds the port
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        for verb in (["desk", "--no-open"], ["mcp", "--http"], ["codec"]):
+            code, out, err = await orga(*verb, "--port", port, env=variables)
+            said = f"orga: port {port} on 127.0.0.1 is in use: pass --port N (0 picks a free one)\n"
+            assert (code, out, err) == (1, "", said), verb
+
+
+async def test_the_guard_judges_names_not_spellings() -> None:
+    async def answer(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    cases = {
+        "127.1": (["127.0.0.1:1", "127.1", "[::1]:1", "LOCALHOST:1"], ["evil.example", "10.0.0.1"]),
+        "::1": (["[::1]:1", "[0:0:0:0:0:0:0:1]", "localhost"], ["evil.example:1", "[::1"]),
+        "10.1.2.3": (["10.1.2.3:1"], ["localhost", "127.0.0.1", "evil.example"]),
+        "0.0.0.0": (["10.9.8.7:1", "localhost", socket.gethostname()], ["evil.example"]),
+    }
+    for bound, (served, refused) in cases.items():
+        app = guarded(answer, host=bound, token="t0k")
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://x") as client:
+            for name in served:
+                ok = await client.get("/", headers={"host": name, "authorization": "Bearer t0k"})
+                assert ok.status_code == 200, (bound, name)
+                no_token = await client.get("/", headers={"host": name})
+                assert no_token.status_code == 401, (bound, name)
+            for name in refused:
+                bad = await client.get("/", headers={"host": name, "authorization": "Bearer t0k"})
+                assert bad.status_code == 403, (bound, name)

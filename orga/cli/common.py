@@ -8,8 +8,10 @@ that is wrong, 130 when interrupted. A pipe closed early (``orga list | head``) 
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import os
+import socket
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
@@ -192,25 +194,79 @@ async def serve_http(
     lifespan: bool = False,
 ) -> int:
     """Serve ``app`` with uvicorn until stopped; ``announce`` gets the bound port once it
-    listens (``port`` 0 picks a free one). The server's own error when it cannot start.
-    ``lifespan``: run the app's start-up and shut-down (an MCP server's session manager)."""
+    listens (``port`` 0 picks a free one). ``lifespan``: run the app's start-up and shut-down
+    (an MCP server's session manager).
+
+    Raises:
+        CliError: the port is taken or the address cannot be listened on (one line, naming
+            the option that changes it).
+    """
     import uvicorn
 
+    sockets = _listen(host, port)
     config = uvicorn.Config(
         app, host=host, port=port, log_level="warning", lifespan="on" if lifespan else "off"
     )
     server = uvicorn.Server(config)
-    serving = asyncio.create_task(server.serve())
+
+    async def serve() -> bool:
+        try:
+            await server.serve(sockets=sockets)
+        except SystemExit:  # uvicorn's way to say the app did not start (it logged why)
+            return False
+        return True
+
+    bound: int = sockets[0].getsockname()[1]
+    serving = asyncio.create_task(serve())
     while not server.started:
         if serving.done():
-            await serving  # the server could not start (port taken …): raise its error
-            return 1
+            if await serving:
+                return 0  # stopped before it started (interrupted)
+            raise CliError(f"the server on {host} port {bound} did not start (see above)")
         await asyncio.sleep(0.05)
-    announced = announce(server.servers[0].sockets[0].getsockname()[1])
+    announced = announce(bound)
     if announced is not None:
         await announced
     await serving
     return 0
+
+
+def _listen(host: str, port: int) -> list[socket.socket]:
+    """Sockets bound to every address of ``host`` (``localhost``: IPv4 and IPv6) on one port."""
+    literal = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    try:
+        found = socket.getaddrinfo(literal, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as error:
+        raise CliError(f"--host {host}: not an address to listen on ({error})", 2) from error
+    addresses = list(dict.fromkeys((family, address) for family, _, _, _, address in found))
+    sockets: list[socket.socket] = []
+    try:
+        for family, address in addresses:
+            listener = socket.socket(family, socket.SOCK_STREAM)
+            sockets.append(listener)
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6 and len(addresses) > 1:
+                listener.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            if len(sockets) > 1:  # port 0: the others take the port the first one got
+                address = (address[0], sockets[0].getsockname()[1], *address[2:])
+            try:
+                listener.bind(address)
+            except OSError as error:
+                if error.errno == errno.EADDRNOTAVAIL and len(sockets) > 1:
+                    sockets.pop().close()  # that family is off on this machine
+                    continue
+                raise
+    except OSError as error:
+        for listener in sockets:
+            listener.close()
+        if error.errno == errno.EADDRINUSE:
+            raise CliError(
+                f"port {port} on {host} is in use: pass --port N (0 picks a free one)"
+            ) from error
+        raise CliError(
+            f"cannot listen on {host} port {port} ({error.strerror}): pass another --host or --port"
+        ) from error
+    return sockets
 
 
 def _report(message: str, code: int, as_json: bool) -> None:

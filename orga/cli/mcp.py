@@ -4,16 +4,18 @@ list what waits for a person, and approve or deny.
 
 Over stdio by default (the client starts ``orga mcp``); ``--http`` serves streamable HTTP on
 127.0.0.1. Decisions are recorded under one name (``--approver``, else ``ORGA_APPROVER``, else
-the operating-system user), as with ``orga approve``. Serving beyond this machine needs a token
-(``--token-env``): whoever reaches the server may approve as that name.
+the operating-system user), as with ``orga approve``: whoever reaches the server may approve as
+that name, so over HTTP every request must bear a token (generated and printed at start, or
+``--token-env VAR``, which serving beyond this machine needs) and name this server in its
+``Host`` and ``Origin`` (``orga.cli.http_guard``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import ipaddress
 import os
+import secrets
 import sys
 import uuid
 from collections.abc import Awaitable, Callable
@@ -41,6 +43,7 @@ from orga.cli.common import (
     settings,
     ui_link,
 )
+from orga.cli.http_guard import guarded, is_loopback, url_host
 from orga.cli.views import shorten
 from orga.contracts.journal import Journal
 from orga.contracts.state import LoopResult, LoopState
@@ -79,7 +82,7 @@ def register(app: typer.Typer) -> None:
     app.command(
         "mcp",
         epilog='Example: orga mcp   (in an MCP client\'s config: command "orga", args '
-        '["mcp"]); orga mcp --http --port 8765',
+        '["mcp"]); orga mcp --http --port 8766',
     )(serve_mcp)
 
 
@@ -88,13 +91,14 @@ def serve_mcp(
         bool, typer.Option("--http", help="Serve streamable HTTP (at /mcp) instead of stdio.")
     ] = False,
     host: Host = "127.0.0.1",
-    port: Port = 8765,
+    port: Port = 8766,
     approver: Approver = None,
     token_env: Annotated[
         str | None,
         typer.Option(
-            help="With --http: the environment variable holding a token that every request "
-            "must bear (Authorization: Bearer …); required beyond 127.0.0.1."
+            help="With --http: the environment variable holding the token every request must "
+            "bear (Authorization: Bearer …); required beyond 127.0.0.1. Without it a token is "
+            "generated and printed."
         ),
     ] = None,
 ) -> None:
@@ -103,7 +107,7 @@ def serve_mcp(
     async def body() -> int:
         who = desk.who_decides(approver)
         token = _token(token_env) if token_env else None
-        if http and token is None and not _loopback(host):
+        if http and token is None and not is_loopback(host):
             raise CliError(
                 f"--host {host} serves beyond this machine: give --token-env VAR (a token every "
                 "request must bear), or serve on 127.0.0.1",
@@ -114,12 +118,30 @@ def serve_mcp(
             await server.run_stdio_async()
             return 0
 
-        def announce(bound: int) -> None:
-            print(f"orga MCP server on http://{host}:{bound}/mcp", flush=True)
-            print(f"decisions are recorded as {who!r}", file=sys.stderr)
+        from mcp.server.transport_security import TransportSecuritySettings
 
-        app = _guarded(server.streamable_http_app(host=host), token)
-        return await serve_http(app, host, port, announce, lifespan=True)
+        secret = token or secrets.token_urlsafe(24)
+
+        def announce(bound: int) -> None:
+            print(f"orga MCP server on http://{url_host(host)}:{bound}/mcp", flush=True)
+            if token is None:
+                print(
+                    f"token: {secret}  (every request: Authorization: Bearer <token>)", flush=True
+                )
+            else:
+                print(
+                    f"every request must bear the token in ${token_env} (Authorization: Bearer)",
+                    flush=True,
+                )
+            print(f"decisions are recorded as {who!r}", file=sys.stderr, flush=True)
+
+        # The guard checks Host and Origin for every bind address; the SDK's own check knows
+        # only the literal spellings of 127.0.0.1 and ::1.
+        unchecked = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+        app = server.streamable_http_app(host=host, transport_security=unchecked)
+        return await serve_http(
+            guarded(app, host=host, token=secret), host, port, announce, lifespan=True
+        )
 
     execute(body)
 
@@ -129,31 +151,6 @@ def _token(variable: str) -> str:
     if not value:
         raise CliError(f"--token-env {variable}: the environment has no {variable}", code=2)
     return value
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _guarded(app: Any, token: str | None) -> Any:
-    """``app``, refusing HTTP requests that do not bear ``token`` (when there is one)."""
-    if token is None:
-        return app
-    expected = f"Bearer {token}".encode()
-
-    async def guarded(scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and dict(scope["headers"]).get(b"authorization") != expected:
-            await send({"type": "http.response.start", "status": 401, "headers": []})
-            await send({"type": "http.response.body", "body": b"a bearer token is required"})
-            return
-        await app(scope, receive, send)
-
-    return guarded
 
 
 def build_server(config: Settings, approver: str) -> MCPServer:
