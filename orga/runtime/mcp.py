@@ -272,14 +272,15 @@ class _Server:
         except NameCollision as error:  # the SDK wraps what the session raises: keep it here
             self.fatal = str(error)
             raise
+        fresh = {
+            name: McpTool(self, remote, self._definition(name, offered[remote]))
+            for name, remote in binding.names.items()
+        }
         for name, why in binding.refused.items():
             if self.refused.get(name) != why:
                 log.warning("%s", why)
         self.refused = binding.refused
         self.bound.update(binding.names)
-        fresh: dict[str, McpTool] = {}
-        for name, remote in binding.names.items():
-            fresh[name] = McpTool(self, remote, self._definition(name, offered[remote]))
         gone = set(self.tools) - set(fresh)
         if gone and self.tools:
             log.warning("MCP server %r withdrew tool(s) %s", self.name, ", ".join(sorted(gone)))
