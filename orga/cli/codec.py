@@ -31,6 +31,7 @@ from starlette.routing import Route
 from temporalio.api.common.v1 import Payload, Payloads
 
 from orga.cli.common import Host, Port, console, execute, serve_http, settings
+from orga.cli.safe_text import one_line
 from orga.runtime.extstore import resolve
 from orga.runtime.store import Store
 
@@ -123,6 +124,6 @@ def _resolve_all(payloads: list[Payload], store: Store) -> list[Payload]:
         try:
             resolved.append(resolve(payload, store))
         except LookupError as error:
-            print(f"orga codec: {error}", file=sys.stderr)
+            print(f"orga codec: {one_line(str(error))}", file=sys.stderr)
             resolved.append(payload)
     return resolved

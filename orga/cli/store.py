@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from orga.cli.common import CliError, console, execute, settings
+from orga.cli.safe_text import printable
 from orga.runtime.blobs import BlobStore
 
 __all__ = ["register"]
@@ -44,7 +45,8 @@ def get(
                 text = BlobStore(store).get(reference)
             except (ValueError, LookupError) as error:
                 raise CliError(str(error)) from error
-        sys.stdout.write(text)
+        # Exact into a pipe or a file; on a terminal, a tool's escapes are shown, not obeyed.
+        sys.stdout.write(text if not sys.stdout.isatty() else printable(text))
         return 0
 
     execute(body)
