@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -200,3 +201,59 @@ async def test_review_an_answer_and_resolve_an_escalation_in_the_browser(
     assert (resolved.action, resolved.operator) == ("result", "pat")
     [given] = harness.model.requests_for(failing)[1].tool_result_texts()
     assert given == "[result supplied by an operator by pat]\n42"  # labelled as such
+
+
+async def test_the_desk_shows_every_argument_and_asks_why_before_denying(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    """The attacker's call: a long address before the amount, escapes and a bidi override in the
+    address, an amount JavaScript would round. The page shows all of it, cleaned, before its
+    buttons; a denial without a reason is refused (by the page and by the API) and nothing is
+    recorded; with one, it is recorded as on the command line."""
+    amount = 2**53 + 1  # 9007199254740993: JSON.parse in the page would show ...992
+    address = "refunds." + "x" * 300 + "@attacker.example\x1b[2K\x1b[1A\u202e"
+    model = harness.new_model(
+        [Turn(tool_calls=[("transfer", {"to": address, "amount": amount})]), Turn(text="ok")]
+    )
+    async with harness.worker(tools=[transfer]):
+        handle = await harness.start(
+            "Refund ann 5 cents.\u202e\x1b]0;TITLE\x07", model=model, tools=["transfer"]
+        )
+        [call] = (await pending(handle)).pending_approvals
+        key = f"{handle.id}/{call.call_id}"
+        async with desk_page(env, harness, "pat") as page:
+            card = page.locator(f'[data-item="{key}"]')
+            await card.wait_for(timeout=20_000)
+            arguments = card.locator('[data-field="arguments"]')
+            shown = await arguments.inner_text()
+            assert f'"amount": {amount}' in shown
+            assert "x" * 300 + "@attacker.example\\u001b[2K\\u001b[1A<U+202E>" in shown
+            assert await arguments.evaluate("e => e.scrollHeight <= e.clientHeight + 1")
+            text = await page.inner_text("#inbox")
+            assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]", text)
+            assert "Refund ann 5 cents.<U+202E>␛]0;TITLE␇" in text  # the conversation, cleaned
+
+            await card.locator('[data-action="deny"]').click()  # no reason given
+            assert "say why you deny" in await card.locator('[data-field="hint"]').inner_text()
+            token = await page.evaluate("sessionStorage.getItem('orga-desk-token')")
+            refused = await page.evaluate(
+                """([id, call, token]) => fetch("/api/approve", {method: "POST",
+                     headers: {"content-type": "application/json", "x-orga-desk-token": token},
+                     body: JSON.stringify({workflow_id: id, call_id: call, approved: false})})
+                   .then(async (r) => [r.status, (await r.json()).error])""",
+                [handle.id, call.call_id, token],
+            )
+            assert refused[0] == 400 and "a denial needs a reason" in refused[1]
+            state = await handle.query("state", result_type=LoopState)
+            assert [p.call_id for p in state.pending_approvals] == [call.call_id]  # still waits
+
+            await click(page, key, "deny", "not to that address")
+        result = await handle.result()
+        journal = await handle.query("journal", result_type=Journal)
+    assert result.output == "ok"
+    [decided] = [e for e in journal.entries if isinstance(e, ApprovalDecided)]
+    assert (decided.approved, decided.approver, decided.reason) == (
+        False,
+        "pat",
+        "not to that address",
+    )
