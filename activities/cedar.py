@@ -10,6 +10,8 @@ Request mapping (documented in the README)::
     principal  Agent::"<config.agent_id>"
     action     Action::"call_tool"     Action::"respond" (a final answer)   Action::"review"
     resource   Tool::"<tool name>"     Answer::"final"                       Agent::"<critic>"
+    action     Action::"remember" (auto_persist stores the loop's task and answer)
+    resource   Knowledge::"<the agent's knowledge store>"
     context    { arguments: <the call's arguments, only the attributes the schema declares>,
                  iteration: Long, tokens_used: Long,
                  and, where the schema declares them: subject: "loop" | "task",
@@ -221,6 +223,13 @@ class CedarGate:
                 "principal": {"type": "Agent", "id": request.agent_id},
                 "action": {"type": "Action", "id": "review"},
                 "resource": {"type": "Agent", "id": action.tool or ""},
+                "context": facts,
+            }
+        if action.kind == "remember":  # the loop's answer into its agent's knowledge
+            return {
+                "principal": {"type": "Agent", "id": request.agent_id},
+                "action": {"type": "Action", "id": "remember"},
+                "resource": {"type": "Knowledge", "id": action.tool or ""},
                 "context": facts,
             }
         arguments = parse_arguments(action.tool or "", action.arguments)

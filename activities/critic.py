@@ -9,7 +9,6 @@ typed) — a verdict is never guessed from text.
 
 from __future__ import annotations
 
-import json
 from typing import Literal
 
 import httpx
@@ -20,8 +19,9 @@ from activities.heartbeat import heartbeating
 from activities.providers.client import complete
 from orga.contracts.conversation import Message
 from orga.contracts.critic import CRITIQUE, REVIEW_TOOL, CritiqueRequest, CritiqueVerdict
-from orga.contracts.errors import CriticFailed
+from orga.contracts.errors import CriticFailed, ToolInputError
 from orga.contracts.tools import ToolDefinition
+from orga.core.arguments import parse_arguments
 from orga.runtime.settings import Settings
 
 __all__ = ["REVIEW_DEFINITION", "CriticActivities"]
@@ -99,8 +99,8 @@ class CriticActivities:
                 f"{REVIEW_TOOL} call: its verdict is not taken from prose"
             )
         try:
-            submitted = _Submitted.model_validate(json.loads(calls[0].arguments or "{}"))
-        except (json.JSONDecodeError, ValidationError) as error:
+            submitted = _Submitted.model_validate(parse_arguments(REVIEW_TOOL, calls[0].arguments))
+        except (ToolInputError, ValidationError) as error:
             raise CriticFailed(
                 f"the critic {request.critic!r} called {REVIEW_TOOL} with arguments that do not "
                 f"fit ({error.__class__.__name__}): {calls[0].arguments[:300]}"

@@ -2,8 +2,10 @@
 
 ``POST <ORGA_OPA_URL>`` (OPA's data API, ``/v1/data/<package>``) with::
 
-    {"input": {"agent_id", "workflow_id", "action": "call_tool" | "respond" | "review", "tool",
-               "arguments", "iteration", "tokens_used"}}
+    {"input": {"agent_id", "workflow_id",
+               "action": "call_tool" | "respond" | "review" | "remember",
+               "tool" (the tool; the critic agent of a review; the knowledge store of a
+               remember), "arguments" (a tool call's), "iteration", "tokens_used"}}
 
 and reads ``result.allow`` (bool), ``result.reason`` (str), ``result.require_approval`` (bool)
 and, if present, ``result.policy_ids`` (list of str). An undefined result or ``allow`` that is
@@ -44,6 +46,8 @@ class OpaGate:
         if action.kind == "call_tool":
             facts["tool"] = action.tool
             facts["arguments"] = parse_arguments(action.tool or "", action.arguments)
+        elif action.kind in ("review", "remember"):
+            facts["tool"] = action.tool  # the critic agent; the knowledge store
         return facts
 
     async def _ask(self, action: PolicyAction, request: PolicyRequest) -> PolicyDecision:

@@ -46,6 +46,8 @@ def default_decision(
         return PolicyDecision(decision="allow", policy_ids=["default.respond"])
     if action.kind == "review":
         return PolicyDecision(decision="allow", policy_ids=["default.review"])
+    if action.kind == "remember":  # the agent's leave was checked when the loop started
+        return PolicyDecision(decision="allow", policy_ids=["default.remember"])
     name = action.tool or ""
     if name not in request.advertised:
         available = ", ".join(request.advertised) or "none"

@@ -38,7 +38,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "orga.core": ("orga.contracts", "orga.core"),
     "workflows": ("orga.contracts", "orga.core", "workflows"),
 }
-THIRD_PARTY_IN_SANDBOX = ("pydantic", "rapidfuzz", "temporalio")
+THIRD_PARTY_IN_SANDBOX = ("pydantic", "rapidfuzz", "re2", "temporalio")
 
 
 def modules_of(package: str) -> list[str]:
@@ -162,7 +162,7 @@ async def test_every_sandbox_side_module_imports_inside_the_sandbox(
     probe = ROOT / "tests" / "sandbox_imports.py"
     assert probe.exists()
     strict = SandboxedWorkflowRunner(
-        restrictions=SandboxRestrictions.default.with_passthrough_modules("rapidfuzz")
+        restrictions=SandboxRestrictions.default.with_passthrough_modules("rapidfuzz", "re2")
     )
     from tests.sandbox_imports import ImportEverything
 

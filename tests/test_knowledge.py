@@ -189,7 +189,14 @@ async def test_the_injection_replaces_the_last_one_and_survives_context_fitting(
     assert "kubernetes cluster blue" in seen_second and "port 8443" not in seen_second
     # The old exchange was left out to fit 300 tokens; the injection was not.
     assert any("were left out to fit" in str(m.get("content")) for m in first.body["messages"])
-    assert first.body["messages"][0]["role"] == "system"  # where the injection goes
+    # Where the injection goes: last, as a user message (material), never with system authority.
+    for request in (first, second):
+        last = request.body["messages"][-1]
+        assert last["role"] == "user" and str(last["content"]).startswith(KNOWLEDGE_MARKER)
+        assert not any(
+            m["role"] == "system" and KNOWLEDGE_MARKER in str(m.get("content"))
+            for m in request.body["messages"]
+        )
     # The durable conversation never holds it; the state shows the current one.
     assert not any(str(m["content"]).startswith(KNOWLEDGE_MARKER) for m in conversation)
     assert state.knowledge_context == seen_second

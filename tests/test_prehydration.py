@@ -54,7 +54,7 @@ def test_custom_patterns() -> None:
         patterns=[ReferencePattern(ref_type="ticket", pattern=r"\bJIRA-(\d+)\b")]
     )
     assert refs("fix JIRA-881 and #2", config) == [("ticket", "881"), ("issue", "2")]
-    with pytest.raises(ValueError, match="not a valid regex"):
+    with pytest.raises(ValueError, match="not a regex RE2 can run"):
         ReferencePattern(ref_type="bad", pattern="(")
 
 

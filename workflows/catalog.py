@@ -137,7 +137,9 @@ async def set_up_loop(
                 task_queue=setup.model_task_queue,
             )
         if config.knowledge is not None and setup.knowledge_namespace is not None:
-            parts.knowledge = KnowledgeBridge(config.knowledge, setup.knowledge_namespace, books)
+            parts.knowledge = KnowledgeBridge(
+                config.knowledge, setup.knowledge_namespace, books, gate
+            )
             tools.knowledge_namespace = setup.knowledge_namespace
         agent = setup.agent
         if loop.carry is None:

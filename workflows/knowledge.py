@@ -3,12 +3,16 @@ the loop remembers.
 
 Workflow code. Before each reasoning step, search terms are taken from the newest user and tool
 messages (``orga.core.knowledge.newest_terms``) and the agent's knowledge is searched in an
-activity; the best items become the one ``[KNOWLEDGE_CONTEXT]`` system message the next model
-call sees, replacing the previous one (the durable conversation never holds it; the request
-that carries it, and the search's result, are in history, so replay sees the same). A step with
-no search terms keeps the current message. A failed search is journaled and the step goes on
-without knowledge. When the loop completes with ``auto_persist``, its task and answer are
-stored as working memory. ``recall_knowledge`` / ``store_knowledge`` calls are journaled.
+activity; the best items become the one ``[KNOWLEDGE_CONTEXT]`` message the next model call
+sees, replacing the previous one — a user message marked as notes, never a system one, since
+what a loop stored may come from what its model read (the durable conversation never holds it;
+the request that carries it, and the search's result, are in history, so replay sees the same).
+A step with no search terms keeps the current message. A failed search is journaled and the
+step goes on without knowledge. When the loop completes with ``auto_persist`` (which needs the
+agent's leave, checked at start), its task and answer are stored as working memory — after the
+gate allows it (``Action::"remember"`` on the agent's store; anything but ``allow`` or ``modify``
+stores nothing, and the journal says why). ``recall_knowledge`` / ``store_knowledge`` calls are
+journaled.
 """
 
 from __future__ import annotations
@@ -34,11 +38,15 @@ from orga.contracts.knowledge import (
     KnowledgeWrite,
     KnowledgeWritten,
 )
+from orga.contracts.policy import PolicyAction
+from orga.core.arguments import try_parse_arguments
 from orga.core.knowledge import injection, newest_terms
 from orga.core.text import cut, estimate_tokens
 from workflows.bookkeeping import LoopBooks
 from workflows.common import failure_message
+from workflows.gate import Gate
 from workflows.options import non_retryable
+from workflows.patches import GATED_MEMORY
 
 __all__ = ["KnowledgeBridge"]
 
@@ -57,10 +65,13 @@ _MEMORY_QUESTION = 500
 class KnowledgeBridge:
     """One loop's use of its agent's knowledge (``config.knowledge``)."""
 
-    def __init__(self, config: KnowledgeConfig, namespace: str, books: LoopBooks) -> None:
+    def __init__(
+        self, config: KnowledgeConfig, namespace: str, books: LoopBooks, gate: Gate
+    ) -> None:
         self.config = config
         self.namespace = namespace
         self._books = books
+        self._gate = gate
         self.context: str | None = None
         """The ``[KNOWLEDGE_CONTEXT]`` message the next model call sees."""
 
@@ -102,6 +113,25 @@ class KnowledgeBridge:
         """Store the loop's task and answer as working memory (``auto_persist``)."""
         books = self._books
         content = f"Task: {cut(task, _MEMORY_QUESTION, 'task')}\nAnswer: {answer}"
+        if workflow.patched(GATED_MEMORY):
+            action = PolicyAction(
+                kind="remember",
+                tool=self.namespace,
+                arguments=json.dumps({"content": content}, ensure_ascii=False),
+            )
+            [decision] = (await self._gate.decide([action], [])).decisions
+            if not decision.permits:
+                # Nobody waits at the end of a loop for a memory write: not allowed, not stored.
+                refused = decision.reason or decision.decision
+                books.record(
+                    KnowledgeStored(
+                        **books.stamp(),
+                        item_kind="memory",
+                        content=cut(content, 200, "memory"),
+                        error=f"the gate did not allow storing it ({decision.decision}): {refused}",
+                    )
+                )
+                return
         try:
             written = await workflow.execute_activity(
                 WRITE_KNOWLEDGE,
@@ -145,9 +175,8 @@ class KnowledgeBridge:
             result = outcome.get(call.id)
             if result is None or result.is_error or call.name not in (RECALL_TOOL, STORE_TOOL):
                 continue
-            try:
-                arguments = json.loads(call.arguments)
-            except json.JSONDecodeError:
+            arguments = try_parse_arguments(call.arguments)
+            if arguments is None:
                 continue
             if call.name == RECALL_TOOL:
                 found = 0 if result.content == "nothing found" else result.content.count("\n") + 1

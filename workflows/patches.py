@@ -15,6 +15,7 @@ __all__ = [
     "APPROVER_REQUIRED",
     "CHILD_WAITS_FOR_TOOLS",
     "COMPENSATE_UNFINISHED",
+    "GATED_MEMORY",
     "GATE_IN_MODEL_CALL",
     "NO_CRON",
     "RESOLVE_LOOP",
@@ -67,3 +68,9 @@ CHILD_WAITS_FOR_TOOLS: Final = "orga-child-waits-for-tools"
 stopped (``WAIT_CANCELLATION_COMPLETED``), so the loop ends — and its parent compensates — only
 after the call's effect landed; before, it let go at once (``TRY_CANCEL``). Checked only in
 child loops: other loops get no marker."""
+
+GATED_MEMORY: Final = "orga-gated-memory"
+"""A loop's ``auto_persist`` write passes the gate first (``Action::"remember"`` on its agent's
+knowledge store, journaled and audited as ``PolicyEvaluated``); anything the gate does not
+simply allow stores nothing. Before, the write went straight to the store. Checked only when a
+loop with ``auto_persist`` completes: other loops get no marker."""

@@ -20,6 +20,7 @@ from orga.contracts.journal import JournalEntry, Stamp
 from orga.contracts.policy import PolicyDecision
 from orga.contracts.resilience import Breaker, BreakerConfig, DeadLetterEntry, RecoveryConfig
 from orga.contracts.tools import ToolDefinition
+from orga.core.arguments import try_parse_arguments
 from workflows.human import HumanDesk
 
 __all__ = ["ToolState", "cache_key"]
@@ -29,10 +30,8 @@ _CACHE_LIMIT = 200
 
 def cache_key(call: ToolCall) -> str:
     """The tool and its arguments as canonical JSON (invalid JSON is used as written)."""
-    try:
-        canonical = json.dumps(json.loads(call.arguments or "{}"), sort_keys=True)
-    except json.JSONDecodeError:
-        canonical = call.arguments
+    arguments = try_parse_arguments(call.arguments)
+    canonical = call.arguments if arguments is None else json.dumps(arguments, sort_keys=True)
     return f"{call.name}\n{canonical}"
 
 

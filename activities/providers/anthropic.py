@@ -24,6 +24,7 @@ from orga.contracts.conversation import Message, ToolCall
 from orga.contracts.errors import MalformedModelResponse
 from orga.contracts.inference import InferenceResponse, Usage
 from orga.contracts.tools import ToolDefinition
+from orga.core.arguments import try_parse_arguments
 
 __all__ = ["ANTHROPIC_VERSION", "DEFAULT_MAX_TOKENS", "build_messages_request", "parse_message"]
 
@@ -34,11 +35,8 @@ DEFAULT_MAX_TOKENS = 4096
 
 def _input_object(arguments: str) -> dict[str, Any]:
     """A call's arguments as the object Anthropic wants (invalid JSON is kept, wrapped)."""
-    try:
-        value = json.loads(arguments or "{}")
-    except json.JSONDecodeError:
-        return {"_unparsed_arguments": arguments}
-    return cast(dict[str, Any], value) if isinstance(value, dict) else {"_arguments": value}
+    value = try_parse_arguments(arguments)
+    return {"_unparsed_arguments": arguments} if value is None else value
 
 
 def _blocks(message: Message) -> list[dict[str, Any]]:
@@ -145,7 +143,12 @@ def parse_message(body: dict[str, Any]) -> InferenceResponse:
             call_id, name = block.get("id"), block.get("name")
             if not isinstance(call_id, str) or not isinstance(name, str):
                 raise MalformedModelResponse(f"content[{index}] is a tool_use without id or name")
-            arguments = json.dumps(block.get("input", {}), ensure_ascii=False)
+            raw = block.get("input_text")  # streamed input too deep to decode: kept as text
+            arguments = (
+                raw
+                if isinstance(raw, str)
+                else json.dumps(block.get("input", {}), ensure_ascii=False)
+            )
             calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
         # RULE SERVER_TOOLS: every other block type is server-side or reasoning; not ours to run.
     if stop_reason == "tool_use" and not calls:

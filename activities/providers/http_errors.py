@@ -118,7 +118,7 @@ def error_text(body: Any) -> str:
         if isinstance(raw, str) and raw:
             try:
                 upstream = error_text(json.loads(raw))
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 upstream = raw[:300]
             message = f"{message} ({provider_name or 'upstream'}: {upstream})"
     prefix = f"[{'/'.join(parts)}] " if parts else ""
@@ -135,6 +135,13 @@ def parse_json_body(response: httpx.Response, provider: ProviderSettings) -> dic
             f"{provider.name} answered HTTP {response.status_code} with a body that is not "
             f"JSON: {shown!r}"
         ) from error
+    except RecursionError as error:
+        # A model can nest an Anthropic tool input (an object in the body) deeper than the
+        # decoder recurses: a typed, retried failure, never a crash of the activity.
+        raise MalformedModelResponse(
+            f"{provider.name} answered HTTP {response.status_code} with JSON nested too deeply "
+            "to read"
+        ) from error
     if not isinstance(body, dict):
         raise MalformedModelResponse(
             f"{provider.name} answered with a JSON {type(body).__name__}, not an object"
@@ -149,7 +156,7 @@ def raise_for_provider_status(response: httpx.Response, provider: ProviderSettin
         return
     try:
         body: Any = json.loads(response.content.decode("utf-8").strip() or "null")
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         body = response.text[:500]
     where = f"{provider.name} ({provider.base_url})"
     if status in (401, 403):

@@ -67,6 +67,10 @@ def _json(data: str, provider: str) -> dict[str, Any]:
         raise MalformedModelResponse(
             f"{provider} streamed an event that is not JSON ({error.msg}): {data[:200]!r}"
         ) from error
+    except RecursionError as error:
+        raise MalformedModelResponse(
+            f"{provider} streamed an event nested too deeply to read: {data[:200]!r}"
+        ) from error
     if not isinstance(value, dict):
         raise MalformedModelResponse(f"{provider} streamed an event that is not an object")
     return cast(dict[str, Any], value)
@@ -219,6 +223,10 @@ class MessageStream:
             raise MalformedModelResponse(
                 f"anthropic streamed tool input that is not JSON ({error.msg}): {text[:200]!r}"
             ) from error
+        except RecursionError:
+            # Nested past what the decoder reads: kept as text, so the gate refuses the call
+            # with an error result the model reads (orga.core.arguments), not a crash here.
+            block["input_text"] = text
 
     def _error(self, error: dict[str, Any]) -> ProviderError:
         kind = str(error.get("type") or "error")

@@ -64,6 +64,11 @@ class AgentSpec(BaseModel):
     knowledge: str | None = Field(default=None, min_length=1, max_length=200)
     """The knowledge store its loops read and write (default: its own id). Agents that name the
     same store share what they know; no other agent ever reads it."""
+    auto_persist: bool = False
+    """Its loops may store their task and answer in its knowledge when they complete
+    (``config.knowledge.auto_persist``). Without this, only an agent with ``store_knowledge``
+    among its tools may: writing shared memory is the operator's leave to give, never a
+    client's to take. Each write still passes the gate (``Action::"remember"``)."""
     delegates: list[str] = Field(default_factory=list[str])
     """The agents its loops may hand work to (the ``delegate`` tool): each runs as a child loop
     under its own policy and ceilings, on a budget carved from the parent's."""

@@ -26,8 +26,10 @@ __all__ = [
     "PolicyResult",
 ]
 
-ActionKind = Literal["call_tool", "respond", "review"]
-"""``review``: a critic model is asked to review the final answer (``tool`` is its agent)."""
+ActionKind = Literal["call_tool", "respond", "review", "remember"]
+"""``review``: a critic model is asked to review the final answer (``tool`` is its agent).
+``remember``: the loop stores its task and answer in its agent's knowledge (``auto_persist``;
+``tool`` is the knowledge store, ``arguments`` holds ``{"content": …}``)."""
 
 EVALUATE_POLICY = "evaluate_policy"
 """Name of the policy activity (run as a local activity: fast, still retried)."""

@@ -13,7 +13,9 @@ defined:
 * **budgets** — a value above the agent's ceiling is refused; no value: the default, or the
   ceiling when that is lower;
 * **provider and model** — the loop's choice, else the agent's, else the worker's; it must be
-  one the agent lists (when it lists any).
+  one the agent lists (when it lists any);
+* **memory** — ``knowledge.auto_persist`` writes the agent's knowledge, so it needs the agent's
+  leave: ``store_knowledge`` among its tools, or ``auto_persist = true`` in its definition.
 """
 
 from __future__ import annotations
@@ -26,10 +28,19 @@ from typing import Any
 from orga.contracts.agents import IMPLICIT_AGENT, AgentSpec
 from orga.contracts.config import Limits, LoopConfig
 from orga.contracts.errors import InvalidConfig
+from orga.contracts.knowledge import STORE_TOOL
 from orga.contracts.vocabulary import PolicyMode, ProviderName
 from orga.core.profile import glob_matches
 
-__all__ = ["LoopResolution", "Offer", "check_model", "check_tools", "choose_policy", "resolve_loop"]
+__all__ = [
+    "LoopResolution",
+    "Offer",
+    "check_memory",
+    "check_model",
+    "check_tools",
+    "choose_policy",
+    "resolve_loop",
+]
 
 _STRENGTH: dict[PolicyMode, int] = {"permissive": 0, "default": 1, "cedar": 2, "opa": 2}
 
@@ -75,6 +86,22 @@ def check_tools(agent: AgentSpec, names: Sequence[str], offer: Offer, named_by: 
             f"{agent.tools!r}, defined in {offer.origin}). Ask for fewer tools, or have the "
             "worker's operator extend the agent."
         )
+
+
+def check_memory(agent: AgentSpec, offer: Offer) -> None:
+    """Refuse ``auto_persist`` for an agent that may not write its knowledge.
+
+    Raises:
+        InvalidConfig: naming the agent, what it lacks and where it is defined.
+    """
+    if agent.auto_persist or any(glob_matches(g, STORE_TOOL) for g in agent.tools):
+        return
+    raise InvalidConfig(
+        f"config.knowledge.auto_persist writes the knowledge of {_named(agent)}, which may not "
+        f"write it: it has neither {STORE_TOOL!r} among its tools ({agent.tools!r}) nor "
+        f"auto_persist = true (defined in {offer.origin}). Leave auto_persist off, or have the "
+        "worker's operator give the agent that leave."
+    )
 
 
 def choose_policy(agent: AgentSpec, requested: PolicyMode | None, offer: Offer) -> PolicyMode:
@@ -144,6 +171,8 @@ def resolve_loop(
         InvalidConfig: the config asks for more than the agent allows (see the module).
     """
     check_tools(agent, tools, offer, "config.tools (with the recovery fallbacks)")
+    if config.knowledge is not None and config.knowledge.auto_persist:
+        check_memory(agent, offer)
     policy = choose_policy(agent, config.policy, offer)
     defaults = Limits()
     chosen = {

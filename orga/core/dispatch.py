@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from orga.contracts.conversation import ToolCall
 from orga.contracts.tools import ToolDefinition
+from orga.core.arguments import try_parse_arguments
 
 __all__ = ["Predecessor", "predecessors"]
 
@@ -31,13 +32,10 @@ class Predecessor:
 def _resource(call: ToolCall, definition: ToolDefinition | None) -> str | None:
     if definition is None or definition.resource_arg is None:
         return None
-    try:
-        arguments = json.loads(call.arguments or "{}")
-    except json.JSONDecodeError:
+    arguments = try_parse_arguments(call.arguments)
+    if arguments is None or definition.resource_arg not in arguments:
         return None
-    if not isinstance(arguments, dict) or definition.resource_arg not in arguments:
-        return None
-    value: object = arguments[definition.resource_arg]  # pyright: ignore[reportUnknownVariableType]
+    value: object = arguments[definition.resource_arg]
     return json.dumps(value, sort_keys=True)
 
 

@@ -31,6 +31,7 @@ from orga.contracts.evidence import (
     ProgressSnapshot,
 )
 from orga.contracts.tools import ToolDefinition
+from orga.core.arguments import try_parse_arguments
 
 __all__ = ["EvidenceTracker", "Verdict", "scope_of", "with_judgement"]
 
@@ -93,13 +94,9 @@ class EvidenceTracker:
 
     def admit(self, call: ToolCall) -> Verdict:
         """Judge one evidence call of the current turn, in the model's order."""
-        try:
-            parsed: Any = json.loads(call.arguments or "{}")
-        except json.JSONDecodeError:
-            parsed = None
-        if not isinstance(parsed, dict):
+        arguments = try_parse_arguments(call.arguments)
+        if arguments is None:
             return Verdict(run=True, arguments=call.arguments)  # the gate explains the JSON
-        arguments = cast(dict[str, Any], parsed)
         judgement = arguments.get(JUDGEMENT_FIELD)
         stripped = json.dumps(
             {k: v for k, v in arguments.items() if k != JUDGEMENT_FIELD}, ensure_ascii=False
@@ -166,11 +163,7 @@ class EvidenceTracker:
 
     def completed_call(self, call: ToolCall, arguments: str, result: ToolResult) -> None:
         """Record an evidence call that ran (or failed) so the next call can judge it."""
-        try:
-            parsed: Any = json.loads(arguments or "{}")
-        except json.JSONDecodeError:
-            parsed = {}
-        scope = scope_of(cast(dict[str, Any], parsed) if isinstance(parsed, dict) else {})
+        scope = scope_of(try_parse_arguments(arguments) or {})
         ran = not result.is_error
         found = ran and (
             result.evidence == "found" if result.evidence else bool(result.content.strip())

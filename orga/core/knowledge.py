@@ -175,11 +175,14 @@ def injection(items: Sequence[KnowledgeItem], max_tokens: int) -> tuple[str, lis
 
 def with_knowledge(messages: Sequence[Message], knowledge: str | None) -> list[Message]:
     """``messages`` as one model call sees them: any earlier ``[KNOWLEDGE_CONTEXT]`` message
-    removed, and ``knowledge`` (if any) as a system message after the leading system ones."""
+    removed, and ``knowledge`` (if any) last, as a user message.
+
+    A user message, never a system one: what an agent stored may have come from a page or a
+    tool result its model read, so it is material the notes' own preamble marks as data, not
+    instructions with the authority of the system prompt. Last, so the prefix before it is the
+    same from one call to the next (a provider's prompt cache keeps it).
+    """
     kept = [m for m in messages if not m.content.startswith(KNOWLEDGE_MARKER)]
     if knowledge is None:
         return kept
-    at = 0
-    while at < len(kept) and kept[at].role == "system":
-        at += 1
-    return [*kept[:at], Message(role="system", content=knowledge), *kept[at:]]
+    return [*kept, Message(role="user", content=knowledge)]

@@ -2,26 +2,36 @@
 
 References are extracted from the task's text with regexes — URLs, file paths, issue and PR
 references (``#123``, ``PR #45``, ``owner/repo#67``) and custom patterns — deduplicated and
-capped. Each reference type maps to a resolution tool (``url`` → ``web_fetch``, ``file`` →
-``file_read``); the loop runs the resolutions as ordinary tool calls, through the gate, in
-parallel, matches each result to its reference by id, cuts the whole to ``max_context_tokens``
-and injects it as one user message starting ``[PRE_HYDRATED_CONTEXT]`` (material, not
-instructions). Pure code here; the settings are ``orga.contracts.prehydration.PreHydrationConfig``.
+capped. The work is bounded whatever the client sends: only the first ``MAX_SCANNED_CHARS``
+characters are searched, each pattern yields at most ``MAX_MATCHES`` matches, the built-in
+patterns match in linear time (every repeated part is followed by a character it cannot take,
+and each may start only after a character that cannot precede it), and custom patterns are
+compiled by RE2 (``orga.contracts.prehydration.compile_pattern``). Each reference type maps
+to a resolution tool (``url`` → ``web_fetch``, ``file`` → ``file_read``); the loop runs the
+resolutions as ordinary tool calls, through the gate, in parallel, matches each result to its
+reference by id, cuts the whole to ``max_context_tokens`` and injects it as one user message
+starting ``[PRE_HYDRATED_CONTEXT]`` (material, not instructions). Pure code here; the settings
+are ``orga.contracts.prehydration.PreHydrationConfig``.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from itertools import islice
 
 from pydantic import BaseModel, ConfigDict
 
-from orga.contracts.prehydration import PreHydrationConfig
+from orga.contracts.prehydration import PreHydrationConfig, compile_pattern
 from orga.core.text import BYTES_PER_TOKEN, cut_bytes
 
-__all__ = ["CONTEXT_MARKER", "Reference", "extract", "render"]
+__all__ = ["CONTEXT_MARKER", "MAX_MATCHES", "MAX_SCANNED_CHARS", "Reference", "extract", "render"]
 
 CONTEXT_MARKER = "[PRE_HYDRATED_CONTEXT]"
+MAX_SCANNED_CHARS = 100_000
+"""Characters of the task searched for references; the rest is not read."""
+MAX_MATCHES = 1_000
+"""Matches taken from one pattern at most."""
 
 _URL = re.compile(r"https?://[^\s<>\"'`]+")
 _REPO_ISSUE = re.compile(r"(?<![\w/.-])([A-Za-z0-9][\w.-]*/[\w.-]+)#(\d+)\b")
@@ -54,11 +64,12 @@ def _spans_overlap(span: tuple[int, int], taken: list[tuple[int, int]]) -> bool:
 def extract(text: str, config: PreHydrationConfig) -> list[Reference]:
     """References in ``text``, in order of appearance, deduplicated, at most
     ``max_references``. A span that matched one type is not matched again by a later one."""
+    text = text[:MAX_SCANNED_CHARS]
     found: list[tuple[int, str, str]] = []
     taken: list[tuple[int, int]] = []
 
     def collect(ref_type: str, pattern: re.Pattern[str], value_of: str | None = None) -> None:
-        for match in pattern.finditer(text):
+        for match in islice(pattern.finditer(text), MAX_MATCHES):
             span = match.span()
             if _spans_overlap(span, taken):
                 continue
@@ -76,13 +87,11 @@ def extract(text: str, config: PreHydrationConfig) -> list[Reference]:
     collect("file", _PATH)
     collect("file", _FILE)
     for custom in config.patterns:
-        compiled = re.compile(custom.pattern)
-        for match in compiled.finditer(text):
-            if _spans_overlap(match.span(), taken):
+        for span, value in _custom_matches(custom.pattern, text):
+            if _spans_overlap(span, taken):
                 continue
-            taken.append(match.span())
-            value = match.group(1) if compiled.groups else match.group(0)
-            found.append((match.start(), custom.ref_type, value))
+            taken.append(span)
+            found.append((span[0], custom.ref_type, value))
     references: list[Reference] = []
     seen: set[tuple[str, str]] = set()
     for _, ref_type, value in sorted(found, key=lambda item: item[0]):
@@ -95,6 +104,14 @@ def extract(text: str, config: PreHydrationConfig) -> list[Reference]:
         if len(references) >= config.max_references:
             break
     return references
+
+
+def _custom_matches(pattern: str, text: str) -> Iterator[tuple[tuple[int, int], str]]:
+    """Spans and values (the first group, else the whole match) of an RE2 pattern."""
+    compiled = compile_pattern(pattern)
+    for match in islice(compiled.finditer(text), MAX_MATCHES):
+        value = match.group(1) if compiled.groups else match.group(0)
+        yield match.span(), value or ""
 
 
 def render(resolved: Sequence[tuple[Reference, str]], max_tokens: int) -> str:

@@ -5,9 +5,7 @@ The profile itself is ``orga.contracts.tools.ToolProfile``, whose docstring give
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from functools import lru_cache
 
 from orga.contracts.tools import ToolDefinition, ToolProfile
 
@@ -16,15 +14,30 @@ __all__ = ["VERIFIED_MARK", "glob_matches", "visible_tools"]
 VERIFIED_MARK = "[verified]"
 
 
-@lru_cache(maxsize=256)
-def _pattern(glob: str) -> re.Pattern[str]:
-    parts = (".*" if c == "*" else "." if c == "?" else re.escape(c) for c in glob)
-    return re.compile("".join(parts), re.DOTALL)
-
-
 def glob_matches(glob: str, name: str) -> bool:
-    """Does ``name`` match ``glob`` (``*`` any run, ``?`` one character, anchored)?"""
-    return _pattern(glob).fullmatch(name) is not None
+    """Does ``name`` match ``glob`` (``*`` any run, ``?`` one character, anchored)?
+
+    Globs come from clients (tool profiles) and names from models and tool servers, so this is
+    matched without a backtracking regex (``a*a*a*…b`` would take exponential time there): one
+    pass that, on a mismatch, only moves the last ``*`` on by a character — at most
+    ``len(glob) * len(name)`` steps.
+    """
+    g = n = 0
+    star = -1  # position in the glob just after the last '*' seen
+    resume = 0  # position in the name that '*' has swallowed up to
+    while n < len(name):
+        if g < len(glob) and glob[g] == "*":
+            star, resume = g + 1, n
+            g += 1
+        elif g < len(glob) and glob[g] in ("?", name[n]):
+            g += 1
+            n += 1
+        elif star >= 0:
+            resume += 1
+            g, n = star, resume
+        else:
+            return False
+    return all(c == "*" for c in glob[g:])
 
 
 def visible_tools(profile: ToolProfile, tools: Sequence[ToolDefinition]) -> list[ToolDefinition]:

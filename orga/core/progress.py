@@ -19,9 +19,16 @@ from orga.contracts.task import StepPolicy
 __all__ = ["ProgressDecision", "StepTracker", "similarity"]
 
 
+_COMPARED_CHARS = 8_000
+"""Characters of each error compared (the tool activity cuts its errors to this many): the
+distance takes time in the product of the lengths, and error texts may carry what a remote
+system answered — 256 KiB each would hold the workflow for seconds."""
+
+
 def similarity(a: str, b: str) -> float:
-    """Normalised Levenshtein similarity: 1.0 for equal texts, 0.0 for nothing in common."""
-    return float(Levenshtein.normalized_similarity(a, b))
+    """Normalised Levenshtein similarity of the texts' first 8 000 characters: 1.0 for equal
+    texts, 0.0 for nothing in common."""
+    return float(Levenshtein.normalized_similarity(a[:_COMPARED_CHARS], b[:_COMPARED_CHARS]))
 
 
 class ProgressDecision(BaseModel):

@@ -7,6 +7,8 @@ import json
 import re
 from typing import Any, cast
 
+from orga.core.arguments import MAX_ARGUMENT_DEPTH, json_depth
+
 __all__ = ["fill_template", "refers_into_result"]
 
 _REFERENCE = re.compile(r"^\$\{result(?:\.([\w.]+))?\}$")
@@ -50,8 +52,22 @@ def fill_template(arguments: dict[str, Any], result: str | None) -> dict[str, An
             filled[key] = result
             continue
         try:
-            filled[key] = _lookup(json.loads(result or "null"), match.group(1))
-        except (json.JSONDecodeError, KeyError) as error:
+            parsed = json.loads(result or "null")
+            too_deep = json_depth(parsed) > MAX_ARGUMENT_DEPTH
+        except RecursionError:
+            parsed, too_deep = None, True
+        except json.JSONDecodeError as error:
+            raise ValueError(
+                f"compensation argument {key!r}: the step's result has no {match.group(1)!r}"
+            ) from error
+        if too_deep:  # a tool's result is untrusted: never walked past this depth
+            raise ValueError(
+                f"compensation argument {key!r}: the step's result nests more than "
+                f"{MAX_ARGUMENT_DEPTH} levels deep, so {match.group(1)!r} is not read from it"
+            )
+        try:
+            filled[key] = _lookup(parsed, match.group(1))
+        except KeyError as error:
             raise ValueError(
                 f"compensation argument {key!r}: the step's result has no {match.group(1)!r}"
             ) from error

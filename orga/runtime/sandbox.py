@@ -16,7 +16,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 __all__ = ["PASSTHROUGH", "workflow_runner"]
 
-PASSTHROUGH: Final = ("orga.contracts", "orga.core", "rapidfuzz", "opentelemetry")
+PASSTHROUGH: Final = ("orga.contracts", "orga.core", "rapidfuzz", "re2", "opentelemetry")
 """Modules shared by every workflow run (with their submodules)."""
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import json
 import re
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -36,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from orga.contracts.errors import InvalidConfig, ToolInputError, describe_validation_error
 from orga.contracts.tools import LOCAL_TOOL_TIMEOUT, ToolDefinition
+from orga.core.arguments import parse_arguments
 from orga.runtime.ledger import Ledger
 
 __all__ = ["Tool", "ToolContext", "ToolRegistry", "ToolSource", "parse_arguments", "tool"]
@@ -140,29 +140,6 @@ class Tool:
                 with contextlib.suppress(asyncio.CancelledError):
                     await asyncio.wait([running])
             raise
-
-
-def parse_arguments(tool_name: str, raw: str) -> dict[str, Any]:
-    """Parse a call's raw argument text into a JSON object.
-
-    Raises:
-        ToolInputError: the text is not JSON, or not a JSON object.
-    """
-    text = raw.strip() or "{}"
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as error:
-        shown = raw if len(raw) <= 200 else raw[:200] + "…"
-        raise ToolInputError(
-            f"arguments for tool {tool_name!r} are not valid JSON ({error.msg} at position "
-            f"{error.pos}): {shown!r}. Call it again with a JSON object."
-        ) from error
-    if not isinstance(value, dict):
-        raise ToolInputError(
-            f"arguments for tool {tool_name!r} must be a JSON object, not "
-            f"{type(value).__name__} {value!r}. Call it again with a JSON object."
-        )
-    return cast(dict[str, Any], value)
 
 
 def _docstring_parts(doc: str | None) -> tuple[str, dict[str, str]]:
