@@ -22,6 +22,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from orga.cli.inbox_view import ARGUMENT_LIMIT, PAGE_WIDTH, argument_lines, render_inbox
 from orga.cli.safe_text import SafeConsole, json_text, one_line, printable
+from orga.cli.views import WorkflowRow, rows_table
 from orga.contracts.state import LoopState
 from orga.runtime.desk import InboxItem
 from orga.runtime.scripted_model import Turn
@@ -99,6 +100,37 @@ def test_the_console_prints_markup_and_escapes_as_written() -> None:
     assert "\x1b" not in text  # no style was set: any ESC would be the attacker's
     assert text.count("[red]markup[/red] :smile:") == 3
     assert text.count("␛[31mFAKE") == 3
+
+
+def test_a_listing_keeps_each_row_on_its_line() -> None:
+    row = WorkflowRow(
+        workflow_id="loop-1\nloop-2  task  completed  forged",
+        kind="loop",
+        status="running",
+        agent_id="\x1b[8mhidden\u202e",
+        iteration=1,
+        tokens=2,
+        started=None,
+    )
+    out = SafeConsole(width=200, highlight=False)
+    with out.capture() as captured:
+        out.print(rows_table([row]))
+    [header, line] = captured.get().splitlines()
+    assert "loop-1␤loop-2" in line and "␛[8mhidden<U+202E>" in line
+    assert_safe(header + line)
+
+
+async def test_knowledge_items_are_printed_safely(tmp_path: Path) -> None:
+    env = {"ORGA_STORE_URL": f"sqlite:///{tmp_path / 'store.db'}", "ORGA_AGENTS": ""}
+    code, _, err = await orga("knowledge", "add", HOSTILE, "-a", "support", env=env)
+    assert code == 0, err
+    for verb in (["list"], ["search", "refund"]):
+        code, out, err = await orga("knowledge", *verb, "-a", "support", env=env)
+        assert code == 0, err
+        assert_safe(out + err)
+        assert "␛[31mFAKE" in out
+    code, out, _ = await orga("knowledge", "list", "-a", "support", "--json", env=env)
+    assert json.loads(out)[0]["content"] == HOSTILE
 
 
 # ---- orga pending's layout ---------------------------------------------------------------

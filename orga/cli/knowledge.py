@@ -14,6 +14,7 @@ import typer
 from rich.table import Table
 
 from orga.cli.common import CliError, Json, console, execute, print_json, print_table, settings
+from orga.cli.safe_text import one_line
 from orga.cli.views import shorten
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.knowledge import (
@@ -84,7 +85,7 @@ def _table(items: list[KnowledgeItem], *, relevance: bool = False) -> None:
             (item.directory or "(root)") if item.directory is not None else (item.language or "")
         )
         score = [f"{item.relevance:.2f}"] if relevance else []
-        table.add_row(str(item.id), item.kind, where, *score, shorten(item.content, 100))
+        table.add_row(str(item.id), item.kind, one_line(where), *score, shorten(item.content, 100))
     print_table(table)
 
 

@@ -256,9 +256,8 @@ def rows_table(rows: Sequence[WorkflowRow]) -> Table:
         started = row.started.isoformat(timespec="seconds") if row.started else "-"
         iteration = str(row.iteration) if row.kind == "loop" else "-"
         tokens = str(row.tokens) if row.kind == "loop" else "-"
-        table.add_row(
-            row.workflow_id, row.kind, row.status, row.agent_id, iteration, tokens, started
-        )
+        names = (one_line(text) for text in (row.workflow_id, row.kind, row.status, row.agent_id))
+        table.add_row(*names, iteration, tokens, started)
     return table
 
 
