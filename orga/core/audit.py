@@ -1,20 +1,26 @@
-"""The audit chain's arithmetic (pure): canonical JSON, entry hashes, and checks."""
+"""The audit chain's arithmetic (pure): canonical JSON, entry hashes, and checks; and what a
+reset took off the surviving history (``reset_away``)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from orga.contracts.audit import GENESIS, AuditChain, AuditEntry
+from orga.contracts.audit import GENESIS, AuditChain, AuditEntry, Effect, ResetRun
 
 __all__ = [
     "AuditLog",
+    "RunFacts",
     "canonical",
     "entry_hash",
     "first_broken_link",
     "first_difference",
+    "lineage",
+    "reset_away",
 ]
 
 
@@ -94,3 +100,88 @@ class AuditLog:
 
     def chain(self) -> AuditChain:
         return AuditChain(base_index=self.base_index, base=self.base, entries=list(self.entries))
+
+
+_EVERY_EVENT = 1 << 62
+"""More events than any history holds: a surviving run keeps all of its own."""
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What a run's history says about where it came from and what it did."""
+
+    run_id: str
+    began: datetime
+    """When the run's own events begin (a reset run's: when it was reset)."""
+    continued_from: str | None = None
+    """The run this one continued from (continue-as-new, retry, cron)."""
+    reset_from: str | None = None
+    """The run this one was reset from."""
+    reset_event: int = 0
+    """With ``reset_from``: the id of the reset's marker event; the events before it are
+    ``reset_from``'s, copied."""
+    reason: str = ""
+    """The reset's reason."""
+    effects: tuple[Effect, ...] = ()
+
+
+def lineage(runs: Mapping[str, RunFacts], current: str) -> list[str]:
+    """The surviving history's runs, oldest first: ``current`` and the runs it continued from."""
+    chain = [current]
+    before = runs[current].continued_from
+    while before is not None and before in runs and before not in chain:
+        chain.append(before)
+        before = runs[before].continued_from
+    return chain[::-1]
+
+
+def reset_away(
+    runs: Sequence[RunFacts], current: str, chains: Mapping[str, Sequence[AuditEntry]]
+) -> list[ResetRun]:
+    """Every run off the surviving history (``lineage``), oldest first, with what it holds that
+    the surviving history does not: the entries of its chain that the surviving chain lacks
+    (each reported once, by the earliest run holding it), and the effects recorded after the
+    events the surviving history copied from it.
+    """
+    by_id = {run.run_id: run for run in runs}
+    surviving = lineage(by_id, current)
+    held = {entry.hash for run_id in surviving for entry in chains.get(run_id, ())}
+    kept = _kept_events(by_id, surviving)
+    reset_into = {run.reset_from: run.run_id for run in sorted(runs, key=lambda r: r.began)}
+    report: list[ResetRun] = []
+    for run in sorted(runs, key=lambda r: r.began):
+        if run.run_id in surviving:
+            continue
+        own = max(run.reset_event - 1 if run.reset_from else 0, kept.get(run.run_id, 0))
+        entries = [entry for entry in chains.get(run.run_id, ()) if entry.hash not in held]
+        held.update(entry.hash for entry in entries)
+        into = reset_into.get(run.run_id)
+        report.append(
+            ResetRun(
+                run_id=run.run_id,
+                reset_into=into,
+                reset_event=by_id[into].reset_event if into else None,
+                reason=by_id[into].reason if into else "",
+                continued_from=run.continued_from,
+                entries=entries,
+                effects=[effect for effect in run.effects if effect.event_id > own],
+            )
+        )
+    return report
+
+
+def _kept_events(runs: Mapping[str, RunFacts], surviving: Sequence[str]) -> dict[str, int]:
+    """For each run off the surviving history: how many of its first events the surviving
+    history holds (copied by a reset, directly or through other resets)."""
+    kept: dict[str, int] = {}
+    reach = [(run_id, _EVERY_EVENT) for run_id in surviving]
+    while reach:
+        run_id, count = reach.pop()
+        run = runs[run_id]
+        if run.reset_from is None or run.reset_from not in runs:
+            continue
+        copied = min(count, run.reset_event - 1)
+        if copied > kept.get(run.reset_from, 0):
+            kept[run.reset_from] = copied
+            reach.append((run.reset_from, copied))
+    return kept
