@@ -327,3 +327,20 @@ async def test_pending_shows_the_amount_after_a_long_value_and_no_escapes(
         assert code == 0, err
         assert (await payment.result()).output == "denied, fine"
         assert (await reviewed.result()).output == HOSTILE
+
+
+async def test_streamed_text_is_shown_not_obeyed(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    model = harness.new_model([Turn(text=HOSTILE, piece_delay=0.01)])
+    async with harness.worker():
+        code, out, err = await orga(
+            "run", "Refund ann.", "--stream", "--provider", "openai", "--model", model,
+            env=on(env, harness),
+        )  # fmt: skip
+        assert code == 0, err
+        harness.handles.append(
+            harness.client.get_workflow_handle(err.split("started ")[1].split()[0])
+        )
+    assert_safe(out + err)
+    assert out.startswith("Refund 5 cents.␛[2K␛[1A␛]0;TITLE␇")
