@@ -28,6 +28,7 @@ from orga.contracts.inference import (
     InferenceRequest,
     InferenceResponse,
     StreamedText,
+    Usage,
 )
 from orga.contracts.policy import PolicyAction, PolicyRequest, PolicyResult
 from orga.contracts.tools import ToolDefinition
@@ -41,6 +42,16 @@ from orga.runtime.tools import ToolRegistry
 from orga.runtime.tracing import tracer
 
 __all__ = ["InferenceActivities"]
+
+
+def _cache_attributes(usage: Usage) -> dict[str, int]:
+    """The GenAI semantic conventions' cache counts (part of ``gen_ai.usage.input_tokens``),
+    only those the provider reported: none is exported as a made-up 0."""
+    counts = {
+        "gen_ai.usage.cache_read.input_tokens": usage.cache_read_input_tokens,
+        "gen_ai.usage.cache_creation.input_tokens": usage.cache_creation_input_tokens,
+    }
+    return {name: count for name, count in counts.items() if count > 0}
 
 
 class InferenceActivities:
@@ -178,6 +189,7 @@ class InferenceActivities:
                     temperature=request.temperature,
                     timeout=timeout,
                     on_text=on_text,
+                    prompt_cache=request.prompt_cache,
                 )
             span.set_attributes(
                 {
@@ -186,6 +198,7 @@ class InferenceActivities:
                     "gen_ai.usage.input_tokens": response.usage.input_tokens,
                     "gen_ai.usage.output_tokens": response.usage.output_tokens,
                     "orga.stop_reason": response.stop_reason,
+                    **_cache_attributes(response.usage),
                 }
             )
         observe(

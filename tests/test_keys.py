@@ -104,10 +104,15 @@ async def test_a_provider_that_repeats_call_ids(harness: Harness) -> None:
     assert [a.call_id for a in approvals] == decided and all(a.approved for a in approvals)
     results = [r.content for m in messages if m.role == "tool" for r in m.tool_results]
     assert results == ["sent 1 to ann", "sent 2 to ann"]
-    # What went back to the provider refers to the calls by the loop's ids, consistently.
+    # What went back to the provider: its own id for the first call, and for the repeat (which
+    # would name two calls of one request alike) the id translated from the loop's; each tool
+    # result under its call's id.
+    from orga.core.ids import translated_id
+
+    wire = ["call_0", translated_id("i2_call_0")]
     last = harness.model.requests_for(model)[-1].body["messages"]
-    assert [c["id"] for m in last for c in m.get("tool_calls") or []] == decided
-    assert [m["tool_call_id"] for m in last if m["role"] == "tool"] == decided
+    assert [c["id"] for m in last for c in m.get("tool_calls") or []] == wire
+    assert [m["tool_call_id"] for m in last if m["role"] == "tool"] == wire
 
 
 async def waiting_for_a_new_approval(handle: Any, decided: list[str]) -> LoopState:

@@ -43,7 +43,13 @@ async def test_each_provider_runs_a_tool_loop(harness: Harness, provider: str) -
     if provider == "anthropic":
         assert first.path == "/v1/messages"
         assert first.headers["x-api-key"] == API_KEYS["anthropic"]
-        assert first.body["system"] == "Always use tools for arithmetic.\n\nYou are terse."
+        assert first.body["system"] == [  # one block, marked for the prompt cache
+            {
+                "type": "text",
+                "text": "Always use tools for arithmetic.\n\nYou are terse.",
+                "cache_control": {"type": "ephemeral"},
+            }
+        ]
         assert first.body["tools"][0]["input_schema"]["required"] == ["a", "b"]
         assert [m["role"] for m in second.body["messages"]] == ["user", "assistant", "user"]
         assistant = second.body["messages"][1]["content"]

@@ -306,6 +306,7 @@ class ReasoningLoopWorkflow(DeskHandlers):
             stream=self._stream is not None,
             gate=parts.gate_in_model_call,
             agent_id=config.agent_id,
+            prompt_cache=config.prompt_cache,
         )
         response = await call_model(request, config.model_timeout, parts.model_task_queue)
         self._decided = None

@@ -6,31 +6,55 @@ only ``tool_use`` and ``end_turn`` continue the loop. Named rules:
 * ``REFUSAL_WITH_TOOL_USE`` — a ``refusal`` can come with ``tool_use`` blocks; the calls are
   reported (as not run) but the turn routes to failure, so no tool runs.
 * ``EMPTY_CONTENT`` — a refusal may have ``content: []``; nothing indexes into it.
-* ``SERVER_TOOLS`` — ``server_tool_use``, ``web_search_tool_result``, ``thinking`` and other
-  server-side blocks are not client tool calls; only ``text`` and ``tool_use`` are read.
+* ``SERVER_TOOLS`` — ``server_tool_use``, ``web_search_tool_result`` and other server-side
+  blocks are not client tool calls; only ``text``, ``tool_use`` and reasoning are read.
+* ``THINKING_BLOCKS`` — ``thinking`` (with its ``signature``) and ``redacted_thinking`` blocks
+  are reasoning, never the answer; they go back verbatim, first in their assistant turn, to
+  the same model (Anthropic requires them unchanged in a tool-use turn).
 
 Building the request: every system message goes to the top-level ``system``; tool results
 become ``tool_result`` blocks of a user turn (first in that turn, as the API requires); text
-that came with tool calls is kept; consecutive same-role messages merge into one turn.
+that came with tool calls is kept; consecutive same-role messages merge into one turn; each
+call goes under its wire id (``orga.core.ids.wire_ids``).
+
+Prompt caching (``prompt_cache``): ``cache_control: {"type": "ephemeral"}`` marks the stable
+prefix, at most four breakpoints as the API allows: the last tool definition, the system
+prompt, the last block of the previous turn, and the last block before this call's
+``[KNOWLEDGE_CONTEXT]`` (which changes every call and is sent last for that reason). The next
+call's prefix up to those marks is the same, so the provider reads it from its cache.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any, Final, cast
 
-from orga.contracts.conversation import Message, ToolCall
+from orga.contracts.conversation import Message, Reasoning, ToolCall
 from orga.contracts.errors import MalformedModelResponse
 from orga.contracts.inference import InferenceResponse, Usage
+from orga.contracts.knowledge import KNOWLEDGE_MARKER
 from orga.contracts.tools import ToolDefinition
 from orga.core.arguments import try_parse_arguments
+from orga.core.ids import wire_id_of, wire_ids
 
-__all__ = ["ANTHROPIC_VERSION", "DEFAULT_MAX_TOKENS", "build_messages_request", "parse_message"]
+__all__ = [
+    "ANTHROPIC_VERSION",
+    "CACHE_BREAKPOINTS",
+    "DEFAULT_MAX_TOKENS",
+    "EPHEMERAL",
+    "build_messages_request",
+    "parse_message",
+]
 
 ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
 """Anthropic requires ``max_tokens``; this is used when the loop sets none."""
+EPHEMERAL: Final = {"type": "ephemeral"}
+"""The ``cache_control`` of a breakpoint (the default five-minute cache)."""
+CACHE_BREAKPOINTS: Final = 4
+"""The most ``cache_control`` marks one request may carry."""
+_REASONING_BLOCKS = ("thinking", "redacted_thinking")
 
 
 def _input_object(arguments: str) -> dict[str, Any]:
@@ -39,22 +63,35 @@ def _input_object(arguments: str) -> dict[str, Any]:
     return {"_unparsed_arguments": arguments} if value is None else value
 
 
-def _blocks(message: Message) -> list[dict[str, Any]]:
+def _reasoning_block(reasoning: Reasoning) -> dict[str, Any] | None:
+    if reasoning.kind == "thinking":
+        block: dict[str, Any] = {"type": "thinking", "thinking": reasoning.text}
+        if reasoning.signature is not None:
+            block["signature"] = reasoning.signature
+        return block
+    if reasoning.kind == "redacted_thinking" and reasoning.data is not None:
+        return {"type": "redacted_thinking", "data": reasoning.data}
+    return None  # another format's reasoning: nothing Anthropic reads
+
+
+def _blocks(message: Message, ids: dict[str, str], same: bool) -> list[dict[str, Any]]:
     if message.role == "tool":
         return [
             {
                 "type": "tool_result",
-                "tool_use_id": r.call_id,
+                "tool_use_id": wire_id_of(ids, r.call_id),
                 "content": r.content,
                 "is_error": r.is_error,
             }
             for r in message.tool_results
         ]
     blocks: list[dict[str, Any]] = []
+    if same:  # RULE THINKING_BLOCKS: verbatim, first in the turn, to the model that wrote them
+        blocks.extend(b for r in message.reasoning if (b := _reasoning_block(r)) is not None)
     if message.content:
         blocks.append({"type": "text", "text": message.content})
     blocks.extend(
-        {"type": "tool_use", "id": c.id, "name": c.name, "input": _input_object(c.arguments)}
+        {"type": "tool_use", "id": ids[c.id], "name": c.name, "input": _input_object(c.arguments)}
         for c in message.tool_calls
     )
     return blocks
@@ -67,17 +104,33 @@ def build_messages_request(
     model: str,
     max_output_tokens: int | None = None,
     temperature: float | None = None,
+    source: str | None = None,
+    prompt_cache: bool = False,
 ) -> dict[str, Any]:
-    """The JSON body of ``POST /v1/messages``."""
+    """The JSON body of ``POST /v1/messages``.
+
+    ``source`` (``<provider>:<model>``): where the request goes; turns from the same source
+    keep their wire ids and thinking blocks, every other call gets a translated id
+    (``orga.core.ids.wire_ids``). Without it, every call goes under its own id, as given.
+    ``prompt_cache``: mark the stable prefix with ``cache_control`` (module docstring).
+    """
+    ids = (
+        wire_ids(messages, source)
+        if source is not None
+        else {c.id: c.wire_id or c.id for m in messages for c in m.tool_calls}
+    )
     system = [m.content for m in messages if m.role == "system" and m.content]
     turns: list[dict[str, Any]] = []
+    volatile: list[dict[str, Any]] = []  # blocks that change every call: never marked
     for message in messages:
         if message.role == "system":
             continue
         role = "assistant" if message.role == "assistant" else "user"
-        blocks = _blocks(message)
+        blocks = _blocks(message, ids, source is None or message.source == source)
         if not blocks:
             continue
+        if message.role == "user" and message.content.startswith(KNOWLEDGE_MARKER):
+            volatile.extend(blocks)
         if turns and turns[-1]["role"] == role:
             turns[-1]["content"].extend(blocks)
         else:
@@ -95,27 +148,63 @@ def build_messages_request(
         "messages": turns,
     }
     if system:
-        body["system"] = "\n\n".join(system)
+        joined = "\n\n".join(system)
+        body["system"] = (
+            [{"type": "text", "text": joined, "cache_control": dict(EPHEMERAL)}]
+            if prompt_cache
+            else joined
+        )
     if tools:
         body["tools"] = [
             {"name": t.name, "description": t.description, "input_schema": t.parameters}
             for t in tools
         ]
+        if prompt_cache:
+            body["tools"][-1]["cache_control"] = dict(EPHEMERAL)
+    if prompt_cache:
+        for block in _conversation_breakpoints(turns, volatile):
+            block["cache_control"] = dict(EPHEMERAL)
     if temperature is not None:
         body["temperature"] = temperature
     return body
+
+
+def _conversation_breakpoints(
+    turns: list[dict[str, Any]], volatile: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The blocks that end the stable conversation: the previous turn's last, and the last
+    before the volatile ones (two, with the tools' and the system's: the API's four)."""
+
+    def markable(turn: dict[str, Any]) -> list[dict[str, Any]]:
+        return [
+            b
+            for b in cast(list[dict[str, Any]], turn["content"])
+            if b["type"] not in _REASONING_BLOCKS and not any(b is v for v in volatile)
+        ]
+
+    chosen: list[dict[str, Any]] = []
+    for turn in turns[-2:]:
+        stable = markable(turn)
+        if stable:
+            chosen.append(stable[-1])
+    return chosen
 
 
 def _usage(raw: Any) -> Usage:
     if not isinstance(raw, dict):
         return Usage()
     usage = cast(dict[str, Any], raw)
-    prompt = sum(
-        int(usage.get(key) or 0)
-        for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-    )
+    read = int(usage.get("cache_read_input_tokens") or 0)
+    written = int(usage.get("cache_creation_input_tokens") or 0)
+    prompt = int(usage.get("input_tokens") or 0) + read + written
     output = int(usage.get("output_tokens") or 0)
-    return Usage(input_tokens=prompt, output_tokens=output, total_tokens=prompt + output)
+    return Usage(
+        input_tokens=prompt,
+        output_tokens=output,
+        total_tokens=prompt + output,
+        cache_read_input_tokens=read,
+        cache_creation_input_tokens=written,
+    )
 
 
 def parse_message(body: dict[str, Any]) -> InferenceResponse:
@@ -132,6 +221,7 @@ def parse_message(body: dict[str, Any]) -> InferenceResponse:
         raise MalformedModelResponse("anthropic answered without a 'content' list")
     texts: list[str] = []
     calls: list[ToolCall] = []
+    reasoning: list[Reasoning] = []
     for index, item in enumerate(cast(list[Any], content)):
         if not isinstance(item, dict):
             raise MalformedModelResponse(f"content[{index}] is not an object")
@@ -149,8 +239,19 @@ def parse_message(body: dict[str, Any]) -> InferenceResponse:
                 if isinstance(raw, str)
                 else json.dumps(block.get("input", {}), ensure_ascii=False)
             )
-            calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
-        # RULE SERVER_TOOLS: every other block type is server-side or reasoning; not ours to run.
+            calls.append(ToolCall(id=call_id, name=name, arguments=arguments, wire_id=call_id))
+        elif kind == "thinking":  # RULE THINKING_BLOCKS
+            signature = block.get("signature")
+            reasoning.append(
+                Reasoning(
+                    kind="thinking",
+                    text=str(block.get("thinking", "")),
+                    signature=signature if isinstance(signature, str) else None,
+                )
+            )
+        elif kind == "redacted_thinking" and isinstance(block.get("data"), str):
+            reasoning.append(Reasoning(kind="redacted_thinking", data=str(block["data"])))
+        # RULE SERVER_TOOLS: every other block type is server-side; not ours to run.
     if stop_reason == "tool_use" and not calls:
         raise MalformedModelResponse("anthropic answered stop_reason 'tool_use' without tool_use")
     if stop_reason == "end_turn" and calls:
@@ -170,4 +271,5 @@ def parse_message(body: dict[str, Any]) -> InferenceResponse:
         model=str(body.get("model") or ""),
         response_id=str(body["id"]) if body.get("id") is not None else None,
         refusal=refusal,
+        reasoning=reasoning,
     )

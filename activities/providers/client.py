@@ -64,16 +64,22 @@ async def complete(
     temperature: float | None,
     timeout: float,
     on_text: OnText | None = None,
+    prompt_cache: bool = False,
 ) -> InferenceResponse:
     """Send one model call and normalise the answer. With ``on_text``, the answer is streamed
     (server-sent events) and ``on_text`` gets each piece of text as it arrives; the answer
     returned is the one the same call without streaming gives.
+
+    The request goes to ``<provider>:<model>`` (the answer's ``source``): turns it wrote keep
+    their wire ids and reasoning, others are translated (``orga.core.ids``). ``prompt_cache``:
+    mark the stable prefix for the provider's cache (Anthropic; others cache by themselves).
 
     Raises:
         ProviderError: the call failed (each subclass says whether Temporal should retry).
         InvalidConfig: the worker has no key for a provider that needs one.
     """
     body: dict[str, Any]
+    source = f"{provider.name}:{model}"
     if provider.name == "anthropic":
         url = f"{provider.base_url}/v1/messages"
         body = build_messages_request(
@@ -82,6 +88,8 @@ async def complete(
             model=model,
             max_output_tokens=max_output_tokens,
             temperature=temperature,
+            source=source,
+            prompt_cache=prompt_cache,
         )
     else:
         url = f"{provider.base_url}/chat/completions"
@@ -91,6 +99,7 @@ async def complete(
             model=model,
             max_output_tokens=max_output_tokens,
             temperature=temperature,
+            source=source,
         )
     headers = request_headers(provider)
     if on_text is not None:
@@ -103,8 +112,10 @@ async def complete(
         raise_for_provider_status(response, provider)
         parsed = parse_json_body(response, provider)
     if provider.name == "anthropic":
-        return parse_message(parsed)
-    return parse_chat_completion(parsed, provider.name)
+        response = parse_message(parsed)
+    else:
+        response = parse_chat_completion(parsed, provider.name)
+    return response.model_copy(update={"source": source})
 
 
 async def _streamed(

@@ -13,7 +13,19 @@ deviations of real servers are named rules, each with a test:
   ``error`` or ``finish_reason: "error"``: a provider error, retried like its code says.
 * ``OBJECT_ARGUMENTS`` — Ollama's native API gives ``arguments`` as an object, not a string.
 * ``MISSING_CALL_ID`` — a call without an id (Ollama native) or with a repeated id gets a fresh
-  one, so every call has its own result.
+  one, so every call has its own result (it has no ``wire_id``: the provider never said it).
+* ``REASONING_FIELD`` — ``reasoning_content`` (DeepSeek, vLLM) and ``reasoning`` (vLLM, Ollama,
+  OpenRouter) are the model's reasoning, never its answer: kept in ``Reasoning``; a turn with
+  tool calls sends its ``reasoning_content`` back to the same model (DeepSeek's thinking mode
+  rejects a tool loop without it).
+* ``EXTRA_CONTENT`` — Gemini's OpenAI-compatible endpoint attaches ``extra_content`` (the
+  thought signature) to a tool call and requires it back unchanged: kept on the call as
+  ``wire_extra``.
+* ``CACHED_TOKENS`` — ``prompt_tokens`` holds the cached tokens; ``prompt_tokens_details``
+  says how many (``cached_tokens``, ``cache_write_tokens``), DeepSeek says
+  ``prompt_cache_hit_tokens``.
+
+The wire keeps the provider's ids: each call goes back under ``wire_ids`` (``orga.core.ids``).
 """
 
 from __future__ import annotations
@@ -21,9 +33,9 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any, Literal, cast
 
-from orga.contracts.conversation import Message, ToolCall, render_tool_result
+from orga.contracts.conversation import Message, Reasoning, ToolCall, render_tool_result
 from orga.contracts.errors import (
     MalformedModelResponse,
     ProviderError,
@@ -33,6 +45,7 @@ from orga.contracts.errors import (
 from orga.contracts.inference import InferenceResponse, Usage
 from orga.contracts.tools import ToolDefinition
 from orga.contracts.vocabulary import ProviderName
+from orga.core.ids import wire_id_of, wire_ids
 
 __all__ = ["build_chat_request", "in_band_error", "parse_chat_completion"]
 
@@ -45,27 +58,48 @@ _FINISH_REASONS = {
 }
 
 
-def _message_json(message: Message) -> list[dict[str, Any]]:
+_REASONING_KEYS: tuple[Literal["reasoning_content", "reasoning"], ...] = (
+    "reasoning_content",
+    "reasoning",
+)
+
+
+def _message_json(
+    message: Message, ids: dict[str, str], source: str | None
+) -> list[dict[str, Any]]:
     if message.role == "tool":
         return [
-            {"role": "tool", "tool_call_id": r.call_id, "content": render_tool_result(r)}
+            {
+                "role": "tool",
+                "tool_call_id": wire_id_of(ids, r.call_id),
+                "content": render_tool_result(r),
+            }
             for r in message.tool_results
         ]
     if message.role == "assistant":
         out: dict[str, Any] = {"role": "assistant", "content": message.content or None}
+        same = source is None or message.source == source
         if message.tool_calls:
-            out["tool_calls"] = [
-                {
-                    "id": c.id,
-                    "type": "function",
-                    "function": {"name": c.name, "arguments": c.arguments},
-                }
-                for c in message.tool_calls
-            ]
+            out["tool_calls"] = [_call_json(c, ids, same) for c in message.tool_calls]
+            # RULE REASONING_FIELD: the reasoning of a tool-use turn goes back to its model.
+            reasoning = [r.text for r in message.reasoning if r.kind == "reasoning_content"]
+            if same and reasoning:
+                out["reasoning_content"] = "".join(reasoning)
         elif out["content"] is None:
             out["content"] = ""
         return [out]
     return [{"role": message.role, "content": message.content}]
+
+
+def _call_json(call: ToolCall, ids: dict[str, str], same: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": ids[call.id],
+        "type": "function",
+        "function": {"name": call.name, "arguments": call.arguments},
+    }
+    if same and call.wire_extra is not None:  # RULE EXTRA_CONTENT
+        out["extra_content"] = json.loads(call.wire_extra)
+    return out
 
 
 def build_chat_request(
@@ -75,11 +109,22 @@ def build_chat_request(
     model: str,
     max_output_tokens: int | None = None,
     temperature: float | None = None,
+    source: str | None = None,
 ) -> dict[str, Any]:
-    """The JSON body of ``POST /chat/completions``."""
+    """The JSON body of ``POST /chat/completions``.
+
+    ``source`` (``<provider>:<model>``): where the request goes; calls of turns from the same
+    source keep their wire ids and extras, every other call gets a translated id
+    (``orga.core.ids.wire_ids``). Without it, every call goes under its own id, as given.
+    """
+    ids = (
+        wire_ids(messages, source)
+        if source is not None
+        else {c.id: c.wire_id or c.id for m in messages for c in m.tool_calls}
+    )
     body: dict[str, Any] = {
         "model": model,
-        "messages": [item for m in messages for item in _message_json(m)],
+        "messages": [item for m in messages for item in _message_json(m, ids, source)],
     }
     if tools:
         body["tools"] = [
@@ -151,11 +196,35 @@ def _tool_calls(raw: Any) -> list[ToolCall]:
         if not isinstance(arguments, str):  # RULE OBJECT_ARGUMENTS
             arguments = json.dumps(arguments, ensure_ascii=False)
         call_id = entry.get("id")
+        wire_id: str | None = call_id if isinstance(call_id, str) else None
         if not isinstance(call_id, str) or not call_id or call_id in seen:  # RULE MISSING_CALL_ID
-            call_id = f"call_{uuid.uuid4().hex[:24]}"
+            call_id, wire_id = f"call_{uuid.uuid4().hex[:24]}", None
         seen.add(call_id)
-        calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
+        extra = entry.get("extra_content")  # RULE EXTRA_CONTENT
+        calls.append(
+            ToolCall(
+                id=call_id,
+                name=name,
+                arguments=arguments,
+                wire_id=wire_id,
+                wire_extra=json.dumps(extra, ensure_ascii=False) if extra is not None else None,
+            )
+        )
     return calls
+
+
+def _reasoning(message: dict[str, Any]) -> list[Reasoning]:
+    """RULE REASONING_FIELD: the message's reasoning (vLLM sends the same text under both
+    names: the first one given is kept)."""
+    for key in _REASONING_KEYS:
+        value = message.get(key)
+        if isinstance(value, str) and value:
+            return [Reasoning(kind=key, text=value)]
+    return []
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _usage(raw: Any) -> Usage:
@@ -165,7 +234,17 @@ def _usage(raw: Any) -> Usage:
     prompt = int(usage.get("prompt_tokens") or 0)
     completion = int(usage.get("completion_tokens") or 0)
     total = int(usage.get("total_tokens") or (prompt + completion))
-    return Usage(input_tokens=prompt, output_tokens=completion, total_tokens=total)
+    details = usage.get("prompt_tokens_details")
+    details = cast(dict[str, Any], details) if isinstance(details, dict) else {}
+    # RULE CACHED_TOKENS
+    cached = _count(details.get("cached_tokens")) or _count(usage.get("prompt_cache_hit_tokens"))
+    return Usage(
+        input_tokens=prompt,
+        output_tokens=completion,
+        total_tokens=total,
+        cache_read_input_tokens=cached,
+        cache_creation_input_tokens=_count(details.get("cache_write_tokens")),
+    )
 
 
 def parse_chat_completion(body: dict[str, Any], provider: ProviderName) -> InferenceResponse:
@@ -217,4 +296,5 @@ def parse_chat_completion(body: dict[str, Any], provider: ProviderName) -> Infer
         model=str(body.get("model") or ""),
         response_id=str(body["id"]) if body.get("id") is not None else None,
         refusal=refusal,
+        reasoning=_reasoning(message),
     )

@@ -7,7 +7,9 @@ OpenRouter's mid-stream ``error`` chunk and ``: OPENROUTER PROCESSING`` keep-ali
 Anthropic's Messages events (``message_start``, ``content_block_*``, ``message_delta`` with the
 stop reason and output tokens, ``ping``, and ``error`` events such as ``overloaded_error``).
 A stream that ends before its end marker, or reports an error, raises a provider error: the
-activity fails and Temporal retries the whole call.
+activity fails and Temporal retries the whole call. Reasoning (``reasoning_content`` and
+``reasoning`` deltas, Anthropic's ``thinking_delta`` and ``signature_delta``) and Gemini's
+``extra_content`` are assembled into the body like the rest, and never passed to ``on_text``.
 """
 
 from __future__ import annotations
@@ -81,6 +83,8 @@ class _ToolCallParts:
     id: str | None = None
     name: str | None = None
     arguments: list[str] = field(default_factory=list[str])
+    extra_content: Any = None
+    """Gemini's thought signature, which arrives whole in one delta."""
 
 
 class ChatStream:
@@ -92,6 +96,8 @@ class ChatStream:
         self.done = False
         self._text: list[str] = []
         self._refusal: list[str] = []
+        self._reasoning: dict[str, list[str]] = {}
+        """Reasoning deltas by field (``reasoning_content``, ``reasoning``): never shown."""
         self._calls: dict[int, _ToolCallParts] = {}
         self._finish: str | None = None
         self._meta: dict[str, Any] = {}
@@ -117,6 +123,9 @@ class ChatStream:
                 self.on_text(delta["content"])
             if isinstance(delta.get("refusal"), str):
                 self._refusal.append(delta["refusal"])
+            for key in ("reasoning_content", "reasoning"):
+                if isinstance(delta.get(key), str) and delta[key]:
+                    self._reasoning.setdefault(key, []).append(delta[key])
             for part in cast(list[Any], delta.get("tool_calls") or []):
                 self._tool_part(cast(dict[str, Any], part) if isinstance(part, dict) else {})
             if isinstance(choice.get("finish_reason"), str):
@@ -132,6 +141,8 @@ class ChatStream:
             parts.name = function["name"]
         if isinstance(function.get("arguments"), str):
             parts.arguments.append(function["arguments"])
+        if part.get("extra_content") is not None:
+            parts.extra_content = part["extra_content"]
 
     def body(self) -> dict[str, Any]:
         """The chat-completion body the chunks add up to."""
@@ -143,12 +154,19 @@ class ChatStream:
         message: dict[str, Any] = {"role": "assistant", "content": "".join(self._text)}
         if self._refusal:
             message["refusal"] = "".join(self._refusal)
+        for key, pieces in self._reasoning.items():
+            message[key] = "".join(pieces)
         if self._calls:
             message["tool_calls"] = [
                 {
                     "id": parts.id,
                     "type": "function",
                     "function": {"name": parts.name, "arguments": "".join(parts.arguments)},
+                    **(
+                        {}
+                        if parts.extra_content is None
+                        else {"extra_content": parts.extra_content}
+                    ),
                 }
                 for _, parts in sorted(self._calls.items())
             ]
@@ -209,6 +227,10 @@ class MessageStream:
                 self.on_text(text)
         elif delta.get("type") == "input_json_delta":
             self._json_parts.setdefault(index, []).append(str(delta.get("partial_json", "")))
+        elif delta.get("type") == "thinking_delta":  # reasoning: assembled, never shown
+            block["thinking"] = str(block.get("thinking", "")) + str(delta.get("thinking", ""))
+        elif delta.get("type") == "signature_delta":
+            block["signature"] = str(block.get("signature", "")) + str(delta.get("signature", ""))
 
     def _close(self, index: int) -> None:
         block = self._blocks.get(index)

@@ -86,6 +86,13 @@ class LoopConfig(BaseModel):
     temperature: float | None = Field(default=None, ge=0, le=2)
     """Sampling temperature; the provider's default when unset."""
 
+    prompt_cache: bool = True
+    """Mark the stable prefix of each model call for the provider's prompt cache (Anthropic:
+    ``cache_control`` on the tools, the system prompt and the conversation up to the newest
+    turn; OpenAI-compatible APIs cache by themselves and only report it). Cache reads and
+    writes are recorded in ``Usage``; ``max_total_tokens`` counts them at face value. ``False``:
+    no ``cache_control`` is sent."""
+
     policy: PolicyMode | None = None
     """The gate: ``default`` (fail closed), ``cedar``, ``opa``, or ``permissive`` (development
     only; refused unless the worker runs with ``ORGA_ALLOW_PERMISSIVE=1``). Default: the

@@ -16,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "Message",
+    "Reasoning",
+    "ReasoningKind",
     "Role",
     "ToolCall",
     "ToolResult",
@@ -55,11 +57,21 @@ class ToolCall(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     id: str
-    """The provider's call id (synthesised by the adapter when the provider gives none)."""
+    """The call's id in the loop: the provider's id as the adapter read it (synthesised when
+    the provider gave none), then the loop's own (``orga.core.ids``) once the turn arrived.
+    Approvals, idempotency keys, the journal and state use it; the wire uses ``wire_id``."""
     name: str
     """The tool's name, as the model wrote it (it may name a tool that does not exist)."""
     arguments: str = "{}"
     """The arguments as JSON text, exactly as the model produced them (possibly invalid)."""
+    wire_id: str | None = None
+    """The id the provider gave the call, byte for byte, sent back to the same provider and
+    model (``Message.source``) in the assistant turn and the tool result. ``None``: the
+    provider gave none (or repeated one), or the call was recorded before orga kept it; such a
+    call goes on the wire under an id translated from ``id`` (``orga.core.ids.wire_ids``)."""
+    wire_extra: str | None = None
+    """Fields the provider attached to the call that must go back unchanged, as JSON text:
+    Gemini's ``extra_content`` with its thought signature. Sent only to the same source."""
 
 
 class ToolResult(BaseModel):
@@ -81,6 +93,28 @@ class ToolResult(BaseModel):
     """For evidence tools: did the call find anything (the tracker reads it, the model not)."""
 
 
+ReasoningKind = Literal["thinking", "redacted_thinking", "reasoning_content", "reasoning"]
+"""Where the reasoning came from: Anthropic's ``thinking`` (with its ``signature``) and
+``redacted_thinking`` (``data``) blocks; the ``reasoning_content`` (DeepSeek, vLLM) or
+``reasoning`` (vLLM, Ollama, OpenRouter) field of an OpenAI-format message."""
+
+
+class Reasoning(BaseModel):
+    """Reasoning a model gave with its turn. Never the answer: kept so it can go back to the
+    provider that requires it (Anthropic's thinking blocks, verbatim with their signature, in a
+    tool-use turn; DeepSeek's ``reasoning_content`` in the turns of a tool loop)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: ReasoningKind
+    text: str = ""
+    """The reasoning as the provider gave it (empty for ``redacted_thinking``)."""
+    signature: str | None = None
+    """Anthropic's signature of a ``thinking`` block, sent back unchanged."""
+    data: str | None = None
+    """The encrypted ``data`` of a ``redacted_thinking`` block, sent back unchanged."""
+
+
 class Message(BaseModel):
     """One turn of the conversation."""
 
@@ -93,11 +127,19 @@ class Message(BaseModel):
     """Calls the assistant asked for (assistant turns only)."""
     tool_results: list[ToolResult] = Field(default_factory=list[ToolResult])
     """One result per call id of the previous assistant turn, in its order (tool turns only)."""
+    reasoning: list[Reasoning] = Field(default_factory=list[Reasoning])
+    """Reasoning the model gave with this turn, in its order (assistant turns only)."""
+    source: str | None = None
+    """``<provider>:<model>`` that wrote this assistant turn (the model the loop asked for).
+    Its calls' ``wire_id``, ``wire_extra`` and its ``reasoning`` go back verbatim only to the
+    same source; another provider or model gets translated ids and no reasoning."""
 
     @model_validator(mode="after")
     def _check_shape(self) -> Self:
         if self.tool_calls and self.role != "assistant":
             raise ValueError(f"only assistant messages carry tool_calls, not {self.role!r} ones")
+        if self.reasoning and self.role != "assistant":
+            raise ValueError(f"only assistant messages carry reasoning, not {self.role!r} ones")
         if self.tool_results and self.role != "tool":
             raise ValueError(f"only tool messages carry tool_results, not {self.role!r} ones")
         if self.role == "tool" and not self.tool_results:

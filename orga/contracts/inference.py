@@ -13,7 +13,7 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from orga.contracts.conversation import Message, ToolCall
+from orga.contracts.conversation import Message, Reasoning, ToolCall
 from orga.contracts.verdicts import PolicyResult
 from orga.contracts.vocabulary import ProviderName
 
@@ -52,15 +52,35 @@ CALL_MODEL: Final = "call_model"
 
 
 class Usage(BaseModel):
-    """Tokens spent, as the provider reported them."""
+    """Tokens spent, as the provider reported them.
+
+    The rule budgets count by: ``total_tokens`` = ``input_tokens`` + ``output_tokens``, where
+    ``input_tokens`` is every input token the provider reported, cache reads and cache writes
+    included (Anthropic's ``input_tokens`` + ``cache_creation_input_tokens`` +
+    ``cache_read_input_tokens``; OpenAI's ``prompt_tokens``, which already holds
+    ``cached_tokens``). Every token counts at face value against ``max_total_tokens``: a cache
+    read is billed cheaper (Anthropic: a tenth) but counted fully, so a budget never depends on
+    whether a provider's cache happened to hit. The two ``cache_*`` fields say how many of the
+    input tokens came from or went into the provider's prompt cache.
+    """
 
     model_config = ConfigDict(frozen=True)
 
     input_tokens: int = 0
+    """Every input token, cache reads and writes included."""
     output_tokens: int = 0
     total_tokens: int = 0
+    """``input_tokens`` + ``output_tokens`` (what ``max_total_tokens`` counts)."""
     estimated: bool = False
     """True when the provider reported no usage and the numbers are orga's estimate."""
+    cache_read_input_tokens: int = 0
+    """Input tokens served from the provider's prompt cache (Anthropic
+    ``cache_read_input_tokens``, OpenAI ``prompt_tokens_details.cached_tokens``, DeepSeek
+    ``prompt_cache_hit_tokens``); part of ``input_tokens``."""
+    cache_creation_input_tokens: int = 0
+    """Input tokens written to the provider's prompt cache (Anthropic
+    ``cache_creation_input_tokens``, OpenAI ``prompt_tokens_details.cache_write_tokens``);
+    part of ``input_tokens``."""
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -68,6 +88,9 @@ class Usage(BaseModel):
             output_tokens=self.output_tokens + other.output_tokens,
             total_tokens=self.total_tokens + other.total_tokens,
             estimated=self.estimated or other.estimated,
+            cache_read_input_tokens=self.cache_read_input_tokens + other.cache_read_input_tokens,
+            cache_creation_input_tokens=self.cache_creation_input_tokens
+            + other.cache_creation_input_tokens,
         )
 
 
@@ -128,6 +151,8 @@ class InferenceRequest(BaseModel):
     knowledge: str | None = None
     """The ``[KNOWLEDGE_CONTEXT]`` message for this call (it replaces any earlier one: the
     durable conversation never holds it)."""
+    prompt_cache: bool = True
+    """Mark the stable prefix for the provider's prompt cache (``LoopConfig.prompt_cache``)."""
 
 
 class InferenceResponse(BaseModel):
@@ -161,9 +186,20 @@ class InferenceResponse(BaseModel):
     """With ``InferenceRequest.gate``: the ``default`` gate's decisions for the answer's actions
     (its tool calls in order, or its final answer), made when the answer arrived."""
 
+    reasoning: list[Reasoning] = Field(default_factory=list[Reasoning])
+    """The model's reasoning (thinking blocks, ``reasoning_content``): never part of ``text``."""
+    source: str | None = None
+    """``<provider>:<model>`` the call asked (``Message.source`` of the turn it adds)."""
+
     def as_message(self) -> Message:
         """The assistant turn this response adds to the conversation."""
-        return Message(role="assistant", content=self.text, tool_calls=list(self.tool_calls))
+        return Message(
+            role="assistant",
+            content=self.text,
+            tool_calls=list(self.tool_calls),
+            reasoning=list(self.reasoning),
+            source=self.source,
+        )
 
 
 STREAM_TOPIC: Final = "text"

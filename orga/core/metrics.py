@@ -34,6 +34,12 @@ METRICS: Final[dict[str, MetricSpec]] = {
     "orga_tasks_finished": MetricSpec("counter", "Tasks ended, by outcome"),
     "orga_model_calls": MetricSpec("counter", "Model calls, by provider, model and stop reason"),
     "orga_tokens": MetricSpec("counter", "Tokens, by provider, model and direction", "tokens"),
+    "orga_cached_input_tokens": MetricSpec(
+        "counter",
+        "Input tokens the provider's prompt cache served (read) or stored (write), by provider "
+        "and model; part of orga_tokens' input",
+        "tokens",
+    ),
     "orga_model_call_latency": MetricSpec(
         "histogram", "Model call latency (one attempt), by provider and model", "ms"
     ),
@@ -108,6 +114,14 @@ def points(
                 Point("orga_model_calls", 1, labels | {"stop_reason": entry.stop_reason}),
                 Point("orga_tokens", entry.usage.input_tokens, labels | {"direction": "input"}),
                 Point("orga_tokens", entry.usage.output_tokens, labels | {"direction": "output"}),
+                *(
+                    Point("orga_cached_input_tokens", count, labels | {"cache": cache})
+                    for cache, count in (
+                        ("read", entry.usage.cache_read_input_tokens),
+                        ("write", entry.usage.cache_creation_input_tokens),
+                    )
+                    if count > 0
+                ),
             ]
         case "PolicyEvaluated":
             return [
