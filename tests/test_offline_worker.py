@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import sys
 import uuid
@@ -15,9 +16,16 @@ from typing import Any
 
 from temporalio.testing import WorkflowEnvironment
 
+from orga.contracts.config import LoopConfig, LoopInput
+from orga.contracts.conversation import Message
+from orga.contracts.journal import Journal, KnowledgeRecalled, KnowledgeStored
+from orga.contracts.knowledge import KnowledgeConfig
+from orga.contracts.state import LoopResult
 from orga.runtime.offline import LABEL, OFFLINE_MODEL, offline_model
 from orga.runtime.scripted_model import RecordedRequest
+from tests.harness import replay
 from tests.test_cli import orga
+from tests.test_mcp import TIME
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -100,7 +108,7 @@ def test_the_offline_model_fills_arguments_from_the_task() -> None:
             },
         }
     ]
-    task = [{"role": "user", "content": "Summarise docs/guide.md in 300 words"}]
+    task = [{"role": "user", "content": "Read the first 300 characters of docs/guide.md"}]
     turn = offline_model(_request(tools, task))
     assert turn.tool_calls == [("file_read", {"path": "docs/guide.md", "max_chars": 300})]
     answered = offline_model(
@@ -120,3 +128,112 @@ def test_the_offline_model_fills_arguments_from_the_task() -> None:
         )
     )
     assert answered.text == f"{LABEL} What the tools returned:\n- file_read: A guide to orga."
+
+
+# ---- the README's examples, with what the tools returned in the answers -----------------
+
+
+def offline_env(env: WorkflowEnvironment, tmp_path: Path, **more: str) -> dict[str, str]:
+    """A fresh task queue and data directory (store, blobs) for the offline worker and CLI."""
+    return {
+        "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
+        "ORGA_TASK_QUEUE": f"offline-{uuid.uuid4().hex[:8]}",
+        "ORGA_DATA_DIR": str(tmp_path / "data"),
+        "OPENROUTER_API_KEY": "",
+        "OPENAI_API_KEY": "",
+        "ANTHROPIC_API_KEY": "",
+        **more,
+    }
+
+
+async def calls_of(env: WorkflowEnvironment, workflow_id: str) -> list[tuple[str, Any]]:
+    """The tool calls a finished loop made, ``(name, arguments)``; its history replays."""
+    handle = env.client.get_workflow_handle(workflow_id)
+    messages = await handle.query("conversation", result_type=list[Message])
+    await replay(handle, env.client)
+    return [(c.name, json.loads(c.arguments)) for m in messages for c in m.tool_calls]
+
+
+async def test_readme_file_and_time_examples_answer_with_what_the_tools_returned(
+    env: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    files = tmp_path / "files"
+    files.mkdir()
+    (files / "README.md").write_text("# Tea house handbook\n\nHow we brew, and for whom.\n")
+    servers = tmp_path / "mcp.toml"
+    servers.write_text(TIME)
+    settings = offline_env(env, tmp_path, ORGA_FILE_ROOT=str(files), ORGA_MCP_SERVERS=str(servers))
+    async with offline_worker(settings, "--scripted"):
+        read_id, time_id = f"read-{uuid.uuid4().hex[:8]}", f"time-{uuid.uuid4().hex[:8]}"
+        code, out, err = await orga(
+            "run", "Summarise README.md", "--tool", "file_read", "--id", read_id, env=settings
+        )
+        assert code == 0, err
+        assert out.startswith(f"{LABEL} What the tools returned:\n- file_read: # Tea house")
+        assert "How we brew, and for whom." in out
+        assert await calls_of(env, read_id) == [("file_read", {"path": "README.md"})]
+
+        code, out, err = await orga(
+            "run",
+            "What time is it in UTC?",
+            "--tool",
+            "time__get_current_time",
+            "--id",
+            time_id,
+            env=settings,
+        )
+        assert code == 0, err
+        assert out.startswith(f"{LABEL} What the tools returned:\n- time__get_current_time:")
+        assert "timezone: UTC" in out
+        assert re.search(r"datetime: \d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\+00:00", out), out
+        assert await calls_of(env, time_id) == [("time__get_current_time", {"timezone": "UTC"})]
+
+
+async def test_knowledge_is_recalled_and_stored_only_when_asked(
+    env: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    settings = offline_env(env, tmp_path)
+    code, _, err = await orga("knowledge", "add", "-a", "support", "ann prefers tea", env=settings)
+    assert code == 0, err
+
+    async def ask(agent: str, prompt: str) -> tuple[LoopResult, Journal]:
+        workflow_id = f"knowledge-{uuid.uuid4().hex[:8]}"
+        handle = await env.client.start_workflow(
+            "ReasoningLoop",
+            LoopInput(
+                messages=[Message(role="user", content=prompt)],
+                config=LoopConfig(agent_id=agent, knowledge=KnowledgeConfig()),
+            ),
+            id=workflow_id,
+            task_queue=settings["ORGA_TASK_QUEUE"],
+            result_type=LoopResult,
+        )
+        result = await handle.result()
+        journal = await handle.query("journal", result_type=Journal)
+        await replay(handle, env.client)
+        return result, journal
+
+    async def facts(agent: str) -> list[str]:
+        code, out, err = await orga("knowledge", "list", "-a", agent, "--json", env=settings)
+        assert code == 0, err
+        return [item["content"] for item in json.loads(out)]
+
+    async with offline_worker(settings, "--scripted"):
+        # A question: the fact is recalled and reported; nothing is written.
+        result, journal = await ask("support", "What does ann prefer to drink?")
+        assert result.output.startswith(f"{LABEL} What the tools returned:\n- recall_knowledge:")
+        assert "ann prefers tea" in result.output
+        [recalled] = [e for e in journal.entries if isinstance(e, KnowledgeRecalled)]
+        assert (recalled.query, recalled.found) == ("ann prefer drink", 1)
+        assert not [e for e in journal.entries if isinstance(e, KnowledgeStored)]
+        assert await facts("support") == ["ann prefers tea"]
+
+        # Asked to remember: exactly one fact, as subject, predicate and object.
+        result, journal = await ask("notes", "Remember that ann prefers tea")
+        assert result.output.startswith(f"{LABEL} What the tools returned:\n- store_knowledge:")
+        assert "ann prefers tea" in result.output
+        stored = [e for e in journal.entries if isinstance(e, KnowledgeStored)]
+        assert len(stored) == 1 and stored[0].created
+        assert not [e for e in journal.entries if isinstance(e, KnowledgeRecalled)]
+        assert await facts("notes") == ["ann prefers tea"]
+        assert await facts("support") == ["ann prefers tea"]  # the other agent's is untouched

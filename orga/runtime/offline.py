@@ -7,39 +7,138 @@ language model and says so: every answer starts with ``[offline scripted model]`
 
 How it answers, deterministically:
 
-* while an advertised tool has not been called yet, it calls the first such tool, with
-  arguments taken from the task's text by their schema: numbers for number parameters (in
-  order), the first URL for ``url``-like parameters, the first email address for
-  ``email``-like ones, the first file path for ``path``-like ones, the task's text for any
-  other required string;
-* then it answers with what the tools returned (``add`` as ``a + b = sum``); a denied or failed
-  call is reported as such.
+* it calls each advertised tool at most once, one per turn, in the order advertised, with
+  arguments a careful model would pass (``orga.runtime.offline_arguments``: taken from the
+  task by the tool's JSON schema, optional ones left out, bounds and enums kept);
+* it does not call a tool whose required arguments the task does not give (no file for
+  ``path``, no time zone for ``timezone``), ``store_knowledge`` unless the task asks to
+  remember something ("Remember that ann prefers tea" → ``ann`` / ``prefers`` / ``tea``; then
+  it does not ``recall_knowledge``), nor ``delegate`` unless the task names an agent it may
+  hand work to;
+* then it answers with what the tools returned: ``add`` as ``a + b = sum``, a JSON object as
+  its fields, text by its first lines; a failed or denied call as the error it got. When it
+  called nothing, it says why for each tool.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 from collections.abc import Generator
 from typing import Any, Final, cast
 
 from pydantic import SecretStr
 
+from orga.contracts.delegation import DELEGATE_TOOL
+from orga.contracts.knowledge import RECALL_TOOL, STORE_TOOL
 from orga.contracts.vocabulary import SCRIPTED
+from orga.runtime.offline_arguments import Filling, fill_arguments
 from orga.runtime.scripted_model import RecordedRequest, ScriptedModelServer, Turn
 from orga.runtime.settings import ProviderSettings, Settings
 
-__all__ = ["LABEL", "OFFLINE_MODEL", "offline_model", "offline_settings", "serve_offline_model"]
+__all__ = [
+    "LABEL",
+    "OFFLINE_MODEL",
+    "fact_to_remember",
+    "offline_model",
+    "offline_settings",
+    "serve_offline_model",
+]
 
 OFFLINE_MODEL: Final = "orga-offline-scripted-model"
 LABEL: Final = "[offline scripted model]"
 
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
-_URL = re.compile(r"https?://[^\s<>\"'`]+")
-_PATH = re.compile(r"(?<![\w/.:@-])(?:[\w.-]+/)*[\w-][\w.-]*\.[A-Za-z][A-Za-z0-9]{0,7}(?![\w/])")
-_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
-_URL_NAMES = ("url", "uri", "link", "href")
-_PATH_NAMES = ("path", "file", "filename")
+_REMEMBER: Final = re.compile(
+    r"^\s*(?:please\s+)?(?:remember|memori[sz]e|keep\s+in\s+mind|don'?t\s+forget|"
+    r"do\s+not\s+forget|(?:note|store|save|record)(?=\s*:|\s+(?:down|that|the\s+fact)\b))"
+    r"(?:\s+down)?(?:\s+the\s+fact)?(?:\s+that)?\s*[:,-]?\s*(?P<fact>\S.*?)[\s.!]*$",
+    re.IGNORECASE | re.DOTALL,
+)
+_NOT_A_FACT: Final = frozenset(
+    ["to", "what", "who", "whom", "whether", "if", "when", "where", "how", "which", "why"]
+)
+_VERBS: Final = frozenset(
+    """is are was were am has have had prefers prefer likes like loves love hates hate uses use
+    runs run lives live works work owns own needs need wants want drinks drink eats eat speaks
+    speak belongs belong depends depend contains contain means mean costs cost equals equal
+    knows know becomes become became can cannot will should must does did wears wear plays
+    play reads read writes write drives drive""".split()  # noqa: SIM905 (a list would take a screen)
+)
+_COPULAS: Final = frozenset(["am", "are", "can", "cannot", "had", "must", "should", "were", "will"])
+_PRONOUNS: Final = frozenset(["i", "you", "we", "they"])
+_PARTICLES: Final = frozenset(
+    [
+        "on",
+        "in",
+        "at",
+        "by",
+        "to",
+        "of",
+        "for",
+        "with",
+        "from",
+        "not",
+        "as",
+        "into",
+        "owned",
+        "called",
+        "named",
+        "located",
+        "based",
+        "been",
+    ]
+)
+_AGENT_LINE: Final = re.compile(r"^- ([\w.-]+): ", re.MULTILINE)
+_ERROR: Final = "ERROR: "
+_SHOWN_LINES: Final = 5
+_LINE_CHARS: Final = 200
+
+
+def fact_to_remember(task: str) -> tuple[str, str, str] | str | None:
+    """What ``task`` asks to remember: a ``(subject, predicate, object)`` triple, the
+    statement itself when it cannot be split into one, or ``None`` when it asks nothing of
+    the kind (a question never does: "Do you remember …?")."""
+    asked = _REMEMBER.match(task)
+    if asked is None or task.rstrip().endswith("?"):
+        return None
+    statement = asked.group("fact").strip()
+    words = statement.split()
+    if not words or words[0].lower() in _NOT_A_FACT:
+        return None
+    lowered = [w.lower().strip(",;:") for w in words]
+    verb = next((i for i in range(1, len(words) - 1) if _is_verb(lowered, i)), None)
+    if verb is None:  # a third-person verb not in the list: "ann collects stamps"
+        verb = next(
+            (
+                i
+                for i in range(1, len(words) - 1)
+                if lowered[i].isalpha()
+                and lowered[i].endswith("s")
+                and not lowered[i].endswith(("ss", "us", "is"))
+            ),
+            None,
+        )
+    if verb is None:
+        return statement
+    end = verb + 1
+    while end < len(words) - 1 and lowered[end] in _PARTICLES:
+        end += 1
+    subject = " ".join(words[:verb]).strip(" ,;:")
+    if subject.lower().startswith("that "):
+        subject = subject[5:]
+    return subject, " ".join(words[verb:end]), " ".join(words[end:]).strip(" ,;:.!")
+
+
+def _is_verb(words: list[str], i: int) -> bool:
+    """Whether ``words[i]`` is the statement's verb: a listed one, in its base form only after
+    a plural or a pronoun ("the tests use", "I prefer"; not "ann's favourite drink is")."""
+    word, before = words[i], words[i - 1]
+    if word not in _VERBS:
+        return False
+    if word.endswith("s") or word in _COPULAS:
+        return True
+    return before in _PRONOUNS or (before.endswith("s") and not before.endswith("'s"))
 
 
 def _tools(request: RecordedRequest) -> list[tuple[str, dict[str, Any]]]:
@@ -52,77 +151,143 @@ def _tools(request: RecordedRequest) -> list[tuple[str, dict[str, Any]]]:
     return found
 
 
-def _called(request: RecordedRequest) -> list[str]:
-    """Names of the tools already called in the conversation, in order."""
-    names: list[str] = []
+def _calls(request: RecordedRequest) -> list[tuple[str, dict[str, Any]]]:
+    """The tool calls already made in the conversation, ``(name, arguments)``, in order."""
+    calls: list[tuple[str, dict[str, Any]]] = []
     for message in cast(list[dict[str, Any]], request.body.get("messages") or []):
         for call in cast(list[dict[str, Any]], message.get("tool_calls") or []):
-            names.append(str(cast(dict[str, Any], call.get("function") or {}).get("name", "")))
+            function = cast(dict[str, Any], call.get("function") or {})
+            try:
+                arguments: Any = json.loads(str(function.get("arguments") or "{}"))
+            except json.JSONDecodeError:
+                arguments = {}
+            calls.append((str(function.get("name", "")), _object(arguments)))
         content = message.get("content")
         if isinstance(content, list):
             for block in cast(list[dict[str, Any]], content):
                 if block.get("type") == "tool_use":
-                    names.append(str(block.get("name", "")))
-    return names
+                    calls.append((str(block.get("name", "")), _object(block.get("input"))))
+    return calls
 
 
-def _number(text: str) -> int | float:
-    value = float(text)
-    return int(value) if value.is_integer() else value
+def _object(value: Any) -> dict[str, Any]:
+    return cast(dict[str, Any], value) if isinstance(value, dict) else {}
 
 
-def _arguments(schema: dict[str, Any], task: str) -> dict[str, Any]:
-    properties = cast(dict[str, dict[str, Any]], schema.get("properties") or {})
-    required = set(cast(list[str], schema.get("required") or []))
-    numbers = iter(_NUMBER.findall(task))
-    url = next(iter(_URL.findall(task)), None)
-    email = next(iter(_EMAIL.findall(task)), None)
-    path = next(iter(p for p in _PATH.findall(task) if not p.startswith("http")), None)
-    arguments: dict[str, Any] = {}
-    for name, spec in properties.items():
-        kinds = {spec.get("type")} | {
-            str(s.get("type")) for s in cast(list[dict[str, Any]], spec.get("anyOf") or [])
-        }
-        lowered = name.lower()
-        if kinds & {"number", "integer"}:
-            arguments[name] = _number(next(numbers, "0"))
-        elif "string" in kinds and any(n in lowered for n in _URL_NAMES) and url:
-            arguments[name] = url
-        elif "string" in kinds and "mail" in lowered and email:
-            arguments[name] = email
-        elif "string" in kinds and any(n in lowered for n in _PATH_NAMES) and path:
-            arguments[name] = path
-        elif "string" in kinds and name in required:
-            arguments[name] = task
-        elif "boolean" in kinds and name in required:
-            arguments[name] = False
-    return arguments
+def _results(request: RecordedRequest) -> list[tuple[str, bool]]:
+    """The tool results in the conversation, ``(text, is_error)``, in order."""
+    found: list[tuple[str, bool]] = []
+    for message in cast(list[dict[str, Any]], request.body.get("messages") or []):
+        content = message.get("content")
+        if message.get("role") == "tool":
+            text = _text(content)
+            found.append((text.removeprefix(_ERROR), text.startswith(_ERROR)))
+        elif isinstance(content, list):
+            for block in cast(list[dict[str, Any]], content):
+                if block.get("type") == "tool_result":
+                    found.append((_text(block.get("content")), bool(block.get("is_error"))))
+    return found
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, list):
+        blocks = cast(list[Any], content)
+        return "\n".join(str(_object(b).get("text", "")) for b in blocks)
+    return "" if content is None else str(content)
+
+
+def _delegates(request: RecordedRequest) -> list[str]:
+    """The agents the system messages say this loop may hand work to."""
+    system = request.body.get("system")
+    texts = [_text(system)] if system is not None else []
+    for message in cast(list[dict[str, Any]], request.body.get("messages") or []):
+        if message.get("role") == "system":
+            texts.append(_text(message.get("content")))
+    return [agent for text in texts if DELEGATE_TOOL in text for agent in _AGENT_LINE.findall(text)]
+
+
+def _plan(name: str, schema: dict[str, Any], task: str, request: RecordedRequest) -> Filling:
+    """The arguments to call ``name`` with, or why not to call it."""
+    fact = fact_to_remember(task)
+    if name == STORE_TOOL:
+        if fact is None:
+            return Filling(missing="the task does not ask me to remember anything")
+        if isinstance(fact, str):
+            return Filling(missing=f"I could not tell the subject, relation and value in {fact!r}")
+        given: dict[str, Any] = dict(zip(("subject", "predicate", "object"), fact, strict=True))
+        return fill_arguments(schema, task, tool=name, given=given)
+    if name == RECALL_TOOL and fact is not None:
+        return Filling(missing="the task asks me to remember something, not to recall")
+    if name == DELEGATE_TOOL:
+        agents = _delegates(request)
+        named = [a for a in agents if re.search(rf"(?<![\w-]){re.escape(a)}(?![\w-])", task)]
+        if not named:
+            return Filling(
+                missing="the task names none of the agents I may hand work to "
+                f"({', '.join(agents) or 'none'})"
+            )
+        return fill_arguments(schema, task, tool=name, given={"agent": named[0]})
+    return fill_arguments(schema, task, tool=name)
 
 
 def offline_model(request: RecordedRequest) -> Turn:
     """The scripted model's next turn for ``request`` (see the module docstring)."""
     task = request.first_user_text()
-    called = _called(request)
-    for name, schema in _tools(request):
-        if name not in called:
-            arguments = _arguments(schema, task)
-            return Turn(
-                text=f"{LABEL} Calling {name}.",
-                tool_calls=[(name, arguments)],
-            )
-    results = request.tool_result_texts()
-    if not results:
+    calls = _calls(request)
+    called = {name for name, _ in calls}
+    tools = _tools(request)
+    skipped: list[tuple[str, str]] = []
+    for name, schema in tools:
+        if name in called:
+            continue
+        filling = _plan(name, schema, task, request)
+        if filling.missing is None:
+            return Turn(text=f"{LABEL} Calling {name}.", tool_calls=[(name, filling.arguments)])
+        skipped.append((name, filling.missing))
+    if not tools:
         return Turn(text=f"{LABEL} No tools were given to me; the task was: {task}")
-    if called and called[-1] == "add" and not results[-1].startswith("ERROR"):
-        numbers = [_number(n) for n in _NUMBER.findall(task)][:2]
-        while len(numbers) < 2:
-            numbers.append(0)
-        return Turn(text=f"{LABEL} {numbers[0]} + {numbers[1]} = {results[-1]} (by the add tool).")
+    if not calls:
+        lines = [f"{LABEL} I called no tool, as I could not tell what to pass:"]
+        lines += [f"- {name}: {why}." for name, why in skipped]
+        return Turn(text="\n".join([*lines, f"The task was: {task}"]))
+    results = _results(request)
+    if len(calls) == 1 and calls[0][0] == "add" and results and not results[0][1]:
+        return Turn(text=f"{LABEL} {_shown(calls[0], results[0])} (by the add tool).")
     lines = [f"{LABEL} What the tools returned:"]
-    for name, result in zip(called, results, strict=False):
-        shown = " ".join(result.split())
-        lines.append(f"- {name}: {shown[:500]}{'…' if len(shown) > 500 else ''}")
+    for call, result in zip(calls, results, strict=False):
+        lines.append(f"- {call[0]}: {_shown(call, result)}")
     return Turn(text="\n".join(lines))
+
+
+def _shown(call: tuple[str, dict[str, Any]], result: tuple[str, bool]) -> str:
+    """What a call returned, as the answer reports it."""
+    (name, arguments), (text, failed) = call, result
+    if failed:
+        return f"{_ERROR}{_lines(text)}"
+    if name == "add" and {"a", "b"} <= arguments.keys():
+        return f"{arguments['a']} + {arguments['b']} = {text.strip()}"
+    try:
+        value: Any = json.loads(text)
+    except ValueError:
+        value = None
+    if isinstance(value, dict) and value:
+        fields = cast(dict[str, Any], value)
+        if all(not isinstance(v, dict | list) for v in fields.values()):
+            return ", ".join(f"{k}: {v}" for k, v in fields.items())
+    return _lines(text)
+
+
+def _lines(text: str) -> str:
+    """The first non-empty lines of ``text``, each on one line and cut, with how many more."""
+    lines = [" ".join(line.split()) for line in text.splitlines()]
+    lines = [line for line in lines if line]
+    shown = [
+        line if len(line) <= _LINE_CHARS else line[: _LINE_CHARS - 1] + "…"
+        for line in lines[:_SHOWN_LINES]
+    ]
+    if len(lines) > _SHOWN_LINES:
+        shown.append(f"… ({len(lines) - _SHOWN_LINES} more lines)")
+    return "\n  ".join(shown)
 
 
 def offline_settings(settings: Settings, server: ScriptedModelServer) -> Settings:
