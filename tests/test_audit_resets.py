@@ -14,6 +14,7 @@ from typing import Any
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
+from orga.cli.audit import run_ids
 from orga.contracts.approvals import ApprovalDecision
 from orga.contracts.audit import AuditEntry, Effect, ExportedEntry
 from orga.contracts.state import LoopResult
@@ -23,6 +24,7 @@ from orga.runtime.scripted_model import Turn
 from tests.harness import TEST_STORE, Harness
 from tests.sample_tools import transfer
 from tests.test_approvals import pending
+from tests.test_audit import ADDS
 from tests.test_cli import on, orga
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -94,7 +96,9 @@ def _log(entries: list[AuditEntry]) -> AuditLog:
     return AuditLog(len(entries), entries[-1].hash)
 
 
-async def temporal_reset(env: WorkflowEnvironment, workflow_id: str, kind: str) -> str:
+async def temporal_reset(
+    env: WorkflowEnvironment, workflow_id: str, kind: str, run_id: str | None = None
+) -> str:
     """``temporal workflow reset --type <kind>`` with the bundled CLI, as an operator (or an
     attacker with the operator's access) would run it. Returns what it printed."""
     process = await asyncio.create_subprocess_exec(
@@ -103,6 +107,7 @@ async def temporal_reset(env: WorkflowEnvironment, workflow_id: str, kind: str) 
         "reset",
         "--workflow-id",
         workflow_id,
+        *(["--run-id", run_id] if run_id else []),
         "--type",
         kind,
         "--reason",
@@ -265,3 +270,42 @@ async def test_a_reset_that_drops_no_decision_or_effect_verifies_and_says_so(
     assert {e.run_id for e in surviving} == {reset_run}
     assert [e.kind for e in surviving].count("ApprovalDecided") == 1
     assert "ApprovalDecided" not in [e.kind for e in entries if e.reset_away]
+
+
+async def test_resetting_an_earlier_run_reports_the_runs_it_continued_into(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    adds = [Turn(tool_calls=[("add", {"a": i, "b": 1})]) for i in range(ADDS)]
+    model = harness.new_model([*adds, Turn(text="counted"), Turn(text="started over")])
+    cli = {**on(env, harness), "ORGA_STORE_URL": TEST_STORE.url}
+    async with harness.worker():
+        handle = await harness.start(
+            "count", model=model, tools=["add"], max_iterations=ADDS + 5, max_history_events=200
+        )
+        assert (await handle.result()).output == "counted"
+        first, *continued = await run_ids(harness.client, handle.id)
+        assert continued, "meant to continue as new"
+
+        # Reset the first run (not the current one): the runs it continued into are off the
+        # history the workflow goes on with too, and only the visibility listing finds them.
+        await temporal_reset(env, handle.id, "FirstWorkflowTask", run_id=first)
+        current = harness.client.get_workflow_handle(handle.id, result_type=LoopResult)
+        assert (await current.result()).output == "started over"
+        reset_run = (await current.describe()).run_id
+        harness.handles.append(harness.client.get_workflow_handle(handle.id, run_id=reset_run))
+        listing = f"WorkflowId = '{handle.id}'"
+        while len([r async for r in harness.client.list_workflows(listing)]) < 2 + len(continued):
+            await asyncio.sleep(0.1)  # visibility catches up with the reset run
+
+        code, out, err = await orga("audit", handle.id, "--verify", env=cli)
+        assert code == 1, err + out
+        assert f"run {first} was reset away (reset into run {reset_run}, " in out
+        for run in continued:
+            assert f"run {run} was reset away (it continued from run " in out
+        flags = [f"--accept-reset {run}" for run in [first, *continued]]
+        assert out.rstrip().endswith(" ".join(flags))
+        code, out, err = await orga("audit", handle.id, "--verify", "--accept-resets", env=cli)
+        assert code == 0, err + out
+        assert out.splitlines()[-1].startswith(
+            "verified: the workflow's chain matches the history ("
+        )

@@ -231,8 +231,9 @@ def _counts(run: ResetRun) -> str:
     kinds = [entry.kind for entry in run.decisions]
     parts += [f"{kinds.count(kind)} {kind}" for kind in sorted(set(kinds))]
     if run.effects:
-        tools = ", ".join(f"{effect.name} {effect.ref}" for effect in run.effects)
-        parts.append(f"{len(run.effects)} executed effect(s) ({tools})")
+        tools = ", ".join(f"{effect.name} {effect.ref}" for effect in run.effects[:3])
+        more = f" and {len(run.effects) - 3} more" if len(run.effects) > 3 else ""
+        parts.append(f"{len(run.effects)} executed effect(s) ({tools}{more})")
     return " and ".join(parts) or "no decision and no effect"
 
 
