@@ -28,7 +28,11 @@ def add(a: float, b: float) -> int | float:
 
 @tool(name=DELEGATE_TOOL)
 def delegate(
-    agent: str, task: str, max_tokens: int | None = None, max_iterations: int | None = None
+    agent: str,
+    task: str,
+    max_tokens: int | None = None,
+    max_iterations: int | None = None,
+    tools: list[str] | None = None,
 ) -> str:
     """Hand a task to another agent and get its answer back. It works on its own (with its own
     tools) on part of your remaining budget; give it everything it needs in the task.
@@ -38,6 +42,7 @@ def delegate(
         task: what it should do, self-contained.
         max_tokens: the most tokens it may spend (default: what you have left).
         max_iterations: the most model calls it may make (default: what you have left).
+        tools: only these of its tools (default: all the tools you were told it has).
     """
     raise ToolInputError(
         f"{DELEGATE_TOOL} runs as a child loop of a loop whose agent may delegate (its "

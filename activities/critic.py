@@ -19,9 +19,12 @@ from activities.heartbeat import heartbeating
 from activities.providers.client import complete
 from orga.contracts.conversation import Message
 from orga.contracts.critic import CRITIQUE, REVIEW_TOOL, CritiqueRequest, CritiqueVerdict
-from orga.contracts.errors import CriticFailed, ToolInputError
+from orga.contracts.errors import BudgetExceeded, CriticFailed, ToolInputError
 from orga.contracts.tools import ToolDefinition
 from orga.core.arguments import parse_arguments
+from orga.core.budget import OutOfBudget, output_cap
+from orga.core.context import estimate_message_tokens
+from orga.core.text import estimate_tokens
 from orga.runtime.settings import Settings
 
 __all__ = ["REVIEW_DEFINITION", "CriticActivities"]
@@ -80,6 +83,13 @@ class CriticActivities:
         ]
         info = activity.info()
         timeout = info.start_to_close_timeout.total_seconds() if info.start_to_close_timeout else 60
+        estimated = sum(estimate_message_tokens(m) for m in messages) + estimate_tokens(
+            REVIEW_DEFINITION.model_dump_json()
+        )
+        try:
+            max_output, capped = output_cap(None, request.token_budget, estimated)
+        except OutOfBudget as error:  # the critic is not asked: the loop ends BudgetExceeded
+            raise BudgetExceeded(str(error), {"estimated_input_tokens": estimated}) from error
         async with heartbeating():
             response = await complete(
                 self._http,
@@ -87,9 +97,14 @@ class CriticActivities:
                 messages,
                 [REVIEW_DEFINITION],
                 model=request.model,
-                max_output_tokens=None,
+                max_output_tokens=max_output,
                 temperature=None,
                 timeout=timeout,
+            )
+        if capped and response.stop_reason == "max_tokens":
+            raise BudgetExceeded(
+                f"the critic's review was cut at the {max_output} tokens the loop had left",
+                {"usage": response.usage.model_dump()},
             )
         calls = [c for c in response.tool_calls if c.name == REVIEW_TOOL]
         if response.stop_reason != "tool_use" or len(calls) != 1:

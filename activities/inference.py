@@ -19,7 +19,7 @@ from activities.heartbeat import heartbeating
 from activities.metrics import observe
 from activities.providers.client import complete
 from orga.contracts.conversation import Message
-from orga.contracts.errors import ConversationUnavailable, InvalidConfig
+from orga.contracts.errors import BudgetExceeded, ConversationUnavailable, InvalidConfig
 from orga.contracts.inference import (
     CALL_MODEL,
     STREAM_BATCH,
@@ -32,6 +32,7 @@ from orga.contracts.inference import (
 )
 from orga.contracts.policy import PolicyAction, PolicyRequest, PolicyResult
 from orga.contracts.tools import ToolDefinition
+from orga.core.budget import OutOfBudget, output_cap
 from orga.core.context import fit
 from orga.core.evidence import with_judgement
 from orga.core.knowledge import with_knowledge
@@ -161,6 +162,12 @@ class InferenceActivities:
             estimate_tokens(json.dumps([t.model_dump(mode="json") for t in tools]))
             * request.token_calibration
         )
+        try:
+            max_output, capped = output_cap(
+                request.max_output_tokens, request.token_budget, estimated
+            )
+        except OutOfBudget as error:  # the provider is not asked: the loop ends BudgetExceeded
+            raise BudgetExceeded(str(error), {"estimated_input_tokens": estimated}) from error
         provider = self._settings.provider(request.provider)
         model = request.model or provider.default_model
         info = activity.info()
@@ -175,7 +182,8 @@ class InferenceActivities:
                 "gen_ai.operation.name": "chat",
                 "gen_ai.provider.name": provider.name,
                 "gen_ai.request.model": model,
-                "gen_ai.request.max_tokens": request.max_output_tokens or 0,
+                # Only a limit that was sent: none is the provider's own, not 0.
+                **({} if max_output is None else {"gen_ai.request.max_tokens": max_output}),
             },
         ) as span:
             async with heartbeating(), self._publisher(request) as on_text:
@@ -185,7 +193,7 @@ class InferenceActivities:
                     fitted.messages,
                     tools,
                     model=model,
-                    max_output_tokens=request.max_output_tokens,
+                    max_output_tokens=max_output,
                     temperature=request.temperature,
                     timeout=timeout,
                     on_text=on_text,
@@ -217,6 +225,7 @@ class InferenceActivities:
                 "context_dropped": fitted.dropped,
                 "context_masked": fitted.masked,
                 "gate": gate,
+                "budget_capped": capped,
             }
         )
 

@@ -14,6 +14,7 @@ from temporalio import activity
 from orga.contracts.agents import AgentSpec
 from orga.contracts.critic import ModelCritic
 from orga.contracts.delegation import DELEGATE_TOOL
+from orga.contracts.knowledge import RECALL_TOOL, STORE_TOOL
 from orga.contracts.setup import (
     RESOLVE_LOOP,
     RESOLVE_TASK,
@@ -24,6 +25,7 @@ from orga.contracts.setup import (
 )
 from orga.contracts.vocabulary import PolicyMode, ProviderName
 from orga.core.agents import Offer, check_model, check_tools, choose_policy, resolve_loop
+from orga.core.profile import glob_matches
 from orga.runtime.agents import AgentRegistry
 from orga.runtime.settings import Settings
 from orga.runtime.tools import ToolRegistry
@@ -68,11 +70,13 @@ class SetupActivities:
         resolved = resolve_loop(agent, request.config, request.tools, self._offer)
         tools = self._registry.definitions(request.tools, named_by="config.tools")
         delegates: list[AgentSpec] = []
+        delegate_tools: dict[str, list[str]] = {}
         if (
             agent.delegates
-            and request.config.delegation_depth < request.config.max_delegation_depth
+            and request.config.delegation_depth < resolved.limits.max_delegation_depth
         ):
             delegates = [self._agents.get(d) for d in agent.delegates]
+            delegate_tools = {d.id: self._tools_of(d) for d in delegates}
             if DELEGATE_TOOL not in request.tools:
                 tools += self._registry.definitions([DELEGATE_TOOL], named_by="delegates")
         # An agent's knowledge is its own (or the store its agent file names); the implicit
@@ -104,10 +108,22 @@ class SetupActivities:
             agent=agent,
             knowledge_namespace=namespace,
             delegates=delegates,
+            delegate_tools=delegate_tools,
             critic_provider=critic_provider,
             critic_model=critic_model,
             model_task_queue=self._settings.model_task_queue,
         )
+
+    def _tools_of(self, agent: AgentSpec) -> list[str]:
+        """The registered tools ``agent`` may use, as a child loop runs them: its globs over
+        this worker's registry, without the tools a loop's own setup adds (knowledge,
+        ``delegate``)."""
+        own = (RECALL_TOOL, STORE_TOOL, DELEGATE_TOOL)
+        return [
+            name
+            for name in self._registry.names()
+            if name not in own and any(glob_matches(g, name) for g in agent.tools)
+        ]
 
     @activity.defn(name=RESOLVE_TASK)
     async def resolve_task(self, request: TaskSetupRequest) -> TaskSetup:

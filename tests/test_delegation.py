@@ -129,8 +129,8 @@ async def test_a_child_is_refused_when_the_parent_has_too_little_left(
             [
                 Turn(
                     tool_calls=[("delegate", {"agent": "research", "task": "Find it."})],
-                    input_tokens=700,
-                    output_tokens=100,
+                    input_tokens=100,
+                    output_tokens=700,
                 ),
                 Turn(text="I will do it myself", input_tokens=100, output_tokens=10),
             ]

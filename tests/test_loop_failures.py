@@ -137,19 +137,46 @@ async def test_max_iterations(harness: Harness) -> None:
 
 
 async def test_max_total_tokens(harness: Harness) -> None:
+    """The second call may answer with at most what the budget leaves after its input: its
+    600-token answer is cut there, and the loop ends past the budget by no more than what the
+    estimate of that call's input missed."""
     model = harness.new_model(
         [
-            Turn(tool_calls=[("add", {"a": 1, "b": 1})], input_tokens=400, output_tokens=100),
-            Turn(tool_calls=[("add", {"a": 2, "b": 2})], input_tokens=500, output_tokens=100),
+            Turn(tool_calls=[("add", {"a": 1, "b": 1})], input_tokens=60, output_tokens=6_000),
+            Turn(tool_calls=[("add", {"a": 2, "b": 2})], input_tokens=80, output_tokens=6_000),
         ]
     )
     async with harness.worker():
-        handle = await harness.start("go", model=model, tools=["add"], max_total_tokens=1000)
+        handle = await harness.start("go", model=model, tools=["add"], max_total_tokens=10_000)
         error = await failure_of(handle)
     assert error.type == "BudgetExceeded"
     assert error.details[0]["budget"] == "max_total_tokens"
-    assert error.details[0]["state"]["usage"]["total_tokens"] == 1100
-    assert "1100 tokens" in error.message
+    first, second = harness.model.requests_for(model)
+    assert "max_tokens" not in first.body  # plenty left: the provider's own limit
+    cap = second.body["max_tokens"]
+    assert 0 < cap < 10_000 - 6_060  # what is left after the second call's estimated input
+    total = error.details[0]["state"]["usage"]["total_tokens"]
+    assert total == 6_060 + 80 + cap  # the answer was cut at the cap
+    assert total - 10_000 < 80  # past the budget by less than the last call's input
+    assert "was cut at the tokens left of max_total_tokens=10000" in error.message
+
+
+async def test_a_call_whose_input_alone_exceeds_what_is_left_is_not_made(
+    harness: Harness,
+) -> None:
+    model = harness.new_model(
+        [
+            Turn(tool_calls=[("add", {"a": 1, "b": 1})], input_tokens=40, output_tokens=9_950),
+            Turn(text="never asked"),
+        ]
+    )
+    async with harness.worker():
+        handle = await harness.start("go", model=model, tools=["add"], max_total_tokens=10_000)
+        error = await failure_of(handle)
+    assert error.type == "BudgetExceeded" and error.details[0]["budget"] == "max_total_tokens"
+    assert "not enough for its next model call" in error.message
+    assert len(harness.model.requests_for(model)) == 1  # the provider was not asked again
+    assert error.details[0]["state"]["usage"]["total_tokens"] == 9_990
 
 
 async def test_timeout(harness: Harness) -> None:

@@ -42,6 +42,7 @@ from orga.core.audit import AuditLog
 from workflows.common import upsert
 from workflows.human import HumanDesk
 from workflows.metrics import emit_entry
+from workflows.patches import TREE_BUDGET
 from workflows.toolstate import ToolState
 
 __all__ = ["Conversation", "LoopBooks"]
@@ -98,6 +99,8 @@ class LoopBooks:
         self.journal = Journal(limit=config.journal_limit)
         self.usage = Usage()
         self.iteration = 0
+        self.other_calls = 0
+        """Model calls of its critic and delegated children that its budget paid for."""
         self.phase: Phase = "starting"
         self.status: LoopStatus = "running"
         self.last_stop_reason: str | None = None
@@ -171,9 +174,21 @@ class LoopBooks:
             ]
         )
 
-    def charge(self, usage: Usage) -> None:
-        """Add what a child loop spent to this loop's usage (its budget is shared)."""
+    @property
+    def model_calls(self) -> int:
+        """Model calls this loop's budget paid for: its own and its critic's and children's."""
+        return self.iteration + self.other_calls
+
+    def counted_other_calls(self) -> int:
+        """The calls of ``other_calls`` that count against ``max_iterations``: all of them
+        since ``orga-tree-budget`` (before, none did)."""
+        return self.other_calls if self.other_calls and workflow.patched(TREE_BUDGET) else 0
+
+    def charge(self, usage: Usage, calls: int = 0) -> None:
+        """Add what a child loop or a critic spent — tokens and ``calls`` model calls — to
+        this loop's (its budget is shared)."""
         self.usage = self.usage + usage
+        self.other_calls += calls
         self._upsert([sa.TOTAL_TOKENS.value_set(self.usage.total_tokens)])
 
     def observed(self, results: Sequence[ToolResult]) -> None:
@@ -251,6 +266,7 @@ class LoopBooks:
             phase=self.phase,
             iteration=self.iteration,
             usage=self.usage,
+            model_calls=self.model_calls,
             started_at=self.started_at,
             last_stop_reason=self.last_stop_reason,
             tool_call_count=self.tool_call_count,

@@ -123,6 +123,7 @@ async def set_up_loop(
                 books=books,
                 limits=lambda: books.limits,
                 delegates=setup.delegates,
+                tools=setup.delegate_tools,
             )
             tools.delegate = delegations.run
             tools.plan_delegations = delegations.plan
@@ -151,7 +152,7 @@ async def set_up_loop(
                 else []
             )
             if setup.delegates:
-                first.append(introduction(setup.delegates))
+                first.append(introduction(setup.delegates, setup.delegate_tools))
             if first:
                 conversation.reset([*first, *conversation.messages])
     # Its metrics name only the tools and agents resolved here (a model's invented tool name,

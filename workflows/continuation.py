@@ -58,6 +58,7 @@ def carried(
         sent=conversation.sent,
         usage=books.usage,
         iteration=books.iteration,
+        other_calls=books.other_calls,
         started_at=books.started_at,
         human_wait=books.human_wait,
         last_stop_reason=books.last_stop_reason,
@@ -119,6 +120,7 @@ def restore(
     conversation.sent = carry.sent
     books.usage = carry.usage
     books.iteration = carry.iteration
+    books.other_calls = carry.other_calls
     books.started_at = carry.started_at
     books.human_wait = carry.human_wait
     books.last_stop_reason = carry.last_stop_reason

@@ -2,7 +2,10 @@
 
 Workflow code. A model critic is asked through the gate first (``Action::"review"`` on the
 critic agent; a refusal fails the loop with ``CriticFailed``), then in the ``critique``
-activity, whose structured verdict is the review (its tokens are charged to the loop). A human
+activity, whose structured verdict is the review. The review is a model call the loop's budget
+pays for: it needs a model call and tokens left (else ``BudgetExceeded`` before it is asked),
+it gets the tokens left as its budget (its answer capped to them), and what it spent is charged
+to the loop, which ends ``BudgetExceeded`` if the review took it past ``max_total_tokens``. A human
 critic waits on the desk for the ``review`` update (``OrgaStatus=awaiting_review``, listed by
 ``orga pending``; the loop's clock stops meanwhile); a review that times out counts as
 ``on_timeout``. Every review is journaled (``ReviewDecided``) and kept in the loop's state.
@@ -25,13 +28,14 @@ from orga.contracts.critic import (
     PendingReview,
     ReviewRecord,
 )
-from orga.contracts.errors import CriticFailed
+from orga.contracts.errors import BudgetExceeded, CriticFailed
 from orga.contracts.journal import ReviewDecided
 from orga.contracts.policy import PolicyAction
 from orga.contracts.vocabulary import ProviderName
 from workflows.bookkeeping import LoopBooks
 from workflows.gate import Gate
 from workflows.options import MODEL_HEARTBEAT_TIMEOUT, non_retryable
+from workflows.patches import TREE_BUDGET
 
 __all__ = ["Critic"]
 
@@ -122,6 +126,18 @@ class Critic:
         assert provider is not None and model is not None, "resolved with the loop's setup"
         assert self.config.kind == "model"
         critic = self.config.agent
+        books, limits = self._books, self._books.limits
+        budgeted = workflow.patched(TREE_BUDGET)  # before: a critic's spend went unchecked
+        left = limits.max_total_tokens - books.usage.total_tokens
+        if budgeted and (left <= 0 or books.model_calls >= limits.max_iterations):
+            budget = "max_total_tokens" if left <= 0 else "max_iterations"
+            raise BudgetExceeded(
+                f"critic {critic!r} cannot review answer {round_}: the loop has no "
+                f"{'tokens' if left <= 0 else 'model call'} left ({books.usage.total_tokens} of "
+                f"max_total_tokens={limits.max_total_tokens} tokens and {books.model_calls} of "
+                f"max_iterations={limits.max_iterations} model calls used)",
+                {"budget": budget},
+            )
         action = PolicyAction(kind="review", tool=critic)
         [decision] = (await self._gate.decide([action], [])).decisions
         if not decision.permits:
@@ -139,6 +155,7 @@ class Critic:
                     task=task,
                     answer=answer,
                     round=round_,
+                    token_budget=left if budgeted else None,
                 ),
                 result_type=CritiqueVerdict,
                 start_to_close_timeout=self._timeout,
@@ -150,10 +167,22 @@ class Critic:
         except ActivityError as error:
             cause = error.cause
             message = cause.message if isinstance(cause, ApplicationError) else str(error)
+            if isinstance(cause, ApplicationError) and cause.type == BudgetExceeded.__name__:
+                raise BudgetExceeded(
+                    f"critic {critic!r} was not asked to review answer {round_}: {message}",
+                    {"budget": "max_total_tokens"},
+                ) from error
             raise CriticFailed(
                 f"critic {critic!r} could not review answer {round_}: {message}"
             ) from error
-        self._books.charge(verdict.usage)
+        books.charge(verdict.usage, 1)
+        if budgeted and books.usage.total_tokens > limits.max_total_tokens:
+            raise BudgetExceeded(
+                f"critic {critic!r}'s review of answer {round_} took the loop to "
+                f"{books.usage.total_tokens} tokens, over max_total_tokens="
+                f"{limits.max_total_tokens}",
+                {"budget": "max_total_tokens"},
+            )
         return ReviewRecord(
             round=round_,
             verdict=verdict.verdict,

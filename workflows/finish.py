@@ -53,6 +53,7 @@ class Finished:
         return LoopResult(
             output=self.output,
             iterations=books.iteration,
+            model_calls=books.model_calls,
             usage=books.usage,
             termination_reason=self.reason,
             tool_call_count=books.tool_call_count,

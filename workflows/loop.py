@@ -30,6 +30,7 @@ the timeout (``deadline``), the gate (``gate``), acting (``dispatcher``, ``execu
 from __future__ import annotations
 
 import asyncio
+from typing import cast
 
 from temporalio import workflow
 from temporalio.common import RawValue
@@ -236,12 +237,13 @@ class ReasoningLoopWorkflow(DeskHandlers):
                 await self._continue_as_new()
             # Reason: one model call, routed on its stop_reason.
             reasoning = observing.reason()
-            if reasoning.iteration > limits.max_iterations:
+            others = books.counted_other_calls()
+            if reasoning.iteration + others > limits.max_iterations:
                 raise self._budget(
                     "max_iterations",
                     limits.max_iterations,
                     f"the loop reached max_iterations={limits.max_iterations} model calls "
-                    "without a final answer",
+                    f"{_of_which(others)}without a final answer",
                 )
             books.iteration = reasoning.iteration
             routed = reasoning.route(await self._reason(reasoning))
@@ -255,21 +257,26 @@ class ReasoningLoopWorkflow(DeskHandlers):
                         return Finished(outcome.output, "saturated", snapshot)
                     if parts.critic is None:
                         return Finished(outcome.output, "end_turn")
-                    reviewed = await review_answer(
-                        parts.critic, self._task(), outcome.output, outcome.iteration
-                    )
+                    try:
+                        reviewed = await review_answer(
+                            parts.critic, self._task(), outcome.output, outcome.iteration
+                        )
+                    except BudgetExceeded as exceeded:  # the critic's review is the loop's spend
+                        raise self._over(exceeded) from None
                     if isinstance(reviewed, Finished):
                         return reviewed
                     outcome = reviewed
                 observing = outcome
                 continue
-            if books.iteration >= limits.max_iterations:
+            others = books.counted_other_calls()
+            if books.iteration + others >= limits.max_iterations:
                 raise self._budget(
                     "max_iterations",
                     limits.max_iterations,
                     f"the model asked for {len(routed.calls)} tool call(s) at iteration "
-                    f"{books.iteration}, the last one max_iterations allows; they were not run "
-                    "because no model call would be left to read their results",
+                    f"{books.iteration}, the last one max_iterations allows {_of_which(others)}"
+                    "; they were not run because no model call would be left to read their "
+                    "results",
                 )
             # Gate the calls (evidence calls are judged first), then Act on what passed.
             if evidence is not None and evidence.track(routed):
@@ -307,8 +314,19 @@ class ReasoningLoopWorkflow(DeskHandlers):
             gate=parts.gate_in_model_call,
             agent_id=config.agent_id,
             prompt_cache=config.prompt_cache,
+            token_budget=parts.limits.max_total_tokens - books.usage.total_tokens,
         )
-        response = await call_model(request, config.model_timeout, parts.model_task_queue)
+        limit = parts.limits.max_total_tokens
+        try:
+            response = await call_model(request, config.model_timeout, parts.model_task_queue)
+        except BudgetExceeded as refused:
+            raise self._budget(
+                "max_total_tokens",
+                limit,
+                f"the loop has {request.token_budget} of max_total_tokens={limit} tokens left "
+                f"at iteration {reasoning.iteration}, not enough for its next model call: "
+                f"{refused.message}",
+            ) from None
         self._decided = None
         if response.gate is not None:
             self._decided = (_signature_of_answer(response), response.gate)
@@ -320,7 +338,13 @@ class ReasoningLoopWorkflow(DeskHandlers):
             ratio = response.usage.input_tokens / response.estimated_input_tokens
             self._calibration = min(4.0, max(0.25, ratio))
         books.reasoned(response)
-        limit = parts.limits.max_total_tokens
+        if response.budget_capped and response.stop_reason == "max_tokens":
+            raise self._budget(
+                "max_total_tokens",
+                limit,
+                f"the model's answer at iteration {books.iteration} was cut at the tokens left "
+                f"of max_total_tokens={limit} ({books.usage.total_tokens} used)",
+            )
         if books.usage.total_tokens > limit:
             raise self._budget(
                 "max_total_tokens",
@@ -399,6 +423,21 @@ class ReasoningLoopWorkflow(DeskHandlers):
 
     def _budget(self, budget: str, limit: int, message: str) -> BudgetExceeded:
         return BudgetExceeded(message, {"budget": budget, "limit": limit, "state": self.state()})
+
+    def _over(self, exceeded: BudgetExceeded) -> BudgetExceeded:
+        """``exceeded`` (raised by a part of the loop) with the limit and the loop's state."""
+        details: object = exceeded.details[0] if exceeded.details else None
+        named = (
+            cast(dict[str, object], details).get("budget") if isinstance(details, dict) else None
+        )
+        budget = str(named or "max_total_tokens")
+        limits = self._parts.limits
+        limit = limits.max_iterations if budget == "max_iterations" else limits.max_total_tokens
+        return self._budget(budget, limit, exceeded.message)
+
+
+def _of_which(others: int) -> str:
+    return f"({others} of them by its critic and delegated children) " if others else ""
 
 
 def _signature(actions: list[PolicyAction]) -> list[tuple[str, str]]:

@@ -12,7 +12,7 @@ from datetime import timedelta
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
-from orga.contracts.errors import ModelCallFailed
+from orga.contracts.errors import BudgetExceeded, ModelCallFailed
 from orga.contracts.inference import CALL_MODEL, InferenceRequest, InferenceResponse
 from workflows.options import MODEL_HEARTBEAT_TIMEOUT, MODEL_RETRY
 
@@ -25,6 +25,7 @@ async def call_model(
     """The model's response to ``request`` (asked on ``task_queue``: the loop's by default).
 
     Raises:
+        BudgetExceeded: the call could not fit in ``request.token_budget`` and was not made.
         ModelCallFailed: the inference activity failed for good (the cause is chained).
     """
     model = request.model or f"{request.provider or 'default provider'}'s default model"
@@ -43,6 +44,8 @@ async def call_model(
         cause = error.cause
         kind = cause.type if isinstance(cause, ApplicationError) else type(cause).__name__
         message = cause.message if isinstance(cause, ApplicationError) else str(error)
+        if kind == BudgetExceeded.__name__:  # refused before the provider was asked
+            raise BudgetExceeded(message, {"iteration": request.iteration}) from error
         raise ModelCallFailed(
             f"the model call at iteration {request.iteration} failed for good ({kind}): {message}",
             {"iteration": request.iteration, "error_type": kind, "error": message},

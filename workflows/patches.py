@@ -21,6 +21,7 @@ __all__ = [
     "RESOLVE_LOOP",
     "RESOLVE_TASK",
     "SAGA_ATTEMPTED",
+    "TREE_BUDGET",
 ]
 
 RESOLVE_LOOP: Final = "orga-resolve-loop"
@@ -74,3 +75,10 @@ GATED_MEMORY: Final = "orga-gated-memory"
 knowledge store, journaled and audited as ``PolicyEvaluated``); anything the gate does not
 simply allow stores nothing. Before, the write went straight to the store. Checked only when a
 loop with ``auto_persist`` completes: other loops get no marker."""
+
+TREE_BUDGET: Final = "orga-tree-budget"
+"""A loop's ``max_iterations`` counts the model calls of its critic and delegated children
+too (``LoopBooks.other_calls``), children are carved from what is left of that, and a model
+critic is checked against the loop's budgets before and after it reviews. Before, only the
+loop's own calls counted and a critic's tokens were charged unchecked. Checked only once a
+critic or child has made a call: other loops get no marker."""

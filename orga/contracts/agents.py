@@ -71,4 +71,8 @@ class AgentSpec(BaseModel):
     client's to take. Each write still passes the gate (``Action::"remember"``)."""
     delegates: list[str] = Field(default_factory=list[str])
     """The agents its loops may hand work to (the ``delegate`` tool): each runs as a child loop
-    under its own policy and ceilings, on a budget carved from the parent's."""
+    of that agent — its tools, policy floor, models and system prompt — on a budget carved
+    from the parent's."""
+    max_delegation_depth: int = Field(default=2, ge=0, le=10)
+    """How deep its loops' delegations may nest (a ceiling: a loop may ask for less, never
+    more; a child runs with the lower of its parent's depth and its own agent's)."""

@@ -48,6 +48,8 @@ class LoopCarry(BaseModel):
     sent: int
     usage: Usage
     iteration: int
+    other_calls: int = 0
+    """Model calls of its critic and children its budget paid for so far."""
     started_at: datetime
     human_wait: timedelta = timedelta(0)
     last_stop_reason: str | None = None

@@ -109,8 +109,9 @@ class LoopConfig(BaseModel):
     """Fetch what the task refers to (URLs, files, issues) before the first reasoning step;
     off unless set (``{}`` turns it on with the defaults)."""
 
-    max_delegation_depth: int = Field(default=3, ge=0, le=10)
-    """How deep ``delegate`` may nest: a loop at this depth has no ``delegate`` tool."""
+    max_delegation_depth: int | None = Field(default=None, ge=0, le=10)
+    """How deep ``delegate`` may nest: a loop at this depth has no ``delegate`` tool (default:
+    its agent's ``max_delegation_depth``, 2; above it is ``InvalidConfig``)."""
 
     delegation_depth: int = Field(default=0, ge=0, le=10)
     """How deep this loop is in a chain of delegations (set by the parent; 0 at the top)."""
@@ -174,6 +175,7 @@ class Limits(BaseModel):
     max_total_tokens: int = 100_000
     timeout: timedelta = timedelta(minutes=5)
     max_concurrent_tools: int = 5
+    max_delegation_depth: int = 2
 
     @classmethod
     def of(cls, config: LoopConfig) -> Limits:
@@ -183,6 +185,7 @@ class Limits(BaseModel):
             "max_total_tokens": config.max_total_tokens,
             "timeout": config.timeout,
             "max_concurrent_tools": config.max_concurrent_tools,
+            "max_delegation_depth": config.max_delegation_depth,
         }
         return cls.model_validate({k: v for k, v in named.items() if v is not None})
 

@@ -114,6 +114,8 @@ class CritiqueRequest(BaseModel):
     task: str
     answer: str
     round: int
+    token_budget: int | None = None
+    """Tokens the loop has left: the review must fit (``InferenceRequest.token_budget``)."""
 
 
 class CritiqueVerdict(BaseModel):

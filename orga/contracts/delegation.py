@@ -38,6 +38,8 @@ class DelegationArguments(BaseModel):
     task: str = Field(min_length=1)
     max_tokens: int | None = Field(default=None, ge=1)
     max_iterations: int | None = Field(default=None, ge=1)
+    tools: list[str] | None = Field(default=None, max_length=100)
+    """Fewer tools than the child's agent has (never others); default: all of them."""
 
 
 class DelegationRecord(BaseModel):

@@ -153,6 +153,11 @@ class InferenceRequest(BaseModel):
     durable conversation never holds it)."""
     prompt_cache: bool = True
     """Mark the stable prefix for the provider's prompt cache (``LoopConfig.prompt_cache``)."""
+    token_budget: int | None = None
+    """Tokens the loop has left (``max_total_tokens`` less what it and its children and critic
+    spent): the fitted input must fit, and the answer is capped to the rest
+    (``orga.core.budget``); a call that cannot fit fails ``BudgetExceeded`` without asking the
+    provider. ``None``: not checked here."""
 
 
 class InferenceResponse(BaseModel):
@@ -185,7 +190,9 @@ class InferenceResponse(BaseModel):
     gate: PolicyResult | None = None
     """With ``InferenceRequest.gate``: the ``default`` gate's decisions for the answer's actions
     (its tool calls in order, or its final answer), made when the answer arrived."""
-
+    budget_capped: bool = False
+    """The answer's length was capped to what ``token_budget`` left (below the loop's own
+    ``max_output_tokens``): a ``max_tokens`` stop then means the budget ran out."""
     reasoning: list[Reasoning] = Field(default_factory=list[Reasoning])
     """The model's reasoning (thinking blocks, ``reasoning_content``): never part of ``text``."""
     source: str | None = None

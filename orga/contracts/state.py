@@ -52,6 +52,9 @@ class LoopState(BaseModel):
     phase: Phase
     iteration: int
     usage: Usage
+    """Tokens spent by the loop, its critic and its delegated children."""
+    model_calls: int = 0
+    """Model calls its budget paid for (``LoopResult.model_calls``)."""
     started_at: datetime
     last_stop_reason: str | None = None
     tool_call_count: int = 0
@@ -96,7 +99,10 @@ class LoopResult(BaseModel):
     output: str
     """The model's final answer."""
     iterations: int
-    """Model calls made."""
+    """Model calls made by the loop itself (its Reason steps)."""
+    model_calls: int = 0
+    """Model calls its budget paid for: its own, its critic's and every delegated child's
+    (``max_iterations`` bounds this). 0 in results recorded before it was counted."""
     usage: Usage
     termination_reason: str
     """``end_turn`` when the model finished its turn; ``saturated`` when evidence stopped

@@ -16,6 +16,7 @@ Used by the tests, the benchmark and the offline demo (where it is labelled as a
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import threading
@@ -53,6 +54,15 @@ class Turn:
     """Streamed (a request with ``"stream": true``): seconds between the pieces of text."""
     break_after: int | None = None
     """Streamed: drop the connection after this many pieces of text (a stream that breaks)."""
+
+
+def _within_max_tokens(answer: Turn | Raw, body: Mapping[str, Any]) -> Turn | Raw:
+    """A turn as a real provider would answer it under the request's ``max_tokens``: no more
+    output tokens than that, stopped for ``max_tokens`` when it was cut."""
+    limit = body.get("max_tokens") or body.get("max_completion_tokens")
+    if not isinstance(answer, Turn) or not isinstance(limit, int) or answer.output_tokens <= limit:
+        return answer
+    return dataclasses.replace(answer, output_tokens=limit, stop="max_tokens")
 
 
 @dataclass
@@ -246,9 +256,8 @@ class ScriptedModelServer:
                     }
                 },
             )
-        if isinstance(step, Turn | Raw):
-            return step
-        return step(request)
+        answer = step if isinstance(step, Turn | Raw) else step(request)
+        return _within_max_tokens(answer, request.body)
 
     def _render(self, wire: Wire, model: str, turn: Turn) -> dict[str, Any]:
         n = next(self._ids)

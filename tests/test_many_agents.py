@@ -1,0 +1,279 @@
+"""Many agents working together: a child runs as its own agent, and one budget holds for the
+whole tree — the parent, its children and its critic — against a child or a critic that tries
+to spend more."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import WorkflowHandle
+
+from orga.contracts.config import LoopInput
+from orga.contracts.journal import DelegationStarted, Journal
+from orga.contracts.state import LoopState
+from orga.runtime.scripted_model import Turn
+from orga.runtime.tools import Tool, tool
+from tests.harness import Harness, scripted_settings
+from tests.test_critic import verdict
+from tests.test_trust import failure
+
+AGENTS = """
+[agents.lead]
+description = "Plans and hands out work"
+delegates = ["research"]
+model = "{lead}"
+{lead_extra}
+
+[agents.research]
+description = "Finds facts and notes them"
+tools = ["note_finding", "add"]
+model = "{research}"
+{research_extra}
+
+[agents.critic]
+description = "Checks answers"
+model = "{critic}"
+"""
+
+
+def agents(tmp_path: Path, models: dict[str, str], **extra: str) -> Path:
+    path = tmp_path / "agents.toml"
+    path.write_text(
+        AGENTS.format(
+            lead=models["lead"],
+            research=models.get("research", "unused"),
+            critic=models.get("critic", "unused"),
+            lead_extra=extra.get("lead", ""),
+            research_extra=extra.get("research", ""),
+        )
+    )
+    return path
+
+
+def note_tool(notes: list[str]) -> Tool:
+    @tool
+    def note_finding(text: str) -> str:
+        """Write a finding into the team's notes.
+
+        Args:
+            text: the finding.
+        """
+        notes.append(text)
+        return f"noted: {text}"
+
+    return note_finding
+
+
+def delegating(task: str, **more: Any) -> Turn:
+    return Turn(tool_calls=[("delegate", {"agent": "research", "task": task, **more})])
+
+
+async def child_of(harness: Harness, journal: Journal) -> WorkflowHandle[Any, Any]:
+    [started, *_] = [e for e in journal.entries if isinstance(e, DelegationStarted)]
+    handle = harness.client.get_workflow_handle(started.workflow_id)
+    harness.handles.append(handle)
+    return handle
+
+
+async def child_config(handle: WorkflowHandle[Any, Any]) -> Any:
+    event = (await handle.fetch_history()).events[0]
+    [payload] = event.workflow_execution_started_event_attributes.input.payloads
+    return LoopInput.model_validate_json(payload.data).config
+
+
+# ---- a child is its own agent ------------------------------------------------------------
+
+
+async def test_a_delegated_child_calls_its_own_tools_and_its_effects_land(
+    harness: Harness, tmp_path: Path
+) -> None:
+    notes: list[str] = []
+    models = {
+        "lead": harness.new_model([delegating("Find the answer and note it."), Turn(text="42")]),
+        "research": harness.new_model(
+            [Turn(tool_calls=[("note_finding", {"text": "the answer is 42"})]), Turn(text="42")]
+        ),
+    }
+    settings = scripted_settings(harness.model, agents_file=agents(tmp_path, models))
+    async with harness.worker(settings=settings, tools=[note_tool(notes)]):
+        handle = await harness.start("What is the answer?", agent_id="lead")
+        result = await handle.result()
+        journal = await handle.query("journal", result_type=Journal)
+        child = await child_of(harness, journal)
+        config = await child_config(child)
+    assert result.output == "42"
+    assert notes == ["the answer is 42"]  # the child's effect landed
+    assert config.agent_id == "research" and config.tools == ["add", "note_finding"]
+    [first_child_call, _] = harness.model.requests_for(models["research"])
+    offered = {t["function"]["name"] for t in first_child_call.body["tools"]}
+    assert offered == {"note_finding", "add"}
+    # The parent was told what the child can do: its description and its tools.
+    [intro] = [
+        str(m["content"])
+        for m in harness.model.requests_for(models["lead"])[0].body["messages"]
+        if m["role"] == "system" and "delegate" in str(m["content"])
+    ]
+    assert "research: Finds facts and notes them (tools: add, note_finding)" in intro
+
+
+async def test_a_delegation_may_narrow_the_child_s_tools_but_never_widen_them(
+    harness: Harness, tmp_path: Path
+) -> None:
+    models = {
+        "lead": harness.new_model(
+            [
+                Turn(
+                    tool_calls=[
+                        (
+                            "delegate",
+                            {"agent": "research", "task": "fetch it", "tools": ["web_fetch"]},
+                        ),
+                        ("delegate", {"agent": "research", "task": "add", "tools": ["add"]}),
+                    ]
+                ),
+                Turn(text="done"),
+            ]
+        ),
+        "research": harness.new_model([Turn(text="3")]),
+    }
+    settings = scripted_settings(harness.model, agents_file=agents(tmp_path, models))
+    async with harness.worker(settings=settings, tools=[note_tool([])]):
+        handle = await harness.start("go", agent_id="lead")
+        await handle.result()
+        journal = await handle.query("journal", result_type=Journal)
+        config = await child_config(await child_of(harness, journal))
+    widened, narrowed = harness.model.requests_for(models["lead"])[1].tool_result_texts()
+    assert "may not use ['web_fetch']" in widened and "add" in widened
+    assert narrowed == "3"
+    assert config.tools == ["add"]
+    [child_call] = harness.model.requests_for(models["research"])
+    assert [t["function"]["name"] for t in child_call.body["tools"]] == ["add"]
+
+
+# ---- one budget for the tree -------------------------------------------------------------
+
+
+async def test_parent_and_children_never_exceed_the_parent_s_max_iterations(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """The child tries to go on calling tools; parent and child together make at most the
+    parent's four model calls (before, 7 were made while the result said 4)."""
+    models = {
+        "lead": harness.new_model(
+            [delegating("Count."), delegating("Count more."), Turn(text="?")]
+        ),
+        "research": harness.new_model(
+            [Turn(tool_calls=[("add", {"a": n, "b": 1})]) for n in range(10)]
+        ),
+    }
+    settings = scripted_settings(harness.model, agents_file=agents(tmp_path, models))
+    async with harness.worker(settings=settings, tools=[note_tool([])]):
+        handle = await harness.start("Count.", agent_id="lead", max_iterations=4)
+        error = await failure(handle)
+        state = await handle.query("state", result_type=LoopState)
+    made = len(harness.model.requests_for(models["lead"])) + len(
+        harness.model.requests_for(models["research"])
+    )
+    assert made <= 4
+    assert error.type == "BudgetExceeded" and error.details[0]["budget"] == "max_iterations"
+    assert "by its critic and delegated children" in error.message
+    assert state.model_calls == made and state.model_calls <= 4
+
+
+async def test_a_child_cannot_spend_past_its_carve(harness: Harness, tmp_path: Path) -> None:
+    """Carved 6 000 tokens, the child's model answers 2 500 tokens a call: its third answer is
+    capped at what is left, so it ends past its carve by less than one call's input (before,
+    it spent 7 500)."""
+    big = [Turn(tool_calls=[("add", {"a": 1, "b": 2})], input_tokens=100, output_tokens=2_400)]
+    models = {
+        "lead": harness.new_model([delegating("Work.", max_tokens=6_000), Turn(text="done")]),
+        "research": harness.new_model(big * 5),
+    }
+    settings = scripted_settings(harness.model, agents_file=agents(tmp_path, models))
+    async with harness.worker(settings=settings, tools=[note_tool([])]):
+        handle = await harness.start("Work.", agent_id="lead")
+        result = await handle.result()
+        state = await handle.query("state", result_type=LoopState)
+    [record] = state.delegations
+    assert record.status == "failed" and "BudgetExceeded" in (record.error or "")
+    assert record.max_tokens == 6_000
+    assert 2 * 2_500 < record.usage.total_tokens < 6_000 + 100  # within one call's input
+    calls = harness.model.requests_for(models["research"])
+    assert len(calls) == 3 and calls[2].body["max_tokens"] < 2_400
+    # What the child spent is the parent's.
+    assert result.usage.total_tokens == record.usage.total_tokens + 30
+
+
+async def test_a_child_s_working_time_is_carved_from_the_parent_s(
+    harness: Harness, tmp_path: Path
+) -> None:
+    models = {
+        "lead": harness.new_model([delegating("Think hard."), Turn(text="gave up")]),
+        "research": harness.new_model([Turn(text="finally", delay=30)]),
+    }
+    settings = scripted_settings(harness.model, agents_file=agents(tmp_path, models))
+    async with harness.worker(settings=settings, tools=[note_tool([])]):
+        handle = await harness.start("go", agent_id="lead", timeout=4)
+        error = await failure(handle)
+        journal = await handle.query("journal", result_type=Journal)
+        config = await child_config(await child_of(harness, journal))
+    [started] = [e for e in journal.entries if isinstance(e, DelegationStarted)]
+    assert 0 < started.timeout_seconds <= 4
+    assert config.timeout is not None and config.timeout.total_seconds() <= 4
+    assert error.type == "BudgetExceeded" and error.details[0]["budget"] == "timeout"
+
+
+async def test_the_agents_file_caps_the_delegation_depth(harness: Harness, tmp_path: Path) -> None:
+    models = {"lead": harness.new_model([Turn(text="never asked")])}
+    path = agents(tmp_path, models, lead="max_delegation_depth = 1")
+    settings = scripted_settings(harness.model, agents_file=path)
+    async with harness.worker(settings=settings, tools=[note_tool([])]):
+        handle = await harness.start("go", agent_id="lead", max_delegation_depth=10)
+        error = await failure(handle)
+    assert error.type == "InvalidConfig"
+    assert "config.max_delegation_depth=10 is above the ceiling of agent 'lead': 1" in (
+        error.message
+    )
+    assert harness.model.requests_for(models["lead"]) == []
+
+
+async def test_a_critic_that_would_spend_past_the_budget_is_stopped(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """``max_total_tokens: 4000`` and a critic that reports 100 000 tokens: before, the loop
+    completed with ``total_tokens: 100015``."""
+    models = {
+        "lead": harness.new_model([Turn(text="an answer")]),
+        "critic": harness.new_model(
+            [Turn(tool_calls=[("submit_review", {"verdict": "approve"})], input_tokens=100_000)]
+        ),
+    }
+    settings = scripted_settings(harness.model, agents_file=agents(tmp_path, models))
+    async with harness.worker(settings=settings, tools=[note_tool([])]):
+        handle = await harness.start(
+            "go",
+            agent_id="lead",
+            max_total_tokens=4_000,
+            critic={"kind": "model", "agent": "critic"},
+        )
+        error = await failure(handle)
+    assert error.type == "BudgetExceeded" and error.details[0]["budget"] == "max_total_tokens"
+    assert "critic 'critic'" in error.message and "over max_total_tokens=4000" in error.message
+    [review] = harness.model.requests_for(models["critic"])
+    assert review.body["max_tokens"] < 4_000 - 15  # its answer was capped to what was left
+
+
+async def test_a_critic_is_not_asked_when_nothing_is_left(harness: Harness, tmp_path: Path) -> None:
+    models = {
+        "lead": harness.new_model([Turn(text="an answer", input_tokens=60, output_tokens=40)]),
+        "critic": harness.new_model([verdict("approve")]),
+    }
+    settings = scripted_settings(harness.model, agents_file=agents(tmp_path, models))
+    async with harness.worker(settings=settings, tools=[note_tool([])]):
+        handle = await harness.start(
+            "go", agent_id="lead", max_total_tokens=120, critic={"kind": "model", "agent": "critic"}
+        )
+        error = await failure(handle)
+    assert error.type == "BudgetExceeded" and error.details[0]["budget"] == "max_total_tokens"
+    assert harness.model.requests_for(models["critic"]) == []
