@@ -39,6 +39,7 @@ def _size(message: Message) -> int:
         + len(message.content)
         + sum(len(c.name) + len(c.arguments) for c in message.tool_calls)
         + sum(len(r.content) for r in message.tool_results)
+        + sum(len(r.text) + len(r.signature or r.data or "") for r in message.reasoning)
     )
 
 

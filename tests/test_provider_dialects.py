@@ -306,3 +306,93 @@ def test_a_repeated_wire_id_is_translated_so_each_call_has_its_own() -> None:
     ]
     ids = wire_ids([*first, *second], "s:m")
     assert ids == {"i1_D681PevKs": "D681PevKs", "i2_D681PevKs": translated_id("i2_D681PevKs")}
+
+
+def test_streamed_reasoning_and_signatures_add_up_to_the_same_answer() -> None:
+    """Streamed, the reasoning (DeepSeek's ``reasoning_content`` deltas, Anthropic's
+    ``thinking_delta`` and ``signature_delta``) and Gemini's ``extra_content`` are assembled as
+    the whole body has them, and never reach the text shown as it arrives."""
+    from activities.providers.streaming import ChatStream, MessageStream, ServerSentEvent
+
+    shown: list[str] = []
+    fragment = body("deepseek_22_thinking_tool_call_DOCS_FRAGMENT.json")
+    signature = {"google": {"thought_signature": "<Signature A>"}}
+    chunks: list[dict[str, Any]] = [
+        {
+            "choices": [
+                {"index": 0, "delta": {"role": "assistant", "reasoning_content": "The user "}}
+            ]
+        },
+        {"choices": [{"index": 0, "delta": {"reasoning_content": "asks."}}]},
+        {"choices": [{"index": 0, "delta": {"content": "Let me check."}}]},
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {
+                        "tool_calls": [
+                            {
+                                "index": 0,
+                                "id": fragment["tool_calls"][0]["id"],
+                                "extra_content": signature,
+                                "function": {"name": "get_date", "arguments": "{}"},
+                            }
+                        ]
+                    },
+                    "finish_reason": "tool_calls",
+                }
+            ]
+        },
+    ]
+    chat = ChatStream("openai", shown.append)
+    for chunk in chunks:
+        chat.feed(ServerSentEvent(None, json.dumps(chunk)))
+    chat.feed(ServerSentEvent(None, "[DONE]"))
+    parsed = parse_chat_completion({**chat.body(), "model": "m"}, "openai")
+    assert shown == ["Let me check."] and parsed.text == "Let me check."
+    assert [r.text for r in parsed.reasoning] == ["The user asks."]
+    [call] = parsed.tool_calls
+    assert call.wire_id == "call_00_kw66qNnNto11bSfJVIdlV5Oo"
+    assert call.wire_extra is not None and json.loads(call.wire_extra) == signature
+
+    shown.clear()
+    thinking = anthropic_thinking_body()["content"][0]
+    events: list[dict[str, Any]] = [
+        {"type": "message_start", "message": {"id": "msg_1", "model": "m", "content": []}},
+        {
+            "type": "content_block_start",
+            "index": 0,
+            "content_block": {"type": "thinking", "thinking": ""},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "thinking_delta", "thinking": thinking["thinking"]},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "signature_delta", "signature": thinking["signature"]},
+        },
+        {"type": "content_block_stop", "index": 0},
+        {"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}},
+        {
+            "type": "content_block_delta",
+            "index": 1,
+            "delta": {"type": "text_delta", "text": "Sunny."},
+        },
+        {"type": "content_block_stop", "index": 1},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn"},
+            "usage": {"output_tokens": 9},
+        },
+        {"type": "message_stop"},
+    ]
+    stream = MessageStream(shown.append)
+    for event in events:
+        stream.feed(ServerSentEvent(event["type"], json.dumps(event)))
+    answer = parse_message(stream.body())
+    assert shown == ["Sunny."] and answer.text == "Sunny."
+    [kept] = answer.reasoning
+    assert (kept.text, kept.signature) == (thinking["thinking"], thinking["signature"])
