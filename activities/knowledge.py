@@ -27,7 +27,7 @@ from orga.contracts.knowledge import (
     KnowledgeWrite,
     KnowledgeWritten,
 )
-from orga.core.knowledge import format_items, normalise_directory
+from orga.core.knowledge import directory_levels, format_items, normalise_directory
 from orga.runtime.knowledge import Knowledge
 from orga.runtime.tools import Tool, ToolContext, tool
 
@@ -98,8 +98,22 @@ def knowledge_tools(activities: KnowledgeActivities) -> list[Tool]:
             where = normalise_directory(directory) if directory is not None else None
         except ValueError as error:
             raise ToolInputError(str(error)) from error
+        home = ctx.knowledge_directory
+        if scope == "conventions" and home is not None:
+            # The walk up from a directory brings its conventions: only the loop's own tree.
+            where = home if where is None else where
+            if home not in directory_levels(where):
+                raise ToolInputError(
+                    f"directory {where!r} is outside the directory this loop works in "
+                    f"({home!r}; '' is the root): ask for {home!r} or one below it"
+                )
         request = KnowledgeQuery(
-            namespace=namespace, text=query, limit=limit, scope=scope, directory=where
+            namespace=namespace,
+            text=query,
+            limit=limit,
+            scope=scope,
+            directory=where,
+            within=home if scope == "all" else None,
         )
         hits = await asyncio.to_thread(lambda: activities.knowledge.search(request))
         return format_items(hits.items)

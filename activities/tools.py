@@ -106,6 +106,7 @@ class ToolActivities:
             attempt=activity.info().attempt,
             ledger=self._ledger,
             knowledge_namespace=invocation.knowledge_namespace,
+            knowledge_directory=invocation.knowledge_directory,
             step_key=None
             if invocation.compensates is None
             else idempotency_key(invocation.workflow_id, invocation.compensates, invocation.chain),

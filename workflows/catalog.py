@@ -142,6 +142,7 @@ async def set_up_loop(
                 config.knowledge, setup.knowledge_namespace, books, gate
             )
             tools.knowledge_namespace = setup.knowledge_namespace
+            tools.knowledge_directory = config.knowledge.directory or ""
         agent = setup.agent
         if loop.carry is None:
             # The operator's prompt (and whom the agent may delegate to) come before anything

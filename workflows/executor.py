@@ -139,6 +139,7 @@ class CallExecutor:
             retry_tool_errors=isinstance(strategy, Retry),
             max_result_bytes=self._state.max_payload_bytes,
             knowledge_namespace=self._state.knowledge_namespace,
+            knowledge_directory=self._state.knowledge_directory,
         )
         summary = f"tool {call.name} · {call.id}"
         try:

@@ -91,6 +91,7 @@ class KnowledgeBridge:
                     text=query,
                     limit=self.config.max_context_items,
                     threshold=self.config.relevance_threshold,
+                    within=self.config.directory or "",
                 ),
                 result_type=KnowledgeHits,
                 start_to_close_timeout=_TIMEOUT,

@@ -60,6 +60,8 @@ class ToolState:
     """Told how many ``delegate`` calls a turn is about to run (they share what is left)."""
     knowledge_namespace: str | None = None
     """The loop's knowledge store, passed to its tool calls (``recall_knowledge`` …)."""
+    knowledge_directory: str | None = None
+    """Where the loop works (``config.knowledge.directory``): its recalls stay there."""
     wait_for_cancelled_tools: bool = False
     """A cancelled tool call is waited for until it has stopped (a child loop's: its parent
     compensates only once it has ended, so its tools' effects must have landed by then)."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = [
     "KNOWLEDGE_MARKER",
@@ -64,7 +64,24 @@ class KnowledgeConfig(BaseModel):
     tools: bool = True
     """The model gets ``recall_knowledge`` and ``store_knowledge`` (gated like any tool)."""
     auto_persist: bool = False
-    """When the loop completes, its final answer is stored as working memory."""
+    """When the loop completes, its final answer is stored as working memory (the agent's
+    leave needed: ``store_knowledge`` among its tools, or ``auto_persist = true``)."""
+    directory: str | None = Field(default=None, max_length=1_000)
+    """The directory of the source tree the loop works in (``"src/api"``; default: the root).
+    Conventions it is shown or recalls are this directory's, its parents' and its languages',
+    never another directory's — however many words they share with the task."""
+
+    @field_validator("directory")
+    @classmethod
+    def _relative(cls, directory: str | None) -> str | None:
+        if directory is None:
+            return None
+        path = directory.strip().replace("\\", "/")
+        if path.startswith("/") or ".." in path.split("/"):
+            raise ValueError(
+                f"directory {directory!r} must be relative to the tree's root and stay in it"
+            )
+        return "/".join(p for p in path.split("/") if p not in ("", "."))
 
 
 class KnowledgeItem(BaseModel):
@@ -106,6 +123,9 @@ class KnowledgeQuery(BaseModel):
     """With ``scope="conventions"``: walk up from here to the root."""
     language: str | None = None
     """With ``scope="conventions"``: also this language's conventions."""
+    within: str | None = None
+    """The searching loop's directory: conventions of other directories are left out (those
+    of this one and its parents, and language conventions, stay). ``None``: all of them."""
 
 
 class KnowledgeHits(BaseModel):

@@ -104,6 +104,8 @@ class ToolInvocation(BaseModel):
     text."""
     knowledge_namespace: str | None = None
     """The loop's knowledge store (``recall_knowledge`` and ``store_knowledge`` use it)."""
+    knowledge_directory: str | None = None
+    """The loop's directory (``config.knowledge.directory``): its recalls stay in it."""
     compensates: str | None = None
     """For a compensation: the call id of the step it undoes (the tool gets that step's
     idempotency key as ``ctx.step_key``)."""

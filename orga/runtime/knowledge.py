@@ -409,7 +409,8 @@ class Knowledge(ABC):
             vector = found[0] if found else None
         if not terms and vector is None:
             return KnowledgeHits()
-        pool = max(query.limit * 4, _POOL) if vector is not None else query.limit
+        scoped = query.within is not None  # some found items may be left out: look further
+        pool = max(query.limit * 4, _POOL) if vector is not None or scoped else query.limit
         with self._engine.connect() as db:
             ranked = self._ranked(db, query.namespace, terms, pool) if terms else []
             near = self._nearest(db, query.namespace, vector, pool) if vector else []
@@ -423,12 +424,15 @@ class Knowledge(ABC):
                 ).all()
                 rows.update((row.id, row) for row in more)
         similarity = {id_: max(0.0, 1.0 - distance) for id_, distance in near}
-        order = fuse([row.id for row in ranked], [id_ for id_, _ in near])[: query.limit]
+        order = fuse([row.id for row in ranked], [id_ for id_, _ in near])
         items = [
             _item(rows[id_], max(coverage(terms, rows[id_].content), similarity.get(id_, 0.0)))
             for id_ in order
             if id_ in rows
         ]
+        if query.within is not None:
+            items = [i for i in items if _applies(i, query.within)]
+        items = items[: query.limit]
         return KnowledgeHits(
             items=[i for i in items if i.relevance >= query.threshold], hybrid=vector is not None
         )
@@ -475,6 +479,14 @@ class Knowledge(ABC):
             seen.add(digest)
             unique.append(item)
         return unique[: query.limit]
+
+
+def _applies(item: KnowledgeItem, directory: str) -> bool:
+    """Whether ``item`` may be shown to a loop working in ``directory``: anything but another
+    directory's convention (this one's, its parents' and language conventions apply)."""
+    if item.kind != "convention" or item.directory is None:
+        return True
+    return item.directory in directory_levels(directory)
 
 
 def _by_terms(items: list[KnowledgeItem], terms: Sequence[str]) -> list[KnowledgeItem]:

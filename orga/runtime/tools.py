@@ -64,6 +64,9 @@ class ToolContext:
     knowledge_namespace: str | None = None
     """The loop's knowledge store (``config.knowledge``): what ``recall_knowledge`` and
     ``store_knowledge`` read and write."""
+    knowledge_directory: str | None = None
+    """The directory the loop works in (``config.knowledge.directory``; ``None``: the root):
+    ``recall_knowledge`` brings no other directory's conventions."""
     step_key: str | None = None
     """For a task's compensation: the idempotency key of the step it undoes, so it can find
     what that step did (``ctx.ledger.recorded(ctx.step_key)``) and do nothing if it did
