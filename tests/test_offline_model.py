@@ -7,15 +7,18 @@ import json
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from activities.builtin_tools import add, delegate
 from activities.file_read import file_read_tool
 from activities.knowledge import KnowledgeActivities, knowledge_tools
 from orga.runtime.knowledge import Knowledge
-from orga.runtime.offline import LABEL, OFFLINE_MODEL, fact_to_remember, offline_model
+from orga.runtime.offline import LABEL, OFFLINE_MODEL, offline_model
 from orga.runtime.offline_arguments import Filling, fill_arguments
-from orga.runtime.offline_clues import time_zones
+from orga.runtime.offline_clues import fact_to_remember, time_zones
 from orga.runtime.scripted_model import RecordedRequest
 from orga.runtime.tools import Tool
 
@@ -223,6 +226,20 @@ def test_a_short_identifier_is_never_the_whole_prompt() -> None:
     assert fill_arguments(with_id, "Refund charge CH-12ab34 now") == Filling(
         {"charge_id": "CH-12ab34"}
     )
+    # An id by its description (the shop's release tool); an untyped value is a short one too.
+    release = {
+        "type": "object",
+        "properties": {"reservation": {"type": "string", "description": "the reservation id."}},
+        "required": ["reservation"],
+    }
+    assert fill_arguments(release, "Release R-abc123-lamp") == Filling(
+        {"reservation": "R-abc123-lamp"}
+    )
+    assert fill_arguments(release, "Release my reservation of a lamp").missing is not None
+    untyped = {"type": "object", "properties": {"item": {}}, "required": ["item"]}
+    assert fill_arguments(untyped, "Reserve a big lamp", tool="reserve") == Filling(
+        {"item": "big lamp"}
+    )
 
 
 def test_queries_are_key_words_and_free_text_is_the_task() -> None:
@@ -282,6 +299,75 @@ def test_what_the_task_asks_to_remember() -> None:
         "Store it",
     ):
         assert fact_to_remember(asking) is None, asking
+
+
+PIECES = [
+    "What",
+    "is",
+    "time",
+    "in",
+    "Tokyo",
+    "UTC",
+    "Europe/Paris",
+    "0",
+    "1",
+    "-3",
+    "2.5",
+    "20",
+    "300",
+    "characters",
+    "results",
+    "limit",
+    "cents",
+    "README.md",
+    "docs/a.md",
+    "https://example.com/x",
+    "ann@example.com",
+    "9:30",
+    "CH-12ab",
+    "revise",
+    "conventions",
+    "src/api",
+    "?",
+]
+SCHEMAS = [
+    TIMEZONE,
+    schema(add),
+    schema(delegate),
+    schema(KNOWLEDGE["recall_knowledge"]),
+    schema(KNOWLEDGE["store_knowledge"]),
+    {
+        "type": "object",
+        "properties": {
+            "count": {"type": "integer", "minimum": 1, "maximum": 10},
+            "ratio": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+            "verdict": {"type": "string", "enum": ["approve", "revise"]},
+            "code": {"type": "string", "maxLength": 8, "pattern": "^[A-Z]"},
+            "charge_id": {"type": "string"},
+            "query": {"type": "string", "minLength": 2, "maxLength": 10},
+        },
+        "required": ["count", "verdict"],
+    },
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(PIECES), max_size=12), st.sampled_from(SCHEMAS))
+def test_whatever_the_task_arguments_fit_the_schema(
+    pieces: list[str], spec: dict[str, Any]
+) -> None:
+    task = " ".join(pieces)
+    found = fill_arguments(spec, task)
+    if found.missing is not None:
+        assert found.arguments == {}
+        return
+    jsonschema.validate(found.arguments, spec)
+    for name, value in found.arguments.items():
+        if name != "task" and len(task) > 20:
+            assert value != task, name  # only free text takes the whole task
+    # Never 0 where at least 1 is required, never a value outside an enum.
+    assert found.arguments.get("count", 1) >= 1
+    assert found.arguments.get("limit", 1) >= 1
 
 
 # ---- the model's turns -----------------------------------------------------------------------

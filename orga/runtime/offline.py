@@ -34,13 +34,13 @@ from orga.contracts.delegation import DELEGATE_TOOL
 from orga.contracts.knowledge import RECALL_TOOL, STORE_TOOL
 from orga.contracts.vocabulary import SCRIPTED
 from orga.runtime.offline_arguments import Filling, fill_arguments
+from orga.runtime.offline_clues import fact_to_remember
 from orga.runtime.scripted_model import RecordedRequest, ScriptedModelServer, Turn
 from orga.runtime.settings import ProviderSettings, Settings
 
 __all__ = [
     "LABEL",
     "OFFLINE_MODEL",
-    "fact_to_remember",
     "offline_model",
     "offline_settings",
     "serve_offline_model",
@@ -49,96 +49,10 @@ __all__ = [
 OFFLINE_MODEL: Final = "orga-offline-scripted-model"
 LABEL: Final = "[offline scripted model]"
 
-_REMEMBER: Final = re.compile(
-    r"^\s*(?:please\s+)?(?:remember|memori[sz]e|keep\s+in\s+mind|don'?t\s+forget|"
-    r"do\s+not\s+forget|(?:note|store|save|record)(?=\s*:|\s+(?:down|that|the\s+fact)\b))"
-    r"(?:\s+down)?(?:\s+the\s+fact)?(?:\s+that)?\s*[:,-]?\s*(?P<fact>\S.*?)[\s.!]*$",
-    re.IGNORECASE | re.DOTALL,
-)
-_NOT_A_FACT: Final = frozenset(
-    ["to", "what", "who", "whom", "whether", "if", "when", "where", "how", "which", "why"]
-)
-_VERBS: Final = frozenset(
-    """is are was were am has have had prefers prefer likes like loves love hates hate uses use
-    runs run lives live works work owns own needs need wants want drinks drink eats eat speaks
-    speak belongs belong depends depend contains contain means mean costs cost equals equal
-    knows know becomes become became can cannot will should must does did wears wear plays
-    play reads read writes write drives drive""".split()  # noqa: SIM905 (a list would take a screen)
-)
-_COPULAS: Final = frozenset(["am", "are", "can", "cannot", "had", "must", "should", "were", "will"])
-_PRONOUNS: Final = frozenset(["i", "you", "we", "they"])
-_PARTICLES: Final = frozenset(
-    [
-        "on",
-        "in",
-        "at",
-        "by",
-        "to",
-        "of",
-        "for",
-        "with",
-        "from",
-        "not",
-        "as",
-        "into",
-        "owned",
-        "called",
-        "named",
-        "located",
-        "based",
-        "been",
-    ]
-)
 _AGENT_LINE: Final = re.compile(r"^- ([\w.-]+): ", re.MULTILINE)
 _ERROR: Final = "ERROR: "
 _SHOWN_LINES: Final = 5
 _LINE_CHARS: Final = 200
-
-
-def fact_to_remember(task: str) -> tuple[str, str, str] | str | None:
-    """What ``task`` asks to remember: a ``(subject, predicate, object)`` triple, the
-    statement itself when it cannot be split into one, or ``None`` when it asks nothing of
-    the kind (a question never does: "Do you remember …?")."""
-    asked = _REMEMBER.match(task)
-    if asked is None or task.rstrip().endswith("?"):
-        return None
-    statement = asked.group("fact").strip()
-    words = statement.split()
-    if not words or words[0].lower() in _NOT_A_FACT:
-        return None
-    lowered = [w.lower().strip(",;:") for w in words]
-    verb = next((i for i in range(1, len(words) - 1) if _is_verb(lowered, i)), None)
-    if verb is None:  # a third-person verb not in the list: "ann collects stamps"
-        verb = next(
-            (
-                i
-                for i in range(1, len(words) - 1)
-                if lowered[i].isalpha()
-                and lowered[i].endswith("s")
-                and not lowered[i].endswith(("ss", "us", "is"))
-            ),
-            None,
-        )
-    if verb is None:
-        return statement
-    end = verb + 1
-    while end < len(words) - 1 and lowered[end] in _PARTICLES:
-        end += 1
-    subject = " ".join(words[:verb]).strip(" ,;:")
-    if subject.lower().startswith("that "):
-        subject = subject[5:]
-    return subject, " ".join(words[verb:end]), " ".join(words[end:]).strip(" ,;:.!")
-
-
-def _is_verb(words: list[str], i: int) -> bool:
-    """Whether ``words[i]`` is the statement's verb: a listed one, in its base form only after
-    a plural or a pronoun ("the tests use", "I prefer"; not "ann's favourite drink is")."""
-    word, before = words[i], words[i - 1]
-    if word not in _VERBS:
-        return False
-    if word.endswith("s") or word in _COPULAS:
-        return True
-    return before in _PRONOUNS or (before.endswith("s") and not before.endswith("'s"))
 
 
 def _tools(request: RecordedRequest) -> list[tuple[str, dict[str, Any]]]:

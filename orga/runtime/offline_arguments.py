@@ -138,6 +138,8 @@ def _kind(name: str, spec: Mapping[str, Any]) -> Kind | None:
         if words & names:
             return kind
     description = str(spec.get("description", ""))
+    if words_of(description) & {"id", "identifier"}:  # "reservation: the reservation id"
+        return "identifier"
     if "IANA" in description or re.search(r"\btime ?zone\b", description, re.IGNORECASE):
         return "timezone"
     return "time" if "HH:MM" in description else None
@@ -288,7 +290,7 @@ class _Filler:
             return self.fallback(name, spec, required, _bounds(spec, types))
         if "boolean" in types and "string" not in types:
             return (spec.get("default") is True) if required else _OMIT
-        if "string" in types:
+        if "string" in types or not types:  # an untyped value takes a string too
             return self.string(name, spec, required)
         if "array" in types and required:
             return self.array(name, spec)
@@ -332,7 +334,7 @@ class _Filler:
             value = _shortened(self.task.strip(), spec)
         elif kind == "identifier":
             value = None
-            if words_of(name) & _ID_WORDS:
+            if (words_of(name) | words_of(str(spec.get("description", "")))) & _ID_WORDS:
                 value = self.clues.take("identifier", self.clues.identifiers)
             if value is None:
                 if "default" in spec:
@@ -372,7 +374,8 @@ def _bounds(spec: Mapping[str, Any], types: set[str]) -> str:
     what = "whole number" if "number" not in types else "number"
     low = spec.get("minimum", spec.get("exclusiveMinimum"))
     high = spec.get("maximum", spec.get("exclusiveMaximum"))
-    if isinstance(low, int | float) and isinstance(high, int | float):
+    numbers = [v for v in (low, high) if isinstance(v, int | float) and not isinstance(v, bool)]
+    if len(numbers) == 2:
         return f"{what} from {low} to {high}"
     return what
 

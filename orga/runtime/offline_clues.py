@@ -5,7 +5,9 @@ addresses, directories, times (``HH:MM``), dates, identifiers (``CH-12ab``), num
 inside the other kinds: ``docs/v2.md`` offers no 2) and IANA time zones — written as such
 (``Europe/Paris``, ``UTC``) or by a city, country or common name (``Tokyo`` → ``Asia/Tokyo``,
 ``New York``, ``PST``), recognised from ``zoneinfo.available_timezones()`` and a small alias
-table. Pure: no I/O beyond reading the system's time zone names once.
+table. And what a task asks to remember, as a fact (``fact_to_remember``: "Remember that ann
+prefers tea" → ``ann`` / ``prefers`` / ``tea``). Pure: no I/O beyond reading the system's
+time zone names once.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Final
 from orga.contracts.prehydration import PreHydrationConfig
 from orga.core.prehydration import extract
 
-__all__ = ["Clues", "time_zones"]
+__all__ = ["Clues", "fact_to_remember", "time_zones"]
 
 _EMAIL: Final = re.compile(r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _DIRECTORY: Final = re.compile(r"(?<![\w/.:@-])(?:[\w.-]+/)+[\w.-]*[\w-](?![\w/])")
@@ -29,19 +31,34 @@ _DATE: Final = re.compile(r"(?<!\d)\d{4}-\d{2}-\d{2}(?!\d)")
 _IDENTIFIER: Final = re.compile(r"(?<![\w@/.-])(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[A-Za-z0-9][\w-]*\w")
 NUMBER: Final = re.compile(r"(?<![A-Za-z_.\d])-?\d+(?:\.\d+)?(?![A-Za-z_\d])")
 """A number standing on its own (``2+3`` holds two; ``v2`` and ``gpt4`` hold none)."""
+_REMEMBER: Final = re.compile(
+    r"^\s*(?:please\s+)?(?:remember|memori[sz]e|keep\s+in\s+mind|don'?t\s+forget|"
+    r"do\s+not\s+forget|(?:note|store|save|record)(?=\s*:|\s+(?:down|that|the\s+fact)\b))"
+    r"(?:\s+down)?(?:\s+the\s+fact)?(?:\s+that)?\s*[:,-]?\s*(?P<fact>\S.*?)[\s.!]*$",
+    re.IGNORECASE | re.DOTALL,
+)
+_NOT_A_FACT: Final = frozenset(
+    ["to", "what", "who", "whom", "whether", "if", "when", "where", "how", "which", "why"]
+)
+_VERBS: Final = frozenset(
+    """is are was were am has have had prefers prefer likes like loves love hates hate uses use
+    runs run lives live works work owns own needs need wants want drinks drink eats eat speaks
+    speak belongs belong depends depend contains contain means mean costs cost equals equal
+    knows know becomes become became can cannot will should must does did wears wear plays
+    play reads read writes write drives drive""".split()  # noqa: SIM905 (a list would take a screen)
+)
+_AUXILIARIES: Final = frozenset(
+    ["am", "are", "can", "cannot", "had", "must", "should", "were", "will"]
+)
+_PRONOUNS: Final = frozenset(["i", "you", "we", "they"])
+_PARTICLES: Final = frozenset(
+    """on in at by to of for with from not as into owned called named located
+    based been""".split()  # noqa: SIM905 (as the others)
+)
 _WORD: Final = re.compile(r"[^\W\d_][^\W\d_'-]*(?:['-][^\W\d_]+)*")
 _AREAS: Final = frozenset(
-    [
-        "Africa",
-        "America",
-        "Antarctica",
-        "Asia",
-        "Atlantic",
-        "Australia",
-        "Europe",
-        "Indian",
-        "Pacific",
-    ]
+    """Africa America Antarctica Asia Atlantic Australia Europe Indian
+    Pacific""".split()  # noqa: SIM905 (as the others)
 )
 _NOT_PLACES: Final = frozenset(
     """center christmas easter north south west wake virgin oral resolute troll reunion midway
@@ -157,6 +174,52 @@ def time_zones(text: str) -> list[str]:
                 break
         i += 1
     return [zone for _, zone in sorted(found)]
+
+
+def fact_to_remember(task: str) -> tuple[str, str, str] | str | None:
+    """What ``task`` asks to remember: a ``(subject, predicate, object)`` triple, the
+    statement itself when it cannot be split into one, or ``None`` when it asks nothing of
+    the kind (a question never does: "Do you remember …?")."""
+    asked = _REMEMBER.match(task)
+    if asked is None or task.rstrip().endswith("?"):
+        return None
+    statement = asked.group("fact").strip()
+    words = statement.split()
+    if not words or words[0].lower() in _NOT_A_FACT:
+        return None
+    lowered = [w.lower().strip(",;:") for w in words]
+    verb = next((i for i in range(1, len(words) - 1) if _is_verb(lowered, i)), None)
+    if verb is None:  # a third-person verb not in the list: "ann collects stamps"
+        verb = next(
+            (
+                i
+                for i in range(1, len(words) - 1)
+                if lowered[i].isalpha()
+                and lowered[i].endswith("s")
+                and not lowered[i].endswith(("ss", "us", "is"))
+            ),
+            None,
+        )
+    if verb is None:
+        return statement
+    end = verb + 1
+    while end < len(words) - 1 and lowered[end] in _PARTICLES:
+        end += 1
+    subject = " ".join(words[:verb]).strip(" ,;:")
+    if subject.lower().startswith("that "):
+        subject = subject[5:]
+    return subject, " ".join(words[verb:end]), " ".join(words[end:]).strip(" ,;:.!")
+
+
+def _is_verb(words: list[str], i: int) -> bool:
+    """Whether ``words[i]`` is the statement's verb: a listed one, in its base form only after
+    a plural or a pronoun ("the tests use", "I prefer"; not "ann's favourite drink is")."""
+    word, before = words[i], words[i - 1]
+    if word not in _VERBS:
+        return False
+    if word.endswith("s") or word in _AUXILIARIES:
+        return True
+    return before in _PRONOUNS or (before.endswith("s") and not before.endswith("'s"))
 
 
 @dataclass
