@@ -44,10 +44,12 @@ async def test_three_calls_in_one_turn_run_in_parallel(harness: Harness) -> None
     # The text that came with the calls is kept in the conversation.
     assistant = next(m for m in messages if m.role == "assistant")
     assert assistant.content == "Checking three things at once."
-    # One user turn carries all three results, in the model's order.
+    # One user turn carries all three results, in the model's order, under the provider's ids.
     second = harness.model.requests_for(model)[1].body["messages"]
     assert [m["role"] for m in second][-3:] == ["tool", "tool", "tool"]
-    assert [m["tool_call_id"] for m in second[-3:]] == [c.id for c in assistant.tool_calls]
+    wire = [c.wire_id for c in assistant.tool_calls]
+    assert [m["tool_call_id"] for m in second[-3:]] == wire
+    assert wire == [c["id"] for c in second[-4]["tool_calls"]] and None not in wire
 
 
 async def test_max_concurrent_tools_caps_parallelism(harness: Harness) -> None:
