@@ -20,7 +20,7 @@ from orga.contracts.config import LoopConfig, LoopInput
 from orga.contracts.conversation import Message
 from orga.contracts.journal import Journal, KnowledgeRecalled, KnowledgeStored
 from orga.contracts.knowledge import KnowledgeConfig
-from orga.contracts.state import LoopResult
+from orga.contracts.state import LoopResult, LoopState
 from orga.runtime.offline import LABEL, OFFLINE_MODEL, offline_model
 from orga.runtime.scripted_model import RecordedRequest
 from tests.harness import replay
@@ -237,3 +237,27 @@ async def test_knowledge_is_recalled_and_stored_only_when_asked(
         assert not [e for e in journal.entries if isinstance(e, KnowledgeRecalled)]
         assert await facts("notes") == ["ann prefers tea"]
         assert await facts("support") == ["ann prefers tea"]  # the other agent's is untouched
+
+
+async def test_readme_many_agents_example_shows_a_child_using_its_tool(
+    env: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    """The README's many-agents commands as written, with the shipped examples/agents.toml."""
+    settings = offline_env(env, tmp_path, ORGA_AGENTS=str(ROOT / "examples" / "agents.toml"))
+    async with offline_worker(settings, "--scripted"):
+        code, out, err = await orga(
+            "run", "Ask research to add 2 and 3", "--agent-id", "lead", "--json", env=settings
+        )
+        assert code == 0, err
+        result = json.loads(out)
+        assert (
+            "- delegate: [offline scripted model] 2 + 3 = 5 (by the add tool)" in (result["output"])
+        )
+        parent = env.client.get_workflow_handle(result["workflow_id"])
+        state = await parent.query("state", result_type=LoopState)
+        [delegation] = state.delegations
+        assert (delegation.agent, delegation.status) == ("research", "completed")
+        assert state.model_calls == state.iteration + 2  # the child called add, then answered
+        child_calls = await calls_of(env, delegation.workflow_id)
+        await replay(parent, env.client)
+    assert child_calls == [("add", {"a": 2, "b": 3})]  # the child used its own tool
