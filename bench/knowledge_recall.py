@@ -1,7 +1,7 @@
 """Knowledge recall: latency at 10k and 100k facts on SQLite and PostgreSQL, and quality.
 
     uv run python bench/knowledge_recall.py [--sizes 10000 100000] [--queries 300]
-    uv run --group bench python bench/knowledge_recall.py --semantic    # quality alone, ~5 min
+    uv run --group bench python bench/knowledge_recall.py --semantic    # quality alone: 1.5-4 min
 
 For each store (SQLite FTS5 in a temp file; PostgreSQL started from the machine's binaries, as
 the tests do) and each size, loads that many synthetic facts into one agent's knowledge (plus
