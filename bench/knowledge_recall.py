@@ -464,4 +464,7 @@ if __name__ == "__main__":
         help="only the quality of full-text against hybrid search with a language model",
     )
     arguments = parser.parse_args()
-    asyncio.run(main(arguments.sizes, arguments.queries, arguments.semantic))
+    try:
+        asyncio.run(main(arguments.sizes, arguments.queries, arguments.semantic))
+    except InvalidConfig as error:  # --semantic without a language model
+        sys.exit(f"knowledge_recall: {error.message}")
