@@ -145,6 +145,12 @@ class TaskWorkflow(DeskHandlers):
         compensations)."""
         return self._audit.chain()
 
+    def trace_root(self) -> dict[str, str]:
+        """The GenAI attributes of the span this task's trace starts with when its start
+        carried no trace context (``orga.runtime.tracing``)."""
+        agent = {} if self._invalid else {"gen_ai.agent.name": self._input.agent_id}
+        return {"gen_ai.operation.name": "invoke_workflow", **agent}
+
     def _on_waiting_change(self) -> None:
         if self._status in ("running", "awaiting_operator"):
             self._status = "awaiting_operator" if self._desk.waiting else "running"
@@ -362,7 +368,8 @@ class TaskWorkflow(DeskHandlers):
                 summary=f"resolve the task's setup · {len(names)} tool(s)",
             )
         except FailureError as error:
-            return f"the task cannot run on this worker: {failure_message(error)}. Nothing was run."
+            why = failure_message(error).rstrip(".")
+            return f"the task cannot run on this worker: {why}. Nothing was run."
         self._clearance.gate = Gate(
             policy=setup.policy,
             agent_id=self._input.agent_id,
