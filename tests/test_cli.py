@@ -148,6 +148,8 @@ async def test_clear_errors(env: WorkflowEnvironment, harness: Harness) -> None:
         free = s.getsockname()[1]
     code, _, err = await orga("list", env={"TEMPORAL_ADDRESS": f"127.0.0.1:{free}"}, timeout=60)
     assert code == 1 and "cannot reach Temporal" in err and "orga server" in err
+    assert "(connection refused)" in err and "tonic" not in err  # words, not the client's dump
+    assert len(err.strip().splitlines()) == 1
 
 
 async def test_demo_offline_end_to_end(tmp_path: Path) -> None:

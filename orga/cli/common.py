@@ -8,9 +8,11 @@ that is wrong, 130 when interrupted. A pipe closed early (``orga list | head``) 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import json
 import os
+import re
 import socket
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
@@ -31,6 +33,7 @@ from orga.contracts.vocabulary import ProviderName
 from orga.runtime.connect import connect
 from orga.runtime.desk import DeskError
 from orga.runtime.settings import Settings
+from orga.runtime.tracing import client_interceptors, traced_process
 
 __all__ = [
     "Approver",
@@ -149,12 +152,23 @@ def data_dir(explicit: str | None = None) -> Path:
 
 async def client_for(settings: Settings) -> Client:
     try:
-        return await connect(settings, timeout=5)
+        return await connect(settings, timeout=5, interceptors=client_interceptors())
     except RuntimeError as error:
         raise CliError(
-            f"cannot reach Temporal at {settings.temporal_address} ({error}). Start the "
-            "embedded server with `uv run orga server`, or set TEMPORAL_ADDRESS."
+            f"cannot reach Temporal at {settings.temporal_address} ({unreachable(error)}). "
+            "Start the embedded server with `uv run orga server`, or set TEMPORAL_ADDRESS."
         ) from error
+
+
+def unreachable(error: BaseException) -> str:
+    """Why a connection failed, in words: the operating system's message inside the client's
+    ``tonic::transport::Error(…)`` dump (``Connection refused``), else its first line."""
+    text = str(error)
+    found = re.search(r'message: "([^"]+)"', text) or re.search(r"\"([a-z][a-z ]+ error)\"", text)
+    if found is not None:
+        return found.group(1).lower()
+    first = text.splitlines()[0] if text else type(error).__name__
+    return first if len(first) <= 120 else first[:119] + "…"
 
 
 async def start_workflow(
@@ -276,11 +290,19 @@ def _report(message: str, code: int, as_json: bool) -> None:
         sys.stderr.write(f"orga: {one_line(message)}\n")
 
 
-def execute(body: Callable[[], Coroutine[Any, Any, int]], *, as_json: bool = False) -> NoReturn:
-    """Run a verb's body and exit with its code (see the module docstring)."""
+def execute(
+    body: Callable[[], Coroutine[Any, Any, int]], *, as_json: bool = False, traced: bool = False
+) -> NoReturn:
+    """Run a verb's body and exit with its code (see the module docstring).
+
+    ``traced``: the verb sends traces when the ``OTEL_*`` variables ask for them (service
+    ``orga``): its clients carry the trace context of the spans it opens, and every span has
+    left before the process exits.
+    """
     code = 1
     try:
-        code = asyncio.run(body())
+        with traced_process("orga") if traced else contextlib.nullcontext():
+            code = asyncio.run(body())
     except CliError as error:
         _report(str(error), error.code, as_json)
         code = error.code
