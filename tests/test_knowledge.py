@@ -437,11 +437,21 @@ async def test_orga_knowledge_imports_searches_lists_and_forgets(tmp_path: Path)
     code, out, err = await orga("knowledge", "search", "tea", "-a", "coder", "--json", env=env)
     assert json.loads(out)["items"] == []  # the coder never learned it
     code, out, err = await orga("knowledge", "list", "-a", "coder", "--json", env=env)
-    assert len(json.loads(out)) == 6
+    listed = json.loads(out)
+    assert len(listed) == 6
+    # One id it holds and one it does not: both are accounted for.
+    kept, absent = listed[0]["id"], max(i["id"] for i in listed) + 1000
+    code, out, err = await orga(
+        "knowledge", "forget", "-a", "coder", str(kept), str(absent), env=env
+    )
+    assert code == 0 and "forgot 1 item(s)" in out
+    assert f"'coder' holds no item {absent}: nothing to forget there" in out
+    code, out, err = await orga("knowledge", "forget", "-a", "coder", str(absent), env=env)
+    assert code == 1 and "forgot 0 item(s)" in out
     code, out, err = await orga("knowledge", "forget", "-a", "coder", env=env)
     assert code == 2 and "--all" in err
     code, out, err = await orga("knowledge", "forget", "-a", "coder", "--all", env=env)
-    assert code == 0 and "forgot 6 item(s)" in out
+    assert code == 0 and "forgot 5 item(s)" in out
     code, out, err = await orga(
         "knowledge",
         "add",

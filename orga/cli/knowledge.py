@@ -202,12 +202,19 @@ def forget(
             raise CliError("name the agent: --agent", 2)
         if bool(ids) == everything:
             raise CliError("name the items' ids, or --all (not both)", 2)
-        removed = _open().forget(_namespace(agent), None if everything else ids)
+        removed = _open().forget_ids(_namespace(agent), None if everything else ids)
+        missing = [i for i in dict.fromkeys(ids or []) if i not in removed]
         if as_json:
-            print_json({"forgotten": removed})
+            print_json({"forgotten": len(removed), "ids": removed, "not_found": missing})
         else:
-            console().print(f"forgot {removed} item(s)", markup=False)
-        return 0
+            console().print(f"forgot {len(removed)} item(s)", markup=False)
+            if missing:
+                console().print(
+                    f"{agent!r} holds no item {', '.join(map(str, missing))}: nothing to forget "
+                    f"there (orga knowledge list -a {agent} shows its items)",
+                    markup=False,
+                )
+        return 1 if missing and not removed else 0
 
     execute(body, as_json=as_json)
 

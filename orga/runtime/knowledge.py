@@ -367,14 +367,20 @@ class Knowledge(ABC):
 
     def forget(self, namespace: str, ids: Sequence[int] | None = None) -> int:
         """Forget items of ``namespace`` (these ``ids``, or all of them); how many."""
+        return len(self.forget_ids(namespace, ids))
+
+    def forget_ids(self, namespace: str, ids: Sequence[int] | None = None) -> list[int]:
+        """Forget items of ``namespace`` (these ``ids``, or all of them); the ids forgotten, in
+        order (an id ``namespace`` does not hold is not among them)."""
         condition = ITEMS.c.namespace == namespace
         if ids is not None:
             condition = and_(condition, ITEMS.c.id.in_(list(ids)))
         with self._engine.begin() as db:
-            gone = [row[0] for row in db.execute(select(ITEMS.c.id).where(condition))]
+            gone = sorted(row[0] for row in db.execute(select(ITEMS.c.id).where(condition)))
             if gone and self._vector_table(db):
                 self._delete_vectors(db, gone)
-            return db.execute(ITEMS.delete().where(condition)).rowcount
+            db.execute(ITEMS.delete().where(condition))
+            return gone
 
     # ---- reading -----------------------------------------------------------------------------
 
