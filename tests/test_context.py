@@ -8,7 +8,15 @@ from hypothesis import strategies as st
 from orga.contracts.conversation import Message, ToolCall, ToolResult
 from orga.contracts.inference import ContextStrategy
 from orga.contracts.tools import ToolDefinition, ToolProfile
-from orga.core.context import estimate_message_tokens, fit, units
+from orga.core.context import (
+    SUMMARY_MARKER,
+    estimate_message_tokens,
+    fit,
+    fold,
+    summarised,
+    summary_tokens,
+    units,
+)
 from orga.core.profile import glob_matches, visible_tools
 
 TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=400)
@@ -122,6 +130,104 @@ def test_anchored_summary_keeps_the_task() -> None:
     fitted = fit(conversation_of(6), 300, "anchored_summary")
     assert [m.content for m in fitted.messages[:2]] == ["s", "task"]
     assert fitted.messages[2].content.startswith("[orga: ")
+
+
+def test_nothing_is_folded_while_the_conversation_fits() -> None:
+    assert fold(conversation_of(3), 10_000) is None
+    # Nor while it fits with the summary it has.
+    assert fold(conversation_of(12), 600, summary="S", summarised_through=20) is None
+
+
+def test_a_fold_takes_the_oldest_turns_and_the_summary_takes_their_place() -> None:
+    messages = conversation_of(12)
+    folded = fold(messages, 600)
+    assert folded is not None and folded.start == 0
+    # Whole tool-call groups after the task, oldest first, never the newest one.
+    assert folded.messages == messages[2 : folded.through]
+    assert groups_intact(folded.messages) and folded.through < len(messages) - 1
+    fitted = fit(messages, 600, "anchored_summary", summary="S", summarised_through=folded.through)
+    assert [m.content for m in fitted.messages[:2]] == ["s", "task"]
+    assert fitted.messages[2].role == "user"
+    assert fitted.messages[2].content.startswith(SUMMARY_MARKER)
+    assert fitted.messages[2].content.endswith("\nS")
+    assert fitted.messages[3:] == messages[folded.through :]
+    assert fitted.summarised == len(folded.messages) and fitted.dropped == 0
+    assert fitted.estimated_tokens <= 600
+
+
+def test_a_fold_leaves_room_for_a_full_summary_and_several_turns() -> None:
+    messages = conversation_of(12)
+    folded = fold(messages, 600)
+    assert folded is not None
+    longest = "w" * 4 * summary_tokens(600)
+    fitted = fit(
+        messages, 600, "anchored_summary", summary=longest, summarised_through=folded.through
+    )
+    assert fitted.dropped == 0 and fitted.estimated_tokens <= 600
+    # The next turn still fits: no summariser call every turn.
+    assert (
+        fold(conversation_of(13), 600, summary=longest, summarised_through=folded.through) is None
+    )
+
+
+def test_the_next_fold_covers_only_the_turns_that_left_since() -> None:
+    first = fold(conversation_of(12), 600)
+    assert first is not None
+    longer = conversation_of(30)
+    summary = "w" * 4 * summary_tokens(600)
+    second = fold(longer, 600, summary=summary, summarised_through=first.through)
+    assert second is not None and second.start == first.through
+    assert second.messages == summarised(longer, first.through, second.through)
+    assert second.messages == longer[first.through : second.through]
+
+
+def test_anchors_in_the_middle_stay_where_they_are() -> None:
+    messages = conversation_of(12)
+    messages.insert(2, Message(role="user", content="[PRE_HYDRATED_CONTEXT]\nfile a"))
+    messages.append(Message(role="user", content="[KNOWLEDGE_CONTEXT]\nnotes"))
+    folded = fold(messages, 600)
+    assert folded is not None and folded.start == 0
+    assert all(not m.content.startswith("[") for m in folded.messages)
+    fitted = fit(messages, 600, "anchored_summary", summary="S", summarised_through=folded.through)
+    contents = [m.content for m in fitted.messages]
+    assert contents[:3] == ["s", "task", "[PRE_HYDRATED_CONTEXT]\nfile a"]
+    assert contents[3].startswith(SUMMARY_MARKER)
+    assert contents[-1] == "[KNOWLEDGE_CONTEXT]\nnotes"
+
+
+def test_a_summary_that_does_not_cover_enough_is_followed_by_a_marker() -> None:
+    messages = conversation_of(12)
+    fitted = fit(messages, 300, "anchored_summary", summary="S", summarised_through=4)
+    contents = [m.content for m in fitted.messages]
+    assert contents[2].startswith(SUMMARY_MARKER) and contents[3].startswith("[orga: ")
+    assert fitted.summarised == 2 and fitted.dropped > 0
+    # Other strategies never show a summary.
+    assert not any(
+        m.content.startswith(SUMMARY_MARKER)
+        for m in fit(messages, 300, "sliding_window", summary="S", summarised_through=4).messages
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(conversations(), st.integers(10, 600))
+def test_a_fold_and_its_summary_keep_the_invariants(messages: list[Message], budget: int) -> None:
+    folded = fold(messages, budget)
+    if folded is None:
+        assert fit(messages, budget, "anchored_summary").dropped == 0
+        return
+    assert folded.messages and folded.messages == summarised(messages, 0, folded.through)
+    assert not any(m.role == "system" or m.content.startswith("[") for m in folded.messages)
+    assert messages[1] not in folded.messages  # the task is an anchor
+    assert groups_intact(folded.messages)
+    fitted = fit(
+        messages, budget, "anchored_summary", summary="S", summarised_through=folded.through
+    )
+    kept = fitted.messages
+    assert [m for m in kept if m.role == "system"] == [m for m in messages if m.role == "system"]
+    assert groups_intact(kept) and messages[1] in kept
+    assert [m.content.startswith(SUMMARY_MARKER) for m in kept].count(True) == 1
+    assert not any(any(m is f for f in folded.messages) for m in kept)
+    assert fitted.summarised == len(folded.messages)
 
 
 def test_calibration_scales_estimates() -> None:

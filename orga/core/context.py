@@ -9,7 +9,10 @@ never dropped. Strategies:
 * ``observation_masking`` — replace older tool results by a one-line placeholder naming the
   tool, oldest first, until it fits (then slide if it still does not).
 * ``anchored_summary`` — keep the protected messages, the first user message and the newest
-  units that fit, with a marker saying how much was left out in between.
+  units that fit; what left the window is folded into a running summary (a model call the
+  loop makes; ``fold`` says which units, the same plan on every replay), shown as one
+  ``[CONTEXT_SUMMARY]`` message right after the anchors. Without a summary (none yet, or the
+  summariser failed) a marker says how much was left out in between.
 
 Token estimates are UTF-8 bytes / 4 per text, plus a few per message, times a calibration
 factor the loop derives from the provider's reported usage.
@@ -19,21 +22,39 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from orga.contracts.conversation import Message
 from orga.contracts.inference import ContextStrategy
 from orga.core.text import estimate_tokens
 
 __all__ = [
+    "FOLD_TO",
     "INJECTED_MARKERS",
+    "SUMMARY_MARKER",
+    "SUMMARY_SHARE",
     "Fitted",
+    "Fold",
     "estimate_message_tokens",
     "fit",
+    "fold",
+    "summarised",
+    "summary_message",
+    "summary_tokens",
     "units",
 ]
 
-INJECTED_MARKERS = ("[KNOWLEDGE_CONTEXT]", "[PRE_HYDRATED_CONTEXT]")
+SUMMARY_MARKER: Final = "[CONTEXT_SUMMARY]"
+"""Starts the message that shows an ``anchored_summary`` loop's running summary."""
+INJECTED_MARKERS = ("[KNOWLEDGE_CONTEXT]", "[PRE_HYDRATED_CONTEXT]", SUMMARY_MARKER)
 _PER_MESSAGE = 4
+
+SUMMARY_SHARE: Final = 4
+"""A running summary may take up to ``1/SUMMARY_SHARE`` of the context budget: the
+summariser's answer is capped to it, and a fold leaves room for it."""
+FOLD_TO: Final = 2
+"""A fold leaves the newest turns at most ``1/FOLD_TO`` of the room the anchors and the summary
+leave, so the next fold is several turns away (not one summariser call per turn)."""
 
 
 def estimate_message_tokens(message: Message) -> int:
@@ -80,6 +101,8 @@ class Fitted:
     """Messages left out."""
     masked: int
     """Tool results replaced by a placeholder."""
+    summarised: int = 0
+    """Messages the running summary stands for (``anchored_summary``)."""
 
 
 def _cost(messages: Sequence[Message], calibration: float) -> int:
@@ -104,21 +127,131 @@ def _gaps(keep: list[bool]) -> int:
     return gaps + (1 if open_gap else 0)
 
 
+def _anchors(messages: Sequence[Message], grouped: list[list[int]]) -> list[bool]:
+    """Which units ``anchored_summary`` always keeps: the protected ones and the first user
+    message (the task)."""
+    anchors = [all(_protected(messages[i]) for i in unit) for unit in grouped]
+    first_user = next(
+        (p for p, u in enumerate(grouped) if messages[u[0]].role == "user" and not anchors[p]),
+        None,
+    )
+    if first_user is not None:
+        anchors[first_user] = True
+    return anchors
+
+
+def summary_tokens(budget: int) -> int:
+    """How long a running summary may be, in tokens, for a context budget of ``budget``."""
+    return max(64, budget // SUMMARY_SHARE)
+
+
+def summary_message(summary: str) -> Message:
+    """The user message that shows the running summary: material, like other injected
+    context, never instructions with the system prompt's authority."""
+    return Message(
+        role="user",
+        content=f"{SUMMARY_MARKER}\nA summary of the earlier turns of this conversation, "
+        "written to fit the context budget (they were left out; this is what they held):\n"
+        f"{summary}",
+    )
+
+
+def summarised(messages: Sequence[Message], start: int, through: int) -> list[Message]:
+    """The messages a summary of ``[start, through)`` stands for: whole units that lie in it,
+    never an anchor (system and injected messages, the first user message stay as they are)."""
+    grouped = units(messages)
+    anchors = _anchors(messages, grouped)
+    return [
+        messages[i]
+        for position, unit in enumerate(grouped)
+        if not anchors[position] and unit[0] >= start and unit[-1] < through
+        for i in unit
+    ]
+
+
+def _with_summary(messages: list[Message], summary: str, through: int) -> tuple[list[Message], int]:
+    """``messages`` with what the summary stands for (``[0, through)`` less the anchors)
+    replaced by the summary, shown where the first of them was: after the anchors."""
+    grouped = units(messages)
+    anchors = _anchors(messages, grouped)
+    shown: list[Message] = []
+    replaced = 0
+    for position, unit in enumerate(grouped):
+        if not anchors[position] and unit[-1] < through:
+            if not replaced:
+                shown.append(summary_message(summary))
+            replaced += len(unit)
+            continue
+        shown.extend(messages[i] for i in unit)
+    return shown, replaced
+
+
+@dataclass(frozen=True)
+class Fold:
+    """Units that must leave the window before the next model call, to be folded into the
+    running summary: ``messages`` are those of ``[start, through)`` that are not anchors."""
+
+    start: int
+    """Where the previous summary ended (``summarised_through``)."""
+    through: int
+    """Where the new summary will end: its ``summarised_through``."""
+    messages: list[Message]
+
+
+def fold(
+    messages: Sequence[Message],
+    budget: int,
+    calibration: float = 1.0,
+    summary: str | None = None,
+    summarised_through: int = 0,
+) -> Fold | None:
+    """What an ``anchored_summary`` loop folds into its summary before its next model call
+    (``messages`` as that call sees them), or ``None`` when they fit with the summary it has.
+
+    The newest unit always stays; older ones stay while they fit in ``1/FOLD_TO`` of what the
+    anchors and a summary of ``summary_tokens(budget)`` leave of ``budget``; everything older
+    that is not an anchor, and not folded already, is folded.
+    """
+    given = list(messages)
+    shown = _with_summary(given, summary, summarised_through)[0] if summary else given
+    if _cost(shown, calibration) <= budget:
+        return None
+    grouped = units(given)
+    anchors = _anchors(given, grouped)
+    costs = [_cost([given[i] for i in unit], calibration) for unit in grouped]
+    fixed = sum(c for c, anchored in zip(costs, anchors, strict=True) if anchored)
+    room = (budget - fixed - summary_tokens(budget)) // FOLD_TO
+    movable = [p for p, anchored in enumerate(anchors) if not anchored]
+    kept, used = len(grouped), 0
+    for rank, position in enumerate(reversed(movable)):
+        if grouped[position][-1] < summarised_through:
+            break  # folded already
+        if rank > 0 and used + costs[position] > room:
+            break  # the window is contiguous
+        kept, used = position, used + costs[position]
+    leaving = [p for p in movable if p < kept and grouped[p][-1] >= summarised_through]
+    if not leaving:
+        return None
+    through = grouped[leaving[-1]][-1] + 1
+    return Fold(
+        start=summarised_through,
+        through=through,
+        messages=[given[i] for p in leaving for i in grouped[p]],
+    )
+
+
 def _slide(
     messages: list[Message], budget: int, calibration: float, anchor_first_user: bool
 ) -> tuple[list[Message], int]:
     grouped = units(messages)
     costs = [_cost([messages[i] for i in unit], calibration) for unit in grouped]
     marker = _cost([_marker(len(messages))], calibration)
-    keep = [all(_protected(messages[i]) for i in unit) for unit in grouped]
+    keep = (
+        _anchors(messages, grouped)
+        if anchor_first_user
+        else [all(_protected(messages[i]) for i in unit) for unit in grouped]
+    )
     keep[-1] = True  # the newest unit always goes: it is what the model must answer
-    if anchor_first_user:
-        first_user = next(
-            (p for p, u in enumerate(grouped) if messages[u[0]].role == "user" and not keep[p]),
-            None,
-        )
-        if first_user is not None:
-            keep[first_user] = True
 
     def cost(plan: list[bool]) -> int:
         return sum(c for c, k in zip(costs, plan, strict=True) if k) + marker * _gaps(plan)
@@ -174,16 +307,26 @@ def fit(
     budget: int,
     strategy: ContextStrategy = "observation_masking",
     calibration: float = 1.0,
+    summary: str | None = None,
+    summarised_through: int = 0,
 ) -> Fitted:
-    """What the model should see of ``messages`` within ``budget`` tokens."""
+    """What the model should see of ``messages`` within ``budget`` tokens.
+
+    With ``anchored_summary`` and a ``summary`` of messages ``[0, summarised_through)``, those
+    messages (less the anchors) are replaced by the summary first; what still does not fit is
+    left out with a marker.
+    """
     given = list(messages)
+    replaced = 0
+    if strategy == "anchored_summary" and summary:
+        given, replaced = _with_summary(given, summary, summarised_through)
     total = _cost(given, calibration)
     if total <= budget:
-        return Fitted(given, total, 0, 0)
+        return Fitted(given, total, 0, 0, replaced)
     masked = 0
     if strategy == "observation_masking":
         given, masked = _mask(given, budget, calibration)
         if _cost(given, calibration) <= budget:
             return Fitted(given, _cost(given, calibration), 0, masked)
     kept, dropped = _slide(given, budget, calibration, strategy == "anchored_summary")
-    return Fitted(kept, _cost(kept, calibration), dropped, masked)
+    return Fitted(kept, _cost(kept, calibration), dropped, masked, replaced)
