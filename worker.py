@@ -41,6 +41,7 @@ from activities.opa import OpaGate
 from activities.policy import PolicyActivities
 from activities.providers.embeddings import embedder
 from activities.setup import SetupActivities
+from activities.summary import SummaryActivities
 from activities.tools import ToolActivities, load_tool_modules
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.vocabulary import SCRIPTED, PolicyMode
@@ -182,6 +183,7 @@ def build_workers(
         blobs=blobs,
         decide=policy.evaluate_policy,  # the default gate, decided where the answer arrives
     )
+    summary = SummaryActivities(settings=settings, http=http, cache=inference.cache)
     tools = ToolActivities(registry=registry, blobs=blobs, ledger=Ledger(store))
     setup = SetupActivities(
         settings=settings,
@@ -210,6 +212,7 @@ def build_workers(
             knowledge.search_knowledge,
             knowledge.write_knowledge,
             critic.critique,
+            summary.summarise_context,
         ],
     )
     if settings.model_task_queue is None:
@@ -217,7 +220,7 @@ def build_workers(
     models = Worker(
         client,
         task_queue=settings.model_task_queue,
-        activities=[inference.call_model, critic.critique],
+        activities=[inference.call_model, critic.critique, summary.summarise_context],
         max_task_queue_activities_per_second=settings.model_rps,
         deployment_config=deployment(settings),
         tuner=tuner,

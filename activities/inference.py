@@ -156,6 +156,8 @@ class InferenceActivities:
             request.context_token_budget,
             request.context_strategy,
             request.token_calibration,
+            request.context_summary,
+            request.summarised_through,
         )
         tools = self._tools(request.tools, request.judged_tools)
         estimated = fitted.estimated_tokens + round(

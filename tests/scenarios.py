@@ -249,6 +249,24 @@ async def critic(h: Harness) -> WorkflowHandle[Any, Any]:
     return handle
 
 
+async def context_summary(h: Harness) -> WorkflowHandle[Any, Any]:
+    """An ``anchored_summary`` loop folds its older turns into a summary and answers from it."""
+    from tests.test_context_summary import read_page, reader
+
+    model = h.new_model([reader(10)] * 20)
+    async with h.worker(tools=[read_page]):
+        handle = await h.start(
+            "Read ten pages, then tell me the vault code.",
+            model=model,
+            tools=["read_page"],
+            context_strategy="anchored_summary",
+            context_token_budget=600,
+            workflow_id="history-context-summary",
+        )
+        await handle.result()
+    return handle
+
+
 SCENARIOS: dict[str, Scenario] = {
     "tools": tools,
     "denial": denial,
@@ -260,4 +278,5 @@ SCENARIOS: dict[str, Scenario] = {
     "saga_attempted": saga_attempted,
     "delegation": delegation,
     "critic": critic,
+    "context_summary": context_summary,
 }

@@ -4,7 +4,8 @@ Workflow code. Between iterations, with nobody asked anything, a loop whose hist
 (Temporal suggests it, or ``config.max_history_events`` is reached) continues as new with a
 ``LoopCarry``: the conversation travels as the next run's ``messages`` (checked against the
 carried digest), and usage, budgets spent, the working clock, journal, tool records, breakers,
-cached results, dead letters, decided approvals and evidence come along. The result and the
+cached results, dead letters, decided approvals, evidence and the running context summary
+come along. The result and the
 queries of a loop that continued look the same as those of one that never did.
 """
 
@@ -49,9 +50,11 @@ def carried(
     tools: ToolState,
     evidence: EvidenceCollection | None,
     calibration: float,
+    summary: tuple[str | None, int] = (None, 0),
 ) -> LoopCarry:
     """Everything the next run needs besides the conversation itself, bounded
-    (``orga.core.carry``)."""
+    (``orga.core.carry``); ``summary`` is the running summary of an ``anchored_summary`` loop
+    and how many messages it covers."""
     carry = LoopCarry(
         runs=runs,
         digest=conversation.digest,
@@ -72,6 +75,8 @@ def carried(
         reviews=books.reviews,
         audit_count=books.audit.count,
         audit_head=books.audit.head,
+        context_summary=summary[0],
+        summarised_through=summary[1],
     )
     return bounded(carry)
 

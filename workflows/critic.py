@@ -16,7 +16,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 from orga.contracts.critic import (
@@ -34,17 +33,10 @@ from orga.contracts.policy import PolicyAction
 from orga.contracts.vocabulary import ProviderName
 from workflows.bookkeeping import LoopBooks
 from workflows.gate import Gate
-from workflows.options import MODEL_HEARTBEAT_TIMEOUT, non_retryable
+from workflows.options import MODEL_HEARTBEAT_TIMEOUT, SIDE_MODEL_RETRY
 from workflows.patches import TREE_BUDGET
 
 __all__ = ["Critic"]
-
-_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    maximum_interval=timedelta(seconds=30),
-    maximum_attempts=3,
-    non_retryable_error_types=non_retryable(),  # CriticFailed is retried: a model may comply
-)
 
 
 class Critic:
@@ -160,7 +152,7 @@ class Critic:
                 result_type=CritiqueVerdict,
                 start_to_close_timeout=self._timeout,
                 heartbeat_timeout=MODEL_HEARTBEAT_TIMEOUT,
-                retry_policy=_RETRY,
+                retry_policy=SIDE_MODEL_RETRY,  # CriticFailed is retried: a model may comply
                 task_queue=self._task_queue,
                 summary=f"critic {critic} · review {round_}",
             )

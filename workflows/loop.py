@@ -45,6 +45,7 @@ from orga.contracts.journal import Journal
 from orga.contracts.policy import PolicyAction, PolicyResult
 from orga.contracts.state import LoopResult, LoopState
 from orga.core.ids import with_internal_ids
+from orga.core.knowledge import with_knowledge
 from orga.core.phases import (
     Answered,
     AnswerPolicyCheck,
@@ -66,6 +67,7 @@ from workflows.human import DeskHandlers
 from workflows.model import call_model
 from workflows.patches import CHILD_WAITS_FOR_TOOLS, GATE_IN_MODEL_CALL, NO_CRON
 from workflows.prehydration import pre_hydrate
+from workflows.summary import RunningSummary
 from workflows.toolstate import ToolState
 
 __all__ = ["ReasoningLoopWorkflow"]
@@ -131,9 +133,14 @@ class ReasoningLoopWorkflow(DeskHandlers):
         """The last model call's gate decisions, with the actions they are for."""
         self._calibration = 1.0
         self._runs = 1
+        self._summary = RunningSummary(books)
+        """The running summary of what left the context window (``anchored_summary``)."""
         if loop.carry is not None and self._invalid is None:
             self._runs = loop.carry.runs + 1
             self._calibration = loop.carry.calibration
+            self._summary = RunningSummary(
+                books, loop.carry.context_summary, loop.carry.summarised_through
+            )
             try:
                 continuation.restore(loop.carry, books, self._conversation, self._tools)
             except ValueError as error:
@@ -296,11 +303,24 @@ class ReasoningLoopWorkflow(DeskHandlers):
             knowledge = await parts.knowledge.before_step(
                 self._conversation.messages, reasoning.iteration
             )
+        conversation = self._conversation.unsent(self._workflow_id)
+        if config.context_strategy == "anchored_summary":
+            await self._summary.prepare(
+                with_knowledge(self._conversation.messages, knowledge),
+                conversation,
+                budget=config.context_token_budget,
+                calibration=self._calibration,
+                provider=parts.provider,
+                model=parts.model,
+                timeout=config.model_timeout,
+                task_queue=parts.model_task_queue,
+                iteration=reasoning.iteration,
+            )
         request = InferenceRequest(
             provider=parts.provider,
             model=parts.model,
             iteration=reasoning.iteration,
-            conversation=self._conversation.unsent(self._workflow_id),
+            conversation=conversation,
             tools=list(parts.advertised),
             judged_tools=evidence_tools(self._tools.definitions, parts.advertised),
             max_output_tokens=config.max_output_tokens,
@@ -315,6 +335,8 @@ class ReasoningLoopWorkflow(DeskHandlers):
             agent_id=config.agent_id,
             prompt_cache=config.prompt_cache,
             token_budget=parts.limits.max_total_tokens - books.usage.total_tokens,
+            context_summary=self._summary.text,
+            summarised_through=self._summary.through,
         )
         limit = parts.limits.max_total_tokens
         try:
@@ -400,7 +422,13 @@ class ReasoningLoopWorkflow(DeskHandlers):
         parts = self._parts
         collection = parts.evidence.collection if parts.evidence is not None else None
         carry = continuation.carried(
-            self._runs, self._books, self._conversation, self._tools, collection, self._calibration
+            self._runs,
+            self._books,
+            self._conversation,
+            self._tools,
+            collection,
+            self._calibration,
+            summary=(self._summary.text, self._summary.through),
         )
         # The next run keeps this run's gate, budgets, provider and model, whatever its
         # worker's defaults (its setup is resolved again, and can only narrow them).
@@ -437,7 +465,11 @@ class ReasoningLoopWorkflow(DeskHandlers):
 
 
 def _of_which(others: int) -> str:
-    return f"({others} of them by its critic and delegated children) " if others else ""
+    return (
+        f"({others} of them by its critic and delegated children or its context summaries) "
+        if others
+        else ""
+    )
 
 
 def _signature(actions: list[PolicyAction]) -> list[tuple[str, str]]:

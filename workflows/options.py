@@ -18,6 +18,7 @@ __all__ = [
     "POLICY_RETRY",
     "POLICY_TIMEOUT",
     "SHORT_RETRY",
+    "SIDE_MODEL_RETRY",
     "TOOL_RETRY",
     "non_retryable",
     "tool_heartbeat_timeout",
@@ -43,6 +44,15 @@ MODEL_RETRY = RetryPolicy(
     non_retryable_error_types=_NON_RETRYABLE,
 )
 """Model calls: rate limits and 5xx are common and pass; ``Retry-After`` overrides the wait."""
+
+SIDE_MODEL_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    maximum_interval=timedelta(seconds=30),
+    maximum_attempts=3,
+    non_retryable_error_types=_NON_RETRYABLE,
+)
+"""Model calls beside the loop's own (a critic's review, a context summary): a few attempts,
+then the loop decides what the failure means (its own calls get ``MODEL_RETRY``)."""
 
 MODEL_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 """The inference activity heartbeats while it waits on the provider: a dead worker is noticed

@@ -15,6 +15,7 @@ __all__ = [
     "APPROVER_REQUIRED",
     "CHILD_WAITS_FOR_TOOLS",
     "COMPENSATE_UNFINISHED",
+    "CONTEXT_SUMMARY",
     "GATED_MEMORY",
     "GATE_IN_MODEL_CALL",
     "NO_CRON",
@@ -82,3 +83,10 @@ too (``LoopBooks.other_calls``), children are carved from what is left of that, 
 critic is checked against the loop's budgets before and after it reviews. Before, only the
 loop's own calls counted and a critic's tokens were charged unchecked. Checked only once a
 critic or child has made a call: other loops get no marker."""
+
+CONTEXT_SUMMARY: Final = "orga-context-summary"
+"""An ``anchored_summary`` loop folds the turns that leave its context window into a running
+summary (the ``summarise_context`` activity, a model call its budget pays for), carries it
+across continue-as-new and shows it after the anchors; before, the model saw a marker where
+those turns were. Checked only in ``anchored_summary`` loops, when turns first must leave the
+window: other loops get no marker."""

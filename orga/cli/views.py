@@ -14,6 +14,7 @@ from orga.cli.safe_text import one_line, printable
 from orga.contracts.journal import (
     ApprovalDecided,
     CompensationSettled,
+    ContextSummarised,
     DelegationFinished,
     DelegationStarted,
     EscalationResolved,
@@ -212,6 +213,16 @@ def _detail(entry: JournalEntry) -> str:
             )
         case EvidenceSaturated():
             return entry.reason
+        case ContextSummarised():
+            if entry.error:
+                return (
+                    f"messages [{entry.start}, {entry.through}) NOT summarised "
+                    f"({shorten(entry.error, 120)}): a marker stands for them"
+                )
+            return (
+                f"{entry.folded} message(s) folded in: the summary covers {entry.through} "
+                f"({entry.tokens} tokens, {entry.usage.total_tokens} spent)"
+            )
         case Terminated():
             return f"{entry.reason}: {entry.message}" if entry.message else entry.reason
 

@@ -68,3 +68,7 @@ class LoopCarry(BaseModel):
     """How many entries the audit chain holds so far."""
     audit_head: str = GENESIS
     """Where the audit chain stands: the next run's entries follow this hash."""
+    context_summary: str | None = None
+    """An ``anchored_summary`` loop's running summary of the conversation's older messages."""
+    summarised_through: int = 0
+    """How many messages of the conversation ``context_summary`` covers."""

@@ -22,12 +22,15 @@ __all__ = [
     "KNOWN_STOP_REASONS",
     "STREAM_BATCH",
     "STREAM_TOPIC",
+    "SUMMARISE_CONTEXT",
     "ContextStrategy",
     "ConversationRange",
     "ConversationSlice",
     "InferenceRequest",
     "InferenceResponse",
     "StreamedText",
+    "SummaryRequest",
+    "SummaryResponse",
     "Usage",
 ]
 
@@ -49,6 +52,8 @@ KNOWN_STOP_REASONS: Final = frozenset(
 
 CALL_MODEL: Final = "call_model"
 """Name of the inference activity."""
+SUMMARISE_CONTEXT: Final = "summarise_context"
+"""Name of the activity that folds turns into an ``anchored_summary`` loop's running summary."""
 
 
 class Usage(BaseModel):
@@ -158,6 +163,12 @@ class InferenceRequest(BaseModel):
     spent): the fitted input must fit, and the answer is capped to the rest
     (``orga.core.budget``); a call that cannot fit fails ``BudgetExceeded`` without asking the
     provider. ``None``: not checked here."""
+    context_summary: str | None = None
+    """``anchored_summary``: the loop's running summary of messages ``[0,
+    summarised_through)``; they are left out (the anchors stay) and the summary is shown in
+    their place (``orga.core.context.fit``)."""
+    summarised_through: int = Field(default=0, ge=0)
+    """How many messages of the conversation ``context_summary`` covers."""
 
 
 class InferenceResponse(BaseModel):
@@ -207,6 +218,47 @@ class InferenceResponse(BaseModel):
             reasoning=list(self.reasoning),
             source=self.source,
         )
+
+
+class SummaryRequest(BaseModel):
+    """The input of the ``summarise_context`` activity: fold messages ``[start, through)``
+    (less the anchors: ``orga.core.context.summarised``) into the summary so far."""
+
+    model_config = ConfigDict(frozen=True)
+
+    provider: ProviderName | None = None
+    model: str | None = None
+    iteration: int = Field(ge=1)
+    """The model call the summary is made for."""
+    conversation: ConversationSlice
+    """The loop's conversation, as the model call it prepares carries it (the worker keeps the
+    rest): the summariser reads the leaving messages from it, none travel twice."""
+    start: int = Field(ge=0)
+    through: int = Field(ge=1)
+    previous: str | None = None
+    """The running summary of the messages before ``start`` (``None``: the first fold)."""
+    max_output_tokens: int = Field(ge=1)
+    """How long the summary may be (``orga.core.context.summary_tokens``)."""
+    context_token_budget: int = Field(default=32_000, ge=1)
+    """The loop's; the leaving messages are cut to fit it."""
+    token_calibration: float = 1.0
+    token_budget: int | None = None
+    """Tokens the loop has left (as ``InferenceRequest.token_budget``)."""
+
+
+class SummaryResponse(BaseModel):
+    """The new running summary and what making it spent."""
+
+    model_config = ConfigDict(frozen=True)
+
+    text: str
+    usage: Usage = Field(default_factory=Usage)
+    model: str = ""
+    """The model that wrote it, as the provider named it."""
+    folded: int = 0
+    """Messages folded in."""
+    cut: bool = False
+    """The summary was cut at ``max_output_tokens`` (or the tokens the loop had left)."""
 
 
 STREAM_TOPIC: Final = "text"

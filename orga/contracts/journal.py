@@ -19,6 +19,7 @@ __all__ = [
     "ApprovalDecided",
     "CallOutcome",
     "CompensationSettled",
+    "ContextSummarised",
     "DecisionRecord",
     "DelegationFinished",
     "DelegationStarted",
@@ -287,6 +288,29 @@ class EvidenceSaturated(_Event):
     reason: str
 
 
+class ContextSummarised(_Event):
+    """An ``anchored_summary`` loop folded the turns that left its context window into its
+    running summary (a model call its budget paid for) — or could not, and showed a marker
+    where they were instead."""
+
+    kind: Literal["ContextSummarised"] = "ContextSummarised"
+    start: int
+    """The first message folded in this time (where the previous summary ended)."""
+    through: int
+    """Where this fold ends: the summary covers messages ``[0, through)`` after it (when it
+    failed, what it would have covered)."""
+    folded: int = 0
+    """Messages folded in this time."""
+    tokens: int = 0
+    """The summary's estimated length."""
+    usage: Usage = Field(default_factory=Usage)
+    """Tokens the summariser's call spent (charged to the loop)."""
+    model: str = ""
+    error: str | None = None
+    """The summary could not be made: the previous one stands, and the messages it does not
+    cover are left out with a marker."""
+
+
 class Terminated(_Event):
     kind: Literal["Terminated"] = "Terminated"
     reason: str
@@ -314,6 +338,7 @@ JournalEntry = Annotated[
     | KnowledgeStored
     | EvidenceJudged
     | EvidenceSaturated
+    | ContextSummarised
     | Terminated,
     Field(discriminator="kind"),
 ]
