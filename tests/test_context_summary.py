@@ -8,12 +8,14 @@ from typing import Any
 from temporalio.client import WorkflowHandle
 
 from activities.summary import INSTRUCTIONS, transcript
+from orga.cli.views import render_entry
 from orga.contracts.conversation import Message, ToolCall, ToolResult
 from orga.contracts.inference import (
     CALL_MODEL,
     SUMMARISE_CONTEXT,
     InferenceRequest,
     SummaryRequest,
+    Usage,
 )
 from orga.contracts.journal import ContextSummarised, Journal
 from orga.contracts.state import LoopState
@@ -89,6 +91,21 @@ def test_the_transcript_shows_every_turn_and_cuts_long_ones_to_their_share() -> 
     assert pieces[1] == 'assistant calls read_page({"page": 1})'
     assert pieces[2].startswith("result of read_page: xxx") and "characters left out" in pieces[2]
     assert len(pieces[2]) <= 300 and pieces[3] == f"user: {FACT}"
+
+
+def test_the_journal_line_says_what_was_folded_or_why_not() -> None:
+    stamp = {"seq": 7, "at": "2026-01-01T00:00:00Z", "agent_id": "a", "iteration": 9}
+    made = ContextSummarised(
+        **stamp, start=15, through=25, folded=10, tokens=40, usage=Usage(total_tokens=340)
+    )
+    assert render_entry(made).endswith(
+        "ContextSummarised      10 message(s) folded in: the summary covers 25 (40 tokens, "
+        "340 spent)"
+    )
+    failed = ContextSummarised(**stamp, start=15, through=25, error="provider said\nno")
+    assert "messages [15, 25) NOT summarised (provider said no): a marker stands for them" in (
+        render_entry(failed)
+    )
 
 
 async def requests_per_run(
