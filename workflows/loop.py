@@ -44,6 +44,7 @@ from orga.contracts.inference import ConversationRange, InferenceRequest, Infere
 from orga.contracts.journal import Journal
 from orga.contracts.policy import PolicyAction, PolicyResult
 from orga.contracts.state import LoopResult, LoopState
+from orga.core.genai import invocation_attributes
 from orga.core.ids import with_internal_ids
 from orga.core.knowledge import with_knowledge
 from orga.core.phases import (
@@ -178,6 +179,13 @@ class ReasoningLoopWorkflow(DeskHandlers):
         """Messages ``[start, end)`` of the durable conversation (all by default)."""
         window = window or ConversationRange()
         return self._conversation.messages[window.start : window.end]
+
+    def trace_root(self) -> dict[str, str]:
+        """The GenAI attributes of the span this loop's trace starts with when its start
+        carried no trace context (``orga.runtime.tracing``): only what the client said."""
+        return invocation_attributes(
+            self._config, self._workflow_id, agent_known=self._invalid is None
+        )
 
     # ---- the loop --------------------------------------------------------------------------
 

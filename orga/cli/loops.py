@@ -7,10 +7,12 @@ import contextlib
 import sys
 import uuid
 from collections.abc import Awaitable
+from contextlib import AbstractContextManager
 from datetime import timedelta
 from typing import Annotated, Any, Literal
 
 import typer
+from opentelemetry.trace import Span, SpanKind
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
@@ -46,11 +48,14 @@ from orga.cli.views import (
     shorten,
 )
 from orga.contracts import search_attributes as sa
+from orga.contracts.config import LoopConfig
 from orga.contracts.inference import STREAM_TOPIC, StreamedText
 from orga.contracts.journal import Journal
 from orga.contracts.state import LoopResult, LoopState
 from orga.contracts.vocabulary import PolicyMode
+from orga.core.genai import invocation_attributes
 from orga.runtime.desk import KINDS, LOOP, TASK, DeskError, of_kind, read_state
+from orga.runtime.tracing import tracer
 
 __all__ = ["list_workflows", "register"]
 
@@ -122,25 +127,33 @@ def run(
             timeout=timedelta(seconds=timeout) if timeout is not None else None,
         )
         chosen_id = workflow_id or f"loop-{uuid.uuid4().hex[:12]}"
-        handle = await start_workflow(
-            settings(),
-            LOOP,
-            request,
-            workflow_id=chosen_id,
-            result_type=LoopResult,
-            summary=f"{request.config.agent_id}: {shorten(prompt, 120)}",
-        )
-        if no_wait:
-            if as_json:
-                print_json({"workflow_id": chosen_id, "run_id": handle.result_run_id})
-            return 0
-        shown = ""
-        if stream and not as_json:
-            shown = await print_stream(handle.id, handle.result())
-        try:
-            result = await handle.result()
-        except WorkflowFailureError as error:
-            raise CliError(f"the loop failed: {_failure(error)}") from error
+        with _invoking(request.config, chosen_id) as span:
+            handle = await start_workflow(
+                settings(),
+                LOOP,
+                request,
+                workflow_id=chosen_id,
+                result_type=LoopResult,
+                summary=f"{request.config.agent_id}: {shorten(prompt, 120)}",
+            )
+            if no_wait:
+                if as_json:
+                    print_json({"workflow_id": chosen_id, "run_id": handle.result_run_id})
+                return 0
+            shown = ""
+            if stream and not as_json:
+                shown = await print_stream(handle.id, handle.result())
+            try:
+                result = await handle.result()
+            except WorkflowFailureError as error:
+                raise CliError(f"the loop failed: {_failure(error)}") from error
+            if not result.usage.estimated:
+                span.set_attributes(
+                    {
+                        "gen_ai.usage.input_tokens": result.usage.input_tokens,
+                        "gen_ai.usage.output_tokens": result.usage.output_tokens,
+                    }
+                )
         if as_json:
             print_json(result)
         elif shown.strip() and shown.strip() == result.output.strip():
@@ -149,7 +162,17 @@ def run(
             console().print(render_result(result), markup=False)
         return 0
 
-    execute(body, as_json=as_json)
+    execute(body, as_json=as_json, traced=True)
+
+
+def _invoking(config: LoopConfig, workflow_id: str) -> AbstractContextManager[Span]:
+    """The span ``orga run`` starts its loop in (the GenAI agent-invocation client span): the
+    parent of the loop's whole trace when traces are on, a no-op otherwise."""
+    return tracer().start_as_current_span(
+        f"invoke_agent {config.agent_id}",
+        kind=SpanKind.CLIENT,
+        attributes=invocation_attributes(config, workflow_id),
+    )
 
 
 def _failure(error: WorkflowFailureError) -> str:

@@ -143,7 +143,9 @@ def serve_mcp(
             guarded(app, host=host, token=secret), host, port, announce, lifespan=True
         )
 
-    execute(body)
+    # With OTEL_* set, the MCP SDK's span for each request (``tools/call start_loop``, under
+    # the caller's ``_meta.traceparent`` when it sends one) is the parent of the loop's trace.
+    execute(body, traced=True)
 
 
 def _token(variable: str) -> str:

@@ -11,6 +11,7 @@ imports only ``orga.contracts`` and other core modules. Import from the modules:
     context      fitting a conversation into the context budget
     dispatch     which calls of a turn wait for which
     evidence     information-gain judging of evidence calls
+    genai        the OpenTelemetry GenAI attributes of an agent invocation
     ids          a loop's own call ids, and idempotency keys across reused ids
     knowledge    what the knowledge bridge searches for, and how it shows what was found
     metrics      which metrics a journal entry makes
