@@ -340,6 +340,26 @@ async def test_a_plain_client_s_loop_and_its_delegation_are_one_trace(
     assert conversations == {handle.id, delegation.workflow_id}
 
 
+async def test_a_loop_that_continues_as_new_stays_one_trace(
+    env: WorkflowEnvironment, harness: Harness, collector: Collector
+) -> None:
+    model = harness.new_model(
+        [*[Turn(tool_calls=[("add", {"a": n, "b": 1})]) for n in range(30)], Turn(text="done")]
+    )
+    async with traced_worker(env, harness):
+        handle = await harness.start(
+            "count", model=model, tools=["add"], max_iterations=40, max_history_events=200
+        )
+        assert (await handle.result()).output == "done"
+    spans = collector.trace_of(handle.id)
+    runs = {s.attributes["temporalRunID"] for s in spans if "temporalRunID" in s.attributes}
+    assert len(runs) >= 2  # it did continue as new
+    [root] = _roots(spans)
+    assert root.name == "invoke_agent agent"
+    assert all(s is root or _under(spans, s, root) for s in spans)
+    assert Counter(s.name for s in spans)["RunWorkflow:ReasoningLoop"] == len(runs)
+
+
 async def test_a_scheduled_loop_is_one_trace(
     env: WorkflowEnvironment, harness: Harness, collector: Collector
 ) -> None:
