@@ -246,7 +246,7 @@ async def test_readme_many_agents_example_shows_a_child_using_its_tool(
     settings = offline_env(env, tmp_path, ORGA_AGENTS=str(ROOT / "examples" / "agents.toml"))
     async with offline_worker(settings, "--scripted"):
         code, out, err = await orga(
-            "run", "Ask research to add 2 and 3", "--agent-id", "lead", "--json", env=settings
+            "run", "Ask research to add 2 and 3", "--agent", "lead", "--json", env=settings
         )
         assert code == 0, err
         result = json.loads(out)

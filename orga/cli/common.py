@@ -179,9 +179,10 @@ async def start_workflow(
     workflow_id: str,
     result_type: type[_Model],
     summary: str,
+    client: Client | None = None,
 ) -> WorkflowHandle[Any, _Model]:
     """Start a workflow on the worker's task queue and say (on stderr) where to watch it."""
-    client = await client_for(settings)
+    client = client or await client_for(settings)
     handle = await client.start_workflow(
         workflow,
         payload,

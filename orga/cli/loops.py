@@ -47,6 +47,7 @@ from orga.cli.views import (
     rows_table,
     shorten,
 )
+from orga.cli.waiting import ensure_worker, reporting
 from orga.contracts import search_attributes as sa
 from orga.contracts.config import LoopConfig
 from orga.contracts.inference import STREAM_TOPIC, StreamedText
@@ -86,7 +87,10 @@ def run(
     provider: Provider = None,
     model: Model = None,
     agent_id: Annotated[
-        str | None, typer.Option(help="Who the loop acts as (the policy principal).")
+        str | None,
+        typer.Option(
+            "--agent", "--agent-id", help="Who the loop acts as (config.agent_id, the principal)."
+        ),
     ] = None,
     policy: Annotated[
         PolicyMode | None, typer.Option(help="The gate: default (fail closed), cedar, opa, …")
@@ -127,14 +131,18 @@ def run(
             timeout=timedelta(seconds=timeout) if timeout is not None else None,
         )
         chosen_id = workflow_id or f"loop-{uuid.uuid4().hex[:12]}"
+        found = settings()
         with _invoking(request.config, chosen_id) as span:
+            client = await client_for(found)
+            await ensure_worker(client, found.task_queue, wait=not no_wait, what="loop")
             handle = await start_workflow(
-                settings(),
+                found,
                 LOOP,
                 request,
                 workflow_id=chosen_id,
                 result_type=LoopResult,
                 summary=f"{request.config.agent_id}: {shorten(prompt, 120)}",
+                client=client,
             )
             if no_wait:
                 if as_json:
@@ -144,7 +152,10 @@ def run(
             if stream and not as_json:
                 shown = await print_stream(handle.id, handle.result())
             try:
-                result = await handle.result()
+                async with reporting(
+                    client, handle, found.task_queue, quiet=as_json or bool(shown)
+                ):
+                    result = await handle.result()
             except WorkflowFailureError as error:
                 raise CliError(f"the loop failed: {_failure(error)}") from error
             if not result.usage.estimated:
@@ -390,6 +401,10 @@ def list_command(
     execute(lambda: list_workflows(kind, status, agent, limit, as_json), as_json=as_json)
 
 
+_EXECUTION_STATUS = {"running": "Running", "completed": "Completed", "failed": "Failed"}
+"""Temporal's execution status that stands for orga's, before a worker set ``OrgaStatus``."""
+
+
 async def list_workflows(
     kind: Literal["loop", "task"] | None,
     status: Status | None,
@@ -402,7 +417,11 @@ async def list_workflows(
     types = [KINDS[kind]] if kind else [LOOP, TASK]
     query = "WorkflowType IN (" + ", ".join(f"'{t}'" for t in types) + ")"
     if status:
-        query += f" AND OrgaStatus = '{status}'"
+        # A workflow no worker has picked up yet has no OrgaStatus: Temporal's own status
+        # stands in (``orga list`` shows it as such).
+        execution = _EXECUTION_STATUS.get(status)
+        fallback = f" OR (OrgaStatus IS NULL AND ExecutionStatus = '{execution}')"
+        query += f" AND (OrgaStatus = '{status}'{fallback if execution else ''})"
     if agent:
         query += " AND OrgaAgentId = '" + agent.replace("'", "\\'") + "'"
     names = {value: name for name, value in KINDS.items()}

@@ -23,6 +23,7 @@ from orga.cli.common import (
 )
 from orga.cli.loops import Status, list_workflows
 from orga.cli.views import render_task, render_task_result
+from orga.cli.waiting import ensure_worker, reporting
 from orga.contracts.errors import describe_validation_error
 from orga.contracts.task import TaskInput, TaskResult, TaskState
 from orga.runtime.desk import TASK, of_kind, read_state
@@ -72,20 +73,25 @@ def start(
 
     async def body() -> int:
         task = read_task_input(file)
+        found = settings()
+        client = await client_for(found)
+        await ensure_worker(client, found.task_queue, wait=not no_wait, what="task")
         handle = await start_workflow(
-            settings(),
+            found,
             TASK,
             task,
             workflow_id=workflow_id or f"task-{uuid.uuid4().hex[:12]}",
             result_type=TaskResult,
             summary=f"{task.agent_id}: task of {len(task.steps)} step(s)",
+            client=client,
         )
         if no_wait:
             if as_json:
                 print_json({"workflow_id": handle.id, "run_id": handle.result_run_id})
             return 0
         try:
-            result = await handle.result()
+            async with reporting(client, handle, found.task_queue, quiet=as_json):
+                result = await handle.result()
         except WorkflowFailureError as error:
             cause = error.cause
             report = None

@@ -63,8 +63,15 @@ def render_state(state: LoopState) -> str:
         f"agent         {state.agent_id}",
         f"status        {state.status} (phase: {state.phase})",
         f"model         {model}",
-        f"iteration     {state.iteration}",
-        f"tokens        {usage.total_tokens} ({usage.input_tokens} in, {usage.output_tokens} out)"
+        f"iteration     {state.iteration}"
+        + (
+            f" (model calls paid for: {state.model_calls}, with its critic's and children's)"
+            if state.model_calls > state.iteration
+            else ""
+        ),
+        f"tokens        {usage.total_tokens} ({usage.input_tokens} in, {usage.output_tokens} out"
+        + (f", {usage.cache_read_input_tokens} cached" if usage.cache_read_input_tokens else "")
+        + ")"
         + (" estimated" if usage.estimated else ""),
         f"stop reason   {state.last_stop_reason or '-'}",
         f"tool calls    {state.tool_call_count}",
@@ -94,6 +101,12 @@ def render_state(state: LoopState) -> str:
             f"              orga resolve {_ids(state.workflow_id, escalation.escalation_id)} "
             f"--action {{{','.join(escalation.options)}}} --reason '…'",
         ]
+    for child in state.delegations:
+        error = f" · {shorten(child.error)}" if child.error else ""
+        lines.append(
+            f"delegated     {one_line(child.agent)} {child.status} · {child.usage.total_tokens} "
+            f"of {child.max_tokens} tokens · {one_line(child.workflow_id) or '-'}{error}"
+        )
     for call in state.tool_calls[-10:]:
         mark = "!" if call.is_error else " "
         lines.append(
@@ -274,7 +287,8 @@ def rows_table(rows: Sequence[WorkflowRow]) -> Table:
 
 def render_task(state: TaskState, workflow_id: str) -> str:
     """A task's steps, one per line, what waits for an operator, and how it ended."""
-    outcome = f" · {state.outcome}" if state.outcome else ""
+    # "completed · completed" says nothing twice: the outcome only when it adds to the status.
+    outcome = f" · {state.outcome}" if state.outcome and state.outcome != state.status else ""
     lines = [f"task {workflow_id} ({state.agent_id}): {state.status}{outcome}"]
     if state.uncompensated:
         lines.append(f"  NOT UNDONE: {', '.join(state.uncompensated)}")

@@ -15,7 +15,9 @@ rebinding), and state-changing requests only as JSON.
 from __future__ import annotations
 
 import hmac
+import os
 import secrets
+import sys
 import webbrowser
 from collections.abc import Awaitable, Callable
 from importlib import resources
@@ -104,12 +106,29 @@ def serve_desk(
             out = console()
             out.print(f"orga desk on {url}", markup=False, soft_wrap=True)
             out.print(f"deciding as {who}. Ctrl-C stops it.", markup=False)
-            if open_browser:
-                webbrowser.open(url)
+            if open_browser and not _open(url):
+                out.print(
+                    "no browser to open here (a machine without a display): open the address "
+                    "above in a browser that can reach this machine (--no-open says nothing)",
+                    markup=False,
+                )
 
         return await serve_http(app, host, port, announce)
 
     execute(body)
+
+
+def _open(url: str) -> bool:
+    """Open ``url`` in a browser; False when this machine has none to open (no display)."""
+    graphical = sys.platform in ("darwin", "win32") or any(
+        os.environ.get(name) for name in ("DISPLAY", "WAYLAND_DISPLAY")
+    )
+    if not graphical:  # webbrowser would start a text browser in this terminal, or nothing
+        return False
+    try:
+        return webbrowser.open(url)
+    except webbrowser.Error:
+        return False
 
 
 def _hosts(host: str) -> set[str]:

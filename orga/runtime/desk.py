@@ -22,9 +22,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
-from temporalio.api.enums.v1 import TaskQueueType
-from temporalio.api.taskqueue.v1 import TaskQueue
-from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import (
     Client,
     WorkflowExecutionDescription,
@@ -46,6 +43,7 @@ from orga.contracts.approvals import (
 from orga.contracts.critic import Review, Verdict
 from orga.contracts.state import LoopState
 from orga.contracts.task import TaskState
+from orga.runtime.workers import presence, start_hint
 
 __all__ = [
     "KINDS",
@@ -67,9 +65,6 @@ LOOP: Final = "ReasoningLoop"
 TASK: Final = "Task"
 KINDS: Final = {"loop": LOOP, "task": TASK}
 """What people call each workflow type."""
-
-_POLLER_FRESH = timedelta(minutes=2)
-"""A poller seen this recently is a running worker (an idle worker re-polls every minute)."""
 
 _M = TypeVar("_M", bound=BaseModel)
 
@@ -189,13 +184,27 @@ async def read_state(
     workflow_type: str,
     *,
     timeout: float = 10.0,
+    served: dict[str, bool] | None = None,
 ) -> _M:
     """The ``state`` query of a workflow of ``workflow_type`` (a worker answers it).
 
+    ``served``: what is known of which task queues a worker serves (filled as it is learnt, so
+    a listing of many workflows asks once per queue).
+
     Raises:
-        DeskError: no such workflow, no worker answered within ``timeout`` seconds, or the
-            answer is not a ``result_type`` (a worker running other code).
+        DeskError: no such workflow, no worker serves its task queue (said at once, without
+            waiting for the query), none answered within ``timeout`` seconds, or the answer is
+            not a ``result_type`` (a worker running other code).
     """
+    facts = await describe(client, workflow_id)
+    known = {} if served is None else served
+    if facts.task_queue not in known:
+        known[facts.task_queue] = bool(await presence(client, facts.task_queue))
+    if not known[facts.task_queue]:
+        raise DeskError(
+            f"no worker is polling task queue {facts.task_queue!r} to answer for "
+            f"{workflow_type} {workflow_id!r}: start one there ({start_hint(facts.task_queue)})"
+        )
     handle = client.get_workflow_handle(workflow_id)
     try:
         return await handle.query(
@@ -312,11 +321,18 @@ async def inbox(client: Client, *, limit: int = 100) -> list[InboxItem]:
     except RPCError as error:
         raise DeskError(f"listing waiting workflows failed: {error.message}") from error
 
+    served: dict[str, bool] = {}
+
     async def items(workflow_id: str, workflow_type: str) -> list[InboxItem]:
         result_type = TaskState if workflow_type == TASK else LoopState
         try:
             state = await read_state(
-                client, workflow_id, result_type, workflow_type, timeout=INBOX_QUERY_TIMEOUT
+                client,
+                workflow_id,
+                result_type,
+                workflow_type,
+                timeout=INBOX_QUERY_TIMEOUT,
+                served=served,
             )
         except DeskError as error:
             return [
@@ -339,20 +355,6 @@ async def inbox(client: Client, *, limit: int = 100) -> list[InboxItem]:
 # ---- decisions ---------------------------------------------------------------------------
 
 
-async def _live_pollers(client: Client, task_queue: str) -> int:
-    response = await client.workflow_service.describe_task_queue(
-        DescribeTaskQueueRequest(
-            namespace=client.namespace,
-            task_queue=TaskQueue(name=task_queue),
-            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
-        )
-    )
-    now = datetime.now(UTC)
-    return sum(
-        1
-        for poller in response.pollers
-        if now - poller.last_access_time.ToDatetime(tzinfo=UTC) <= _POLLER_FRESH
-    )
 
 
 async def _ready_for_a_decision(client: Client, workflow_id: str) -> WorkflowFacts:
@@ -363,11 +365,11 @@ async def _ready_for_a_decision(client: Client, workflow_id: str) -> WorkflowFac
             f"{facts.workflow_type} {workflow_id!r} already finished ({facts.status}{when}): "
             "nothing is waiting for a decision there"
         )
-    if await _live_pollers(client, facts.task_queue) == 0:
+    if not await presence(client, facts.task_queue):
         raise DeskError(
             f"no worker is polling task queue {facts.task_queue!r}, so nobody can record the "
-            "decision: start a worker there (uv run worker.py) and try again. Nothing was "
-            "recorded."
+            f"decision: start a worker there ({start_hint(facts.task_queue)}) and try again. "
+            "Nothing was recorded."
         )
     return facts
 

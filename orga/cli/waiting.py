@@ -1,0 +1,127 @@
+"""Waiting on a worker without hanging in silence.
+
+A verb that starts a workflow and waits for it (``orga run``, ``orga task start``) first asks
+the server whether any worker serves the task queue (``orga.runtime.workers``): with none, it
+refuses in one line naming the command that starts one (``--no-wait`` starts the workflow
+anyway and says it will wait). While it waits, it says what for: on a terminal a status line
+on stderr (the workflow's status, phase and iteration, from its ``state`` query), elsewhere one
+line if the worker goes away; nothing extra with ``--json``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from collections.abc import AsyncGenerator
+from datetime import timedelta
+from typing import Any, cast
+
+from rich.console import Console
+from rich.status import Status
+from temporalio.client import Client, WorkflowHandle
+
+from orga.cli.common import CliError
+from orga.cli.safe_text import one_line
+from orga.runtime.workers import presence, start_hint
+
+__all__ = ["ensure_worker", "reporting"]
+
+
+POLL_SECONDS = 2.0
+"""How often the status line asks the workflow and the server (a query and two cheap calls)."""
+
+
+async def ensure_worker(client: Client, task_queue: str, *, wait: bool, what: str) -> None:
+    """Refuse to start ``what`` that would wait for a worker when none serves ``task_queue``
+    (``wait``), or say on stderr that it will wait for one.
+
+    Raises:
+        CliError: no worker serves the queue and the caller would wait for the result.
+    """
+    if await presence(client, task_queue):
+        return
+    if wait:
+        raise CliError(
+            f"no worker is polling task queue {task_queue!r}, so the {what} would wait for one: "
+            f"start one ({start_hint(task_queue)}), or pass --no-wait to leave it for a worker "
+            "that starts later. Nothing was started."
+        )
+    sys.stderr.write(
+        one_line(
+            f"orga: no worker is polling task queue {task_queue!r} yet: the {what} waits for "
+            f"one ({start_hint(task_queue)})"
+        )
+        + "\n"
+    )
+
+
+@contextlib.asynccontextmanager
+async def reporting(
+    client: Client, handle: WorkflowHandle[Any, Any], task_queue: str, *, quiet: bool
+) -> AsyncGenerator[None]:
+    """While the body waits for ``handle``'s result: say what it waits for (see the module);
+    ``quiet`` (``--json``) says nothing."""
+    if quiet:
+        yield
+        return
+    terminal = sys.stderr.isatty()
+    out = Console(file=sys.stderr, highlight=False)
+    status = out.status("waiting for the workflow", spinner="dots") if terminal else None
+    watching = asyncio.create_task(_watch(client, handle, task_queue, status, out))
+    try:
+        if status is not None:
+            with status:
+                yield
+        else:
+            yield
+    finally:
+        watching.cancel()
+        await asyncio.gather(watching, return_exceptions=True)
+
+
+async def _watch(
+    client: Client,
+    handle: WorkflowHandle[Any, Any],
+    task_queue: str,
+    status: Status | None,
+    out: Console,
+) -> None:
+    said_gone = False
+    while True:
+        await asyncio.sleep(POLL_SECONDS)
+        if not await presence(client, task_queue):
+            line = (
+                f"no worker is polling task queue {task_queue!r}: waiting for one "
+                f"({start_hint(task_queue)})"
+            )
+            if status is not None:
+                status.update(line)
+            elif not said_gone:
+                out.print(f"orga: {line}", markup=False, highlight=False)
+                said_gone = True
+            continue
+        said_gone = False
+        if status is None:
+            continue
+        with contextlib.suppress(Exception):  # a state that cannot be read: keep the last line
+            state = await handle.query(
+                "state", result_type=dict[str, Any], rpc_timeout=timedelta(seconds=POLL_SECONDS)
+            )
+            status.update(one_line(_describe(state)))
+
+
+def _describe(state: dict[str, Any]) -> str:
+    parts = [str(state.get("status") or "running")]
+    if state.get("phase"):
+        parts.append(str(state["phase"]))
+    if state.get("iteration"):
+        parts.append(f"iteration {state['iteration']}")
+    usage: object = state.get("usage")
+    tokens = cast(dict[str, object], usage).get("total_tokens") if isinstance(usage, dict) else 0
+    if tokens:
+        parts.append(f"{tokens} tokens")
+    waiting: object = state.get("pending_approvals")
+    if isinstance(waiting, list) and waiting:
+        parts.append(f"{len(cast(list[object], waiting))} approval(s) waiting: orga pending")
+    return "waiting for the workflow · " + " · ".join(parts)
