@@ -149,4 +149,5 @@ def test_a_bad_agents_file_stops_the_worker(tmp_path: Path, text: str, message: 
 def test_the_example_agents_file_loads() -> None:
     example = Path(__file__).resolve().parent.parent / "examples" / "agents.toml"
     registry = AgentRegistry.load(example, frozenset({"default"}))
-    assert registry.ids() == ["demo", "shop", "support"]
+    assert registry.ids() == ["demo", "lead", "research", "shop", "support"]
+    assert registry.get("lead").delegates == ["research"]

@@ -355,8 +355,6 @@ async def inbox(client: Client, *, limit: int = 100) -> list[InboxItem]:
 # ---- decisions ---------------------------------------------------------------------------
 
 
-
-
 async def _ready_for_a_decision(client: Client, workflow_id: str) -> WorkflowFacts:
     facts = await describe(client, workflow_id)
     if facts.status != "running":
