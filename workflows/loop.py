@@ -55,21 +55,21 @@ from orga.core.phases import (
     ToolDispatching,
     ToolPolicyCheck,
 )
-from workflows import continuation
-from workflows.bookkeeping import Conversation, LoopBooks
-from workflows.catalog import LoopParts, set_up_loop
-from workflows.common import decoded
-from workflows.deadline import within
-from workflows.dispatcher import ToolRunner
-from workflows.evidence import evidence_tools
-from workflows.finish import Finished, review_answer
-from workflows.gate import Gate
-from workflows.human import DeskHandlers
-from workflows.model import call_model
-from workflows.patches import CHILD_WAITS_FOR_TOOLS, GATE_IN_MODEL_CALL, NO_CRON
-from workflows.prehydration import pre_hydrate
-from workflows.summary import RunningSummary
-from workflows.toolstate import ToolState
+from workflows.reasoning import continuation
+from workflows.reasoning.bookkeeping import Conversation, LoopBooks
+from workflows.reasoning.catalog import LoopParts, set_up_loop
+from workflows.reasoning.deadline import within
+from workflows.reasoning.dispatcher import ToolRunner
+from workflows.reasoning.evidence import evidence_tools
+from workflows.reasoning.finish import Finished, review_answer
+from workflows.reasoning.model import call_model
+from workflows.reasoning.prehydration import pre_hydrate
+from workflows.reasoning.summary import RunningSummary
+from workflows.reasoning.toolstate import ToolState
+from workflows.shared.common import decoded
+from workflows.shared.gate import Gate
+from workflows.shared.human import DeskHandlers
+from workflows.shared.patches import CHILD_WAITS_FOR_TOOLS, GATE_IN_MODEL_CALL, NO_CRON
 
 __all__ = ["ReasoningLoopWorkflow"]
 

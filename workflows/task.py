@@ -4,14 +4,15 @@ leaves the world as it found it when the task cannot finish.
 Workflow code. When a task starts, the worker resolves it (``resolve_task``): its agent, the
 definitions of every tool it names, and its gate — a task naming an unknown agent or a tool it
 lacks fails before any step runs. Tool steps are activities (idempotency key
-``<workflow id>/<step id>``) that pass the gate first (``workflows.steps``); loop steps are
+``<workflow id>/<step id>``) that pass the gate first (``workflows.saga.steps``); loop steps are
 child ``ReasoningLoop`` workflows. A failing step is re-attempted until the step tracker says
 stop (attempt limit, the same error twice, or a denial); then ``on_limit_reached`` skips it
 (and its dependents), aborts the task, or waits for an operator (``resolve_escalation``:
 ``retry``, ``skip``, ``abort``). On abort — and on cancellation, which arrives as
 ``asyncio.CancelledError`` at whatever the task awaits — running steps are cancelled and waited
 for (a tool activity until it has stopped, a child loop until it has ended), then the saga
-(``workflows.saga``) undoes every attempted step, shielded from cancellation, and the outcome
+(``workflows.saga.compensation``) undoes every attempted step, shielded from cancellation, and the
+outcome
 says whether all of it was undone.
 """
 
@@ -54,15 +55,16 @@ from orga.contracts.task import (
 )
 from orga.core.audit import AuditLog
 from orga.core.progress import StepTracker
-from workflows.common import decoded, failure_message, upsert
-from workflows.gate import Gate
-from workflows.human import DeskHandlers, HumanDesk
-from workflows.metrics import emit_entry, know
-from workflows.options import DESCRIBE_TOOLS_TIMEOUT, SHORT_RETRY
-from workflows.patches import RESOLVE_TASK as RESOLVE_TASK_PATCH
-from workflows.patches import SAGA_ATTEMPTED
-from workflows.saga import Saga
-from workflows.steps import StepFailed, StepRunner, TaskClearance
+from workflows.saga.compensation import Saga
+from workflows.saga.steps import StepFailed, StepRunner, TaskClearance
+from workflows.shared.common import decoded, upsert
+from workflows.shared.failures import failure_message
+from workflows.shared.gate import Gate
+from workflows.shared.human import DeskHandlers, HumanDesk
+from workflows.shared.metrics import emit_entry, know
+from workflows.shared.options import DESCRIBE_TOOLS_TIMEOUT, SHORT_RETRY
+from workflows.shared.patches import RESOLVE_TASK as RESOLVE_TASK_PATCH
+from workflows.shared.patches import SAGA_ATTEMPTED
 
 __all__ = ["TaskWorkflow"]
 

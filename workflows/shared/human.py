@@ -27,8 +27,8 @@ from orga.contracts.approvals import (
 from orga.contracts.conversation import ToolCall
 from orga.contracts.critic import PendingReview, Review
 from orga.contracts.journal import ApprovalDecided, EscalationResolved, JournalEntry, Stamp
-from workflows.metrics import count
-from workflows.patches import APPROVER_REQUIRED
+from workflows.shared.metrics import count
+from workflows.shared.patches import APPROVER_REQUIRED
 
 __all__ = ["DeskHandlers", "HumanDesk"]
 

@@ -15,7 +15,7 @@ from orga.contracts.journal import EvidenceJudged, EvidenceSaturated
 from orga.contracts.tools import ToolDefinition
 from orga.core.evidence import EvidenceTracker
 from orga.core.phases import Observing, ToolDispatching, ToolPolicyCheck
-from workflows.bookkeeping import LoopBooks
+from workflows.reasoning.bookkeeping import LoopBooks
 
 __all__ = ["EvidenceJudge", "evidence_tools"]
 

@@ -20,10 +20,10 @@ from orga.contracts.policy import PolicyAction, PolicyDecision
 from orga.contracts.prehydration import PreHydrationConfig
 from orga.core.prehydration import Reference, extract, render
 from orga.core.text import estimate_tokens
-from workflows.bookkeeping import LoopBooks
-from workflows.executor import CallExecutor
-from workflows.gate import Gate
-from workflows.toolstate import ToolState
+from workflows.reasoning.bookkeeping import LoopBooks
+from workflows.reasoning.executor import CallExecutor
+from workflows.reasoning.toolstate import ToolState
+from workflows.shared.gate import Gate
 
 __all__ = ["pre_hydrate"]
 

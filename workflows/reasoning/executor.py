@@ -13,7 +13,6 @@ import json
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
 from temporalio.workflow import ActivityCancellationType
 
 from orga.contracts.approvals import PendingEscalation
@@ -29,21 +28,15 @@ from orga.contracts.resilience import (
     RecoveryStrategy,
     Retry,
 )
-from orga.contracts.tools import LOCAL_TOOL_TIMEOUT, RUN_TOOL, ToolInvocation
+from orga.contracts.tools import ToolInvocation
 from orga.core import breaker as breakers
-from workflows.metrics import count
-from workflows.options import TOOL_RETRY, non_retryable, tool_heartbeat_timeout
-from workflows.toolstate import ToolState, cache_key
+from workflows.reasoning.toolstate import ToolState, cache_key
+from workflows.shared.metrics import count
+from workflows.shared.options import TOOL_RETRY, non_retryable, tool_heartbeat_timeout
+from workflows.shared.tool_calls import run_tool
 
 __all__ = ["CallExecutor", "error_result"]
 
-_STATUS_BY_ERROR_TYPE: dict[str, ToolStatus] = {
-    "ToolInputError": "invalid_arguments",
-    "ToolNotFound": "unknown_tool",
-    "ToolPermissionError": "denied",
-    "ToolFailed": "failed",
-    "ToolUnavailable": "failed",
-}
 _FAILURES: frozenset[ToolStatus] = frozenset({"failed", "timed_out"})
 """Statuses that count against a tool's breaker and trigger its recovery strategy."""
 
@@ -141,42 +134,28 @@ class CallExecutor:
             knowledge_namespace=self._state.knowledge_namespace,
             knowledge_directory=self._state.knowledge_directory,
         )
-        summary = f"tool {call.name} · {call.id}"
-        try:
-            if definition.local:  # a short pure tool: in this worker, recorded as a marker
-                return await workflow.execute_local_activity(
-                    RUN_TOOL,
-                    invocation,
-                    result_type=ToolResult,
-                    start_to_close_timeout=min(timeout, LOCAL_TOOL_TIMEOUT),
-                    retry_policy=retry,
-                    summary=summary,
-                )
-            return await workflow.execute_activity(
-                RUN_TOOL,
-                invocation,
-                result_type=ToolResult,
-                start_to_close_timeout=timeout,
-                heartbeat_timeout=tool_heartbeat_timeout(timeout),
-                retry_policy=retry,
-                summary=summary,
-                cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
-                if self._state.wait_for_cancelled_tools
-                else ActivityCancellationType.TRY_CANCEL,
+        outcome = await run_tool(
+            invocation,
+            timeout=timeout,
+            retry=retry,
+            summary=f"tool {call.name} · {call.id}",
+            heartbeat=tool_heartbeat_timeout(timeout),
+            cancellation=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+            if self._state.wait_for_cancelled_tools
+            else ActivityCancellationType.TRY_CANCEL,
+            local=definition.local,  # a short pure tool: in this worker, recorded as a marker
+        )
+        if isinstance(outcome, ToolResult):
+            return outcome
+        if outcome.timed_out:
+            return error_result(
+                call,
+                "timed_out",
+                f"Tool {call.name!r} did not finish within {timeout.total_seconds():g} s.",
             )
-        except (ActivityError, ApplicationError, TimeoutError) as error:
-            # A local activity's failure may arrive as the error itself, not wrapped.
-            cause = error.cause if isinstance(error, ActivityError) else error
-            if isinstance(cause, TimeoutError):
-                return error_result(
-                    call,
-                    "timed_out",
-                    f"Tool {call.name!r} did not finish within {timeout.total_seconds():g} s.",
-                )
-            if isinstance(cause, ApplicationError):
-                status = _STATUS_BY_ERROR_TYPE.get(cause.type or "", "failed")
-                return error_result(call, status, cause.message)
-            return error_result(call, "failed", f"Tool {call.name!r} failed: {error.message}")
+        if not outcome.typed:
+            return error_result(call, "failed", f"Tool {call.name!r} failed: {outcome.message}")
+        return error_result(call, outcome.status, outcome.message)
 
     # ---- strategies ----------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ from orga.contracts.policy import PolicyDecision
 from orga.contracts.resilience import Breaker, BreakerConfig, DeadLetterEntry, RecoveryConfig
 from orga.contracts.tools import ToolDefinition
 from orga.core.arguments import try_parse_arguments
-from workflows.human import HumanDesk
+from workflows.shared.human import HumanDesk
 
 __all__ = ["ToolState", "cache_key"]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError
 
 from orga.contracts.critic import (
     CRITIQUE,
@@ -31,10 +31,11 @@ from orga.contracts.errors import BudgetExceeded, CriticFailed
 from orga.contracts.journal import ReviewDecided
 from orga.contracts.policy import PolicyAction
 from orga.contracts.vocabulary import ProviderName
-from workflows.bookkeeping import LoopBooks
-from workflows.gate import Gate
-from workflows.options import MODEL_HEARTBEAT_TIMEOUT, SIDE_MODEL_RETRY
-from workflows.patches import TREE_BUDGET
+from workflows.reasoning.bookkeeping import LoopBooks
+from workflows.shared.failures import failure_of
+from workflows.shared.gate import Gate
+from workflows.shared.options import MODEL_HEARTBEAT_TIMEOUT, SIDE_MODEL_RETRY
+from workflows.shared.patches import TREE_BUDGET
 
 __all__ = ["Critic"]
 
@@ -157,9 +158,9 @@ class Critic:
                 summary=f"critic {critic} · review {round_}",
             )
         except ActivityError as error:
-            cause = error.cause
-            message = cause.message if isinstance(cause, ApplicationError) else str(error)
-            if isinstance(cause, ApplicationError) and cause.type == BudgetExceeded.__name__:
+            failure = failure_of(error)
+            message = failure.message
+            if failure.kind == BudgetExceeded.__name__:
                 raise BudgetExceeded(
                     f"critic {critic!r} was not asked to review answer {round_}: {message}",
                     {"budget": "max_total_tokens"},

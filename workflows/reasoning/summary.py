@@ -33,10 +33,10 @@ from orga.contracts.journal import ContextSummarised
 from orga.contracts.vocabulary import ProviderName
 from orga.core.context import Fold, fold, summary_tokens
 from orga.core.text import estimate_tokens
-from workflows.bookkeeping import LoopBooks
-from workflows.common import failure_message
-from workflows.options import MODEL_HEARTBEAT_TIMEOUT, SIDE_MODEL_RETRY
-from workflows.patches import CONTEXT_SUMMARY
+from workflows.reasoning.bookkeeping import LoopBooks
+from workflows.shared.failures import failure_message
+from workflows.shared.options import MODEL_HEARTBEAT_TIMEOUT, SIDE_MODEL_RETRY
+from workflows.shared.patches import CONTEXT_SUMMARY
 
 __all__ = ["RunningSummary"]
 

@@ -42,11 +42,11 @@ from orga.contracts.policy import PolicyAction
 from orga.core.arguments import try_parse_arguments
 from orga.core.knowledge import injection, newest_terms
 from orga.core.text import cut, estimate_tokens
-from workflows.bookkeeping import LoopBooks
-from workflows.common import failure_message
-from workflows.gate import Gate
-from workflows.options import non_retryable
-from workflows.patches import GATED_MEMORY
+from workflows.reasoning.bookkeeping import LoopBooks
+from workflows.shared.failures import failure_message
+from workflows.shared.gate import Gate
+from workflows.shared.options import non_retryable
+from workflows.shared.patches import GATED_MEMORY
 
 __all__ = ["KnowledgeBridge"]
 

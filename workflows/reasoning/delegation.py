@@ -23,7 +23,7 @@ from typing import Any, cast
 
 from pydantic import ValidationError
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError, CancelledError, ChildWorkflowError
+from temporalio.exceptions import ChildWorkflowError
 from temporalio.workflow import ChildWorkflowCancellationType
 
 from orga.contracts.agents import AgentSpec
@@ -40,8 +40,9 @@ from orga.contracts.errors import describe_validation_error
 from orga.contracts.inference import Usage
 from orga.contracts.journal import DelegationFinished, DelegationStarted
 from orga.contracts.state import LoopResult
-from workflows.bookkeeping import LoopBooks
-from workflows.executor import error_result
+from workflows.reasoning.bookkeeping import LoopBooks
+from workflows.reasoning.executor import error_result
+from workflows.shared.failures import failure_of
 
 __all__ = ["Delegations", "introduction"]
 
@@ -214,7 +215,7 @@ class Delegations:
                 static_summary=f"{asked.agent} (delegated by {self._config.agent_id})",
             )
         except ChildWorkflowError as error:
-            if isinstance(error.cause, CancelledError):
+            if failure_of(error).cancelled:
                 self._finish(call, asked.agent, child_id, "failed", Usage(), 0, "cancelled")
                 raise asyncio.CancelledError from error
             kind, message, spent, spent_calls = _failure(error, tokens, calls)
@@ -274,11 +275,9 @@ def _failure(error: ChildWorkflowError, budget: int, calls: int) -> tuple[str, s
     """The child's failure type and message, and what it spent (tokens, model calls): from its
     failure's details when they carry its state, else its whole budget (a child may not seem
     cheaper than it could have been)."""
-    cause = error.cause
-    if not isinstance(cause, ApplicationError):
-        return type(cause).__name__, str(cause or error), Usage(total_tokens=budget), calls
-    details: Any = cause.details[0] if cause.details else None
+    failure = failure_of(error)
     usage = Usage(total_tokens=budget)
+    details: object = failure.details[0] if failure.details else None
     state = cast(dict[str, Any], details).get("state") if isinstance(details, dict) else None
     if isinstance(state, dict):
         held = cast(dict[str, Any], state)
@@ -288,4 +287,4 @@ def _failure(error: ChildWorkflowError, budget: int, calls: int) -> tuple[str, s
         counted = held.get("model_calls") or held.get("iteration")
         if isinstance(counted, int):
             calls = counted
-    return cause.type or "Error", cause.message, usage, calls
+    return failure.kind, failure.message, usage, calls

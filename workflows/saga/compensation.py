@@ -29,18 +29,18 @@ from typing import Literal
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
 from temporalio.workflow import ActivityCancellationType
 
 from orga.contracts.approvals import EscalationAction, PendingEscalation
-from orga.contracts.conversation import ToolCall, ToolResult
+from orga.contracts.conversation import ToolCall
 from orga.contracts.journal import CompensationSettled, JournalEntry, Stamp
 from orga.contracts.task import Step, StepReport, TaskOutcome
-from orga.contracts.tools import RUN_TOOL, ToolInvocation
+from orga.contracts.tools import ToolInvocation
 from orga.core.template import fill_template, refers_into_result
-from workflows.options import non_retryable, tool_heartbeat_timeout
-from workflows.patches import COMPENSATE_UNFINISHED
-from workflows.steps import TaskClearance, failure_text
+from workflows.saga.steps import TaskClearance
+from workflows.shared.options import non_retryable, tool_heartbeat_timeout
+from workflows.shared.patches import COMPENSATE_UNFINISHED
+from workflows.shared.tool_calls import ToolFailure, run_tool
 
 __all__ = ["Saga"]
 
@@ -236,8 +236,7 @@ class Saga:
         error; a cancellation waits for an attempt in flight and counts as its failure."""
         legacy = self.legacy  # older histories: no step key, heartbeat or waiting on cancel
         try:
-            await workflow.execute_activity(
-                RUN_TOOL,
+            done = await run_tool(
                 ToolInvocation(
                     call=call,
                     workflow_id=self._workflow_id,
@@ -245,17 +244,16 @@ class Saga:
                     retry_tool_errors=True,
                     compensates=None if legacy else step_id,
                 ),
-                result_type=ToolResult,
-                start_to_close_timeout=self._timeout,
-                heartbeat_timeout=None if legacy else tool_heartbeat_timeout(self._timeout),
-                retry_policy=retry,
-                cancellation_type=ActivityCancellationType.TRY_CANCEL
+                timeout=self._timeout,
+                retry=retry,
+                summary=f"compensate {step_id} · {call.name}",
+                heartbeat=None if legacy else tool_heartbeat_timeout(self._timeout),
+                cancellation=ActivityCancellationType.TRY_CANCEL
                 if legacy
                 else ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-                summary=f"compensate {step_id} · {call.name}",
             )
-        except ActivityError as error:
-            return failure_text(error)[0]
+            if isinstance(done, ToolFailure):
+                return done.message
         except asyncio.CancelledError:
             if legacy:
                 raise

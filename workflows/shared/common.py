@@ -13,12 +13,11 @@ from typing import Any, TypeVar, cast
 from pydantic import BaseModel, ValidationError
 from temporalio import workflow
 from temporalio.common import RawValue, SearchAttributeUpdate
-from temporalio.exceptions import ActivityError, FailureError
 
 from orga.contracts.errors import describe_validation_error
 from orga.contracts.search_attributes import NO_SEARCH_ATTRIBUTES_MEMO
 
-__all__ = ["decoded", "failure_message", "search_attributes_enabled", "upsert", "validated"]
+__all__ = ["decoded", "search_attributes_enabled", "upsert", "validated"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -48,13 +47,6 @@ def decoded(model: type[M], raw: RawValue, what: str) -> tuple[M | None, str | N
             "Nothing was run."
         )
     return validated(model, cast(dict[str, Any], value), what)
-
-
-def failure_message(error: FailureError) -> str:
-    """What went wrong in a local activity: its failure arrives as the error itself (or a
-    timeout), not wrapped in an ``ActivityError`` as an activity's does."""
-    cause = error.cause if isinstance(error, ActivityError) else error
-    return cause.message if isinstance(cause, FailureError) else str(error)
 
 
 def search_attributes_enabled() -> bool:

@@ -10,11 +10,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError
 
 from orga.contracts.errors import BudgetExceeded, ModelCallFailed
 from orga.contracts.inference import CALL_MODEL, InferenceRequest, InferenceResponse
-from workflows.options import MODEL_HEARTBEAT_TIMEOUT, MODEL_RETRY
+from workflows.shared.failures import failure_of
+from workflows.shared.options import MODEL_HEARTBEAT_TIMEOUT, MODEL_RETRY
 
 __all__ = ["call_model"]
 
@@ -41,9 +42,8 @@ async def call_model(
             summary=f"model {model} · iteration {request.iteration}",
         )
     except ActivityError as error:
-        cause = error.cause
-        kind = cause.type if isinstance(cause, ApplicationError) else type(cause).__name__
-        message = cause.message if isinstance(cause, ApplicationError) else str(error)
+        failure = failure_of(error)
+        kind, message = failure.kind, failure.message
         if kind == BudgetExceeded.__name__:  # refused before the provider was asked
             raise BudgetExceeded(message, {"iteration": request.iteration}) from error
         raise ModelCallFailed(

@@ -1,8 +1,8 @@
 """One attempt of a task's step: through the gate, then the tool activity or a child loop.
 
-Workflow code. A tool step's call (and a compensation's, in ``workflows.saga``) passes the gate
-like a loop's call — principal: the task's agent; context: the step, and whether it is a
-compensation. ``allow`` runs it, ``modify`` runs it with the policy's arguments,
+Workflow code. A tool step's call (and a compensation's, in ``workflows.saga.compensation``)
+passes the gate like a loop's call — principal: the task's agent; context: the step, and whether
+it is a compensation. ``allow`` runs it, ``modify`` runs it with the policy's arguments,
 ``require_approval`` waits for a person (``approve`` / ``approval``, as in a loop), ``deny``
 refuses it with the policy's reason. A loop step is a child ``ReasoningLoop``, which gates its
 own calls under its own agent. Tasks recorded before the gate existed ran their steps ungated;
@@ -19,26 +19,21 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import (
-    ActivityError,
-    ApplicationError,
-    CancelledError,
     ChildWorkflowError,
-    FailureError,
 )
 from temporalio.workflow import ActivityCancellationType, ChildWorkflowCancellationType
 
-from orga.contracts.conversation import ToolCall, ToolResult
+from orga.contracts.conversation import ToolCall
 from orga.contracts.policy import PolicyAction
 from orga.contracts.state import LoopResult
 from orga.contracts.task import LoopStep, Step
-from orga.contracts.tools import RUN_TOOL, ToolInvocation
-from workflows.gate import Gate
-from workflows.human import HumanDesk
-from workflows.options import TOOL_RETRY, tool_heartbeat_timeout
+from orga.contracts.tools import ToolInvocation
+from workflows.shared.gate import Gate
+from workflows.shared.human import HumanDesk
+from workflows.shared.options import TOOL_RETRY, tool_heartbeat_timeout
+from workflows.shared.tool_calls import ToolFailure, run_tool, tool_failure
 
-__all__ = ["StepFailed", "StepRunner", "TaskClearance", "failure_text", "raise_if_cancelled"]
-
-_UNRECOVERABLE = frozenset({"ToolInputError", "ToolNotFound", "InvalidConfig"})
+__all__ = ["StepFailed", "StepRunner", "TaskClearance"]
 
 
 class StepFailed(Exception):
@@ -48,23 +43,6 @@ class StepFailed(Exception):
         super().__init__(message)
         self.message = message
         self.unrecoverable = unrecoverable
-
-
-def failure_text(error: FailureError) -> tuple[str, bool]:
-    """The root cause's message, and whether it is unrecoverable."""
-    cause: BaseException | None = error
-    while isinstance(cause, ActivityError | ChildWorkflowError) and cause.cause is not None:
-        cause = cause.cause
-    if isinstance(cause, ApplicationError):
-        return cause.message, (cause.type or "") in _UNRECOVERABLE
-    return str(cause or error), False
-
-
-def raise_if_cancelled(error: ActivityError | ChildWorkflowError) -> None:
-    """The task's cancellation reaches an awaited activity or child as its failure: turn it
-    back into the cancellation it is, so compensation runs instead of re-attempts."""
-    if isinstance(error.cause, CancelledError):
-        raise asyncio.CancelledError(str(error.cause)) from error
 
 
 @dataclass
@@ -148,8 +126,10 @@ class StepRunner:
                     cancellation_type=ChildWorkflowCancellationType.WAIT_CANCELLATION_COMPLETED,
                 )
             except ChildWorkflowError as error:
-                raise_if_cancelled(error)
-                raise StepFailed(*failure_text(error)) from None
+                failed = tool_failure(error)
+                if failed.cancelled:  # the task's cancellation: compensation, not re-attempts
+                    raise asyncio.CancelledError(failed.message) from error
+                raise StepFailed(failed.message, failed.unrecoverable) from None
             return result.output
         call = ToolCall(id=step.id, name=action.tool, arguments=json.dumps(action.arguments))
         cleared = await self._clearance.clear(
@@ -160,24 +140,22 @@ class StepRunner:
         # The idempotency key stays <workflow id>/<first run id>/<step id> on every attempt.
         call = call.model_copy(update={"arguments": cleared.arguments})
         self._scheduled(step.id)
-        try:
-            done = await workflow.execute_activity(
-                RUN_TOOL,
-                ToolInvocation(
-                    call=call,
-                    workflow_id=self._workflow_id,
-                    chain=workflow.info().first_execution_run_id,
-                ),
-                result_type=ToolResult,
-                start_to_close_timeout=self._timeout,
-                heartbeat_timeout=tool_heartbeat_timeout(self._timeout),
-                retry_policy=TOOL_RETRY,
-                cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
-                if self.wait_for_cancellation
-                else ActivityCancellationType.TRY_CANCEL,
-                summary=f"step {step.id} · {action.tool} · attempt {attempt}",
-            )
-        except ActivityError as error:
-            raise_if_cancelled(error)
-            raise StepFailed(*failure_text(error)) from None
+        done = await run_tool(
+            ToolInvocation(
+                call=call,
+                workflow_id=self._workflow_id,
+                chain=workflow.info().first_execution_run_id,
+            ),
+            timeout=self._timeout,
+            retry=TOOL_RETRY,
+            summary=f"step {step.id} · {action.tool} · attempt {attempt}",
+            heartbeat=tool_heartbeat_timeout(self._timeout),
+            cancellation=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+            if self.wait_for_cancellation
+            else ActivityCancellationType.TRY_CANCEL,
+        )
+        if isinstance(done, ToolFailure):
+            if done.cancelled:  # the task's cancellation: compensation, not re-attempts
+                raise asyncio.CancelledError(done.message)
+            raise StepFailed(done.message, done.unrecoverable)
         return done.content

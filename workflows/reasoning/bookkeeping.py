@@ -39,11 +39,11 @@ from orga.contracts.journal import (
 from orga.contracts.state import LoopState, LoopStatus, Phase, ToolCallRecord
 from orga.contracts.vocabulary import ProviderName
 from orga.core.audit import AuditLog
-from workflows.common import upsert
-from workflows.human import HumanDesk
-from workflows.metrics import emit_entry
-from workflows.patches import TREE_BUDGET
-from workflows.toolstate import ToolState
+from workflows.reasoning.toolstate import ToolState
+from workflows.shared.common import upsert
+from workflows.shared.human import HumanDesk
+from workflows.shared.metrics import emit_entry
+from workflows.shared.patches import TREE_BUDGET
 
 __all__ = ["Conversation", "LoopBooks"]
 

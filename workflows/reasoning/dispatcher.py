@@ -4,7 +4,8 @@ Workflow code (deterministic): calls run in parallel up to ``max_concurrent_tool
 tools one at a time in the model's order, calls on the same resource in order (and skipped
 after a failure on that resource). A call that needs approval waits for a person while the
 others go on. Whatever happens to a call (denied, unknown, invalid, raised, timed out, circuit
-open, skipped) becomes a result the model can read; see ``workflows.executor`` for one call.
+open, skipped) becomes a result the model can read; ``workflows.reasoning.executor`` runs one
+call.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from orga.contracts.delegation import DELEGATE_TOOL
 from orga.contracts.journal import ToolsDispatched
 from orga.core.dispatch import predecessors
 from orga.core.phases import PlannedCall, ToolDispatching
-from workflows.executor import CallExecutor, error_result
-from workflows.toolstate import ToolState
+from workflows.reasoning.executor import CallExecutor, error_result
+from workflows.reasoning.toolstate import ToolState
 
 __all__ = ["ToolRunner"]
 

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from temporalio import workflow
 
-from workflows.bookkeeping import LoopBooks
+from workflows.reasoning.bookkeeping import LoopBooks
 
 __all__ = ["within"]
 

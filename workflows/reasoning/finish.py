@@ -16,8 +16,8 @@ from orga.contracts.evidence import ProgressSnapshot
 from orga.contracts.state import LoopResult
 from orga.contracts.vocabulary import ProviderName
 from orga.core.phases import Observing
-from workflows.bookkeeping import LoopBooks
-from workflows.critic import Critic
+from workflows.reasoning.bookkeeping import LoopBooks
+from workflows.reasoning.critic import Critic
 
 __all__ = ["Finished", "review_answer"]
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Literal
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, FailureError
+from temporalio.exceptions import FailureError
 
 from orga.contracts.conversation import ToolCall
 from orga.contracts.inference import Usage
@@ -26,7 +26,8 @@ from orga.contracts.policy import (
     PolicyResult,
 )
 from orga.contracts.vocabulary import PolicyMode
-from workflows.options import POLICY_RETRY, POLICY_TIMEOUT
+from workflows.shared.failures import failure_of
+from workflows.shared.options import POLICY_RETRY, POLICY_TIMEOUT
 
 __all__ = ["Gate"]
 
@@ -92,8 +93,7 @@ class Gate:
         except FailureError as error:
             # A local activity's failure arrives as the error itself, not wrapped in an
             # ActivityError; a timeout as a TimeoutError. Either way: deny (fail closed).
-            cause = error.cause if isinstance(error, ActivityError) else error
-            reason = f"the policy check failed ({cause or error}); denied (fail closed)"
+            reason = f"the policy check failed ({failure_of(error).message}); denied (fail closed)"
             result = PolicyResult(
                 engine=self.policy,
                 decisions=[PolicyDecision(decision="deny", reason=reason) for _ in actions],

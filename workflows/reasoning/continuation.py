@@ -21,9 +21,9 @@ from orga.contracts.errors import StateTooLarge
 from orga.contracts.evidence import EvidenceCollection
 from orga.core.audit import AuditLog
 from orga.core.carry import bounded
-from workflows.bookkeeping import Conversation, LoopBooks
-from workflows.metrics import count
-from workflows.toolstate import ToolState
+from workflows.reasoning.bookkeeping import Conversation, LoopBooks
+from workflows.reasoning.toolstate import ToolState
+from workflows.shared.metrics import count
 
 __all__ = ["carried", "continue_as_new", "restore", "should_continue_as_new"]
 

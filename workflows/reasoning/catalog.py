@@ -32,17 +32,17 @@ from orga.contracts.setup import RESOLVE_LOOP, LoopSetup, LoopSetupRequest
 from orga.contracts.tools import DESCRIBE_TOOLS, DescribeToolsRequest, ToolDefinition
 from orga.contracts.vocabulary import ProviderName
 from orga.core.profile import visible_tools
-from workflows import metrics
-from workflows.bookkeeping import Conversation, LoopBooks
-from workflows.common import failure_message
-from workflows.critic import Critic
-from workflows.delegation import Delegations, introduction
-from workflows.evidence import EvidenceJudge, evidence_tools
-from workflows.gate import Gate
-from workflows.knowledge import KnowledgeBridge
-from workflows.options import DESCRIBE_TOOLS_TIMEOUT, SHORT_RETRY
-from workflows.patches import RESOLVE_LOOP as RESOLVE_LOOP_PATCH
-from workflows.toolstate import ToolState
+from workflows.reasoning.bookkeeping import Conversation, LoopBooks
+from workflows.reasoning.critic import Critic
+from workflows.reasoning.delegation import Delegations, introduction
+from workflows.reasoning.evidence import EvidenceJudge, evidence_tools
+from workflows.reasoning.knowledge import KnowledgeBridge
+from workflows.reasoning.toolstate import ToolState
+from workflows.shared import metrics
+from workflows.shared.failures import failure_message
+from workflows.shared.gate import Gate
+from workflows.shared.options import DESCRIBE_TOOLS_TIMEOUT, SHORT_RETRY
+from workflows.shared.patches import RESOLVE_LOOP as RESOLVE_LOOP_PATCH
 
 __all__ = [
     "LoopParts",
