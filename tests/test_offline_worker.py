@@ -30,15 +30,16 @@ from tests.test_mcp import TIME
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@asynccontextmanager
-async def offline_worker(env: dict[str, str], *args: str) -> AsyncIterator[None]:
-    """``uv run worker.py --scripted`` as a user runs it; stopped with Ctrl-C."""
+async def start_worker(env: dict[str, str], *args: str) -> tuple[asyncio.subprocess.Process, str]:
+    """``uv run worker.py <args>`` with exactly ``env``, once it says it is up: the process (its
+    stderr still open: keep reading it) and what it logged until then."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         str(ROOT / "worker.py"),
         *args,
         cwd=ROOT,
-        env={**os.environ, **env},
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -46,8 +47,15 @@ async def offline_worker(env: dict[str, str], *args: str) -> AsyncIterator[None]
     banner = ""
     while "orga worker on" not in banner:  # wait for the worker to say it is up
         line = await asyncio.wait_for(process.stderr.readline(), 60)
-        assert line, f"the worker exited: {banner}"
+        assert line, f"the worker exited ({await process.wait()}): {banner}"
         banner += line.decode()
+    return process, banner
+
+
+@asynccontextmanager
+async def offline_worker(env: dict[str, str], *args: str) -> AsyncIterator[None]:
+    """``uv run worker.py --scripted`` as a user runs it; stopped with Ctrl-C."""
+    process, banner = await start_worker({**os.environ, **env}, *args)
     assert "serving the offline scripted model" in banner
     try:
         yield

@@ -1,0 +1,568 @@
+"""Walk a Markdown page's shell examples as a reader runs them (issue 26; the docs pages later).
+
+What a page shows in its ```` ```sh ```` and ```` ```bash ```` blocks is read, in order, as
+commands:
+
+* a ``\\`` at the end of a line joins the next one, and a quoted string may span lines;
+* ``;`` and ``&&`` separate commands on one line (a pipe is refused: the walker runs none);
+* ``# …`` after a command is its comment, and indented ``# …`` lines below it continue it; a
+  comment that says ``exit N`` (``# exit 1: the task aborted``) is the exit code the command
+  ends with, else it must end with 0;
+* lines that start with ``#`` at column 0 right after a command are its output as the page shows
+  it. They must be found in the command's stdout then stderr, in order: ``…`` elides anything,
+  any run of whitespace stands for any whitespace (a wrapped line still matches), a time
+  (``2025-05-01T09:14:02+00:00``) for any time, and the page's example ids — ``loop-`` or
+  ``task-`` and 12 hex digits, a call id ``i1_call_1_0``, a run id cut short ``01a2…`` — for
+  the real ids the walk meets: each is bound to the real id the first time an output shows it
+  (two example ids never bind the same real id) and replaced by it in every later command.
+
+How each command runs (see ``Walk``): ``uv run orga …`` and ``uv run temporal …`` as written, as
+subprocesses of the venv's own executables (what ``uv run`` would start, without its start-up),
+in the repository root with ``$PWD`` the repository root, on the walk's Temporal server, a task
+queue and a data directory of its own (``--task-queue orga`` names it), offline (no API key);
+``[VAR=value …] uv run worker.py …`` starts the worker in the background and waits for its
+banner (its output lines, if the page shows some, are found in its start-up log), stopping the
+previous one with Ctrl-C (SIGINT) — unless it is the same command, which is left running as a
+reader's terminal would be. ``<workflow-id>`` and ``<id>`` are the workflow the walk started
+last — or, in a command that also names ``<call-id>``, the walk's oldest call waiting for
+approval, whose id ``<call-id>`` then is. Commands a test lists as skipped are not run, each
+with its reason; a setup a test names for a command runs just before it. Anything else the
+walker cannot run fails the walk, so nothing on the page goes unwalked in silence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shlex
+import signal
+import sys
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from temporalio.client import Client
+from temporalio.service import RPCError
+
+from orga.runtime.desk import LOOP, TASK, inbox
+from orga.runtime.devserver import temporal_binary
+from tests.harness import replay
+from tests.test_offline_worker import start_worker
+from tests.test_schedule import eventually
+
+ROOT: Final = Path(__file__).resolve().parent.parent
+BIN: Final = Path(sys.executable).parent
+COMMAND_TIMEOUT: Final = 90.0
+"""Seconds one command may take (``orga run`` waits for its loop's answer)."""
+SETTLE_WITHIN: Final = 30.0
+"""Seconds a read-only command is asked again until it shows what the page says it shows (a loop
+started with ``--no-wait`` reaches its approval a moment later)."""
+
+_FENCE: Final = re.compile(r"^```(\w*)\s*$")
+_EXIT: Final = re.compile(r"\bexits? (\d+)\b")
+_ASSIGNMENT: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_VARIABLE: Final = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
+
+EXAMPLE_IDS: Final = {
+    "run": (r"\b[0-9a-f]{4}…", r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"),
+    "loop": (r"\bloop-[0-9a-f]{12}\b", r"loop-[0-9a-f]{12}"),
+    "task": (r"\btask-[0-9a-f]{12}\b", r"task-[0-9a-f]{12}"),
+    "call": (r"\bi\d+_call_\d+_\d+\b", r"i\d+_[^\s'\"]+"),
+}
+"""How a page writes an example id, and what the real id it stands for looks like."""
+_TIME: Final = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})?"
+_PIECES: Final = re.compile(
+    "|".join(f"(?P<{kind}>{written})" for kind, (written, _) in EXAMPLE_IDS.items())
+    + f"|(?P<time>{_TIME})|(?P<gap>…)|(?P<space>\\s+)"
+)
+_IN_COMMANDS: Final = re.compile("|".join(written for written, _ in EXAMPLE_IDS.values()))
+_STARTED: Final = (
+    re.compile(r"^started (\S+)$", re.MULTILINE),  # orga run / orga task start
+    re.compile(r"^\s*WorkflowId\s+(\S+)$", re.MULTILINE),  # temporal workflow start
+    re.compile(r'"workflowId":\s*"([^"]+)"'),  # temporal workflow execute -o json
+)
+_READ_ONLY: Final = re.compile(
+    r"^(orga (pending|state|journal|list|task state|knowledge (list|search)|schedule list)"
+    r"|temporal (workflow (list|query|describe)|schedule (list|describe)))\b"
+)
+"""Commands that change nothing, so asking again until their output settles is safe."""
+
+
+class WalkError(AssertionError):
+    """A step of the page did not end as the page says."""
+
+
+@dataclass
+class Command:
+    """One command of a page, as written."""
+
+    where: str
+    """``page.md:LINE`` of the line it starts on."""
+    words: tuple[str, ...]
+    """Its words as the shell splits them, leading ``VAR=value`` assignments included."""
+    comment: str = ""
+    expected: list[str] = field(default_factory=list[str])
+    """The output lines the page shows after it, without their ``# ``."""
+
+    @property
+    def text(self) -> str:
+        return shlex.join(self.words)
+
+    @property
+    def exit_code(self) -> int:
+        said = _EXIT.search(self.comment)
+        return int(said.group(1)) if said else 0
+
+
+def commands(page: Path) -> list[Command]:
+    """The commands of ``page``'s ``sh`` and ``bash`` blocks, in order."""
+    found: list[Command] = []
+    lines = page.read_text().splitlines()
+    number = 0
+    while number < len(lines):
+        fence = _FENCE.match(lines[number])
+        number += 1
+        if fence is None:
+            continue
+        end = number
+        while end < len(lines) and not lines[end].startswith("```"):
+            end += 1
+        if fence.group(1) in ("sh", "bash"):
+            found += _block(page.name, lines, number, end)
+        number = end + 1
+    return found
+
+
+def _block(name: str, lines: list[str], start: int, end: int) -> list[Command]:
+    found: list[Command] = []
+    number = start
+    while number < end:
+        line = lines[number]
+        where = f"{name}:{number + 1}"
+        number += 1
+        if not line.strip():
+            continue
+        if line.lstrip().startswith("#"):
+            if not found:
+                raise WalkError(f"{where}: a comment with no command before it: {line!r}")
+            if line.startswith("#"):  # at column 0: what the command printed
+                found[-1].expected.append(line[1:].removeprefix(" "))
+            else:  # indented: the command's comment goes on
+                found[-1].comment += " " + line.strip().removeprefix("#").strip()
+            continue
+        text = line
+        while True:
+            code, comment, open_quote = _split_comment(text)
+            if code.endswith("\\") and number < end:
+                text = code[:-1] + " " + lines[number].strip()
+            elif open_quote and number < end:
+                text += "\n" + lines[number]
+            else:
+                break
+            number += 1
+        if open_quote:
+            raise WalkError(f"{where}: a quote is never closed: {text!r}")
+        parts = _parts(code, where)
+        found += [Command(where, words) for words in parts]
+        found[-1].comment = comment
+    return found
+
+
+def _split_comment(text: str) -> tuple[str, str, bool]:
+    """``text`` as code and trailing comment, and whether a quote is still open at its end."""
+    quote: str | None = None
+    escaped = False
+    for index, char in enumerate(text):
+        if escaped:
+            escaped = False
+        elif char == "\\" and quote != "'":
+            escaped = True
+        elif quote is not None:
+            quote = None if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and (index == 0 or text[index - 1].isspace()):
+            return text[:index].rstrip(), text[index + 1 :].strip(), False
+    return text.rstrip(), "", quote is not None
+
+
+def _parts(code: str, where: str) -> list[tuple[str, ...]]:
+    lexer = shlex.shlex(code, posix=True, punctuation_chars=";&|")
+    lexer.whitespace_split = True
+    lexer.commenters = ""
+    parts: list[list[str]] = [[]]
+    for word in lexer:
+        if word in (";", "&&"):
+            parts.append([])
+        elif word and set(word) <= set(";&|"):
+            raise WalkError(f"{where}: the walker runs no pipelines or background jobs: {code!r}")
+        else:
+            parts[-1].append(word)
+    return [tuple(words) for words in parts if words]
+
+
+# ---- what a page says a command printed ------------------------------------------------------
+
+
+def find_expected(
+    expected: Sequence[str], output: str, bound: Mapping[str, str]
+) -> dict[str, str] | None:
+    """The example ids ``expected`` binds when ``output`` shows it (see the module docstring),
+    ``{}`` when it binds none, or None when ``output`` does not show it."""
+    groups: dict[str, str] = {}  # example id -> its group
+    kinds: dict[str, str] = {}
+    pattern: list[str] = []
+    for line in expected:
+        pieces: list[str] = []
+        at = 0
+        stripped = line.strip()
+        for piece in _PIECES.finditer(stripped):
+            pieces.append(re.escape(stripped[at : piece.start()]))
+            at = piece.end()
+            kind = piece.lastgroup
+            written = piece.group()
+            if kind == "gap":
+                pieces.append(".*?")
+            elif kind == "space":
+                pieces.append(r"\s+")
+            elif kind == "time":
+                pieces.append(_TIME)
+            elif kind is not None and written in bound:
+                pieces.append(re.escape(bound[written]))
+            elif written in groups:
+                pieces.append(f"(?P={groups[written]})")
+            elif kind is not None:
+                others = [re.escape(v) for k, v in bound.items() if _kind(k) == kind]
+                others += [f"(?P={g})" for w, g in groups.items() if kinds[w] == kind]
+                groups[written] = f"g{len(groups)}"
+                kinds[written] = kind
+                unlike = f"(?!(?:{'|'.join(others)})(?![\\w-]))" if others else ""
+                pieces.append(f"{unlike}(?P<{groups[written]}>{EXAMPLE_IDS[kind][1]})")
+        pieces.append(re.escape(stripped[at:]))
+        if "".join(pieces):
+            pattern.append("".join(pieces))
+    found = re.search(".*?".join(pattern), output, re.DOTALL)
+    if found is None:
+        return None
+    return {written: found.group(group) for written, group in groups.items()}
+
+
+def _kind(written: str) -> str | None:
+    for kind, (pattern, _) in EXAMPLE_IDS.items():
+        if re.fullmatch(pattern.removeprefix(r"\b").removesuffix(r"\b"), written):
+            return kind
+    return None
+
+
+def first_missing(expected: Sequence[str], output: str, bound: Mapping[str, str]) -> str:
+    """The first line of ``expected`` that ``output`` does not show after the ones before it."""
+    for count in range(1, len(expected) + 1):
+        if find_expected(expected[:count], output, bound) is None:
+            return expected[count - 1]
+    return ""
+
+
+# ---- the walk ---------------------------------------------------------------------------------
+
+Setup = Callable[["Walk"], Awaitable[None]]
+
+
+@dataclass
+class Worker:
+    command: str
+    process: asyncio.subprocess.Process
+    log: list[str]
+    reader: asyncio.Task[None]
+
+
+@dataclass
+class Walk:
+    """The state of a walk: the server, the bindings of example ids, the workflows it started."""
+
+    client: Client
+    env: dict[str, str]
+    """The environment every command runs with (the walk's server, task queue, data directory)."""
+    skips: Sequence[tuple[str, str]] = ()
+    """``(pattern, reason)``: commands matching ``pattern`` (re.search) are not run."""
+    setups: Sequence[tuple[str, Setup]] = ()
+    """``(pattern, setup)``: ``setup`` runs before the first command matching ``pattern``."""
+    bound: dict[str, str] = field(default_factory=dict[str, str])
+    started: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])
+    """``(workflow id, workflow type)`` of every workflow a command started, in order."""
+    log: list[str] = field(default_factory=list[str])
+    """One line per command: where, what, and how it ended (or why it was skipped)."""
+    settle_within: float = SETTLE_WITHIN
+    worker: Worker | None = None
+    written: set[Path] = field(default_factory=set[Path])
+    """Files the walk's commands named that did not exist before: removed at the end."""
+    _done_setups: set[str] = field(default_factory=set[str])
+
+    @property
+    def task_queue(self) -> str:
+        return self.env["ORGA_TASK_QUEUE"]
+
+    async def walk(self, page: Path) -> None:
+        """Run every command of ``page`` in order; raise ``WalkError`` at the first that does not
+        end as the page says."""
+        for command in commands(page):
+            await self.step(command)
+
+    async def step(self, command: Command) -> None:
+        how = runner(command, self.skips)
+        if how.startswith("skip: "):
+            self.log.append(f"{command.where}  skipped  {command.text}: {how[6:]}")
+            return
+        for pattern, setup in self.setups:
+            if pattern not in self._done_setups and re.search(pattern, command.text):
+                self._done_setups.add(pattern)
+                await setup(self)
+        assignments, words = _assignments(command.words)
+        if how == "worker":
+            await self._start_worker(command, assignments, words[3:])
+        else:
+            program = BIN / "orga" if how == "orga" else temporal_binary()
+            await self._run(command, assignments, [str(program), *words[3:]])
+
+    async def run_line(self, line: str) -> None:
+        """Run one command line written as a page writes it (for setups)."""
+        for words in _parts(line, "setup"):
+            await self.step(Command("setup", words))
+
+    # ---- running ---------------------------------------------------------------------------
+
+    async def _run(self, command: Command, assignments: dict[str, str], argv: list[str]) -> str:
+        argv = await self._substituted(command, argv)
+        env = {**self.env, **{name: self._expanded(v) for name, v in assignments.items()}}
+        self.written |= {
+            ROOT / argv[i + 1]
+            for i, word in enumerate(argv[:-1])
+            if word == "--export" and not (ROOT / argv[i + 1]).exists()
+        }
+        began = asyncio.get_running_loop().time()
+        settle = began + self.settle_within
+        shown = " ".join(_name(argv[0]) + argv[1:])
+        while True:
+            code, out, err = await _execute(argv, env)
+            found = find_expected(command.expected, out + "\n" + err, self.bound)
+            if code == command.exit_code and found is not None:
+                await self._track(out + "\n" + err)
+                self.bound.update(found)
+                took = asyncio.get_running_loop().time() - began
+                self.log.append(f"{command.where}  exit {code}  {took:4.1f} s  {command.text}")
+                return out
+            if not _READ_ONLY.match(shown) or asyncio.get_running_loop().time() > settle:
+                break
+            await asyncio.sleep(0.3)
+        missing = first_missing(command.expected, out + "\n" + err, self.bound)
+        raise WalkError(
+            f"{command.where}: `{command.text}` did not end as the page says\n"
+            f"ran: {shlex.join(argv)}\n"
+            f"exit code {code} (the page says {command.exit_code})\n"
+            + (f"the output does not show: {missing!r}\n" if found is None else "")
+            + f"--- stdout ---\n{out}--- stderr ---\n{err}"
+            + self._worker_log()
+        )
+
+    async def _substituted(self, command: Command, argv: list[str]) -> list[str]:
+        """``argv`` with the page's placeholders replaced (see the module docstring)."""
+
+        def real(example: re.Match[str]) -> str:
+            if example.group() not in self.bound:
+                raise WalkError(
+                    f"{command.where}: `{command.text}` uses the example id {example.group()!r} "
+                    "before any output the page shows binds it to a real one"
+                )
+            return self.bound[example.group()]
+
+        words = [self._expanded(_IN_COMMANDS.sub(real, word)) for word in argv]
+        for index, word in enumerate(words[:-1]):
+            if word == "--task-queue" and words[index + 1] == "orga":
+                words[index + 1] = self.task_queue
+        if any("<call-id>" in word for word in words):
+            workflow_id, call_id = await self._waiting_call()
+            words = [w.replace("<call-id>", call_id).replace("<id>", workflow_id) for w in words]
+            words = [w.replace("<workflow-id>", workflow_id) for w in words]
+        if any("<workflow-id>" in word or "<id>" in word for word in words):
+            if not self.started:
+                raise WalkError(f"{command.where}: `{command.text}` names a workflow, none started")
+            newest = self.started[-1][0]
+            words = [w.replace("<workflow-id>", newest).replace("<id>", newest) for w in words]
+        return words
+
+    def _expanded(self, word: str) -> str:
+        """``word`` with ``$NAME`` / ``${NAME}`` of the walk's environment filled in."""
+        return _VARIABLE.sub(lambda v: self.env.get(v.group(1) or v.group(2), v.group()), word)
+
+    async def _waiting_call(self) -> tuple[str, str]:
+        """The walk's oldest call waiting for approval: ``(workflow id, call id)``."""
+        ours = {workflow_id for workflow_id, _ in self.started}
+
+        async def probe() -> tuple[str, str] | None:
+            for item in await inbox(self.client):
+                if item.kind == "approval" and item.workflow_id in ours and item.item_id:
+                    return item.workflow_id, item.item_id
+            return None
+
+        return await eventually(probe, "a call of the walk waiting for approval")
+
+    async def _track(self, output: str) -> None:
+        """Note the workflows ``output`` says were started, with their type."""
+        known = {workflow_id for workflow_id, _ in self.started}
+        seen = [m.group(1) for pattern in _STARTED for m in pattern.finditer(output)]
+        for workflow_id in dict.fromkeys(seen):
+            if workflow_id not in known:
+                description = await self.client.get_workflow_handle(workflow_id).describe()
+                self.started.append((workflow_id, description.workflow_type))
+
+    # ---- the worker ------------------------------------------------------------------------
+
+    async def _start_worker(
+        self, command: Command, assignments: dict[str, str], args: Sequence[str]
+    ) -> None:
+        if self.worker is not None and self.worker.command == command.text:
+            self.log.append(f"{command.where}  running  {command.text} (still running as is)")
+            return
+        await self.stop_worker()
+        args = await self._substituted(command, list(args))
+        assignments = {name: self._expanded(value) for name, value in assignments.items()}
+        try:
+            process, banner = await start_worker({**self.env, **assignments}, *args)
+        except AssertionError as exited:
+            raise WalkError(f"{command.where}: `{command.text}` did not start: {exited}") from None
+        if find_expected(command.expected, banner, self.bound) is None:
+            raise WalkError(
+                f"{command.where}: `{command.text}` started without saying "
+                f"{first_missing(command.expected, banner, self.bound)!r}:\n{banner}"
+            )
+        log = [banner]
+        self.worker = Worker(command.text, process, log, asyncio.create_task(_drain(process, log)))
+        self.log.append(f"{command.where}  started  {command.text}")
+
+    async def stop_worker(self) -> None:
+        """Ctrl-C to the running worker; it must stop cleanly."""
+        worker, self.worker = self.worker, None
+        if worker is None:
+            return
+        worker.process.send_signal(signal.SIGINT)
+        code = await asyncio.wait_for(worker.process.wait(), 60)
+        await worker.reader
+        if code != 0:
+            raise WalkError(f"`{worker.command}` ended {code} on Ctrl-C:\n{''.join(worker.log)}")
+
+    def _worker_log(self) -> str:
+        if self.worker is None:
+            return ""
+        return f"--- the worker ({self.worker.command}), last lines ---\n" + "".join(
+            self.worker.log[-30:]
+        )
+
+    # ---- afterwards -------------------------------------------------------------------------
+
+    async def clean_up(self) -> None:
+        """Stop the worker, end what the walk left running, delete its schedules and files."""
+        try:
+            await self.stop_worker()
+        finally:
+            query = f"TaskQueue = '{self.task_queue}' AND ExecutionStatus = 'Running'"
+            async for execution in self.client.list_workflows(query):
+                await self.client.get_workflow_handle(execution.id).terminate("the walk is over")
+            async for listed in await self.client.list_schedules():
+                handle = self.client.get_schedule_handle(listed.id)
+                action = (await handle.describe()).schedule.action
+                if getattr(action, "task_queue", None) == self.task_queue:
+                    await handle.delete()
+            for path in self.written:
+                path.unlink(missing_ok=True)
+
+    async def replay_all(self) -> int:
+        """Replay every workflow the walk started from its history; how many were replayed."""
+        replayed = 0
+        for workflow_id, workflow_type in self.started:
+            if workflow_type in (LOOP, TASK):
+                try:
+                    await replay(self.client.get_workflow_handle(workflow_id), self.client)
+                except RPCError as error:
+                    raise WalkError(f"{workflow_id}: its history was not read: {error}") from error
+                replayed += 1
+        return replayed
+
+
+def runner(command: Command, skips: Sequence[tuple[str, str]]) -> str:
+    """How the walk runs ``command``: ``worker``, ``orga``, ``temporal``, or ``skip: <reason>``.
+
+    Raises:
+        WalkError: none of them: the walker would have to be taught, or the test to skip it.
+    """
+    for pattern, reason in skips:
+        if re.search(pattern, command.text):
+            return f"skip: {reason}"
+    words = _assignments(command.words)[1]
+    if words[:2] == ("uv", "run") and words[2:3] in (("worker.py",), ("orga",), ("temporal",)):
+        return words[2].removesuffix(".py")
+    raise WalkError(
+        f"{command.where}: the walker does not know how to run `{command.text}`: teach it, or "
+        "list the command among the test's skips with the reason"
+    )
+
+
+def _assignments(words: tuple[str, ...]) -> tuple[dict[str, str], tuple[str, ...]]:
+    """Leading ``VAR=value`` words as an environment, and the command after them."""
+    count = 0
+    while count < len(words) and _ASSIGNMENT.match(words[count]):
+        count += 1
+    assigned = dict(word.split("=", 1) for word in words[:count])
+    return assigned, words[count:]
+
+
+def _name(program: str) -> list[str]:
+    return [Path(program).name]
+
+
+async def _execute(argv: list[str], env: dict[str, str]) -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(
+        *argv,
+        cwd=ROOT,
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), COMMAND_TIMEOUT)
+    except TimeoutError:
+        process.kill()
+        out, err = await process.communicate()
+        err += f"\n(killed after {COMMAND_TIMEOUT:.0f} s)".encode()
+    return process.returncode or 0, out.decode(), err.decode()
+
+
+async def _drain(process: asyncio.subprocess.Process, log: list[str]) -> None:
+    """Keep reading the worker's log, so a full pipe never blocks it."""
+    assert process.stderr is not None
+    while line := await process.stderr.readline():
+        log.append(line.decode())
+
+
+def walk_env(server: str, task_queue: str, data_dir: Path) -> dict[str, str]:
+    """The environment of a walk: this process's, without anything that points elsewhere (other
+    servers, stores, keys, tokens), then the walk's server, task queue and data directory."""
+    kept = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("ORGA_", "TEMPORAL_", "OTEL_", "OPENAI_", "OPENROUTER_", "ANTHROPIC_"))
+        and k != "GITHUB_TOKEN"
+    }
+    return {
+        **kept,
+        "PATH": f"{BIN}{os.pathsep}{kept.get('PATH', '')}",  # as `uv run` has it
+        "PWD": str(ROOT),
+        "TEMPORAL_ADDRESS": server,
+        "ORGA_TASK_QUEUE": task_queue,
+        "ORGA_DATA_DIR": str(data_dir),
+        "ORGA_APPROVER": "readme-walk",
+        "OPENROUTER_API_KEY": "",
+        "OPENAI_API_KEY": "",
+        "ANTHROPIC_API_KEY": "",
+    }
