@@ -250,10 +250,9 @@ def find_expected(
 
 
 def _kind(written: str) -> str | None:
-    for kind, (pattern, _) in EXAMPLE_IDS.items():
-        if re.fullmatch(pattern.removeprefix(r"\b").removesuffix(r"\b"), written):
-            return kind
-    return None
+    """``loop``, ``task``, ``call`` or ``run`` for an example id as a page writes it."""
+    whole = _PIECES.fullmatch(written)
+    return whole.lastgroup if whole else None
 
 
 def first_missing(expected: Sequence[str], output: str, bound: Mapping[str, str]) -> str:
@@ -271,6 +270,8 @@ Setup = Callable[["Walk"], Awaitable[None]]
 
 @dataclass
 class Worker:
+    """The worker the walk started last, as the page's command wrote it."""
+
     command: str
     process: asyncio.subprocess.Process
     log: list[str]
@@ -332,7 +333,7 @@ class Walk:
 
     # ---- running ---------------------------------------------------------------------------
 
-    async def _run(self, command: Command, assignments: dict[str, str], argv: list[str]) -> str:
+    async def _run(self, command: Command, assignments: dict[str, str], argv: list[str]) -> None:
         argv = await self._substituted(command, argv)
         env = {**self.env, **{name: self._expanded(v) for name, v in assignments.items()}}
         self.written |= {
@@ -342,7 +343,7 @@ class Walk:
         }
         began = asyncio.get_running_loop().time()
         settle = began + self.settle_within
-        shown = " ".join(_name(argv[0]) + argv[1:])
+        shown = " ".join([Path(argv[0]).name, *argv[1:]])
         while True:
             code, out, err = await _execute(argv, env)
             found = find_expected(command.expected, out + "\n" + err, self.bound)
@@ -351,7 +352,7 @@ class Walk:
                 self.bound.update(found)
                 took = asyncio.get_running_loop().time() - began
                 self.log.append(f"{command.where}  exit {code}  {took:4.1f} s  {command.text}")
-                return out
+                return
             if not _READ_ONLY.match(shown) or asyncio.get_running_loop().time() > settle:
                 break
             await asyncio.sleep(0.3)
@@ -516,10 +517,6 @@ def _assignments(words: tuple[str, ...]) -> tuple[dict[str, str], tuple[str, ...
     return assigned, words[count:]
 
 
-def _name(program: str) -> list[str]:
-    return [Path(program).name]
-
-
 async def _execute(argv: list[str], env: dict[str, str]) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
         *argv,
@@ -547,7 +544,8 @@ async def _drain(process: asyncio.subprocess.Process, log: list[str]) -> None:
 
 def walk_env(server: str, task_queue: str, data_dir: Path) -> dict[str, str]:
     """The environment of a walk: this process's, without anything that points elsewhere (other
-    servers, stores, keys, tokens), then the walk's server, task queue and data directory."""
+    servers, stores, keys, tokens), then the walk's server, task queue and data directory, empty
+    API keys (offline) and a name for the decisions it records (``ORGA_APPROVER``)."""
     kept = {
         k: v
         for k, v in os.environ.items()
