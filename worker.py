@@ -207,7 +207,6 @@ def build_workers(
             setup.resolve_task,
             inference.call_model,
             policy.evaluate_policy,
-            tools.describe_tools,
             tools.run_tool,
             knowledge.search_knowledge,
             knowledge.write_knowledge,

@@ -19,10 +19,7 @@ from orga.contracts.conversation import ToolResult
 from orga.contracts.errors import InvalidConfig, ToolFailed, ToolNotFound
 from orga.contracts.evidence import Evidence
 from orga.contracts.tools import (
-    DESCRIBE_TOOLS,
     RUN_TOOL,
-    DescribeToolsRequest,
-    ToolDefinition,
     ToolInvocation,
     idempotency_key,
 )
@@ -72,15 +69,6 @@ class ToolActivities:
         self._registry = registry
         self._blobs = blobs
         self._ledger = ledger
-
-    @activity.defn(name=DESCRIBE_TOOLS)
-    async def describe_tools(self, request: DescribeToolsRequest) -> list[ToolDefinition]:
-        """The definitions of the named tools.
-
-        Raises:
-            InvalidConfig: a name is not registered on this worker.
-        """
-        return self._registry.definitions(request.names, named_by="config.tools")
 
     def _tool(self, name: str) -> Tool:
         found = self._registry.get(name)

@@ -3,7 +3,8 @@
 ``uv run python -m tests.record_histories`` runs them on a fresh dev server and rewrites the
 files; ``tests/test_histories.py`` replays every committed file with the production workflows
 and data converter, so a workflow change that breaks old histories fails the suite (guard such
-a change with ``workflow.patched``).
+a change with ``workflow.patched``: ``workflows/shared/patches.py`` says how). The 1.0 baseline
+recorded them all anew; since then, a new scenario is recorded alone and the older files kept.
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ from typing import Any
 
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 
-from orga.contracts.approvals import ApprovalDecision
+from orga.contracts.approvals import ApprovalDecision, EscalationResolution
+from orga.contracts.critic import Review
 from orga.contracts.state import LoopState
+from orga.contracts.task import TaskState
 from orga.runtime.scripted_model import RecordedRequest, Turn
 from tests.harness import Harness, scripted_settings
-from tests.sample_tools import Flaky, transfer
+from tests.sample_tools import Flaky, Shop, transfer
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "policies"
 
@@ -82,7 +85,9 @@ async def approval(h: Harness) -> WorkflowHandle[Any, Any]:
             while not pending:
                 await asyncio.sleep(0.05)
                 pending = (await handle.query("state", result_type=LoopState)).pending_approvals
-            decision = ApprovalDecision(call_id=pending[0].call_id, approved=approved, reason="r")
+            decision = ApprovalDecision(
+                call_id=pending[0].call_id, approved=approved, reason="r", approver="scenario"
+            )
             if approved:
                 await handle.signal("approval", decision)
             else:
@@ -267,6 +272,91 @@ async def context_summary(h: Harness) -> WorkflowHandle[Any, Any]:
     return handle
 
 
+async def _waiting(handle: WorkflowHandle[Any, Any], state: type[Any], field: str) -> list[Any]:
+    """What ``handle`` waits for people about (``field`` of its state), once there is any."""
+    while True:
+        found: list[Any] = getattr(await handle.query("state", result_type=state), field)
+        if found:
+            return found
+        await asyncio.sleep(0.05)
+
+
+async def escalation(h: Harness) -> WorkflowHandle[Any, Any]:
+    """A failing call escalates to an operator, who answers with a result for the model."""
+    flaky = Flaky(failures=0)
+    flaky.broken = True
+    model = h.new_model(
+        [Turn(tool_calls=[("lookup", {"query": "stock"})]), Turn(text="the operator says 7")]
+    )
+    async with h.worker(tools=flaky.tools):
+        handle = await h.start(
+            "look up the stock",
+            model=model,
+            tools=["lookup"],
+            recovery={"default": {"strategy": "escalate"}},
+            workflow_id="history-escalation",
+        )
+        [pending] = await _waiting(handle, LoopState, "pending_escalations")
+        await handle.execute_update(
+            "resolve_escalation",
+            EscalationResolution(
+                escalation_id=pending.escalation_id,
+                action="result",
+                result="7 in stock",
+                reason="counted by hand",
+                operator="scenario",
+            ),
+        )
+        await handle.result()
+    return handle
+
+
+async def task_escalation(h: Harness) -> WorkflowHandle[Any, Any]:
+    """A task's step keeps failing and escalates; the operator skips it (by signal)."""
+    from tests.test_task import SHOP_STEPS
+
+    shop = Shop(notify_fails=True)
+    async with h.worker(tools=shop.tools):
+        handle = await h.start_task(
+            SHOP_STEPS,
+            policy={"max_reattempts_per_step": 1, "on_limit_reached": "escalate"},
+            workflow_id="history-task-escalation",
+        )
+        [pending] = await _waiting(handle, TaskState, "pending_escalations")
+        await handle.signal(
+            "resolve_escalation",
+            EscalationResolution(
+                escalation_id=pending.escalation_id,
+                action="skip",
+                reason="phoned the customer",
+                operator="scenario",
+            ),
+        )
+        await handle.result()
+    return handle
+
+
+async def human_review(h: Harness) -> WorkflowHandle[Any, Any]:
+    """A person reviews the answer: a revision first, then an approval."""
+    model = h.new_model([Turn(text="Paris is big."), Turn(text="Paris has 2.1M people.")])
+    async with h.worker():
+        handle = await h.start(
+            "How large is Paris?",
+            model=model,
+            critic={"kind": "human", "timeout": "PT1H"},
+            workflow_id="history-human-review",
+        )
+        for review in (
+            Review(verdict="revise", feedback="give the population", reviewer="scenario"),
+            Review(verdict="approve", reviewer="scenario"),
+        ):
+            while (await handle.query("state", result_type=LoopState)).pending_review is None:
+                await asyncio.sleep(0.05)
+            await handle.execute_update("review", review)
+        await handle.result()
+    return handle
+
+
 SCENARIOS: dict[str, Scenario] = {
     "tools": tools,
     "denial": denial,
@@ -279,4 +369,7 @@ SCENARIOS: dict[str, Scenario] = {
     "delegation": delegation,
     "critic": critic,
     "context_summary": context_summary,
+    "escalation": escalation,
+    "task_escalation": task_escalation,
+    "human_review": human_review,
 }

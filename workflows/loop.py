@@ -69,7 +69,6 @@ from workflows.reasoning.toolstate import ToolState
 from workflows.shared.common import decoded
 from workflows.shared.gate import Gate
 from workflows.shared.human import DeskHandlers
-from workflows.shared.patches import CHILD_WAITS_FOR_TOOLS, GATE_IN_MODEL_CALL, NO_CRON
 
 __all__ = ["ReasoningLoopWorkflow"]
 
@@ -90,7 +89,7 @@ class ReasoningLoopWorkflow(DeskHandlers):
                 "the loop input carries state (carry) but this run continues no earlier one: "
                 "carry is set by a loop for its next run, never by a client. Nothing was run."
             )
-        if info.cron_schedule and self._invalid is None and workflow.patched(NO_CRON):
+        if info.cron_schedule and self._invalid is None:
             # Each cron run "continues" the one before with the client's input: a carry in it
             # would pass for the loop's own. Schedules start fresh loops instead.
             self._invalid = (
@@ -196,10 +195,7 @@ class ReasoningLoopWorkflow(DeskHandlers):
             invalid = InvalidConfig(self._invalid)
             books.failed(invalid)
             raise invalid
-        # Checked before the first command (a patch marker after the set-up's local activity
-        # does not replay).
-        gate_in_model_call = workflow.patched(GATE_IN_MODEL_CALL)
-        if workflow.info().parent is not None and workflow.patched(CHILD_WAITS_FOR_TOOLS):
+        if workflow.info().parent is not None:
             self._tools.wait_for_cancelled_tools = True  # a task's step: see ToolState
         books.started()
         try:
@@ -210,7 +206,6 @@ class ReasoningLoopWorkflow(DeskHandlers):
                 gate=self._gate,
                 tools=self._tools,
                 conversation=self._conversation,
-                gate_in_model_call=gate_in_model_call,
             )
             finished = await within(self._cycle(), books, parts.limits.timeout.total_seconds())
             if parts.knowledge is not None and parts.knowledge.config.auto_persist:
@@ -252,7 +247,7 @@ class ReasoningLoopWorkflow(DeskHandlers):
                 await self._continue_as_new()
             # Reason: one model call, routed on its stop_reason.
             reasoning = observing.reason()
-            others = books.counted_other_calls()
+            others = books.other_calls
             if reasoning.iteration + others > limits.max_iterations:
                 raise self._budget(
                     "max_iterations",
@@ -283,7 +278,7 @@ class ReasoningLoopWorkflow(DeskHandlers):
                     outcome = reviewed
                 observing = outcome
                 continue
-            others = books.counted_other_calls()
+            others = books.other_calls
             if books.iteration + others >= limits.max_iterations:
                 raise self._budget(
                     "max_iterations",
@@ -360,8 +355,7 @@ class ReasoningLoopWorkflow(DeskHandlers):
         self._decided = None
         if response.gate is not None:
             self._decided = (_signature_of_answer(response), response.gate)
-        if parts.governed:  # the loop's own call ids: providers may repeat theirs
-            response = with_internal_ids(response, reasoning.iteration)
+        response = with_internal_ids(response, reasoning.iteration)  # providers may repeat ids
         self._conversation.mark_sent()
         if response.estimated_input_tokens > 0 and response.usage.input_tokens > 0:
             # Calibrate the byte-based estimate by what the provider counted (bounded).
@@ -413,7 +407,7 @@ class ReasoningLoopWorkflow(DeskHandlers):
             tools=self._tools,
             gate=self._gate,
             books=self._books,
-            advertised=list(self._parts.advertised) if self._parts.governed else None,
+            advertised=list(self._parts.advertised),
         )
         if message is not None:
             self._conversation.append([message])

@@ -62,9 +62,7 @@ from workflows.shared.failures import failure_message
 from workflows.shared.gate import Gate
 from workflows.shared.human import DeskHandlers, HumanDesk
 from workflows.shared.metrics import emit_entry, know
-from workflows.shared.options import DESCRIBE_TOOLS_TIMEOUT, SHORT_RETRY
-from workflows.shared.patches import RESOLVE_TASK as RESOLVE_TASK_PATCH
-from workflows.shared.patches import SAGA_ATTEMPTED
+from workflows.shared.options import SETUP_TIMEOUT, SHORT_RETRY
 
 __all__ = ["TaskWorkflow"]
 
@@ -183,19 +181,13 @@ class TaskWorkflow(DeskHandlers):
 
     @workflow.run
     async def run(self, input: RawValue) -> TaskResult:
-        resolving = self._invalid is None and workflow.patched(RESOLVE_TASK_PATCH)
-        # Decided before the first await: the marker then sits before the set-up's local
-        # activity in history, where a replay asks for it.
-        attempted_saga = self._invalid is None and workflow.patched(SAGA_ATTEMPTED)
-        if resolving:
+        if self._invalid is None:
             self._invalid = await self._set_up()
         if self._invalid is not None:
             self._status = "failed"
             self._message = self._invalid
             self._record(Terminated(**self._stamp(), reason="InvalidConfig", message=self._invalid))
             raise InvalidConfig(self._invalid)
-        self._saga.legacy = not attempted_saga
-        self._runner.wait_for_cancellation = attempted_saga
         upsert([sa.AGENT_ID.value_set(self._input.agent_id), sa.STATUS.value_set("running")])
         self._show()
         try:
@@ -365,7 +357,7 @@ class TaskWorkflow(DeskHandlers):
                 RESOLVE_TASK,
                 request,
                 result_type=TaskSetup,
-                start_to_close_timeout=DESCRIBE_TOOLS_TIMEOUT,
+                start_to_close_timeout=SETUP_TIMEOUT,
                 retry_policy=SHORT_RETRY,
                 summary=f"resolve the task's setup · {len(names)} tool(s)",
             )

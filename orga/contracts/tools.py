@@ -2,8 +2,8 @@
 
 ``ToolDefinition`` is what a worker's registry says about a tool (the ``@tool`` decorator in
 ``orga.runtime.tools`` builds it); ``ToolProfile`` filters the tools a loop advertises
-(``orga.core.profile`` applies it); ``ToolInvocation`` and ``DescribeToolsRequest`` are the
-inputs of the ``run_tool`` and ``describe_tools`` activities.
+(``orga.core.profile`` applies it); ``ToolInvocation`` is the input of the ``run_tool``
+activity.
 """
 
 from __future__ import annotations
@@ -16,10 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from orga.contracts.conversation import ToolCall
 
 __all__ = [
-    "DESCRIBE_TOOLS",
     "LOCAL_TOOL_TIMEOUT",
     "RUN_TOOL",
-    "DescribeToolsRequest",
     "ToolDefinition",
     "ToolInvocation",
     "ToolProfile",
@@ -28,7 +26,6 @@ __all__ = [
 
 RUN_TOOL = "run_tool"
 """Name of the tool activity."""
-DESCRIBE_TOOLS = "describe_tools"
 """Name of the activity that resolves tool names into definitions."""
 LOCAL_TOOL_TIMEOUT: Final = timedelta(seconds=10)
 """The longest attempt a local tool may take (and its default): a local activity holds the
@@ -109,14 +106,6 @@ class ToolInvocation(BaseModel):
     compensates: str | None = None
     """For a compensation: the call id of the step it undoes (the tool gets that step's
     idempotency key as ``ctx.step_key``)."""
-
-
-class DescribeToolsRequest(BaseModel):
-    """The input of the ``describe_tools`` activity: tool names to resolve."""
-
-    model_config = ConfigDict(frozen=True)
-
-    names: list[str] = Field(default_factory=list[str])
 
 
 def idempotency_key(workflow_id: str, call_id: str, chain: str | None = None) -> str:

@@ -9,7 +9,7 @@ from typing import Any, cast
 
 from orga.core.arguments import MAX_ARGUMENT_DEPTH, json_depth
 
-__all__ = ["fill_template", "refers_into_result"]
+__all__ = ["fill_template"]
 
 _REFERENCE = re.compile(r"^\$\{result(?:\.([\w.]+))?\}$")
 
@@ -23,15 +23,6 @@ def _lookup(value: Any, path: str) -> Any:
         else:
             raise KeyError(part)
     return value
-
-
-def refers_into_result(arguments: dict[str, Any]) -> bool:
-    """Whether any argument is a path into the result (``"${result.id}"``)."""
-    return any(
-        (match := _REFERENCE.match(value)) is not None and match.group(1) is not None
-        for value in arguments.values()
-        if isinstance(value, str)
-    )
 
 
 def fill_template(arguments: dict[str, Any], result: str | None) -> dict[str, Any]:

@@ -43,7 +43,6 @@ from workflows.reasoning.toolstate import ToolState
 from workflows.shared.common import upsert
 from workflows.shared.human import HumanDesk
 from workflows.shared.metrics import emit_entry
-from workflows.shared.patches import TREE_BUDGET
 
 __all__ = ["Conversation", "LoopBooks"]
 
@@ -178,11 +177,6 @@ class LoopBooks:
     def model_calls(self) -> int:
         """Model calls this loop's budget paid for: its own and its critic's and children's."""
         return self.iteration + self.other_calls
-
-    def counted_other_calls(self) -> int:
-        """The calls of ``other_calls`` that count against ``max_iterations``: all of them
-        since ``orga-tree-budget`` (before, none did)."""
-        return self.other_calls if self.other_calls and workflow.patched(TREE_BUDGET) else 0
 
     def charge(self, usage: Usage, calls: int = 0) -> None:
         """Add what a child loop or a critic spent — tokens and ``calls`` model calls — to

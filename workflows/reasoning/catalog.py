@@ -8,10 +8,6 @@ local activity when the loop starts (``set_up_loop``, which also gives the loop 
 critic, knowledge and evidence judge: its ``LoopParts``); the tool profile then decides what is
 advertised. Pre-hydration advertises nothing by itself: it may only use resolver tools the
 model sees.
-
-Loops recorded before ``resolve_loop`` existed used ``describe_tools`` (tools only), and listed
-their pre-hydration resolvers' tools among their own (``legacy=True``): kept so their
-histories replay.
 """
 
 from __future__ import annotations
@@ -29,7 +25,7 @@ from orga.contracts.evidence import EvidenceCollection
 from orga.contracts.journal import Started
 from orga.contracts.knowledge import RECALL_TOOL, STORE_TOOL
 from orga.contracts.setup import RESOLVE_LOOP, LoopSetup, LoopSetupRequest
-from orga.contracts.tools import DESCRIBE_TOOLS, DescribeToolsRequest, ToolDefinition
+from orga.contracts.tools import ToolDefinition
 from orga.contracts.vocabulary import ProviderName
 from orga.core.profile import visible_tools
 from workflows.reasoning.bookkeeping import Conversation, LoopBooks
@@ -41,14 +37,11 @@ from workflows.reasoning.toolstate import ToolState
 from workflows.shared import metrics
 from workflows.shared.failures import failure_message
 from workflows.shared.gate import Gate
-from workflows.shared.options import DESCRIBE_TOOLS_TIMEOUT, SHORT_RETRY
-from workflows.shared.patches import RESOLVE_LOOP as RESOLVE_LOOP_PATCH
+from workflows.shared.options import SETUP_TIMEOUT, SHORT_RETRY
 
 __all__ = [
     "LoopParts",
     "advertised_tools",
-    "describe",
-    "describe_tools",
     "loop_tools",
     "resolve_loop",
     "set_up_loop",
@@ -66,10 +59,8 @@ class LoopParts:
     model: str | None
     """The effective provider and model, once the worker resolved them."""
     gate_in_model_call: bool = False
-    """The ``default`` gate is decided by the model call (``GATE_IN_MODEL_CALL``)."""
-    governed: bool = False
-    """Started since ``orga-resolve-loop``: set up by ``resolve_loop`` (agent, gate,
-    budgets), its own call ids. Loops recorded before keep their behaviour on replay."""
+    """The ``default`` gate is decided by the model call, on the worker, when the answer
+    arrives (the loop then needs no policy call for that turn)."""
     model_task_queue: str | None = None
     """Where model calls run (the worker's ``ORGA_MODEL_TASK_QUEUE``), else the loop's."""
     advertised: list[str] = field(default_factory=list[str])
@@ -90,7 +81,6 @@ async def set_up_loop(
     gate: Gate,
     tools: ToolState,
     conversation: Conversation,
-    gate_in_model_call: bool,
 ) -> LoopParts:
     """What the worker resolves for this loop: its agent, tools, gate, budgets and model, set
     on the loop's ``books``, ``gate``, ``tools`` and ``conversation``; then ``Started`` is
@@ -100,62 +90,56 @@ async def set_up_loop(
         InvalidConfig: the loop could not be set up (a tool or provider the worker lacks).
     """
     config = loop.config
-    parts = LoopParts(books.limits, config.provider, config.model, gate_in_model_call)
+    parts = LoopParts(books.limits, config.provider, config.model)
     delegates: list[str] = []
-    if not workflow.patched(RESOLVE_LOOP_PATCH):  # recorded before: tools only, as configured
-        tools.definitions = await describe_tools(config)
-    else:
-        parts.governed = True
-        setup = await resolve_loop(config)
-        tools.definitions = {d.name: d for d in setup.tools}
-        parts.provider, parts.model = setup.provider, setup.model
-        parts.model_task_queue = setup.model_task_queue
-        books.provider = setup.provider
-        gate.policy = setup.policy
-        parts.gate_in_model_call = gate_in_model_call and setup.policy == "default"
-        parts.limits = books.limits = setup.limits
-        tools.max_concurrent = setup.limits.max_concurrent_tools
-        delegates = [d.id for d in setup.delegates]
+    setup = await resolve_loop(config)
+    tools.definitions = {d.name: d for d in setup.tools}
+    parts.provider, parts.model = setup.provider, setup.model
+    parts.model_task_queue = setup.model_task_queue
+    books.provider = setup.provider
+    gate.policy = setup.policy
+    parts.gate_in_model_call = setup.policy == "default"
+    parts.limits = books.limits = setup.limits
+    tools.max_concurrent = setup.limits.max_concurrent_tools
+    delegates = [d.id for d in setup.delegates]
+    if setup.delegates:
+        delegations = Delegations(
+            workflow_id=workflow_id,
+            config=config,
+            books=books,
+            limits=lambda: books.limits,
+            delegates=setup.delegates,
+            tools=setup.delegate_tools,
+        )
+        tools.delegate = delegations.run
+        tools.plan_delegations = delegations.plan
+    if config.critic is not None:
+        parts.critic = Critic(
+            config.critic,
+            books,
+            gate,
+            provider=setup.critic_provider,
+            model=setup.critic_model,
+            timeout=config.model_timeout,
+            task_queue=setup.model_task_queue,
+        )
+    if config.knowledge is not None and setup.knowledge_namespace is not None:
+        parts.knowledge = KnowledgeBridge(config.knowledge, setup.knowledge_namespace, books, gate)
+        tools.knowledge_namespace = setup.knowledge_namespace
+        tools.knowledge_directory = config.knowledge.directory or ""
+    agent = setup.agent
+    if loop.carry is None:
+        # The operator's prompt (and whom the agent may delegate to) come before anything
+        # the client sent.
+        first = (
+            [Message(role="system", content=agent.system_prompt)]
+            if (agent is not None and agent.system_prompt)
+            else []
+        )
         if setup.delegates:
-            delegations = Delegations(
-                workflow_id=workflow_id,
-                config=config,
-                books=books,
-                limits=lambda: books.limits,
-                delegates=setup.delegates,
-                tools=setup.delegate_tools,
-            )
-            tools.delegate = delegations.run
-            tools.plan_delegations = delegations.plan
-        if config.critic is not None:
-            parts.critic = Critic(
-                config.critic,
-                books,
-                gate,
-                provider=setup.critic_provider,
-                model=setup.critic_model,
-                timeout=config.model_timeout,
-                task_queue=setup.model_task_queue,
-            )
-        if config.knowledge is not None and setup.knowledge_namespace is not None:
-            parts.knowledge = KnowledgeBridge(
-                config.knowledge, setup.knowledge_namespace, books, gate
-            )
-            tools.knowledge_namespace = setup.knowledge_namespace
-            tools.knowledge_directory = config.knowledge.directory or ""
-        agent = setup.agent
-        if loop.carry is None:
-            # The operator's prompt (and whom the agent may delegate to) come before anything
-            # the client sent.
-            first = (
-                [Message(role="system", content=agent.system_prompt)]
-                if (agent is not None and agent.system_prompt)
-                else []
-            )
-            if setup.delegates:
-                first.append(introduction(setup.delegates, setup.delegate_tools))
-            if first:
-                conversation.reset([*first, *conversation.messages])
+            first.append(introduction(setup.delegates, setup.delegate_tools))
+        if first:
+            conversation.reset([*first, *conversation.messages])
     # Its metrics name only the tools and agents resolved here (a model's invented tool name,
     # or the id of a loop refused above, is counted as "other").
     metrics.know(tools=set(tools.definitions), agents={config.agent_id, *delegates})
@@ -169,7 +153,7 @@ async def set_up_loop(
                 policy=gate.policy,
             )
         )
-    parts.advertised = advertised_tools(config, tools.definitions, legacy=not parts.governed)
+    parts.advertised = advertised_tools(config, tools.definitions)
     if tools.delegate is not None and DELEGATE_TOOL not in parts.advertised:
         parts.advertised.append(DELEGATE_TOOL)
     # Track evidence when the loop advertises an evidence tool (or carried a record).
@@ -181,29 +165,22 @@ async def set_up_loop(
     return parts
 
 
-def loop_tools(config: LoopConfig, *, legacy: bool = False) -> list[str]:
-    """The loop's tool list (``legacy``: with its pre-hydration resolvers' tools, as loops
-    recorded before ``resolve_loop`` had it)."""
+def loop_tools(config: LoopConfig) -> list[str]:
+    """The loop's tool list: its config's, and the knowledge tools when it uses them."""
     names = list(config.tools)
-    if config.knowledge is not None and config.knowledge.tools:  # (no legacy loop has it)
+    if config.knowledge is not None and config.knowledge.tools:
         names += [n for n in (RECALL_TOOL, STORE_TOOL) if n not in names]
-    if legacy and config.pre_hydration is not None:
-        for resolver in config.pre_hydration.resolvers.values():
-            if resolver.tool not in names:
-                names.append(resolver.tool)
     return names
 
 
-def advertised_tools(
-    config: LoopConfig, definitions: dict[str, ToolDefinition], *, legacy: bool = False
-) -> list[str]:
+def advertised_tools(config: LoopConfig, definitions: dict[str, ToolDefinition]) -> list[str]:
     """The tools the model sees: the loop's tool list, filtered by the tool profile."""
-    listed = [definitions[name] for name in loop_tools(config, legacy=legacy)]
+    listed = [definitions[name] for name in loop_tools(config)]
     return [d.name for d in visible_tools(config.tool_profile, listed)]
 
 
-def _runnable_tools(config: LoopConfig, *, legacy: bool = False) -> list[str]:
-    names = loop_tools(config, legacy=legacy)
+def _runnable_tools(config: LoopConfig) -> list[str]:
+    names = loop_tools(config)
     return names + [n for n in config.recovery.fallback_tools() if n not in names]
 
 
@@ -219,43 +196,9 @@ async def resolve_loop(config: LoopConfig) -> LoopSetup:
             RESOLVE_LOOP,
             request,
             result_type=LoopSetup,
-            start_to_close_timeout=DESCRIBE_TOOLS_TIMEOUT,
+            start_to_close_timeout=SETUP_TIMEOUT,
             retry_policy=SHORT_RETRY,
             summary=f"resolve the loop's setup · {len(request.tools)} tool(s)",
         )
     except FailureError as error:
         raise InvalidConfig(f"the loop could not be set up: {failure_message(error)}") from error
-
-
-async def describe_tools(config: LoopConfig) -> dict[str, ToolDefinition]:
-    """Definitions of the loop's tools and of the fallback tools recovery may use (the step
-    of loops recorded before ``resolve_loop``).
-
-    Raises:
-        InvalidConfig: a tool is not registered on the worker.
-    """
-    names = _runnable_tools(config, legacy=True)
-    return await describe(names, "the loop's tools could not be resolved")
-
-
-async def describe(names: list[str], failure: str) -> dict[str, ToolDefinition]:
-    """Definitions of the named tools, from the worker's registry (nothing asked: nothing run).
-
-    Raises:
-        InvalidConfig: ``failure``, then why (a tool is not registered on the worker).
-    """
-    if not names:
-        return {}
-    try:
-        # A local activity: a registry lookup on the worker, recorded as one marker.
-        found = await workflow.execute_local_activity(
-            DESCRIBE_TOOLS,
-            DescribeToolsRequest(names=names),
-            result_type=list[ToolDefinition],
-            start_to_close_timeout=DESCRIBE_TOOLS_TIMEOUT,
-            retry_policy=SHORT_RETRY,
-            summary=f"describe {len(names)} tool(s)",
-        )
-    except FailureError as error:
-        raise InvalidConfig(f"{failure}: {failure_message(error)}") from error
-    return {definition.name: definition for definition in found}

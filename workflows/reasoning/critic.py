@@ -35,7 +35,6 @@ from workflows.reasoning.bookkeeping import LoopBooks
 from workflows.shared.failures import failure_of
 from workflows.shared.gate import Gate
 from workflows.shared.options import MODEL_HEARTBEAT_TIMEOUT, SIDE_MODEL_RETRY
-from workflows.shared.patches import TREE_BUDGET
 
 __all__ = ["Critic"]
 
@@ -120,9 +119,8 @@ class Critic:
         assert self.config.kind == "model"
         critic = self.config.agent
         books, limits = self._books, self._books.limits
-        budgeted = workflow.patched(TREE_BUDGET)  # before: a critic's spend went unchecked
         left = limits.max_total_tokens - books.usage.total_tokens
-        if budgeted and (left <= 0 or books.model_calls >= limits.max_iterations):
+        if left <= 0 or books.model_calls >= limits.max_iterations:
             budget = "max_total_tokens" if left <= 0 else "max_iterations"
             raise BudgetExceeded(
                 f"critic {critic!r} cannot review answer {round_}: the loop has no "
@@ -148,7 +146,7 @@ class Critic:
                     task=task,
                     answer=answer,
                     round=round_,
-                    token_budget=left if budgeted else None,
+                    token_budget=left,
                 ),
                 result_type=CritiqueVerdict,
                 start_to_close_timeout=self._timeout,
@@ -169,7 +167,7 @@ class Critic:
                 f"critic {critic!r} could not review answer {round_}: {message}"
             ) from error
         books.charge(verdict.usage, 1)
-        if budgeted and books.usage.total_tokens > limits.max_total_tokens:
+        if books.usage.total_tokens > limits.max_total_tokens:
             raise BudgetExceeded(
                 f"critic {critic!r}'s review of answer {round_} took the loop to "
                 f"{books.usage.total_tokens} tokens, over max_total_tokens="

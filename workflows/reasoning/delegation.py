@@ -126,7 +126,7 @@ class Delegations:
         left_calls = (
             limits.max_iterations
             - books.iteration
-            - books.counted_other_calls()
+            - books.other_calls
             - 1
             - self._reserved_iterations
         )

@@ -46,7 +46,6 @@ from workflows.reasoning.bookkeeping import LoopBooks
 from workflows.shared.failures import failure_message
 from workflows.shared.gate import Gate
 from workflows.shared.options import non_retryable
-from workflows.shared.patches import GATED_MEMORY
 
 __all__ = ["KnowledgeBridge"]
 
@@ -114,25 +113,24 @@ class KnowledgeBridge:
         """Store the loop's task and answer as working memory (``auto_persist``)."""
         books = self._books
         content = f"Task: {cut(task, _MEMORY_QUESTION, 'task')}\nAnswer: {answer}"
-        if workflow.patched(GATED_MEMORY):
-            action = PolicyAction(
-                kind="remember",
-                tool=self.namespace,
-                arguments=json.dumps({"content": content}, ensure_ascii=False),
-            )
-            [decision] = (await self._gate.decide([action], [])).decisions
-            if not decision.permits:
-                # Nobody waits at the end of a loop for a memory write: not allowed, not stored.
-                refused = decision.reason or decision.decision
-                books.record(
-                    KnowledgeStored(
-                        **books.stamp(),
-                        item_kind="memory",
-                        content=cut(content, 200, "memory"),
-                        error=f"the gate did not allow storing it ({decision.decision}): {refused}",
-                    )
+        action = PolicyAction(
+            kind="remember",
+            tool=self.namespace,
+            arguments=json.dumps({"content": content}, ensure_ascii=False),
+        )
+        [decision] = (await self._gate.decide([action], [])).decisions
+        if not decision.permits:
+            # Nobody waits at the end of a loop for a memory write: not allowed, not stored.
+            refused = decision.reason or decision.decision
+            books.record(
+                KnowledgeStored(
+                    **books.stamp(),
+                    item_kind="memory",
+                    content=cut(content, 200, "memory"),
+                    error=f"the gate did not allow storing it ({decision.decision}): {refused}",
                 )
-                return
+            )
+            return
         try:
             written = await workflow.execute_activity(
                 WRITE_KNOWLEDGE,

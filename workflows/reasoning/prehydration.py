@@ -35,12 +35,11 @@ async def pre_hydrate(
     tools: ToolState,
     gate: Gate,
     books: LoopBooks,
-    advertised: list[str] | None,
+    advertised: list[str],
 ) -> Message | None:
     """The ``[PRE_HYDRATED_CONTEXT]`` message for ``messages``, or ``None`` if nothing resolved.
 
-    ``advertised``: the tools the model sees, the only ones that may resolve a reference
-    (``None`` for loops recorded before that rule: any tool the loop described).
+    ``advertised``: the tools the model sees, the only ones that may resolve a reference.
     """
     text = "\n".join(m.content for m in messages if m.role == "user")
     references = extract(text, config)
@@ -50,13 +49,11 @@ async def pre_hydrate(
         resolver = config.resolvers.get(reference.ref_type)
         if resolver is None:
             continue
-        usable = tools.definitions if advertised is None else advertised
-        if resolver.tool not in usable:
-            if advertised is not None:
-                skipped.append(
-                    f"{reference.ref_type} {reference.value}: {resolver.tool} is not a tool of "
-                    "this loop"
-                )
+        if resolver.tool not in advertised:
+            skipped.append(
+                f"{reference.ref_type} {reference.value}: {resolver.tool} is not a tool of "
+                "this loop"
+            )
             continue
         arguments = json.dumps({resolver.argument: reference.value}, ensure_ascii=False)
         call = ToolCall(id=f"prehydrate-{reference.id}", name=resolver.tool, arguments=arguments)
@@ -67,8 +64,7 @@ async def pre_hydrate(
             PolicyAction(kind="call_tool", call_id=c.id, tool=c.name, arguments=c.arguments)
             for _, c in planned
         ]
-        names = sorted({c.name for _, c in planned})
-        verdict = await gate.decide(actions, names if advertised is None else advertised)
+        verdict = await gate.decide(actions, advertised)
         executor = CallExecutor(tools, books.iteration)
 
         async def resolve(call: ToolCall, decision: PolicyDecision) -> ToolResult | None:

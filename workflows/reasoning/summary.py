@@ -36,7 +36,6 @@ from orga.core.text import estimate_tokens
 from workflows.reasoning.bookkeeping import LoopBooks
 from workflows.shared.failures import failure_message
 from workflows.shared.options import MODEL_HEARTBEAT_TIMEOUT, SIDE_MODEL_RETRY
-from workflows.shared.patches import CONTEXT_SUMMARY
 
 __all__ = ["RunningSummary"]
 
@@ -49,8 +48,6 @@ class RunningSummary:
         self.text = text
         """The summary of messages ``[0, through)`` (anchors aside), ``None`` before any."""
         self.through = through
-        self._on: bool | None = None
-        """``CONTEXT_SUMMARY``, asked the first time turns must leave the window."""
 
     async def prepare(
         self,
@@ -69,10 +66,6 @@ class RunningSummary:
         conversation and its knowledge message) and carries ``conversation``."""
         leaving = fold(seen, budget, calibration, self.text, self.through)
         if leaving is None:
-            return
-        if self._on is None:
-            self._on = workflow.patched(CONTEXT_SUMMARY)
-        if not self._on:  # recorded before summaries: the model call shows a marker
             return
         books, limits = self._books, self._books.limits
         if books.model_calls + 1 > limits.max_iterations:

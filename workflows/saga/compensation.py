@@ -13,9 +13,6 @@ attempts an operator is asked as well (``resolve_escalation``), while the retrie
 ``retry`` tries again at once, ``mark_compensated`` records that someone undid it by hand (with
 their note), ``give_up`` records it as not undone. Whichever comes first — a successful retry or
 the operator — settles it. The caller runs all of it shielded from cancellation.
-
-Tasks recorded before this (``legacy``) compensate only completed steps, in completion order,
-with three attempts each, and replay that way.
 """
 
 from __future__ import annotations
@@ -36,20 +33,12 @@ from orga.contracts.conversation import ToolCall
 from orga.contracts.journal import CompensationSettled, JournalEntry, Stamp
 from orga.contracts.task import Step, StepReport, TaskOutcome
 from orga.contracts.tools import ToolInvocation
-from orga.core.template import fill_template, refers_into_result
+from orga.core.template import fill_template
 from workflows.saga.steps import TaskClearance
 from workflows.shared.options import non_retryable, tool_heartbeat_timeout
-from workflows.shared.patches import COMPENSATE_UNFINISHED
 from workflows.shared.tool_calls import ToolFailure, run_tool
 
 __all__ = ["Saga"]
-
-_LEGACY_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    maximum_interval=timedelta(seconds=10),
-    maximum_attempts=3,
-    non_retryable_error_types=non_retryable(),
-)
 
 
 def _retry(attempts: int) -> RetryPolicy:
@@ -98,27 +87,17 @@ class Saga:
         self._record = record
         self._stamp = stamp
         self._asked: dict[str, int] = {}
-        self.legacy = False
-        """Compensate as tasks recorded before ``SAGA_ATTEMPTED`` did (set by the task)."""
 
     # ---- the saga ----------------------------------------------------------------------------
 
     async def compensate(self) -> None:
         """Undo the attempted steps, newest first; every compensation is seen through."""
-        for step_id in reversed(self._order if self.legacy else self._attempted):
+        for step_id in reversed(self._attempted):
             step, report = self._steps[step_id], self._reports[step_id]
             if step.compensation is None:
                 continue
             template = step.compensation.arguments
             try:
-                if (
-                    report.result is None
-                    and refers_into_result(template)
-                    and not workflow.patched(COMPENSATE_UNFINISHED)
-                ):
-                    raise ValueError(  # recorded before: such a compensation was never run
-                        "compensation arguments refer into the result of a step that has none"
-                    )
                 arguments = fill_template(template, report.result)
             except ValueError as error:
                 report.compensation_error = str(error)
@@ -133,10 +112,7 @@ class Saga:
             cleared = await self._cleared(step_id, call)
             if cleared is None:
                 continue  # an operator chose to leave it; recorded in the report
-            if self.legacy:
-                await self._legacy_run(step_id, cleared)
-            else:
-                await self._see_through(step_id, cleared)
+            await self._see_through(step_id, cleared)
 
     def outcome(self) -> tuple[TaskOutcome, list[str]]:
         """``compensated`` or ``compensation_incomplete``, and the steps left not undone."""
@@ -147,7 +123,7 @@ class Saga:
 
     def undone(self) -> str:
         """What compensation did, in words, for the task's final message."""
-        done = self._order if self.legacy else self._attempted
+        done = self._attempted
         if not done:
             return "no step had been attempted, so nothing needed compensating"
         newest_first = list(reversed(done))
@@ -234,7 +210,6 @@ class Saga:
     async def _run(self, step_id: str, call: ToolCall, retry: RetryPolicy) -> str | None:
         """One compensation activity (with its retries): ``None`` when it succeeded, else the
         error; a cancellation waits for an attempt in flight and counts as its failure."""
-        legacy = self.legacy  # older histories: no step key, heartbeat or waiting on cancel
         try:
             done = await run_tool(
                 ToolInvocation(
@@ -242,29 +217,19 @@ class Saga:
                     workflow_id=self._workflow_id,
                     chain=workflow.info().first_execution_run_id,
                     retry_tool_errors=True,
-                    compensates=None if legacy else step_id,
+                    compensates=step_id,
                 ),
                 timeout=self._timeout,
                 retry=retry,
                 summary=f"compensate {step_id} · {call.name}",
-                heartbeat=None if legacy else tool_heartbeat_timeout(self._timeout),
-                cancellation=ActivityCancellationType.TRY_CANCEL
-                if legacy
-                else ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+                heartbeat=tool_heartbeat_timeout(self._timeout),
+                cancellation=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
             )
             if isinstance(done, ToolFailure):
                 return done.message
         except asyncio.CancelledError:
-            if legacy:
-                raise
             return "cancelled: an operator settled it"
         return None
-
-    async def _legacy_run(self, step_id: str, call: ToolCall) -> None:
-        error = await self._run(step_id, call, _LEGACY_RETRY)
-        if error is not None:
-            self._reports[step_id].compensation_error = error
-        self._settle(step_id, "failed" if error is not None else "succeeded")
 
     async def _cleared(self, step_id: str, call: ToolCall) -> ToolCall | None:
         """The compensation to run, once the gate (or, after a denial, an operator) lets it."""
@@ -273,9 +238,7 @@ class Saga:
             cleared = await self._clearance.clear(call, step_id, compensation=True)
             if not isinstance(cleared, str):
                 return cleared
-            options: list[EscalationAction] = (
-                ["retry", "skip"] if self.legacy else ["retry", "mark_compensated", "give_up"]
-            )
+            options: list[EscalationAction] = ["retry", "mark_compensated", "give_up"]
             action, operator, note = await self._ask(step_id, call, cleared, options)
             if action == "retry":
                 continue
@@ -299,10 +262,6 @@ class Saga:
             report.compensation_note = f"marked compensated by {operator}{why}"
         elif how == "gave_up":
             report.compensation_note = f"left uncompensated by {operator}{why}"
-            if self.legacy:  # as recorded then: the note was part of the error
-                report.compensation_error = (
-                    f"{report.compensation_error}; {report.compensation_note}"
-                )
         ok = how in ("succeeded", "marked_compensated")
         self._set(report, "compensated" if ok else "compensation_failed")
         compensation = self._steps[step_id].compensation

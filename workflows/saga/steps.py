@@ -5,8 +5,8 @@ passes the gate like a loop's call — principal: the task's agent; context: the
 it is a compensation. ``allow`` runs it, ``modify`` runs it with the policy's arguments,
 ``require_approval`` waits for a person (``approve`` / ``approval``, as in a loop), ``deny``
 refuses it with the policy's reason. A loop step is a child ``ReasoningLoop``, which gates its
-own calls under its own agent. Tasks recorded before the gate existed ran their steps ungated;
-their histories replay that way (``TaskClearance.gate is None``).
+own calls under its own agent. Cancelling a running step waits until its activity or child loop
+has stopped, so its effect, if any, has landed before compensation.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class TaskClearance:
     """Whether a task's tool call may run: the gate, and the desk where people approve."""
 
     gate: Gate | None
-    """``None`` for tasks recorded before steps passed the gate."""
+    """The task's gate (``None`` only until the task is set up, before any step runs)."""
     desk: HumanDesk
     tools: list[str]
     """Every tool the task names (what its gate treats as available)."""
@@ -60,8 +60,7 @@ class TaskClearance:
 
     async def clear(self, call: ToolCall, step: str, compensation: bool) -> ToolCall | str:
         """The call to run (possibly rewritten by the policy), or why it may not run."""
-        if self.gate is None:
-            return call
+        assert self.gate is not None, "a task is set up before its first step"
         action = PolicyAction(
             kind="call_tool",
             call_id=call.id,
@@ -102,9 +101,6 @@ class StepRunner:
         self._clearance = clearance
         self._scheduled = scheduled
         """Told a step's id as its activity or child loop is scheduled (it is now attempted)."""
-        self.wait_for_cancellation = False
-        """Cancelling a running step waits until its activity or child loop has stopped (so
-        its effect, if any, has landed before compensation); ``False`` in older histories."""
 
     async def attempt(self, step: Step, attempt: int) -> str:
         """The step's result.
@@ -150,9 +146,7 @@ class StepRunner:
             retry=TOOL_RETRY,
             summary=f"step {step.id} · {action.tool} · attempt {attempt}",
             heartbeat=tool_heartbeat_timeout(self._timeout),
-            cancellation=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
-            if self.wait_for_cancellation
-            else ActivityCancellationType.TRY_CANCEL,
+            cancellation=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
         )
         if isinstance(done, ToolFailure):
             if done.cancelled:  # the task's cancellation: compensation, not re-attempts

@@ -28,7 +28,6 @@ from orga.contracts.conversation import ToolCall
 from orga.contracts.critic import PendingReview, Review
 from orga.contracts.journal import ApprovalDecided, EscalationResolved, JournalEntry, Stamp
 from workflows.shared.metrics import count
-from workflows.shared.patches import APPROVER_REQUIRED
 
 __all__ = ["DeskHandlers", "HumanDesk"]
 
@@ -63,10 +62,10 @@ class HumanDesk:
 
     # ---- approvals ---------------------------------------------------------------------
 
-    def check_approval(self, decision: ApprovalDecision, *, require_approver: bool = True) -> None:
+    def check_approval(self, decision: ApprovalDecision) -> None:
         """Raise ``ValueError`` unless the decision answers a pending approval, and says who
-        decided (``require_approver=False`` only where older histories replay)."""
-        if require_approver and not (decision.approver or "").strip():
+        decided."""
+        if not (decision.approver or "").strip():
             raise ValueError(
                 "the decision names no approver: say who decides (approver), so the audit "
                 "trail records it"
@@ -81,7 +80,7 @@ class HumanDesk:
 
     def decide(self, decision: ApprovalDecision, source: DecisionSource) -> ApprovalRecord:
         """Record a decision (the update's validator, or the signal handler, checked it)."""
-        self.check_approval(decision, require_approver=False)
+        self.check_approval(decision)
         record = ApprovalRecord(
             call_id=decision.call_id,
             tool=self.approvals[decision.call_id].tool,
@@ -99,8 +98,6 @@ class HumanDesk:
         """The ``approval`` signal: record the decision, or log why it was ignored (a signal
         has no answer to carry an error back)."""
         try:
-            if workflow.patched(APPROVER_REQUIRED):
-                self.check_approval(decision)
             self.decide(decision, "signal")
         except ValueError as error:
             workflow.logger.warning("approval signal ignored: %s", error)
@@ -168,13 +165,10 @@ class HumanDesk:
 
     # ---- escalations -------------------------------------------------------------------
 
-    def check_resolution(
-        self, resolution: EscalationResolution, *, require_operator: bool = True
-    ) -> None:
+    def check_resolution(self, resolution: EscalationResolution) -> None:
         """Raise ``ValueError`` unless it answers a pending escalation with one of its options,
-        and says who resolved it (``require_operator=False`` only where older histories
-        replay)."""
-        if require_operator and not (resolution.operator or "").strip():
+        and says who resolved it."""
+        if not (resolution.operator or "").strip():
             raise ValueError(
                 "the resolution names no operator: say who resolves it (operator), so the "
                 "audit trail records it"
@@ -193,7 +187,7 @@ class HumanDesk:
 
     def resolve(self, resolution: EscalationResolution, source: DecisionSource) -> EscalationRecord:
         """Record a resolution (the update's validator, or the signal handler, checked it)."""
-        self.check_resolution(resolution, require_operator=False)
+        self.check_resolution(resolution)
         record = EscalationRecord(
             escalation_id=resolution.escalation_id,
             action=resolution.action,
@@ -209,8 +203,6 @@ class HumanDesk:
     def resolve_by_signal(self, resolution: EscalationResolution) -> None:
         """The ``resolve_escalation`` signal: record it, or log why it was ignored."""
         try:
-            if workflow.patched(APPROVER_REQUIRED):
-                self.check_resolution(resolution)
             self.resolve(resolution, "signal")
         except ValueError as error:
             workflow.logger.warning("resolve_escalation signal ignored: %s", error)

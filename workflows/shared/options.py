@@ -12,11 +12,11 @@ from datetime import timedelta
 from temporalio.common import RetryPolicy
 
 __all__ = [
-    "DESCRIBE_TOOLS_TIMEOUT",
     "MODEL_HEARTBEAT_TIMEOUT",
     "MODEL_RETRY",
     "POLICY_RETRY",
     "POLICY_TIMEOUT",
+    "SETUP_TIMEOUT",
     "SHORT_RETRY",
     "SIDE_MODEL_RETRY",
     "TOOL_RETRY",
@@ -77,7 +77,7 @@ POLICY_RETRY = RetryPolicy(
 POLICY_TIMEOUT = timedelta(seconds=10)
 
 SHORT_RETRY = RetryPolicy(maximum_attempts=3, non_retryable_error_types=_NON_RETRYABLE)
-DESCRIBE_TOOLS_TIMEOUT = timedelta(seconds=10)
+SETUP_TIMEOUT = timedelta(seconds=10)
 
 
 def tool_heartbeat_timeout(timeout: timedelta) -> timedelta | None:
