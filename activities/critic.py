@@ -15,8 +15,6 @@ import httpx
 from pydantic import BaseModel, ValidationError
 from temporalio import activity
 
-from activities.heartbeat import heartbeating
-from activities.providers.client import complete
 from orga.contracts.conversation import Message
 from orga.contracts.critic import CRITIQUE, REVIEW_TOOL, CritiqueRequest, CritiqueVerdict
 from orga.contracts.errors import BudgetExceeded, CriticFailed, ToolInputError
@@ -25,6 +23,8 @@ from orga.core.arguments import parse_arguments
 from orga.core.budget import OutOfBudget, output_cap
 from orga.core.context import estimate_message_tokens
 from orga.core.text import estimate_tokens
+from orga.providers.client import complete
+from orga.runtime.heartbeat import heartbeating
 from orga.runtime.settings import Settings
 
 __all__ = ["REVIEW_DEFINITION", "CriticActivities"]

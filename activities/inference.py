@@ -14,10 +14,6 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
-from activities.conversation_cache import ConversationCache
-from activities.heartbeat import heartbeating
-from activities.metrics import observe
-from activities.providers.client import complete
 from orga.contracts.conversation import Message
 from orga.contracts.errors import BudgetExceeded, ConversationUnavailable, InvalidConfig
 from orga.contracts.inference import (
@@ -37,10 +33,14 @@ from orga.core.context import fit
 from orga.core.evidence import with_judgement
 from orga.core.knowledge import with_knowledge
 from orga.core.text import estimate_tokens
+from orga.providers.client import complete
 from orga.runtime.blobs import BlobStore
+from orga.runtime.conversation_cache import ConversationCache
+from orga.runtime.heartbeat import heartbeating
+from orga.runtime.metrics import observe
 from orga.runtime.settings import Settings
-from orga.runtime.tools import ToolRegistry
 from orga.runtime.tracing import tracer
+from orga.tools.sdk import ToolRegistry
 
 __all__ = ["InferenceActivities"]
 

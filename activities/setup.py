@@ -28,7 +28,7 @@ from orga.core.agents import Offer, check_model, check_tools, choose_policy, res
 from orga.core.profile import glob_matches
 from orga.runtime.agents import AgentRegistry
 from orga.runtime.settings import Settings
-from orga.runtime.tools import ToolRegistry
+from orga.tools.sdk import ToolRegistry
 
 __all__ = ["SetupActivities"]
 

@@ -14,15 +14,15 @@ from collections.abc import Sequence
 import httpx
 from temporalio import activity
 
-from activities.conversation_cache import ConversationCache
-from activities.heartbeat import heartbeating
-from activities.providers.client import complete
 from orga.contracts.conversation import Message
 from orga.contracts.errors import BudgetExceeded, InvalidConfig, MalformedModelResponse
 from orga.contracts.inference import SUMMARISE_CONTEXT, SummaryRequest, SummaryResponse
 from orga.core.budget import OutOfBudget, output_cap
 from orga.core.context import estimate_message_tokens, summarised
 from orga.core.text import BYTES_PER_TOKEN, cut
+from orga.providers.client import complete
+from orga.runtime.conversation_cache import ConversationCache
+from orga.runtime.heartbeat import heartbeating
 from orga.runtime.settings import Settings
 
 __all__ = ["INSTRUCTIONS", "SummaryActivities", "transcript"]

@@ -1,22 +1,16 @@
-"""The tool activities: resolve tool names, and run one tool call."""
+"""The tool activity: run one tool call of the worker's registry."""
 
 from __future__ import annotations
 
-import importlib
-import json
 import time
-from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Literal
 
 from opentelemetry import trace
-from pydantic import BaseModel
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.heartbeat import heartbeating
-from activities.metrics import observe
 from orga.contracts.conversation import ToolResult
-from orga.contracts.errors import InvalidConfig, ToolFailed, ToolNotFound
+from orga.contracts.errors import ToolFailed, ToolNotFound
 from orga.contracts.evidence import Evidence
 from orga.contracts.tools import (
     RUN_TOOL,
@@ -25,41 +19,14 @@ from orga.contracts.tools import (
 )
 from orga.core.text import cut
 from orga.runtime.blobs import BlobStore
+from orga.runtime.heartbeat import heartbeating
 from orga.runtime.ledger import Ledger
-from orga.runtime.tools import Tool, ToolContext, ToolRegistry, parse_arguments
+from orga.runtime.metrics import observe
 from orga.runtime.tracing import tracer
+from orga.tools.loading import render_value
+from orga.tools.sdk import Tool, ToolContext, ToolRegistry, parse_arguments
 
-__all__ = ["ToolActivities", "load_tool_modules", "render_value"]
-
-
-def load_tool_modules(modules: Iterable[str]) -> list[Tool]:
-    """Import each module and collect the ``@tool`` objects it defines, in definition order.
-
-    Raises:
-        InvalidConfig: a module cannot be imported or defines no tool.
-    """
-    found: list[Tool] = []
-    for name in modules:
-        try:
-            module = importlib.import_module(name)
-        except ImportError as error:
-            raise InvalidConfig(
-                f"tool module {name!r} (from ORGA_TOOL_MODULES) cannot be imported: {error}"
-            ) from error
-        tools = [value for value in vars(module).values() if isinstance(value, Tool)]
-        if not tools:
-            raise InvalidConfig(f"tool module {name!r} defines no @tool function")
-        found.extend(tools)
-    return found
-
-
-def render_value(value: Any) -> str:
-    """What the model reads for a tool's return value."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, BaseModel):
-        return value.model_dump_json()
-    return json.dumps(value, ensure_ascii=False, default=str)
+__all__ = ["ToolActivities"]
 
 
 class ToolActivities:

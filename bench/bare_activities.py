@@ -7,13 +7,13 @@ import json
 import httpx
 from temporalio import activity
 
-from activities.providers.client import complete
-from activities.tools import render_value
 from bench.bare import BareModelCall, BareToolCall
 from orga.contracts.conversation import ToolResult
 from orga.contracts.inference import InferenceResponse
+from orga.providers.client import complete
 from orga.runtime.settings import Settings
-from orga.runtime.tools import ToolContext, ToolRegistry
+from orga.tools.loading import render_value
+from orga.tools.sdk import ToolContext, ToolRegistry
 
 
 class BareActivities:

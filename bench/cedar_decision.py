@@ -22,9 +22,9 @@ import cedarpy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from activities.cedar import SCHEMA_FILE, CedarGate
 from orga.contracts.inference import Usage
 from orga.contracts.policy import PolicyAction, PolicyRequest
+from orga.gates.cedar import SCHEMA_FILE, CedarGate
 
 POLICIES = Path(__file__).resolve().parent.parent / "examples" / "policies"
 

@@ -20,8 +20,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.setup import bench, history_size
-from orga.runtime.scripted_model import RecordedRequest, Turn
-from orga.runtime.tools import tool
+from orga.testing.scripted_model import RecordedRequest, Turn
+from orga.tools.sdk import tool
 
 RESULT = ("log line with some content " * 76)[:2048]  # 2 KiB
 

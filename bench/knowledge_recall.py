@@ -53,17 +53,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from temporalio import activity, workflow
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from activities.providers.embeddings import embedder
 from bench.embedding_server import MODEL, MiniLM, embedding_server
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.knowledge import KnowledgeQuery, KnowledgeWrite
 from orga.core.knowledge import coverage, search_terms
+from orga.knowledge import Knowledge, open_knowledge
+from orga.providers.embeddings import embedder
 from orga.runtime.connect import connect
 from orga.runtime.devserver import DevServer
-from orga.runtime.knowledge import Knowledge, open_knowledge
-from orga.runtime.scripted_model import ScriptedModelServer
 from orga.runtime.settings import Settings
 from orga.runtime.store import Store
+from orga.testing.scripted_model import ScriptedModelServer
 from tests.postgres import postgres_server
 
 SUBJECTS = [

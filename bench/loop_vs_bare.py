@@ -25,8 +25,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.setup import Bench, bench, history_size
-from orga.runtime.scripted_model import RecordedRequest, Turn
-from orga.runtime.tools import tool
+from orga.testing.scripted_model import RecordedRequest, Turn
+from orga.tools.sdk import tool
 
 PROMPT = "Add up the numbers, one tool call at a time."
 

@@ -23,12 +23,13 @@ from bench.bare import BareInput, BareLoopWorkflow
 from bench.bare_activities import BareActivities
 from orga.contracts.config import LoopConfig, LoopInput
 from orga.contracts.conversation import Message
+from orga.plugin import OrgaPlugin, build_registry, http_client
 from orga.runtime.connect import connect, ensure_search_attributes
 from orga.runtime.devserver import DevServer
-from orga.runtime.scripted_model import RecordedRequest, ScriptedModelServer, Turn
 from orga.runtime.settings import ProviderSettings, Settings
-from orga.runtime.tools import Tool
-from worker import build_registry, build_workers, http_client
+from orga.serve import build_workers
+from orga.testing.scripted_model import RecordedRequest, ScriptedModelServer, Turn
+from orga.tools.sdk import Tool
 
 __all__ = ["Bench", "bench", "history_size"]
 
@@ -115,8 +116,9 @@ async def bench(
                 extra = list(tools)
                 registry = build_registry(settings, extra)
                 bare = BareActivities(settings, http, registry)
+                plugin = OrgaPlugin(tools=extra, settings=settings, http=http, tracing=False)
                 [orga_worker] = build_workers(  # no model task queue here: one worker
-                    client, settings, http, task_queue="bench-orga", extra_tools=extra
+                    client, settings, plugin, task_queue="bench-orga"
                 )
                 bare_worker = Worker(
                     client,

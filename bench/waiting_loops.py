@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.setup import Bench, bench
 from orga.contracts.approvals import ApprovalDecision
 from orga.contracts.state import LoopState
-from orga.runtime.scripted_model import RecordedRequest, Turn
-from orga.runtime.tools import tool
+from orga.testing.scripted_model import RecordedRequest, Turn
+from orga.tools.sdk import tool
 
 PROMPT = "Pay the invoice of 12 euros to ann."
 

@@ -1,8 +1,16 @@
 """orga: durable, governed agent reasoning loops on Temporal.
 
-The public surface for tool authors and clients::
+The public surface for tool authors, clients and workers::
 
-    from orga import tool, ToolContext, LoopConfig, LoopInput, LoopResult, Message
+    import orga
+
+    @orga.tool
+    def lookup(sku: str) -> str: ...                      # a tool (``ToolContext`` for keys)
+
+    plugin = orga.OrgaPlugin(tools=[lookup])              # in any Temporal worker
+    client = await orga.connect()                         # orga's converter, from the env
+    loop = await orga.start_loop(client, "What is 2+3?", orga.LoopConfig(tools=["add"]))
+    print((await loop.result()).output)
 
 The package is split by what workflow code may import:
 
@@ -13,11 +21,26 @@ The package is split by what workflow code may import:
     the deterministic decisions the workflows make (routing, phases, breakers, trackers,
     context fitting, tool profiles, ordering). Pure; passed through the workflow sandbox.
 ``orga.runtime``
-    settings, the Temporal connection, stores, the ``@tool`` registry, MCP servers, the
-    embedded dev server and the scripted model server: I/O, used by workers and clients,
-    never imported by workflows.
+    infrastructure: settings, the Temporal connection, the store, the ledger, the embedded dev
+    server, tracing, the desk's operations. I/O, used by workers and clients.
+``orga.providers``
+    model calls over HTTP, in each provider's wire format.
+``orga.gates``
+    the gate's engines: the default rules, Cedar, OPA.
+``orga.tools``
+    the ``@tool`` SDK, the built-in tools, MCP servers as tool sources.
+``orga.knowledge``
+    agents' knowledge in the store: full-text and hybrid search, conventions.
+``orga.testing``
+    test doubles: the scripted model server and the offline model.
 ``orga.cli``
     the ``orga`` command (one module per group of verbs) and the demo.
+``orga.plugin``, ``orga.client``, ``orga.serve``
+    ``OrgaPlugin`` (orga in any Temporal worker); starting and answering loops
+    (``connect``, ``start_loop``, ``LoopHandle``); the worker process (``orga worker``).
+
+None of the packages after ``orga.core`` is ever imported by workflow code (a lint rule and
+``tests/test_architecture.py`` hold it).
 
 Importing ``orga`` imports nothing else: each name below loads its module on first use, so
 code that only needs ``orga.contracts`` (workflows, in the sandbox) never loads the rest.
@@ -29,6 +52,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from orga.client import LoopHandle, connect, loop, start_loop
     from orga.contracts.config import LoopConfig, LoopInput
     from orga.contracts.conversation import Message, ToolCall, ToolResult
     from orga.contracts.evidence import Evidence
@@ -37,17 +61,20 @@ if TYPE_CHECKING:
     from orga.contracts.state import LoopResult, LoopState
     from orga.contracts.task import TaskInput, TaskResult
     from orga.contracts.tools import ToolDefinition
-    from orga.runtime.tools import Tool, ToolContext, tool
+    from orga.plugin import OrgaPlugin
+    from orga.tools.sdk import Tool, ToolContext, tool
 
 __all__ = [
     "Evidence",
     "Journal",
     "JournalEntry",
     "LoopConfig",
+    "LoopHandle",
     "LoopInput",
     "LoopResult",
     "LoopState",
     "Message",
+    "OrgaPlugin",
     "TaskInput",
     "TaskResult",
     "Tool",
@@ -56,6 +83,9 @@ __all__ = [
     "ToolDefinition",
     "ToolResult",
     "Usage",
+    "connect",
+    "loop",
+    "start_loop",
     "tool",
 ]
 
@@ -64,19 +94,24 @@ _HOMES = {
     "Journal": "orga.contracts.journal",
     "JournalEntry": "orga.contracts.journal",
     "LoopConfig": "orga.contracts.config",
+    "LoopHandle": "orga.client",
     "LoopInput": "orga.contracts.config",
     "LoopResult": "orga.contracts.state",
     "LoopState": "orga.contracts.state",
     "Message": "orga.contracts.conversation",
+    "OrgaPlugin": "orga.plugin",
     "TaskInput": "orga.contracts.task",
     "TaskResult": "orga.contracts.task",
-    "Tool": "orga.runtime.tools",
+    "Tool": "orga.tools.sdk",
     "ToolCall": "orga.contracts.conversation",
-    "ToolContext": "orga.runtime.tools",
+    "ToolContext": "orga.tools.sdk",
     "ToolDefinition": "orga.contracts.tools",
     "ToolResult": "orga.contracts.conversation",
     "Usage": "orga.contracts.inference",
-    "tool": "orga.runtime.tools",
+    "tool": "orga.tools.sdk",
+    "connect": "orga.client",
+    "loop": "orga.client",
+    "start_loop": "orga.client",
 }
 
 

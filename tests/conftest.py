@@ -14,7 +14,7 @@ from temporalio.testing import WorkflowEnvironment
 from orga.contracts import search_attributes as sa
 from orga.runtime.devserver import TUNING_ARGS, temporal_binary, time_skipping_binary
 from orga.runtime.extstore import data_converter
-from orga.runtime.scripted_model import ScriptedModelServer
+from orga.testing.scripted_model import ScriptedModelServer
 from tests.harness import TEST_STORE, Harness, replay
 
 

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from examples.payments import refund_payment
-from orga.runtime.tools import ToolContext, tool
+from orga.tools.sdk import ToolContext, tool
 
 
 @tool(serial=True, timeout=60)

@@ -19,12 +19,13 @@ from orga.contracts.conversation import Message
 from orga.contracts.state import LoopResult
 from orga.contracts.task import TaskInput, TaskResult
 from orga.contracts.vocabulary import ProviderName
-from orga.runtime.mcp import McpHub, open_mcp
-from orga.runtime.scripted_model import ScriptedModelServer, Step
+from orga.plugin import OrgaPlugin, http_client, replayer
 from orga.runtime.settings import ProviderSettings, Settings
 from orga.runtime.store import Store
-from orga.runtime.tools import Tool
-from worker import build_workers, http_client, replayer
+from orga.serve import build_workers
+from orga.testing.scripted_model import ScriptedModelServer, Step
+from orga.tools.mcp.hub import McpHub, open_mcp
+from orga.tools.sdk import Tool
 
 TEST_STORE = Store(f"sqlite:///{Path(tempfile.mkdtemp(prefix='orga-test-store-')) / 'store.db'}")
 """The store of the test session's clients and workers (large payloads, blobs, the ledger)."""
@@ -116,17 +117,17 @@ class Harness:
             client_http = http or await stack.enter_async_context(http_client())
             mcp = await stack.enter_async_context(open_mcp(settings.mcp_servers_file))
             self.mcp = mcp
-            workers = build_workers(
-                self.client,
-                settings,
-                client_http,
-                task_queue=self.task_queue,
-                extra_tools=tools,
+            plugin = OrgaPlugin(
+                tools=tools,
+                settings=settings,
                 store=TEST_STORE
                 if settings.store_url == TEST_STORE.url
                 else stack.enter_context(settings.store()),  # closed with the worker
+                http=client_http,
                 mcp=mcp,
+                tracing=False,
             )
+            workers = build_workers(self.client, settings, plugin, task_queue=self.task_queue)
             for each in workers:
                 await stack.enter_async_context(each)
             yield

@@ -20,7 +20,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from orga.contracts import search_attributes as sa
 from orga.runtime.devserver import TUNING_ARGS, temporal_binary
-from orga.runtime.scripted_model import ScriptedModelServer
+from orga.testing.scripted_model import ScriptedModelServer
 from tests.harness import Harness
 from tests.scenarios import SCENARIOS
 

@@ -13,7 +13,7 @@ from sqlalchemy import Connection, text
 
 from examples.payments import PAYMENTS
 from orga.contracts.evidence import Evidence
-from orga.runtime.tools import Tool, ToolContext, tool
+from orga.tools.sdk import Tool, ToolContext, tool
 
 
 @dataclass

@@ -21,7 +21,7 @@ from orga.contracts.approvals import ApprovalDecision, EscalationResolution
 from orga.contracts.critic import Review
 from orga.contracts.state import LoopState
 from orga.contracts.task import TaskState
-from orga.runtime.scripted_model import RecordedRequest, Turn
+from orga.testing.scripted_model import RecordedRequest, Turn
 from tests.harness import Harness, scripted_settings
 from tests.sample_tools import Flaky, Shop, transfer
 
@@ -155,7 +155,7 @@ async def task_compensation(h: Harness) -> WorkflowHandle[Any, Any]:
 async def knowledge(h: Harness) -> WorkflowHandle[Any, Any]:
     """A loop shown its agent's knowledge before each step, storing and recalling a fact."""
     from orga.contracts.knowledge import KnowledgeWrite
-    from orga.runtime.knowledge import open_knowledge
+    from orga.knowledge import open_knowledge
     from tests.harness import TEST_STORE
 
     open_knowledge(TEST_STORE).add(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import importlib
 import pkgutil
+import re
 import subprocess
 import sys
 import textwrap
@@ -98,7 +99,16 @@ def test_sandbox_side_never_opens_files(module: str) -> None:
 
 
 def test_activities_and_runtime_stay_out_of_workflow_code() -> None:
-    for package in ("activities", "orga.runtime", "orga.cli"):
+    for package in (
+        "activities",
+        "orga.runtime",
+        "orga.cli",
+        "orga.providers",
+        "orga.gates",
+        "orga.tools",
+        "orga.knowledge",
+        "orga.testing",
+    ):
         for module in modules_of(package):
             for name in imports_of(module):
                 assert not name.startswith("temporalio.workflow"), (module, name)
@@ -218,3 +228,55 @@ async def test_a_helper_that_reads_the_clock_fails_its_workflow(
                 "ClockProbe", id=f"clock-{uuid.uuid4().hex[:8]}", task_queue=queue
             )
     assert "datetime.datetime.now" in str(failure.value.cause)
+
+
+# ---- every room says what it holds ---------------------------------------------------------
+
+ROOMS = ("orga", "activities", "workflows")
+
+
+def _packages() -> list[str]:
+    found: list[str] = []
+    for root in ROOMS:
+        package = importlib.import_module(root)
+        found.append(root)
+        found += [
+            info.name for info in pkgutil.walk_packages(package.__path__, f"{root}.") if info.ispkg
+        ]
+    return found
+
+
+@pytest.mark.parametrize("package", _packages())
+def test_every_package_docstring_lists_its_modules(package: str) -> None:
+    """A reader opening a package's ``__init__`` learns every module it holds."""
+    imported = importlib.import_module(package)
+    doc = imported.__doc__ or ""
+    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", doc))
+    missing = [
+        info.name
+        for info in pkgutil.iter_modules(imported.__path__)
+        if not info.name.startswith("_") and info.name not in words
+    ]
+    assert not missing, f"{package}'s docstring does not name {missing}"
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(
+        p
+        for room in ("orga", "activities", "workflows")
+        for p in (ROOT / room).rglob("*.py")
+        if "__pycache__" not in p.parts
+    ),
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
+def test_no_module_is_over_400_lines_without_a_reason(path: Path) -> None:
+    text = path.read_text()
+    if text.count("\n") <= 400:
+        return
+    tree = ast.parse(text)
+    doc = ast.get_docstring(tree) or ""
+    assert "Over 400 lines:" in doc, (
+        f"{path.relative_to(ROOT)} has {text.count(chr(10))} lines: split it, or say why not "
+        "in its docstring ('Over 400 lines: …')"
+    )

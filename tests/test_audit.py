@@ -16,7 +16,7 @@ from orga.cli.audit import run_ids
 from orga.contracts.approvals import ApprovalDecision
 from orga.contracts.audit import GENESIS, AuditEntry
 from orga.core.audit import AuditLog, entry_hash, first_broken_link, first_difference
-from orga.runtime.scripted_model import Turn
+from orga.testing.scripted_model import Turn
 from tests.harness import TEST_STORE, Harness
 from tests.sample_tools import transfer
 from tests.test_approvals import pending

@@ -20,7 +20,7 @@ from orga.contracts.audit import AuditEntry, Effect, ExportedEntry
 from orga.contracts.state import LoopResult
 from orga.core.audit import AuditLog, RunFacts, reset_away
 from orga.runtime.devserver import temporal_binary
-from orga.runtime.scripted_model import Turn
+from orga.testing.scripted_model import Turn
 from tests.harness import TEST_STORE, Harness
 from tests.sample_tools import transfer
 from tests.test_approvals import pending

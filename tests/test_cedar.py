@@ -9,12 +9,12 @@ from pathlib import Path
 import cedarpy
 import pytest
 
-from activities.cedar import SCHEMA_FILE, CedarGate
 from activities.policy import PolicyActivities
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.inference import Usage
 from orga.contracts.policy import PolicyAction, PolicyRequest
-from orga.runtime.tools import ToolRegistry
+from orga.gates.cedar import SCHEMA_FILE, CedarGate
+from orga.tools.sdk import ToolRegistry
 from tests.sample_tools import explode
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "policies"

@@ -18,8 +18,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from orga.runtime.connect import connect, ensure_search_attributes
 from orga.runtime.devserver import address_answers
-from orga.runtime.scripted_model import Turn
 from orga.runtime.settings import Settings
+from orga.testing.scripted_model import Turn
 from tests.harness import Harness, scripted_settings
 
 ORGA = str(Path(sys.executable).parent / "orga")
@@ -182,7 +182,7 @@ async def test_demo_offline_end_to_end(tmp_path: Path) -> None:
 async def test_task_start_and_state_with_the_worked_example(
     env: WorkflowEnvironment, harness: Harness
 ) -> None:
-    from activities.tools import load_tool_modules
+    from orga.tools.loading import load_tool_modules
 
     example = EXAMPLE_TASK
     async with harness.worker(tools=load_tool_modules(["examples.shop"])):

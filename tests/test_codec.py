@@ -13,7 +13,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from orga.runtime.extstore import DRIVER_NAME
-from orga.runtime.scripted_model import Turn
+from orga.testing.scripted_model import Turn
 from tests.harness import TEST_STORE, Harness
 from tests.test_cli import on, serving
 

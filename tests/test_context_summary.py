@@ -20,8 +20,8 @@ from orga.contracts.inference import (
 from orga.contracts.journal import ContextSummarised, Journal
 from orga.contracts.state import LoopState
 from orga.core.context import SUMMARY_MARKER, summary_tokens
-from orga.runtime.scripted_model import Raw, RecordedRequest, Turn
-from orga.runtime.tools import tool
+from orga.testing.scripted_model import Raw, RecordedRequest, Turn
+from orga.tools.sdk import tool
 from tests.harness import Harness
 
 PAGES = 30

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from activities.conversation_cache import ConversationCache
 from orga.contracts.conversation import Message, chain_digest
 from orga.contracts.errors import ConversationUnavailable
 from orga.contracts.inference import ConversationSlice
+from orga.runtime.conversation_cache import ConversationCache
 
 
 def msgs(*texts: str) -> list[Message]:

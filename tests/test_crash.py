@@ -22,8 +22,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from orga.runtime.connect import connect
 from orga.runtime.devserver import DevServer
-from orga.runtime.scripted_model import Turn
 from orga.runtime.settings import Settings
+from orga.testing.scripted_model import Turn
 from tests.harness import Harness, scripted_settings
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,7 +14,7 @@ from orga.contracts.critic import Review
 from orga.contracts.journal import Journal, PolicyEvaluated, ReviewDecided
 from orga.contracts.state import LoopResult, LoopState
 from orga.runtime import desk
-from orga.runtime.scripted_model import Turn
+from orga.testing.scripted_model import Turn
 from tests.harness import Harness, scripted_settings
 from tests.test_web_ui import summaries
 

@@ -12,7 +12,7 @@ from temporalio.client import WorkflowHandle
 from orga.contracts.config import LoopInput
 from orga.contracts.journal import DelegationFinished, DelegationStarted, Journal
 from orga.contracts.state import LoopResult, LoopState
-from orga.runtime.scripted_model import Turn
+from orga.testing.scripted_model import Turn
 from tests.harness import Harness, scripted_settings
 
 

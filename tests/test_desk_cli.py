@@ -18,7 +18,7 @@ from temporalio.worker import Worker
 
 from orga.contracts.state import LoopState
 from orga.runtime.desk import DeskError, who_decides
-from orga.runtime.scripted_model import Turn
+from orga.testing.scripted_model import Turn
 from tests.harness import Harness
 from tests.other_version_loop import OtherVersionLoop
 from tests.sample_tools import Flaky, Unreliable, transfer

@@ -17,7 +17,7 @@ from temporalio.testing import WorkflowEnvironment
 from orga.cli.web import TOKEN_HEADER
 from orga.contracts.journal import ApprovalDecided, EscalationResolved, Journal
 from orga.contracts.state import LoopState
-from orga.runtime.scripted_model import Turn
+from orga.testing.scripted_model import Turn
 from tests.harness import Harness
 from tests.sample_tools import Flaky, transfer
 from tests.test_approvals import pending

@@ -18,10 +18,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from activities.egress import EgressGuard
-from activities.web_fetch import web_fetch_tool
 from orga.contracts.errors import InvalidConfig, ToolFailed, ToolInputError, ToolPermissionError
-from orga.runtime.tools import Tool, ToolContext
+from orga.tools.egress import EgressGuard
+from orga.tools.sdk import Tool, ToolContext
+from orga.tools.web_fetch import web_fetch_tool
 
 CTX = ToolContext(call_id="c", workflow_id="w", idempotency_key="w/c")
 

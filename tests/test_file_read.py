@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from activities.builtin_tools import builtin_tools
-from activities.policy import normalise_paths
 from orga.contracts.errors import ToolInputError, ToolPermissionError
 from orga.contracts.inference import Usage
 from orga.contracts.policy import PolicyAction, PolicyDecision, PolicyRequest
 from orga.core.paths import PathRefused, normalise
+from orga.gates.default import normalise_paths
 from orga.runtime.settings import Settings
-from orga.runtime.tools import Tool, ToolContext, ToolRegistry
+from orga.tools.builtin import builtin_tools
+from orga.tools.sdk import Tool, ToolContext, ToolRegistry
 
 CTX = ToolContext(call_id="c", workflow_id="w", idempotency_key="w/c")
 

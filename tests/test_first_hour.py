@@ -9,7 +9,7 @@ from pathlib import Path
 
 from temporalio.testing import WorkflowEnvironment
 
-from orga.runtime.scripted_model import Turn
+from orga.testing.scripted_model import Turn
 from tests.harness import Harness
 from tests.test_cli import on, orga
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from temporalio.client import WorkflowHistory
 
+from orga.plugin import replayer
 from tests.harness import TEST_STORE
 from tests.scenarios import SCENARIOS
-from worker import replayer
 
 HISTORIES = Path(__file__).resolve().parent / "histories"
 FILES = sorted(HISTORIES.glob("*.json"))

@@ -10,8 +10,6 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from activities.providers.client import complete
-from activities.providers.http_errors import error_text, retry_after
 from orga.contracts.conversation import Message
 from orga.contracts.errors import (
     InvalidConfig,
@@ -20,6 +18,8 @@ from orga.contracts.errors import (
     ProviderRejected,
     ProviderUnavailable,
 )
+from orga.providers.client import complete
+from orga.providers.http_errors import error_text, retry_after
 from orga.runtime.settings import ProviderSettings
 from tests.fixtures import body
 

@@ -12,7 +12,7 @@ from orga.contracts.approvals import ApprovalDecision
 from orga.contracts.conversation import Message
 from orga.contracts.journal import ApprovalDecided, Journal
 from orga.contracts.state import LoopState
-from orga.runtime.scripted_model import Raw, Turn
+from orga.testing.scripted_model import Raw, Turn
 from tests.harness import TEST_STORE, Harness
 from tests.sample_tools import transfer
 
@@ -20,7 +20,7 @@ from tests.sample_tools import transfer
 async def test_a_task_run_again_under_its_workflow_id_pays_again(harness: Harness) -> None:
     """The first execution's receipt must not come back to the second: the key carries the
     execution chain's first run id."""
-    from activities.tools import load_tool_modules
+    from orga.tools.loading import load_tool_modules
 
     workflow_id = f"order-{uuid.uuid4().hex[:8]}"
     steps = [

@@ -14,10 +14,10 @@ import pytest
 from orga.contracts.journal import Journal, KnowledgeInjected, KnowledgeRecalled, KnowledgeStored
 from orga.contracts.knowledge import KNOWLEDGE_MARKER, KnowledgeQuery, KnowledgeWrite
 from orga.contracts.state import LoopState
-from orga.runtime.knowledge import Knowledge, open_knowledge
-from orga.runtime.scripted_model import RecordedRequest, Turn
+from orga.knowledge import Knowledge, open_knowledge
 from orga.runtime.store import Store
-from orga.runtime.tools import Tool, tool
+from orga.testing.scripted_model import RecordedRequest, Turn
+from orga.tools.sdk import Tool, tool
 from tests.harness import TEST_STORE, Harness, scripted_settings
 
 
@@ -379,7 +379,7 @@ def source_tree(root: Path) -> Path:
 
 
 def test_convention_files_are_found_per_directory_with_their_language(tmp_path: Path) -> None:
-    from orga.runtime.conventions import find_conventions
+    from orga.knowledge.conventions import find_conventions
 
     tree = find_conventions(source_tree(tmp_path))
     found = {(c.directory, c.language, c.content) for c in tree.conventions}

@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from orga.runtime.conventions import MAX_FILE_BYTES, find_conventions
+from orga.knowledge.conventions import MAX_FILE_BYTES, find_conventions
 from tests.test_cli import orga
 
 SECRET = "the deploy token is SECRET-7f3a9c"

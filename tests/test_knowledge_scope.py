@@ -9,8 +9,8 @@ import uuid
 import pytest
 
 from orga.contracts.knowledge import KNOWLEDGE_MARKER, KnowledgeWrite
-from orga.runtime.knowledge import open_knowledge
-from orga.runtime.scripted_model import RecordedRequest, Turn
+from orga.knowledge import open_knowledge
+from orga.testing.scripted_model import RecordedRequest, Turn
 from tests.harness import TEST_STORE, Harness
 
 API = "api handlers report errors as problem+json responses"

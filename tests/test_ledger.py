@@ -148,7 +148,7 @@ def test_a_compensation_fences_a_step_that_has_not_paid_yet(tmp_path: Path) -> N
 
     from examples.payments import FENCED, record_payment, refund_payment
     from orga.runtime.ledger import Ledger
-    from orga.runtime.tools import ToolContext
+    from orga.tools.sdk import ToolContext
 
     with Store(f"sqlite:///{tmp_path / 'store.db'}") as store:
         ledger = Ledger(store)

@@ -11,8 +11,8 @@ from temporalio.api.enums.v1 import EventType
 from orga.contracts.approvals import ApprovalDecision
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.journal import Journal, ObservationsCollected, PolicyEvaluated
-from orga.runtime.scripted_model import Turn
-from orga.runtime.tools import tool
+from orga.testing.scripted_model import Turn
+from orga.tools.sdk import tool
 from tests.harness import Harness
 from tests.test_approvals import pending
 from tests.test_loop_tools import conversation, tool_results

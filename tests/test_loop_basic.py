@@ -6,7 +6,7 @@ import asyncio
 
 from orga.contracts.journal import Journal
 from orga.contracts.state import LoopState
-from orga.runtime.scripted_model import Turn
+from orga.testing.scripted_model import Turn
 from tests.harness import Harness
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from orga.contracts.conversation import Message
-from orga.runtime.scripted_model import Turn
+from orga.testing.scripted_model import Turn
 from tests.harness import Harness
 from tests.sample_tools import dump
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from orga.contracts.conversation import Message
 from orga.contracts.journal import EvidenceJudged, EvidenceSaturated, Journal
 from orga.contracts.state import LoopState
-from orga.runtime.scripted_model import Turn
+from orga.testing.scripted_model import Turn
 from tests.harness import Harness
 from tests.sample_tools import log_search_tools
 

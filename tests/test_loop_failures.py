@@ -12,7 +12,7 @@ from temporalio.exceptions import ApplicationError
 
 from orga.contracts.journal import Journal
 from orga.contracts.state import LoopState
-from orga.runtime.scripted_model import Raw, Turn
+from orga.testing.scripted_model import Raw, Turn
 from tests.harness import Harness
 from tests.sample_tools import Probe, probe_tools
 

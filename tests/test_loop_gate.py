@@ -5,16 +5,16 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import httpx
 import pytest
 
 from orga.contracts.conversation import Message
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.journal import Journal, PolicyEvaluated
-from orga.runtime.scripted_model import Turn
+from orga.plugin import OrgaPlugin
+from orga.serve import build_workers
+from orga.testing.scripted_model import Turn
 from tests.harness import Harness, scripted_settings
 from tests.test_cedar import EXAMPLES
-from worker import build_workers
 
 
 async def test_a_denied_answer_goes_back_to_the_model(harness: Harness) -> None:
@@ -68,9 +68,13 @@ async def test_a_worker_with_invalid_policies_refuses_to_start(
         'permit(principal, action == Action::"nope", resource);'
     )
     settings = scripted_settings(harness.model, policy_dir=tmp_path / "policies")
-    async with httpx.AsyncClient() as http:
-        with pytest.raises(InvalidConfig, match=r"broken\.cedar"):
-            build_workers(harness.client, settings, http, task_queue=harness.task_queue)
+    with pytest.raises(InvalidConfig, match=r"broken\.cedar"):
+        build_workers(
+            harness.client,
+            settings,
+            OrgaPlugin(settings=settings, tracing=False),
+            task_queue=harness.task_queue,
+        )
 
 
 async def test_a_modified_call_runs_as_modified_and_the_model_sees_it(

@@ -6,7 +6,7 @@ from typing import Any
 
 from orga.contracts.conversation import Message, ToolResult
 from orga.contracts.state import LoopState
-from orga.runtime.scripted_model import Turn
+from orga.testing.scripted_model import Turn
 from tests.harness import Harness
 from tests.sample_tools import Probe, explode, probe_tools, sleepy, whoami
 

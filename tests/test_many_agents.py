@@ -12,8 +12,8 @@ from temporalio.client import WorkflowHandle
 from orga.contracts.config import LoopInput
 from orga.contracts.journal import DelegationStarted, Journal
 from orga.contracts.state import LoopState
-from orga.runtime.scripted_model import Turn
-from orga.runtime.tools import Tool, tool
+from orga.testing.scripted_model import Turn
+from orga.tools.sdk import Tool, tool
 from tests.harness import Harness, scripted_settings
 from tests.test_critic import verdict
 from tests.test_trust import failure

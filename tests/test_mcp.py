@@ -27,14 +27,14 @@ from temporalio.testing import WorkflowEnvironment
 
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.state import LoopState
-from orga.runtime.mcp import (
+from orga.testing.scripted_model import RecordedRequest, Turn
+from orga.tools.mcp.hub import (
     McpHub,
     load_mcp_config,
     open_mcp,
     render_result,
     tool_name,
 )
-from orga.runtime.scripted_model import RecordedRequest, Turn
 from tests.harness import TEST_STORE, Harness, scripted_settings
 from tests.sample_tools import transfer
 from tests.test_cli import ORGA, on, orga, serving

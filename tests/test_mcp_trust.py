@@ -35,11 +35,11 @@ from orga.contracts.errors import InvalidConfig
 from orga.contracts.journal import Journal
 from orga.contracts.state import LoopState
 from orga.core.profile import VERIFIED_MARK
-from orga.runtime.mcp import McpHub, McpTool, open_mcp
-from orga.runtime.mcp_config import McpConfig
-from orga.runtime.mcp_names import neutral
-from orga.runtime.scripted_model import Turn
-from orga.runtime.tools import ToolContext, tool
+from orga.testing.scripted_model import Turn
+from orga.tools.mcp.config import McpConfig
+from orga.tools.mcp.hub import McpHub, McpTool, open_mcp
+from orga.tools.mcp.names import neutral
+from orga.tools.sdk import ToolContext, tool
 from tests.harness import TEST_STORE, Harness, scripted_settings
 from tests.sample_tools import transfer
 from tests.test_approvals import pending

@@ -18,7 +18,7 @@ from orga.contracts.approvals import ApprovalDecision
 from orga.contracts.journal import Journal, ObservationsCollected, Started, Terminated
 from orga.core.metrics import METRICS, OTHER, KnownLabels, points
 from orga.runtime.connect import metrics_runtime
-from orga.runtime.scripted_model import Turn
+from orga.testing.scripted_model import Turn
 from tests.harness import Harness, scripted_settings
 from tests.sample_tools import transfer
 from tests.test_approvals import pending

@@ -12,16 +12,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from activities.builtin_tools import add, delegate
-from activities.file_read import file_read_tool
-from activities.knowledge import KnowledgeActivities, knowledge_tools
 from orga.core.knowledge import search_terms
-from orga.runtime.knowledge import Knowledge
-from orga.runtime.offline import LABEL, OFFLINE_MODEL, offline_model
-from orga.runtime.offline_arguments import Filling, fill_arguments
-from orga.runtime.offline_clues import fact_to_remember, time_zones
-from orga.runtime.scripted_model import RecordedRequest
-from orga.runtime.tools import Tool
+from orga.knowledge import Knowledge
+from orga.testing.offline import LABEL, OFFLINE_MODEL, offline_model
+from orga.testing.offline_arguments import Filling, fill_arguments
+from orga.testing.offline_clues import fact_to_remember, time_zones
+from orga.testing.scripted_model import RecordedRequest
+from orga.tools.builtin import add, delegate
+from orga.tools.file_read import file_read_tool
+from orga.tools.knowledge import knowledge_tools
+from orga.tools.sdk import Tool
 
 TIMEZONE = {
     "type": "object",
@@ -41,7 +41,7 @@ def _no_store() -> Knowledge:
     raise AssertionError("the offline model's tests never open a store")
 
 
-KNOWLEDGE = {t.name: t for t in knowledge_tools(KnowledgeActivities(_no_store))}
+KNOWLEDGE = {t.name: t for t in knowledge_tools(_no_store)}
 
 
 def schema(tool: Tool) -> dict[str, Any]:

@@ -21,8 +21,8 @@ from orga.contracts.conversation import Message
 from orga.contracts.journal import Journal, KnowledgeRecalled, KnowledgeStored
 from orga.contracts.knowledge import KnowledgeConfig
 from orga.contracts.state import LoopResult, LoopState
-from orga.runtime.offline import LABEL, OFFLINE_MODEL, offline_model
-from orga.runtime.scripted_model import RecordedRequest
+from orga.testing.offline import LABEL, OFFLINE_MODEL, offline_model
+from orga.testing.scripted_model import RecordedRequest
 from tests.harness import replay
 from tests.test_cli import orga
 from tests.test_mcp import TIME

@@ -10,12 +10,12 @@ import httpx
 import pytest
 from temporalio.client import WorkflowFailureError
 
-from activities.opa import OpaGate
 from orga.contracts.conversation import Message
 from orga.contracts.errors import PolicyUnavailable
 from orga.contracts.inference import Usage
 from orga.contracts.policy import PolicyAction, PolicyRequest
-from orga.runtime.scripted_model import Turn
+from orga.gates.opa import OpaGate
+from orga.testing.scripted_model import Turn
 from tests.harness import Harness, scripted_settings
 from tests.local_http import Reply, serve
 from tests.sample_tools import transfer

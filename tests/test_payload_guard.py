@@ -8,7 +8,7 @@ from orga.contracts.conversation import Message
 from orga.contracts.journal import Journal, ObservationsCollected, ReasoningComplete
 from orga.core.text import cut_bytes
 from orga.runtime.blobs import BlobStore
-from orga.runtime.scripted_model import Turn
+from orga.testing.scripted_model import Turn
 from tests.harness import TEST_STORE, Harness
 from tests.sample_tools import dump
 

@@ -12,15 +12,15 @@ import httpx
 from temporalio.testing import WorkflowEnvironment
 
 from activities.inference import _cache_attributes  # pyright: ignore[reportPrivateUsage]
-from activities.providers.anthropic import CACHE_BREAKPOINTS, build_messages_request
-from activities.providers.openai import parse_chat_completion
 from orga.contracts.conversation import Message, Reasoning, ToolCall, ToolResult
 from orga.contracts.inference import Usage
 from orga.contracts.journal import Journal, ReasoningComplete
 from orga.contracts.knowledge import KNOWLEDGE_MARKER
 from orga.contracts.state import LoopState
 from orga.contracts.tools import ToolDefinition
-from orga.runtime.scripted_model import Raw, Turn
+from orga.providers.anthropic import CACHE_BREAKPOINTS, build_messages_request
+from orga.providers.openai import parse_chat_completion
+from orga.testing.scripted_model import Raw, Turn
 from tests.fixtures import body, raw_text
 from tests.harness import Harness
 from tests.test_metrics import measured_harness, scrape, total
@@ -106,7 +106,7 @@ def test_prompt_cache_off_sends_no_cache_control() -> None:
 
 
 def test_usage_records_cache_reads_and_writes_in_both_formats() -> None:
-    from activities.providers.anthropic import parse_message
+    from orga.providers.anthropic import parse_message
 
     envelope = body("anthropic_01_end_turn_text.json")
     write = parse_message({**envelope, "usage": USAGE_WRITE}).usage

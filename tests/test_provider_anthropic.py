@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from activities.providers.anthropic import build_messages_request, parse_message
 from orga.contracts.conversation import Message, ToolCall, ToolResult
 from orga.contracts.errors import MalformedModelResponse
 from orga.contracts.tools import ToolDefinition
+from orga.providers.anthropic import build_messages_request, parse_message
 from tests.fixtures import body
 
 

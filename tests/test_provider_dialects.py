@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 
-from activities.providers.anthropic import build_messages_request, parse_message
-from activities.providers.openai import build_chat_request, parse_chat_completion
 from orga.contracts.conversation import Message, ToolResult
 from orga.contracts.journal import Journal, ReasoningComplete
 from orga.contracts.state import LoopState
 from orga.core.ids import internal_call_id, translated_id, wire_ids, with_internal_ids
-from orga.runtime.scripted_model import Raw, Turn
-from orga.runtime.tools import tool
+from orga.providers.anthropic import build_messages_request, parse_message
+from orga.providers.openai import build_chat_request, parse_chat_completion
+from orga.testing.scripted_model import Raw, Turn
+from orga.tools.sdk import tool
 from tests.fixtures import body
 from tests.harness import Harness
 
@@ -312,7 +312,7 @@ def test_streamed_reasoning_and_signatures_add_up_to_the_same_answer() -> None:
     """Streamed, the reasoning (DeepSeek's ``reasoning_content`` deltas, Anthropic's
     ``thinking_delta`` and ``signature_delta``) and Gemini's ``extra_content`` are assembled as
     the whole body has them, and never reach the text shown as it arrives."""
-    from activities.providers.streaming import ChatStream, MessageStream, ServerSentEvent
+    from orga.providers.streaming import ChatStream, MessageStream, ServerSentEvent
 
     shown: list[str] = []
     fragment = body("deepseek_22_thinking_tool_call_DOCS_FRAGMENT.json")

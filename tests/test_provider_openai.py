@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from activities.providers.openai import build_chat_request, parse_chat_completion
 from orga.contracts.conversation import Message, ToolCall, ToolResult
 from orga.contracts.errors import MalformedModelResponse, ProviderRejected, ProviderUnavailable
 from orga.contracts.tools import ToolDefinition
+from orga.providers.openai import build_chat_request, parse_chat_completion
 from tests.fixtures import body
 
 

@@ -47,7 +47,7 @@ def test_the_public_surface_loads_lazily() -> None:
         "import sys, orga; loaded = sorted(m for m in sys.modules if m.startswith('orga.')); "
         "assert loaded == [], loaded; "
         "from orga import tool, ToolContext, LoopConfig, LoopResult, Message; "
-        "assert tool.__module__ == 'orga.runtime.tools'; print('ok')"
+        "assert tool.__module__ == 'orga.tools.sdk'; print('ok')"
     )
     result = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=60

@@ -13,7 +13,7 @@ from orga.contracts.approvals import EscalationAction, EscalationResolution
 from orga.contracts.conversation import Message, ToolResult
 from orga.contracts.journal import EscalationResolved, Journal, RecoveryTriggered
 from orga.contracts.state import LoopState
-from orga.runtime.scripted_model import Turn
+from orga.testing.scripted_model import Turn
 from tests.harness import Harness
 from tests.sample_tools import Flaky
 

@@ -15,7 +15,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from orga.contracts.approvals import ApprovalDecision
-from orga.runtime.scripted_model import Turn
+from orga.testing.scripted_model import Turn
 from tests.harness import Harness, scripted_settings
 from tests.sample_tools import transfer
 from tests.test_approvals import pending

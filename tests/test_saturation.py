@@ -19,8 +19,8 @@ import time
 import pytest
 from temporalio.api.enums.v1 import EventType
 
-from orga.runtime.scripted_model import RecordedRequest, Turn
-from orga.runtime.tools import ToolContext, tool
+from orga.testing.scripted_model import RecordedRequest, Turn
+from orga.tools.sdk import ToolContext, tool
 from tests.harness import Harness, scripted_settings
 
 LOOPS = 150

@@ -22,7 +22,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from orga.contracts.state import LoopResult
 from orga.contracts.task import TaskResult
-from orga.runtime.scripted_model import Turn
+from orga.testing.scripted_model import Turn
 from tests.harness import TEST_STORE, Harness
 from tests.test_cli import on, orga
 

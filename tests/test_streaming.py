@@ -13,17 +13,17 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.testing import WorkflowEnvironment
 
-from activities.providers.anthropic import parse_message
-from activities.providers.openai import parse_chat_completion
-from activities.providers.streaming import (
+from orga.contracts.errors import ProviderError, ProviderRejected, ProviderUnavailable
+from orga.contracts.inference import STREAM_TOPIC, StreamedText
+from orga.providers.anthropic import parse_message
+from orga.providers.openai import parse_chat_completion
+from orga.providers.streaming import (
     ChatStream,
     MessageStream,
     ServerSentEvent,
     server_sent_events,
 )
-from orga.contracts.errors import ProviderError, ProviderRejected, ProviderUnavailable
-from orga.contracts.inference import STREAM_TOPIC, StreamedText
-from orga.runtime.scripted_model import Turn, Wire, stream_events
+from orga.testing.scripted_model import Turn, Wire, stream_events
 from tests.fixtures import body, raw_text
 from tests.harness import TEST_STORE, Harness
 from tests.test_cli import on, orga

@@ -10,7 +10,7 @@ from typing import Any
 from temporalio.testing import WorkflowEnvironment
 
 from orga.runtime.devserver import temporal_binary
-from orga.runtime.scripted_model import Turn
+from orga.testing.scripted_model import Turn
 from tests.harness import Harness
 
 

@@ -25,7 +25,7 @@ from orga.cli.safe_text import SafeConsole, json_text, one_line, printable
 from orga.cli.views import WorkflowRow, rows_table
 from orga.contracts.state import LoopState
 from orga.runtime.desk import InboxItem
-from orga.runtime.scripted_model import Turn
+from orga.testing.scripted_model import Turn
 from tests.harness import Harness
 from tests.sample_tools import transfer
 from tests.test_approvals import pending

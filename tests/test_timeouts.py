@@ -6,7 +6,7 @@ import time
 
 from orga.contracts.conversation import Message
 from orga.contracts.journal import ApprovalDecided, Journal
-from orga.runtime.scripted_model import Turn
+from orga.testing.scripted_model import Turn
 from tests.harness import Harness
 from tests.sample_tools import transfer
 

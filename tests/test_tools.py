@@ -11,7 +11,7 @@ from orga import ToolContext, tool
 from orga.contracts.conversation import ToolCall
 from orga.contracts.errors import InvalidConfig, ToolInputError
 from orga.core.dispatch import Predecessor, predecessors
-from orga.runtime.tools import ToolRegistry, parse_arguments
+from orga.tools.sdk import ToolRegistry, parse_arguments
 
 
 class Point(BaseModel):

@@ -43,9 +43,10 @@ from orga.contracts.config import LoopConfig, LoopInput
 from orga.contracts.conversation import Message
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.state import LoopResult, LoopState
+from orga.plugin import replayer
 from orga.runtime.loop_traces import root_span_ids
-from orga.runtime.scripted_model import Turn
 from orga.runtime.tracing import configure_tracing, tracer_provider, tracing_interceptors
+from orga.testing.scripted_model import Turn
 from tests.harness import TEST_STORE, Harness, scripted_settings
 from tests.otlp_receiver import Received, Receiver, receiving
 from tests.sample_tools import transfer
@@ -53,7 +54,6 @@ from tests.test_approvals import pending
 from tests.test_cli import ORGA, on, orga
 from tests.test_delegation import agents_file
 from tests.test_temporal_cli import temporal
-from worker import replayer
 
 
 def test_off_and_free_without_otel_variables() -> None:

@@ -21,7 +21,7 @@ from orga.contracts.approvals import ApprovalDecision, EscalationResolution
 from orga.contracts.conversation import Message, chain_digest
 from orga.contracts.journal import Journal, ObservationsCollected, PreHydrationComplete, Started
 from orga.contracts.task import TaskState
-from orga.runtime.scripted_model import Turn
+from orga.testing.scripted_model import Turn
 from tests.harness import Harness, scripted_settings
 from tests.local_http import Reply, serve
 from tests.sample_tools import Shop, transfer

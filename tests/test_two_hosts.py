@@ -18,14 +18,14 @@ from orga.contracts.config import LoopConfig, LoopInput
 from orga.contracts.conversation import Message
 from orga.contracts.journal import Journal, ObservationsCollected
 from orga.contracts.state import LoopResult
+from orga.plugin import replayer
 from orga.runtime.blobs import BlobStore
 from orga.runtime.extstore import data_converter
-from orga.runtime.scripted_model import Turn
 from orga.runtime.store import Store
+from orga.testing.scripted_model import Turn
 from tests.harness import Harness
 from tests.test_cli import ORGA
 from tests.test_crash import started_tool, worker_process
-from worker import replayer
 
 ROOT = Path(__file__).resolve().parent.parent
 

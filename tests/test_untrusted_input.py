@@ -30,8 +30,8 @@ from orga.core.arguments import (
 )
 from orga.core.prehydration import MAX_SCANNED_CHARS, extract
 from orga.core.profile import glob_matches
-from orga.runtime.knowledge import open_knowledge
-from orga.runtime.scripted_model import Turn
+from orga.knowledge import open_knowledge
+from orga.testing.scripted_model import Turn
 from tests.harness import TEST_STORE, Harness, scripted_settings
 from tests.test_cedar import EXAMPLES
 from tests.test_trust import failure, tool_results
@@ -301,7 +301,7 @@ def test_a_body_nested_too_deeply_is_a_typed_provider_error() -> None:
     """Anthropic sends a tool's input as an object inside the body, so a model can nest the
     body itself past what the decoder reads: a ``MalformedModelResponse`` (typed, retried, then
     ``ModelCallFailed``), never a ``RecursionError`` out of the activity."""
-    from activities.providers.http_errors import parse_json_body
+    from orga.providers.http_errors import parse_json_body
     from tests.test_http_errors import provider
 
     deep = '{"content": [{"type": "tool_use", "input": ' + nested(50_000) + "}]}"
@@ -311,8 +311,8 @@ def test_a_body_nested_too_deeply_is_a_typed_provider_error() -> None:
 
 
 def test_a_streamed_tool_input_nested_too_deeply_reaches_the_gate_as_text() -> None:
-    from activities.providers.anthropic import parse_message
-    from activities.providers.streaming import MessageStream, ServerSentEvent
+    from orga.providers.anthropic import parse_message
+    from orga.providers.streaming import MessageStream, ServerSentEvent
 
     stream = MessageStream(lambda _: None)
     events: list[dict[str, Any]] = [

@@ -11,7 +11,7 @@ from orga import LoopConfig, LoopInput, Message
 from orga.contracts import search_attributes as sa
 from orga.contracts.approvals import ApprovalDecision
 from orga.contracts.state import LoopResult
-from orga.runtime.scripted_model import Turn
+from orga.testing.scripted_model import Turn
 from tests.harness import Harness, scripted_settings
 from tests.sample_tools import transfer
 from tests.test_approvals import pending

@@ -1,9 +1,11 @@
 """Temporal workflow definitions: orchestration only, checked by the sandbox on every run.
 
 ``ReasoningLoopWorkflow`` (type ``ReasoningLoop``) runs one agent loop; ``TaskWorkflow`` (type
-``Task``) runs a multi-step task with saga compensation. Workflow code imports
-``orga.contracts``, ``orga.core`` and other ``workflows`` modules only; a lint rule
-(``workflows/ruff.toml``) keeps clocks, randomness, environment reads and I/O out of it.
+``Task``) runs a multi-step task with saga compensation. Modules: ``loop`` and ``task`` (the
+two workflows), ``reasoning`` (the loop's parts), ``saga`` (the task's parts) and ``shared``
+(what both use). Workflow code imports ``orga.contracts``, ``orga.core`` and other
+``workflows`` modules only; a lint rule (``workflows/ruff.toml``) keeps clocks, randomness,
+environment reads and I/O out of it.
 
 Nothing is imported here eagerly: the sandbox imports this package for every workflow run.
 """

@@ -25,6 +25,9 @@ Every exit is journaled as ``Terminated`` first: an answer that passed the gate 
 and the ``state`` query (``bookkeeping``), the setup and the tools a loop has (``catalog``),
 the timeout (``deadline``), the gate (``gate``), acting (``dispatcher``, ``executor``), people
 (``human``), pre-hydration, evidence judging and continue-as-new.
+
+Over 400 lines: the workflow class itself — its state, queries, the run and the cycle on one
+screen, with the budget checks that end it; everything else is in ``workflows.reasoning``.
 """
 
 from __future__ import annotations

@@ -14,6 +14,9 @@ for (a tool activity until it has stopped, a child loop until it has ended), the
 (``workflows.saga.compensation``) undoes every attempted step, shielded from cancellation, and the
 outcome
 says whether all of it was undone.
+
+Over 400 lines: one workflow class — its state, queries and handlers, the steps' order and
+attempts; a step's attempt and the saga are ``workflows.saga``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,24 @@
-"""The ``orga`` command: ``orga demo``, ``orga server`` and the everyday verbs."""
+"""The ``orga`` command: ``orga demo``, ``orga server`` and the everyday verbs.
+
+Modules:
+
+* ``app`` — the Typer application and its help
+* ``common`` — what verbs share: settings, the client, errors and exit codes, JSON, serving
+* ``safe_text`` — what a terminal may be shown of text from models, tools and clients
+* ``views``, ``inbox_view`` — how states, journals, results and the inbox are printed
+* ``waiting`` — waiting on a worker without hanging in silence
+* ``loops`` — ``run``, ``state``, ``journal``, ``list``
+* ``tasks`` — ``task start``, ``task state``, ``task list``
+* ``desk`` — ``pending``, ``approve``, ``deny``, ``resolve``, ``review``
+* ``web``, ``http_guard`` — ``orga desk`` (the page, ``desk.html``); token and Host/Origin checks
+* ``schedule``, ``schedule_spec`` — ``orga schedule``; ``--cron`` and ``--every``
+* ``knowledge`` — ``orga knowledge``
+* ``audit``, ``audit_runs`` — ``orga audit``; every run of a workflow id, resets included
+* ``codec`` — ``orga codec``, the Web UI's codec endpoint
+* ``store`` — ``orga blob``
+* ``mcp`` — ``orga mcp``, orga as an MCP server
+* ``server``, ``demo`` — ``orga server`` and ``orga demo``
+"""
 
 from orga.cli.app import main
 

@@ -12,6 +12,9 @@ run from a point of an earlier one and leaves that run's later records off the s
 ``orga audit`` lists such runs and what they hold that the surviving history does not, and
 ``--verify`` fails when a reset dropped a decision (``DECISION_KINDS``) or an effect (a tool
 call or child workflow that ran), unless the verifier accepts that reset (``--accept-reset``).
+
+Over 400 lines: the one verb and its three modes (print, export, verify), which share
+reading every run of a workflow id; finding the runs is ``orga.cli.audit_runs``.
 """
 
 from __future__ import annotations
@@ -412,7 +415,7 @@ async def _replayed_chains(execution: Execution) -> dict[str, list[AuditEntry]]:
         CliError: a history does not replay with this code (it is not orga's, or the code
             changed in a way the history cannot follow).
     """
-    from worker import replayer  # the workflow code, loaded only when a chain is rebuilt
+    from orga.plugin import replayer  # the workflow code, loaded only when a chain is rebuilt
 
     instances: list[Any] = []
     capture = _Capture(instances)

@@ -18,8 +18,8 @@ from orga.contracts.conversation import Message
 from orga.contracts.state import LoopResult
 from orga.runtime.connect import connect, ensure_search_attributes
 from orga.runtime.devserver import DevServer, address_answers
-from orga.runtime.offline import OFFLINE_MODEL, serve_offline_model
 from orga.runtime.settings import Settings
+from orga.testing.offline import OFFLINE_MODEL, serve_offline_model
 
 __all__ = ["DEMO_PROMPT", "DemoOutcome", "run_demo"]
 
@@ -43,7 +43,8 @@ def _has_key(settings: Settings) -> bool:
 
 async def run_demo(settings: Settings, data_dir: Path, *, ui_url: str) -> DemoOutcome:
     """Run the demo loop end to end and stop everything it started."""
-    from worker import build_workers, http_client
+    from orga.plugin import OrgaPlugin  # the workflow code, loaded only when the demo runs
+    from orga.serve import build_workers
 
     async with contextlib.AsyncExitStack() as stack:
         started = False
@@ -71,9 +72,9 @@ async def run_demo(settings: Settings, data_dir: Path, *, ui_url: str) -> DemoOu
             if offline
             else f"{provider.name} {provider.default_model}"
         )
-        http = await stack.enter_async_context(http_client())
         task_queue = f"orga-demo-{uuid.uuid4().hex[:8]}"
-        for worker in build_workers(client, settings, http, task_queue=task_queue):
+        plugin = OrgaPlugin(settings=settings)
+        for worker in build_workers(client, settings, plugin, task_queue=task_queue):
             await stack.enter_async_context(worker)
         workflow_id = f"orga-demo-{uuid.uuid4().hex[:8]}"
         handle = await client.start_workflow(

@@ -25,9 +25,9 @@ from orga.contracts.knowledge import (
     KnowledgeWrite,
 )
 from orga.core.knowledge import normalise_directory
+from orga.knowledge import Knowledge, open_knowledge
+from orga.knowledge.conventions import find_conventions
 from orga.runtime.agents import AgentRegistry
-from orga.runtime.conventions import find_conventions
-from orga.runtime.knowledge import Knowledge, open_knowledge
 
 __all__ = ["register"]
 
@@ -70,7 +70,7 @@ def _namespace(agent: str) -> str:
 
 
 def _open() -> Knowledge:
-    from activities.providers.embeddings import embedder  # the provider adapters: lazily
+    from orga.providers.embeddings import embedder  # the provider adapters: lazily
 
     found = settings()
     return open_knowledge(found.store(), embedder(found))

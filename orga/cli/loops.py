@@ -1,4 +1,8 @@
-"""``orga run``, ``state``, ``journal`` and ``list``: start reasoning loops and watch them."""
+"""``orga run``, ``state``, ``journal`` and ``list``: start reasoning loops and watch them.
+
+Over 400 lines: the four everyday verbs (``run``, ``state``, ``journal``, ``list``), which
+share one client, the stream printer and the fallback to what Temporal records.
+"""
 
 from __future__ import annotations
 

@@ -21,9 +21,26 @@ DataDir = Annotated[
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``demo`` and ``server`` to ``app``."""
+    """Add ``demo``, ``server`` and ``worker`` to ``app``."""
     app.command("demo", epilog="Example: uv run orga demo")(demo)
     app.command("server", epilog="Example: uv run orga server --ui-port 8233")(server)
+    app.command("worker", epilog="Example: uv run orga worker --scripted")(worker)
+
+
+def worker(
+    scripted: Annotated[
+        bool,
+        typer.Option(
+            "--scripted",
+            help="Serve the offline scripted model (no API key, no network; answers labelled).",
+        ),
+    ] = False,
+) -> None:
+    """Run a worker: orga's workflows and activities on ORGA_TASK_QUEUE, configured from the
+    environment (the same as `uv run worker.py`). Ctrl-C stops it gracefully."""
+    from orga.serve import main  # the workflow code, loaded only for a worker
+
+    raise typer.Exit(main(["--scripted"] if scripted else []))
 
 
 def demo(data_dir_option: DataDir = None) -> None:

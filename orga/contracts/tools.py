@@ -1,7 +1,7 @@
 """What a tool declares, which tools a loop shows, and the inputs of the tool activities.
 
 ``ToolDefinition`` is what a worker's registry says about a tool (the ``@tool`` decorator in
-``orga.runtime.tools`` builds it); ``ToolProfile`` filters the tools a loop advertises
+``orga.tools.sdk`` builds it); ``ToolProfile`` filters the tools a loop advertises
 (``orga.core.profile`` applies it); ``ToolInvocation`` is the input of the ``run_tool``
 activity.
 """

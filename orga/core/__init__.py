@@ -5,6 +5,8 @@ a lint rule (``orga/core/ruff.toml``) keeps it so. Passed through the workflow s
 imports only ``orga.contracts`` and other core modules. Import from the modules::
 
     agents       a loop or task resolved against its agent (narrowed, never widened)
+    arguments    a tool call's argument text as a JSON object, within bounds
+    budget       what the next model call may spend of the tree's budget
     audit        the audit chain's arithmetic: canonical JSON, entry hashes, checks
     breaker      circuit breaker transitions (closed → open → half-open)
     carry        what a loop may carry into its next run, bounded

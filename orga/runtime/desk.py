@@ -9,6 +9,9 @@ Client-side operations shared by the ``orga`` command and the ``orga desk`` web 
   refuse it), after checking what a person would otherwise find out the hard way: the workflow
   exists and still runs, a worker polls its task queue, and an answer comes within ``wait``;
 * ``who_decides`` finds the identity every decision is recorded with, or refuses.
+
+Over 400 lines: the inbox and the decisions over one set of Temporal calls (describe, the
+worker check, queries, updates), which the CLI, the desk page and ``orga mcp`` all share.
 """
 
 from __future__ import annotations

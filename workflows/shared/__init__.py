@@ -9,6 +9,7 @@ Modules:
 * ``metrics`` — replay-safe metrics from workflow code
 * ``options`` — timeouts and retry policies of the activities
 * ``patches`` — every ``workflow.patched`` id, and what it guards
+* ``tool_calls`` — the tool activity, and what its failure means
 """
 
 __all__: list[str] = []

@@ -5,7 +5,7 @@ task's text, the way a careful model would.
   enum value the task names, a number next to the parameter's name or unit ("the first 300
   characters", "limit 3", "4200 cents" for an amount "in cents"), or a value of the
   parameter's kind (a directory for ``directory``, a time zone for ``timezone``).
-* A required argument takes a value of its kind from the task (``orga.runtime.offline_clues``),
+* A required argument takes a value of its kind from the task (``orga.testing.offline_clues``),
   in order: numbers for numbers, URLs, email addresses and file paths for parameters named so,
   a known IANA time zone for a timezone, ``HH:MM`` for a time, the task's key words for a query,
   the task itself for free text (``task``, ``message``, ``text``). A value the tool's
@@ -16,6 +16,9 @@ task's text, the way a careful model would.
 * A short identifier (``id``, ``name``, ``key``, ``timezone``…) is never given the whole task.
   When a required argument cannot be filled, the tool is not called: ``Filling.missing`` says
   why, and the model answers with that instead.
+
+Over 400 lines: one filler over every JSON Schema keyword a tool may use; what a task offers
+is ``orga.testing.offline_clues``.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal, cast
 
 from orga.core.knowledge import search_terms
-from orga.runtime.offline_clues import NUMBER, Clues
+from orga.testing.offline_clues import NUMBER, Clues
 
 __all__ = ["Filling", "fill_arguments", "key_words", "words_of"]
 

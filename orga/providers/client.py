@@ -7,27 +7,27 @@ from typing import Any
 
 import httpx
 
-from activities.providers.anthropic import (
+from orga.contracts.conversation import Message
+from orga.contracts.errors import InvalidConfig
+from orga.contracts.inference import InferenceResponse
+from orga.contracts.tools import ToolDefinition
+from orga.providers.anthropic import (
     ANTHROPIC_VERSION,
     build_messages_request,
     parse_message,
 )
-from activities.providers.http_errors import (
+from orga.providers.http_errors import (
     parse_json_body,
     raise_for_provider_status,
     transport_error,
 )
-from activities.providers.openai import build_chat_request, parse_chat_completion
-from activities.providers.streaming import (
+from orga.providers.openai import build_chat_request, parse_chat_completion
+from orga.providers.streaming import (
     ChatStream,
     MessageStream,
     OnText,
     server_sent_events,
 )
-from orga.contracts.conversation import Message
-from orga.contracts.errors import InvalidConfig
-from orga.contracts.inference import InferenceResponse
-from orga.contracts.tools import ToolDefinition
 from orga.runtime.settings import ProviderSettings
 
 __all__ = ["complete", "request_headers"]

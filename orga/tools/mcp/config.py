@@ -17,8 +17,8 @@ Secrets never sit in the file: ``env`` passes variables of the worker's environm
 server by name (``env = ["GITHUB_TOKEN"]``, or ``{CHILD = "${WORKER_VAR}"}``), and header values
 take ``${NAME}`` from it (``expand``); an optional server (``required = false``) whose variables
 are missing is skipped with a warning. Each tool is registered as ``<server>__<tool>``
-(``orga.runtime.mcp_names``, which also says how names that collide are refused). Connecting to
-the servers is ``orga.runtime.mcp``'s.
+(``orga.tools.mcp.names``, which also says how names that collide are refused). Connecting to
+the servers is ``orga.tools.mcp.hub``'s.
 
 Worker-side code (never imported by workflows).
 """
@@ -34,7 +34,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from orga.contracts.errors import InvalidConfig, describe_validation_error
-from orga.runtime.mcp_names import SEPARATOR
+from orga.tools.mcp.names import SEPARATOR
 
 __all__ = [
     "McpConfig",

@@ -1,16 +1,20 @@
 """MCP servers as tool sources: the worker's operator lists them, orga offers their tools.
 
-The servers come from the file ``ORGA_MCP_SERVERS`` names (``orga.runtime.mcp_config``). Each
+The servers come from the file ``ORGA_MCP_SERVERS`` names (``orga.tools.mcp.config``). Each
 tool is registered as ``<server>__<tool>`` with the server's JSON schema and description, and
 runs through the tool activity like any other (gate, timeouts, retries, breakers, recovery,
-heartbeats, payload guard); what the model reads of a result is ``orga.runtime.mcp_results``'s.
+heartbeats, payload guard); what the model reads of a result is ``orga.tools.mcp.results``'s.
 A stdio server that dies is started again, an HTTP server reconnected, with backoff; a call
 while it is away waits for it, then fails ``ToolUnavailable`` (retried by Temporal).
 ``tools/list_changed`` refreshes the tools; a name never moves to another of the server's
-tools (``orga.runtime.mcp_names``). What a server says of its tools is material: approval,
+tools (``orga.tools.mcp.names``). What a server says of its tools is material: approval,
 serial and ``[verified]`` come from the operator's file only.
 
 Worker-side code (never imported by workflows).
+
+Over 400 lines: one hub owns every server's connection (start, list, call, reconnect,
+refresh) and the names its tools hold; the file and the names' rules are ``config`` and
+``names``.
 """
 
 from __future__ import annotations
@@ -37,8 +41,8 @@ from pydantic import BaseModel
 from orga.contracts.errors import InvalidConfig, ToolInputError, ToolUnavailable
 from orga.contracts.tools import ToolDefinition
 from orga.core.profile import VERIFIED_MARK
-from orga.runtime.mcp_config import McpConfig, McpServerSpec, expand, load_mcp_config
-from orga.runtime.mcp_names import (
+from orga.tools.mcp.config import McpConfig, McpServerSpec, expand, load_mcp_config
+from orga.tools.mcp.names import (
     SEPARATOR,
     NameCollision,
     bind,
@@ -47,8 +51,8 @@ from orga.runtime.mcp_names import (
     restricts,
     tool_name,
 )
-from orga.runtime.mcp_results import render_result
-from orga.runtime.tools import Tool, ToolContext
+from orga.tools.mcp.results import render_result
+from orga.tools.sdk import Tool, ToolContext
 
 __all__ = [
     "McpConfig",

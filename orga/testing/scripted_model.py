@@ -6,12 +6,15 @@ name has its own script (a queue of steps) so concurrent loops do not interfere;
 neutral ``Turn`` (rendered into the endpoint's wire format), a ``Raw`` HTTP answer (status,
 headers, body: for errors and recorded real bodies), or a function of the request that returns
 one of those; a request with ``"stream": true`` is answered with server-sent events
-(``orga.runtime.scripted_stream``). Every request is recorded for assertions.
+(``orga.testing.scripted_stream``). Every request is recorded for assertions.
 ``POST /v1/embeddings`` answers with hashed word and trigram vectors
-(``orga.runtime.hashed_embeddings``: no language model), or with the ``Raw`` answers queued by
+(``orga.testing.hashed_embeddings``: no language model), or with the ``Raw`` answers queued by
 ``fail_embeddings``.
 
 Used by the tests, the benchmark and the offline demo (where it is labelled as a scripted model).
+
+Over 400 lines: one HTTP server speaking two wire formats (chat completions and messages,
+whole and streamed, with embeddings); its streamed bodies are ``orga.testing.scripted_stream``.
 """
 
 from __future__ import annotations
@@ -27,8 +30,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
 
-from orga.runtime.hashed_embeddings import hashed_embedding
-from orga.runtime.scripted_stream import Wire, stream_events
+from orga.testing.hashed_embeddings import hashed_embedding
+from orga.testing.scripted_stream import Wire, stream_events
 
 __all__ = ["Raw", "RecordedRequest", "ScriptedModelServer", "Step", "Turn", "Wire", "stream_events"]
 

@@ -38,7 +38,7 @@ import cedarpy
 
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.policy import PolicyAction, PolicyDecision, PolicyRequest
-from orga.runtime.tools import parse_arguments
+from orga.tools.sdk import parse_arguments
 
 __all__ = ["SCHEMA_FILE", "CedarGate"]
 

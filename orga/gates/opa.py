@@ -22,7 +22,7 @@ import httpx
 
 from orga.contracts.errors import PolicyUnavailable
 from orga.contracts.policy import PolicyAction, PolicyDecision, PolicyRequest
-from orga.runtime.tools import parse_arguments
+from orga.tools.sdk import parse_arguments
 
 __all__ = ["OpaGate"]
 

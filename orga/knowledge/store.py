@@ -24,34 +24,26 @@ warning; ``reindex`` (``orga knowledge reindex``) embeds what is missing, and re
 everything after a change of model — until then, search stays full-text, since vectors of two
 models do not compare. PostgreSQL searches full-text alone for now (pgvector is not supported
 yet), with a warning when an embedder is configured.
+
+Over 400 lines: ``Knowledge`` is one class whose operations (add, search, conventions,
+reindex, forget) share its connections and its vector bookkeeping; the backends' own parts
+are ``orga.knowledge.sqlite`` and ``orga.knowledge.postgresql``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-import struct
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from datetime import UTC, datetime
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from sqlalchemy import (
-    Column,
     Connection,
-    Float,
-    Index,
-    Integer,
-    MetaData,
-    String,
-    Table,
-    Text,
-    UniqueConstraint,
     and_,
     func,
     select,
-    text,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Row
@@ -74,87 +66,18 @@ from orga.core.knowledge import (
     search_terms,
 )
 from orga.core.text import cut
+from orga.knowledge.items import COLUMNS, EMBEDDER, ITEMS, METADATA, Embed, item_of, scope_of
 from orga.runtime.store import Store
 
-__all__ = ["ITEMS", "Embed", "Knowledge", "open_knowledge"]
+__all__ = ["Knowledge"]
 
 _log = logging.getLogger("orga.knowledge")
 
 
-class Embed(Protocol):
-    """What makes vectors of texts (``activities.providers.embeddings.Embedder``)."""
-
-    @property
-    def name(self) -> str:
-        """The provider and model (``openai:text-embedding-3-small``): vectors of two models do
-        not compare, so the store remembers which made its vectors."""
-        ...
-
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """One vector per text (may raise ``ProviderError``)."""
-        ...
-
-
-_METADATA = MetaData()
-ITEMS: Final = Table(
-    "orga_knowledge",
-    _METADATA,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("namespace", String(200), nullable=False),
-    Column("kind", String(20), nullable=False),
-    # ``d:<directory>`` or ``l:<language>`` for conventions, ``""`` otherwise: part of the
-    # uniqueness key (NULLs are never equal in a unique index).
-    Column("scope", Text, nullable=False),
-    Column("digest", String(64), nullable=False),
-    Column("content", Text, nullable=False),
-    Column("subject", Text),
-    Column("predicate", Text),
-    Column("object", Text),
-    Column("directory", Text),
-    Column("language", String(50)),
-    Column("confidence", Float, nullable=False),
-    Column("source", Text),
-    Column("created_at", Float, nullable=False),
-    UniqueConstraint("namespace", "kind", "scope", "digest", name="orga_knowledge_once"),
-    Index("orga_knowledge_by_scope", "namespace", "kind", "directory", "language"),
-)
-_EMBEDDER: Final = Table(
-    "orga_knowledge_embedder",
-    _METADATA,
-    Column("id", Integer, primary_key=True),
-    Column("model", Text, nullable=False),
-    Column("dims", Integer, nullable=False),
-)
-"""One row: the model that made the vectors of ``orga_knowledge_vec``, and their length."""
-_COLUMNS = [c for c in ITEMS.c if c.name not in ("scope", "digest")]
 _POOL: Final = 20
 """Each ranking of a hybrid search offers at least this many items (four times the limit)."""
 _LEVEL_ROWS = 200
 """Conventions read per directory level (a level with more is cut)."""
-
-
-def _scope(kind: KnowledgeKind, directory: str | None, language: str | None) -> str:
-    if kind != "convention":
-        return ""
-    return f"d:{directory}" if directory is not None else f"l:{language or ''}"
-
-
-def _item(row: Row[Any], relevance: float = 0.0) -> KnowledgeItem:
-    values = row._mapping  # pyright: ignore[reportPrivateUsage]
-    return KnowledgeItem(
-        id=values["id"],
-        kind=values["kind"],
-        content=values["content"],
-        subject=values["subject"],
-        predicate=values["predicate"],
-        object=values["object"],
-        directory=values["directory"],
-        language=values["language"],
-        confidence=values["confidence"],
-        source=values["source"],
-        created_at=datetime.fromtimestamp(values["created_at"], UTC),
-        relevance=round(relevance, 6),
-    )
 
 
 class Knowledge(ABC):
@@ -164,7 +87,7 @@ class Knowledge(ABC):
         self.store = store
         self._engine = store.vector_engine
         self._embedder = embedder
-        _METADATA.create_all(self._engine)
+        METADATA.create_all(self._engine)
         with self._engine.begin() as db:
             self._index(db)
         self._warned: set[str] = set()
@@ -217,7 +140,7 @@ class Knowledge(ABC):
     # ---- vectors (hybrid search) -------------------------------------------------------------
 
     def _vector_model(self, db: Connection) -> tuple[str, int] | None:
-        row = db.execute(select(_EMBEDDER.c.model, _EMBEDDER.c.dims)).first()
+        row = db.execute(select(EMBEDDER.c.model, EMBEDDER.c.dims)).first()
         return (row[0], row[1]) if row is not None else None
 
     def _usable(self, db: Connection) -> bool:
@@ -255,7 +178,7 @@ class Knowledge(ABC):
         made = self._vector_model(db)
         if made is None:
             self._create_vectors(db, dims)
-            db.execute(_EMBEDDER.insert().values(id=1, model=self._embedder.name, dims=dims))
+            db.execute(EMBEDDER.insert().values(id=1, model=self._embedder.name, dims=dims))
         elif made != (self._embedder.name, dims):
             self._warn(
                 f"{self._embedder.name} answered vectors of {dims} numbers, the store holds "
@@ -282,7 +205,7 @@ class Knowledge(ABC):
             made = self._vector_model(db)
             if made is not None and made[0] != self._embedder.name:
                 self._drop_vectors(db)
-                db.execute(_EMBEDDER.delete())
+                db.execute(EMBEDDER.delete())
             todo = self._unvectored(db, namespace)
         done = 0
         for start in range(0, len(todo), 256):
@@ -328,7 +251,7 @@ class Knowledge(ABC):
     def _add(self, db: Connection, write: KnowledgeWrite, content: str) -> KnowledgeWritten:
         directory = write.directory if write.kind == "convention" else None
         language = write.language.lower() if write.language else None
-        scope = _scope(write.kind, directory, language)
+        scope = scope_of(write.kind, directory, language)
         digest = hashlib.sha256(normalise_content(content).encode()).hexdigest()
         key = and_(
             ITEMS.c.namespace == write.namespace,
@@ -388,12 +311,12 @@ class Knowledge(ABC):
         self, namespace: str, kind: KnowledgeKind | None = None, limit: int = 100
     ) -> list[KnowledgeItem]:
         """The newest items of ``namespace`` (of one ``kind``)."""
-        query = select(*_COLUMNS).where(ITEMS.c.namespace == namespace)
+        query = select(*COLUMNS).where(ITEMS.c.namespace == namespace)
         if kind is not None:
             query = query.where(ITEMS.c.kind == kind)
         with self._engine.connect() as db:
             rows = db.execute(query.order_by(ITEMS.c.id.desc()).limit(limit)).all()
-        return [_item(row) for row in rows]
+        return [item_of(row) for row in rows]
 
     def count(self, namespace: str) -> int:
         """How many items ``namespace`` holds."""
@@ -424,7 +347,7 @@ class Knowledge(ABC):
             missing = [id_ for id_, _ in near if id_ not in rows]
             if missing:
                 more = db.execute(
-                    select(*_COLUMNS).where(
+                    select(*COLUMNS).where(
                         ITEMS.c.namespace == query.namespace, ITEMS.c.id.in_(missing)
                     )
                 ).all()
@@ -432,7 +355,7 @@ class Knowledge(ABC):
         similarity = {id_: max(0.0, 1.0 - distance) for id_, distance in near}
         order = fuse([row.id for row in ranked], [id_ for id_, _ in near])
         items = [
-            _item(rows[id_], max(coverage(terms, rows[id_].content), similarity.get(id_, 0.0)))
+            item_of(rows[id_], max(coverage(terms, rows[id_].content), similarity.get(id_, 0.0)))
             for id_ in order
             if id_ in rows
         ]
@@ -454,12 +377,12 @@ class Knowledge(ABC):
         with self._engine.connect() as db:
             for level in directory_levels(query.directory or ""):
                 rows = db.execute(
-                    select(*_COLUMNS)
+                    select(*COLUMNS)
                     .where(is_convention, ITEMS.c.directory == level)
                     .order_by(ITEMS.c.id)
                     .limit(_LEVEL_ROWS)
                 ).all()
-                level_items = _by_terms([_item(row) for row in rows], terms)
+                level_items = _by_terms([item_of(row) for row in rows], terms)
                 languages += [i.language for i in level_items if i.language]
                 found += level_items
             if query.language:
@@ -467,14 +390,14 @@ class Knowledge(ABC):
             wanted = list(dict.fromkeys(languages))
             if wanted:
                 rows = db.execute(
-                    select(*_COLUMNS)
+                    select(*COLUMNS)
                     .where(is_convention, ITEMS.c.directory.is_(None))
                     .where(ITEMS.c.language.in_(wanted))
                     .order_by(ITEMS.c.id)
                     .limit(_LEVEL_ROWS)
                 ).all()
                 by_language = sorted(
-                    (_item(row) for row in rows), key=lambda i: wanted.index(i.language or "")
+                    (item_of(row) for row in rows), key=lambda i: wanted.index(i.language or "")
                 )
                 found += _by_terms(by_language, terms)
         unique: list[KnowledgeItem] = []
@@ -500,143 +423,3 @@ def _by_terms(items: list[KnowledgeItem], terms: Sequence[str]) -> list[Knowledg
     if not terms:
         return items
     return sorted(items, key=lambda i: -sum(t in i.content.lower() for t in terms))
-
-
-_VEC: Final = "orga_knowledge_vec"
-
-
-def _packed(vector: Sequence[float]) -> bytes:
-    return struct.pack(f"{len(vector)}f", *vector)
-
-
-class _Sqlite(Knowledge):
-    """SQLite: FTS5 for the words, a sqlite-vec ``vec0`` table for the vectors."""
-
-    def _index(self, db: Connection) -> None:
-        db.execute(
-            text(
-                "CREATE VIRTUAL TABLE IF NOT EXISTS orga_knowledge_fts USING fts5("
-                "content, content='orga_knowledge', content_rowid='id', "
-                "tokenize='porter unicode61')"
-            )
-        )
-        db.execute(
-            text(
-                "CREATE TRIGGER IF NOT EXISTS orga_knowledge_ai AFTER INSERT ON orga_knowledge "
-                "BEGIN INSERT INTO orga_knowledge_fts(rowid, content) "
-                "VALUES (new.id, new.content); END"
-            )
-        )
-        db.execute(
-            text(
-                "CREATE TRIGGER IF NOT EXISTS orga_knowledge_ad AFTER DELETE ON orga_knowledge "
-                "BEGIN INSERT INTO orga_knowledge_fts(orga_knowledge_fts, rowid, content) "
-                "VALUES ('delete', old.id, old.content); END"
-            )
-        )
-
-    def _ranked(
-        self, db: Connection, namespace: str, terms: Sequence[str], limit: int
-    ) -> list[Row[Any]]:
-        match = " OR ".join(f'"{term}"' for term in terms)  # quoted: no query syntax
-        columns = ", ".join(f"k.{c.name}" for c in _COLUMNS)
-        rows = db.execute(
-            text(
-                f"SELECT {columns}, bm25(orga_knowledge_fts) AS score "
-                "FROM orga_knowledge_fts JOIN orga_knowledge k "
-                "ON k.id = orga_knowledge_fts.rowid "
-                "WHERE orga_knowledge_fts MATCH :match AND k.namespace = :namespace "
-                "ORDER BY score, k.id DESC LIMIT :limit"  # BM25 here: lower is better
-            ),
-            {"match": match, "namespace": namespace, "limit": limit},
-        ).all()
-        return list(rows)
-
-    def _vectors_unavailable(self) -> str | None:
-        return None
-
-    def _vector_table(self, db: Connection) -> bool:
-        found = db.execute(
-            text("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = :name"),
-            {"name": _VEC},
-        ).first()
-        return found is not None
-
-    def _create_vectors(self, db: Connection, dims: int) -> None:
-        db.execute(
-            text(
-                f"CREATE VIRTUAL TABLE IF NOT EXISTS {_VEC} USING vec0("
-                "item_id integer primary key, namespace text partition key, "
-                f"embedding float[{int(dims)}] distance_metric=cosine)"
-            )
-        )
-
-    def _drop_vectors(self, db: Connection) -> None:
-        db.execute(text(f"DROP TABLE IF EXISTS {_VEC}"))
-
-    def _put_vectors(self, db: Connection, rows: Sequence[tuple[int, str, list[float]]]) -> None:
-        db.execute(
-            text(f"INSERT INTO {_VEC}(item_id, namespace, embedding) VALUES (:id, :ns, :v)"),
-            [{"id": id_, "ns": ns, "v": _packed(v)} for id_, ns, v in rows],
-        )
-
-    def _delete_vectors(self, db: Connection, ids: Sequence[int]) -> None:
-        db.execute(text(f"DELETE FROM {_VEC} WHERE item_id = :id"), [{"id": i} for i in ids])
-
-    def _nearest(
-        self, db: Connection, namespace: str, vector: list[float], limit: int
-    ) -> list[tuple[int, float]]:
-        rows = db.execute(
-            text(
-                f"SELECT item_id, distance FROM {_VEC} WHERE embedding MATCH :v AND k = :k "
-                "AND namespace = :ns ORDER BY distance"
-            ),
-            {"v": _packed(vector), "k": limit, "ns": namespace},
-        ).all()
-        return [(row[0], float(row[1])) for row in rows]
-
-    def _unvectored(self, db: Connection, namespace: str | None) -> list[tuple[int, str, str]]:
-        query = select(ITEMS.c.id, ITEMS.c.namespace, ITEMS.c.content)
-        if namespace is not None:
-            query = query.where(ITEMS.c.namespace == namespace)
-        if self._vector_table(db):
-            query = query.where(ITEMS.c.id.not_in(select(text("item_id")).select_from(text(_VEC))))
-        return [(row[0], row[1], row[2]) for row in db.execute(query.order_by(ITEMS.c.id))]
-
-
-class _Postgres(Knowledge):
-    def _index(self, db: Connection) -> None:
-        db.execute(text("SELECT pg_advisory_xact_lock(hashtextextended('orga_knowledge', 0))"))
-        db.execute(
-            text(
-                "ALTER TABLE orga_knowledge ADD COLUMN IF NOT EXISTS tsv tsvector "
-                "GENERATED ALWAYS AS (to_tsvector('english', content)) STORED"
-            )
-        )
-        db.execute(
-            text("CREATE INDEX IF NOT EXISTS orga_knowledge_tsv ON orga_knowledge USING GIN (tsv)")
-        )
-
-    def _ranked(
-        self, db: Connection, namespace: str, terms: Sequence[str], limit: int
-    ) -> list[Row[Any]]:
-        query = " | ".join(terms)  # terms are words: no tsquery syntax
-        columns = ", ".join(f"k.{c.name}" for c in _COLUMNS)
-        rows = db.execute(
-            text(
-                f"SELECT {columns}, ts_rank(k.tsv, q) AS score "
-                "FROM orga_knowledge k, to_tsquery('english', :query) q "
-                "WHERE k.namespace = :namespace AND k.tsv @@ q "
-                "ORDER BY score DESC, k.id DESC LIMIT :limit"
-            ),
-            {"query": query, "namespace": namespace, "limit": limit},
-        ).all()
-        return list(rows)
-
-
-def open_knowledge(store: Store, embedder: Embed | None = None) -> Knowledge:
-    """The knowledge kept in ``store``, searched the way its database does best — hybrid, where
-    the store keeps vectors, when there is an ``embedder``."""
-    if store.dialect == "postgresql":
-        return _Postgres(store, embedder)
-    return _Sqlite(store, embedder)

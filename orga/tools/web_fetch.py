@@ -1,7 +1,7 @@
 """The built-in ``web_fetch`` tool: HTTP GET a page or document and return its text.
 
 Every URL it requests, the model's and each redirect's, first passes the worker's egress
-guard (:mod:`activities.egress`): only public addresses, unless ``ORGA_EGRESS_ALLOW`` opens an
+guard (:mod:`orga.tools.egress`): only public addresses, unless ``ORGA_EGRESS_ALLOW`` opens an
 exception. The tool then connects to an address the guard checked (the request goes to the IP,
 with the original ``Host`` header and, for https, the original name as TLS server name, so
 certificates are verified as usual), never to a second lookup of the name. It follows
@@ -22,10 +22,10 @@ from urllib.parse import urldefrag, urljoin
 
 import httpx
 
-from activities.egress import Destination, EgressGuard
 from orga.contracts.errors import ToolFailed
 from orga.core.text import cut
-from orga.runtime.tools import Tool, tool
+from orga.tools.egress import Destination, EgressGuard
+from orga.tools.sdk import Tool, tool
 
 __all__ = ["MAX_REDIRECTS", "html_to_text", "web_fetch_client", "web_fetch_tool"]
 

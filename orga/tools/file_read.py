@@ -15,7 +15,7 @@ from pathlib import Path
 from orga.contracts.errors import ToolInputError, ToolPermissionError
 from orga.core.paths import PathRefused, normalise
 from orga.core.text import cut
-from orga.runtime.tools import Tool, tool
+from orga.tools.sdk import Tool, tool
 
 __all__ = ["file_read_tool"]
 

@@ -17,6 +17,9 @@ shown to the model::
 Worker-side code (never imported by workflows): the registry holds the functions the tool
 activity runs. The gate and the tool activity use the same argument check
 (``parse_arguments`` then ``Tool.validate``), so a call is judged the same way everywhere.
+
+Over 400 lines: the decorator and the registry it fills are one idea (what a tool declares,
+how it is called, how its arguments are checked).
 """
 
 from __future__ import annotations

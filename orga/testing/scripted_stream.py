@@ -5,7 +5,7 @@ OpenAI-style chunks (a keep-alive comment, text a word at a time, tool arguments
 fragments, a usage chunk, ``[DONE]``) or Anthropic's typed events. It works on recorded real
 bodies too, so the tests can compare a stream with the answer it adds up to.
 
-Used by ``orga.runtime.scripted_model`` (tests, the benchmark and the offline demo).
+Used by ``orga.testing.scripted_model`` (tests, the benchmark and the offline demo).
 """
 
 from __future__ import annotations

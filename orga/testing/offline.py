@@ -8,7 +8,7 @@ language model and says so: every answer starts with ``[offline scripted model]`
 How it answers, deterministically:
 
 * it calls each advertised tool at most once, one per turn, in the order advertised, with
-  arguments a careful model would pass (``orga.runtime.offline_arguments``: taken from the
+  arguments a careful model would pass (``orga.testing.offline_arguments``: taken from the
   task by the tool's JSON schema, optional ones left out, bounds and enums kept);
 * it does not call a tool whose required arguments the task does not give (no file for
   ``path``, no time zone for ``timezone``), ``store_knowledge`` unless the task asks to
@@ -33,10 +33,10 @@ from pydantic import SecretStr
 from orga.contracts.delegation import DELEGATE_TOOL
 from orga.contracts.knowledge import RECALL_TOOL, STORE_TOOL
 from orga.contracts.vocabulary import SCRIPTED
-from orga.runtime.offline_arguments import Filling, fill_arguments
-from orga.runtime.offline_clues import fact_to_remember
-from orga.runtime.scripted_model import RecordedRequest, ScriptedModelServer, Turn
 from orga.runtime.settings import ProviderSettings, Settings
+from orga.testing.offline_arguments import Filling, fill_arguments
+from orga.testing.offline_clues import fact_to_remember
+from orga.testing.scripted_model import RecordedRequest, ScriptedModelServer, Turn
 
 __all__ = [
     "LABEL",

@@ -3,7 +3,7 @@
 ``ORGA_EMBEDDINGS=<provider>:<model>`` (``openai:text-embedding-3-small``; Ollama, vLLM and
 llama.cpp through ``OPENAI_BASE_URL``; ``openrouter:…``) turns on hybrid knowledge search: items
 are embedded when they are stored, queries when they are searched, and the nearest vectors are
-fused with the full-text ranking (``orga.runtime.knowledge``). The request and the errors are the
+fused with the full-text ranking (``orga.knowledge.store``). The request and the errors are the
 provider adapters' own: the key comes from the worker's environment, 401/403 fail at once, 429 and
 5xx are retryable with the provider's ``Retry-After``; a body that is not a list of vectors is a
 ``MalformedModelResponse``. Synchronous: the knowledge store calls it from a worker thread.
@@ -18,13 +18,13 @@ from typing import Any, cast
 
 import httpx
 
-from activities.providers.client import request_headers
-from activities.providers.http_errors import (
+from orga.contracts.errors import MalformedModelResponse
+from orga.providers.client import request_headers
+from orga.providers.http_errors import (
     parse_json_body,
     raise_for_provider_status,
     transport_error,
 )
-from orga.contracts.errors import MalformedModelResponse
 from orga.runtime.settings import ProviderSettings, Settings
 
 __all__ = ["BATCH", "Embedder", "embedder", "parse_embeddings"]

@@ -19,7 +19,6 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from activities.providers.openai import in_band_error
 from orga.contracts.errors import (
     MalformedModelResponse,
     ProviderError,
@@ -27,6 +26,7 @@ from orga.contracts.errors import (
     ProviderUnavailable,
 )
 from orga.contracts.vocabulary import ProviderName
+from orga.providers.openai import in_band_error
 
 __all__ = ["ChatStream", "MessageStream", "OnText", "ServerSentEvent", "server_sent_events"]
 

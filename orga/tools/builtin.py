@@ -4,12 +4,12 @@ loop as a child workflow, never here), and ``file_read`` when the operator names
 
 from __future__ import annotations
 
-from activities.file_read import file_read_tool
-from activities.web_fetch import web_fetch_tool
 from orga.contracts.delegation import DELEGATE_TOOL
 from orga.contracts.errors import ToolInputError
 from orga.runtime.settings import Settings
-from orga.runtime.tools import Tool, tool
+from orga.tools.file_read import file_read_tool
+from orga.tools.sdk import Tool, tool
+from orga.tools.web_fetch import web_fetch_tool
 
 __all__ = ["add", "builtin_tools", "delegate"]
 

@@ -1,0 +1,166 @@
+"""Starting loops and answering them from Python, with types: the client side of orga.
+
+::
+
+    import orga
+
+    client = await orga.connect()  # TEMPORAL_ADDRESS …, orga's data converter
+    loop = await orga.start_loop(client, "What is 2+3?", orga.LoopConfig(tools=["add"]))
+    state = await loop.state()  # what it waits for, its budgets …
+    for waiting in state.pending_approvals:
+        await loop.approve(waiting.call_id, approver="alice", reason="looks right")
+    result = await loop.result()
+
+A ``LoopHandle`` wraps Temporal's workflow handle (``.handle``) with the loop's queries and
+updates; every decision names who made it, as the CLI's do.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+from temporalio.client import Client, WorkflowHandle
+
+from orga.contracts.approvals import (
+    ApprovalDecision,
+    ApprovalRecord,
+    EscalationAction,
+    EscalationRecord,
+    EscalationResolution,
+)
+from orga.contracts.config import LoopConfig, LoopInput
+from orga.contracts.conversation import Message
+from orga.contracts.critic import Review, Verdict
+from orga.contracts.journal import Journal
+from orga.contracts.state import LoopResult, LoopState
+from orga.runtime.connect import connect as _connect
+from orga.runtime.settings import Settings
+
+__all__ = ["LOOP_WORKFLOW", "LoopHandle", "connect", "loop", "start_loop"]
+
+_M = TypeVar("_M", bound=BaseModel)
+
+LOOP_WORKFLOW = "ReasoningLoop"
+"""The loop's workflow type, as Temporal knows it."""
+
+
+async def connect(settings: Settings | None = None) -> Client:
+    """A Temporal client with orga's data converter, from the settings (default: the
+    environment's ``TEMPORAL_ADDRESS``, ``TEMPORAL_NAMESPACE``, …; large payloads in the
+    store ``ORGA_STORE_URL`` names, as the workers keep them)."""
+    return await _connect(settings or Settings.from_env())
+
+
+async def start_loop(
+    client: Client,
+    task: str | Sequence[Message] | LoopInput,
+    config: LoopConfig | None = None,
+    *,
+    workflow_id: str | None = None,
+    task_queue: str | None = None,
+) -> LoopHandle:
+    """Start a reasoning loop and return its handle (it runs on a worker; this returns at once).
+
+    Args:
+        client: a client with orga's data converter (``orga.connect()``, or one connected with
+            ``OrgaPlugin``).
+        task: the user's task (a string), the conversation so far, or a whole ``LoopInput``.
+        config: the loop's config (ignored when ``task`` is a ``LoopInput``).
+        workflow_id: default: ``loop-<12 hex digits>``.
+        task_queue: default: ``ORGA_TASK_QUEUE`` (``orga``).
+    """
+    if isinstance(task, LoopInput):
+        given = task
+    else:
+        messages = [Message(role="user", content=task)] if isinstance(task, str) else list(task)
+        given = LoopInput(messages=messages, config=config or LoopConfig())
+    handle = await client.start_workflow(
+        LOOP_WORKFLOW,
+        given,
+        id=workflow_id or f"loop-{uuid.uuid4().hex[:12]}",
+        task_queue=task_queue or Settings.from_env().task_queue,
+        result_type=LoopResult,
+    )
+    return LoopHandle(handle)
+
+
+def loop(client: Client, workflow_id: str) -> LoopHandle:
+    """The handle of a loop already started (by anyone: the CLI, a schedule, a delegation)."""
+    return LoopHandle(client.get_workflow_handle(workflow_id, result_type=LoopResult))
+
+
+class LoopHandle:
+    """One loop: its result, its queries, and the decisions people make on it."""
+
+    def __init__(self, handle: WorkflowHandle[Any, LoopResult]) -> None:
+        self.handle = handle
+        """Temporal's handle of the loop's workflow."""
+
+    @property
+    def id(self) -> str:
+        """The loop's workflow id."""
+        return self.handle.id
+
+    async def result(self) -> LoopResult:
+        """Wait for the loop's answer (raises ``WorkflowFailureError`` with the typed cause —
+        ``BudgetExceeded``, ``UnhandledStopReason`` … — when it failed)."""
+        return await self.handle.result()
+
+    async def state(self) -> LoopState:
+        """The ``state`` query: status, iteration, usage, what it waits for, how it ended."""
+        return await self.handle.query("state", result_type=LoopState)
+
+    async def journal(self) -> Journal:
+        """The typed journal."""
+        return await self.handle.query("journal", result_type=Journal)
+
+    async def approve(
+        self, call_id: str, *, approver: str, reason: str | None = None
+    ) -> ApprovalRecord:
+        """Approve a call waiting for a person (the ``approve`` update)."""
+        return await self._decide(call_id, True, approver, reason)
+
+    async def deny(self, call_id: str, *, approver: str, reason: str) -> ApprovalRecord:
+        """Deny a call waiting for a person; the model reads ``reason``."""
+        return await self._decide(call_id, False, approver, reason)
+
+    async def resolve(
+        self,
+        escalation_id: str,
+        action: EscalationAction,
+        *,
+        operator: str,
+        reason: str | None = None,
+        result: Any = None,
+    ) -> EscalationRecord:
+        """Answer an escalation: ``retry``, ``skip``, ``result`` (with ``result``) or ``abort``."""
+        resolution = EscalationResolution(
+            escalation_id=escalation_id,
+            action=action,
+            result=result,
+            reason=reason,
+            operator=operator,
+        )
+        return await self._update("resolve_escalation", resolution, EscalationRecord)
+
+    async def review(self, verdict: Verdict, *, reviewer: str, feedback: str = "") -> Review:
+        """Review the answer waiting for a person (a human critic): approve, revise, reject."""
+        given = Review(verdict=verdict, feedback=feedback, reviewer=reviewer)
+        return await self._update("review", given, Review)
+
+    async def _decide(
+        self, call_id: str, approved: bool, approver: str, reason: str | None
+    ) -> ApprovalRecord:
+        decision = ApprovalDecision(
+            call_id=call_id, approved=approved, reason=reason, approver=approver
+        )
+        return await self._update("approve", decision, ApprovalRecord)
+
+    async def _update(self, name: str, payload: BaseModel, answer: type[_M]) -> _M:
+        # temporalio's overloads of execute_update mention a bare Callable: "partially unknown"
+        # to pyright.
+        found = await self.handle.execute_update(name, payload, result_type=answer)  # pyright: ignore[reportUnknownMemberType]
+        return answer.model_validate(found)

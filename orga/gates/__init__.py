@@ -1,0 +1,10 @@
+"""The gate's engines: what the policy activity asks.
+
+Modules:
+
+* ``default`` — the ``default`` gate's rules (fail closed), and how an engine's verdict joins
+* ``cedar`` — Cedar policies from a directory, evaluated by cedarpy with the schema
+* ``opa`` — an Open Policy Agent server asked over HTTP
+"""
+
+__all__: list[str] = []

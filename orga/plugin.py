@@ -1,0 +1,299 @@
+"""orga in any Temporal worker: ``OrgaPlugin``, on Temporal's ``SimplePlugin``.
+
+One line brings orga into a client and the workers built from it — its data converter (pydantic,
+large payloads in orga's store), its workflows (``ReasoningLoop``, ``Task``) in their sandbox,
+every activity they call, and tracing when ``OTEL_*`` is set::
+
+    from temporalio.client import Client
+    from temporalio.worker import Worker
+    from orga import OrgaPlugin, tool
+
+    @tool
+    def lookup(sku: str) -> str:
+        \"\"\"Look a product up. Args: sku: the product's code.\"\"\"
+        ...
+
+    plugin = OrgaPlugin(tools=[lookup])
+    client = await Client.connect("localhost:7233", plugins=[plugin])
+    async with Worker(client, task_queue="orga"):  # the client's plugins come along
+        ...
+
+The worker's settings are the environment's (``Settings.from_env``: providers and their keys,
+agents, policies, the store…) unless given. The plugin opens what its activities need when the
+worker runs — an HTTP client, the MCP servers of ``ORGA_MCP_SERVERS`` — and closes it after.
+It is the one wiring every orga process uses: ``worker.py`` / ``orga worker`` (``orga.serve``),
+``orga demo``, the tests and the benchmarks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
+from typing import Any, cast
+
+import httpx
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter as _PYDANTIC
+from temporalio.plugin import SimplePlugin
+from temporalio.worker import Interceptor, Replayer, Worker, WorkerConfig
+
+from activities.critic import CriticActivities
+from activities.inference import InferenceActivities
+from activities.knowledge import KnowledgeActivities
+from activities.policy import PolicyActivities
+from activities.setup import SetupActivities
+from activities.summary import SummaryActivities
+from activities.tools import ToolActivities
+from orga.contracts.errors import InvalidConfig
+from orga.contracts.vocabulary import PolicyMode
+from orga.gates.cedar import CedarGate
+from orga.gates.opa import OpaGate
+from orga.knowledge import open_knowledge
+from orga.providers.embeddings import embedder
+from orga.runtime.agents import AgentRegistry
+from orga.runtime.blobs import BlobStore
+from orga.runtime.extstore import data_converter
+from orga.runtime.ledger import Ledger
+from orga.runtime.sandbox import workflow_runner
+from orga.runtime.settings import Settings
+from orga.runtime.store import Store
+from orga.runtime.tracing import configure_tracing, tracing_interceptors
+from orga.tools.builtin import builtin_tools
+from orga.tools.knowledge import knowledge_tools
+from orga.tools.loading import load_tool_modules
+from orga.tools.mcp.config import load_mcp_config
+from orga.tools.mcp.hub import McpHub
+from orga.tools.sdk import Tool, ToolRegistry, ToolSource
+from workflows.loop import ReasoningLoopWorkflow
+from workflows.task import TaskWorkflow
+
+__all__ = ["WORKFLOWS", "OrgaPlugin", "http_client", "replayer"]
+
+WORKFLOWS = [ReasoningLoopWorkflow, TaskWorkflow]
+"""Every workflow an orga worker serves."""
+
+
+def http_client() -> httpx.AsyncClient:
+    """A worker's one shared HTTP client. It retries nothing: Temporal owns retries."""
+    return httpx.AsyncClient(
+        timeout=httpx.Timeout(120.0, connect=10.0),
+        limits=httpx.Limits(max_connections=100, max_keepalive_connections=20),
+        transport=httpx.AsyncHTTPTransport(retries=0),
+    )
+
+
+def replayer(store: Store | None = None, interceptors: Sequence[Interceptor] = ()) -> Replayer:
+    """A replayer of orga's workflows, in the same sandbox and with the same converter as a
+    worker (reading stored payloads from ``store``, the settings' by default): what replay
+    tests, ``temporal workflow show`` exports and ``orga audit --verify`` are checked with."""
+    return Replayer(
+        workflows=WORKFLOWS,
+        workflow_runner=workflow_runner(),
+        data_converter=data_converter(lambda: store or Settings.from_env().store()),
+        interceptors=interceptors,
+    )
+
+
+class OrgaPlugin(SimplePlugin):
+    """orga's workflows, activities, converter and sandbox, for a client and its workers."""
+
+    def __init__(
+        self,
+        *,
+        tools: Iterable[Tool] = (),
+        settings: Settings | None = None,
+        store: Store | None = None,
+        http: httpx.AsyncClient | None = None,
+        mcp: McpHub | None = None,
+        tracing: bool = True,
+    ) -> None:
+        """Args:
+        tools: functions decorated with ``@tool``, offered besides the built-in ones and those
+            of ``ORGA_TOOL_MODULES`` (a loop still names the ones it uses).
+        settings: the worker's settings (default: ``Settings.from_env()``).
+        store: orga's store (default: the settings'); the converter keeps large payloads
+            there, the ledger and the knowledge live there.
+        http: the HTTP client model calls share (default: one of the plugin's own, opened and
+            closed with the worker).
+        mcp: MCP servers already connected (default: the settings' ``ORGA_MCP_SERVERS``,
+            connected when the worker runs).
+        tracing: OpenTelemetry through Temporal's integration when ``OTEL_*`` is set.
+        """
+        self.settings = settings or Settings.from_env()
+        self._store = store
+        self._tools = list(tools)
+        self._http = http
+        self._own_http = http is None
+        self._mcp = mcp
+        self._own_mcp = mcp is None and self.settings.mcp_servers_file is not None
+        self._parts: dict[int, _Parts] = {}
+        self.tracer_provider = configure_tracing() if tracing else None
+        """The tracer provider the plugin installed (``OTEL_*`` set): shut it down to flush."""
+        super().__init__(  # pyright: ignore[reportUnknownMemberType] (SimplePlugin's untyped callables)
+            "orga",
+            data_converter=data_converter(self.store),
+            workflows=WORKFLOWS,
+            workflow_runner=workflow_runner(),
+            interceptors=tracing_interceptors() if self.tracer_provider is not None else None,
+        )
+
+    def store(self) -> Store:
+        """orga's store, opened when first needed."""
+        if self._store is None:
+            self._store = self.settings.store()
+        return self._store
+
+    # ---- workers --------------------------------------------------------------------------
+
+    def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        """Give the worker orga's workflows and every activity they call."""
+        config = super().configure_worker(config)
+        # WorkerConfig is a TypedDict whose callables temporalio leaves untyped: the two keys
+        # read here are the worker's client and the activities given so far.
+        client = cast(Client, config.get("client"))  # pyright: ignore[reportUnknownMemberType]
+        given = cast(
+            "list[Callable[..., Any]]",
+            list(config.get("activities") or []),  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+        )
+        converter = client.data_converter
+        if converter.payload_converter_class is not _PYDANTIC.payload_converter_class:
+            raise InvalidConfig(
+                "the worker's client does not use orga's data converter, and a worker encodes "
+                "with its client's: pass OrgaPlugin to Client.connect(plugins=[...]) (or connect "
+                "with orga.connect())"
+            )
+        config["activities"] = [*given, *self.parts(client).activities()]
+        return config
+
+    def parts(self, client: Client) -> _Parts:
+        """The activity objects for workers of ``client`` (made once per client)."""
+        found = self._parts.get(id(client))
+        if found is None:
+            if self._mcp is None and self._own_mcp:
+                assert self.settings.mcp_servers_file is not None
+                self._mcp = McpHub(load_mcp_config(self.settings.mcp_servers_file))
+            if self._http is None:
+                self._http = http_client()
+            found = _Parts(client, self.settings, self.store(), self._http, self._tools, self._mcp)
+            self._parts[id(client)] = found
+        return found
+
+    async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
+        """Connect the MCP servers and keep the HTTP client open while the worker runs."""
+        async with self._running():
+            await super().run_worker(worker, next)
+
+    @contextlib.asynccontextmanager
+    async def _running(self) -> AsyncGenerator[None]:
+        async with contextlib.AsyncExitStack() as stack:
+            if self._own_mcp and self._mcp is not None:
+                await self._mcp.start()
+                stack.push_async_callback(self._mcp.stop)
+            if self._own_http and self._http is not None:
+                stack.push_async_callback(self._http.aclose)
+            yield
+
+
+class _Parts:
+    """The activities of one client's workers, over one registry, store and HTTP client."""
+
+    def __init__(
+        self,
+        client: Client,
+        settings: Settings,
+        store: Store,
+        http: httpx.AsyncClient,
+        tools: Sequence[Tool],
+        mcp: McpHub | None,
+    ) -> None:
+        knowledge = KnowledgeActivities(lambda: open_knowledge(store, embedder(settings)))
+        sources: list[ToolSource] = [mcp] if mcp is not None else []
+        self.registry = build_registry(settings, tools, knowledge, sources)
+        blobs = BlobStore(store)
+        cedar = CedarGate(settings.policy_dir) if settings.policy_dir is not None else None
+        opa = OpaGate(settings.opa_url, http) if settings.opa_url else None
+        offered: list[PolicyMode] = ["default"]
+        if cedar is not None:
+            offered.append("cedar")
+        if opa is not None:
+            offered.append("opa")
+        engines = frozenset(offered)
+        self.policy = PolicyActivities(
+            registry=self.registry,
+            cedar=cedar,
+            opa=opa,
+            allow_permissive=settings.allow_permissive,
+            allow_hidden=settings.file_read_hidden,
+        )
+        self.inference = InferenceActivities(
+            settings=settings,
+            http=http,
+            registry=self.registry,
+            client=client,
+            blobs=blobs,
+            decide=self.policy.evaluate_policy,  # the default gate, decided where answers arrive
+        )
+        self.summary = SummaryActivities(settings=settings, http=http, cache=self.inference.cache)
+        self.critic = CriticActivities(settings=settings, http=http)
+        self.tools = ToolActivities(registry=self.registry, blobs=blobs, ledger=Ledger(store))
+        self.knowledge = knowledge
+        self.setup = SetupActivities(
+            settings=settings,
+            registry=self.registry,
+            agents=build_agents(settings, engines),
+            engines=engines,
+        )
+
+    def activities(self) -> list[Callable[..., Any]]:
+        """Every activity orga's workflows call."""
+        return [
+            self.setup.resolve_loop,
+            self.setup.resolve_task,
+            self.inference.call_model,
+            self.policy.evaluate_policy,
+            self.tools.run_tool,
+            self.knowledge.search_knowledge,
+            self.knowledge.write_knowledge,
+            self.critic.critique,
+            self.summary.summarise_context,
+        ]
+
+    def model_activities(self) -> list[Callable[..., Any]]:
+        """The activities that call a model (a worker of ``ORGA_MODEL_TASK_QUEUE`` runs them)."""
+        return [self.inference.call_model, self.critic.critique, self.summary.summarise_context]
+
+
+def build_registry(
+    settings: Settings,
+    extra_tools: Iterable[Tool] = (),
+    knowledge: KnowledgeActivities | None = None,
+    sources: Iterable[ToolSource] = (),
+) -> ToolRegistry:
+    """Built-in tools (with ``recall_knowledge`` and ``store_knowledge`` over ``knowledge``),
+    the tools of ``ORGA_TOOL_MODULES``, then ``extra_tools``; then those of ``sources`` (the
+    MCP servers), which come and go while the worker runs."""
+    return ToolRegistry(
+        [
+            *builtin_tools(settings),
+            *(knowledge_tools(lambda: knowledge.knowledge) if knowledge is not None else []),
+            *load_tool_modules(settings.tool_modules),
+            *extra_tools,
+        ],
+        sources,
+    )
+
+
+def build_agents(settings: Settings, engines: frozenset[PolicyMode]) -> AgentRegistry:
+    """The worker's agents: ``ORGA_AGENTS``, or the implicit one (floor ``ORGA_POLICY``).
+
+    Raises:
+        InvalidConfig: the agents file is invalid, or a floor needs a gate not configured here.
+    """
+    if settings.agents_file is not None:
+        return AgentRegistry.load(settings.agents_file, engines)
+    if settings.policy_floor not in engines:
+        raise InvalidConfig(
+            f"ORGA_POLICY={settings.policy_floor} needs a gate this worker has not configured "
+            "(ORGA_POLICY_DIR for cedar, ORGA_OPA_URL for opa)"
+        )
+    return AgentRegistry.implicit(settings.policy_floor)

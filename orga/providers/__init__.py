@@ -1,0 +1,15 @@
+"""Model providers: one model call over HTTP, in each provider's wire format.
+
+Modules:
+
+* ``client`` — one call: build the provider's request, send it, normalise the answer
+* ``openai`` — OpenAI-compatible chat completions (OpenAI, OpenRouter, vLLM, Ollama, …)
+* ``anthropic`` — the Anthropic Messages API
+* ``streaming`` — streamed answers (server-sent events), assembled into the whole body
+* ``http_errors`` — what a provider's HTTP error means, retryable or not
+* ``embeddings`` — vectors for hybrid knowledge search, from ``/embeddings``
+
+Used by the inference, critic and summary activities; never imported by workflow code.
+"""
+
+__all__: list[str] = []

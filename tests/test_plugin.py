@@ -1,0 +1,84 @@
+"""orga in a plain Temporal worker: ``OrgaPlugin`` on the client, a ``Worker`` as Temporal
+users write it, and the typed client helpers — a governed loop with a tool and an approval."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+import orga
+from orga.contracts.errors import InvalidConfig
+from orga.testing.scripted_model import ScriptedModelServer, Turn
+from tests.harness import TEST_STORE, replay, scripted_settings
+
+
+async def test_a_plain_worker_with_the_plugin_runs_a_governed_loop(
+    env: WorkflowEnvironment, model_server: ScriptedModelServer
+) -> None:
+    refunds: list[tuple[int, str]] = []
+
+    @orga.tool(requires_approval=True)
+    def refund(amount: int, email: str, ctx: orga.ToolContext) -> str:
+        """Refund an amount to a customer.
+
+        Args:
+            amount: cents.
+            email: the customer's address.
+        """
+        refunds.append((amount, email))
+        return f"refunded {amount} to {email} ({ctx.idempotency_key})"
+
+    model = f"plugin-{uuid.uuid4().hex[:8]}"
+    model_server.script(
+        model,
+        [
+            Turn(tool_calls=[("refund", {"amount": 4200, "email": "ann@example.com"})]),
+            Turn(text="Refunded 42.00 to ann."),
+        ],
+    )
+    plugin = orga.OrgaPlugin(
+        tools=[refund], settings=scripted_settings(model_server), store=TEST_STORE, tracing=False
+    )
+    client = await Client.connect(
+        env.client.service_client.config.target_host,
+        namespace=env.client.namespace,
+        plugins=[plugin],
+    )
+    queue = f"plugin-{uuid.uuid4().hex[:8]}"
+    async with Worker(client, task_queue=queue):  # the client's plugin brings orga along
+        loop = await orga.start_loop(
+            client,
+            "Refund 4200 cents to ann@example.com",
+            orga.LoopConfig(model=model, tools=["refund"]),
+            task_queue=queue,
+        )
+        waiting = (await loop.state()).pending_approvals
+        while not waiting:  # the loop lists the call before it waits for it
+            await asyncio.sleep(0.05)
+            waiting = (await loop.state()).pending_approvals
+        assert refunds == []  # nothing ran before the approval
+        decided = await loop.approve(waiting[0].call_id, approver="alice", reason="receipt ok")
+        result = await loop.result()
+        journal = await loop.journal()
+    assert decided.approved and decided.approver == "alice"
+    assert result.output == "Refunded 42.00 to ann."
+    assert refunds == [(4200, "ann@example.com")]
+    kinds = [e.kind for e in journal.entries]
+    assert "ApprovalDecided" in kinds and "PolicyEvaluated" in kinds
+    assert await replay(loop.handle, client) == 1
+
+
+async def test_a_worker_whose_client_lacks_orga_s_converter_is_refused(
+    env: WorkflowEnvironment, model_server: ScriptedModelServer
+) -> None:
+    plain = await Client.connect(
+        env.client.service_client.config.target_host, namespace=env.client.namespace
+    )
+    plugin = orga.OrgaPlugin(settings=scripted_settings(model_server), tracing=False)
+    with pytest.raises(InvalidConfig, match=r"Client\.connect\(plugins=\[\.\.\.\]\)"):
+        Worker(plain, task_queue="never", plugins=[plugin])
