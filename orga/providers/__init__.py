@@ -3,6 +3,7 @@
 Modules:
 
 * ``client`` — one call: build the provider's request, send it, normalise the answer
+* ``wire`` — the seam: what differs between the two wire formats, behind one protocol
 * ``openai`` — OpenAI-compatible chat completions (OpenAI, OpenRouter, vLLM, Ollama, …)
 * ``anthropic`` — the Anthropic Messages API
 * ``streaming`` — streamed answers (server-sent events), assembled into the whole body

@@ -1,4 +1,8 @@
-"""One model call over HTTP: build the provider's request, send it, normalise the answer."""
+"""One model call over HTTP: build the provider's request, send it, normalise the answer.
+
+What differs between providers is their wire format's (``orga.providers.wire``); this module
+sends, streams and classifies errors the same way for all of them.
+"""
 
 from __future__ import annotations
 
@@ -11,23 +15,13 @@ from orga.contracts.conversation import Message
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.inference import InferenceResponse
 from orga.contracts.tools import ToolDefinition
-from orga.providers.anthropic import (
-    ANTHROPIC_VERSION,
-    build_messages_request,
-    parse_message,
-)
 from orga.providers.http_errors import (
     parse_json_body,
     raise_for_provider_status,
     transport_error,
 )
-from orga.providers.openai import build_chat_request, parse_chat_completion
-from orga.providers.streaming import (
-    ChatStream,
-    MessageStream,
-    OnText,
-    server_sent_events,
-)
+from orga.providers.streaming import OnText, server_sent_events
+from orga.providers.wire import wire_format
 from orga.runtime.settings import ProviderSettings
 
 __all__ = ["complete", "request_headers"]
@@ -41,13 +35,7 @@ def request_headers(provider: ProviderSettings) -> dict[str, str]:
             f"{provider.base_url} needs it. Set it (or point the provider's base URL at a "
             "local server) and restart the worker."
         )
-    headers = {"content-type": "application/json"}
-    if provider.name == "anthropic":
-        headers["anthropic-version"] = ANTHROPIC_VERSION
-        if key is not None:
-            headers["x-api-key"] = key
-    elif key is not None:
-        headers["authorization"] = f"Bearer {key}"
+    headers = {"content-type": "application/json", **wire_format(provider).auth(key)}
     if provider.name == "openrouter":
         headers["x-title"] = "orga"
     return headers
@@ -78,29 +66,18 @@ async def complete(
         ProviderError: the call failed (each subclass says whether Temporal should retry).
         InvalidConfig: the worker has no key for a provider that needs one.
     """
-    body: dict[str, Any]
+    wire = wire_format(provider)
     source = f"{provider.name}:{model}"
-    if provider.name == "anthropic":
-        url = f"{provider.base_url}/v1/messages"
-        body = build_messages_request(
-            messages,
-            tools,
-            model=model,
-            max_output_tokens=max_output_tokens,
-            temperature=temperature,
-            source=source,
-            prompt_cache=prompt_cache,
-        )
-    else:
-        url = f"{provider.base_url}/chat/completions"
-        body = build_chat_request(
-            messages,
-            tools,
-            model=model,
-            max_output_tokens=max_output_tokens,
-            temperature=temperature,
-            source=source,
-        )
+    url = wire.url(provider)
+    body = wire.request(
+        messages,
+        tools,
+        model=model,
+        max_output_tokens=max_output_tokens,
+        temperature=temperature,
+        source=source,
+        prompt_cache=prompt_cache,
+    )
     headers = request_headers(provider)
     if on_text is not None:
         parsed = await _streamed(http, provider, url, body, headers, timeout, on_text)
@@ -111,11 +88,7 @@ async def complete(
             raise transport_error(error, provider) from error
         raise_for_provider_status(response, provider)
         parsed = parse_json_body(response, provider)
-    if provider.name == "anthropic":
-        response = parse_message(parsed)
-    else:
-        response = parse_chat_completion(parsed, provider.name)
-    return response.model_copy(update={"source": source})
+    return wire.response(parsed, provider).model_copy(update={"source": source})
 
 
 async def _streamed(
@@ -128,14 +101,9 @@ async def _streamed(
     on_text: OnText,
 ) -> dict[str, Any]:
     """The body a streamed call adds up to (a server that does not stream answers as usual)."""
-    body = {**body, "stream": True}
-    if provider.name != "anthropic":
-        body["stream_options"] = {"include_usage": True}
-    assembler: ChatStream | MessageStream = (
-        MessageStream(on_text)
-        if provider.name == "anthropic"
-        else ChatStream(provider.name, on_text)
-    )
+    wire = wire_format(provider)
+    body = wire.streaming(body)
+    assembler = wire.assembler(provider, on_text)
     try:
         async with http.stream(
             "POST", url, json=body, headers=headers, timeout=timeout
