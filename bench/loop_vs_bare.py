@@ -1,19 +1,31 @@
-"""orga's loop against a bare Temporal workflow doing the same activities, in the same run.
+"""orga's loop against the minimal loop a Temporal user writes, every figure of issue 30 in one run.
 
-    uv run python bench/loop_vs_bare.py [--runs 10] [--concurrent 20]
+    uv run python bench/loop_vs_bare.py [--runs 10] [--concurrent 20] [--k 5 10 25] [--waiting 1000]
 
-Both run on the tuned embedded dev server (SQLite file, WAL, transfer poll rate 1000/s) with
-one in-process worker and an instant scripted model over HTTP on 127.0.0.1. For K tool calls
-(one per turn, K+1 model calls) — ``orga`` with the built-in ``add``, ``local`` with the same
-tool declared ``@tool(local=True)`` — it prints, per loop: median wall time and its ratio to bare,
-worker CPU (this process: worker, client and the model server), history events and history
-bytes, and loops/s with N loops at once. Not a test: numbers vary ±20 % on shared machines.
+All variants run on the tuned embedded dev server (SQLite file, WAL, transfer poll rate
+1000/s), in this process's workers, against an instant scripted model over HTTP on 127.0.0.1:
+
+* ``minimal`` — the baseline (``bench/minimal.py``): plain dicts, Temporal's default converter,
+  no orga types, one activity per model call and per tool call;
+* ``bare`` — the earlier baseline (``bench/bare.py``), which reuses orga's provider code and
+  pydantic types: between the two, what orga's own types and HTTP code cost;
+* ``orga`` — orga's loop with the ``default`` gate and the built-in ``add``;
+* ``local`` — the same with the tool declared ``@tool(local=True)``.
+
+For K tool calls (one per turn, K+1 model calls) it prints, per loop: median wall time, worker
+CPU (this process: workers, clients and the model server), history events and bytes, and
+loops/s with N loops at once — each with its ratio to ``minimal``. Then N loops that wait for
+an approval: the growth of resident memory per waiting loop, and how long approving them all
+at once takes until every one has finished. Last, the issue's table: each figure against its
+target. Variants alternate round by round, so a busy spell hits each alike. Not a test: numbers
+vary ±20 % on shared machines.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import statistics
 import sys
@@ -25,6 +37,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.setup import Bench, bench, history_size
+from orga.contracts.approvals import ApprovalDecision
+from orga.contracts.config import LoopConfig, LoopInput
+from orga.contracts.conversation import Message
+from orga.contracts.state import LoopState
 from orga.testing.scripted_model import RecordedRequest, Turn
 from orga.tools.sdk import tool
 
@@ -42,12 +58,29 @@ def add_local(a: float, b: float) -> float:
     return a + b
 
 
-def instant_model(request: RecordedRequest) -> Turn:
-    """Model ``bench-k<K>`` (or ``bench-local-k<K>``): one ``add`` (``add_local``) call per
-    turn until K results, then an answer."""
+@tool(requires_approval=True)
+def pay(amount: int, to: str) -> str:
+    """Pay someone (a person approves each payment).
+
+    Args:
+        amount: euros.
+        to: who is paid.
+    """
+    return f"paid {amount} to {to}"
+
+
+def scripted(request: RecordedRequest) -> Turn:
+    """``bench-k<K>`` / ``bench-local-k<K>``: one ``add`` (``add_local``) call per turn until K
+    results, then an answer; ``bench-pay``: one ``pay`` call, then an answer."""
+    done = request.tool_results()
+    if request.model == "bench-pay":
+        return (
+            Turn(tool_calls=[("pay", {"amount": 12, "to": "ann"})])
+            if not done
+            else Turn(text="paid")
+        )
     local = request.model.startswith("bench-local-")
     k = int(request.model.removeprefix("bench-local-" if local else "bench-").removeprefix("k"))
-    done = request.tool_results()
     if done < k:
         return Turn(tool_calls=[("add_local" if local else "add", {"a": done, "b": 1})])
     return Turn(text=f"done after {done} calls")
@@ -62,64 +95,161 @@ class Measured:
     throughput: float
 
 
-def row(k: int, name: str, m: Measured, bare: Measured) -> str:
-    return (
-        f"{k:>3} {name:<6} {m.wall * 1000:>8.1f} {m.wall / bare.wall:>6.2f} "
-        f"{m.cpu * 1000:>7.1f} {m.events:>7} {m.history_bytes / 1024:>9.1f} "
-        f"{m.history_bytes / bare.history_bytes:>11.2f} {m.throughput:>8.1f}"
-    )
+async def run_minimal(b: Bench, k: int) -> tuple[str, Any]:
+    return await b.minimal(PROMPT, f"bench-k{k}", ["add"]), b.plain
 
 
-async def run_orga(b: Bench, k: int) -> str:
-    return await b.orga(PROMPT, f"bench-k{k}", ["add"], max_iterations=k + 1)
+async def run_bare(b: Bench, k: int) -> tuple[str, Any]:
+    return await b.bare(PROMPT, f"bench-k{k}", ["add"]), b.client
 
 
-async def run_local(b: Bench, k: int) -> str:
-    return await b.orga(PROMPT, f"bench-local-k{k}", ["add_local"], max_iterations=k + 1)
+async def run_orga(b: Bench, k: int) -> tuple[str, Any]:
+    return await b.orga(PROMPT, f"bench-k{k}", ["add"], max_iterations=k + 1), b.client
 
 
-async def run_bare(b: Bench, k: int) -> str:
-    return await b.bare(PROMPT, f"bench-k{k}", ["add"])
+async def run_local(b: Bench, k: int) -> tuple[str, Any]:
+    return await b.orga(PROMPT, f"bench-local-k{k}", ["add_local"], max_iterations=k + 1), b.client
 
 
-async def measure(b: Bench, runner: Any, k: int, runs: int, concurrent: int) -> Measured:
-    for _ in range(2):
-        await runner(b, k)  # warm up: sticky cache, connections
-    walls: list[float] = []
-    cpu_start = time.process_time()
-    last = ""
+VARIANTS = {"minimal": run_minimal, "bare": run_bare, "orga": run_orga, "local": run_local}
+
+
+async def measure(b: Bench, k: int, runs: int, concurrent: int) -> dict[str, Measured]:
+    """Every variant at K, alternating round by round."""
+    for runner in VARIANTS.values():
+        for _ in range(2):
+            await runner(b, k)  # warm up: sticky cache, connections, the sandbox's modules
+    walls: dict[str, list[float]] = {name: [] for name in VARIANTS}
+    cpus: dict[str, float] = dict.fromkeys(VARIANTS, 0.0)
+    last: dict[str, str] = {}
     for _ in range(runs):
+        for name, runner in VARIANTS.items():
+            cpu, start = time.process_time(), time.perf_counter()
+            last[name], _ = await runner(b, k)
+            walls[name].append(time.perf_counter() - start)
+            cpus[name] += time.process_time() - cpu
+    found: dict[str, Measured] = {}
+    for name, runner in VARIANTS.items():
+        events, size = await history_size(b.client, last[name])
         start = time.perf_counter()
-        last = await runner(b, k)
-        walls.append(time.perf_counter() - start)
-    cpu = (time.process_time() - cpu_start) / runs
-    events, size = await history_size(b.client, last)
-    start = time.perf_counter()
-    await asyncio.gather(*(runner(b, k) for _ in range(concurrent)))
-    throughput = concurrent / (time.perf_counter() - start)
-    return Measured(statistics.median(walls), cpu, events, size, throughput)
-
-
-async def main(runs: int, concurrent: int, ks: list[int]) -> None:
-    async with bench(instant_model, tools=[add_local]) as b:
-        print(
-            f"{'K':>3} {'variant':<6} {'wall ms':>8} {'ratio':>6} {'cpu ms':>7} "
-            f"{'events':>7} {'hist KiB':>9} {'bytes ratio':>11} {'loops/s':>8}"
+        await asyncio.gather(*(runner(b, k) for _ in range(concurrent)))
+        throughput = concurrent / (time.perf_counter() - start)
+        found[name] = Measured(
+            statistics.median(walls[name]), cpus[name] / runs, events, size, throughput
         )
+    return found
+
+
+def rss_kib() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError("no VmRSS in /proc/self/status")
+
+
+async def start_waiting(b: Bench) -> str:
+    workflow_id = f"waiting-{os.urandom(5).hex()}"
+    await b.client.start_workflow(
+        "ReasoningLoop",
+        LoopInput(
+            messages=[Message(role="user", content="Pay the invoice of 12 euros to ann.")],
+            config=LoopConfig(model="bench-pay", tools=["pay"]),
+        ),
+        id=workflow_id,
+        task_queue="bench-orga",
+    )
+    return workflow_id
+
+
+async def waiting_call(b: Bench, workflow_id: str) -> str:
+    handle = b.client.get_workflow_handle(workflow_id)
+    while True:
+        state = await handle.query("state", result_type=LoopState)
+        if state.pending_approvals:
+            return state.pending_approvals[0].call_id
+        await asyncio.sleep(0.2)
+
+
+async def approve(b: Bench, workflow_id: str, call_id: str) -> None:
+    handle = b.client.get_workflow_handle(workflow_id)
+    decision = ApprovalDecision(call_id=call_id, approved=True, approver="bench")
+    await handle.execute_update("approve", decision)
+    await handle.result()
+
+
+async def waiting_loops(b: Bench, loops: int) -> tuple[float, float]:
+    """KiB of resident memory per loop waiting for approval; seconds to approve all at once
+    until every one has finished."""
+    for _ in range(3):  # warm up
+        first = await start_waiting(b)
+        await approve(b, first, await waiting_call(b, first))
+    gc.collect()
+    before = rss_kib()
+    ids = [await start_waiting(b) for _ in range(loops)]
+    calls = await asyncio.gather(*(waiting_call(b, i) for i in ids))
+    gc.collect()
+    per_loop = (rss_kib() - before) / loops
+    started = time.perf_counter()
+    await asyncio.gather(*(approve(b, i, c) for i, c in zip(ids, calls, strict=True)))
+    return per_loop, time.perf_counter() - started
+
+
+def ratio(value: float, base: float) -> str:
+    return f"{value / base:.2f}" if base else "-"
+
+
+async def main(runs: int, concurrent: int, ks: list[int], waiting: int) -> None:
+    async with bench(scripted, tools=[add_local, pay]) as b:
+        print(
+            f"{'K':>3} {'variant':<8} {'wall ms':>8} {'xmin':>5} {'cpu ms':>7} {'xmin':>5} "
+            f"{'events':>6} {'hist KiB':>9} {'xmin':>5} {'loops/s':>8} {'xmin':>5}"
+        )
+        table: dict[int, dict[str, Measured]] = {}
         for k in ks:
-            bare = await measure(b, run_bare, k, runs, concurrent)
-            orga = await measure(b, run_orga, k, runs, concurrent)
-            local = await measure(b, run_local, k, runs, concurrent)
-            for name, m in (("bare", bare), ("orga", orga), ("local", local)):
-                print(row(k, name, m, bare))
+            found = table[k] = await measure(b, k, runs, concurrent)
+            base = found["minimal"]
+            for name, m in found.items():
+                print(
+                    f"{k:>3} {name:<8} {m.wall * 1000:>8.1f} {ratio(m.wall, base.wall):>5} "
+                    f"{m.cpu * 1000:>7.1f} {ratio(m.cpu, base.cpu):>5} {m.events:>6} "
+                    f"{m.history_bytes / 1024:>9.1f} "
+                    f"{ratio(m.history_bytes, base.history_bytes):>5} {m.throughput:>8.1f} "
+                    f"{ratio(m.throughput, base.throughput):>5}"
+                )
+        memory, settle = await waiting_loops(b, waiting)
+        print(f"\n{waiting} loops waiting for approval: {memory:.0f} KiB of worker memory each;")
+        print(f"approving all {waiting} at once: every loop finished in {settle:.1f} s")
+        print(f"\n{'figure':<44} {'measured':<28} target")
+
+        def figure(name: str, pick: str, target: str) -> None:
+            values = []
+            for k in ks:
+                m, base = table[k]["orga"], table[k]["minimal"]
+                value = {
+                    "wall": m.wall / base.wall,
+                    "throughput": m.throughput / base.throughput,
+                    "cpu": m.cpu / base.cpu,
+                    "bytes": m.history_bytes / base.history_bytes,
+                }[pick]
+                values.append(f"{value:.2f}x (K={k})")
+            print(f"{name:<44} {', '.join(values):<28} {target}")
+
+        figure("latency, against the minimal loop", "wall", "≤ 1.10x")
+        figure(f"loops/s with {concurrent} at once", "throughput", "≥ 0.90x")
+        figure("worker CPU per loop", "cpu", "≤ 1.15x")
+        figure("history bytes", "bytes", "≤ 1.0x")
+        print(f"{'worker memory per waiting loop':<44} {f'{memory:.0f} KiB':<28} ≤ 160 KiB")
+        approvals = f"{waiting} approvals at once, until all finished"
+        print(f"{approvals:<44} {f'{settle:.1f} s':<28} ≤ 15 s")
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description="orga loop against a bare Temporal workflow")
+    parser = argparse.ArgumentParser(description="orga's loop against the minimal loop")
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--concurrent", type=int, default=20)
-    parser.add_argument("--k", type=int, nargs="+", default=[10, 25])
+    parser.add_argument("--k", type=int, nargs="+", default=[5, 10, 25])
+    parser.add_argument("--waiting", type=int, default=1000)
     arguments = parser.parse_args()
-    asyncio.run(main(arguments.runs, arguments.concurrent, arguments.k))
+    asyncio.run(main(arguments.runs, arguments.concurrent, arguments.k, arguments.waiting))
     sys.stdout.flush()
     os._exit(0)  # temporalio can crash the interpreter at exit (sdk-python#300)

@@ -24,7 +24,7 @@ import yappi
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.loop_vs_bare import instant_model, run_bare, run_orga
+from bench.loop_vs_bare import run_minimal, run_orga, scripted
 from bench.setup import bench
 
 # (category, path fragment): the first fragment found in a function's file decides.
@@ -68,7 +68,7 @@ def by_function(stats: Any) -> dict[str, float]:
 
 
 async def profiled(runner: Any, k: int, runs: int) -> tuple[dict[str, float], dict[str, float]]:
-    async with bench(instant_model) as b:
+    async with bench(scripted) as b:
         for _ in range(2):
             await runner(b, k)  # warm up: sticky cache, connections, imports
         yappi.clear_stats()
@@ -85,11 +85,11 @@ async def profiled(runner: Any, k: int, runs: int) -> tuple[dict[str, float], di
 
 
 async def main(k: int, runs: int, top: int) -> None:
-    bare, bare_functions = await profiled(run_bare, k, runs)
+    bare, bare_functions = await profiled(run_minimal, k, runs)
     orga, orga_functions = await profiled(run_orga, k, runs)
     names = sorted(set(bare) | set(orga), key=lambda n: -(orga.get(n, 0) - bare.get(n, 0)))
     print(f"worker CPU per loop, K={k}, {runs} loops each (ms; yappi, cpu clock, all threads)")
-    print(f"{'where':<28} {'bare':>8} {'orga':>8} {'orga-bare':>10}")
+    print(f"{'where':<28} {'minimal':>8} {'orga':>8} {'orga-min':>10}")
     for name in names:
         b, o = bare.get(name, 0.0) * 1000, orga.get(name, 0.0) * 1000
         print(f"{name:<28} {b:>8.1f} {o:>8.1f} {o - b:>10.1f}")

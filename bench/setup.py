@@ -1,5 +1,7 @@
-"""What every benchmark needs: the tuned embedded server, a scripted model, an orga worker
-and a bare-Temporal worker side by side, and helpers to run and measure loops."""
+"""What every benchmark needs: the tuned embedded server, a scripted model, an orga worker and
+two baselines side by side — the minimal loop a Temporal user writes (``bench/minimal.py``:
+plain dicts, the default converter, nothing of orga) and the old "bare" loop that reuses orga's
+provider code and types (``bench/bare.py``) — and helpers to run and measure loops."""
 
 from __future__ import annotations
 
@@ -21,6 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bare import BareInput, BareLoopWorkflow
 from bench.bare_activities import BareActivities
+from bench.minimal import MinimalLoopWorkflow
+from bench.minimal_activities import MinimalActivities
 from orga.contracts.config import LoopConfig, LoopInput
 from orga.contracts.conversation import Message
 from orga.plugin import OrgaPlugin, build_registry, http_client
@@ -50,6 +54,20 @@ class Bench:
     """A running benchmark environment."""
 
     client: Client
+    plain: Client
+    """A client with Temporal's default converter: the minimal loop's."""
+
+    async def minimal(self, prompt: str, model: str, tools: list[str]) -> str:
+        """Run one minimal loop to completion; its workflow id."""
+        workflow_id = f"minimal-{uuid.uuid4().hex[:10]}"
+        await self.plain.execute_workflow(
+            MinimalLoopWorkflow.run,
+            {"messages": [{"role": "user", "content": prompt}], "model": model, "tools": tools},
+            id=workflow_id,
+            task_queue="bench-minimal",
+            request_eager_start=True,
+        )
+        return workflow_id
 
     async def orga(self, prompt: str, model: str, tools: list[str], **config: Any) -> str:
         """Run one orga loop to completion; its workflow id."""
@@ -126,7 +144,15 @@ async def bench(
                     workflows=[BareLoopWorkflow],
                     activities=[bare.call_model, bare.run_tool],
                 )
-                async with orga_worker, bare_worker:
-                    yield Bench(client)
+                plain = await Client.connect(server.address)
+                minimal = MinimalActivities(http, model.openai_base_url)
+                minimal_worker = Worker(
+                    plain,
+                    task_queue="bench-minimal",
+                    workflows=[MinimalLoopWorkflow],
+                    activities=[minimal.call_model, minimal.run_tool],
+                )
+                async with orga_worker, bare_worker, minimal_worker:
+                    yield Bench(client, plain)
         finally:
             await server.stop()
