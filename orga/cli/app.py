@@ -7,22 +7,16 @@ from collections.abc import Sequence
 import typer
 
 from orga.cli import audit, codec, desk, knowledge, loops, mcp, schedule, server, store, tasks, web
+from orga.runtime.settings_docs import cli_variables
 
 __all__ = ["app", "main"]
 
-HELP = """Durable, governed agent reasoning loops on Temporal.
+HELP = f"""Durable, governed agent reasoning loops on Temporal.
 
-Every verb talks to Temporal with the worker's settings, read from the environment:
+Every verb talks to Temporal with the worker's settings, read from the environment (the list
+comes from orga.runtime.settings.Settings, as does the docs' reference/environment page):
 
-* **TEMPORAL_ADDRESS**: Temporal frontend (default localhost:7233)
-* **TEMPORAL_NAMESPACE**: namespace (default "default")
-* **TEMPORAL_API_KEY**: Temporal Cloud API key (implies TLS); TEMPORAL_TLS=1 for TLS alone
-* **ORGA_TASK_QUEUE**: where loops and tasks are started (default "orga")
-* **ORGA_APPROVER**: who approves, denies and resolves (default: the OS user)
-* **ORGA_UI_URL**: the Web UI the links point at (default http://localhost:8233)
-* **ORGA_DATA_DIR**: where `orga server` and `orga demo` keep temporal.db (default .orga)
-* **ORGA_STORE_URL**: the store workers and clients share (default ORGA_DATA_DIR/store.db)
-* **ORGA_DEBUG**: 1 shows tracebacks of unexpected errors
+{cli_variables()}
 
 A day at the desk: `orga pending` (what waits), `orga state ID` (inspect), then
 `orga approve` / `deny` / `resolve` (act); `orga desk` does the same in a browser.

@@ -138,7 +138,7 @@ def settings() -> Settings:
 
 
 def ui_base() -> str:
-    return os.environ.get("ORGA_UI_URL", "http://localhost:8233").rstrip("/")
+    return settings().ui_url.rstrip("/")
 
 
 def ui_link(settings: Settings, workflow_id: str) -> str:
@@ -147,7 +147,7 @@ def ui_link(settings: Settings, workflow_id: str) -> str:
 
 def data_dir(explicit: str | None = None) -> Path:
     """Where the embedded server keeps ``temporal.db``: the flag, ``ORGA_DATA_DIR``, or .orga."""
-    return Path(os.path.abspath(explicit or os.environ.get("ORGA_DATA_DIR") or ".orga"))
+    return Path(os.path.abspath(explicit)) if explicit else settings().data_dir
 
 
 async def client_for(settings: Settings) -> Client:
@@ -318,7 +318,7 @@ def execute(
     except BrokenPipeError:
         code = 0  # the reader stopped reading (`| head`): nothing more to say
     except Exception as error:
-        if os.environ.get("ORGA_DEBUG"):
+        if _debug():
             raise
         _report(
             f"unexpected error: {type(error).__name__}: {error} (ORGA_DEBUG=1 shows more)",
@@ -326,6 +326,14 @@ def execute(
             as_json,
         )
     _exit(code)
+
+
+def _debug() -> bool:
+    """``ORGA_DEBUG``: show the traceback of an unexpected error."""
+    try:
+        return Settings.from_env().debug
+    except InvalidConfig:
+        return False  # settings that do not read cannot ask for tracebacks either
 
 
 def _exit(code: int) -> NoReturn:

@@ -46,9 +46,11 @@ class ModelCritic(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: Literal["model"] = "model"
+    """Says which critic this is."""
     agent: str = Field(min_length=1)
     """The critic agent (agents file): its provider and model answer, as its own principal."""
     max_rounds: int = Field(default=2, ge=1, le=10)
+    """Reviews at most; the last ``revise`` ends the loop ``critic_rejected``."""
 
 
 class HumanCritic(BaseModel):
@@ -57,11 +59,13 @@ class HumanCritic(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: Literal["human"] = "human"
+    """Says which critic this is."""
     timeout: timedelta = Field(default=timedelta(hours=1), gt=timedelta(0))
     """How long a review waits for a person (the loop's clock stops meanwhile)."""
     on_timeout: Literal["approve", "reject"] = "reject"
     """What an unanswered review counts as: accept the answer, or end ``critic_rejected``."""
     max_rounds: int = Field(default=2, ge=1, le=10)
+    """Reviews at most; the last ``revise`` ends the loop ``critic_rejected``."""
 
 
 CriticConfig = Annotated[ModelCritic | HumanCritic, Field(discriminator="kind")]

@@ -60,6 +60,7 @@ class ReferencePattern(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     ref_type: str = Field(min_length=1, max_length=64)
+    """The reference type it finds: a key of ``resolvers``."""
     pattern: str = Field(min_length=1, max_length=MAX_PATTERN_CHARS)
     """RE2 syntax (Python's ``re`` without lookarounds and backreferences), at most 256
     characters."""
@@ -77,7 +78,9 @@ class Resolver(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     tool: str
+    """The tool called with each reference (gated like any call; one the loop's model sees)."""
     argument: str
+    """The tool's argument that takes the reference."""
 
 
 class PreHydrationConfig(BaseModel):
@@ -90,6 +93,7 @@ class PreHydrationConfig(BaseModel):
     )
     """Custom reference types, extracted after the built-in ones (at most 10)."""
     max_references: int = Field(default=10, ge=1, le=100)
+    """At most this many references are resolved (deduplicated, in the order found)."""
     resolvers: dict[str, Resolver] = Field(
         default_factory=lambda: {
             "url": Resolver(tool="web_fetch", argument="url"),

@@ -66,41 +66,52 @@ class Retry(_Strategy):
     """Temporal retries the call (also when the tool raises), then the error goes to the model."""
 
     strategy: Literal["retry"] = "retry"
+    """Names the strategy."""
     max_attempts: int = Field(default=3, ge=1, le=100)
+    """Attempts of the tool activity, the first included."""
     initial_interval: timedelta = Field(default=timedelta(seconds=1), gt=timedelta(0))
+    """The wait before the second attempt."""
     backoff: float = Field(default=2.0, ge=1.0)
+    """Each wait is this many times the one before."""
 
 
 class Fallback(_Strategy):
     """After the last attempt fails, the same arguments go to these tools, in order."""
 
     strategy: Literal["fallback"] = "fallback"
+    """Names the strategy."""
     tools: list[str] = Field(min_length=1)
+    """The alternatives, tried in order (each gated); the model is told which one answered."""
 
 
 class CachedResult(_Strategy):
     """The last successful result of the same tool with the same arguments, if young enough."""
 
     strategy: Literal["cached_result"] = "cached_result"
+    """Names the strategy."""
     max_age: timedelta = Field(default=timedelta(minutes=10), gt=timedelta(0))
+    """The oldest cached result (same tool, same arguments as canonical JSON) still used."""
 
 
 class LlmRecovery(_Strategy):
     """The error goes back to the model as an ``is_error`` result (the default)."""
 
     strategy: Literal["llm_recovery"] = "llm_recovery"
+    """Names the strategy."""
 
 
 class Escalate(_Strategy):
     """Park the call and wait for an operator: ``retry``, ``skip``, ``result`` or ``abort``."""
 
     strategy: Literal["escalate"] = "escalate"
+    """Names the strategy."""
 
 
 class DeadLetter(_Strategy):
     """Record the call in the loop's dead-letter list; the model gets an ``is_error`` result."""
 
     strategy: Literal["dead_letter"] = "dead_letter"
+    """Names the strategy."""
 
 
 RecoveryStrategy = Annotated[
@@ -115,7 +126,9 @@ class RecoveryConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     default: RecoveryStrategy = Field(default_factory=LlmRecovery)
+    """The strategy of every tool that has none of its own."""
     tools: dict[str, RecoveryStrategy] = Field(default_factory=dict[str, RecoveryStrategy])
+    """Tool name → its own strategy."""
 
     def for_tool(self, name: str) -> RecoveryStrategy:
         """The strategy that applies to ``name``: its own, else the loop default."""

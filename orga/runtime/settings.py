@@ -1,69 +1,126 @@
-"""Worker and client settings, read from the environment.
+"""Worker and client settings, read from the environment: the one place orga reads ``ORGA_*``.
 
 API keys live here and only here: in the worker's process, as ``SecretStr`` (whose ``repr``
 hides the value). They never enter workflow input, history, queries, the journal or logs.
 
-==========================  ===================================  ==========================
-variable                    meaning                              default
-==========================  ===================================  ==========================
-TEMPORAL_ADDRESS            Temporal frontend                    localhost:7233
-TEMPORAL_NAMESPACE          namespace                            default
-TEMPORAL_API_KEY            Temporal Cloud API key (implies TLS) unset
-TEMPORAL_TLS                ``1`` to use TLS without an API key  unset
-ORGA_TASK_QUEUE             task queue of loops and activities   orga
-ORGA_PROVIDER               default provider of loops            first one with a key
-                            (``scripted``: the offline scripted model, served by the worker)
-OPENROUTER_API_KEY / _MODEL / _BASE_URL                          openai/gpt-4o-mini
-OPENAI_API_KEY / _MODEL / _BASE_URL (vLLM, Ollama, llama.cpp)    gpt-4o-mini
-ANTHROPIC_API_KEY / _MODEL / _BASE_URL                           claude-sonnet-4-5
-ORGA_TOOL_MODULES           comma-separated modules with @tools  unset
-ORGA_EMBEDDINGS             ``<provider>:<model>`` whose          unset (full-text search)
-                            /embeddings make knowledge search hybrid
-ORGA_MCP_SERVERS            TOML file of MCP servers (tools)     unset (no MCP tools)
-ORGA_METRICS_ADDRESS        worker's Prometheus endpoint         unset (no metrics served)
-ORGA_MODEL_TASK_QUEUE       task queue of model calls            unset (the loop's queue)
-ORGA_MODEL_RPS              model calls per second, all workers  unset (no limit)
-                            (``0.0.0.0:9464``: /metrics)
-ORGA_WORKER_TUNER           ``fixed``: the SDK's slot counts;     fixed
-                            ``resource``: while CPU/memory allow
-ORGA_TARGET_CPU / _MEMORY   the resource tuner's targets (0-1)   0.8 / 0.8
-ORGA_AGENTS                 TOML file of the worker's agents     unset (one implicit agent)
-ORGA_POLICY                 policy floor of the implicit agent   default
-ORGA_ALLOW_PERMISSIVE       ``1``: loops may ask for permissive   unset (refused)
-ORGA_FILE_ROOT              the only directory file_read reads   unset (no file_read)
-ORGA_FILE_READ_HIDDEN       ``1``: file_read reads dot-files     unset (refused)
-ORGA_DATA_DIR               the embedded default's directory     .orga
-ORGA_STORE_URL              shared store: sqlite:////abs/p.db    <ORGA_DATA_DIR>/store.db
-                            or postgresql://user:pw@host/db
-ORGA_STORE_RETENTION        days stored payloads/blobs are kept  unset (kept)
-ORGA_DEPLOYMENT_NAME        Worker Deployment (pinned versions)  unset (no versioning)
-ORGA_BUILD_ID               this worker's build id (git commit)  required with the above
-ORGA_EGRESS_ALLOW           hosts/CIDRs web_fetch may reach      unset (public only)
-                            although not public (``10.0.0.0/8``)
-ORGA_POLICY_DIR             Cedar policies + schema              unset (no cedar gate)
-ORGA_OPA_URL                OPA decision URL (/v1/data/<pkg>)    unset (no opa gate)
-==========================  ===================================  ==========================
+Each field says where it comes from (an ``Env`` in its annotation: the variable, how the docs
+show its default, whether the ``orga`` CLI reads it) and what it means (the docstring under
+it). From them ``python -m orga.runtime.settings_docs`` writes the docs' environment table and
+the list below, and ``orga --help`` lists the CLI's variables; ``tests/test_settings_docs.py``
+fails when a written copy differs from what the fields say.
+
+Over 400 lines: one field per variable, each with the docstring that documents it, and the list
+of them below; how a variable is read and shown lives in ``orga.runtime.variables``.
+
+Variables (generated from the fields; do not edit by hand):
+
+<!-- variables -->
+* ``TEMPORAL_ADDRESS`` — The Temporal frontend, ``host:port``. (default: ``localhost:7233``)
+* ``TEMPORAL_NAMESPACE`` — The Temporal namespace. (default: ``default``)
+* ``TEMPORAL_API_KEY`` — A Temporal Cloud API key; it implies TLS. (default: unset)
+* ``TEMPORAL_TLS`` — Connect to Temporal over TLS without an API key. (default: off)
+* ``ORGA_TASK_QUEUE`` — The task queue of loops, tasks and their activities. (default: ``orga``)
+* ``ORGA_PROVIDER`` — The provider of loops whose config names none. (default: the first
+  provider with a key)
+* ``OPENROUTER_API_KEY`` / ``OPENROUTER_MODEL`` / ``OPENROUTER_BASE_URL`` — OpenRouter (the
+  default provider): its API key, default model and base URL. (default: model
+  ``openai/gpt-4o-mini``, ``https://openrouter.ai/api/v1``)
+* ``OPENAI_API_KEY`` / ``OPENAI_MODEL`` / ``OPENAI_BASE_URL`` — OpenAI, or any compatible server
+  (vLLM, Ollama, llama.cpp: set the base URL; no key needed): its API key, default model and
+  base URL. (default: model ``gpt-4o-mini``, ``https://api.openai.com/v1``)
+* ``ANTHROPIC_API_KEY`` / ``ANTHROPIC_MODEL`` / ``ANTHROPIC_BASE_URL`` — The Anthropic Messages
+  API: its API key, default model and base URL. (default: model ``claude-sonnet-4-5``,
+  ``https://api.anthropic.com``)
+* ``ORGA_TOOL_MODULES`` — Modules whose ``@tool`` functions the worker registers. (default:
+  none)
+* ``ORGA_EMBEDDINGS`` — The provider and model whose ``/embeddings`` make knowledge search
+  hybrid (SQLite), e.g. ``openai:text-embedding-3-small``; read by the worker and by ``orga
+  knowledge``. (default: unset: full-text search alone)
+* ``ORGA_AGENTS`` — A TOML file of the worker's agents (``examples/agents.toml``). (default:
+  unset: one implicit agent)
+* ``ORGA_MCP_SERVERS`` — A TOML file of MCP servers whose tools the worker offers
+  (``examples/mcp.toml``). (default: unset: no MCP tools)
+* ``ORGA_METRICS_ADDRESS`` — ``host:port`` (``0.0.0.0:9464``) where the worker serves Prometheus
+  metrics at ``/metrics``: the Temporal SDK's and orga's. (default: unset: no metrics served)
+* ``ORGA_MODEL_TASK_QUEUE`` — A task queue of their own for model calls (a worker polls it next
+  to the loop's). (default: unset: the loop's queue)
+* ``ORGA_MODEL_RPS`` — At most this many model calls per second over every worker of the model
+  task queue together: the Temporal server holds the rate (a short burst, then the rate), so a
+  provider's rate limit is shared by any number of workers instead of answered with 429s.
+  (default: unset: no limit)
+* ``ORGA_WORKER_TUNER`` — How many tasks a worker takes at once: ``fixed``, the SDK's slot
+  counts; ``resource``, only while its machine's CPU and memory are under ``ORGA_TARGET_CPU`` /
+  ``ORGA_TARGET_MEMORY`` (Temporal's resource-based tuner: backpressure at the task queue, for
+  workers that share a cluster; on a machine that also runs the server and the model it leaves
+  CPU unused). (default: ``fixed``)
+* ``ORGA_TARGET_CPU`` — The resource tuner's CPU target: the share of the machine's CPU above
+  which the worker takes no more tasks. (default: 0.8)
+* ``ORGA_TARGET_MEMORY`` — The resource tuner's memory target: the share of the machine's memory
+  above which the worker takes no more tasks. (default: 0.8)
+* ``ORGA_POLICY`` — The policy floor of the implicit agent (no ``ORGA_AGENTS``): no loop runs
+  under a weaker gate. (default: ``default``)
+* ``ORGA_ALLOW_PERMISSIVE`` — Loops may ask for the permissive gate (development only).
+  (default: off: refused)
+* ``ORGA_POLICY_DIR`` — Cedar policies (``*.cedar``) and their schema
+  (``schema.cedarschema.json``), parsed and validated once at worker start. (default: unset: no
+  cedar gate)
+* ``ORGA_OPA_URL`` — The OPA decision endpoint, ``http://host:8181/v1/data/<package>``.
+  (default: unset: no opa gate)
+* ``ORGA_FILE_ROOT`` — The only directory ``file_read`` reads; unset, the worker has no
+  ``file_read``. (default: unset: no file_read)
+* ``ORGA_FILE_READ_HIDDEN`` — ``file_read`` may read dot-files and dot-directories. (default:
+  off: refused)
+* ``ORGA_EGRESS_ALLOW`` — Hosts and CIDRs that ``web_fetch`` may reach although they are not
+  public addresses (``10.0.0.0/8,intranet.example``). (default: none: public addresses only)
+* ``ORGA_DATA_DIR`` — The embedded server's directory (``orga server``, ``orga demo``):
+  ``temporal.db`` and the default store's ``store.db``. (default: ``.orga``)
+* ``ORGA_STORE_URL`` — orga's store, shared by every worker and client: payloads kept out of
+  history, cut texts, the effect ledger, knowledge. (default: ``<ORGA_DATA_DIR>/store.db``)
+* ``ORGA_STORE_RETENTION`` — Days the store keeps payloads and cut texts; workers prune older
+  ones hourly. (default: unset: kept)
+* ``ORGA_DEPLOYMENT_NAME`` — The Worker Deployment this worker belongs to: loops stay pinned to
+  the build they started on, while new ones go to the current build. (default: unset: no
+  versioning)
+* ``ORGA_BUILD_ID`` — This worker's build within its deployment (a git commit, an image tag);
+  required with ``ORGA_DEPLOYMENT_NAME``. (default: unset)
+* ``ORGA_STICKY_TIMEOUT`` — How long a workflow task waits for the worker that has the loop
+  cached before any worker may take it. (default: 3 s)
+* ``ORGA_GRACEFUL_SHUTDOWN`` — How long a stopping worker lets running activities finish before
+  cancelling them. (default: 30 s)
+* ``ORGA_APPROVER`` — Who approves, denies, resolves and reviews (``orga approve`` …, ``orga
+  desk``, ``orga mcp``) when ``--approver`` / ``--operator`` names nobody. (default: the
+  operating-system user)
+* ``ORGA_UI_URL`` — The Temporal Web UI that the CLI's links point at. (default:
+  ``http://localhost:8233``)
+* ``ORGA_DEBUG`` — The CLI shows the traceback of an unexpected error. (default: off)
+<!-- /variables -->
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic.fields import FieldInfo
 
 from orga.contracts.agents import PolicyFloor
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.vocabulary import PROVIDERS, SCRIPTED, ProviderName
 from orga.runtime.store import Store
+from orga.runtime.variables import (
+    Env,
+    Variable,
+    bounds,
+    default_text,
+    env_of,
+    parser,
+    shape,
+)
 
 __all__ = ["ProviderSettings", "Settings"]
-
-
-def _flag(value: str | None) -> bool:
-    return (value or "").lower() in {"1", "true", "yes"}
 
 
 class ProviderSettings(BaseModel):
@@ -86,11 +143,40 @@ _DEFAULTS: dict[ProviderName, tuple[str, str]] = {
     "openai": ("https://api.openai.com/v1", "gpt-4o-mini"),
     "anthropic": ("https://api.anthropic.com", "claude-sonnet-4-5"),
 }
+_PROVIDER_MEANING: dict[ProviderName, str] = {
+    "openrouter": "OpenRouter (the default provider): its API key, default model and base URL.",
+    "openai": "OpenAI, or any compatible server (vLLM, Ollama, llama.cpp: set the base URL; "
+    "no key needed): its API key, default model and base URL.",
+    "anthropic": "The Anthropic Messages API: its API key, default model and base URL.",
+}
 
 
-def _embeddings(value: str | None) -> tuple[ProviderName, str] | None:
-    if value is None:
-        return None
+def _provider(value: str) -> str:
+    if value not in (*PROVIDERS, SCRIPTED):
+        raise InvalidConfig(
+            f"ORGA_PROVIDER={value!r} is not a provider; use one of {[*PROVIDERS, SCRIPTED]!r}"
+        )
+    return value
+
+
+def _policy_floor(value: str) -> str:
+    if value not in ("default", "cedar", "opa"):
+        raise InvalidConfig(
+            f"ORGA_POLICY={value!r} is not a policy floor; use default, cedar or opa"
+        )
+    return value
+
+
+def _tuner(value: str) -> str:
+    if value not in ("resource", "fixed"):
+        raise InvalidConfig(
+            f"ORGA_WORKER_TUNER={value!r}: use resource (as many tasks as CPU and memory "
+            "allow) or fixed (the SDK's slot counts)"
+        )
+    return value
+
+
+def _embeddings(value: str) -> tuple[ProviderName, str]:
     provider, _, model = value.partition(":")
     if provider == "anthropic":
         raise InvalidConfig(
@@ -106,165 +192,200 @@ def _embeddings(value: str | None) -> tuple[ProviderName, str] | None:
 
 
 class Settings(BaseModel):
-    """Everything a worker or the CLI reads from its environment."""
+    """Everything a worker or the CLI reads from its environment (one field per variable)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
 
-    temporal_address: str = "localhost:7233"
-    temporal_namespace: str = "default"
-    temporal_api_key: SecretStr | None = None
-    temporal_tls: bool = False
-    task_queue: str = "orga"
-    default_provider: ProviderName | None = None
+    temporal_address: Annotated[str, Env("TEMPORAL_ADDRESS", cli=True)] = "localhost:7233"
+    """The Temporal frontend, ``host:port``."""
+    temporal_namespace: Annotated[str, Env("TEMPORAL_NAMESPACE", cli=True)] = "default"
+    """The Temporal namespace."""
+    temporal_api_key: Annotated[SecretStr | None, Env("TEMPORAL_API_KEY", cli=True)] = None
+    """A Temporal Cloud API key; it implies TLS."""
+    temporal_tls: Annotated[bool, Env("TEMPORAL_TLS", cli=True)] = False
+    """Connect to Temporal over TLS without an API key."""
+    task_queue: Annotated[str, Env("ORGA_TASK_QUEUE", cli=True)] = "orga"
+    """The task queue of loops, tasks and their activities."""
+    default_provider: Annotated[
+        ProviderName | None,
+        Env("ORGA_PROVIDER", default="the first provider with a key", parse=_provider),
+    ] = None
+    """The provider of loops whose config names none. ``scripted``: the worker serves the
+    offline scripted model (like ``worker.py --scripted``)."""
     providers: dict[ProviderName, ProviderSettings] = Field(
         default_factory=dict[ProviderName, ProviderSettings]
     )
-    tool_modules: list[str] = Field(default_factory=list[str])
-    embeddings: tuple[ProviderName, str] | None = None
-    """The provider and model whose ``/embeddings`` make knowledge search hybrid
-    (``ORGA_EMBEDDINGS=openai:text-embedding-3-small``); unset: full-text search alone."""
-    agents_file: Path | None = None
-    """The worker's agents (``ORGA_AGENTS``); without it, one implicit agent."""
-    mcp_servers_file: Path | None = None
-    """The MCP servers whose tools the worker offers (``ORGA_MCP_SERVERS``)."""
-    metrics_address: str | None = None
-    """``host:port`` where the worker serves Prometheus metrics (``ORGA_METRICS_ADDRESS``)."""
-    model_task_queue: str | None = None
-    """A task queue of their own for model calls (``ORGA_MODEL_TASK_QUEUE``)."""
-    model_rps: float | None = Field(default=None, gt=0)
-    """Model calls per second over every worker of the model task queue (``ORGA_MODEL_RPS``;
-    the Temporal server enforces it)."""
-    tuner: Literal["resource", "fixed"] = "fixed"
-    """How many tasks a worker takes at once (``ORGA_WORKER_TUNER``): ``fixed`` — the SDK's slot
-    counts (measured: one worker ran 500 loops started at once with nothing run twice);
-    ``resource`` — only while its machine's CPU and memory are under their targets (Temporal's
-    resource-based tuner: backpressure at the task queue, for workers that share a cluster;
-    it leaves CPU unused on a machine that also runs the server — measured 2.3 against 3.4
-    loops/s in ``bench/loop_vs_bare.py``)."""
-    target_cpu: float = Field(default=0.8, gt=0, le=1)
-    """The resource tuner's CPU target (``ORGA_TARGET_CPU``): the share of the machine's CPU
-    above which the worker takes no more tasks."""
-    target_memory: float = Field(default=0.8, gt=0, le=1)
-    """The resource tuner's memory target (``ORGA_TARGET_MEMORY``)."""
-    policy_floor: PolicyFloor = "default"
-    """The implicit agent's policy floor (``ORGA_POLICY``)."""
-    allow_permissive: bool = False
-    """Loops may ask for the permissive gate (``ORGA_ALLOW_PERMISSIVE=1``; development only)."""
-    policy_dir: Path | None = None
-    """Cedar policies and schema (``ORGA_POLICY_DIR``), parsed once at worker start."""
-    opa_url: str | None = None
-    """OPA decision endpoint, ``http://host:8181/v1/data/<package>`` (``ORGA_OPA_URL``)."""
-    file_root: Path | None = None
-    """The only directory ``file_read`` reads (``ORGA_FILE_ROOT``); unset: no ``file_read``."""
-    file_read_hidden: bool = False
-    """``file_read`` may read dot-files and dot-directories (``ORGA_FILE_READ_HIDDEN=1``)."""
-    egress_allow: list[str] = Field(default_factory=list[str])
+    """Each provider's key, default model and base URL (``OPENROUTER_*``, ``OPENAI_*``,
+    ``ANTHROPIC_*``: ``_API_KEY``, ``_MODEL``, ``_BASE_URL``)."""
+    tool_modules: Annotated[list[str], Env("ORGA_TOOL_MODULES", default="none")] = Field(
+        default_factory=list[str]
+    )
+    """Modules whose ``@tool`` functions the worker registers."""
+    embeddings: Annotated[
+        tuple[ProviderName, str] | None,
+        Env(
+            "ORGA_EMBEDDINGS",
+            default="unset: full-text search alone",
+            shape="``<provider>:<model>``",
+            cli=True,
+            parse=_embeddings,
+        ),
+    ] = None
+    """The provider and model whose ``/embeddings`` make knowledge search hybrid (SQLite), e.g.
+    ``openai:text-embedding-3-small``; read by the worker and by ``orga knowledge``."""
+    agents_file: Annotated[Path | None, Env("ORGA_AGENTS", default="unset: one implicit agent")] = (
+        None
+    )
+    """A TOML file of the worker's agents (``examples/agents.toml``)."""
+    mcp_servers_file: Annotated[
+        Path | None, Env("ORGA_MCP_SERVERS", default="unset: no MCP tools")
+    ] = None
+    """A TOML file of MCP servers whose tools the worker offers (``examples/mcp.toml``)."""
+    metrics_address: Annotated[
+        str | None, Env("ORGA_METRICS_ADDRESS", default="unset: no metrics served")
+    ] = None
+    """``host:port`` (``0.0.0.0:9464``) where the worker serves Prometheus metrics at
+    ``/metrics``: the Temporal SDK's and orga's."""
+    model_task_queue: Annotated[
+        str | None, Env("ORGA_MODEL_TASK_QUEUE", default="unset: the loop's queue")
+    ] = None
+    """A task queue of their own for model calls (a worker polls it next to the loop's)."""
+    model_rps: Annotated[float | None, Env("ORGA_MODEL_RPS", default="unset: no limit")] = Field(
+        default=None, gt=0
+    )
+    """At most this many model calls per second over every worker of the model task queue
+    together: the Temporal server holds the rate (a short burst, then the rate), so a
+    provider's rate limit is shared by any number of workers instead of answered with 429s."""
+    tuner: Annotated[Literal["resource", "fixed"], Env("ORGA_WORKER_TUNER", parse=_tuner)] = "fixed"
+    """How many tasks a worker takes at once: ``fixed``, the SDK's slot counts; ``resource``,
+    only while its machine's CPU and memory are under ``ORGA_TARGET_CPU`` /
+    ``ORGA_TARGET_MEMORY`` (Temporal's resource-based tuner: backpressure at the task queue,
+    for workers that share a cluster; on a machine that also runs the server and the model it
+    leaves CPU unused)."""
+    target_cpu: Annotated[float, Env("ORGA_TARGET_CPU")] = Field(default=0.8, gt=0, le=1)
+    """The resource tuner's CPU target: the share of the machine's CPU above which the worker
+    takes no more tasks."""
+    target_memory: Annotated[float, Env("ORGA_TARGET_MEMORY")] = Field(default=0.8, gt=0, le=1)
+    """The resource tuner's memory target: the share of the machine's memory above which the
+    worker takes no more tasks."""
+    policy_floor: Annotated[PolicyFloor, Env("ORGA_POLICY", parse=_policy_floor)] = "default"
+    """The policy floor of the implicit agent (no ``ORGA_AGENTS``): no loop runs under a
+    weaker gate."""
+    allow_permissive: Annotated[bool, Env("ORGA_ALLOW_PERMISSIVE", default="off: refused")] = False
+    """Loops may ask for the permissive gate (development only)."""
+    policy_dir: Annotated[Path | None, Env("ORGA_POLICY_DIR", default="unset: no cedar gate")] = (
+        None
+    )
+    """Cedar policies (``*.cedar``) and their schema (``schema.cedarschema.json``), parsed and
+    validated once at worker start."""
+    opa_url: Annotated[str | None, Env("ORGA_OPA_URL", default="unset: no opa gate")] = None
+    """The OPA decision endpoint, ``http://host:8181/v1/data/<package>``."""
+    file_root: Annotated[Path | None, Env("ORGA_FILE_ROOT", default="unset: no file_read")] = None
+    """The only directory ``file_read`` reads; unset, the worker has no ``file_read``."""
+    file_read_hidden: Annotated[bool, Env("ORGA_FILE_READ_HIDDEN", default="off: refused")] = False
+    """``file_read`` may read dot-files and dot-directories."""
+    egress_allow: Annotated[
+        list[str], Env("ORGA_EGRESS_ALLOW", default="none: public addresses only")
+    ] = Field(default_factory=list[str])
     """Hosts and CIDRs that ``web_fetch`` may reach although they are not public addresses
-    (``ORGA_EGRESS_ALLOW``, comma-separated)."""
-    data_dir: Path = Field(default_factory=lambda: Path(".orga").resolve())
-    """The embedded default's directory (``ORGA_DATA_DIR``): ``temporal.db``, ``store.db``."""
-    store_url: str | None = None
-    """The store every worker and client shares (``ORGA_STORE_URL``): ``sqlite:////abs/path``
-    or ``postgresql://…``; unset, ``<data_dir>/store.db``."""
-    deployment_name: str | None = None
-    """Worker Deployment this worker belongs to (``ORGA_DEPLOYMENT_NAME``): with it, workflows
-    are pinned to the version (build) they started on while new ones go to the current one."""
-    build_id: str | None = None
-    """This worker's build id within its deployment (``ORGA_BUILD_ID``: the git commit, an image
-    tag); required with ``ORGA_DEPLOYMENT_NAME``."""
-    store_retention_days: float | None = None
-    """Forget stored payloads and blobs older than this (``ORGA_STORE_RETENTION``, days);
-    unset: keep them. Keep them longer than the namespace keeps histories."""
-    sticky_timeout: float = 3.0
-    """Seconds a workflow task waits for the worker that has the loop cached before any worker
-    may take it (``ORGA_STICKY_TIMEOUT``). Short, so a dead worker costs seconds, not ten."""
-    graceful_shutdown: float = 30.0
-    """Seconds a stopping worker lets running activities finish before cancelling them
-    (``ORGA_GRACEFUL_SHUTDOWN``)."""
+    (``10.0.0.0/8,intranet.example``)."""
+    data_dir: Annotated[Path, Env("ORGA_DATA_DIR", default="``.orga``", cli=True)] = Field(
+        default_factory=lambda: Path(".orga").resolve()
+    )
+    """The embedded server's directory (``orga server``, ``orga demo``): ``temporal.db`` and
+    the default store's ``store.db``."""
+    store_url: Annotated[
+        str | None, Env("ORGA_STORE_URL", default="``<ORGA_DATA_DIR>/store.db``", cli=True)
+    ] = None
+    """orga's store, shared by every worker and client: payloads kept out of history, cut
+    texts, the effect ledger, knowledge. ``sqlite:////abs/path/store.db`` (one machine) or
+    ``postgresql://user:password@host:5432/orga`` (a cluster)."""
+    store_retention_days: Annotated[
+        float | None, Env("ORGA_STORE_RETENTION", default="unset: kept", unit="days")
+    ] = None
+    """Days the store keeps payloads and cut texts; workers prune older ones hourly. Keep
+    them longer than the namespace keeps histories."""
+    deployment_name: Annotated[
+        str | None, Env("ORGA_DEPLOYMENT_NAME", default="unset: no versioning")
+    ] = None
+    """The Worker Deployment this worker belongs to: loops stay pinned to the build they
+    started on, while new ones go to the current build."""
+    build_id: Annotated[str | None, Env("ORGA_BUILD_ID")] = None
+    """This worker's build within its deployment (a git commit, an image tag); required with
+    ``ORGA_DEPLOYMENT_NAME``."""
+    sticky_timeout: Annotated[float, Env("ORGA_STICKY_TIMEOUT", unit="s")] = Field(
+        default=3.0, gt=0
+    )
+    """How long a workflow task waits for the worker that has the loop cached before any
+    worker may take it. Short, so a dead worker costs seconds, not ten."""
+    graceful_shutdown: Annotated[float, Env("ORGA_GRACEFUL_SHUTDOWN", unit="s")] = Field(
+        default=30.0, ge=0
+    )
+    """How long a stopping worker lets running activities finish before cancelling them."""
+    approver: Annotated[
+        str | None, Env("ORGA_APPROVER", default="the operating-system user", cli=True)
+    ] = None
+    """Who approves, denies, resolves and reviews (``orga approve`` …, ``orga desk``,
+    ``orga mcp``) when ``--approver`` / ``--operator`` names nobody."""
+    ui_url: Annotated[str, Env("ORGA_UI_URL", cli=True)] = "http://localhost:8233"
+    """The Temporal Web UI that the CLI's links point at."""
+    debug: Annotated[bool, Env("ORGA_DEBUG", cli=True)] = False
+    """The CLI shows the traceback of an unexpected error."""
     web_fetch_max_bytes: int = 1_000_000
+    """The largest body ``web_fetch`` reads (not from the environment)."""
     web_fetch_timeout: float = 20.0
+    """Seconds ``web_fetch`` waits for an answer (not from the environment)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
-        """Read settings from ``env`` (the process environment by default)."""
+        """Read settings from ``env`` (the process environment by default).
+
+        Raises:
+            InvalidConfig: a variable's value is not one its field takes (the message names
+                the variable and what it takes).
+        """
         env = os.environ if env is None else env
 
         def get(name: str) -> str | None:
             value = env.get(name, "").strip()
             return value or None
 
-        providers: dict[ProviderName, ProviderSettings] = {}
-        for name in PROVIDERS:
-            prefix = name.upper()
-            default_url, default_model = _DEFAULTS[name]
-            base_url = (get(f"{prefix}_BASE_URL") or default_url).rstrip("/")
-            key = get(f"{prefix}_API_KEY")
-            providers[name] = ProviderSettings(
-                name=name,
-                base_url=base_url,
-                api_key=SecretStr(key) if key else None,
-                api_key_env=f"{prefix}_API_KEY",
-                default_model=get(f"{prefix}_MODEL") or default_model,
-                official=base_url == default_url,
-            )
-        default = get("ORGA_PROVIDER")
-        if default is not None and default not in (*PROVIDERS, SCRIPTED):
-            raise InvalidConfig(
-                f"ORGA_PROVIDER={default!r} is not a provider; use one of "
-                f"{[*PROVIDERS, SCRIPTED]!r}"
-            )
-        modules = [m.strip() for m in (get("ORGA_TOOL_MODULES") or "").split(",") if m.strip()]
-        floor = get("ORGA_POLICY") or "default"
-        if floor not in ("default", "cedar", "opa"):
-            raise InvalidConfig(
-                f"ORGA_POLICY={floor!r} is not a policy floor; use default, cedar or opa"
-            )
-        file_root = get("ORGA_FILE_ROOT")
-        tuner = get("ORGA_WORKER_TUNER") or "fixed"
-        if tuner not in ("resource", "fixed"):
-            raise InvalidConfig(
-                f"ORGA_WORKER_TUNER={tuner!r}: use resource (as many tasks as CPU and memory "
-                "allow) or fixed (the SDK's slot counts)"
-            )
-        embeddings = _embeddings(get("ORGA_EMBEDDINGS"))
-        temporal_key = get("TEMPORAL_API_KEY")
-        return cls(
-            temporal_address=get("TEMPORAL_ADDRESS") or "localhost:7233",
-            temporal_namespace=get("TEMPORAL_NAMESPACE") or "default",
-            temporal_api_key=SecretStr(temporal_key) if temporal_key else None,
-            temporal_tls=_flag(get("TEMPORAL_TLS")),
-            task_queue=get("ORGA_TASK_QUEUE") or "orga",
-            default_provider=default,
-            providers=providers,
-            tool_modules=modules,
-            embeddings=embeddings,
-            agents_file=Path(agents).resolve() if (agents := get("ORGA_AGENTS")) else None,
-            mcp_servers_file=Path(mcp).resolve() if (mcp := get("ORGA_MCP_SERVERS")) else None,
-            metrics_address=get("ORGA_METRICS_ADDRESS"),
-            model_task_queue=get("ORGA_MODEL_TASK_QUEUE"),
-            model_rps=float(rps) if (rps := get("ORGA_MODEL_RPS")) else None,
-            policy_floor=floor,
-            tuner=tuner,
-            target_cpu=float(get("ORGA_TARGET_CPU") or 0.8),
-            target_memory=float(get("ORGA_TARGET_MEMORY") or 0.8),
-            allow_permissive=_flag(get("ORGA_ALLOW_PERMISSIVE")),
-            file_root=Path(file_root).resolve() if file_root else None,
-            file_read_hidden=_flag(get("ORGA_FILE_READ_HIDDEN")),
-            egress_allow=[
-                h.strip() for h in (get("ORGA_EGRESS_ALLOW") or "").split(",") if h.strip()
-            ],
-            policy_dir=Path(policy_dir).resolve()
-            if (policy_dir := get("ORGA_POLICY_DIR"))
-            else None,
-            opa_url=get("ORGA_OPA_URL"),
-            sticky_timeout=float(get("ORGA_STICKY_TIMEOUT") or 3.0),
-            data_dir=Path(get("ORGA_DATA_DIR") or ".orga").resolve(),
-            store_url=get("ORGA_STORE_URL"),
-            deployment_name=get("ORGA_DEPLOYMENT_NAME"),
-            build_id=get("ORGA_BUILD_ID"),
-            store_retention_days=float(days) if (days := get("ORGA_STORE_RETENTION")) else None,
-            graceful_shutdown=float(get("ORGA_GRACEFUL_SHUTDOWN") or 30.0),
-        )
+        values: dict[str, Any] = {"providers": _providers(get)}
+        read: dict[str, tuple[str, str]] = {}  # field -> (variable, its text)
+        for field, info, variable in _fields():
+            text = get(variable.name)
+            if text is None:
+                continue
+            read[field] = (variable.name, text)
+            values[field] = (variable.parse or parser(info))(text)
+        try:
+            return cls(**values)
+        except ValidationError as error:
+            first = error.errors()[0]
+            name, text = read[str(first["loc"][0])]
+            raise InvalidConfig(f"{name}={text!r}: {first['msg'].lower()}") from None
+
+    @classmethod
+    def variables(cls) -> list[Variable]:
+        """Every variable the settings read, in field order, as the docs show them."""
+        found: list[Variable] = []
+        for field, info in cls.model_fields.items():
+            if field == "providers":
+                found += _provider_variables()
+                continue
+            variable = env_of(info)
+            if variable is not None:
+                found.append(
+                    Variable(
+                        names=(variable.name,),
+                        shape=variable.shape or shape(info.annotation),
+                        default=variable.default or default_text(info, variable.unit),
+                        bounds=bounds(info),
+                        meaning=info.description or "",
+                        cli=variable.cli,
+                    )
+                )
+        return found
 
     def provider(self, name: ProviderName | None) -> ProviderSettings:
         """The settings of ``name``, or of the worker's default provider."""
@@ -304,3 +425,42 @@ class Settings(BaseModel):
             if found is not None and (found.api_key is not None or not found.official):
                 return name
         return "openrouter"
+
+
+def _fields() -> Iterator[tuple[str, FieldInfo, Env]]:
+    for field, info in Settings.model_fields.items():
+        variable = env_of(info)
+        if variable is not None:
+            yield field, info, variable
+
+
+def _providers(get: Callable[[str], str | None]) -> dict[ProviderName, ProviderSettings]:
+    providers: dict[ProviderName, ProviderSettings] = {}
+    for name in PROVIDERS:
+        prefix = name.upper()
+        default_url, default_model = _DEFAULTS[name]
+        base_url = (get(f"{prefix}_BASE_URL") or default_url).rstrip("/")
+        key = get(f"{prefix}_API_KEY")
+        providers[name] = ProviderSettings(
+            name=name,
+            base_url=base_url,
+            api_key=SecretStr(key) if key else None,
+            api_key_env=f"{prefix}_API_KEY",
+            default_model=get(f"{prefix}_MODEL") or default_model,
+            official=base_url == default_url,
+        )
+    return providers
+
+
+def _provider_variables() -> list[Variable]:
+    return [
+        Variable(
+            names=tuple(f"{name.upper()}_{part}" for part in ("API_KEY", "MODEL", "BASE_URL")),
+            shape="secret, text, URL",
+            default=f"model ``{model}``, ``{url}``",
+            bounds="",
+            meaning=_PROVIDER_MEANING[name],
+            cli=False,
+        )
+        for name, (url, model) in _DEFAULTS.items()
+    ]

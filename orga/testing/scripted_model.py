@@ -333,7 +333,8 @@ class ScriptedModelServer:
             protocol_version = "HTTP/1.1"
             disable_nagle_algorithm = True
             """Headers and body leave at once: with Nagle's algorithm on, every answer waited
-            ~44 ms for the client's delayed ACK (measured), which swamped what was measured."""
+            for the client's delayed ACK, which swamped what was measured (the docs'
+            performance page has the figures)."""
 
             def log_message(self, format: str, *args: Any) -> None:
                 return  # quiet: tests assert on recorded requests instead
