@@ -1,4 +1,5 @@
-"""Walk a Markdown page's shell examples as a reader runs them (issue 26; the docs pages later).
+"""Walk a Markdown page's shell examples as a reader runs them (issue 26: the README; issue 29:
+every page of ``docs/`` too).
 
 What a page shows in its ```` ```sh ```` and ```` ```bash ```` blocks is read, in order, as
 commands:
@@ -130,9 +131,14 @@ def commands(page: Path) -> list[Command]:
         while end < len(lines) and not lines[end].startswith("```"):
             end += 1
         if fence.group(1) in ("sh", "bash"):
-            found += _block(page.name, lines, number, end)
+            found += _block(_name(page), lines, number, end)
         number = end + 1
     return found
+
+
+def _name(page: Path) -> str:
+    """How a step names its page: relative to the repository (``docs/guides/…``), else by name."""
+    return str(page.relative_to(ROOT)) if page.is_relative_to(ROOT) else page.name
 
 
 def _block(name: str, lines: list[str], start: int, end: int) -> list[Command]:

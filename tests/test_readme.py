@@ -1,9 +1,12 @@
-"""The README, walked top to bottom as a new user follows it, offline (issue 26).
+"""The README and every page of docs/, each walked top to bottom as a new user follows it,
+offline (issues 26 and 29).
 
-Every command of its ``sh``/``bash`` blocks runs as written (tests/readme_walk.py says how) on the
-session's dev server with the offline worker, and ends as the README says: its exit code, and the
-output lines the README shows under it. What is not run is listed in ``SKIPPED`` with the reason;
-what the README's own steps do not set up is in ``SETUPS``.
+Every command of a page's ``sh``/``bash`` blocks runs as written (tests/readme_walk.py says how)
+on the session's dev server with the offline worker, and ends as the page says: its exit code,
+and the output lines the page shows under it. Each page is walked on its own (a task queue, a
+data directory and example ids of its own), so a page's steps must set up what they use, as a
+reader who opened only that page would. What is not run is listed in ``SKIPPED`` with the
+reason; what a page's own steps do not set up is in ``SETUPS``.
 """
 
 from __future__ import annotations
@@ -25,6 +28,10 @@ from tests.readme_walk import (
 )
 
 README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
+"""Every page a reader follows: the README, then the docs site's pages."""
+WALKED = [page for page in PAGES if commands(page)]
+"""The pages that show commands: each is walked."""
 
 SKIPPED: list[tuple[str, str]] = [
     (
@@ -53,8 +60,12 @@ SKIPPED: list[tuple[str, str]] = [
         "needs a Worker Deployment of two builds: tests/test_rollout.py drives one",
     ),
     (r"^uv run (python|--group)\b", "a benchmark, run by hand (bench/)"),
+    (
+        r"^uv run mkdocs\b",
+        "serves the docs site until Ctrl-C: .ci/run builds it with `mkdocs build --strict`",
+    ),
 ]
-"""Commands of the README that the walk does not run, and why."""
+"""Commands of the pages that the walk does not run, and why."""
 
 
 async def _two_refunds_waiting(walk: Walk) -> None:
@@ -75,29 +86,32 @@ SETUPS = [
         _two_refunds_waiting,
     )
 ]
-"""State the README's own steps do not create, made just before the command that needs it."""
+"""State a page's own steps do not create, made just before the command that needs it."""
 
 
 @pytest.mark.timeout(300)
-async def test_the_readme_walks_top_to_bottom(env: WorkflowEnvironment, tmp_path: Path) -> None:
+@pytest.mark.parametrize("page", WALKED, ids=lambda page: str(page.relative_to(ROOT)))
+async def test_the_page_walks_top_to_bottom(
+    env: WorkflowEnvironment, tmp_path: Path, page: Path
+) -> None:
     walk = Walk(
         client=env.client,
         env=walk_env(
             env.client.service_client.config.target_host,
-            f"readme-{uuid.uuid4().hex[:8]}",
+            f"walk-{uuid.uuid4().hex[:8]}",
             tmp_path / "data",
         ),
         skips=SKIPPED,
         setups=SETUPS,
     )
     try:
-        await walk.walk(README)
+        await walk.walk(page)
     finally:
         print("\n".join(walk.log))  # what ran, how it ended, how long it took
         await walk.clean_up()
-    assert await walk.replay_all() >= 10
-    ran = [line for line in walk.log if "  skipped  " not in line]
-    assert len(ran) >= 40, walk.log
+    await walk.replay_all()
+    steps = [line for line in walk.log if not line.startswith("setup ")]
+    assert len(steps) == len(commands(page)), walk.log  # each ran, or was skipped with a reason
 
 
 # ---- the walker itself ---------------------------------------------------------------------------
@@ -191,20 +205,23 @@ async def test_a_step_that_ends_otherwise_fails_with_what_it_printed(
 
 
 def test_every_command_is_either_run_or_skipped_with_a_reason() -> None:
-    """What the walk cannot run is a choice written in SKIPPED, never a silent gap."""
-    ways = [runner(command, SKIPPED).split(":")[0] for command in commands(README)]
+    """What the walk cannot run is a choice written in SKIPPED, never a silent gap; the pages
+    together run most of what they show."""
+    ways = [runner(command, SKIPPED).split(":")[0] for page in PAGES for command in commands(page)]
     assert {"worker", "orga", "temporal", "skip"} == set(ways)
+    assert ways.count("orga") + ways.count("temporal") >= 60, ways
+    assert README in WALKED and len(WALKED) >= 10, WALKED
 
 
 # ---- examples/: every file is used, as shipped, by some test -----------------------------------
 
 
 def test_every_example_file_is_used_by_a_test() -> None:
-    """Each file of examples/ (or a folder above it) is named by a test or by a README command
-    the walk runs."""
+    """Each file of examples/ (or a folder above it) is named by a test or by a command of a
+    page the walk runs."""
     tests = "\n".join(p.read_text() for p in (ROOT / "tests").glob("*.py"))
     tests = tests.replace('" / "', "/")  # Path(…) / "examples" / "policies" names examples/policies
-    walked = "\n".join(c.text for c in commands(README))
+    walked = "\n".join(c.text for page in PAGES for c in commands(page))
     for path in sorted((ROOT / "examples").rglob("*")):
         if not path.is_file() or "__pycache__" in path.parts or path.name == "__init__.py":
             continue
