@@ -1,4 +1,5 @@
-"""Example tools for the README's walkthroughs: reserve → charge → notify, and refunds.
+"""Example tools for the walkthroughs of the README and the docs: reserve → charge → notify,
+and refunds.
 
 ``ORGA_TOOL_MODULES=examples.shop uv run worker.py``. The shop keeps its state in memory (one
 worker process); ``notify`` fails for addresses at ``.invalid``, so the example task can show

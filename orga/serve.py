@@ -190,8 +190,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="worker.py (orga worker)",
         description="Run an orga worker. Configuration comes from the environment "
-        "(TEMPORAL_ADDRESS, ORGA_TASK_QUEUE, OPENROUTER_API_KEY, ORGA_TOOL_MODULES, …: see the "
-        "README's Configuration section).",
+        "(TEMPORAL_ADDRESS, ORGA_TASK_QUEUE, OPENROUTER_API_KEY, ORGA_TOOL_MODULES, …: see "
+        "docs/reference/environment.md).",
     )
     parser.add_argument(
         "--scripted",

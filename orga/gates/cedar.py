@@ -5,7 +5,7 @@ Layout of ``ORGA_POLICY_DIR``::
     schema.cedarschema.json   the Cedar schema, in Cedar's JSON schema format
     *.cedar                   policies (every file, in name order)
 
-Request mapping (documented in the README)::
+Request mapping (documented in docs/guides/gate-and-policies.md)::
 
     principal  Agent::"<config.agent_id>"
     action     Action::"call_tool"     Action::"respond" (a final answer)   Action::"review"

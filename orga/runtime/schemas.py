@@ -1,7 +1,7 @@
 """JSON Schemas of what people write by hand: a loop's input and a task file.
 
 Generated from the pydantic models, committed under ``schemas/`` (editors validate and complete
-with them; the README links them) and checked against the models by the tests. Regenerate
+with them; the docs name them) and checked against the models by the tests. Regenerate
 after changing a contract::
 
     uv run python -m orga.runtime.schemas

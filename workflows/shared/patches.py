@@ -16,8 +16,8 @@ with this code, and the eleven patches of the releases before (``orga-resolve-lo
 ``orga-gate-in-model-call``, ``orga-no-cron``, ``orga-compensate-unfinished``,
 ``orga-child-waits-for-tools``, ``orga-gated-memory``, ``orga-tree-budget``,
 ``orga-context-summary``) were removed with their old branches. Executions started before 1.0
-do not replay on it: let them finish on their version (worker versioning, README "Rolling
-out") before moving their workers to 1.0.
+do not replay on it: let them finish on their version (worker versioning, "Rolling out a
+new build" in docs/guides/deploying.md) before moving their workers to 1.0.
 """
 
 from __future__ import annotations
