@@ -82,13 +82,17 @@ def http_client() -> httpx.AsyncClient:
     )
 
 
-def replayer(store: Store | None = None, interceptors: Sequence[Interceptor] = ()) -> Replayer:
+def replayer(
+    store: Store | None = None, interceptors: Sequence[Interceptor] = (), *, strict: bool = False
+) -> Replayer:
     """A replayer of orga's workflows, in the same sandbox and with the same converter as a
     worker (reading stored payloads from ``store``, the settings' by default): what replay
-    tests, ``temporal workflow show`` exports and ``orga audit --verify`` are checked with."""
+    tests, ``temporal workflow show`` exports and ``orga audit --verify`` are checked with.
+    ``strict`` re-imports the workflows' helpers for every run so the sandbox checks them
+    (``orga.runtime.sandbox``)."""
     return Replayer(
         workflows=WORKFLOWS,
-        workflow_runner=workflow_runner(),
+        workflow_runner=workflow_runner(strict=strict),
         data_converter=data_converter(lambda: store or Settings.from_env().store()),
         interceptors=interceptors,
     )

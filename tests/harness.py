@@ -66,8 +66,10 @@ def scripted_settings(server: ScriptedModelServer, **changes: Any) -> Settings:
 
 async def replay(handle: WorkflowHandle[Any, Any], client: Client | None = None) -> int:
     """Replay a workflow's history with the production workflows and converter — every run
-    of it, following continue-as-new. Returns how many runs were replayed."""
-    replaying = replayer(TEST_STORE)
+    of it, following continue-as-new — in the strict sandbox, which re-imports the workflows'
+    helpers for the replay and checks what they do (workers share them across runs). Returns
+    how many runs were replayed."""
+    replaying = replayer(TEST_STORE, strict=True)
     first = handle.first_execution_run_id or handle.run_id
     if client is not None and first is not None:
         handle = client.get_workflow_handle(handle.id, run_id=first)

@@ -1,7 +1,9 @@
 """The layout is the architecture: who may import what, and what workflow code may do.
 
-``orga.contracts`` (types that travel) and ``orga.core`` (pure decisions) are shared with the
-workflow sandbox; ``workflows/`` is checked by it on every run; ``orga.runtime``, ``orga.cli``
+``orga.contracts`` (types that travel), ``orga.core`` (pure decisions) and the workflows'
+helpers (``workflows.reasoning``, ``.saga``, ``.shared``) are shared with the workflow sandbox;
+the two workflow definitions are checked by it on every run, and tests replay in a strict
+sandbox that checks the helpers too; ``orga.runtime``, ``orga.cli``
 and ``activities/`` do I/O and stay outside. A lint rule (``ruff-deterministic.toml``) bans
 clocks, randomness, environment reads and I/O in the three sandbox-side packages.
 """
@@ -28,7 +30,7 @@ from temporalio.worker.workflow_sandbox import (
     SandboxRestrictions,
 )
 
-from orga.runtime.sandbox import PASSTHROUGH, workflow_runner
+from orga.runtime.sandbox import PASSTHROUGH, STRICT_PASSTHROUGH, workflow_runner
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -117,9 +119,59 @@ def test_activities_and_runtime_stay_out_of_workflow_code() -> None:
                     assert not name.startswith("orga.cli"), (module, name)
 
 
-def test_only_contracts_and_core_are_shared_with_the_sandbox() -> None:
-    first = [m for m in PASSTHROUGH if first_party(m)]
-    assert sorted(first) == ["orga.contracts", "orga.core"]
+SHARED_HELPERS = ("workflows.reasoning", "workflows.saga", "workflows.shared")
+
+
+def test_what_is_shared_with_the_sandbox() -> None:
+    """Workers share the pure packages and the workflows' helpers across runs; the two workflow
+    definitions are sandboxed on every run; the strict runner (what tests replay with) shares
+    only the pure packages, so the helpers are checked as they run."""
+    assert sorted(m for m in PASSTHROUGH if first_party(m)) == [
+        "orga.contracts",
+        "orga.core",
+        *SHARED_HELPERS,
+    ]
+    assert sorted(m for m in STRICT_PASSTHROUGH if first_party(m)) == [
+        "orga.contracts",
+        "orga.core",
+    ]
+    for definition in ("workflows", "workflows.loop", "workflows.task"):
+        assert not any(definition == m or definition.startswith(m + ".") for m in PASSTHROUGH)
+
+
+MUTABLE_CALLS = {"dict", "list", "set", "defaultdict", "OrderedDict", "deque", "Counter"}
+
+
+def _mutable(value: ast.expr | None) -> bool:
+    if isinstance(value, (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp, ast.SetComp)):
+        return True
+    return (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Name)
+        and value.func.id in MUTABLE_CALLS
+    )
+
+
+@pytest.mark.parametrize("module", [m for p in SHARED_HELPERS for m in modules_of(p)])
+def test_shared_helpers_keep_no_state_of_their_own(module: str) -> None:
+    """A module every run shares must not carry one run's state into another: no ``global``
+    and no mutable module-level value except a ``Final`` constant (per-run state lives on the
+    workflow instance)."""
+    path = importlib.import_module(module).__file__
+    assert path is not None
+    tree = ast.parse(Path(path).read_text())
+    for node in ast.walk(tree):
+        assert not isinstance(node, (ast.Global, ast.Nonlocal)), f"{module}:{node.lineno}"
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "__all__":
+            continue
+        if isinstance(node, ast.Assign) and _mutable(node.value):
+            pytest.fail(f"{module}:{node.lineno} keeps a mutable value at module level")
+        named_all = isinstance(node, ast.AnnAssign) and ast.unparse(node.target) == "__all__"
+        if isinstance(node, ast.AnnAssign) and _mutable(node.value) and not named_all:
+            assert "Final" in ast.unparse(node.annotation), (
+                f"{module}:{node.lineno} keeps a mutable value at module level"
+            )
 
 
 # ---- the lint rule -----------------------------------------------------------------------
@@ -189,10 +241,12 @@ async def test_every_sandbox_side_module_imports_inside_the_sandbox(
     assert set(MODULES) == {m for p in SANDBOX_SIDE for m in modules_of(p)}
 
 
+@pytest.mark.parametrize("strict", [False, True], ids=["worker", "strict"])
 async def test_a_helper_that_reads_the_clock_fails_its_workflow(
-    env: WorkflowEnvironment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    env: WorkflowEnvironment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, strict: bool
 ) -> None:
-    """Helpers of workflow code are imported normally, so the sandbox checks what they do."""
+    """A helper that is not passed through is imported per run, so the sandbox checks what it
+    does (the strict runner treats orga's workflow helpers so)."""
     package = tmp_path / "clockprobe"
     package.mkdir()
     (package / "__init__.py").write_text("")
@@ -220,7 +274,7 @@ async def test_a_helper_that_reads_the_clock_fails_its_workflow(
         env.client,
         task_queue=queue,
         workflows=[flow.ClockProbe],
-        workflow_runner=workflow_runner(),
+        workflow_runner=workflow_runner(strict=strict),
         workflow_failure_exception_types=[RestrictedWorkflowAccessError],
     ):
         with pytest.raises(WorkflowFailureError) as failure:

@@ -29,9 +29,12 @@ def load(path: Path) -> WorkflowHistory:
     return WorkflowHistory.from_json(workflow_id, text)
 
 
+@pytest.mark.parametrize("strict", [False, True], ids=["shared-helpers", "strict"])
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
-async def test_replays(path: Path) -> None:
+async def test_replays(path: Path, strict: bool) -> None:
+    """As a worker runs it (helpers shared across runs) and in the strict sandbox (helpers
+    re-imported and checked by the sandbox)."""
     history = load(path)
-    replaying = replayer(TEST_STORE)
+    replaying = replayer(TEST_STORE, strict=strict)
     result = await replaying.replay_workflow(history, raise_on_replay_failure=True)
     assert result.replay_failure is None

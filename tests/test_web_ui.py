@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from temporalio.api.sdk.v1 import WorkflowMetadata
-from temporalio.contrib.pydantic import pydantic_data_converter
 
 from orga import LoopConfig, LoopInput, Message
 from orga.contracts import search_attributes as sa
@@ -13,19 +10,8 @@ from orga.contracts.approvals import ApprovalDecision
 from orga.contracts.state import LoopResult
 from orga.testing.scripted_model import Turn
 from tests.harness import Harness, scripted_settings
+from tests.helpers import pending, summaries
 from tests.sample_tools import transfer
-from tests.test_approvals import pending
-
-
-def summaries(events: Any, *, kinds: bool = False) -> list[str]:
-    """Every summary in the history, in order (with ``kinds``: prefixed by the event type)."""
-    convert = pydantic_data_converter.payload_converter
-    found: list[str] = []
-    for event in events:
-        if event.HasField("user_metadata") and event.user_metadata.HasField("summary"):
-            label = convert.from_payloads([event.user_metadata.summary])[0]
-            found.append(f"{event.WhichOneof('attributes')}: {label}" if kinds else label)
-    return found
 
 
 async def test_summaries_details_and_search_attributes(harness: Harness) -> None:
@@ -52,11 +38,10 @@ async def test_summaries_details_and_search_attributes(harness: Harness) -> None
     assert labels == [
         "ui-agent: 1+2?",
         "resolve the loop's setup · 1 tool(s)",
-        "loop timeout",  # the timer starts
         f"model {model} · iteration 1",  # which also decides the default gate for its call
+        "loop timeout",  # the timer starts, and lapses: a loop that ends in time cancels nothing
         "tool add · i1_call_" + labels[4].split("call_", 1)[-1],
         f"model {model} · iteration 2",  # and for its answer
-        "loop timeout",  # and is cancelled when the loop ends in time
     ], "\n".join(summaries(history.events, kinds=True))
     assert metadata.current_details.startswith("**completed** · iteration 2/25 · 30/100000 tokens")
     attributes = description.typed_search_attributes
@@ -64,6 +49,14 @@ async def test_summaries_details_and_search_attributes(harness: Harness) -> None
     assert attributes.get(sa.STATUS) == "completed"
     assert attributes.get(sa.ITERATION) == 2
     assert attributes.get(sa.TOTAL_TOKENS) == 30
+    # Upserted when the status changes (start, end), not on every turn: one event each.
+    upserts = [
+        e
+        for e in history.events
+        if e.HasField("upsert_workflow_search_attributes_event_attributes")
+    ]
+    assert len(upserts) == 2
+    assert not any(e.HasField("timer_canceled_event_attributes") for e in history.events)
 
 
 async def test_summaries_name_the_effective_model_and_every_timer(harness: Harness) -> None:

@@ -92,6 +92,8 @@ class TaskWorkflow(DeskHandlers):
         self._order: list[str] = []
         self._attempted: list[str] = []
         self._status: TaskStatus = "running"
+        self._published_status = "running"
+        """``OrgaStatus`` as last upserted (a status that did not change is not upserted)."""
         self._outcome: TaskOutcome | None = None
         self._uncompensated: list[str] = []
         self._journal = Journal()
@@ -418,4 +420,6 @@ class TaskWorkflow(DeskHandlers):
             "awaiting_operator": "awaiting_approval",
             "completed": "completed",
         }.get(self._status, "failed")
-        upsert([sa.STATUS.value_set(mapped)])
+        if mapped != self._published_status:
+            self._published_status = mapped
+            upsert([sa.STATUS.value_set(mapped)])

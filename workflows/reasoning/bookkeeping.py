@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Final
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeUpdate
@@ -88,6 +88,23 @@ class Conversation:
         self.sent = len(self.messages)
 
 
+_PROGRESS_EVERY: Final = timedelta(minutes=1)
+"""How often a running loop's ``OrgaIteration`` and ``OrgaTotalTokens`` are brought up to date
+when nothing else about it changed."""
+
+
+def _current_search_attributes() -> dict[str, object]:
+    given = workflow.info().typed_search_attributes
+    found: dict[str, object] = {}
+    for key in (sa.AGENT_ID, sa.STATUS):
+        if (text := given.get(key)) is not None:
+            found[key.name] = text
+    for key in (sa.ITERATION, sa.TOTAL_TOKENS):
+        if (number := given.get(key)) is not None:
+            found[key.name] = number
+    return found
+
+
 class LoopBooks:
     """The loop's record of itself, and the desk where people answer it."""
 
@@ -120,6 +137,10 @@ class LoopBooks:
         self.human_wait = timedelta(0)
         """Time spent waiting for people, which the loop's timeout does not count."""
         self._human_wait_since: datetime | None = None
+        self._published: dict[str, object] = _current_search_attributes()
+        """The search attributes as the server has them (a run after continue-as-new keeps its
+        predecessor's)."""
+        self._published_at: datetime | None = None
         self.desk = HumanDesk(on_change=self._waiting_changed, record=self.record, stamp=self.stamp)
 
     # ---- journal -------------------------------------------------------------------------
@@ -142,14 +163,7 @@ class LoopBooks:
     # ---- what happened -------------------------------------------------------------------
 
     def started(self) -> None:
-        self._upsert(
-            [
-                sa.AGENT_ID.value_set(self.config.agent_id),
-                sa.STATUS.value_set("running"),
-                sa.ITERATION.value_set(0),
-                sa.TOTAL_TOKENS.value_set(0),
-            ]
-        )
+        self._publish()
 
     def reasoned(self, response: InferenceResponse) -> None:
         """A model call came back: count its tokens and journal it."""
@@ -166,12 +180,7 @@ class LoopBooks:
                 blob_ref=response.blob_ref,
             )
         )
-        self._upsert(
-            [
-                sa.ITERATION.value_set(self.iteration),
-                sa.TOTAL_TOKENS.value_set(self.usage.total_tokens),
-            ]
-        )
+        self._publish()
 
     @property
     def model_calls(self) -> int:
@@ -183,7 +192,7 @@ class LoopBooks:
         this loop's (its budget is shared)."""
         self.usage = self.usage + usage
         self.other_calls += calls
-        self._upsert([sa.TOTAL_TOKENS.value_set(self.usage.total_tokens)])
+        self._publish()
 
     def observed(self, results: Sequence[ToolResult]) -> None:
         """A turn's tool results are in: journal them and keep a record of each call."""
@@ -223,7 +232,7 @@ class LoopBooks:
         self.set_phase("completed")
         self.status = "completed"
         self.record(Terminated(**self.stamp(), reason=reason, message=message))
-        self._upsert([sa.STATUS.value_set("completed")])
+        self._publish()
 
     def failed(self, error: BaseException) -> None:
         """Journal why the loop ended without an answer (a failure or a cancellation)."""
@@ -234,7 +243,7 @@ class LoopBooks:
         message = error.message if isinstance(error, ApplicationError) else str(error)
         self.termination_message = message or "cancelled"
         self.record(Terminated(**self.stamp(), reason=kind or "failed", message=message))
-        self._upsert([sa.STATUS.value_set("failed")])
+        self._publish()
 
     # ---- the state query -----------------------------------------------------------------
 
@@ -326,8 +335,40 @@ class LoopBooks:
         )
         if status != self.status:
             self.status = status
-            self._upsert([sa.STATUS.value_set(status)])
+            self._publish()
         self.set_phase(self.phase)
 
-    def _upsert(self, updates: Sequence[SearchAttributeUpdate[Any]]) -> None:
-        upsert(updates)
+    # ---- search attributes -----------------------------------------------------------------
+
+    def _publish(self) -> None:
+        """Keep the loop's search attributes current where readers filter on them: every
+        change when the agent or the status changes (the loop starts, waits for a person, goes
+        on, ends); iteration and tokens alone at most once a minute in between (one history
+        event per upsert: a per-turn upsert would add one to every turn). Live progress is in
+        the ``state`` query and the Web UI's current details."""
+        wanted: list[tuple[str, str | int]] = [
+            (sa.AGENT_ID.name, self.config.agent_id),
+            (sa.STATUS.name, self.status),
+            (sa.ITERATION.name, self.iteration),
+            (sa.TOTAL_TOKENS.name, self.usage.total_tokens),
+        ]
+        changed = {name: value for name, value in wanted if self._published.get(name) != value}
+        if not changed:
+            return
+        now = workflow.now()
+        if (
+            sa.AGENT_ID.name not in changed
+            and sa.STATUS.name not in changed
+            and self._published_at is not None
+            and now - self._published_at < _PROGRESS_EVERY
+        ):
+            return
+        updates: list[SearchAttributeUpdate[Any]] = [
+            sa.AGENT_ID.value_set(self.config.agent_id),
+            sa.STATUS.value_set(self.status),
+            sa.ITERATION.value_set(self.iteration),
+            sa.TOTAL_TOKENS.value_set(self.usage.total_tokens),
+        ]
+        upsert([u for u in updates if u.key.name in changed])
+        self._published.update(changed)
+        self._published_at = now

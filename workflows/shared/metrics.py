@@ -7,6 +7,7 @@ for any name it did not resolve, they read ``other``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Literal
 
 from temporalio import workflow
@@ -17,31 +18,44 @@ from orga.core.metrics import METRICS, KnownLabels, Point, points
 
 __all__ = ["count", "emit_entry", "know"]
 
-_counters: dict[str, MetricCounter] = {}
-"""This run's counters (the sandbox gives every workflow run its own module)."""
-_known = KnownLabels()
-"""The tools and agents this run may name in labels (set once its setup is resolved)."""
+_STATE = "_orga_metrics"
+"""The attribute of the running workflow instance that holds its run's metric state (this
+module is shared by every run, so it keeps none of its own)."""
+
+
+@dataclass
+class _RunMetrics:
+    counters: dict[str, MetricCounter] = field(default_factory=dict[str, MetricCounter])
+    """This run's counters."""
+    known: KnownLabels = field(default_factory=KnownLabels)
+    """The tools and agents this run may name in labels (set once its setup is resolved)."""
+
+
+def _run() -> _RunMetrics:
+    instance = workflow.instance()
+    found = getattr(instance, _STATE, None)
+    if found is None:
+        found = _RunMetrics()
+        setattr(instance, _STATE, found)
+    return found
 
 
 def know(*, tools: set[str], agents: set[str]) -> None:
     """The tools and agents this run's setup resolved: the only values its tool and agent
     labels take (any other is ``other``)."""
-    global _known
-    _known = KnownLabels(frozenset(tools), frozenset(agents))
-
-
-def _counter(name: str) -> MetricCounter:
-    found = _counters.get(name)
-    if found is None:
-        spec = METRICS[name]
-        found = workflow.metric_meter().create_counter(name, spec.description, spec.unit)
-        _counters[name] = found
-    return found
+    _run().known = KnownLabels(frozenset(tools), frozenset(agents))
 
 
 def _emit(point: Point) -> None:
-    if point.value > 0:
-        _counter(point.metric).add(int(point.value), _known.bound(point.attributes))
+    if point.value <= 0:
+        return
+    run = _run()
+    counter = run.counters.get(point.metric)
+    if counter is None:
+        spec = METRICS[point.metric]
+        counter = workflow.metric_meter().create_counter(point.metric, spec.description, spec.unit)
+        run.counters[point.metric] = counter
+    counter.add(int(point.value), run.known.bound(point.attributes))
 
 
 def count(metric: str, **attributes: str) -> None:

@@ -8,6 +8,7 @@ payload on every attempt.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Final
 
 from temporalio.common import RetryPolicy
 
@@ -24,7 +25,7 @@ __all__ = [
     "tool_heartbeat_timeout",
 ]
 
-_NON_RETRYABLE = ["PayloadsTooLarge"]
+_NON_RETRYABLE: Final = ("PayloadsTooLarge",)
 """orga's own non-retryable errors say so themselves (``ApplicationError.non_retryable``), so
 retry policies list only what arrives without that flag: the SDK's refusal of a payload over
 its limit, which every attempt would build again. (Listing all ~17 orga types made each

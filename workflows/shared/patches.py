@@ -15,9 +15,11 @@ with this code, and the eleven patches of the releases before (``orga-resolve-lo
 ``orga-approver-required``, ``orga-resolve-task``, ``orga-saga-attempted``,
 ``orga-gate-in-model-call``, ``orga-no-cron``, ``orga-compensate-unfinished``,
 ``orga-child-waits-for-tools``, ``orga-gated-memory``, ``orga-tree-budget``,
-``orga-context-summary``) were removed with their old branches. Executions started before 1.0
-do not replay on it: let them finish on their version (worker versioning, "Rolling out a
-new build" in docs/guides/deploying.md) before moving their workers to 1.0.
+``orga-context-summary``) were removed with their old branches; the baseline's last changes
+before its release (search attributes upserted when a reader's filter would see a change, a
+loop timeout that lapses instead of being cancelled) were recorded the same way. Executions
+started before 1.0 do not replay on it: let them finish on their version (worker versioning,
+"Rolling out a new build" in docs/guides/deploying.md) before moving their workers to 1.0.
 """
 
 from __future__ import annotations
