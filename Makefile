@@ -1,4 +1,4 @@
-# One place for the everyday checks. `make check` runs all of them, as CI would plus lint.
+# One place for the everyday checks. `make check` runs what CI (.ci/run) runs, without installing.
 .PHONY: format lint typecheck test check
 
 format:

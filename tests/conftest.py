@@ -1,12 +1,19 @@
-"""Session fixtures: one real Temporal dev server and one scripted model server for all tests.
+"""Session fixtures: one real Temporal dev server and one scripted model server per test
+process (``uv run pytest`` runs the suite in parallel processes, pytest-xdist's ``-n``).
 
 Every integration test gets a worker on a task queue of its own and, when it finishes, each
-workflow it started is replayed from its history with ``Replayer``.
+workflow it started is replayed from its history with ``Replayer``. A test marked ``alone`` (a
+load test) runs while no other test of the run does, in any process.
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
+import shutil
+import tempfile
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 from temporalio.testing import WorkflowEnvironment
@@ -16,6 +23,47 @@ from orga.runtime.devserver import TUNING_ARGS, temporal_binary, time_skipping_b
 from orga.runtime.extstore import data_converter
 from orga.testing.scripted_model import ScriptedModelServer
 from tests.harness import TEST_STORE, Harness, replay
+
+LOCKS = "ORGA_TEST_LOCKS"
+"""The folder of the run's locks (made by the main process, inherited by its workers)."""
+_made = pytest.StashKey[str]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "alone: runs while no other test runs, in any process (a load test)"
+    )
+    if not hasattr(config, "workerinput") and LOCKS not in os.environ:
+        os.environ[LOCKS] = config.stash[_made] = tempfile.mkdtemp(prefix="orga-test-locks-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _made in config.stash:
+        shutil.rmtree(config.stash[_made], ignore_errors=True)
+        del os.environ[LOCKS]
+
+
+@pytest.fixture(autouse=True)
+def _alone_or_together(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Between the processes of one parallel run: a test marked ``alone`` holds the run's lock
+    exclusively, every other test holds it shared. The turnstile (taken briefly by every test,
+    held by an ``alone`` test while it waits for the lock) lets no new test start meanwhile, so
+    the load test does not wait for ever."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:  # one process: one test at a time anyway
+        yield
+        return
+    alone = request.node.get_closest_marker("alone") is not None
+    folder = Path(os.environ[LOCKS])
+    with (folder / "turnstile").open("a") as turnstile, (folder / "lock").open("a") as lock:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @pytest.fixture(scope="session")

@@ -50,8 +50,7 @@ from temporalio.service import RPCError
 from orga.runtime.desk import LOOP, TASK, inbox
 from orga.runtime.devserver import temporal_binary
 from tests.harness import replay
-from tests.test_offline_worker import start_worker
-from tests.test_schedule import eventually
+from tests.helpers import eventually, start_worker
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 BIN: Final = Path(sys.executable).parent

@@ -98,6 +98,12 @@ def explode(reason: str) -> str:
 
 
 @tool
+def get_weather(location: str, units: str = "c") -> str:
+    """Get the weather."""
+    return f"Cloudy 7~13 in {location} ({units})"
+
+
+@tool
 def whoami(ctx: ToolContext) -> str:
     """Tell the call's context."""
     return f"{ctx.workflow_id}|{ctx.call_id}|{ctx.idempotency_key}|{ctx.attempt}"

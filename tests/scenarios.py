@@ -9,7 +9,6 @@ recorded them all anew; since then, a new scenario is recorded alone and the old
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -23,6 +22,19 @@ from orga.contracts.state import LoopState
 from orga.contracts.task import TaskState
 from orga.testing.scripted_model import RecordedRequest, Turn
 from tests.harness import Harness, scripted_settings
+from tests.helpers import (
+    DECLINE,
+    SHOP_STEPS,
+    agents_file,
+    charge_step,
+    critic_agents,
+    eventually,
+    pending,
+    read_page,
+    reader,
+    verdict,
+    waiting_review,
+)
 from tests.sample_tools import Flaky, Shop, transfer
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "policies"
@@ -80,13 +92,13 @@ async def approval(h: Harness) -> WorkflowHandle[Any, Any]:
         handle = await h.start(
             "pay", model=model, tools=["transfer"], workflow_id="history-approval"
         )
+        decided: list[str] = []
         for approved in (True, False):
-            pending: list[Any] = []
-            while not pending:
-                await asyncio.sleep(0.05)
-                pending = (await handle.query("state", result_type=LoopState)).pending_approvals
+            state = await pending(handle, besides=decided)
+            [waiting] = [a for a in state.pending_approvals if a.call_id not in decided]
+            decided.append(waiting.call_id)
             decision = ApprovalDecision(
-                call_id=pending[0].call_id, approved=approved, reason="r", approver="scenario"
+                call_id=waiting.call_id, approved=approved, reason="r", approver="scenario"
             )
             if approved:
                 await handle.signal("approval", decision)
@@ -138,7 +150,6 @@ async def continue_as_new(h: Harness) -> WorkflowHandle[Any, Any]:
 async def task_compensation(h: Harness) -> WorkflowHandle[Any, Any]:
     """A task whose last step fails: the first two are compensated in reverse order."""
     from tests.sample_tools import Shop
-    from tests.test_task import SHOP_STEPS
 
     shop = Shop()
     async with h.worker(tools=shop.tools):
@@ -190,7 +201,6 @@ async def saga_attempted(h: Harness) -> WorkflowHandle[Any, Any]:
     """A task whose parallel check fails while a charge still runs: the charge is cancelled,
     waited for, and refunded."""
     from tests.sample_tools import Bank
-    from tests.test_saga import DECLINE, charge_step
 
     bank = Bank()
     async with h.worker(tools=bank.tools):
@@ -207,8 +217,6 @@ async def saga_attempted(h: Harness) -> WorkflowHandle[Any, Any]:
 async def delegation(h: Harness) -> WorkflowHandle[Any, Any]:
     """A lead delegates to two agents in one turn; both children's spend is charged back."""
     import tempfile
-
-    from tests.test_delegation import agents_file
 
     models = {
         "lead": h.new_model(
@@ -238,11 +246,9 @@ async def critic(h: Harness) -> WorkflowHandle[Any, Any]:
     """A model critic asks for one revision, then approves."""
     import tempfile
 
-    from tests.test_critic import agents, verdict
-
     writer = h.new_model([Turn(text="Paris is big."), Turn(text="Paris has 2.1M people.")])
     reviewer = h.new_model([verdict("revise", "give the population"), verdict("approve")])
-    path = agents(Path(tempfile.mkdtemp(prefix="orga-history-")), writer, reviewer)
+    path = critic_agents(Path(tempfile.mkdtemp(prefix="orga-history-")), writer, reviewer)
     async with h.worker(settings=scripted_settings(h.model, agents_file=path)):
         handle = await h.start(
             "How large is Paris?",
@@ -256,7 +262,6 @@ async def critic(h: Harness) -> WorkflowHandle[Any, Any]:
 
 async def context_summary(h: Harness) -> WorkflowHandle[Any, Any]:
     """An ``anchored_summary`` loop folds its older turns into a summary and answers from it."""
-    from tests.test_context_summary import read_page, reader
 
     model = h.new_model([reader(10)] * 20)
     async with h.worker(tools=[read_page]):
@@ -274,11 +279,11 @@ async def context_summary(h: Harness) -> WorkflowHandle[Any, Any]:
 
 async def _waiting(handle: WorkflowHandle[Any, Any], state: type[Any], field: str) -> list[Any]:
     """What ``handle`` waits for people about (``field`` of its state), once there is any."""
-    while True:
-        found: list[Any] = getattr(await handle.query("state", result_type=state), field)
-        if found:
-            return found
-        await asyncio.sleep(0.05)
+
+    async def probe() -> list[Any] | None:
+        return getattr(await handle.query("state", result_type=state), field) or None
+
+    return await eventually(probe, f"{field} of {handle.id}")
 
 
 async def escalation(h: Harness) -> WorkflowHandle[Any, Any]:
@@ -313,7 +318,6 @@ async def escalation(h: Harness) -> WorkflowHandle[Any, Any]:
 
 async def task_escalation(h: Harness) -> WorkflowHandle[Any, Any]:
     """A task's step keeps failing and escalates; the operator skips it (by signal)."""
-    from tests.test_task import SHOP_STEPS
 
     shop = Shop(notify_fails=True)
     async with h.worker(tools=shop.tools):
@@ -346,12 +350,12 @@ async def human_review(h: Harness) -> WorkflowHandle[Any, Any]:
             critic={"kind": "human", "timeout": "PT1H"},
             workflow_id="history-human-review",
         )
-        for review in (
+        reviews = (
             Review(verdict="revise", feedback="give the population", reviewer="scenario"),
             Review(verdict="approve", reviewer="scenario"),
-        ):
-            while (await handle.query("state", result_type=LoopState)).pending_review is None:
-                await asyncio.sleep(0.05)
+        )
+        for review_round, review in enumerate(reviews, start=1):
+            await waiting_review(handle, review_round)
             await handle.execute_update("review", review)
         await handle.result()
     return handle

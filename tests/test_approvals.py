@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
-from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 
 from orga.contracts import search_attributes as sa
@@ -16,17 +15,8 @@ from orga.contracts.journal import ApprovalDecided, Journal
 from orga.contracts.state import LoopState
 from orga.testing.scripted_model import Turn
 from tests.harness import Harness
+from tests.helpers import conversation, eventually, pending
 from tests.sample_tools import Probe, probe_tools, transfer
-
-
-async def pending(handle: WorkflowHandle[Any, Any], count: int = 1) -> LoopState:
-    """Poll ``state`` until ``count`` approvals are pending."""
-    for _ in range(200):
-        state = await handle.query("state", result_type=LoopState)
-        if len(state.pending_approvals) >= count:
-            return state
-        await asyncio.sleep(0.05)
-    raise AssertionError("no approval became pending")
 
 
 def results(messages: list[Message]) -> dict[str, Any]:
@@ -53,18 +43,15 @@ async def test_approve_by_signal_while_other_calls_proceed(harness: Harness) -> 
         assert waiting.tool == "transfer" and '"amount": 5' in waiting.arguments
         assert waiting.reason == "tool 'transfer' requires approval"
         assert state.status == "awaiting_approval"
-        for _ in range(100):  # the independent call ran while the approval waits
-            if "w" in probe.spans:
-                break
-            await asyncio.sleep(0.05)
-        assert "w" in probe.spans
+        # The independent call ran while the approval waits.
+        await eventually(lambda: "w" in probe.spans, "the independent call ran")
         description = await handle.describe()
         assert description.typed_search_attributes.get(sa.STATUS) == "awaiting_approval"
         await handle.signal(
             "approval", ApprovalDecision(call_id=waiting.call_id, approved=True, approver="alice")
         )
         result = await handle.result()
-        messages = await handle.query("conversation", result_type=list[Message])
+        messages = await conversation(handle)
         journal = await handle.query("journal", result_type=Journal)
     assert result.output == "sent"
     assert results(messages)["transfer"].content == "sent 5 to bob"
@@ -111,7 +98,7 @@ async def test_deny_by_update_and_the_validator(harness: Harness) -> None:
             )
         assert "already decided" in str(again.value.cause)
         result = await handle.result()
-        messages = await handle.query("conversation", result_type=list[Message])
+        messages = await conversation(handle)
     assert result.output == "not sent"
     denied = results(messages)["transfer"]
     assert denied.is_error and denied.status == "denied"
@@ -131,7 +118,7 @@ async def test_worker_restarted_while_an_approval_is_pending(harness: Harness) -
     )
     async with harness.worker(tools=[transfer]):
         result = await handle.result()
-        messages = await handle.query("conversation", result_type=list[Message])
+        messages = await conversation(handle)
     assert result.output == "done"
     assert results(messages)["transfer"].content == "sent 1 to dan"
 

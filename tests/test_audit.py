@@ -18,12 +18,8 @@ from orga.contracts.audit import GENESIS, AuditEntry
 from orga.core.audit import AuditLog, entry_hash, first_broken_link, first_difference
 from orga.testing.scripted_model import Turn
 from tests.harness import TEST_STORE, Harness
+from tests.helpers import ADDS, SHOP_STEPS, on, orga, pending
 from tests.sample_tools import transfer
-from tests.test_approvals import pending
-from tests.test_cli import on, orga
-
-ADDS = 16
-"""Turns of ``add`` after the payment: enough events for at least one continue-as-new."""
 
 
 def test_a_chain_links_every_entry_to_the_one_before() -> None:
@@ -143,7 +139,6 @@ async def test_a_tasks_compensations_are_on_its_chain(
     env: WorkflowEnvironment, harness: Harness
 ) -> None:
     from tests.sample_tools import Shop
-    from tests.test_task import SHOP_STEPS
 
     shop = Shop()
     cli = {**on(env, harness), "ORGA_STORE_URL": TEST_STORE.url}

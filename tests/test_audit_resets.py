@@ -22,10 +22,8 @@ from orga.core.audit import AuditLog, RunFacts, reset_away
 from orga.runtime.devserver import temporal_binary
 from orga.testing.scripted_model import Turn
 from tests.harness import TEST_STORE, Harness
+from tests.helpers import ADDS, eventually, on, orga, pending
 from tests.sample_tools import transfer
-from tests.test_approvals import pending
-from tests.test_audit import ADDS
-from tests.test_cli import on, orga
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -294,8 +292,13 @@ async def test_resetting_an_earlier_run_reports_the_runs_it_continued_into(
         reset_run = (await current.describe()).run_id
         harness.handles.append(harness.client.get_workflow_handle(handle.id, run_id=reset_run))
         listing = f"WorkflowId = '{handle.id}'"
-        while len([r async for r in harness.client.list_workflows(listing)]) < 2 + len(continued):
-            await asyncio.sleep(0.1)  # visibility catches up with the reset run
+
+        async def listed() -> bool:  # visibility catches up with the reset run
+            return len([r async for r in harness.client.list_workflows(listing)]) >= 2 + len(
+                continued
+            )
+
+        await eventually(listed, "the reset run listed")
 
         code, out, err = await orga("audit", handle.id, "--verify", env=cli)
         assert code == 1, err + out

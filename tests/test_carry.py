@@ -12,6 +12,7 @@ from orga.contracts.resilience import DeadLetterEntry
 from orga.core.carry import CACHE_ENTRIES, DEAD_LETTERS, DECIDED_IDS, JOURNAL_BYTES, bounded
 from orga.testing.scripted_model import Turn
 from tests.harness import Harness
+from tests.helpers import failure
 from tests.sample_tools import dump
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -66,8 +67,6 @@ async def test_a_state_too_large_to_carry_fails_typed(harness: Harness) -> None:
             max_history_events=200,
             context_token_budget=4_000,
         )
-        from tests.test_trust import failure
-
         error = await failure(handle)
     assert error.type == "StateTooLarge"
     assert "more than config.max_state_bytes=1048576" in error.message

@@ -15,9 +15,8 @@ from orga.contracts.inference import Usage
 from orga.contracts.policy import PolicyAction, PolicyRequest
 from orga.gates.cedar import SCHEMA_FILE, CedarGate
 from orga.tools.sdk import ToolRegistry
+from tests.helpers import POLICY_EXAMPLES
 from tests.sample_tools import explode
-
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "policies"
 
 
 def request(
@@ -42,7 +41,7 @@ def call(tool: str, **arguments: object) -> PolicyAction:
 
 @pytest.fixture(scope="module")
 def gate() -> CedarGate:
-    return CedarGate(EXAMPLES)
+    return CedarGate(POLICY_EXAMPLES)
 
 
 def test_permit_forbid_approval_and_context_conditions(gate: CedarGate) -> None:
@@ -95,7 +94,7 @@ def test_type_errors_fail_closed_where_no_schema_would_allow(
         'forbid(principal, action == Action::"call_tool", resource)\n'
         "when { context.arguments has max_chars && context.arguments.max_chars > 100 };"
     )
-    shutil.copy(EXAMPLES / SCHEMA_FILE, tmp_path / SCHEMA_FILE)
+    shutil.copy(POLICY_EXAMPLES / SCHEMA_FILE, tmp_path / SCHEMA_FILE)
     (tmp_path / "p.cedar").write_text(policies)
     strict = CedarGate(tmp_path)
     action = call("file_read", path="x", max_chars="5000")  # a string where the schema says Long
@@ -123,7 +122,7 @@ def test_undeclared_arguments_are_left_out_of_the_context(gate: CedarGate) -> No
 
 
 def test_modify_arguments_must_be_a_json_object(tmp_path: Path) -> None:
-    shutil.copy(EXAMPLES / SCHEMA_FILE, tmp_path / SCHEMA_FILE)
+    shutil.copy(POLICY_EXAMPLES / SCHEMA_FILE, tmp_path / SCHEMA_FILE)
     (tmp_path / "p.cedar").write_text(
         '@modify_arguments("[1]")\npermit(principal, action == Action::"call_tool", resource);'
     )
@@ -151,7 +150,7 @@ def test_modify_arguments_must_be_a_json_object(tmp_path: Path) -> None:
 def test_invalid_policy_sets_refuse_to_load(
     tmp_path: Path, files: dict[str, str], message: str
 ) -> None:
-    shutil.copy(EXAMPLES / SCHEMA_FILE, tmp_path / SCHEMA_FILE)
+    shutil.copy(POLICY_EXAMPLES / SCHEMA_FILE, tmp_path / SCHEMA_FILE)
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     with pytest.raises(InvalidConfig, match=message):
@@ -165,7 +164,7 @@ def test_a_schema_is_required(tmp_path: Path) -> None:
 
 
 def test_policy_hash_changes_with_the_policies(tmp_path: Path) -> None:
-    shutil.copytree(EXAMPLES, tmp_path / "p")
+    shutil.copytree(POLICY_EXAMPLES, tmp_path / "p")
     first = CedarGate(tmp_path / "p").policy_hash
     (tmp_path / "p" / "extra.cedar").write_text(
         'permit(principal, action == Action::"respond", resource);'

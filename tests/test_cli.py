@@ -5,13 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import socket
 import stat
-import sys
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 from temporalio.testing import WorkflowEnvironment
@@ -21,51 +17,9 @@ from orga.runtime.devserver import address_answers
 from orga.runtime.settings import Settings
 from orga.testing.scripted_model import Turn
 from tests.harness import Harness, scripted_settings
+from tests.helpers import ORGA, eventually, on, orga
 
-ORGA = str(Path(sys.executable).parent / "orga")
 EXAMPLE_TASK = Path(__file__).resolve().parent.parent / "examples" / "tasks" / "order.json"
-
-
-async def orga(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 90
-) -> tuple[int, str, str]:
-    process = await asyncio.create_subprocess_exec(
-        ORGA,
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, **(env or {})},
-    )
-    out, err = await asyncio.wait_for(process.communicate(), timeout)
-    return process.returncode or 0, out.decode(), err.decode()
-
-
-@asynccontextmanager
-async def serving(*args: str, env: dict[str, str], announce: str) -> AsyncIterator[str]:
-    """``orga <args>`` (a server) running; yields the address it prints after ``announce``."""
-    process = await asyncio.create_subprocess_exec(
-        ORGA,
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, **env},
-    )
-    assert process.stdout is not None
-    line = (await asyncio.wait_for(process.stdout.readline(), 30)).decode()
-    match = re.search(re.escape(announce) + r" (http://\S+)", line)
-    assert match, line
-    try:
-        yield match.group(1)
-    finally:
-        process.terminate()
-        await asyncio.wait_for(process.communicate(), 30)
-
-
-def on(env: WorkflowEnvironment, harness: Harness) -> dict[str, str]:
-    return {
-        "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
-        "ORGA_TASK_QUEUE": harness.task_queue,
-    }
 
 
 async def test_run_state_journal_list(env: WorkflowEnvironment, harness: Harness) -> None:
@@ -109,13 +63,13 @@ async def test_run_state_journal_list(env: WorkflowEnvironment, harness: Harness
         code, out, err = await orga("journal", workflow_id, "--json", env=on(env, harness))
         assert [json.loads(line)["kind"] for line in out.splitlines()][-1] == "Terminated"
 
-        rows: list[dict[str, object]] = []
-        for _ in range(50):  # visibility is eventually consistent
+        async def listed() -> list[dict[str, object]] | None:  # visibility is eventually consistent
             code, out, err = await orga("list", "--agent", agent, "--json", env=on(env, harness))
-            rows = json.loads(out)
-            if rows and rows[0]["status"] == "completed":
-                break
-            await asyncio.sleep(0.2)
+            assert code == 0, err
+            rows: list[dict[str, object]] = json.loads(out)
+            return rows if rows and rows[0]["status"] == "completed" else None
+
+        rows = await eventually(listed, f"{agent}'s loop listed as completed")
         assert rows[0]["workflow_id"] == workflow_id
         assert rows[0]["iteration"] == 2 and rows[0]["tokens"] == 30
 

@@ -15,7 +15,7 @@ from temporalio.testing import WorkflowEnvironment
 from orga.runtime.extstore import DRIVER_NAME
 from orga.testing.scripted_model import Turn
 from tests.harness import TEST_STORE, Harness
-from tests.test_cli import on, serving
+from tests.helpers import on, serving
 
 UI = "http://localhost:8233"
 BIG_ANSWER = "the whole report, line after line.\n" * 5_500  # ~190 KB: kept in the store

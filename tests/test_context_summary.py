@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from temporalio.client import WorkflowHandle
 
-from activities.summary import INSTRUCTIONS, transcript
+from activities.summary import transcript
 from orga.cli.views import render_entry
 from orga.contracts.conversation import Message, ToolCall, ToolResult
 from orga.contracts.inference import (
@@ -21,58 +20,10 @@ from orga.contracts.journal import ContextSummarised, Journal
 from orga.contracts.state import LoopState
 from orga.core.context import SUMMARY_MARKER, summary_tokens
 from orga.testing.scripted_model import Raw, RecordedRequest, Turn
-from orga.tools.sdk import tool
 from tests.harness import Harness
+from tests.helpers import FACT, PAGES, SUMMARY_USAGE, is_summariser, read_page, reader
 
-PAGES = 30
-FACT = "the vault code is 4711"
 BUDGET = 600
-SUMMARY_USAGE = (300, 40)
-"""Input and output tokens every scripted summary reports."""
-
-
-@tool
-def read_page(page: int) -> str:
-    """Read one page of the handbook.
-
-    Args:
-        page: the page number, from 1.
-    """
-    if page == 1:
-        return f"Page 1: {FACT}."
-    return f"Page {page}: " + "filler about nothing in particular. " * 30
-
-
-def is_summariser(request: RecordedRequest) -> bool:
-    return request.body["messages"][0]["content"] == INSTRUCTIONS
-
-
-def summarise(request: RecordedRequest) -> Turn:
-    """A scripted summariser: keeps the vault code and the pages it has seen (its previous
-    summary is in its prompt, so facts carry over)."""
-    prompt = request.user_texts()[-1]
-    pages = sorted({int(p) for p in re.findall(r"[Pp]ages? (\d+)", prompt)})
-    facts = sorted(set(re.findall(r"the vault code is \d+", prompt)))
-    text = f"Read pages {', '.join(map(str, pages))}. " + "; ".join(facts)
-    return Turn(text=text, input_tokens=SUMMARY_USAGE[0], output_tokens=SUMMARY_USAGE[1])
-
-
-def reader(pages: int = PAGES) -> Any:
-    """The loop's model: reads ``pages`` pages one per turn, then answers from what it sees."""
-    calls = 0
-
-    def step(request: RecordedRequest) -> Turn:
-        nonlocal calls
-        if is_summariser(request):
-            return summarise(request)
-        calls += 1
-        if calls <= pages:
-            return Turn(tool_calls=[("read_page", {"page": calls})])
-        seen = "\n".join(str(m.get("content")) for m in request.body["messages"])
-        code = re.search(r"the vault code is (\d+)", seen)
-        return Turn(text=f"The vault code is {code.group(1)}." if code else "I do not know.")
-
-    return step
 
 
 def test_the_transcript_shows_every_turn_and_cuts_long_ones_to_their_share() -> None:

@@ -6,18 +6,13 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import sqlite3
 import stat
-import sys
 import time
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from orga.runtime.connect import connect
@@ -25,49 +20,17 @@ from orga.runtime.devserver import DevServer
 from orga.runtime.settings import Settings
 from orga.testing.scripted_model import Turn
 from tests.harness import Harness, scripted_settings
+from tests.helpers import (
+    aborted,
+    conversation,
+    eventually,
+    free_port,
+    pending,
+    started_tool,
+    worker_process,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@asynccontextmanager
-async def worker_process(env: dict[str, str]) -> AsyncIterator[asyncio.subprocess.Process]:
-    """``python worker.py`` in its own process, ready when it says so."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "worker.py",
-        cwd=ROOT,
-        env={**os.environ, **env},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    assert process.stdout is not None
-    lines: list[str] = []
-    while True:
-        line = (await asyncio.wait_for(process.stdout.readline(), 30)).decode()
-        lines.append(line)
-        if "orga worker on" in line:
-            break
-        if not line:
-            raise AssertionError("the worker exited:\n" + "".join(lines))
-    drain = asyncio.create_task(process.stdout.read())
-    try:
-        yield process
-    finally:
-        if process.returncode is None:
-            process.kill()
-        await process.wait()
-        drain.cancel()
-
-
-async def started_tool(client: Client, workflow_id: str) -> None:
-    """Wait until a run_tool activity of the workflow is running on a worker."""
-    for _ in range(300):
-        description = await client.get_workflow_handle(workflow_id).describe()
-        for pending in description.raw_description.pending_activities:
-            if pending.activity_type.name == "run_tool" and pending.state == 2:  # STARTED
-                return
-        await asyncio.sleep(0.05)
-    raise AssertionError("the tool never started")
 
 
 def payments(ledger: Path) -> list[tuple[Any, ...]]:
@@ -118,7 +81,6 @@ async def test_worker_sigkilled_mid_compensation(
     dies (SIGKILL, before it could answer): another worker runs it again — and it refunds
     nothing twice — then runs the second. Each payment is refunded exactly once."""
     from orga.contracts.task import TaskState
-    from tests.test_task import aborted
 
     store = tmp_path / "store.db"
     calls = tmp_path / "calls.log"
@@ -164,10 +126,8 @@ async def test_worker_sigkilled_mid_compensation(
 
     async with worker_process({**worker_env, "ORGA_TEST_HANG": "1"}) as first:
         handle = await harness.start_task(steps, policy={"max_reattempts_per_step": 0})
-        for _ in range(600):  # bob's refund (newest first) has committed, and hangs
-            if refunded():
-                break
-            await asyncio.sleep(0.05)
+        # Bob's refund (newest first) has committed, and hangs.
+        await eventually(refunded, "bob's refund committed")
         state = await handle.query("state", result_type=TaskState)
         assert {s.id: s.status for s in state.steps}["pay-bob"] == "compensating"
         first.send_signal(signal.SIGKILL)
@@ -199,9 +159,7 @@ async def test_worker_sigkilled_mid_compensation(
 async def test_dev_server_killed_and_restarted_on_its_sqlite_file(
     model_server: Any, tmp_path: Path
 ) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     server = DevServer(tmp_path / "data", port=port, headless=True)
     await server.start()
     try:
@@ -222,8 +180,7 @@ async def test_dev_server_killed_and_restarted_on_its_sqlite_file(
             handle = await harness.start(
                 "wait", model=model, tools=["wait"], workflow_id=f"outage-{uuid.uuid4().hex[:6]}"
             )
-            while "during-outage" not in probe.order:
-                await asyncio.sleep(0.05)
+            await eventually(lambda: "during-outage" in probe.order, "the tool started")
             assert server._process is not None
             os.killpg(server._process.pid, signal.SIGKILL)  # no clean shutdown
             await server.wait()
@@ -256,8 +213,7 @@ async def test_worker_stopped_gracefully_mid_loop(harness: Harness) -> None:
     )
     async with harness.worker(tools=tools):
         handle = await harness.start("go", model=model, tools=["wait"])
-        while "slow" not in probe.order:
-            await asyncio.sleep(0.05)
+        await eventually(lambda: "slow" in probe.order, "the tool started")
     stopped = time.monotonic()  # the first worker has stopped, after finishing the call
     async with harness.worker(tools=tools):
         result = await handle.result()
@@ -271,8 +227,6 @@ async def test_worker_sigkilled_while_an_approval_is_pending(
     env: WorkflowEnvironment, harness: Harness
 ) -> None:
     from orga.contracts.approvals import ApprovalDecision, ApprovalRecord
-    from orga.contracts.conversation import Message
-    from tests.test_approvals import pending
 
     model = harness.new_model(
         [Turn(tool_calls=[("transfer", {"amount": 8, "to": "kim"})]), Turn(text="sent to kim")]
@@ -302,6 +256,6 @@ async def test_worker_sigkilled_while_an_approval_is_pending(
         )
         assert record.approved and record.approver == "lee"
         result = await asyncio.wait_for(handle.result(), 60)
-        messages = await handle.query("conversation", result_type=list[Message])
+        messages = await conversation(handle)
     assert result.output == "sent to kim"
     assert messages[2].tool_results[0].content == "sent 8 to kim"

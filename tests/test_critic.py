@@ -2,34 +2,19 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
-from typing import Any
 
 import pytest
-from temporalio.client import WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 
 from orga.contracts.critic import Review
 from orga.contracts.journal import Journal, PolicyEvaluated, ReviewDecided
-from orga.contracts.state import LoopResult, LoopState
+from orga.contracts.state import LoopState
 from orga.runtime import desk
 from orga.testing.scripted_model import Turn
 from tests.harness import Harness, scripted_settings
-from tests.test_web_ui import summaries
-
-
-def agents(tmp_path: Path, writer: str, critic: str) -> Path:
-    path = tmp_path / "agents.toml"
-    path.write_text(
-        f'[agents.writer]\nmodel = "{writer}"\n\n'
-        f'[agents.critic]\ndescription = "Checks answers"\nmodel = "{critic}"\n'
-    )
-    return path
-
-
-def verdict(value: str, feedback: str = "") -> Turn:
-    return Turn(tool_calls=[("submit_review", {"verdict": value, "feedback": feedback})])
+from tests.helpers import critic_agents, summaries, verdict, waiting_review
 
 
 async def test_a_model_critic_asks_for_one_revision_then_approves(
@@ -37,7 +22,7 @@ async def test_a_model_critic_asks_for_one_revision_then_approves(
 ) -> None:
     writer = harness.new_model([Turn(text="Paris is big."), Turn(text="Paris has 2.1M people.")])
     critic = harness.new_model([verdict("revise", "give the population"), verdict("approve")])
-    settings = scripted_settings(harness.model, agents_file=agents(tmp_path, writer, critic))
+    settings = scripted_settings(harness.model, agents_file=critic_agents(tmp_path, writer, critic))
     async with harness.worker(settings=settings):
         handle = await harness.start(
             "How large is Paris?",
@@ -71,7 +56,7 @@ async def test_a_model_critic_asks_for_one_revision_then_approves(
 async def test_a_verdict_in_prose_is_not_taken(harness: Harness, tmp_path: Path) -> None:
     writer = harness.new_model([Turn(text="42")])
     critic = harness.new_model([Turn(text="Looks good to me, approve!")] * 3)
-    settings = scripted_settings(harness.model, agents_file=agents(tmp_path, writer, critic))
+    settings = scripted_settings(harness.model, agents_file=critic_agents(tmp_path, writer, critic))
     async with harness.worker(settings=settings):
         handle = await harness.start(
             "6 times 7?", agent_id="writer", critic={"kind": "model", "agent": "critic"}
@@ -82,14 +67,6 @@ async def test_a_verdict_in_prose_is_not_taken(harness: Harness, tmp_path: Path)
     assert isinstance(cause, ApplicationError) and cause.type == "CriticFailed"
     assert "not taken from prose" in cause.message
     assert len(harness.model.requests_for(critic)) == 3  # retried, then failed typed
-
-
-async def waiting_review(handle: WorkflowHandle[Any, LoopResult], round_: int) -> LoopState:
-    state = await handle.query("state", result_type=LoopState)
-    while state.pending_review is None or state.pending_review.round != round_:
-        await asyncio.sleep(0.05)
-        state = await handle.query("state", result_type=LoopState)
-    return state
 
 
 async def test_a_person_rejecting_twice_ends_the_loop_critic_rejected(harness: Harness) -> None:

@@ -3,42 +3,17 @@ parent's, charged back when they return."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
-from temporalio.client import WorkflowHandle
+from temporalio.client import WorkflowExecutionDescription, WorkflowHandle
 
 from orga.contracts.config import LoopInput
 from orga.contracts.journal import DelegationFinished, DelegationStarted, Journal
 from orga.contracts.state import LoopResult, LoopState
 from orga.testing.scripted_model import Turn
 from tests.harness import Harness, scripted_settings
-
-
-def agents_file(tmp_path: Path, models: dict[str, str], **lead: Any) -> Path:
-    """``lead`` may delegate to ``research`` and ``writer``; each agent has its own model."""
-    extra = "".join(f"{key} = {value!r}\n" for key, value in lead.items())
-    path = tmp_path / "agents.toml"
-    path.write_text(
-        f"""
-[agents.lead]
-description = "Plans and hands out work"
-delegates = ["research", "writer"]
-model = "{models["lead"]}"
-{extra}
-[agents.research]
-description = "Finds facts"
-tools = ["add"]
-model = "{models["research"]}"
-max_total_tokens = 50_000
-
-[agents.writer]
-description = "Writes prose"
-model = "{models["writer"]}"
-"""
-    )
-    return path
+from tests.helpers import agents_file, eventually, loop_state
 
 
 async def run_lead(
@@ -185,17 +160,20 @@ async def test_cancelling_the_parent_cancels_its_children(harness: Harness, tmp_
     settings = scripted_settings(harness.model, agents_file=agents_file(tmp_path, models))
     async with harness.worker(settings=settings):
         handle = await harness.start("Go.", agent_id="lead")
-        state = await handle.query("state", result_type=LoopState)
-        while not state.delegations:
-            await asyncio.sleep(0.05)
-            state = await handle.query("state", result_type=LoopState)
-        [record] = state.delegations
-        while not harness.model.requests_for(models["writer"]):
-            await asyncio.sleep(0.05)
+
+        async def delegated() -> LoopState | None:
+            state = await loop_state(handle)
+            return state if state.delegations else None
+
+        [record] = (await eventually(delegated, "a delegation started")).delegations
+        await eventually(lambda: harness.model.requests_for(models["writer"]), "the writer asked")
         await handle.cancel()
         child = harness.client.get_workflow_handle(record.workflow_id)
-        description = await child.describe()
-        while description.status is not None and description.status.name == "RUNNING":
-            await asyncio.sleep(0.05)
+
+        async def ended() -> WorkflowExecutionDescription | None:
             description = await child.describe()
+            running = description.status is None or description.status.name == "RUNNING"
+            return None if running else description
+
+        description = await eventually(ended, "the child loop ended")
     assert description.status is not None and description.status.name == "CANCELED"

@@ -8,8 +8,7 @@ import json
 import os
 import shlex
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from temporalio.client import WorkflowFailureError, WorkflowHandle
@@ -20,38 +19,9 @@ from orga.contracts.state import LoopState
 from orga.runtime.desk import DeskError, who_decides
 from orga.testing.scripted_model import Turn
 from tests.harness import Harness
+from tests.helpers import ORGA, ask, escalated, eventually, inbox, on, orga, pending, task_escalated
 from tests.other_version_loop import OtherVersionLoop
 from tests.sample_tools import Flaky, Unreliable, transfer
-from tests.test_approvals import pending
-from tests.test_cli import ORGA, on, orga
-from tests.test_recovery import ask, escalated
-from tests.test_task import escalated as escalated_task
-
-T = TypeVar("T")
-
-
-async def eventually(probe: Callable[[], Awaitable[T | None]], what: str, tries: int = 100) -> T:
-    """Poll ``probe`` until it returns something (visibility is eventually consistent)."""
-    for _ in range(tries):
-        found = await probe()
-        if found is not None:
-            return found
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"never happened: {what}")
-
-
-async def inbox(env: WorkflowEnvironment, harness: Harness, expect: int) -> list[dict[str, Any]]:
-    """``orga pending --json`` once it lists ``expect`` items of this test's workflows."""
-    ours = {h.id for h in harness.handles}
-
-    async def probe() -> list[dict[str, Any]] | None:
-        code, out, err = await orga("pending", "--json", env=on(env, harness))
-        assert code == 0, err
-        items = [i for i in json.loads(out) if i["workflow_id"] in ours]
-        return items if len(items) >= expect else None
-
-    return await eventually(probe, f"{expect} inbox items")
-
 
 # ---- findings 1 and 2: one inbox over loops and tasks -------------------------------------
 
@@ -213,7 +183,7 @@ async def test_state_names_a_pending_escalation_of_a_loop_and_of_a_task(
         assert f"waiting for   an operator: escalation {escalation} (flaky)" in out
         assert "error: " in out and "flaky attempt" in out
         assert f"orga resolve {loop.id} {shlex.quote(escalation)} --action {{retry," in out
-        step = await escalated_task(task)
+        step = await task_escalated(task)
         code, out, err = await orga("task", "state", task.id, env=on(env, harness))
         assert code == 0, err
         assert f"waiting for an operator: escalation {step} (unreliable)" in out

@@ -19,11 +19,8 @@ from orga.contracts.journal import ApprovalDecided, EscalationResolved, Journal
 from orga.contracts.state import LoopState
 from orga.testing.scripted_model import Turn
 from tests.harness import Harness
+from tests.helpers import ask, escalated, on, pending, serving, waiting_review
 from tests.sample_tools import Flaky, transfer
-from tests.test_approvals import pending
-from tests.test_cli import on, serving
-from tests.test_critic import waiting_review
-from tests.test_recovery import ask, escalated
 
 CHROMIUM_FLAGS = [
     "--headless",

@@ -11,7 +11,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from orga.testing.scripted_model import Turn
 from tests.harness import Harness
-from tests.test_cli import on, orga
+from tests.helpers import on, orga
 
 
 async def test_orga_run_with_no_worker_says_so_at_once(

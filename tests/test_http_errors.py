@@ -8,7 +8,6 @@ from typing import Any
 
 import httpx
 import pytest
-from pydantic import SecretStr
 
 from orga.contracts.conversation import Message
 from orga.contracts.errors import (
@@ -22,21 +21,7 @@ from orga.providers.client import complete
 from orga.providers.http_errors import error_text, retry_after
 from orga.runtime.settings import ProviderSettings
 from tests.fixtures import body
-
-KEY = "sk-SECRET-abcdef1234567890"
-
-
-def provider(
-    name: Any = "openai", *, official: bool = False, key: str | None = KEY
-) -> ProviderSettings:
-    return ProviderSettings(
-        name=name,
-        base_url="https://provider.test/v1",
-        api_key=SecretStr(key) if key else None,
-        api_key_env=f"{str(name).upper()}_API_KEY",
-        default_model="m",
-        official=official,
-    )
+from tests.helpers import PROVIDER_KEY, provider_settings
 
 
 async def complete_with(
@@ -46,7 +31,7 @@ async def complete_with(
     async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as http:
         return await complete(
             http,
-            settings or provider(),
+            settings or provider_settings(),
             [Message(role="user", content="hi")],
             [],
             model="m",
@@ -60,17 +45,21 @@ async def call(status: int, payload: Any, headers: dict[str, str] | None = None,
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(status, json=payload, headers=headers or {})
 
-    return await complete_with(handler, kw.get("settings") or provider(kw.get("name", "openai")))
+    return await complete_with(
+        handler, kw.get("settings") or provider_settings(kw.get("name", "openai"))
+    )
 
 
 async def test_401_names_the_variable_not_the_key() -> None:
     payload = body("openai_13_error_401_invalid_api_key_THIRDPARTY_CAPTURE.json")
-    payload["error"]["message"] += f" ({KEY})"
+    payload["error"]["message"] += f" ({PROVIDER_KEY})"
     with pytest.raises(ProviderAuthError) as caught:
         await call(401, payload)
     assert caught.value.non_retryable
     assert "OPENAI_API_KEY" in caught.value.message
-    assert KEY not in caught.value.message and KEY not in str(caught.value.details)
+    assert PROVIDER_KEY not in caught.value.message and PROVIDER_KEY not in str(
+        caught.value.details
+    )
 
 
 async def test_403_and_openrouter_401_are_auth_errors() -> None:
@@ -163,4 +152,4 @@ async def test_non_json_200_is_malformed() -> None:
 
 async def test_missing_key_for_an_official_endpoint_is_a_config_error() -> None:
     with pytest.raises(InvalidConfig, match="OPENAI_API_KEY is not set"):
-        await call(200, {}, settings=provider(official=True, key=None))
+        await call(200, {}, settings=provider_settings(official=True, key=None))

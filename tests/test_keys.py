@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Any
 
 from sqlalchemy import text
 
 from orga.contracts.approvals import ApprovalDecision
-from orga.contracts.conversation import Message
 from orga.contracts.journal import ApprovalDecided, Journal
-from orga.contracts.state import LoopState
 from orga.testing.scripted_model import Raw, Turn
 from tests.harness import TEST_STORE, Harness
+from tests.helpers import conversation, pending
 from tests.sample_tools import transfer
 
 
@@ -89,16 +87,16 @@ async def test_a_provider_that_repeats_call_ids(harness: Harness) -> None:
         handle = await harness.start("pay ann twice", model=model, tools=["transfer"])
         decided: list[str] = []
         for _ in range(2):
-            state = await waiting_for_a_new_approval(handle, decided)
-            [pending] = state.pending_approvals
-            decided.append(pending.call_id)
+            state = await pending(handle, besides=decided)
+            [waiting] = state.pending_approvals
+            decided.append(waiting.call_id)
             await handle.execute_update(
                 "approve",
-                ApprovalDecision(call_id=pending.call_id, approved=True, approver="ann"),
+                ApprovalDecision(call_id=waiting.call_id, approved=True, approver="ann"),
             )
         assert (await handle.result()).output == "both sent"
         journal = await handle.query("journal", result_type=Journal)
-        messages = await handle.query("conversation", result_type=list[Message])
+        messages = await conversation(handle)
     assert decided == ["i1_call_0", "i2_call_0"]  # the loop's own ids, unique per iteration
     approvals = [e for e in journal.entries if isinstance(e, ApprovalDecided)]
     assert [a.call_id for a in approvals] == decided and all(a.approved for a in approvals)
@@ -113,17 +111,6 @@ async def test_a_provider_that_repeats_call_ids(harness: Harness) -> None:
     last = harness.model.requests_for(model)[-1].body["messages"]
     assert [c["id"] for m in last for c in m.get("tool_calls") or []] == wire
     assert [m["tool_call_id"] for m in last if m["role"] == "tool"] == wire
-
-
-async def waiting_for_a_new_approval(handle: Any, decided: list[str]) -> LoopState:
-    import asyncio
-
-    for _ in range(200):
-        state = await handle.query("state", result_type=LoopState)
-        if state.pending_approvals and state.pending_approvals[0].call_id not in decided:
-            return state
-        await asyncio.sleep(0.05)
-    raise AssertionError("no new approval")
 
 
 def test_ids_repeated_within_one_turn_are_told_apart() -> None:

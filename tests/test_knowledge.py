@@ -19,6 +19,7 @@ from orga.runtime.store import Store
 from orga.testing.scripted_model import RecordedRequest, Turn
 from orga.tools.sdk import Tool, tool
 from tests.harness import TEST_STORE, Harness, scripted_settings
+from tests.helpers import orga
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -395,7 +396,6 @@ def test_convention_files_are_found_per_directory_with_their_language(tmp_path: 
 
 
 async def test_orga_knowledge_imports_searches_lists_and_forgets(tmp_path: Path) -> None:
-    from tests.test_cli import orga
 
     env = {"ORGA_STORE_URL": f"sqlite:///{tmp_path / 'store.db'}"}
     tree = source_tree(tmp_path / "repo")

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from orga.knowledge.conventions import MAX_FILE_BYTES, find_conventions
-from tests.test_cli import orga
+from tests.helpers import orga
 
 SECRET = "the deploy token is SECRET-7f3a9c"
 

@@ -14,8 +14,7 @@ from orga.contracts.journal import Journal, ObservationsCollected, PolicyEvaluat
 from orga.testing.scripted_model import Turn
 from orga.tools.sdk import tool
 from tests.harness import Harness
-from tests.test_approvals import pending
-from tests.test_loop_tools import conversation, tool_results
+from tests.helpers import conversation, pending, tool_results
 
 
 @tool(local=True)

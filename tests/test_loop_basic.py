@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from orga.contracts.journal import Journal
 from orga.contracts.state import LoopState
 from orga.testing.scripted_model import Turn
 from tests.harness import Harness
+from tests.helpers import eventually
 
 
 async def test_one_tool_then_answer(harness: Harness) -> None:
@@ -58,8 +57,7 @@ async def test_a_new_worker_rebuilds_the_conversation_from_the_workflow(harness:
     )
     async with harness.worker(tools=tools):
         handle = await harness.start("please wait", model=model, tools=["wait"])
-        while "w" not in probe.order:
-            await asyncio.sleep(0.05)
+        await eventually(lambda: "w" in probe.order, "the tool started")
     # Worker A shut down gracefully after the tool finished; B takes over.
     async with harness.worker(tools=tools):
         result = await handle.result()

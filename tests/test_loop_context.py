@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from orga.contracts.conversation import Message
 from orga.testing.scripted_model import Turn
 from tests.harness import Harness
+from tests.helpers import conversation
 from tests.sample_tools import dump
 
 
@@ -15,7 +15,7 @@ async def test_a_tool_hidden_by_the_profile_is_invisible_and_denied(harness: Har
             "1+2", model=model, tools=["add", "dump"], tool_profile={"exclude": ["a*"]}
         )
         await handle.result()
-        messages = await handle.query("conversation", result_type=list[Message])
+        messages = await conversation(handle)
     first = harness.model.requests_for(model)[0].body
     assert [t["function"]["name"] for t in first["tools"]] == ["dump"]
     [result] = messages[2].tool_results
@@ -34,7 +34,7 @@ async def test_the_context_budget_fits_what_is_sent_not_what_is_kept(harness: Ha
             "dump", model=model, tools=["dump"], context_token_budget=600, max_iterations=6
         )
         await handle.result()
-        messages = await handle.query("conversation", result_type=list[Message])
+        messages = await conversation(handle)
     # The durable conversation keeps every result whole.
     kept = [r.content for m in messages if m.role == "tool" for r in m.tool_results]
     assert len(kept) == 4 and all(len(c) > 4000 for c in kept)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from orga.contracts.conversation import Message
 from orga.contracts.journal import EvidenceJudged, EvidenceSaturated, Journal
 from orga.contracts.state import LoopState
 from orga.testing.scripted_model import Turn
 from tests.harness import Harness
+from tests.helpers import conversation
 from tests.sample_tools import log_search_tools
 
 
@@ -31,7 +31,7 @@ async def test_requerying_the_same_scope_ends_saturated_with_a_snapshot(harness:
         result = await handle.result()
         state = await handle.query("state", result_type=LoopState)
         journal = await handle.query("journal", result_type=Journal)
-        messages = await handle.query("conversation", result_type=list[Message])
+        messages = await conversation(handle)
     assert result.termination_reason == "saturated"
     assert result.iterations == 3
     assert seen == [{"query": "timeout"}]  # ran once; the tool never saw previous_gain
@@ -96,7 +96,7 @@ async def test_missing_judgement_is_refused_then_an_answer_after_stop_is_saturat
     async with harness.worker(tools=log_search_tools(seen)):
         handle = await harness.start("why?", model=model, tools=["search_logs"], max_no_gain=2)
         result = await handle.result()
-        messages = await handle.query("conversation", result_type=list[Message])
+        messages = await conversation(handle)
     statuses = [r.status for m in messages if m.role == "tool" for r in m.tool_results]
     assert statuses == ["ok", "refused", "ok", "refused"]
     assert [s["query"] for s in seen] == ["timeout", "disk"]

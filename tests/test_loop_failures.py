@@ -7,22 +7,13 @@ import uuid
 from typing import Any
 
 import pytest
-from temporalio.client import WorkflowFailureError
-from temporalio.exceptions import ApplicationError
 
 from orga.contracts.journal import Journal
 from orga.contracts.state import LoopState
 from orga.testing.scripted_model import Raw, Turn
 from tests.harness import Harness
+from tests.helpers import failure
 from tests.sample_tools import Probe, probe_tools
-
-
-async def failure_of(handle: Any) -> ApplicationError:
-    with pytest.raises(WorkflowFailureError) as caught:
-        await handle.result()
-    cause = caught.value.cause
-    assert isinstance(cause, ApplicationError)
-    return cause
 
 
 async def last_entry(handle: Any) -> Any:
@@ -53,7 +44,7 @@ async def test_unhandled_stop_reasons_fail_the_loop(
     model = harness.new_model([step])
     async with harness.worker():
         handle = await harness.start("go", model=model, provider=provider, tools=["add"])
-        error = await failure_of(handle)
+        error = await failure(handle)
         entry = await last_entry(handle)
         state = await handle.query("state", result_type=LoopState)
     assert error.type == "UnhandledStopReason"
@@ -110,7 +101,7 @@ async def test_tool_calls_of_an_unhandled_turn_are_not_run(harness: Harness) -> 
         for provider, step in (("openai", openai_refusal), ("anthropic", anthropic_refusal)):
             model = harness.new_model([step])
             handle = await harness.start("go", model=model, provider=provider, tools=["wait"])
-            error = await failure_of(handle)
+            error = await failure(handle)
             assert error.type == "UnhandledStopReason"
             assert error.details[0]["stop_reason"] == "refusal"
             assert error.details[0]["tool_calls_not_run"] == ["wait"]
@@ -124,7 +115,7 @@ async def test_max_iterations(harness: Harness) -> None:
     )
     async with harness.worker(tools=probe_tools(probe)):
         handle = await harness.start("go", model=model, tools=["wait"], max_iterations=3)
-        error = await failure_of(handle)
+        error = await failure(handle)
         entry = await last_entry(handle)
     assert error.type == "BudgetExceeded"
     details = error.details[0]
@@ -148,7 +139,7 @@ async def test_max_total_tokens(harness: Harness) -> None:
     )
     async with harness.worker():
         handle = await harness.start("go", model=model, tools=["add"], max_total_tokens=10_000)
-        error = await failure_of(handle)
+        error = await failure(handle)
     assert error.type == "BudgetExceeded"
     assert error.details[0]["budget"] == "max_total_tokens"
     first, second = harness.model.requests_for(model)
@@ -172,7 +163,7 @@ async def test_a_call_whose_input_alone_exceeds_what_is_left_is_not_made(
     )
     async with harness.worker():
         handle = await harness.start("go", model=model, tools=["add"], max_total_tokens=10_000)
-        error = await failure_of(handle)
+        error = await failure(handle)
     assert error.type == "BudgetExceeded" and error.details[0]["budget"] == "max_total_tokens"
     assert "not enough for its next model call" in error.message
     assert len(harness.model.requests_for(model)) == 1  # the provider was not asked again
@@ -183,7 +174,7 @@ async def test_timeout(harness: Harness) -> None:
     model = harness.new_model([Turn(text="too late", delay=3)])
     async with harness.worker():
         handle = await harness.start("go", model=model, timeout=1)
-        error = await failure_of(handle)
+        error = await failure(handle)
         entry = await last_entry(handle)
     assert error.type == "BudgetExceeded"
     assert error.details[0]["budget"] == "timeout"
@@ -200,7 +191,7 @@ async def test_invalid_input_fails_with_a_typed_error(harness: Harness) -> None:
             task_queue=harness.task_queue,
         )
         harness.handles.append(handle)
-        error = await failure_of(handle)
+        error = await failure(handle)
     assert error.type == "InvalidConfig"
     assert "config.max_iteratons: Extra inputs are not permitted" in error.message
 
@@ -209,7 +200,7 @@ async def test_unknown_configured_tool_is_a_config_error(harness: Harness) -> No
     model = harness.new_model([Turn(text="unused")])
     async with harness.worker():
         handle = await harness.start("go", model=model, tools=["add", "no_such_tool"])
-        error = await failure_of(handle)
+        error = await failure(handle)
     assert error.type == "InvalidConfig"
     assert "no_such_tool" in error.message
     assert harness.model.requests_for(model) == []
@@ -230,6 +221,6 @@ async def test_input_that_is_not_an_object_fails_at_once(
             task_queue=harness.task_queue,
         )
         harness.handles.append(handle)
-        error = await failure_of(handle)
+        error = await failure(handle)
     assert error.type == "InvalidConfig"
     assert "must be a JSON object" in error.message and "Nothing was run" in error.message

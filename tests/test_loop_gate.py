@@ -7,28 +7,27 @@ from pathlib import Path
 
 import pytest
 
-from orga.contracts.conversation import Message
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.journal import Journal, PolicyEvaluated
 from orga.plugin import OrgaPlugin
 from orga.serve import build_workers
 from orga.testing.scripted_model import Turn
 from tests.harness import Harness, scripted_settings
-from tests.test_cedar import EXAMPLES
+from tests.helpers import POLICY_EXAMPLES, conversation
 
 
 async def test_a_denied_answer_goes_back_to_the_model(harness: Harness) -> None:
     model = harness.new_model(
         [Turn(text="I guess 4."), Turn(tool_calls=[("add", {"a": 2, "b": 2})]), Turn(text="4")]
     )
-    settings = scripted_settings(harness.model, policy_dir=EXAMPLES)
+    settings = scripted_settings(harness.model, policy_dir=POLICY_EXAMPLES)
     async with harness.worker(settings=settings):
         handle = await harness.start(
             "What is 2+2?", model=model, tools=["add"], policy="cedar", agent_id="careful"
         )
         result = await handle.result()
         journal = await handle.query("journal", result_type=Journal)
-        messages = await handle.query("conversation", result_type=list[Message])
+        messages = await conversation(handle)
     assert result.output == "4" and result.iterations == 3
     gates = [e for e in journal.entries if isinstance(e, PolicyEvaluated)]
     assert [d.decision for g in gates for d in g.decisions] == ["deny", "allow", "allow"]
@@ -50,11 +49,11 @@ async def test_cedar_denial_of_a_call_is_fed_back(harness: Harness) -> None:
             Turn(text="I may not read it."),
         ]
     )
-    settings = scripted_settings(harness.model, policy_dir=EXAMPLES)
+    settings = scripted_settings(harness.model, policy_dir=POLICY_EXAMPLES)
     async with harness.worker(settings=settings):
         handle = await harness.start("read it", model=model, tools=["file_read"], policy="cedar")
         await handle.result()
-        messages = await handle.query("conversation", result_type=list[Message])
+        messages = await conversation(handle)
     result = messages[2].tool_results[0]
     assert result.status == "denied" and result.is_error
     assert "never read" in result.content and "no-secrets" in result.content
@@ -63,7 +62,7 @@ async def test_cedar_denial_of_a_call_is_fed_back(harness: Harness) -> None:
 async def test_a_worker_with_invalid_policies_refuses_to_start(
     harness: Harness, tmp_path: Path
 ) -> None:
-    shutil.copytree(EXAMPLES, tmp_path / "policies")
+    shutil.copytree(POLICY_EXAMPLES, tmp_path / "policies")
     (tmp_path / "policies" / "broken.cedar").write_text(
         'permit(principal, action == Action::"nope", resource);'
     )
@@ -88,13 +87,13 @@ async def test_a_modified_call_runs_as_modified_and_the_model_sees_it(
             Turn(text="read"),
         ]
     )
-    settings = scripted_settings(harness.model, policy_dir=EXAMPLES, file_root=tmp_path)
+    settings = scripted_settings(harness.model, policy_dir=POLICY_EXAMPLES, file_root=tmp_path)
     async with harness.worker(settings=settings):
         handle = await harness.start(
             "read the guide", model=model, tools=["file_read"], policy="cedar"
         )
         await handle.result()
-        messages = await handle.query("conversation", result_type=list[Message])
+        messages = await conversation(handle)
     call = messages[1].tool_calls[0]
     assert '"max_chars": 20000' in call.arguments
     result = messages[2].tool_results[0]

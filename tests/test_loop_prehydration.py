@@ -12,8 +12,8 @@ from orga.contracts.journal import Journal, PreHydrationComplete
 from orga.contracts.state import LoopState
 from orga.testing.scripted_model import Turn
 from tests.harness import Harness, scripted_settings
+from tests.helpers import POLICY_EXAMPLES
 from tests.local_http import Reply, serve
-from tests.test_cedar import EXAMPLES
 
 
 def release_page(method: str, path: str, body: bytes) -> Reply:
@@ -98,7 +98,7 @@ async def test_resolutions_go_through_the_gate(harness: Harness, tmp_path: Path)
 
     model = harness.new_model([Turn(text="ok")])
     settings = scripted_settings(
-        harness.model, file_root=tmp_path, policy_dir=EXAMPLES, egress_allow=["127.0.0.1"]
+        harness.model, file_root=tmp_path, policy_dir=POLICY_EXAMPLES, egress_allow=["127.0.0.1"]
     )
     with serve(page) as hidden_site:
         async with harness.worker(settings=settings):

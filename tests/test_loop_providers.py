@@ -17,6 +17,7 @@ from orga.contracts.state import LoopState
 from orga.testing.scripted_model import Raw, Turn
 from tests.fixtures import body as fixture
 from tests.harness import API_KEYS, Harness
+from tests.helpers import conversation
 
 
 @pytest.mark.parametrize("provider", ["openai", "openrouter", "anthropic"])
@@ -171,7 +172,7 @@ async def test_keys_never_leave_the_worker(
             collected.append((await handle.result()).model_dump_json())
             collected.append((await handle.query("state", result_type=LoopState)).model_dump_json())
             collected.append((await handle.query("journal", result_type=Journal)).model_dump_json())
-            messages = await handle.query("conversation", result_type=list[Message])
+            messages = await conversation(handle)
             collected.append(json.dumps([m.model_dump(mode="json") for m in messages]))
             collected.append(readable(await handle.fetch_history()))
             sent = harness.model.requests_for(model)[0].headers

@@ -2,21 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from orga.contracts.conversation import Message, ToolResult
 from orga.contracts.state import LoopState
 from orga.testing.scripted_model import Turn
 from tests.harness import Harness
+from tests.helpers import conversation, tool_results
 from tests.sample_tools import Probe, explode, probe_tools, sleepy, whoami
-
-
-def tool_results(messages: list[Message]) -> list[ToolResult]:
-    return [r for m in messages if m.role == "tool" for r in m.tool_results]
-
-
-async def conversation(handle: Any) -> list[Message]:
-    return await handle.query("conversation", result_type=list[Message])
 
 
 async def test_three_calls_in_one_turn_run_in_parallel(harness: Harness) -> None:

@@ -15,8 +15,7 @@ from orga.contracts.state import LoopState
 from orga.testing.scripted_model import Turn
 from orga.tools.sdk import Tool, tool
 from tests.harness import Harness, scripted_settings
-from tests.test_critic import verdict
-from tests.test_trust import failure
+from tests.helpers import failure, verdict
 
 AGENTS = """
 [agents.lead]

@@ -6,20 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import json
 import os
 import signal
-import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx2
 import mcp_types as types
 import pytest
-import uvicorn
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver import Context, MCPServer
@@ -36,26 +33,21 @@ from orga.tools.mcp.hub import (
     tool_name,
 )
 from tests.harness import TEST_STORE, Harness, scripted_settings
+from tests.helpers import (
+    ORGA,
+    POLICY_EXAMPLES,
+    TIME,
+    conversation,
+    eventually,
+    failure,
+    http_server,
+    on,
+    orga,
+    servers_file,
+    serving,
+    tool_results,
+)
 from tests.sample_tools import transfer
-from tests.test_cli import ORGA, on, orga, serving
-from tests.test_desk_cli import eventually
-from tests.test_loop_tools import conversation, tool_results
-
-TIME_SERVER = str(Path(sys.executable).parent / "mcp-server-time")
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "policies"
-
-
-def servers_file(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "mcp.toml"
-    path.write_text(text)
-    return path
-
-
-TIME = f"""
-[servers.time]
-command = "{TIME_SERVER}"
-args = ["--local-timezone", "UTC"]
-"""
 
 
 def time_server_pids() -> set[int]:
@@ -115,7 +107,7 @@ def test_results_are_text_and_nothing_is_dropped_silently() -> None:
 
 
 def test_the_servers_file_is_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    shipped = load_mcp_config(EXAMPLES.parent / "mcp.toml")  # the README's example holds
+    shipped = load_mcp_config(POLICY_EXAMPLES.parent / "mcp.toml")  # the README's example holds
     assert shipped.servers["time"].transport == "stdio"
     assert shipped.servers["github"].transport == "http" and not shipped.servers["github"].required
     both = servers_file(tmp_path, '[servers.x]\ncommand = "a"\nurl = "http://h/mcp"\n')
@@ -227,7 +219,7 @@ async def test_a_cedar_forbid_on_one_mcp_tool(harness: Harness, tmp_path: Path) 
     policies = tmp_path / "policies"
     policies.mkdir()
     (policies / "schema.cedarschema.json").write_text(
-        (EXAMPLES / "schema.cedarschema.json").read_text()
+        (POLICY_EXAMPLES / "schema.cedarschema.json").read_text()
     )
     (policies / "mcp.cedar").write_text(
         'permit (principal, action, resource);\n\n@id("no-conversions")\n'
@@ -297,7 +289,6 @@ async def test_agent_globs_and_pre_hydration_name_mcp_tools(
         refused = await harness.start(
             "time?", model=model, agent_id="other", tools=["time__get_current_time"]
         )
-        from tests.test_trust import failure
 
         error = await failure(refused)
     first = harness.model.requests_for(model)[0]
@@ -307,34 +298,6 @@ async def test_agent_globs_and_pre_hydration_name_mcp_tools(
 
 
 # ---- streamable HTTP: a server built with the SDK, in the test ----------------------------
-
-
-@contextlib.asynccontextmanager
-async def http_server(server: MCPServer, token: str) -> AsyncIterator[str]:
-    """``server`` over streamable HTTP on 127.0.0.1, refusing requests without ``token``."""
-    app = server.streamable_http_app()
-
-    async def guarded(scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            headers = dict(scope["headers"])
-            if headers.get(b"authorization") != f"Bearer {token}".encode():
-                await send({"type": "http.response.start", "status": 401, "headers": []})
-                await send({"type": "http.response.body", "body": b"no"})
-                return
-        await app(scope, receive, send)
-
-    config = uvicorn.Config(guarded, host="127.0.0.1", port=0, log_level="warning")
-    running = uvicorn.Server(config)
-    serving = asyncio.create_task(running.serve())
-    while not running.started:
-        assert not serving.done(), "the MCP server did not start"
-        await asyncio.sleep(0.02)
-    port = running.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        running.should_exit = True
-        await serving
 
 
 def demo_server() -> MCPServer:

@@ -41,13 +41,20 @@ from orga.tools.mcp.hub import McpHub, McpTool, open_mcp
 from orga.tools.mcp.names import neutral
 from orga.tools.sdk import ToolContext, tool
 from tests.harness import TEST_STORE, Harness, scripted_settings
+from tests.helpers import (
+    ORGA,
+    TIME_SERVER,
+    conversation,
+    eventually,
+    failure,
+    http_server,
+    on,
+    orga,
+    pending,
+    servers_file,
+    tool_results,
+)
 from tests.sample_tools import transfer
-from tests.test_approvals import pending
-from tests.test_cli import ORGA, on, orga
-from tests.test_desk_cli import eventually
-from tests.test_loop_tools import conversation, tool_results
-from tests.test_mcp import TIME_SERVER, http_server, servers_file
-from tests.test_trust import failure
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "mcp.toml"
 TOKEN = "tok-evil-9c1f"

@@ -2,57 +2,22 @@
 
 from __future__ import annotations
 
-import re
-import socket
 import uuid
-from collections import defaultdict
 from pathlib import Path
 
 import httpx
 import pytest
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
 from orga.contracts.approvals import ApprovalDecision
 from orga.contracts.journal import Journal, ObservationsCollected, Started, Terminated
 from orga.core.metrics import METRICS, OTHER, KnownLabels, points
-from orga.runtime.connect import metrics_runtime
 from orga.testing.scripted_model import Turn
 from tests.harness import Harness, scripted_settings
+from tests.helpers import measured_harness, pending, scrape, total
 from tests.sample_tools import transfer
-from tests.test_approvals import pending
-
-_SAMPLE = re.compile(
-    r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})? (?P<value>\S+)"
-)
-
-
-def scrape(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
-    """Prometheus text exposition → name → [(labels, value)]."""
-    samples: dict[str, list[tuple[dict[str, str], float]]] = defaultdict(list)
-    for line in text.splitlines():
-        match = _SAMPLE.match(line)
-        if match is None or line.startswith("#"):
-            continue
-        labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', match.group("labels") or ""))
-        samples[match.group("name")].append((labels, float(match.group("value"))))
-    return samples
-
-
-def total(samples: dict[str, list[tuple[dict[str, str], float]]], name: str, **want: str) -> float:
-    """The sum of ``name``'s samples whose labels include ``want``."""
-    return sum(
-        value
-        for labels, value in samples.get(name, [])
-        if all(labels.get(k) == v for k, v in want.items())
-    )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_the_journal_decides_what_is_counted() -> None:
@@ -65,21 +30,6 @@ def test_the_journal_decides_what_is_counted() -> None:
     ]
     every = {p.metric for p in points(Started(**stamp), workflow="loop")}
     assert every <= set(METRICS)
-
-
-async def measured_harness(env: WorkflowEnvironment, harness: Harness) -> tuple[Harness, str]:
-    """A harness whose client (and so its workers) serves Prometheus metrics at the address
-    returned (a fresh runtime: counts start at zero)."""
-    address = f"127.0.0.1:{free_port()}"
-    runtime = metrics_runtime(address)
-    assert runtime is not None
-    client = await Client.connect(
-        env.client.service_client.config.target_host,
-        namespace=env.client.namespace,
-        data_converter=env.client.data_converter,
-        runtime=runtime,
-    )
-    return Harness(client=client, model=harness.model, task_queue=harness.task_queue), address
 
 
 async def test_a_scrape_after_a_few_loops_counts_them(

@@ -11,6 +11,7 @@ from temporalio.client import Client
 
 from orga.testing.scripted_model import Turn
 from tests.harness import Harness, scripted_settings
+from tests.helpers import critic_agents, verdict
 
 RPS = 2.0
 LOOPS = 5
@@ -57,13 +58,12 @@ async def test_two_workers_stay_under_the_model_rate(harness: Harness) -> None:
 async def test_the_critics_model_calls_use_the_model_queue_too(
     harness: Harness, tmp_path: Path
 ) -> None:
-    from tests.test_critic import agents, verdict
 
     queue = f"{harness.task_queue}-model"
     writer = harness.new_model([Turn(text="Paris has 2.1M people.")])
     critic = harness.new_model([verdict("approve")])
     settings = scripted_settings(
-        harness.model, model_task_queue=queue, agents_file=agents(tmp_path, writer, critic)
+        harness.model, model_task_queue=queue, agents_file=critic_agents(tmp_path, writer, critic)
     )
     async with harness.worker(settings=settings):
         handle = await harness.start(

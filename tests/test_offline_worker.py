@@ -7,7 +7,6 @@ import json
 import os
 import re
 import signal
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -24,32 +23,9 @@ from orga.contracts.state import LoopResult, LoopState
 from orga.testing.offline import LABEL, OFFLINE_MODEL, offline_model
 from orga.testing.scripted_model import RecordedRequest
 from tests.harness import replay
-from tests.test_cli import orga
-from tests.test_mcp import TIME
+from tests.helpers import TIME, conversation, orga, start_worker
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-async def start_worker(env: dict[str, str], *args: str) -> tuple[asyncio.subprocess.Process, str]:
-    """``uv run worker.py <args>`` with exactly ``env``, once it says it is up: the process (its
-    stderr still open: keep reading it) and what it logged until then."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(ROOT / "worker.py"),
-        *args,
-        cwd=ROOT,
-        env=env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    assert process.stderr is not None
-    banner = ""
-    while "orga worker on" not in banner:  # wait for the worker to say it is up
-        line = await asyncio.wait_for(process.stderr.readline(), 60)
-        assert line, f"the worker exited ({await process.wait()}): {banner}"
-        banner += line.decode()
-    return process, banner
 
 
 @asynccontextmanager
@@ -157,7 +133,7 @@ def offline_env(env: WorkflowEnvironment, tmp_path: Path, **more: str) -> dict[s
 async def calls_of(env: WorkflowEnvironment, workflow_id: str) -> list[tuple[str, Any]]:
     """The tool calls a finished loop made, ``(name, arguments)``; its history replays."""
     handle = env.client.get_workflow_handle(workflow_id)
-    messages = await handle.query("conversation", result_type=list[Message])
+    messages = await conversation(handle)
     await replay(handle, env.client)
     return [(c.name, json.loads(c.arguments)) for m in messages for c in m.tool_calls]
 

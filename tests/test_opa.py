@@ -10,13 +10,13 @@ import httpx
 import pytest
 from temporalio.client import WorkflowFailureError
 
-from orga.contracts.conversation import Message
 from orga.contracts.errors import PolicyUnavailable
 from orga.contracts.inference import Usage
 from orga.contracts.policy import PolicyAction, PolicyRequest
 from orga.gates.opa import OpaGate
 from orga.testing.scripted_model import Turn
 from tests.harness import Harness, scripted_settings
+from tests.helpers import conversation
 from tests.local_http import Reply, serve
 from tests.sample_tools import transfer
 
@@ -132,7 +132,7 @@ async def test_a_loop_under_opa(harness: Harness, opa: str) -> None:
     async with harness.worker(settings=settings, tools=[transfer]):
         handle = await harness.start("go", model=model, tools=["add", "file_read"], policy="opa")
         assert (await handle.result()).output == "two, and no file"
-        messages = await handle.query("conversation", result_type=list[Message])
+        messages = await conversation(handle)
     add, read = messages[2].tool_results
     assert add.status == "ok" and read.status == "denied"
     assert "no file access for this agent" in read.content
@@ -145,6 +145,6 @@ async def test_a_broken_opa_denies_the_turn(harness: Harness, opa: str) -> None:
         handle = await harness.start("go", model=model, tools=["add"], policy="opa")
         with pytest.raises(WorkflowFailureError):  # the answer is denied too, then no script
             await handle.result()
-        messages = await handle.query("conversation", result_type=list[Message])
+        messages = await conversation(handle)
     [result] = messages[2].tool_results
     assert result.status == "denied" and "fail closed" in result.content

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from orga.contracts.conversation import Message
 from orga.contracts.journal import Journal, ObservationsCollected, ReasoningComplete
 from orga.core.text import cut_bytes
 from orga.runtime.blobs import BlobStore
 from orga.testing.scripted_model import Turn
 from tests.harness import TEST_STORE, Harness
+from tests.helpers import conversation
 from tests.sample_tools import dump
 
 
@@ -41,7 +41,7 @@ async def test_a_huge_tool_result_and_answer_are_cut(harness: Harness) -> None:
     async with harness.worker(tools=[dump]):
         handle = await harness.start("dump it", model=model, tools=["dump"])
         result = await handle.result()
-        messages = await handle.query("conversation", result_type=list[Message])
+        messages = await conversation(handle)
         journal = await handle.query("journal", result_type=Journal)
     [cut] = messages[2].tool_results
     assert cut.status == "ok" and cut.blob_ref is not None

@@ -3,7 +3,6 @@ users write it, and the typed client helpers — a governed loop with a tool and
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 
 import pytest
@@ -12,9 +11,11 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 import orga
+from orga.contracts.approvals import PendingApproval
 from orga.contracts.errors import InvalidConfig
 from orga.testing.scripted_model import ScriptedModelServer, Turn
 from tests.harness import TEST_STORE, replay, scripted_settings
+from tests.helpers import eventually
 
 
 async def test_a_plain_worker_with_the_plugin_runs_a_governed_loop(
@@ -57,10 +58,12 @@ async def test_a_plain_worker_with_the_plugin_runs_a_governed_loop(
             orga.LoopConfig(model=model, tools=["refund"]),
             task_queue=queue,
         )
-        waiting = (await loop.state()).pending_approvals
-        while not waiting:  # the loop lists the call before it waits for it
-            await asyncio.sleep(0.05)
-            waiting = (await loop.state()).pending_approvals
+
+        async def asked() -> list[PendingApproval]:
+            # The loop lists the call before it waits for it.
+            return (await loop.state()).pending_approvals
+
+        waiting = await eventually(asked, "the refund waits for approval")
         assert refunds == []  # nothing ran before the approval
         decided = await loop.approve(waiting[0].call_id, approver="alice", reason="receipt ok")
         result = await loop.result()

@@ -23,8 +23,8 @@ from orga.providers.openai import parse_chat_completion
 from orga.testing.scripted_model import Raw, Turn
 from tests.fixtures import body, raw_text
 from tests.harness import Harness
-from tests.test_metrics import measured_harness, scrape, total
-from tests.test_provider_dialects import get_weather
+from tests.helpers import measured_harness, scrape, total
+from tests.sample_tools import get_weather
 
 EPHEMERAL = {"type": "ephemeral"}
 USAGE_WRITE, USAGE_READ = (

@@ -25,6 +25,7 @@ from orga.testing.scripted_model import Raw, Turn
 from orga.tools.sdk import tool
 from tests.fixtures import body
 from tests.harness import Harness
+from tests.sample_tools import get_weather
 
 
 @tool
@@ -55,12 +56,6 @@ def get_current_weather(location: str, unit: str = "celsius") -> str:
 def get_date() -> str:
     """Get the current date."""
     return "2026-04-19"
-
-
-@tool
-def get_weather(location: str, units: str = "c") -> str:
-    """Get the weather."""
-    return f"Cloudy 7~13 in {location} ({units})"
 
 
 TOOLS = [

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -10,26 +9,17 @@ from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
 from orga.contracts.approvals import EscalationAction, EscalationResolution
-from orga.contracts.conversation import Message, ToolResult
 from orga.contracts.journal import EscalationResolved, Journal, RecoveryTriggered
 from orga.contracts.state import LoopState
 from orga.testing.scripted_model import Turn
 from tests.harness import Harness
+from tests.helpers import ask, conversation, escalated, tool_results
 from tests.sample_tools import Flaky
-
-
-async def results_of(handle: Any) -> list[ToolResult]:
-    messages = await handle.query("conversation", result_type=list[Message])
-    return [r for m in messages if m.role == "tool" for r in m.tool_results]
 
 
 async def recoveries(handle: Any) -> list[RecoveryTriggered]:
     journal = await handle.query("journal", result_type=Journal)
     return [e for e in journal.entries if isinstance(e, RecoveryTriggered)]
-
-
-def ask(tool: str, query: str = "q") -> Turn:
-    return Turn(tool_calls=[(tool, {"query": query})])
 
 
 async def test_retry_strategy_retries_tool_errors(harness: Harness) -> None:
@@ -41,7 +31,7 @@ async def test_retry_strategy_retries_tool_errors(harness: Harness) -> None:
     async with harness.worker(tools=flaky.tools):
         handle = await harness.start("go", model=model, tools=["flaky"], recovery=recovery)
         await handle.result()
-        [result] = await results_of(handle)
+        [result] = tool_results(await conversation(handle))
     assert result.status == "ok" and "attempt 3" in result.content
 
 
@@ -51,7 +41,7 @@ async def test_default_llm_recovery_does_not_retry_tool_errors(harness: Harness)
     async with harness.worker(tools=flaky.tools):
         handle = await harness.start("go", model=model, tools=["flaky"])
         await handle.result()
-        [result] = await results_of(handle)
+        [result] = tool_results(await conversation(handle))
         [used] = await recoveries(handle)
     assert result.is_error and "flaky attempt 1 failed" in result.content
     assert list(flaky.attempts.values()) == [1]
@@ -65,7 +55,7 @@ async def test_fallback_answers_and_the_model_is_told(harness: Harness) -> None:
     async with harness.worker(tools=flaky.tools):
         handle = await harness.start("go", model=model, tools=["flaky"], recovery=recovery)
         await handle.result()
-        [result] = await results_of(handle)
+        [result] = tool_results(await conversation(handle))
         [used] = await recoveries(handle)
     assert result.status == "recovered" and not result.is_error
     assert result.content.startswith("[answered by fallback tool 'backup' because 'flaky' failed")
@@ -86,7 +76,7 @@ async def test_cached_result(harness: Harness) -> None:
     async with harness.worker(tools=flaky.tools):
         handle = await harness.start("go", model=model, tools=["lookup"], recovery=recovery)
         await handle.result()
-        first, second, third = await results_of(handle)
+        first, second, third = tool_results(await conversation(handle))
     assert first.status == "ok"
     # The second call's arguments equal the first's, so its cached result answers; the
     # third's do not.
@@ -103,19 +93,10 @@ async def test_dead_letter(harness: Harness) -> None:
         handle = await harness.start("go", model=model, tools=["flaky"], recovery=recovery)
         await handle.result()
         state = await handle.query("state", result_type=LoopState)
-        [result] = await results_of(handle)
+        [result] = tool_results(await conversation(handle))
     [letter] = state.dead_letters
     assert (letter.tool, letter.arguments) == ("flaky", '{"query": "z"}')
     assert result.is_error and "dead-letter" in result.content
-
-
-async def escalated(handle: Any) -> str:
-    for _ in range(200):
-        state = await handle.query("state", result_type=LoopState)
-        if state.pending_escalations:
-            return state.pending_escalations[0].escalation_id
-        await asyncio.sleep(0.05)
-    raise AssertionError("nothing was escalated")
 
 
 @pytest.mark.parametrize("action", ["retry", "skip", "result"])
@@ -136,7 +117,7 @@ async def test_escalate(harness: Harness, action: EscalationAction) -> None:
             ),
         )
         await handle.result()
-        [result] = await results_of(handle)
+        [result] = tool_results(await conversation(handle))
         journal = await handle.query("journal", result_type=Journal)
     [resolved] = [e for e in journal.entries if isinstance(e, EscalationResolved)]
     assert (resolved.action, resolved.operator, resolved.source) == (action, "op", "update")
@@ -185,7 +166,7 @@ async def test_breaker_opens_refuses_and_recovers(harness: Harness) -> None:
     async with harness.worker(tools=flaky.tools):
         handle = await harness.start("go", model=model, tools=["lookup"], circuit_breaker=breaker)
         await handle.result()
-        results = await results_of(handle)
+        results = tool_results(await conversation(handle))
         state = await handle.query("state", result_type=LoopState)
     assert [r.status for r in results] == ["failed", "failed", "circuit_open", "ok"]
     assert "circuit is open after 2 consecutive failures, until " in results[2].content
@@ -207,6 +188,6 @@ async def test_non_retryable_tool_errors_skip_retries(
     async with harness.worker(tools=[guarded.tool]):
         handle = await harness.start("go", model=model, tools=["guarded"], recovery=recovery)
         await handle.result()
-        [result] = await results_of(handle)
+        [result] = tool_results(await conversation(handle))
     assert guarded.attempts == 1
     assert result.status == status and result.is_error

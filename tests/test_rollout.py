@@ -3,7 +3,6 @@ on A while new loops go to B (the dev server, as a cluster would do it)."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from typing import Any
 
@@ -17,35 +16,36 @@ from temporalio.service import RPCError
 from orga.contracts.approvals import ApprovalDecision
 from orga.testing.scripted_model import Turn
 from tests.harness import Harness, scripted_settings
+from tests.helpers import eventually, pending
 from tests.sample_tools import transfer
-from tests.test_approvals import pending
 
 
 async def make_current(client: Client, deployment: str, build_id: str) -> None:
     """``temporal worker deployment set-current-version``, once the version's workers polled."""
-    for _ in range(200):
+
+    async def made_current() -> bool:
         try:
             await client.workflow_service.set_worker_deployment_current_version(
                 SetWorkerDeploymentCurrentVersionRequest(
                     namespace=client.namespace, deployment_name=deployment, build_id=build_id
                 )
             )
-            return
         except RPCError:  # the version is not known until one of its workers has polled
-            await asyncio.sleep(0.1)
-    raise AssertionError(f"version {build_id} of {deployment} never became current")
+            return False
+        return True
+
+    await eventually(made_current, f"version {build_id} of {deployment} current")
 
 
 async def version_of(client: Client, workflow_id: str) -> str:
     """The build id a workflow's tasks ran on (Temporal records it with the execution)."""
-    for _ in range(200):
+
+    async def build_id() -> str:
         description = await client.get_workflow_handle(workflow_id).describe()
         info: Any = description.raw_description.workflow_execution_info.versioning_info
-        build_id = info.deployment_version.build_id
-        if build_id:
-            return str(build_id)
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{workflow_id} has no version")
+        return str(info.deployment_version.build_id)
+
+    return await eventually(build_id, f"{workflow_id} has a version")
 
 
 async def test_a_loop_started_on_a_finishes_on_a_while_new_loops_go_to_b(

@@ -17,23 +17,8 @@ from orga.contracts.journal import CompensationSettled, Journal
 from orga.contracts.task import TaskResult, TaskState
 from orga.testing.scripted_model import Turn
 from tests.harness import Harness
+from tests.helpers import DECLINE, aborted, charge_step, eventually, statuses, task_state
 from tests.sample_tools import Bank
-from tests.test_task import aborted, statuses
-
-
-def charge_step(tool: str, **arguments: Any) -> dict[str, Any]:
-    return {
-        "id": "charge",
-        "action": {"kind": "tool", "tool": tool, "arguments": arguments},
-        "compensation": {"tool": "refund", "arguments": {"receipt": "${result}"}},
-    }
-
-
-DECLINE = {
-    "id": "check",
-    "action": {"kind": "tool", "tool": "decline", "arguments": {"reason": "card declined"}},
-    "parallel": True,
-}
 
 
 async def settled(handle: WorkflowHandle[Any, TaskResult]) -> list[CompensationSettled]:
@@ -43,12 +28,13 @@ async def settled(handle: WorkflowHandle[Any, TaskResult]) -> list[CompensationS
 
 async def waiting_for(handle: WorkflowHandle[Any, TaskResult], escalation: str) -> TaskState:
     """The task's state once ``escalation`` is pending (polled: the condition, not a time)."""
-    for _ in range(600):
-        state = await handle.query("state", result_type=TaskState)
-        if any(e.escalation_id == escalation for e in state.pending_escalations):
-            return state
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{escalation} never waited for an operator")
+
+    async def probe() -> TaskState | None:
+        state = await task_state(handle)
+        waiting = any(e.escalation_id == escalation for e in state.pending_escalations)
+        return state if waiting else None
+
+    return await eventually(probe, f"{escalation} waits for an operator")
 
 
 async def test_a_parallel_step_still_running_when_another_fails_is_compensated(
@@ -186,8 +172,7 @@ async def test_a_compensation_failing_for_good_goes_to_an_operator(
         assert "failed 2 time(s)" in question.error and "still being retried" in question.error
         assert statuses(state)["charge"] == "compensating"
         # The operator was asked, and the retries go on meanwhile.
-        while len(bank.refund_calls) < 3:
-            await asyncio.sleep(0.05)
+        await eventually(lambda: len(bank.refund_calls) >= 3, "a third refund attempt")
         await handle.execute_update(
             "resolve_escalation",
             EscalationResolution(

@@ -23,6 +23,8 @@ from orga.testing.scripted_model import RecordedRequest, Turn
 from orga.tools.sdk import ToolContext, tool
 from tests.harness import Harness, scripted_settings
 
+pytestmark = pytest.mark.alone  # it loads the machine, and counts on having it to itself
+
 LOOPS = 150
 TURNS = 2
 

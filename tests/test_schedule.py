@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -24,7 +24,7 @@ from orga.contracts.state import LoopResult
 from orga.contracts.task import TaskResult
 from orga.testing.scripted_model import Turn
 from tests.harness import TEST_STORE, Harness
-from tests.test_cli import on, orga
+from tests.helpers import eventually, on, orga
 
 T = TypeVar("T")
 
@@ -32,18 +32,6 @@ T = TypeVar("T")
 def cli(env: WorkflowEnvironment, harness: Harness) -> dict[str, str]:
     """The command's environment: this test's server, task queue and store."""
     return {**on(env, harness), "ORGA_STORE_URL": TEST_STORE.url}
-
-
-async def eventually(probe: Callable[[], Awaitable[T | None]], what: str, within: float = 30) -> T:
-    """Poll ``probe`` until it returns something, for at most ``within`` seconds."""
-    deadline = asyncio.get_running_loop().time() + within
-    while True:
-        found = await probe()
-        if found is not None:
-            return found
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"never happened within {within}s: {what}")
-        await asyncio.sleep(0.1)
 
 
 @contextlib.asynccontextmanager

@@ -20,6 +20,7 @@ from orga.contracts.errors import InvalidConfig
 from orga.runtime.devserver import DevServer
 from orga.runtime.ledger import Ledger
 from orga.runtime.store import Store
+from tests.helpers import orga
 
 ROOT = Path(__file__).resolve().parent.parent
 ATTACKER = 1001
@@ -73,7 +74,6 @@ async def test_a_store_file_another_user_created_is_refused(tmp_path: Path) -> N
     )
     _, err = await asyncio.wait_for(worker.communicate(), 60)
     assert worker.returncode == 2 and f"orga worker: {expected}" in err.decode()
-    from tests.test_cli import orga
 
     code, _, err = await orga("knowledge", "list", "-a", "x", env={"ORGA_STORE_URL": url})
     assert code == 2 and f"orga: {expected}" in err
@@ -181,7 +181,6 @@ async def test_the_embedded_server_refuses_a_history_file_another_user_created(
     assert (data / "temporal.db").read_bytes() == before
     # `orga server` says the same and exits 2 (something listens on its port, so that it would
     # stop at once, not serve, if it did not refuse first).
-    from tests.test_cli import orga
 
     with socket.create_server(("127.0.0.1", 0)) as taken:
         env = {"TEMPORAL_ADDRESS": f"127.0.0.1:{taken.getsockname()[1]}"}

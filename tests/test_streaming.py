@@ -26,8 +26,7 @@ from orga.providers.streaming import (
 from orga.testing.scripted_model import Turn, Wire, stream_events
 from tests.fixtures import body, raw_text
 from tests.harness import TEST_STORE, Harness
-from tests.test_cli import on, orga
-from tests.test_loop_tools import conversation, tool_results
+from tests.helpers import conversation, on, orga, tool_results
 
 
 async def _lines(text: str) -> AsyncIterator[str]:

@@ -7,49 +7,22 @@ from typing import Any
 
 import pytest
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
-from temporalio.exceptions import ApplicationError, CancelledError
+from temporalio.exceptions import CancelledError
 
 from orga.contracts.approvals import EscalationResolution
 from orga.contracts.journal import Journal, StepLimitReached
-from orga.contracts.task import TaskResult, TaskState
+from orga.contracts.task import TaskState
 from tests.harness import Harness
+from tests.helpers import (
+    SHOP_STEPS,
+    aborted,
+    eventually,
+    failure,
+    statuses,
+    task_escalated,
+    task_state,
+)
 from tests.sample_tools import Probe, Shop, Unreliable, probe_tools
-
-SHOP_STEPS: list[dict[str, Any]] = [
-    {
-        "id": "reserve",
-        "action": {"kind": "tool", "tool": "reserve", "arguments": {"item": "lamp"}},
-        "compensation": {"tool": "release", "arguments": {"reservation": "${result.reservation}"}},
-    },
-    {
-        "id": "charge",
-        "action": {"kind": "tool", "tool": "charge", "arguments": {"amount": 4200}},
-        "compensation": {"tool": "refund", "arguments": {"charge_id": "${result}"}},
-        "depends_on": ["reserve"],
-    },
-    {
-        "id": "notify",
-        "action": {"kind": "tool", "tool": "notify", "arguments": {"message": "done"}},
-        "depends_on": ["charge"],
-    },
-]
-
-
-async def failure(handle: Any, kind: str = "TaskAborted") -> ApplicationError:
-    with pytest.raises(WorkflowFailureError) as caught:
-        await handle.result()
-    cause = caught.value.cause
-    assert isinstance(cause, ApplicationError) and cause.type == kind, cause
-    return cause
-
-
-async def aborted(handle: Any) -> dict[str, Any]:
-    return (await failure(handle)).details[0]
-
-
-def statuses(report: dict[str, Any] | TaskResult | TaskState) -> dict[str, str]:
-    steps = report["steps"] if isinstance(report, dict) else [s.model_dump() for s in report.steps]
-    return {s["id"]: s["status"] for s in steps}
 
 
 async def test_notify_fails_and_the_first_two_are_undone_in_reverse(harness: Harness) -> None:
@@ -140,16 +113,6 @@ async def test_skip_step_skips_dependents_too(harness: Harness) -> None:
     assert state.completion_order == ["reserve", "charge", "unrelated"]
 
 
-async def escalated(handle: Any) -> str:
-    for _ in range(200):
-        state = await handle.query("state", result_type=TaskState)
-        if state.pending_escalations:
-            assert state.status == "awaiting_operator"
-            return state.pending_escalations[0].escalation_id
-        await asyncio.sleep(0.05)
-    raise AssertionError("no escalation")
-
-
 @pytest.mark.parametrize("action", ["retry", "skip", "abort"])
 async def test_escalate(harness: Harness, action: str) -> None:
     unreliable = Unreliable(same_error=True, succeed_after=2)
@@ -158,7 +121,7 @@ async def test_escalate(harness: Harness, action: str) -> None:
             [{"id": "flaky", "action": {"kind": "tool", "tool": "unreliable"}}],
             policy={"max_reattempts_per_step": 5, "on_limit_reached": "escalate"},
         )
-        escalation = await escalated(handle)
+        escalation = await task_escalated(handle)
         assert escalation == "flaky#1"
         with pytest.raises(WorkflowUpdateFailedError) as refused:  # a step has no result to give
             await handle.execute_update(
@@ -178,7 +141,7 @@ async def test_escalate(harness: Harness, action: str) -> None:
             ),
         )
         if action == "abort":
-            cause = await failure(handle)
+            cause = await failure(handle, "TaskAborted")
             assert statuses(cause.details[0]) == {"flaky": "failed"}
             assert "ops aborted it at step 'flaky': the vendor is down" in cause.message
             assert cause.message.endswith("; flaky declared no compensation"), cause.message
@@ -217,6 +180,7 @@ async def test_cancellation_still_compensates(harness: Harness, where: str) -> N
     shop = Shop(notify_fails=False)
     unreliable = Unreliable(same_error=True)
     steps: list[dict[str, Any]] = [SHOP_STEPS[0], SHOP_STEPS[1]]
+    model = harness.new_model([Turn(text="thinking…", delay=30)])  # the child loop's
     if where == "step":
         steps.append(
             {
@@ -230,7 +194,6 @@ async def test_cancellation_still_compensates(harness: Harness, where: str) -> N
             }
         )
     elif where == "child loop":
-        model = harness.new_model([Turn(text="thinking…", delay=30)])
         steps.append(
             {
                 "id": "think",
@@ -252,20 +215,25 @@ async def test_cancellation_still_compensates(harness: Harness, where: str) -> N
                 "depends_on": ["charge"],
             }
         )
-    async with harness.worker(tools=[*shop.tools, unreliable.tool, *probe_tools(Probe())]):
+    probe = Probe()
+    async with harness.worker(tools=[*shop.tools, unreliable.tool, *probe_tools(probe)]):
         handle = await harness.start_task(
             steps, policy={"max_reattempts_per_step": 0, "on_limit_reached": "escalate"}
         )
-        for _ in range(200):
-            state = await handle.query("state", result_type=TaskState)
-            third = state.steps[2]
-            if (
-                third.status in ("running", "awaiting_operator")
-                and len(state.completion_order) == 2
-            ):
-                break
-            await asyncio.sleep(0.05)
-        await asyncio.sleep(0.3)
+
+        async def third_under_way() -> bool:
+            """The third step is at work: its tool runs, its child loop asks the model, or
+            its failure waits for an operator."""
+            state = await task_state(handle)
+            if len(state.completion_order) != 2:
+                return False
+            if where == "escalation":
+                return state.steps[2].status == "awaiting_operator"
+            if where == "step":
+                return "hang" in probe.order
+            return bool(harness.model.requests_for(model))
+
+        await eventually(third_under_way, f"the third step ({where}) under way")
         await handle.cancel()
         with pytest.raises(WorkflowFailureError) as caught:
             await handle.result()
@@ -297,7 +265,7 @@ async def test_the_final_message_says_what_was_undone(harness: Harness) -> None:
     shop = Shop()
     async with harness.worker(tools=shop.tools):
         handle = await harness.start_task(SHOP_STEPS, policy={"max_reattempts_per_step": 0})
-        cause = await failure(handle)
+        cause = await failure(handle, "TaskAborted")
         state = await handle.query("state", result_type=TaskState)
     assert cause.message.endswith(
         "; compensated charge, reserve; notify declared no compensation"

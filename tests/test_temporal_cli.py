@@ -2,29 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 from typing import Any
 
 from temporalio.testing import WorkflowEnvironment
 
-from orga.runtime.devserver import temporal_binary
 from orga.testing.scripted_model import Turn
 from tests.harness import Harness
-
-
-async def temporal(env: WorkflowEnvironment, *args: str) -> tuple[int, str, str]:
-    process = await asyncio.create_subprocess_exec(
-        str(temporal_binary()),
-        *args,
-        "--address",
-        env.client.service_client.config.target_host,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), timeout=60)
-    return process.returncode or 0, out.decode(), err.decode()
+from tests.helpers import temporal
 
 
 async def test_start_with_the_temporal_cli_json_in_json_out(

@@ -27,11 +27,8 @@ from orga.contracts.state import LoopState
 from orga.runtime.desk import InboxItem
 from orga.testing.scripted_model import Turn
 from tests.harness import Harness
+from tests.helpers import inbox, on, orga, pending, waiting_review
 from tests.sample_tools import transfer
-from tests.test_approvals import pending
-from tests.test_cli import on, orga
-from tests.test_critic import waiting_review
-from tests.test_desk_cli import inbox
 
 # Written out here, not imported: the test states what must never reach a terminal.
 UNSAFE = re.compile(

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import time
 
-from orga.contracts.conversation import Message
 from orga.contracts.journal import ApprovalDecided, Journal
 from orga.testing.scripted_model import Turn
 from tests.harness import Harness
+from tests.helpers import conversation
 from tests.sample_tools import transfer
 
 
@@ -20,7 +20,7 @@ async def test_approval_times_out_after_an_hour(skipping: Harness) -> None:
         handle = await skipping.start("pay zed", model=model, tools=["transfer"])
         result = await handle.result()
         elapsed = time.monotonic() - started
-        messages = await handle.query("conversation", result_type=list[Message])
+        messages = await conversation(handle)
         journal = await handle.query("journal", result_type=Journal)
     assert result.output == "gave up"
     [denied] = [r for m in messages if m.role == "tool" for r in m.tool_results]

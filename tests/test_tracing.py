@@ -10,7 +10,6 @@ before each assertion) and by the ``orga`` CLI subprocesses (configured by OTEL_
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 from collections import Counter
@@ -48,12 +47,9 @@ from orga.runtime.loop_traces import root_span_ids
 from orga.runtime.tracing import configure_tracing, tracer_provider, tracing_interceptors
 from orga.testing.scripted_model import Turn
 from tests.harness import TEST_STORE, Harness, scripted_settings
+from tests.helpers import ORGA, agents_file, eventually, on, orga, pending, temporal
 from tests.otlp_receiver import Received, Receiver, receiving
 from tests.sample_tools import transfer
-from tests.test_approvals import pending
-from tests.test_cli import ORGA, on, orga
-from tests.test_delegation import agents_file
-from tests.test_temporal_cli import temporal
 
 
 def test_off_and_free_without_otel_variables() -> None:
@@ -385,15 +381,16 @@ async def test_a_scheduled_loop_is_one_trace(
     try:
         async with traced_worker(env, harness):
             await schedule.trigger()
-            started: list[ScheduleActionExecutionStartWorkflow] = []
-            while not started:  # the schedule starts the run on its own
-                await asyncio.sleep(0.05)
+
+            async def runs() -> list[ScheduleActionExecutionStartWorkflow]:
                 actions = (await schedule.describe()).info.recent_actions
-                started = [
+                return [
                     a.action
                     for a in actions
                     if isinstance(a.action, ScheduleActionExecutionStartWorkflow)
                 ]
+
+            started = await eventually(runs, "the schedule starts the run on its own")
             workflow_id = started[0].workflow_id
             handle = harness.client.get_workflow_handle(workflow_id, result_type=LoopResult)
             await handle.result()

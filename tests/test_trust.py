@@ -14,8 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.client import WorkflowFailureError, WorkflowHandle
-from temporalio.exceptions import ApplicationError
 
 from orga.contracts.approvals import ApprovalDecision, EscalationResolution
 from orga.contracts.conversation import Message, chain_digest
@@ -23,21 +21,16 @@ from orga.contracts.journal import Journal, ObservationsCollected, PreHydrationC
 from orga.contracts.task import TaskState
 from orga.testing.scripted_model import Turn
 from tests.harness import Harness, scripted_settings
+from tests.helpers import (
+    POLICY_EXAMPLES,
+    conversation,
+    eventually,
+    failure,
+    task_state,
+    tool_results,
+)
 from tests.local_http import Reply, serve
 from tests.sample_tools import Shop, transfer
-from tests.test_cedar import EXAMPLES
-
-
-async def failure(handle: WorkflowHandle[Any, Any]) -> ApplicationError:
-    with pytest.raises(WorkflowFailureError) as caught:
-        await handle.result()
-    assert isinstance(caught.value.cause, ApplicationError)
-    return caught.value.cause
-
-
-def tool_results(messages: list[Message]) -> list[Any]:
-    return [r for m in messages if m.role == "tool" for r in m.tool_results]
-
 
 # ---- what a client may ask -----------------------------------------------------------------
 
@@ -76,7 +69,7 @@ async def test_a_client_cannot_widen_its_agent(
 ) -> None:
     model = harness.new_model([Turn(text="must not be asked")])
     settings = scripted_settings(
-        harness.model, agents_file=agents_file(tmp_path), policy_dir=EXAMPLES
+        harness.model, agents_file=agents_file(tmp_path), policy_dir=POLICY_EXAMPLES
     )
     async with harness.worker(settings=settings):
         handle = await harness.start("go", model=model, **config)
@@ -89,13 +82,13 @@ async def test_a_client_cannot_widen_its_agent(
 async def test_the_agent_sets_gate_budget_and_prompt(harness: Harness, tmp_path: Path) -> None:
     model = harness.new_model([Turn(tool_calls=[("add", {"a": 1, "b": 2})]), Turn(text="3")])
     settings = scripted_settings(
-        harness.model, agents_file=agents_file(tmp_path), policy_dir=EXAMPLES
+        harness.model, agents_file=agents_file(tmp_path), policy_dir=POLICY_EXAMPLES
     )
     async with harness.worker(settings=settings):
         handle = await harness.start("1+2?", model=model, agent_id="support", tools=["add"])
         assert (await handle.result()).output == "3"
         journal = await handle.query("journal", result_type=Journal)
-        messages = await handle.query("conversation", result_type=list[Message])
+        messages = await conversation(handle)
     [started] = [e for e in journal.entries if isinstance(e, Started)]
     assert started.policy == "cedar"  # the agent's floor, though the client named none
     assert messages[0].role == "system" and messages[0].content.startswith("You are support")
@@ -213,11 +206,11 @@ async def test_a_path_that_escapes_is_judged_where_it_leads(
             Turn(text="no luck"),
         ]
     )
-    settings = scripted_settings(harness.model, policy_dir=EXAMPLES, file_root=tmp_path)
+    settings = scripted_settings(harness.model, policy_dir=POLICY_EXAMPLES, file_root=tmp_path)
     async with harness.worker(settings=settings):
         handle = await harness.start("read it", model=model, tools=["file_read"], policy="cedar")
         await handle.result()
-        messages = await handle.query("conversation", result_type=list[Message])
+        messages = await conversation(handle)
         journal = await handle.query("journal", result_type=Journal)
     escaped, inside = tool_results(messages)
     assert escaped.is_error and escaped.status == "denied"
@@ -274,7 +267,7 @@ async def test_a_model_cannot_fetch_private_addresses(
     async with harness.worker():
         handle = await harness.start("fetch it", model=model, tools=["web_fetch"])
         await handle.result()
-        messages = await handle.query("conversation", result_type=list[Message])
+        messages = await conversation(handle)
         journal = await handle.query("journal", result_type=Journal)
     loopback, metadata = tool_results(messages)
     assert loopback.status == "denied" and "loopback" in loopback.content
@@ -379,15 +372,11 @@ async def test_a_denied_step_fails_and_a_denied_compensation_goes_to_an_operator
     async with harness.worker(settings=settings, tools=shop.tools):
         handle = await harness.start_task(STEPS, agent_id="shop")
 
-        async def escalated() -> TaskState:
-            for _ in range(200):
-                state = await handle.query("state", result_type=TaskState)
-                if state.pending_escalations:
-                    return state
-                await asyncio.sleep(0.05)
-            raise AssertionError("the denied compensation was not escalated")
+        async def escalated() -> TaskState | None:
+            state = await task_state(handle)
+            return state if state.pending_escalations else None
 
-        state = await escalated()
+        state = await eventually(escalated, "the denied compensation escalated")
         [waiting] = state.pending_escalations
         assert waiting.escalation_id == "reserve.compensate#1"
         assert "releasing stock needs a person on the phone" in waiting.error
@@ -428,12 +417,12 @@ async def test_a_step_can_wait_for_approval(harness: Harness) -> None:
                 }
             ]
         )
-        state = await handle.query("state", result_type=TaskState)
-        for _ in range(200):
-            if state.pending_approvals:
-                break
-            await asyncio.sleep(0.05)
-            state = await handle.query("state", result_type=TaskState)
+
+        async def asked() -> TaskState | None:
+            state = await task_state(handle)
+            return state if state.pending_approvals else None
+
+        state = await eventually(asked, "the payment waits for approval")
         [waiting] = state.pending_approvals
         assert (waiting.call_id, waiting.tool) == ("pay#1", "transfer")
         assert state.status == "awaiting_operator"

@@ -24,8 +24,7 @@ from orga.runtime.extstore import data_converter
 from orga.runtime.store import Store
 from orga.testing.scripted_model import Turn
 from tests.harness import Harness
-from tests.test_cli import ORGA
-from tests.test_crash import started_tool, worker_process
+from tests.helpers import ORGA, eventually, started_tool, worker_process
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -116,12 +115,12 @@ async def test_a_loop_between_two_hosts_and_one_store(
 
 async def paid(store: Store, recipient: str, at_least: int = 1) -> int:
     """How many payments ``recipient`` got, once there is at least ``at_least``."""
-    for _ in range(300):
-        count = await asyncio.to_thread(_count, store, recipient)
-        if count >= at_least:
-            return count
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{recipient} was never paid")
+
+    async def count() -> int | None:
+        found = await asyncio.to_thread(_count, store, recipient)
+        return found if found >= at_least else None
+
+    return await eventually(count, f"{recipient} paid {at_least} time(s)")
 
 
 def _count(store: Store, recipient: str) -> int:

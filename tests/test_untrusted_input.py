@@ -16,7 +16,6 @@ import httpx
 import pytest
 
 from orga.contracts.audit import AuditChain
-from orga.contracts.conversation import Message
 from orga.contracts.errors import MalformedModelResponse, ToolInputError
 from orga.contracts.journal import Journal, KnowledgeStored, PolicyEvaluated, PreHydrationComplete
 from orga.contracts.knowledge import KNOWLEDGE_MARKER
@@ -33,8 +32,7 @@ from orga.core.profile import glob_matches
 from orga.knowledge import open_knowledge
 from orga.testing.scripted_model import Turn
 from tests.harness import TEST_STORE, Harness, scripted_settings
-from tests.test_cedar import EXAMPLES
-from tests.test_trust import failure, tool_results
+from tests.helpers import POLICY_EXAMPLES, conversation, failure, provider_settings, tool_results
 
 # ---- a client's regex --------------------------------------------------------------------
 
@@ -158,7 +156,7 @@ async def test_deeply_nested_arguments_come_back_to_the_model_as_an_error(
     async with harness.worker():
         handle = await harness.start("go", model=model, tools=["add"], policy=policy)
         result = await handle.result()
-        messages = await handle.query("conversation", result_type=list[Message])
+        messages = await conversation(handle)
     assert result.output == "3, and the other call was refused"
     assert result.iterations == 2 and result.usage.total_tokens == 30
     deep, fine = tool_results(messages)
@@ -198,7 +196,7 @@ def policies(tmp_path: Path, extra: str = "") -> Path:
     """The shipped example policies, plus ``extra``."""
     directory = tmp_path / "policies"
     directory.mkdir()
-    for source in EXAMPLES.iterdir():
+    for source in POLICY_EXAMPLES.iterdir():
         (directory / source.name).write_text(source.read_text())
     (directory / "extra.cedar").write_text(extra)
     return directory
@@ -302,12 +300,11 @@ def test_a_body_nested_too_deeply_is_a_typed_provider_error() -> None:
     body itself past what the decoder reads: a ``MalformedModelResponse`` (typed, retried, then
     ``ModelCallFailed``), never a ``RecursionError`` out of the activity."""
     from orga.providers.http_errors import parse_json_body
-    from tests.test_http_errors import provider
 
     deep = '{"content": [{"type": "tool_use", "input": ' + nested(50_000) + "}]}"
     response = httpx.Response(200, content=deep.encode())
     with pytest.raises(MalformedModelResponse, match="nested too deeply"):
-        parse_json_body(response, provider("anthropic"))
+        parse_json_body(response, provider_settings("anthropic"))
 
 
 def test_a_streamed_tool_input_nested_too_deeply_reaches_the_gate_as_text() -> None:

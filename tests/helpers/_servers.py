@@ -1,0 +1,100 @@
+"""Servers a test runs beside the session's: an MCP server over streamable HTTP, a worker
+client that serves Prometheus metrics (and reading what it serves)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import socket
+from collections import defaultdict
+from collections.abc import AsyncIterator
+from typing import Any
+
+import uvicorn
+from mcp.server.mcpserver import MCPServer
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+
+from orga.runtime.connect import metrics_runtime
+from tests.harness import Harness
+from tests.helpers._waiting import eventually
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.asynccontextmanager
+async def http_server(server: MCPServer, token: str) -> AsyncIterator[str]:
+    """``server`` over streamable HTTP on 127.0.0.1, refusing requests without ``token``."""
+    app = server.streamable_http_app()
+
+    async def guarded(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = dict(scope["headers"])
+            if headers.get(b"authorization") != f"Bearer {token}".encode():
+                await send({"type": "http.response.start", "status": 401, "headers": []})
+                await send({"type": "http.response.body", "body": b"no"})
+                return
+        await app(scope, receive, send)
+
+    config = uvicorn.Config(guarded, host="127.0.0.1", port=0, log_level="warning")
+    running = uvicorn.Server(config)
+    serving = asyncio.create_task(running.serve())
+
+    def started() -> bool:
+        assert not serving.done(), "the MCP server did not start"
+        return running.started
+
+    await eventually(started, "the MCP server listens")
+    port = running.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        running.should_exit = True
+        await serving
+
+
+async def measured_harness(env: WorkflowEnvironment, harness: Harness) -> tuple[Harness, str]:
+    """A harness whose client (and so its workers) serves Prometheus metrics at the address
+    returned (a fresh runtime: counts start at zero)."""
+    address = f"127.0.0.1:{free_port()}"
+    runtime = metrics_runtime(address)
+    assert runtime is not None
+    client = await Client.connect(
+        env.client.service_client.config.target_host,
+        namespace=env.client.namespace,
+        data_converter=env.client.data_converter,
+        runtime=runtime,
+    )
+    return Harness(client=client, model=harness.model, task_queue=harness.task_queue), address
+
+
+_SAMPLE = re.compile(
+    r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})? (?P<value>\S+)"
+)
+
+
+def scrape(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """Prometheus text exposition → name → [(labels, value)]."""
+    samples: dict[str, list[tuple[dict[str, str], float]]] = defaultdict(list)
+    for line in text.splitlines():
+        match = _SAMPLE.match(line)
+        if match is None or line.startswith("#"):
+            continue
+        labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', match.group("labels") or ""))
+        samples[match.group("name")].append((labels, float(match.group("value"))))
+    return samples
+
+
+def total(samples: dict[str, list[tuple[dict[str, str], float]]], name: str, **want: str) -> float:
+    """The sum of ``name``'s samples whose labels include ``want``."""
+    return sum(
+        value
+        for labels, value in samples.get(name, [])
+        if all(labels.get(k) == v for k, v in want.items())
+    )
