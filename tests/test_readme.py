@@ -30,7 +30,10 @@ from tests.readme_walk import (
 README = ROOT / "README.md"
 PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
 """Every page a reader follows: the README, then the docs site's pages."""
-WALKED = [page for page in PAGES if commands(page)]
+SAME_AS = {ROOT / "docs" / "getting-started.md": README}
+"""Pages whose commands are the first ones of a walked page, as written (a test checks it): the
+walked page runs them, so they run once."""
+WALKED = [page for page in PAGES if commands(page) and page not in SAME_AS]
 """The pages that show commands: each is walked."""
 
 SKIPPED: list[tuple[str, str]] = [
@@ -112,6 +115,16 @@ async def test_the_page_walks_top_to_bottom(
     await walk.replay_all()
     steps = [line for line in walk.log if not line.startswith("setup ")]
     assert len(steps) == len(commands(page)), walk.log  # each ran, or was skipped with a reason
+
+
+def test_a_page_walked_once_shows_the_same_commands_as_the_page_walked() -> None:
+    for page, walked in SAME_AS.items():
+        shown = [(c.text, c.comment, c.expected) for c in commands(page)]
+        first = [(c.text, c.comment, c.expected) for c in commands(walked)][: len(shown)]
+        assert shown == first, (
+            f"{page.relative_to(ROOT)} no longer shows what {walked.relative_to(ROOT)} does: "
+            "walk it (take it out of SAME_AS), or show the same commands"
+        )
 
 
 # ---- the walker itself ---------------------------------------------------------------------------
