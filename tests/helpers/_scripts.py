@@ -164,7 +164,7 @@ DECLINE = {
 }
 """A parallel step that fails (``sample_tools.Bank``'s ``decline``)."""
 
-ADDS = 16
+ADDS = 20
 """Turns of ``add`` after the payment: enough events for at least one continue-as-new."""
 
 
