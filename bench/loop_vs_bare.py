@@ -161,13 +161,36 @@ async def start_waiting(b: Bench) -> str:
     return workflow_id
 
 
+_QUERIES = asyncio.Semaphore(20)
+"""Queries in flight at once while waiting for loops to ask: a thousand loops polled together
+would swamp the worker with queries and measure that instead."""
+
+
 async def waiting_call(b: Bench, workflow_id: str) -> str:
     handle = b.client.get_workflow_handle(workflow_id)
     while True:
-        state = await handle.query("state", result_type=LoopState)
+        async with _QUERIES:
+            state = await handle.query("state", result_type=LoopState)
         if state.pending_approvals:
             return state.pending_approvals[0].call_id
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.5)
+
+
+def children_cpu() -> float:
+    """CPU seconds of this process's children so far (the Temporal dev server)."""
+    total = 0.0
+    ticks = os.sysconf("SC_CLK_TCK")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            # after the command's closing parenthesis: state, ppid, … utime (14th), stime (15th)
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid():
+            total += (int(fields[11]) + int(fields[12])) / ticks
+    return total
 
 
 async def approve(b: Bench, workflow_id: str, call_id: str) -> None:
@@ -177,9 +200,21 @@ async def approve(b: Bench, workflow_id: str, call_id: str) -> None:
     await handle.result()
 
 
-async def waiting_loops(b: Bench, loops: int) -> tuple[float, float]:
-    """KiB of resident memory per loop waiting for approval; seconds to approve all at once
-    until every one has finished."""
+@dataclass
+class Approvals:
+    memory_kib: float
+    """Growth of this process's resident memory per waiting loop."""
+    seconds: float
+    """From approving them all at once until every loop has finished."""
+    worker_cpu: float
+    """CPU seconds of this process (workers, clients, model server) meanwhile."""
+    server_cpu: float
+    """CPU seconds of the Temporal dev server meanwhile."""
+
+
+async def waiting_loops(b: Bench, loops: int) -> Approvals:
+    """Resident memory per loop waiting for approval; what approving all at once takes until
+    every one has finished, in time and in CPU."""
     for _ in range(3):  # warm up
         first = await start_waiting(b)
         await approve(b, first, await waiting_call(b, first))
@@ -189,9 +224,14 @@ async def waiting_loops(b: Bench, loops: int) -> tuple[float, float]:
     calls = await asyncio.gather(*(waiting_call(b, i) for i in ids))
     gc.collect()
     per_loop = (rss_kib() - before) / loops
-    started = time.perf_counter()
+    started, cpu, server = time.perf_counter(), time.process_time(), children_cpu()
     await asyncio.gather(*(approve(b, i, c) for i, c in zip(ids, calls, strict=True)))
-    return per_loop, time.perf_counter() - started
+    return Approvals(
+        per_loop,
+        time.perf_counter() - started,
+        time.process_time() - cpu,
+        children_cpu() - server,
+    )
 
 
 def ratio(value: float, base: float) -> str:
@@ -216,9 +256,14 @@ async def main(runs: int, concurrent: int, ks: list[int], waiting: int) -> None:
                     f"{ratio(m.history_bytes, base.history_bytes):>5} {m.throughput:>8.1f} "
                     f"{ratio(m.throughput, base.throughput):>5}"
                 )
-        memory, settle = await waiting_loops(b, waiting)
+        approvals = await waiting_loops(b, waiting)
+        memory, settle = approvals.memory_kib, approvals.seconds
         print(f"\n{waiting} loops waiting for approval: {memory:.0f} KiB of worker memory each;")
-        print(f"approving all {waiting} at once: every loop finished in {settle:.1f} s")
+        print(
+            f"approving all {waiting} at once: every loop finished in {settle:.1f} s, using "
+            f"{approvals.worker_cpu * 1000 / waiting:.1f} ms of worker CPU and "
+            f"{approvals.server_cpu * 1000 / waiting:.1f} ms of Temporal server CPU per approval"
+        )
         print(f"\n{'figure':<44} {'measured':<28} target")
 
         def figure(name: str, pick: str, target: str) -> None:
@@ -239,8 +284,8 @@ async def main(runs: int, concurrent: int, ks: list[int], waiting: int) -> None:
         figure("worker CPU per loop", "cpu", "≤ 1.15x")
         figure("history bytes", "bytes", "≤ 1.0x")
         print(f"{'worker memory per waiting loop':<44} {f'{memory:.0f} KiB':<28} ≤ 160 KiB")
-        approvals = f"{waiting} approvals at once, until all finished"
-        print(f"{approvals:<44} {f'{settle:.1f} s':<28} ≤ 15 s")
+        label = f"{waiting} approvals at once, until all finished"
+        print(f"{label:<44} {f'{settle:.1f} s':<28} ≤ 15 s")
 
 
 if __name__ == "__main__":

@@ -187,12 +187,15 @@ async def test_server_runs_on_sqlite_and_stops_cleanly_on_ctrl_c(tmp_path: Path)
         env={**os.environ, "TEMPORAL_ADDRESS": f"127.0.0.1:{port}"},
     )
     assert process.stdout is not None
-    banner = (await asyncio.wait_for(process.stdout.readline(), 30)).decode()
-    assert banner.startswith(f"Temporal dev server on 127.0.0.1:{port} (SQLite: ")
-    assert address_answers(f"127.0.0.1:{port}")
-    client = await connect(Settings(temporal_address=f"127.0.0.1:{port}"))
-    assert await ensure_search_attributes(client) == []  # registered at start-up
-    process.send_signal(signal.SIGINT)
+    try:
+        banner = (await asyncio.wait_for(process.stdout.readline(), 30)).decode()
+        assert banner.startswith(f"Temporal dev server on 127.0.0.1:{port} (SQLite: ")
+        assert address_answers(f"127.0.0.1:{port}")
+        client = await connect(Settings(temporal_address=f"127.0.0.1:{port}"))
+        assert await ensure_search_attributes(client) == []  # registered at start-up
+    finally:
+        # Ctrl-C also when an assertion failed: the server stops its dev server, none is left.
+        process.send_signal(signal.SIGINT)
     out, _ = await asyncio.wait_for(process.communicate(), 30)
     assert process.returncode == 0, out.decode()
     assert out.decode().rstrip().endswith("stopped")

@@ -6,6 +6,7 @@ Modules:
 * ``catalog`` — the loop's setup (``resolve_loop``) and the tools the model sees
 * ``continuation`` — continue-as-new at an iteration boundary
 * ``critic`` — reviewing the final answer (a model or a person)
+* ``cycle`` — one run of the loop: its state, the run and the cycle
 * ``deadline`` — the working-time timeout
 * ``delegation`` — child loops of other agents on a shared budget
 * ``dispatcher`` — acting on a turn's gated calls, one result per call id
