@@ -33,7 +33,6 @@ from typing import Any, cast
 
 import httpx
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter as _PYDANTIC
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import Interceptor, Replayer, Worker, WorkerConfig
 
@@ -52,7 +51,7 @@ from orga.knowledge import open_knowledge
 from orga.providers.embeddings import embedder
 from orga.runtime.agents import AgentRegistry
 from orga.runtime.blobs import BlobStore
-from orga.runtime.extstore import data_converter
+from orga.runtime.extstore import OrgaPayloadConverter, data_converter
 from orga.runtime.ledger import Ledger
 from orga.runtime.sandbox import workflow_runner
 from orga.runtime.settings import Settings
@@ -160,7 +159,7 @@ class OrgaPlugin(SimplePlugin):
             list(config.get("activities") or []),  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
         )
         converter = client.data_converter
-        if converter.payload_converter_class is not _PYDANTIC.payload_converter_class:
+        if not issubclass(converter.payload_converter_class, OrgaPayloadConverter):
             raise InvalidConfig(
                 "the worker's client does not use orga's data converter, and a worker encodes "
                 "with its client's: pass OrgaPlugin to Client.connect(plugins=[...]) (or connect "

@@ -7,12 +7,15 @@ import uuid
 
 import pytest
 from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 import orga
 from orga.contracts.approvals import PendingApproval
 from orga.contracts.errors import InvalidConfig
+from orga.runtime.extstore import OrgaPayloadConverter
 from orga.testing.scripted_model import ScriptedModelServer, Turn
 from tests.harness import TEST_STORE, replay, scripted_settings
 from tests.helpers import eventually
@@ -76,12 +79,29 @@ async def test_a_plain_worker_with_the_plugin_runs_a_governed_loop(
     assert await replay(loop.handle, client) == 1
 
 
+@pytest.mark.parametrize("converter", ["default", "pydantic"])
 async def test_a_worker_whose_client_lacks_orga_s_converter_is_refused(
-    env: WorkflowEnvironment, model_server: ScriptedModelServer
+    env: WorkflowEnvironment, model_server: ScriptedModelServer, converter: str
 ) -> None:
+    """Temporal's default converter cannot read orga's types; Temporal's pydantic one lacks
+    orga's store for large payloads."""
     plain = await Client.connect(
-        env.client.service_client.config.target_host, namespace=env.client.namespace
+        env.client.service_client.config.target_host,
+        namespace=env.client.namespace,
+        data_converter=pydantic_data_converter if converter == "pydantic" else DataConverter(),
     )
     plugin = orga.OrgaPlugin(settings=scripted_settings(model_server), tracing=False)
     with pytest.raises(InvalidConfig, match=r"Client\.connect\(plugins=\[\.\.\.\]\)"):
         Worker(plain, task_queue="never", plugins=[plugin])
+
+
+def test_payload_converters_share_one_json_converter() -> None:
+    """Temporal makes a payload converter per workflow run: orga's share one pydantic JSON
+    converter (and its cache of type adapters) instead of building one each."""
+    first, second = OrgaPayloadConverter(), OrgaPayloadConverter()
+    assert first.converters[b"json/plain"] is second.converters[b"json/plain"]
+    given = orga.LoopInput(
+        messages=[orga.Message(role="user", content="hi")], config=orga.LoopConfig(model="m")
+    )
+    [payload] = first.to_payloads([given])
+    assert second.from_payloads([payload], [orga.LoopInput]) == [given]

@@ -12,17 +12,19 @@ machine. A workflow task never fails on Temporal's 2 MiB payload limit this way.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import hashlib
 from collections.abc import Callable, Sequence
 from typing import Final
 
 from temporalio.api.common.v1 import Payload
 from temporalio.api.sdk.v1 import ExternalStorageReference
-from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter, PydanticPayloadConverter
 from temporalio.converter import (
+    CompositePayloadConverter,
     DataConverter,
+    DefaultPayloadConverter,
     ExternalStorage,
+    JSONPlainPayloadConverter,
     JSONProtoPayloadConverter,
     StorageDriver,
     StorageDriverClaim,
@@ -35,6 +37,7 @@ from orga.runtime.store import Store
 __all__ = [
     "DRIVER_NAME",
     "THRESHOLD",
+    "OrgaPayloadConverter",
     "StoreDriver",
     "data_converter",
     "load",
@@ -131,7 +134,29 @@ def resolve(payload: Payload, store: Store) -> Payload:
     return load(store, reference.claim_data["key"])
 
 
+_SHARED_JSON: Final = PydanticJSONPlainPayloadConverter()
+"""One pydantic JSON converter, and one cache of type adapters, for every payload converter."""
+
+
+class OrgaPayloadConverter(PydanticPayloadConverter):
+    """Temporal's pydantic payload converter, whose instances share one JSON converter.
+
+    Temporal makes a payload converter for every workflow run; the stock one builds its own
+    cache of pydantic type adapters each time, which a run waiting for a person then holds
+    (~7 KiB each). The converter is stateless but for that cache, which is thread-safe."""
+
+    def __init__(self) -> None:
+        CompositePayloadConverter.__init__(
+            self,
+            *(
+                _SHARED_JSON if isinstance(c, JSONPlainPayloadConverter) else c
+                for c in DefaultPayloadConverter.default_encoding_payload_converters
+            ),
+        )
+
+
 def data_converter(store: Callable[[], Store]) -> DataConverter:
-    """orga's data converter: pydantic, with large payloads kept in ``store``."""
+    """orga's data converter: pydantic (``OrgaPayloadConverter``), with large payloads kept in
+    ``store``."""
     storage = ExternalStorage(drivers=[StoreDriver(store)], payload_size_threshold=THRESHOLD)
-    return dataclasses.replace(pydantic_data_converter, external_storage=storage)
+    return DataConverter(payload_converter_class=OrgaPayloadConverter, external_storage=storage)
