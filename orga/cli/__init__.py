@@ -13,7 +13,8 @@ Modules:
 * ``web``, ``http_guard`` — ``orga desk`` (the page, ``desk.html``); token and Host/Origin checks
 * ``schedule``, ``schedule_spec`` — ``orga schedule``; ``--cron`` and ``--every``
 * ``knowledge`` — ``orga knowledge``
-* ``audit``, ``audit_runs`` — ``orga audit``; every run of a workflow id, resets included
+* ``audit``, ``audit_runs``, ``capture`` — ``orga audit``; every run of a workflow id, resets
+  included; the workflow instance a replay builds
 * ``codec`` — ``orga codec``, the Web UI's codec endpoint
 * ``store`` — ``orga blob``
 * ``mcp`` — ``orga mcp``, orga as an MCP server

@@ -27,15 +27,8 @@ from typing import Annotated, Any
 
 import typer
 from pydantic import TypeAdapter, ValidationError
-from temporalio import workflow
 from temporalio.client import Client
 from temporalio.service import RPCError
-from temporalio.worker import (
-    ExecuteWorkflowInput,
-    Interceptor,
-    WorkflowInboundInterceptor,
-    WorkflowInterceptorClassInput,
-)
 
 from orga.cli.audit_runs import Execution, read_execution
 from orga.cli.common import CliError, Json, client_for, console, execute, print_json, settings
@@ -415,10 +408,12 @@ async def _replayed_chains(execution: Execution) -> dict[str, list[AuditEntry]]:
         CliError: a history does not replay with this code (it is not orga's, or the code
             changed in a way the history cannot follow).
     """
-    from orga.plugin import replayer  # the workflow code, loaded only when a chain is rebuilt
+    # the workflow code and Temporal's worker, loaded only when a chain is rebuilt
+    from orga.cli.capture import Capture
+    from orga.plugin import replayer
 
     instances: list[Any] = []
-    capture = _Capture(instances)
+    capture = Capture(instances)
     replaying = replayer(settings().store(), interceptors=[capture])
     chains: dict[str, list[AuditEntry]] = {}
     for run_id, history in execution.histories.items():
@@ -435,22 +430,3 @@ async def _replayed_chains(execution: Execution) -> dict[str, list[AuditEntry]]:
             )
         chains[run_id] = list(instances[-1].audit().entries)
     return chains
-
-
-class _Capture(Interceptor):
-    """Hands out the workflow instance a replay builds, to read its state afterwards."""
-
-    def __init__(self, instances: list[Any]) -> None:
-        self.instances = instances
-
-    def workflow_interceptor_class(
-        self, input: WorkflowInterceptorClassInput
-    ) -> type[WorkflowInboundInterceptor]:
-        instances = self.instances
-
-        class Inbound(WorkflowInboundInterceptor):
-            async def execute_workflow(self, input: ExecuteWorkflowInput) -> Any:
-                instances.append(workflow.instance())
-                return await super().execute_workflow(input)
-
-        return Inbound

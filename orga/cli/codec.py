@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
@@ -33,7 +33,9 @@ from temporalio.api.common.v1 import Payload, Payloads
 from orga.cli.common import Host, Port, console, execute, serve_http, settings
 from orga.cli.safe_text import one_line
 from orga.runtime.extstore import resolve
-from orga.runtime.store import Store
+
+if TYPE_CHECKING:
+    from orga.runtime.store import Store
 
 __all__ = ["DEFAULT_ORIGINS", "build_app", "register"]
 

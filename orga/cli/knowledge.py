@@ -8,7 +8,7 @@ settings). ``--agent`` names the agent as loops do (``config.agent_id``): with a
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -25,9 +25,10 @@ from orga.contracts.knowledge import (
     KnowledgeWrite,
 )
 from orga.core.knowledge import normalise_directory
-from orga.knowledge import Knowledge, open_knowledge
-from orga.knowledge.conventions import find_conventions
 from orga.runtime.agents import AgentRegistry
+
+if TYPE_CHECKING:  # the knowledge store (SQLAlchemy) is imported by the verbs that open it
+    from orga.knowledge import Knowledge
 
 __all__ = ["register"]
 
@@ -70,6 +71,7 @@ def _namespace(agent: str) -> str:
 
 
 def _open() -> Knowledge:
+    from orga.knowledge import open_knowledge
     from orga.providers.embeddings import embedder  # the provider adapters: lazily
 
     found = settings()
@@ -240,6 +242,8 @@ def import_tree(
         if not path.is_dir():
             raise CliError(f"{path} is not a directory", 2)
         knowledge, namespace = _open(), _namespace(agent)
+        from orga.knowledge.conventions import find_conventions
+
         tree = find_conventions(path, include_hidden=include_hidden)
         created = known = 0
         for found in tree.conventions:

@@ -14,7 +14,6 @@ import typer
 
 from orga.cli.common import CliError, console, execute, settings
 from orga.cli.safe_text import printable
-from orga.runtime.blobs import BlobStore
 
 __all__ = ["register"]
 
@@ -38,6 +37,8 @@ def get(
     ],
 ) -> None:
     """Print the full text kept under a blob reference."""
+
+    from orga.runtime.blobs import BlobStore  # the store (SQLAlchemy) for this verb only
 
     async def body() -> int:
         with settings().store() as store:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import (
@@ -18,7 +19,9 @@ from orga.contracts import search_attributes as sa
 from orga.contracts.errors import InvalidConfig
 from orga.runtime.extstore import data_converter
 from orga.runtime.settings import Settings
-from orga.runtime.store import Store
+
+if TYPE_CHECKING:
+    from orga.runtime.store import Store
 
 __all__ = ["connect", "ensure_search_attributes", "metrics_runtime"]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import Callable, Sequence
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from temporalio.api.common.v1 import Payload
 from temporalio.api.sdk.v1 import ExternalStorageReference
@@ -32,7 +32,8 @@ from temporalio.converter import (
     StorageDriverStoreContext,
 )
 
-from orga.runtime.store import Store
+if TYPE_CHECKING:  # opened when a payload is first stored or read, not by every client
+    from orga.runtime.store import Store
 
 __all__ = [
     "DRIVER_NAME",

@@ -101,7 +101,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 from pydantic.fields import FieldInfo
@@ -109,7 +109,6 @@ from pydantic.fields import FieldInfo
 from orga.contracts.agents import PolicyFloor
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.vocabulary import PROVIDERS, SCRIPTED, ProviderName
-from orga.runtime.store import Store
 from orga.runtime.variables import (
     Env,
     Variable,
@@ -119,6 +118,9 @@ from orga.runtime.variables import (
     parser,
     shape,
 )
+
+if TYPE_CHECKING:  # SQLAlchemy is imported when a store is opened, not by every CLI verb
+    from orga.runtime.store import Store
 
 __all__ = ["ProviderSettings", "Settings"]
 
@@ -409,6 +411,8 @@ class Settings(BaseModel):
 
     def store(self) -> Store:
         """The store these settings name (``ORGA_STORE_URL``, else the embedded default)."""
+        from orga.runtime.store import Store
+
         return Store(self.store_url or f"sqlite:///{self.data_dir / 'store.db'}")
 
     @property

@@ -26,8 +26,6 @@ from pathlib import Path
 from typing import Any, Final, TypeVar
 from urllib.parse import urlsplit
 
-import sqlean  # pyright: ignore[reportMissingTypeStubs]
-import sqlite_vec  # pyright: ignore[reportMissingTypeStubs]
 from sqlalchemy import (
     Column,
     Connection,
@@ -77,6 +75,10 @@ def _engine(url: str, *, vectors: bool = False) -> Engine:
     sqlean.py, a build of SQLite that may load extensions: the standard library's may not)."""
     scheme = urlsplit(url).scheme
     if scheme == "sqlite":
+        # sqlean and sqlite-vec (with numpy) only where vectors are wanted: ~140 ms of import
+        import sqlean  # pyright: ignore[reportMissingTypeStubs]
+        import sqlite_vec  # pyright: ignore[reportMissingTypeStubs]
+
         path = Path(url.removeprefix("sqlite:///"))
         if not path.is_absolute():
             raise InvalidConfig(
