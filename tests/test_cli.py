@@ -13,7 +13,7 @@ from pathlib import Path
 from temporalio.testing import WorkflowEnvironment
 
 from orga.runtime.connect import connect, ensure_search_attributes
-from orga.runtime.devserver import address_answers
+from orga.runtime.devserver import address_answers, frontend_healthy
 from orga.runtime.settings import Settings
 from orga.testing.scripted_model import Turn
 from tests.harness import Harness, scripted_settings
@@ -104,6 +104,21 @@ async def test_clear_errors(env: WorkflowEnvironment, harness: Harness) -> None:
     assert code == 1 and "cannot reach Temporal" in err and "orga server" in err
     assert "(connection refused)" in err and "tonic" not in err  # words, not the client's dump
     assert len(err.strip().splitlines()) == 1
+
+
+async def test_a_server_is_ready_when_its_frontend_answers_not_when_its_port_opens(
+    env: WorkflowEnvironment,
+) -> None:
+    """A dev server accepts connections before its frontend is healthy, and a client that
+    connects in between fails ("Frontend is not healthy yet": ``orga demo`` once did): the
+    embedded server counts as started only when a client's first call is answered."""
+    with socket.socket() as listening:  # a port that accepts and never answers
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        address = f"127.0.0.1:{listening.getsockname()[1]}"
+        assert address_answers(address)
+        assert not await frontend_healthy(address, timeout=1)
+    assert await frontend_healthy(env.client.service_client.config.target_host)
 
 
 async def test_demo_offline_end_to_end(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ __all__ = [
     "TUNING_ARGS",
     "DevServer",
     "address_answers",
+    "frontend_healthy",
     "search_attribute_args",
     "temporal_binary",
     "time_skipping_binary",
@@ -84,6 +85,18 @@ def address_answers(address: str, timeout: float = 0.5) -> bool:
             return True
     except (OSError, ValueError):
         return False
+
+
+async def frontend_healthy(address: str, timeout: float = 2.0) -> bool:
+    """True when the frontend at ``address`` answers a client's first call (the system info
+    ``Client.connect`` asks for) within ``timeout`` seconds."""
+    from temporalio.client import Client  # the CLI's verbs that start no server do not need it
+
+    try:
+        await asyncio.wait_for(Client.connect(address), timeout)
+    except (RuntimeError, TimeoutError):  # "Failed client connect: … not healthy yet"
+        return False
+    return True
 
 
 class DevServer:
@@ -155,7 +168,9 @@ class DevServer:
         return args
 
     async def start(self, timeout: float = 30.0) -> None:
-        """Start the server and wait until its frontend accepts connections.
+        """Start the server and wait until its frontend is healthy: it accepts connections
+        before it answers them ("Frontend is not healthy yet"), and a client connecting in
+        between fails.
 
         Raises:
             InvalidConfig: the data directory, or a database file in it, is not this user's
@@ -185,6 +200,11 @@ class DevServer:
             if time.monotonic() > deadline:
                 await self.stop()
                 raise TimeoutError(f"the Temporal dev server did not answer within {timeout} s")
+            await asyncio.sleep(0.1)
+        while not await frontend_healthy(self.address):
+            if time.monotonic() > deadline:
+                await self.stop()
+                raise TimeoutError(f"the Temporal dev server was not healthy within {timeout} s")
             await asyncio.sleep(0.1)
 
     async def wait(self) -> int:
