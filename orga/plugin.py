@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import httpx
 from temporalio.client import Client
@@ -61,10 +61,12 @@ from orga.tools.builtin import builtin_tools
 from orga.tools.knowledge import knowledge_tools
 from orga.tools.loading import load_tool_modules
 from orga.tools.mcp.config import load_mcp_config
-from orga.tools.mcp.hub import McpHub
 from orga.tools.sdk import Tool, ToolRegistry, ToolSource
 from workflows.loop import ReasoningLoopWorkflow
 from workflows.task import TaskWorkflow
+
+if TYPE_CHECKING:  # the MCP SDK (~0.5 s of import) only for a worker with MCP servers
+    from orga.tools.mcp.hub import McpHub
 
 __all__ = ["WORKFLOWS", "OrgaPlugin", "http_client", "replayer"]
 
@@ -174,6 +176,8 @@ class OrgaPlugin(SimplePlugin):
         if found is None:
             if self._mcp is None and self._own_mcp:
                 assert self.settings.mcp_servers_file is not None
+                from orga.tools.mcp.hub import McpHub
+
                 self._mcp = McpHub(load_mcp_config(self.settings.mcp_servers_file))
             if self._http is None:
                 self._http = http_client()

@@ -40,7 +40,6 @@ from orga.runtime.conversation_cache import CACHED_CONVERSATIONS
 from orga.runtime.settings import Settings
 from orga.runtime.store import Store
 from orga.testing.offline import LABEL, OFFLINE_MODEL, serve_offline_model
-from orga.tools.mcp.hub import open_mcp
 
 __all__ = ["build_workers", "deployment", "main", "serve", "worker_tuner"]
 
@@ -139,7 +138,11 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
             )
         # The MCP servers connect before anything is served: a required one that is down (or
         # two tools sharing a name) stops the worker here, naming it.
-        mcp = await stack.enter_async_context(open_mcp(settings.mcp_servers_file))
+        mcp = None
+        if settings.mcp_servers_file is not None:  # the MCP SDK only for a worker that uses it
+            from orga.tools.mcp.hub import open_mcp
+
+            mcp = await stack.enter_async_context(open_mcp(settings.mcp_servers_file))
         plugin = OrgaPlugin(settings=settings, store=store, mcp=mcp)
         if plugin.tracer_provider is not None:
             log.info("tracing: spans leave through the OTEL_* exporter settings")
