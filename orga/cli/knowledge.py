@@ -239,11 +239,11 @@ def import_tree(
     skipped (links out of the tree, hidden directories, files that are not regular)."""
 
     async def body() -> int:
+        from orga.knowledge.conventions import find_conventions
+
         if not path.is_dir():
             raise CliError(f"{path} is not a directory", 2)
         knowledge, namespace = _open(), _namespace(agent)
-        from orga.knowledge.conventions import find_conventions
-
         tree = find_conventions(path, include_hidden=include_hidden)
         created = known = 0
         for found in tree.conventions:

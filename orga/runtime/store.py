@@ -75,27 +75,27 @@ def _engine(url: str, *, vectors: bool = False) -> Engine:
     sqlean.py, a build of SQLite that may load extensions: the standard library's may not)."""
     scheme = urlsplit(url).scheme
     if scheme == "sqlite":
-        # sqlean and sqlite-vec (with numpy) only where vectors are wanted: ~140 ms of import
-        import sqlean  # pyright: ignore[reportMissingTypeStubs]
-        import sqlite_vec  # pyright: ignore[reportMissingTypeStubs]
-
         path = Path(url.removeprefix("sqlite:///"))
         if not path.is_absolute():
             raise InvalidConfig(
                 f"ORGA_STORE_URL={url!r}: give an absolute path (sqlite:////abs/path/store.db)"
             )
         private_file(path, "ORGA_STORE_URL", SQLITE_COMPANIONS)
-        engine = create_engine(
-            f"sqlite:///{path}",
-            connect_args={"timeout": 30},
-            **({"module": sqlean} if vectors else {}),
-        )
+        driver: dict[str, Any] = {}
+        extension: str | None = None
+        if vectors:  # sqlean and sqlite-vec (with numpy): ~140 ms of import, only for vectors
+            import sqlean  # pyright: ignore[reportMissingTypeStubs]
+            import sqlite_vec  # pyright: ignore[reportMissingTypeStubs]
+
+            driver["module"] = sqlean
+            extension = sqlite_vec.loadable_path()
+        engine = create_engine(f"sqlite:///{path}", connect_args={"timeout": 30}, **driver)
 
         @event.listens_for(engine, "connect")
         def _connect(connection: Any, _: Any) -> None:  # pyright: ignore[reportUnusedFunction]
-            if vectors:
+            if extension is not None:
                 connection.enable_load_extension(True)
-                connection.load_extension(sqlite_vec.loadable_path())
+                connection.load_extension(extension)
                 connection.enable_load_extension(False)
             # Transactions are ours (BEGIN IMMEDIATE below), not the driver's implicit ones.
             connection.isolation_level = None
