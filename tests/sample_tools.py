@@ -197,8 +197,9 @@ class Flaky:
 
 @tool(serial=True, timeout=120)
 def pay_then_hang(amount: int, to: str, ctx: ToolContext, hang: float = 0.0) -> str:
-    """Pay (exactly once, through the worker's ledger), then take ``hang`` seconds to answer:
-    a worker killed in that time has paid but not reported it.
+    """Pay (exactly once, through the worker's ledger), then, on the first attempt, take ``hang``
+    seconds to answer: a worker killed in that time has paid but not reported it; the retry on
+    another worker finds the payment in the ledger and answers at once.
 
     Args:
         amount: cents.
@@ -220,7 +221,8 @@ def pay_then_hang(amount: int, to: str, ctx: ToolContext, hang: float = 0.0) -> 
         return receipt
 
     receipt = ctx.ledger.once(ctx.idempotency_key, pay)
-    time.sleep(hang)
+    if ctx.attempt == 1:
+        time.sleep(hang)
     return f"paid {amount} to {to}, receipt {receipt}"
 
 

@@ -88,15 +88,20 @@ def address_answers(address: str, timeout: float = 0.5) -> bool:
 
 
 async def frontend_healthy(address: str, timeout: float = 2.0) -> bool:
-    """True when the frontend at ``address`` answers a client's first call (the system info
-    ``Client.connect`` asks for) within ``timeout`` seconds."""
-    from temporalio.client import Client  # the CLI's verbs that start no server do not need it
+    """True when the frontend at ``address`` says it serves (gRPC health check) within
+    ``timeout`` seconds. A client's first call (system info) fails until then, and the server
+    logs each such call as an error ("Frontend is not healthy yet"); the health check does not."""
+    # the CLI's verbs that start no server do not need the service client
+    from temporalio.service import ConnectConfig, RPCError, ServiceClient
+
+    async def probe() -> bool:
+        config = ConnectConfig(target_host=address, lazy=True)
+        return await (await ServiceClient.connect(config)).check_health()
 
     try:
-        await asyncio.wait_for(Client.connect(address), timeout)
-    except (RuntimeError, TimeoutError):  # "Failed client connect: … not healthy yet"
+        return await asyncio.wait_for(probe(), timeout)
+    except (RuntimeError, RPCError, TimeoutError):  # not listening, or not serving yet
         return False
-    return True
 
 
 class DevServer:
