@@ -18,15 +18,18 @@ commands:
   (two example ids never bind the same real id) and replaced by it in every later command.
 
 How each command runs (see ``Walk``): ``uv run orga …`` and ``uv run temporal …`` as written, as
-subprocesses of the venv's own executables (what ``uv run`` would start, without its start-up),
-in the repository root with ``$PWD`` the repository root, on the walk's Temporal server, a task
+processes of the venv's own executables (what ``uv run`` would start, without its start-up;
+``orga`` forked from the CLI imported once, as every test's ``orga`` command is), in the
+repository root with ``$PWD`` the repository root, on the walk's Temporal server, a task
 queue and a data directory of its own (``--task-queue orga`` names it), offline (no API key);
 ``[VAR=value …] uv run worker.py …`` starts the worker in the background and waits for its
 banner (its output lines, if the page shows some, are found in its start-up log), stopping the
 previous one with Ctrl-C (SIGINT) — unless it is the same command, which is left running as a
 reader's terminal would be. ``<workflow-id>`` and ``<id>`` are the workflow the walk started
 last — or, in a command that also names ``<call-id>``, the walk's oldest call waiting for
-approval, whose id ``<call-id>`` then is. Commands a test lists as skipped are not run, each
+approval, whose id ``<call-id>`` then is; an ``orga`` verb that answers a person's item
+(approve, deny, review, resolve) runs once its workflow waits for a person, as a reader answers
+what the inbox shows. Commands a test lists as skipped are not run, each
 with its reason; a setup a test names for a command runs just before it. Anything else the
 walker cannot run fails the walk, so nothing on the page goes unwalked in silence.
 """
@@ -50,7 +53,7 @@ from temporalio.service import RPCError
 from orga.runtime.desk import LOOP, TASK, inbox
 from orga.runtime.devserver import temporal_binary
 from tests.harness import replay
-from tests.helpers import eventually, start_worker
+from tests.helpers import eventually, forked_orga, start_worker
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 BIN: Final = Path(sys.executable).parent
@@ -83,6 +86,8 @@ _STARTED: Final = (
     re.compile(r"^\s*WorkflowId\s+(\S+)$", re.MULTILINE),  # temporal workflow start
     re.compile(r'"workflowId":\s*"([^"]+)"'),  # temporal workflow execute -o json
 )
+_ANSWERS: Final = frozenset({"approve", "deny", "review", "resolve"})
+"""``orga`` verbs that answer what waits for a person."""
 _READ_ONLY: Final = re.compile(
     r"^(orga (pending|state|journal|list|task state|knowledge (list|search)|schedule list)"
     r"|temporal (workflow (list|query|describe)|schedule (list|describe)))\b"
@@ -395,6 +400,8 @@ class Walk:
                 raise WalkError(f"{command.where}: `{command.text}` names a workflow, none started")
             newest = self.started[-1][0]
             words = [w.replace("<workflow-id>", newest).replace("<id>", newest) for w in words]
+            if words[1:2] and words[1] in _ANSWERS:
+                await self._waiting_person(newest)
         return words
 
     def _expanded(self, word: str) -> str:
@@ -412,6 +419,14 @@ class Walk:
             return None
 
         return await eventually(probe, "a call of the walk waiting for approval")
+
+    async def _waiting_person(self, workflow_id: str) -> None:
+        """Until ``workflow_id`` waits for a person (a reader answers what the inbox shows)."""
+
+        async def probe() -> bool | None:
+            return any(i.workflow_id == workflow_id for i in await inbox(self.client)) or None
+
+        await eventually(probe, f"{workflow_id} waiting for a person")
 
     async def _track(self, output: str) -> None:
         """Note the workflows ``output`` says were started, with their type."""
@@ -523,6 +538,11 @@ def _assignments(words: tuple[str, ...]) -> tuple[dict[str, str], tuple[str, ...
 
 
 async def _execute(argv: list[str], env: dict[str, str]) -> tuple[int, str, str]:
+    if argv[0] == str(BIN / "orga"):  # the CLI forked, imported once (tests/helpers/_commands)
+        try:
+            return await forked_orga(argv[1:], env, ROOT, COMMAND_TIMEOUT)
+        except TimeoutError as killed:
+            return -signal.SIGKILL, "", str(killed)
     process = await asyncio.create_subprocess_exec(
         *argv,
         cwd=ROOT,

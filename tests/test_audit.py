@@ -9,12 +9,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
-from orga.cli.audit import run_ids
+from orga.cli.audit import _chain_problem, _verify, run_ids
+from orga.cli.audit_runs import read_execution
 from orga.contracts.approvals import ApprovalDecision
-from orga.contracts.audit import GENESIS, AuditEntry
+from orga.contracts.audit import GENESIS, AuditChain, AuditEntry
 from orga.core.audit import AuditLog, entry_hash, first_broken_link, first_difference
 from orga.testing.scripted_model import Turn
 from tests.harness import TEST_STORE, Harness
@@ -49,6 +51,55 @@ def test_a_chain_links_every_entry_to_the_one_before() -> None:
     assert first_difference(whole, whole[:2]) == (
         "the history holds 3 entries, the chain checked holds 2"
     )
+
+
+def test_a_running_workflows_chain_may_stop_short_of_its_history() -> None:
+    """A running workflow's state is read before its history: the history may hold entries
+    appended since (``newer``), and the state's chain must be the start of it."""
+    log = AuditLog()
+    for tool in ("add", "transfer", "add"):
+        log.add("PolicyEvaluated", {"tool": tool, "effect": "allow"})
+    history = list(log.chain().entries)
+    assert _chain_problem(history, history[:2], newer=1) is None
+    assert _chain_problem(history, history[:2], newer=0) is not None  # a closed one may not
+    forged = history[1].model_copy(update={"record": {"tool": "transfer", "effect": "deny"}})
+    assert _chain_problem(history, [history[0], forged], newer=1) is not None
+
+
+async def test_a_running_loop_verifies_though_its_chain_grew_after_its_history_was_read(
+    env: WorkflowEnvironment,
+    harness: Harness,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Found by the docs walk: `orga audit --verify` read a running loop's history, then its
+    state, which had grown meanwhile, and reported NOT verified."""
+    for name, value in {**on(env, harness), "ORGA_STORE_URL": TEST_STORE.url}.items():
+        monkeypatch.setenv(name, value)
+    model = harness.new_model(
+        [
+            Turn(tool_calls=[("transfer", {"amount": 9, "to": "ann"})]),
+            Turn(tool_calls=[("transfer", {"amount": 5, "to": "bo"})]),
+            Turn(text="paid both"),
+        ]
+    )
+    async with harness.worker(tools=[transfer]):
+        handle = await harness.start(
+            "pay ann and bo", model=model, tools=["transfer"], policy="default"
+        )
+        first = (await pending(handle)).pending_approvals[0].call_id
+        read_before = await read_execution(harness.client, handle.id)
+        await handle.execute_update(
+            "approve", ApprovalDecision(call_id=first, approved=True, approver="ann", reason="ok")
+        )
+        await pending(handle, besides=[first])  # the chain grew: a decision, a policy check
+        capsys.readouterr()
+        assert await _verify(harness.client, read_before, None, None, as_json=True) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert report["verified"] and report["problem"] is None
+        kinds = [e.kind for e in (await handle.query("audit", result_type=AuditChain)).entries]
+        assert report["entries"] == len(kinds) and "ApprovalDecided" in kinds
+        await handle.terminate("done")
 
 
 async def test_verified_from_history_and_a_tampered_export_found(

@@ -127,7 +127,18 @@ async def _verify(
     as_json: bool,
 ) -> int:
     """Verify the chain against the history, and what resets dropped against ``accepted`` (the
-    runs whose drop the verifier accepts; ``None``: every run's)."""
+    runs whose drop the verifier accepts; ``None``: every run's).
+
+    The workflow's own chain (no ``chain`` file) is read from its state first, then the history
+    again if the workflow runs: the history then holds at least what the state showed, and the
+    state's chain must be the start of the history's (a running workflow goes on appending)."""
+    held: dict[str, list[AuditEntry]] | None = None
+    went_on = False
+    if chain is None:
+        held = await _held_chains(client, execution, every_run=False)
+        if execution.running:
+            execution = await read_execution(client, execution.workflow_id)
+            went_on = True
     surviving = execution.surviving
     away = [run.run_id for run in execution.runs if run.run_id not in surviving]
     if accepted is not None and (unknown := accepted - set(away)):
@@ -143,13 +154,17 @@ async def _verify(
         for run in resets
     ]
     rebuilt = _surviving(execution, chains)
-    if chain is None:
-        claimed = _surviving(execution, await _held_chains(client, execution, every_run=False))
-        problem = _chain_problem(rebuilt, claimed)
+    newer = 0
+    if held is not None:
+        claimed = [entry for run_id in surviving for entry in held.get(run_id, [])]
+        if went_on and len(rebuilt) > len(claimed):
+            newer = len(rebuilt) - len(claimed)
+        problem = _chain_problem(rebuilt, claimed, newer)
     else:
+        assert chain is not None
         lines = read_chain(chain)
         claimed = [line.entry() for line in lines if not line.reset_away]
-        problem = _chain_problem(rebuilt, claimed) or _dropped_difference(resets, lines)
+        problem = _chain_problem(rebuilt, claimed, 0) or _dropped_difference(resets, lines)
     dropped = [run for run in resets if run.drops_governance and not run.accepted]
     verified = problem is None and not dropped
     head = rebuilt[-1].hash if rebuilt else None
@@ -160,6 +175,7 @@ async def _verify(
                 "verified": verified,
                 "problem": problem or (_dropped_problem(dropped) if dropped else None),
                 "entries": len(rebuilt),
+                "appended_since_read": newer,
                 "head": head,
                 "runs": surviving,
                 "reset_away": [run.model_dump(mode="json") for run in resets],
@@ -178,17 +194,20 @@ async def _verify(
     else:
         out.print(
             f"verified: {checked} matches the history ({len(rebuilt)} entries, head {head})"
+            + (f"; {newer} of them appended since its state was read" if newer else "")
             + _resets_note(resets),
             markup=False,
         )
     return 0 if verified else 1
 
 
-def _chain_problem(rebuilt: list[AuditEntry], claimed: list[AuditEntry]) -> str | None:
+def _chain_problem(rebuilt: list[AuditEntry], claimed: list[AuditEntry], newer: int) -> str | None:
+    """Where ``claimed`` departs from the history's chain ``rebuilt``, of which the last
+    ``newer`` entries were appended after ``claimed`` was read (a running workflow's)."""
     return (
         first_broken_link(rebuilt)
         or first_broken_link(claimed)
-        or first_difference(rebuilt, claimed)
+        or first_difference(rebuilt[: len(rebuilt) - newer], claimed)
     )
 
 

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 from temporalio.api.enums.v1 import WorkflowTaskFailedCause
 from temporalio.api.history.v1 import HistoryEvent, WorkflowTaskFailedEventAttributes
-from temporalio.client import Client, WorkflowHistory
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHistory
 from temporalio.service import RPCError, RPCStatusCode
 
 from orga.cli.common import CliError
@@ -57,6 +57,8 @@ class Execution:
     histories: dict[str, WorkflowHistory]
     others: list[str] = field(default_factory=list[str])
     """First runs of other executions of the same workflow id (not audited here)."""
+    running: bool = False
+    """The workflow was running when its runs were read: its history may have grown since."""
 
     @property
     def surviving(self) -> list[str]:
@@ -71,11 +73,13 @@ async def read_execution(client: Client, workflow_id: str) -> Execution:
         CliError: there is no such workflow, or its runs cannot be listed.
     """
     try:
-        current = (await client.get_workflow_handle(workflow_id).describe()).run_id
+        description = await client.get_workflow_handle(workflow_id).describe()
     except RPCError as error:
         if error.status == RPCStatusCode.NOT_FOUND:
             raise CliError(f"there is no workflow {workflow_id!r}") from error
         raise
+    current = description.run_id
+    running = description.status == WorkflowExecutionStatus.RUNNING
     histories: dict[str, WorkflowHistory] = {}
     pending = [current, *await _listed_runs(client, workflow_id)]
     while pending:
@@ -93,7 +97,7 @@ async def read_execution(client: Client, workflow_id: str) -> Execution:
     others = sorted({_first_run(h) for h in histories.values()} - {first})
     mine = {run_id: h for run_id, h in histories.items() if _first_run(h) == first}
     runs = [await _facts(client, run_id, history) for run_id, history in mine.items()]
-    return Execution(workflow_id, current, runs, mine, others)
+    return Execution(workflow_id, current, runs, mine, others, running)
 
 
 async def _listed_runs(client: Client, workflow_id: str) -> list[str]:

@@ -15,6 +15,7 @@ The session's servers and the per-test harness are fixtures (``tests/conftest.py
 from tests.helpers._commands import (
     ORGA,
     ROOT,
+    forked_orga,
     inbox,
     on,
     orga,
@@ -88,6 +89,7 @@ __all__ = [
     "escalated",
     "eventually",
     "failure",
+    "forked_orga",
     "free_port",
     "http_server",
     "inbox",

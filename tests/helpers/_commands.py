@@ -42,7 +42,16 @@ async def orga(
 ) -> tuple[int, str, str]:
     """``orga <args>`` with ``env`` over this process's environment, stdin empty: exit code,
     stdout, stderr. Killed, and TimeoutError raised, when it runs past ``timeout`` seconds."""
-    request = {"args": list(args), "env": {**os.environ, **(env or {})}, "cwd": os.getcwd()}
+    return await forked_orga(list(args), {**os.environ, **(env or {})}, os.getcwd(), timeout)
+
+
+async def forked_orga(
+    args: list[str], env: dict[str, str], cwd: str | Path, timeout: float
+) -> tuple[int, str, str]:
+    """``orga <args>`` with exactly ``env``, in ``cwd``, forked from the CLI imported once (see
+    the module's docstring): exit code, stdout, stderr. Past ``timeout`` seconds it is killed and
+    TimeoutError raised with what it wrote."""
+    request = {"args": args, "env": env, "cwd": str(cwd)}
     return await asyncio.to_thread(_forked, request, timeout)
 
 
@@ -83,16 +92,20 @@ def _forked(request: dict[str, Any], timeout: float) -> tuple[int, str, str]:
     written: dict[int, list[bytes]] = {out_r: [], err_r: []}
     answers: list[int] = []  # the command's pid, then its exit status
     deadline = time.monotonic() + timeout
+    killed = timed_out = False
     try:
         with selectors.DefaultSelector() as selector:
             for fd in (out_r, err_r, conn.fileno()):
                 selector.register(fd, selectors.EVENT_READ)
             while selector.get_map():
                 left = deadline - time.monotonic()
+                if left <= 0 and (killed or not answers):
+                    timed_out = True  # what it wrote until killed (or a child holds its streams)
+                    break
                 if left <= 0:
-                    if answers:
-                        os.kill(answers[0], signal.SIGKILL)
-                    raise TimeoutError(f"orga {' '.join(request['args'])} ran past {timeout} s")
+                    os.kill(answers[0], signal.SIGKILL)
+                    killed, deadline = True, time.monotonic() + 5
+                    continue
                 for key, _ in selector.select(left):
                     fd = int(key.fd)
                     data = conn.recv(64) if fd == conn.fileno() else os.read(fd, 1 << 16)
@@ -106,8 +119,13 @@ def _forked(request: dict[str, Any], timeout: float) -> tuple[int, str, str]:
         conn.close()
         os.close(out_r)
         os.close(err_r)
-    assert len(answers) == 2, f"the fork server lost orga {' '.join(request['args'])}"
-    out, err = (b"".join(written[fd]).decode() for fd in (out_r, err_r))
+    out, err = (b"".join(written[fd]).decode(errors="replace") for fd in (out_r, err_r))
+    if killed or timed_out:
+        raise TimeoutError(
+            f"orga {' '.join(request['args'])} ran past {timeout} s and was killed"
+            f"\n--- stdout\n{out}\n--- stderr\n{err}"
+        )
+    assert len(answers) == 2, f"the fork server lost orga {' '.join(request['args'])}: {err}"
     return answers[1], out, err
 
 
