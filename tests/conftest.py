@@ -22,7 +22,7 @@ from orga.contracts import search_attributes as sa
 from orga.runtime.devserver import TUNING_ARGS, temporal_binary, time_skipping_binary
 from orga.runtime.extstore import data_converter
 from orga.testing.scripted_model import ScriptedModelServer
-from tests.harness import TEST_STORE, Harness, replay
+from tests.harness import TEST_STORE, Harness, replay_all
 
 LOCKS = "ORGA_TEST_LOCKS"
 """The folder of the run's locks (made by the main process, inherited by its workers)."""
@@ -91,10 +91,12 @@ async def harness(
     """A fresh task queue; every workflow started through it is replayed afterwards."""
     h = Harness(client=env.client, model=model_server)
     yield h
+    ended = []
     for handle in h.handles:
         description = await handle.describe()
         if description.status is not None and description.status.name != "RUNNING":
-            await replay(handle, h.client)
+            ended.append(handle)
+    await replay_all(ended, h.client)
 
 
 @pytest.fixture(scope="session")
@@ -119,8 +121,7 @@ async def skipping(
         memo={sa.NO_SEARCH_ATTRIBUTES_MEMO: False},  # the test server cannot register them
     )
     yield h
-    for handle in h.handles:
-        await replay(handle, h.client)
+    await replay_all(h.handles, h.client)
 
 
 @pytest.fixture(scope="session")

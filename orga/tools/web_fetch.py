@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import ssl
 from collections.abc import Sequence
 from html.parser import HTMLParser
@@ -100,7 +101,12 @@ def web_fetch_tool(
         InvalidConfig: an entry of ``allow`` is neither a host name nor a network.
     """
     guard = EgressGuard(allow, tool="web_fetch")
-    tls = httpx.create_ssl_context() if http is None else None
+
+    @functools.cache
+    def tls() -> ssl.SSLContext:
+        """Made on the first fetch, then shared: it reads the CA bundle (tens of milliseconds,
+        at every worker's start when it was made here), and most workers never fetch."""
+        return httpx.create_ssl_context()
 
     async def open_reply(session: httpx.AsyncClient, destination: Destination) -> httpx.Response:
         """Send the GET to the first checked address that accepts a connection."""
@@ -125,7 +131,7 @@ def web_fetch_tool(
         """GET ``url``, following redirects; the final URL, reply, body and whether it was cut."""
         hops = [url]
         async with contextlib.AsyncExitStack() as stack:
-            session = http or await stack.enter_async_context(web_fetch_client(timeout, tls))
+            session = http or await stack.enter_async_context(web_fetch_client(timeout, tls()))
             for _ in range(MAX_REDIRECTS + 1):
                 destination = await guard.check(hops[-1], via=hops[-2] if len(hops) > 1 else None)
                 reply = await open_reply(session, destination)
