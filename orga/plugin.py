@@ -48,6 +48,7 @@ from orga.contracts.vocabulary import PolicyMode
 from orga.gates.cedar import CedarGate
 from orga.gates.opa import OpaGate
 from orga.knowledge import open_knowledge
+from orga.providers.client import tls
 from orga.providers.embeddings import embedder
 from orga.runtime.agents import AgentRegistry
 from orga.runtime.blobs import BlobStore
@@ -79,7 +80,7 @@ def http_client() -> httpx.AsyncClient:
     return httpx.AsyncClient(
         timeout=httpx.Timeout(120.0, connect=10.0),
         limits=httpx.Limits(max_connections=100, max_keepalive_connections=20),
-        transport=httpx.AsyncHTTPTransport(retries=0),
+        transport=httpx.AsyncHTTPTransport(retries=0, verify=tls()),
     )
 
 

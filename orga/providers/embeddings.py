@@ -19,7 +19,7 @@ from typing import Any, cast
 import httpx
 
 from orga.contracts.errors import MalformedModelResponse
-from orga.providers.client import request_headers
+from orga.providers.client import request_headers, tls
 from orga.providers.http_errors import (
     parse_json_body,
     raise_for_provider_status,
@@ -81,7 +81,7 @@ class Embedder:
         self.name = f"{provider.name}:{model}"
         """What made the vectors: stored with them, so a change of model is noticed."""
         self._url = f"{provider.base_url}/embeddings"
-        self._http = httpx.Client(timeout=timeout)
+        self._http = httpx.Client(timeout=timeout, verify=tls())
         # Its pooled connection lives as long as the embedder (the worker's, the CLI's).
         self._closer = weakref.finalize(self, self._http.close)
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import ssl
 from collections.abc import Sequence
 from html.parser import HTMLParser
@@ -25,6 +24,7 @@ import httpx
 
 from orga.contracts.errors import ToolFailed
 from orga.core.text import cut
+from orga.providers.client import tls as shared_tls
 from orga.tools.egress import Destination, EgressGuard
 from orga.tools.sdk import Tool, tool
 
@@ -71,10 +71,10 @@ def web_fetch_client(timeout: float, tls: ssl.SSLContext | None = None) -> httpx
 
     Args:
         timeout: seconds for each of connect, read, write and pool.
-        tls: the TLS context that verifies servers (the system's default CAs when ``None``).
+        tls: the TLS context that verifies servers (the process's shared one when ``None``).
     """
     return httpx.AsyncClient(
-        verify=tls if tls is not None else httpx.create_ssl_context(),
+        verify=tls if tls is not None else shared_tls(),
         trust_env=False,
         follow_redirects=False,
         timeout=timeout,
@@ -102,12 +102,6 @@ def web_fetch_tool(
     """
     guard = EgressGuard(allow, tool="web_fetch")
 
-    @functools.cache
-    def tls() -> ssl.SSLContext:
-        """Made on the first fetch, then shared: it reads the CA bundle (tens of milliseconds,
-        at every worker's start when it was made here), and most workers never fetch."""
-        return httpx.create_ssl_context()
-
     async def open_reply(session: httpx.AsyncClient, destination: Destination) -> httpx.Response:
         """Send the GET to the first checked address that accepts a connection."""
         extensions = {"sni_hostname": sni} if (sni := destination.sni_hostname) else None
@@ -131,7 +125,7 @@ def web_fetch_tool(
         """GET ``url``, following redirects; the final URL, reply, body and whether it was cut."""
         hops = [url]
         async with contextlib.AsyncExitStack() as stack:
-            session = http or await stack.enter_async_context(web_fetch_client(timeout, tls()))
+            session = http or await stack.enter_async_context(web_fetch_client(timeout))
             for _ in range(MAX_REDIRECTS + 1):
                 destination = await guard.check(hops[-1], via=hops[-2] if len(hops) > 1 else None)
                 reply = await open_reply(session, destination)
