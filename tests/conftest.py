@@ -37,6 +37,14 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[LOCKS] = config.stash[_made] = tempfile.mkdtemp(prefix="orga-test-locks-")
 
 
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: `-p no:xdist` runs without it
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: one process more than the cores this run may use. Some tests wait (a killed
+    worker's heartbeat timeout, a schedule's next fire) while using no CPU: with one process per
+    core a core then idles (measured on 2 cores: 280 s with 2 processes, 245 s with 3)."""
+    return len(os.sched_getaffinity(0)) + 1
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     if _made in config.stash:
         shutil.rmtree(config.stash[_made], ignore_errors=True)

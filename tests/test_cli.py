@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import socket
@@ -111,7 +112,9 @@ async def test_a_server_is_ready_when_its_frontend_answers_not_when_its_port_ope
 ) -> None:
     """A dev server accepts connections before its frontend is healthy, and a client that
     connects in between fails ("Frontend is not healthy yet": ``orga demo`` once did): the
-    embedded server counts as started only when a client's first call is answered."""
+    embedded server counts as started only when its frontend says it serves (the gRPC health
+    check, which the server does not log as an error, as it logs an early first call: `orga
+    server` once printed that ERROR line before its banner)."""
     with socket.socket() as listening:  # a port that accepts and never answers
         listening.bind(("127.0.0.1", 0))
         listening.listen()
@@ -119,6 +122,24 @@ async def test_a_server_is_ready_when_its_frontend_answers_not_when_its_port_ope
         assert address_answers(address)
         assert not await frontend_healthy(address, timeout=1)
     assert await frontend_healthy(env.client.service_client.config.target_host)
+
+
+async def test_ctrl_c_while_the_server_starts_leaves_no_server(tmp_path: Path) -> None:
+    """Found when a test interrupted `orga server` before its banner: the dev server it had
+    spawned (in a session of its own, so Ctrl-C does not reach it) was left running."""
+    from orga.runtime.devserver import DevServer
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dev = DevServer(tmp_path / "data", port=port, headless=True)
+    starting = asyncio.create_task(dev.start())
+    spawned = await eventually(lambda: dev._process, "the dev server spawned")
+    starting.cancel()  # what Ctrl-C does to `orga server`'s main task
+    with contextlib.suppress(asyncio.CancelledError):
+        await starting
+    assert spawned.returncode is not None
+    assert not address_answers(f"127.0.0.1:{port}")
 
 
 async def test_demo_offline_end_to_end(tmp_path: Path) -> None:

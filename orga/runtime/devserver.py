@@ -195,6 +195,14 @@ class DevServer:
             stdout=asyncio.subprocess.DEVNULL if self.quiet else None,
             start_new_session=True,  # Ctrl-C in a terminal reaches us, and we stop it cleanly
         )
+        try:
+            await self._until_healthy(timeout)
+        except BaseException:  # Ctrl-C or a cancelled start too: no server is left behind
+            await asyncio.shield(self.stop())
+            raise
+
+    async def _until_healthy(self, timeout: float) -> None:
+        assert self._process is not None
         deadline = time.monotonic() + timeout
         while not address_answers(self.address):
             if self._process.returncode is not None:
@@ -203,12 +211,10 @@ class DevServer:
                     f"(command: {' '.join(self.command())})"
                 )
             if time.monotonic() > deadline:
-                await self.stop()
                 raise TimeoutError(f"the Temporal dev server did not answer within {timeout} s")
             await asyncio.sleep(0.1)
         while not await frontend_healthy(self.address):
             if time.monotonic() > deadline:
-                await self.stop()
                 raise TimeoutError(f"the Temporal dev server was not healthy within {timeout} s")
             await asyncio.sleep(0.1)
 
