@@ -29,8 +29,12 @@ from tests.helpers import (
     started_tool,
     worker_process,
 )
+from workflows.shared.options import TOOL_HEARTBEAT_TIMEOUT
 
 ROOT = Path(__file__).resolve().parent.parent
+NOTICED = TOOL_HEARTBEAT_TIMEOUT.total_seconds() + Settings().sticky_timeout
+"""Seconds until a SIGKILLed worker's call runs elsewhere: its heartbeats stop, and then the
+loop's workflow task leaves the dead worker's sticky queue."""
 
 
 def payments(ledger: Path) -> list[tuple[Any, ...]]:
@@ -71,7 +75,7 @@ async def test_worker_sigkilled_mid_tool(
     rows = payments(ledger)
     [(key, amount, recipient)] = rows  # one payment, though the tool ran twice
     assert key.startswith(f"{handle.id}/") and (amount, recipient) == (700, "ann")
-    assert recovered < 15
+    assert recovered < NOTICED + 2 + 5  # noticed, the 2 s payment again, slack for the rest
 
 
 async def test_worker_sigkilled_mid_compensation(
@@ -153,7 +157,7 @@ async def test_worker_sigkilled_mid_compensation(
     statuses = {s["id"]: s["status"] for s in report["steps"]}
     assert statuses["pay-ann"] == statuses["pay-bob"] == "compensated"
     assert report["outcome"] == "compensated"
-    assert recovered < 20
+    assert recovered < NOTICED + 10  # noticed, then both refunds and the rest
 
 
 async def test_dev_server_killed_and_restarted_on_its_sqlite_file(

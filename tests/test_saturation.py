@@ -6,7 +6,10 @@ tuners are tried: ``fixed`` (the SDK's slot counts, the default) and ``resource`
 while the machine's CPU is under its target; the rest wait on the task queue, where another
 worker would take them). Measured on the 2-core machine: 150 loops of two CPU-bound tool calls
 started at once finish in ~14 s either way; with ``fixed``, 500 loops of three also ran with
-no attempt repeated and no sticky timeout missed (61 s; too long for the suite).
+no attempt repeated and no sticky timeout missed (61 s; too long for the suite). With four other
+busy processes on the machine, tool calls with the 5 s heartbeat timeout they had then were
+started up to 6 s after Temporal handed them to the worker, and some ran twice; with 10 s, none
+(docs/guides/performance.md).
 """
 
 from __future__ import annotations

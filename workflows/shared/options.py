@@ -20,6 +20,7 @@ __all__ = [
     "SETUP_TIMEOUT",
     "SHORT_RETRY",
     "SIDE_MODEL_RETRY",
+    "TOOL_HEARTBEAT_TIMEOUT",
     "TOOL_RETRY",
     "non_retryable",
     "tool_heartbeat_timeout",
@@ -81,7 +82,15 @@ SHORT_RETRY = RetryPolicy(maximum_attempts=3, non_retryable_error_types=_NON_RET
 SETUP_TIMEOUT = timedelta(seconds=10)
 
 
+TOOL_HEARTBEAT_TIMEOUT = MODEL_HEARTBEAT_TIMEOUT
+"""Within it a tool call's worker must heartbeat, or the call runs again elsewhere. Temporal
+counts it from when it hands the call to the worker, and a worker whose CPU is saturated starts
+the calls it took seconds later (measured: up to 6 s, 150 loops of CPU-bound tools on two busy
+cores); with 5 s, calls that were running fine were started a second time."""
+
+
 def tool_heartbeat_timeout(timeout: timedelta) -> timedelta | None:
-    """Tools heartbeat every second while they run: a lost worker is noticed in 5 s rather than
-    at the end of a long start-to-close timeout, and a cancellation reaches the tool at once."""
-    return timedelta(seconds=5) if timeout > timedelta(seconds=5) else None
+    """Tools heartbeat every second while they run: a lost worker is noticed within
+    ``TOOL_HEARTBEAT_TIMEOUT`` rather than at the end of a long start-to-close timeout, and a
+    cancellation reaches the tool at once. A call whose whole timeout is shorter has none."""
+    return TOOL_HEARTBEAT_TIMEOUT if timeout > TOOL_HEARTBEAT_TIMEOUT else None
