@@ -53,7 +53,7 @@ from temporalio.service import RPCError
 from orga.runtime.desk import LOOP, TASK, inbox
 from orga.runtime.devserver import temporal_binary
 from tests.harness import replay
-from tests.helpers import eventually, forked_orga, start_worker
+from tests.helpers import ForkedProcess, eventually, forked_orga, start_worker
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 BIN: Final = Path(sys.executable).parent
@@ -283,7 +283,7 @@ class Worker:
     """The worker the walk started last, as the page's command wrote it."""
 
     command: str
-    process: asyncio.subprocess.Process
+    process: ForkedProcess
     log: list[str]
     reader: asyncio.Task[None]
 
@@ -560,7 +560,7 @@ async def _execute(argv: list[str], env: dict[str, str]) -> tuple[int, str, str]
     return process.returncode or 0, out.decode(), err.decode()
 
 
-async def _drain(process: asyncio.subprocess.Process, log: list[str]) -> None:
+async def _drain(process: ForkedProcess, log: list[str]) -> None:
     """Keep reading the worker's log, so a full pipe never blocks it."""
     assert process.stderr is not None
     while line := await process.stderr.readline():

@@ -15,6 +15,7 @@ The session's servers and the per-test harness are fixtures (``tests/conftest.py
 from tests.helpers._commands import (
     ORGA,
     ROOT,
+    ForkedProcess,
     forked_orga,
     inbox,
     on,
@@ -80,6 +81,7 @@ __all__ = [
     "SUMMARY_USAGE",
     "TIME",
     "TIME_SERVER",
+    "ForkedProcess",
     "aborted",
     "agents_file",
     "ask",

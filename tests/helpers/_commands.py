@@ -9,6 +9,7 @@ README/docs walks run the ``orga`` executable itself.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -77,18 +78,28 @@ def _fork_socket() -> str:
     return _fork_server[1]
 
 
-def _forked(request: dict[str, Any], timeout: float) -> tuple[int, str, str]:
-    """One command through the fork server: its exit status and what it wrote."""
-    out_r, out_w = os.pipe()
-    err_r, err_w = os.pipe()
+def _request(request: dict[str, Any], stdout: int, stderr: int) -> socket.socket:
+    """Send ``request`` to the fork server with stdin empty and these two descriptors (closed
+    here); the connection its answers come on."""
     stdin = os.open(os.devnull, os.O_RDONLY)
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         conn.connect(_fork_socket())
-        socket.send_fds(conn, [json.dumps(request).encode()], [stdin, out_w, err_w])
+        socket.send_fds(conn, [json.dumps(request).encode()], [stdin, stdout, stderr])
+    except BaseException:
+        conn.close()
+        raise
     finally:
-        for fd in (stdin, out_w, err_w):
+        for fd in {stdin, stdout, stderr}:
             os.close(fd)
+    return conn
+
+
+def _forked(request: dict[str, Any], timeout: float) -> tuple[int, str, str]:
+    """One command through the fork server: its exit status and what it wrote."""
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    conn = _request(request, out_w, err_w)
     written: dict[int, list[bytes]] = {out_r: [], err_r: []}
     answers: list[int] = []  # the command's pid, then its exit status
     deadline = time.monotonic() + timeout
@@ -185,19 +196,74 @@ async def temporal(env: WorkflowEnvironment, *args: str) -> tuple[int, str, str]
     return process.returncode or 0, out.decode(), err.decode()
 
 
-async def start_worker(env: dict[str, str], *args: str) -> tuple[asyncio.subprocess.Process, str]:
+class ForkedProcess:
+    """``python worker.py`` forked by the fork server (see the module's docstring), with what
+    tests use of ``asyncio.subprocess.Process``."""
+
+    def __init__(
+        self,
+        pid: int,
+        answers: socket.socket,
+        stdout: asyncio.StreamReader | None,
+        stderr: asyncio.StreamReader | None,
+    ) -> None:
+        self.pid = pid
+        self.stdout = stdout
+        self.stderr = stderr
+        self.returncode: int | None = None
+        self._answers = answers
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    async def wait(self) -> int:
+        if self.returncode is None:
+            status = await asyncio.get_running_loop().sock_recv(self._answers, 64)
+            self._answers.close()
+            assert status, f"the fork server lost process {self.pid}"
+            self.returncode = int(status)
+        return self.returncode
+
+    async def communicate(self) -> tuple[bytes, bytes]:
+        async def read(stream: asyncio.StreamReader | None) -> bytes:
+            return await stream.read() if stream is not None else b""
+
+        out, err = await asyncio.gather(read(self.stdout), read(self.stderr))
+        await self.wait()
+        return out, err
+
+
+async def forked_worker(env: dict[str, str], *args: str, merged: bool) -> ForkedProcess:
+    """``python worker.py <args>`` in the repository with exactly ``env``, forked: stderr piped,
+    and stdout into it (``merged``) or discarded."""
+    err_r, err_w = os.pipe()
+    out_w = err_w if merged else os.open(os.devnull, os.O_WRONLY)
+    request = {"args": list(args), "env": env, "cwd": str(ROOT), "script": str(ROOT / "worker.py")}
+    answers = _request(request, out_w, err_w)
+    answers.setblocking(False)
+    loop = asyncio.get_running_loop()
+    pid = int(await loop.sock_recv(answers, 64))
+    piped = asyncio.StreamReader(limit=1 << 20, loop=loop)
+    await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(piped, loop=loop), os.fdopen(err_r, "rb", 0)
+    )
+    if merged:  # as stderr=STDOUT gives it: both in .stdout
+        return ForkedProcess(pid, answers, stdout=piped, stderr=None)
+    return ForkedProcess(pid, answers, stdout=None, stderr=piped)
+
+
+async def start_worker(env: dict[str, str], *args: str) -> tuple[ForkedProcess, str]:
     """``uv run worker.py <args>`` with exactly ``env``, once it says it is up: the process (its
     stderr still open: keep reading it) and what it logged until then."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(ROOT / "worker.py"),
-        *args,
-        cwd=ROOT,
-        env=env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    process = await forked_worker(env, *args, merged=False)
     assert process.stderr is not None
     banner = ""
     while "orga worker on" not in banner:  # wait for the worker to say it is up
@@ -208,17 +274,10 @@ async def start_worker(env: dict[str, str], *args: str) -> tuple[asyncio.subproc
 
 
 @asynccontextmanager
-async def worker_process(env: dict[str, str]) -> AsyncIterator[asyncio.subprocess.Process]:
-    """``python worker.py`` in its own process (``env`` over this one's), ready when it says so;
-    killed afterwards if it still runs."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "worker.py",
-        cwd=ROOT,
-        env={**os.environ, **env},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
+async def worker_process(env: dict[str, str]) -> AsyncIterator[ForkedProcess]:
+    """``python worker.py`` in its own process (``env`` over this one's; stdout and stderr in
+    one stream), ready when it says so; killed afterwards if it still runs."""
+    process = await forked_worker({**os.environ, **env}, merged=True)
     assert process.stdout is not None
     lines: list[str] = []
     while True:

@@ -6,15 +6,20 @@ command's arguments, environment, working directory and standard streams — wha
 gives the ``orga`` executable — and reports its exit status. The README and docs walks, and
 every ``orga`` server a test starts, run the real executable instead (``tests/helpers/_commands``).
 
+``worker.py`` is forked the same way (``script``: the file ``python`` would run), the worker's
+modules imported once too.
+
 One request per connection on a ``SOCK_SEQPACKET`` socket: a JSON message (``args``, ``env``,
-``cwd``) carrying three descriptors (stdin, stdout, stderr); the answers are the command's pid,
-then its exit status as ``subprocess`` reports it (negative: killed by that signal).
+``cwd``, optionally ``script``) carrying three descriptors (stdin, stdout, stderr); the answers
+are lines: the command's pid, then its exit status as ``subprocess`` reports it (negative:
+killed by that signal).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import runpy
 import signal
 import socket
 import sys
@@ -27,7 +32,8 @@ ORGA = os.path.join(os.path.dirname(sys.executable), "orga")
 
 
 def _run(cli: ModuleType, request: dict[str, Any], fds: list[int]) -> None:
-    """In the command's process: become ``orga <args>`` and exit with its code."""
+    """In the command's process: become ``orga <args>`` (or ``python <script> <args>``) and
+    exit with its code."""
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
@@ -35,10 +41,15 @@ def _run(cli: ModuleType, request: dict[str, Any], fds: list[int]) -> None:
     os.environ.update(request["env"])
     os.chdir(str(request["cwd"]))
     args = [str(a) for a in request["args"]]
-    sys.argv = [ORGA, *args]
+    script = request.get("script")
+    sys.argv = [script or ORGA, *args]
     code = 1
     try:
-        cli.main(args)
+        if script:
+            sys.path[0] = os.path.dirname(script)  # as `python script` has it
+            runpy.run_path(script, run_name="__main__")
+        else:
+            cli.main(args)
         code = 0
     except SystemExit as stop:
         code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
@@ -65,9 +76,9 @@ def _supervise(
         _run(cli, request, fds)
     for fd in fds:
         os.close(fd)
-    conn.send(str(pid).encode())
+    conn.send(f"{pid}\n".encode())
     _, status = os.waitpid(pid, 0)
-    conn.send(str(os.waitstatus_to_exitcode(status)).encode())
+    conn.send(f"{os.waitstatus_to_exitcode(status)}\n".encode())
     os._exit(0)
 
 
@@ -75,9 +86,12 @@ def serve(path: str) -> None:
     """Accept requests on ``path`` until the process that started this one is gone."""
     sys.path.remove(os.path.dirname(os.path.abspath(__file__)))  # as the executable's path
     import orga.cli.app  # every verb registered, as `orga` does before it parses anything
+    import orga.serve  # what worker.py runs
 
     cli = orga.cli
-    assert threading.active_count() == 1, "forking needs a process with one thread"
+    assert orga.serve.main is not None
+    threads = len(os.listdir("/proc/self/task"))  # Python's and any a native library started
+    assert threading.active_count() == 1 and threads == 1, "forking needs one thread"
     parent = os.getppid()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # supervisors are reaped by the kernel
     with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as listener:
