@@ -13,17 +13,16 @@ import contextlib
 import json
 import os
 import re
-import selectors
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
-import time
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from temporalio.testing import WorkflowEnvironment
 
@@ -52,16 +51,37 @@ async def forked_orga(
     """``orga <args>`` with exactly ``env``, in ``cwd``, forked from the CLI imported once (see
     the module's docstring): exit code, stdout, stderr. Past ``timeout`` seconds it is killed and
     TimeoutError raised with what it wrote."""
-    request = {"args": args, "env": env, "cwd": str(cwd)}
-    return await asyncio.to_thread(_forked, request, timeout)
+    process = await _spawn({"args": args, "env": env, "cwd": str(cwd)}, stdout="pipe")
+    talking = asyncio.ensure_future(process.communicate())
+    await asyncio.wait({talking}, timeout=timeout)
+    if not talking.done():
+        process.kill()
+        try:  # what it wrote until it was killed (unless a child of its holds its streams)
+            out, err = await asyncio.wait_for(talking, 5)
+        except TimeoutError:
+            out = err = b""
+        raise TimeoutError(
+            f"orga {' '.join(args)} ran past {timeout} s and was killed"
+            f"\n--- stdout\n{out.decode(errors='replace')}\n--- stderr\n"
+            f"{err.decode(errors='replace')}"
+        )
+    out, err = talking.result()
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
 
 
 _FORK_SERVER = Path(__file__).with_name("_fork_server.py")
 _fork_server: tuple[subprocess.Popen[bytes], str] | None = None
+_fork_server_lock = threading.Lock()
 
 
 def _fork_socket() -> str:
-    """The socket of this process's fork server, started on first use."""
+    """The socket of this process's fork server, started on first use (by one thread)."""
+    with _fork_server_lock:
+        return _started_fork_server()
+
+
+def _started_fork_server() -> str:
     global _fork_server
     if _fork_server is None or _fork_server[0].poll() is not None:
         path = os.path.join(tempfile.mkdtemp(prefix="orga-forks-"), "socket")
@@ -93,51 +113,6 @@ def _request(request: dict[str, Any], stdout: int, stderr: int) -> socket.socket
         for fd in {stdin, stdout, stderr}:
             os.close(fd)
     return conn
-
-
-def _forked(request: dict[str, Any], timeout: float) -> tuple[int, str, str]:
-    """One command through the fork server: its exit status and what it wrote."""
-    out_r, out_w = os.pipe()
-    err_r, err_w = os.pipe()
-    conn = _request(request, out_w, err_w)
-    written: dict[int, list[bytes]] = {out_r: [], err_r: []}
-    answers: list[int] = []  # the command's pid, then its exit status
-    deadline = time.monotonic() + timeout
-    killed = timed_out = False
-    try:
-        with selectors.DefaultSelector() as selector:
-            for fd in (out_r, err_r, conn.fileno()):
-                selector.register(fd, selectors.EVENT_READ)
-            while selector.get_map():
-                left = deadline - time.monotonic()
-                if left <= 0 and (killed or not answers):
-                    timed_out = True  # what it wrote until killed (or a child holds its streams)
-                    break
-                if left <= 0:
-                    os.kill(answers[0], signal.SIGKILL)
-                    killed, deadline = True, time.monotonic() + 5
-                    continue
-                for key, _ in selector.select(left):
-                    fd = int(key.fd)
-                    data = conn.recv(64) if fd == conn.fileno() else os.read(fd, 1 << 16)
-                    if not data:
-                        selector.unregister(fd)
-                    elif fd == conn.fileno():
-                        answers.append(int(data))
-                    else:
-                        written[fd].append(data)
-    finally:
-        conn.close()
-        os.close(out_r)
-        os.close(err_r)
-    out, err = (b"".join(written[fd]).decode(errors="replace") for fd in (out_r, err_r))
-    if killed or timed_out:
-        raise TimeoutError(
-            f"orga {' '.join(request['args'])} ran past {timeout} s and was killed"
-            f"\n--- stdout\n{out}\n--- stderr\n{err}"
-        )
-    assert len(answers) == 2, f"the fork server lost orga {' '.join(request['args'])}: {err}"
-    return answers[1], out, err
 
 
 @asynccontextmanager
@@ -197,8 +172,8 @@ async def temporal(env: WorkflowEnvironment, *args: str) -> tuple[int, str, str]
 
 
 class ForkedProcess:
-    """``python worker.py`` forked by the fork server (see the module's docstring), with what
-    tests use of ``asyncio.subprocess.Process``."""
+    """A command forked by the fork server (see the module's docstring), with what tests use of
+    ``asyncio.subprocess.Process``."""
 
     def __init__(
         self,
@@ -241,52 +216,72 @@ class ForkedProcess:
         return out, err
 
 
-async def forked_worker(env: dict[str, str], *args: str, merged: bool) -> ForkedProcess:
-    """``python worker.py <args>`` in the repository with exactly ``env``, forked: stderr piped,
-    and stdout into it (``merged``) or discarded."""
-    err_r, err_w = os.pipe()
-    out_w = err_w if merged else os.open(os.devnull, os.O_WRONLY)
-    request = {"args": list(args), "env": env, "cwd": str(ROOT), "script": str(ROOT / "worker.py")}
-    answers = _request(request, out_w, err_w)
-    answers.setblocking(False)
+async def _spawn(
+    request: dict[str, Any], *, stdout: Literal["pipe", "devnull", "stderr"]
+) -> ForkedProcess:
+    """A process forked by the fork server for ``request``: stdin empty, stderr piped, stdout
+    piped, discarded, or into stderr (then both are ``.stdout``, as ``stderr=STDOUT`` gives)."""
     loop = asyncio.get_running_loop()
+    err_r, err_w = os.pipe()
+    if stdout == "pipe":
+        out_r, out_w = os.pipe()
+    else:
+        out_r, out_w = None, err_w if stdout == "stderr" else os.open(os.devnull, os.O_WRONLY)
+    # off the event loop: the first request starts the fork server (a second or so)
+    answers = await asyncio.to_thread(_request, request, out_w, err_w)
+    answers.setblocking(False)
     pid = int(await loop.sock_recv(answers, 64))
-    piped = asyncio.StreamReader(limit=1 << 20, loop=loop)
+    err = await _pipe_reader(err_r)
+    if stdout == "stderr":
+        return ForkedProcess(pid, answers, stdout=err, stderr=None)
+    out = None if out_r is None else await _pipe_reader(out_r)
+    return ForkedProcess(pid, answers, stdout=out, stderr=err)
+
+
+async def _pipe_reader(fd: int) -> asyncio.StreamReader:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=1 << 20, loop=loop)
     await loop.connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(piped, loop=loop), os.fdopen(err_r, "rb", 0)
+        lambda: asyncio.StreamReaderProtocol(reader, loop=loop), os.fdopen(fd, "rb", 0)
     )
-    if merged:  # as stderr=STDOUT gives it: both in .stdout
-        return ForkedProcess(pid, answers, stdout=piped, stderr=None)
-    return ForkedProcess(pid, answers, stdout=None, stderr=piped)
+    return reader
+
+
+def _worker_request(env: dict[str, str], args: tuple[str, ...]) -> dict[str, Any]:
+    """``python worker.py <args>`` in the repository with exactly ``env``."""
+    return {"args": list(args), "env": env, "cwd": str(ROOT), "script": str(ROOT / "worker.py")}
 
 
 async def start_worker(env: dict[str, str], *args: str) -> tuple[ForkedProcess, str]:
     """``uv run worker.py <args>`` with exactly ``env``, once it says it is up: the process (its
     stderr still open: keep reading it) and what it logged until then."""
-    process = await forked_worker(env, *args, merged=False)
+    process = await _spawn(_worker_request(env, args), stdout="devnull")
     assert process.stderr is not None
-    banner = ""
-    while "orga worker on" not in banner:  # wait for the worker to say it is up
-        line = await asyncio.wait_for(process.stderr.readline(), 60)
-        assert line, f"the worker exited ({await process.wait()}): {banner}"
-        banner += line.decode()
-    return process, banner
+    return process, await _until_up(process, process.stderr)
+
+
+async def _until_up(process: ForkedProcess, log: asyncio.StreamReader) -> str:
+    """What the worker wrote to ``log`` until it said it is up; killed if it does not."""
+    written = ""
+    try:
+        while "orga worker on" not in written:
+            line = await asyncio.wait_for(log.readline(), 60)
+            if not line:
+                raise AssertionError(f"the worker exited ({await process.wait()}):\n{written}")
+            written += line.decode()
+    except BaseException:
+        process.kill()
+        raise
+    return written
 
 
 @asynccontextmanager
 async def worker_process(env: dict[str, str]) -> AsyncIterator[ForkedProcess]:
     """``python worker.py`` in its own process (``env`` over this one's; stdout and stderr in
     one stream), ready when it says so; killed afterwards if it still runs."""
-    process = await forked_worker({**os.environ, **env}, merged=True)
+    process = await _spawn(_worker_request({**os.environ, **env}, ()), stdout="stderr")
     assert process.stdout is not None
-    lines: list[str] = []
-    while True:
-        line = (await asyncio.wait_for(process.stdout.readline(), 30)).decode()
-        lines.append(line)
-        if "orga worker on" in line:
-            break
-        if not line:
-            raise AssertionError("the worker exited:\n" + "".join(lines))
+    await _until_up(process, process.stdout)
     drain = asyncio.create_task(process.stdout.read())
     try:
         yield process
