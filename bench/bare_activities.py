@@ -12,7 +12,7 @@ from orga.contracts.conversation import ToolResult
 from orga.contracts.inference import InferenceResponse
 from orga.providers.client import complete
 from orga.runtime.settings import Settings
-from orga.tools.loading import render_value
+from orga.tools._loading import render_value
 from orga.tools.sdk import ToolContext, ToolRegistry
 
 

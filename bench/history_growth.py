@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.setup import bench, history_size
-from orga.testing.scripted_model import RecordedRequest, Turn
+from orga.scripted.server import RecordedRequest, Turn
 from orga.tools.sdk import tool
 
 RESULT = ("log line with some content " * 76)[:2048]  # 2 KiB

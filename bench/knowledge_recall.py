@@ -58,12 +58,12 @@ from orga.contracts.errors import InvalidConfig
 from orga.contracts.knowledge import KnowledgeQuery, KnowledgeWrite
 from orga.core.knowledge import coverage, search_terms
 from orga.knowledge import Knowledge, open_knowledge
-from orga.providers.embeddings import embedder
+from orga.knowledge.embeddings import embedder
 from orga.runtime.connect import connect
-from orga.runtime.devserver import DevServer
 from orga.runtime.settings import Settings
 from orga.runtime.store import Store
-from orga.testing.scripted_model import ScriptedModelServer
+from orga.scripted.server import ScriptedModelServer
+from orga.server.devserver import DevServer
 from tests.postgres import postgres_server
 
 SUBJECTS = [

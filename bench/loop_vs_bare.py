@@ -41,7 +41,7 @@ from orga.contracts.approvals import ApprovalDecision
 from orga.contracts.config import LoopConfig, LoopInput
 from orga.contracts.conversation import Message
 from orga.contracts.state import LoopState
-from orga.testing.scripted_model import RecordedRequest, Turn
+from orga.scripted.server import RecordedRequest, Turn
 from orga.tools.sdk import tool
 
 PROMPT = "Add up the numbers, one tool call at a time."

@@ -29,11 +29,11 @@ from orga.contracts.config import LoopConfig, LoopInput
 from orga.contracts.conversation import Message
 from orga.plugin import OrgaPlugin, build_registry, http_client
 from orga.runtime.connect import connect, ensure_search_attributes
-from orga.runtime.devserver import DevServer
 from orga.runtime.settings import ProviderSettings, Settings
-from orga.serve import build_workers
-from orga.testing.scripted_model import RecordedRequest, ScriptedModelServer, Turn
+from orga.scripted.server import RecordedRequest, ScriptedModelServer, Turn
+from orga.server.devserver import DevServer
 from orga.tools.sdk import Tool
+from orga.worker.serve import build_workers
 
 __all__ = ["Bench", "bench", "history_size"]
 

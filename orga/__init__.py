@@ -35,7 +35,7 @@ The package is split by what workflow code may import:
     test doubles: the scripted model server and the offline model.
 ``orga.cli``
     the ``orga`` command (one module per group of verbs) and the demo.
-``orga.plugin``, ``orga.client``, ``orga.serve``
+``orga.plugin``, ``orga.client``, ``orga.worker.serve``
     ``OrgaPlugin`` (orga in any Temporal worker); starting and answering loops
     (``connect``, ``start_loop``, ``LoopHandle``); the worker process (``orga worker``).
 

@@ -21,8 +21,8 @@ every activity they call, and tracing when ``OTEL_*`` is set::
 The worker's settings are the environment's (``Settings.from_env``: providers and their keys,
 agents, policies, the store…) unless given. The plugin opens what its activities need when the
 worker runs — an HTTP client, the MCP servers of ``ORGA_MCP_SERVERS`` — and closes it after.
-It is the one wiring every orga process uses: ``worker.py`` / ``orga worker`` (``orga.serve``),
-``orga demo``, the tests and the benchmarks.
+It is the one wiring every orga process uses: ``worker.py`` / ``orga worker``
+(``orga.worker.serve``), ``orga demo``, the tests and the benchmarks.
 """
 
 from __future__ import annotations
@@ -36,35 +36,35 @@ from temporalio.client import Client
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import Interceptor, Replayer, Worker, WorkerConfig
 
-from activities.critic import CriticActivities
-from activities.inference import InferenceActivities
-from activities.knowledge import KnowledgeActivities
-from activities.policy import PolicyActivities
-from activities.setup import SetupActivities
-from activities.summary import SummaryActivities
-from activities.tools import ToolActivities
+from orga.activities.critic import CriticActivities
+from orga.activities.inference import InferenceActivities
+from orga.activities.knowledge import KnowledgeActivities
+from orga.activities.policy import PolicyActivities
+from orga.activities.setup import SetupActivities
+from orga.activities.summary import SummaryActivities
+from orga.activities.tools import ToolActivities
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.vocabulary import PolicyMode
 from orga.gates.cedar import CedarGate
 from orga.gates.opa import OpaGate
 from orga.knowledge import open_knowledge
-from orga.providers.client import tls
-from orga.providers.embeddings import embedder
-from orga.runtime.agents import AgentRegistry
-from orga.runtime.blobs import BlobStore
-from orga.runtime.extstore import OrgaPayloadConverter, data_converter
-from orga.runtime.ledger import Ledger
-from orga.runtime.sandbox import workflow_runner
+from orga.knowledge.embeddings import embedder
+from orga.knowledge.tools import knowledge_tools
+from orga.runtime.converter import OrgaPayloadConverter, data_converter
 from orga.runtime.settings import Settings
 from orga.runtime.store import Store
+from orga.runtime.tls import tls
 from orga.runtime.tracing import configure_tracing, tracing_interceptors
-from orga.tools.builtin import builtin_tools
-from orga.tools.knowledge import knowledge_tools
-from orga.tools.loading import load_tool_modules
+from orga.tools._builtin import builtin_tools
+from orga.tools._loading import load_tool_modules
 from orga.tools.mcp.config import load_mcp_config
 from orga.tools.sdk import Tool, ToolRegistry, ToolSource
-from workflows.loop import ReasoningLoopWorkflow
-from workflows.task import TaskWorkflow
+from orga.worker.agent_registry import AgentRegistry
+from orga.worker.blobs import BlobStore
+from orga.worker.ledger import Ledger
+from orga.worker.sandbox import workflow_runner
+from orga.workflows.loop import ReasoningLoopWorkflow
+from orga.workflows.task import TaskWorkflow
 
 if TYPE_CHECKING:  # the MCP SDK (~0.5 s of import) only for a worker with MCP servers
     from orga.tools.mcp.hub import McpHub
@@ -91,7 +91,7 @@ def replayer(
     worker (reading stored payloads from ``store``, the settings' by default): what replay
     tests, ``temporal workflow show`` exports and ``orga audit --verify`` are checked with.
     ``strict`` re-imports the workflows' helpers for every run so the sandbox checks them
-    (``orga.runtime.sandbox``)."""
+    (``orga.worker.sandbox``)."""
     return Replayer(
         workflows=WORKFLOWS,
         workflow_runner=workflow_runner(strict=strict),

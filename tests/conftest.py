@@ -19,9 +19,9 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from orga.contracts import search_attributes as sa
-from orga.runtime.devserver import TUNING_ARGS, temporal_binary, time_skipping_binary
-from orga.runtime.extstore import data_converter
-from orga.testing.scripted_model import ScriptedModelServer
+from orga.runtime.converter import data_converter
+from orga.scripted.server import ScriptedModelServer
+from orga.server.devserver import TUNING_ARGS, temporal_binary, time_skipping_binary
 from tests.harness import TEST_STORE, Harness, replay_all
 
 LOCKS = "ORGA_TEST_LOCKS"

@@ -24,10 +24,10 @@ from orga.contracts.vocabulary import ProviderName
 from orga.plugin import OrgaPlugin, http_client, replayer
 from orga.runtime.settings import ProviderSettings, Settings
 from orga.runtime.store import Store
-from orga.serve import build_workers
-from orga.testing.scripted_model import ScriptedModelServer, Step
+from orga.scripted.server import ScriptedModelServer, Step
 from orga.tools.mcp.hub import McpHub, open_mcp
 from orga.tools.sdk import Tool
+from orga.worker.serve import build_workers
 
 TEST_STORE = Store(f"sqlite:///{Path(tempfile.mkdtemp(prefix='orga-test-store-')) / 'store.db'}")
 """The store of the test session's clients and workers (large payloads, blobs, the ledger)."""

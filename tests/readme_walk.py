@@ -50,8 +50,8 @@ from typing import Final
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from orga.runtime.desk import LOOP, TASK, inbox
-from orga.runtime.devserver import temporal_binary
+from orga.desk.inbox import LOOP, TASK, inbox
+from orga.server.devserver import temporal_binary
 from tests.harness import replay
 from tests.helpers import ForkedProcess, eventually, forked_orga, start_worker
 

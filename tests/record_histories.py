@@ -19,8 +19,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from orga.contracts import search_attributes as sa
-from orga.runtime.devserver import TUNING_ARGS, temporal_binary
-from orga.testing.scripted_model import ScriptedModelServer
+from orga.scripted.server import ScriptedModelServer
+from orga.server.devserver import TUNING_ARGS, temporal_binary
 from tests.harness import Harness
 from tests.scenarios import SCENARIOS
 

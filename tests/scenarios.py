@@ -3,7 +3,7 @@
 ``uv run python -m tests.record_histories`` runs them on a fresh dev server and rewrites the
 files; ``tests/test_histories.py`` replays every committed file with the production workflows
 and data converter, so a workflow change that breaks old histories fails the suite (guard such
-a change with ``workflow.patched``: ``workflows/shared/patches.py`` says how). The 1.0 baseline
+a change with ``workflow.patched``: ``orga/workflows/shared/patches.py`` says how). The 1.0 baseline
 recorded them all anew; since then, a new scenario is recorded alone and the older files kept.
 """
 
@@ -20,7 +20,7 @@ from orga.contracts.approvals import ApprovalDecision, EscalationResolution
 from orga.contracts.critic import Review
 from orga.contracts.state import LoopState
 from orga.contracts.task import TaskState
-from orga.testing.scripted_model import RecordedRequest, Turn
+from orga.scripted.server import RecordedRequest, Turn
 from tests.harness import Harness, scripted_settings
 from tests.helpers import (
     DECLINE,

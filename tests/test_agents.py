@@ -12,7 +12,7 @@ from orga.contracts.config import Limits, LoopConfig
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.vocabulary import PolicyMode, ProviderName
 from orga.core.agents import Offer, choose_policy, resolve_loop
-from orga.runtime.agents import AgentRegistry
+from orga.worker.agent_registry import AgentRegistry
 
 MODELS: dict[ProviderName, str] = {"openai": "gpt-4o-mini", "anthropic": "claude-sonnet-4-5"}
 

@@ -13,7 +13,7 @@ from orga.contracts.approvals import ApprovalDecision, ApprovalRecord
 from orga.contracts.conversation import Message
 from orga.contracts.journal import ApprovalDecided, Journal
 from orga.contracts.state import LoopState
-from orga.testing.scripted_model import Turn
+from orga.scripted.server import Turn
 from tests.harness import Harness
 from tests.helpers import conversation, eventually, pending
 from tests.sample_tools import Probe, probe_tools, transfer

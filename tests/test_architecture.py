@@ -1,10 +1,10 @@
 """The layout is the architecture: who may import what, and what workflow code may do.
 
 ``orga.contracts`` (types that travel), ``orga.core`` (pure decisions) and the workflows'
-helpers (``workflows.reasoning``, ``.saga``, ``.shared``) are shared with the workflow sandbox;
+helpers (``orga.workflows.reasoning``, ``.saga``, ``.shared``) are shared with the workflow sandbox;
 the two workflow definitions are checked by it on every run, and tests replay in a strict
 sandbox that checks the helpers too; ``orga.runtime``, ``orga.cli``
-and ``activities/`` do I/O and stay outside. A lint rule (``ruff-deterministic.toml``) bans
+and ``orga/activities/`` do I/O and stay outside. A lint rule (``ruff-deterministic.toml``) bans
 clocks, randomness, environment reads and I/O in the three sandbox-side packages.
 """
 
@@ -30,7 +30,7 @@ from temporalio.worker.workflow_sandbox import (
     SandboxRestrictions,
 )
 
-from orga.runtime.sandbox import PASSTHROUGH, STRICT_PASSTHROUGH, workflow_runner
+from orga.worker.sandbox import PASSTHROUGH, STRICT_PASSTHROUGH, workflow_runner
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -119,7 +119,7 @@ def test_activities_and_runtime_stay_out_of_workflow_code() -> None:
                     assert not name.startswith("orga.cli"), (module, name)
 
 
-SHARED_HELPERS = ("workflows.reasoning", "workflows.saga", "workflows.shared")
+SHARED_HELPERS = ("orga.workflows.reasoning", "orga.workflows.saga", "orga.workflows.shared")
 
 
 def test_what_is_shared_with_the_sandbox() -> None:
@@ -135,7 +135,7 @@ def test_what_is_shared_with_the_sandbox() -> None:
         "orga.contracts",
         "orga.core",
     ]
-    for definition in ("workflows", "workflows.loop", "workflows.task"):
+    for definition in ("workflows", "orga.workflows.loop", "orga.workflows.task"):
         assert not any(definition == m or definition.startswith(m + ".") for m in PASSTHROUGH)
 
 
@@ -200,7 +200,7 @@ def ruff_on(source: str, as_path: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize(
-    "as_path", ["workflows/probe.py", "orga/core/probe.py", "orga/contracts/probe.py"]
+    "as_path", ["orga/workflows/probe.py", "orga/core/probe.py", "orga/contracts/probe.py"]
 )
 def test_the_lint_refuses_wall_clock_time_in_sandbox_side_code(as_path: str) -> None:
     result = ruff_on(PROBE, as_path)
@@ -209,7 +209,7 @@ def test_the_lint_refuses_wall_clock_time_in_sandbox_side_code(as_path: str) -> 
 
 
 def test_the_lint_allows_it_where_io_belongs() -> None:
-    result = ruff_on(PROBE, "activities/probe.py")
+    result = ruff_on(PROBE, "orga/activities/probe.py")
     assert result.returncode == 0, result.stdout + result.stderr
 
 

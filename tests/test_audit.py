@@ -18,7 +18,7 @@ from orga.cli.audit_runs import read_execution
 from orga.contracts.approvals import ApprovalDecision
 from orga.contracts.audit import GENESIS, AuditChain, AuditEntry
 from orga.core.audit import AuditLog, entry_hash, first_broken_link, first_difference
-from orga.testing.scripted_model import Turn
+from orga.scripted.server import Turn
 from tests.harness import TEST_STORE, Harness
 from tests.helpers import ADDS, SHOP_STEPS, on, orga, pending
 from tests.sample_tools import transfer

@@ -19,8 +19,8 @@ from orga.contracts.approvals import ApprovalDecision
 from orga.contracts.audit import AuditEntry, Effect, ExportedEntry
 from orga.contracts.state import LoopResult
 from orga.core.audit import AuditLog, RunFacts, reset_away
-from orga.runtime.devserver import temporal_binary
-from orga.testing.scripted_model import Turn
+from orga.scripted.server import Turn
+from orga.server.devserver import temporal_binary
 from tests.harness import TEST_STORE, Harness
 from tests.helpers import ADDS, eventually, on, orga, pending
 from tests.sample_tools import transfer

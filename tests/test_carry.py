@@ -10,7 +10,7 @@ from orga.contracts.inference import Usage
 from orga.contracts.journal import Journal, Started
 from orga.contracts.resilience import DeadLetterEntry
 from orga.core.carry import CACHE_ENTRIES, DEAD_LETTERS, DECIDED_IDS, JOURNAL_BYTES, bounded
-from orga.testing.scripted_model import Turn
+from orga.scripted.server import Turn
 from tests.harness import Harness
 from tests.helpers import failure
 from tests.sample_tools import dump

@@ -9,7 +9,7 @@ from pathlib import Path
 import cedarpy
 import pytest
 
-from activities.policy import PolicyActivities
+from orga.activities.policy import PolicyActivities
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.inference import Usage
 from orga.contracts.policy import PolicyAction, PolicyRequest

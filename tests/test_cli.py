@@ -14,9 +14,9 @@ from pathlib import Path
 from temporalio.testing import WorkflowEnvironment
 
 from orga.runtime.connect import connect, ensure_search_attributes
-from orga.runtime.devserver import address_answers, frontend_healthy
 from orga.runtime.settings import Settings
-from orga.testing.scripted_model import Turn
+from orga.scripted.server import Turn
+from orga.server.devserver import address_answers, frontend_healthy
 from tests.harness import Harness, scripted_settings
 from tests.helpers import ORGA, eventually, on, orga
 
@@ -127,7 +127,7 @@ async def test_a_server_is_ready_when_its_frontend_answers_not_when_its_port_ope
 async def test_ctrl_c_while_the_server_starts_leaves_no_server(tmp_path: Path) -> None:
     """Found when a test interrupted `orga server` before its banner: the dev server it had
     spawned (in a session of its own, so Ctrl-C does not reach it) was left running."""
-    from orga.runtime.devserver import DevServer
+    from orga.server.devserver import DevServer
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -172,7 +172,7 @@ async def test_demo_offline_end_to_end(tmp_path: Path) -> None:
 async def test_task_start_and_state_with_the_worked_example(
     env: WorkflowEnvironment, harness: Harness
 ) -> None:
-    from orga.tools.loading import load_tool_modules
+    from orga.tools._loading import load_tool_modules
 
     example = EXAMPLE_TASK
     async with harness.worker(tools=load_tool_modules(["examples.shop"])):

@@ -12,8 +12,8 @@ from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from orga.runtime.extstore import DRIVER_NAME
-from orga.testing.scripted_model import Turn
+from orga.runtime.converter import DRIVER_NAME
+from orga.scripted.server import Turn
 from tests.harness import TEST_STORE, Harness
 from tests.helpers import on, serving
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from temporalio.client import WorkflowHandle
 
-from activities.summary import transcript
+from orga.activities.summary import transcript
 from orga.cli.views import render_entry
 from orga.contracts.conversation import Message, ToolCall, ToolResult
 from orga.contracts.inference import (
@@ -19,7 +19,7 @@ from orga.contracts.inference import (
 from orga.contracts.journal import ContextSummarised, Journal
 from orga.contracts.state import LoopState
 from orga.core.context import SUMMARY_MARKER, summary_tokens
-from orga.testing.scripted_model import Raw, RecordedRequest, Turn
+from orga.scripted.server import Raw, RecordedRequest, Turn
 from tests.harness import Harness
 from tests.helpers import FACT, PAGES, SUMMARY_USAGE, is_summariser, read_page, reader
 

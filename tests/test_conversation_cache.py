@@ -8,7 +8,7 @@ import pytest
 from orga.contracts.conversation import Message, chain_digest
 from orga.contracts.errors import ConversationUnavailable
 from orga.contracts.inference import ConversationSlice
-from orga.runtime.conversation_cache import ConversationCache
+from orga.worker.conversation_cache import ConversationCache
 
 
 def msgs(*texts: str) -> list[Message]:

@@ -16,9 +16,10 @@ from typing import Any
 from temporalio.testing import WorkflowEnvironment
 
 from orga.runtime.connect import connect
-from orga.runtime.devserver import DevServer
 from orga.runtime.settings import Settings
-from orga.testing.scripted_model import Turn
+from orga.scripted.server import Turn
+from orga.server.devserver import DevServer
+from orga.workflows.shared.options import TOOL_HEARTBEAT_TIMEOUT
 from tests.harness import Harness, scripted_settings
 from tests.helpers import (
     aborted,
@@ -29,7 +30,6 @@ from tests.helpers import (
     started_tool,
     worker_process,
 )
-from workflows.shared.options import TOOL_HEARTBEAT_TIMEOUT
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTICED = TOOL_HEARTBEAT_TIMEOUT.total_seconds() + Settings().sticky_timeout

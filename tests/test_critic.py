@@ -11,8 +11,8 @@ from temporalio.exceptions import ApplicationError
 from orga.contracts.critic import Review
 from orga.contracts.journal import Journal, PolicyEvaluated, ReviewDecided
 from orga.contracts.state import LoopState
-from orga.runtime import desk
-from orga.testing.scripted_model import Turn
+from orga.desk import inbox as desk
+from orga.scripted.server import Turn
 from tests.harness import Harness, scripted_settings
 from tests.helpers import critic_agents, summaries, verdict, waiting_review
 

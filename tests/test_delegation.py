@@ -11,7 +11,7 @@ from temporalio.client import WorkflowExecutionDescription, WorkflowHandle
 from orga.contracts.config import LoopInput
 from orga.contracts.journal import DelegationFinished, DelegationStarted, Journal
 from orga.contracts.state import LoopResult, LoopState
-from orga.testing.scripted_model import Turn
+from orga.scripted.server import Turn
 from tests.harness import Harness, scripted_settings
 from tests.helpers import agents_file, eventually, loop_state
 

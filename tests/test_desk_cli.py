@@ -16,8 +16,8 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from orga.contracts.state import LoopState
-from orga.runtime.desk import DeskError, who_decides
-from orga.testing.scripted_model import Turn
+from orga.desk.inbox import DeskError, who_decides
+from orga.scripted.server import Turn
 from tests.harness import Harness
 from tests.helpers import ORGA, ask, escalated, eventually, inbox, on, orga, pending, task_escalated
 from tests.other_version_loop import OtherVersionLoop

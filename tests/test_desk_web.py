@@ -14,10 +14,10 @@ import httpx
 from playwright.async_api import Page, async_playwright
 from temporalio.testing import WorkflowEnvironment
 
-from orga.cli.web import TOKEN_HEADER
 from orga.contracts.journal import ApprovalDecided, EscalationResolved, Journal
 from orga.contracts.state import LoopState
-from orga.testing.scripted_model import Turn
+from orga.desk.page import TOKEN_HEADER
+from orga.scripted.server import Turn
 from tests.harness import Harness
 from tests.helpers import ask, escalated, on, pending, serving, waiting_review
 from tests.sample_tools import Flaky, transfer

@@ -19,9 +19,9 @@ import httpx
 import pytest
 
 from orga.contracts.errors import InvalidConfig, ToolFailed, ToolInputError, ToolPermissionError
-from orga.tools.egress import EgressGuard
+from orga.tools._egress import EgressGuard
+from orga.tools._web_fetch import web_fetch_tool
 from orga.tools.sdk import Tool, ToolContext
-from orga.tools.web_fetch import web_fetch_tool
 
 CTX = ToolContext(call_id="c", workflow_id="w", idempotency_key="w/c")
 

@@ -13,7 +13,7 @@ from orga.contracts.policy import PolicyAction, PolicyDecision, PolicyRequest
 from orga.core.paths import PathRefused, normalise
 from orga.gates.default import normalise_paths
 from orga.runtime.settings import Settings
-from orga.tools.builtin import builtin_tools
+from orga.tools._builtin import builtin_tools
 from orga.tools.sdk import Tool, ToolContext, ToolRegistry
 
 CTX = ToolContext(call_id="c", workflow_id="w", idempotency_key="w/c")
@@ -126,7 +126,7 @@ def test_the_gate_judges_the_normalised_path() -> None:
 async def test_the_policy_activity_runs_what_it_judged() -> None:
     """``docs/../.env`` matched ``path like "docs/*"`` before; now the policy sees ``.env``
     (and refuses it); an allowed path that was normalised runs normalised (a ``modify``)."""
-    from activities.policy import PolicyActivities
+    from orga.activities.policy import PolicyActivities
 
     action, registry = gate_request("docs/./guide.md")
     escape, _ = gate_request("docs/../.env")
@@ -149,9 +149,9 @@ def test_what_the_worker_writes_is_its_own(tmp_path: Path) -> None:
     """The embedded store (payloads, blobs, the ledger): 0600 files in a 0700 directory."""
     import stat
 
-    from orga.runtime.blobs import BlobStore
-    from orga.runtime.ledger import Ledger
     from orga.runtime.store import Store
+    from orga.worker.blobs import BlobStore
+    from orga.worker.ledger import Ledger
 
     def mode(path: Path) -> int:
         return stat.S_IMODE(path.stat().st_mode)

@@ -9,7 +9,7 @@ from sqlalchemy import text
 
 from orga.contracts.approvals import ApprovalDecision
 from orga.contracts.journal import ApprovalDecided, Journal
-from orga.testing.scripted_model import Raw, Turn
+from orga.scripted.server import Raw, Turn
 from tests.harness import TEST_STORE, Harness
 from tests.helpers import conversation, pending
 from tests.sample_tools import transfer
@@ -18,7 +18,7 @@ from tests.sample_tools import transfer
 async def test_a_task_run_again_under_its_workflow_id_pays_again(harness: Harness) -> None:
     """The first execution's receipt must not come back to the second: the key carries the
     execution chain's first run id."""
-    from orga.tools.loading import load_tool_modules
+    from orga.tools._loading import load_tool_modules
 
     workflow_id = f"order-{uuid.uuid4().hex[:8]}"
     steps = [

@@ -16,7 +16,7 @@ from orga.contracts.knowledge import KNOWLEDGE_MARKER, KnowledgeQuery, Knowledge
 from orga.contracts.state import LoopState
 from orga.knowledge import Knowledge, open_knowledge
 from orga.runtime.store import Store
-from orga.testing.scripted_model import RecordedRequest, Turn
+from orga.scripted.server import RecordedRequest, Turn
 from orga.tools.sdk import Tool, tool
 from tests.harness import TEST_STORE, Harness, scripted_settings
 from tests.helpers import orga

@@ -23,10 +23,10 @@ from orga.contracts.journal import Journal, KnowledgeInjected
 from orga.contracts.knowledge import KNOWLEDGE_MARKER, KnowledgeQuery, KnowledgeWrite
 from orga.core.knowledge import fuse
 from orga.knowledge import open_knowledge
-from orga.providers.embeddings import Embedder, embedder, parse_embeddings
+from orga.knowledge.embeddings import Embedder, embedder, parse_embeddings
 from orga.runtime.settings import Settings
 from orga.runtime.store import Store
-from orga.testing.scripted_model import Raw, ScriptedModelServer, Turn
+from orga.scripted.server import Raw, ScriptedModelServer, Turn
 from tests.harness import TEST_STORE, Harness, scripted_settings
 
 FIXTURES = Path(__file__).parent / "fixtures" / "providers"

@@ -10,7 +10,7 @@ import pytest
 
 from orga.contracts.knowledge import KNOWLEDGE_MARKER, KnowledgeWrite
 from orga.knowledge import open_knowledge
-from orga.testing.scripted_model import RecordedRequest, Turn
+from orga.scripted.server import RecordedRequest, Turn
 from tests.harness import TEST_STORE, Harness
 
 API = "api handlers report errors as problem+json responses"

@@ -12,8 +12,8 @@ import pytest
 from sqlalchemy import Connection, text
 
 from orga.contracts.errors import InvalidConfig
-from orga.runtime.ledger import Ledger
 from orga.runtime.store import PAYLOADS, Store
+from orga.worker.ledger import Ledger
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -147,8 +147,8 @@ def test_a_compensation_fences_a_step_that_has_not_paid_yet(tmp_path: Path) -> N
     from sqlalchemy import text
 
     from examples.payments import FENCED, record_payment, refund_payment
-    from orga.runtime.ledger import Ledger
     from orga.tools.sdk import ToolContext
+    from orga.worker.ledger import Ledger
 
     with Store(f"sqlite:///{tmp_path / 'store.db'}") as store:
         ledger = Ledger(store)

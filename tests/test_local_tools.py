@@ -11,7 +11,7 @@ from temporalio.api.enums.v1 import EventType
 from orga.contracts.approvals import ApprovalDecision
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.journal import Journal, ObservationsCollected, PolicyEvaluated
-from orga.testing.scripted_model import Turn
+from orga.scripted.server import Turn
 from orga.tools.sdk import tool
 from tests.harness import Harness
 from tests.helpers import conversation, pending, tool_results

@@ -10,7 +10,7 @@ from temporalio.client import WorkflowHandle
 from orga.contracts.inference import CALL_MODEL, InferenceRequest
 from orga.contracts.journal import Journal
 from orga.contracts.state import LoopState
-from orga.testing.scripted_model import RecordedRequest, Turn
+from orga.scripted.server import RecordedRequest, Turn
 from tests.harness import Harness, replay
 
 ITERATIONS = 120

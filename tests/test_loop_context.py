@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orga.testing.scripted_model import Turn
+from orga.scripted.server import Turn
 from tests.harness import Harness
 from tests.helpers import conversation
 from tests.sample_tools import dump

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from orga.contracts.journal import EvidenceJudged, EvidenceSaturated, Journal
 from orga.contracts.state import LoopState
-from orga.testing.scripted_model import Turn
+from orga.scripted.server import Turn
 from tests.harness import Harness
 from tests.helpers import conversation
 from tests.sample_tools import log_search_tools

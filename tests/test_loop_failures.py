@@ -10,7 +10,7 @@ import pytest
 
 from orga.contracts.journal import Journal
 from orga.contracts.state import LoopState
-from orga.testing.scripted_model import Raw, Turn
+from orga.scripted.server import Raw, Turn
 from tests.harness import Harness
 from tests.helpers import failure
 from tests.sample_tools import Probe, probe_tools

@@ -10,8 +10,8 @@ import pytest
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.journal import Journal, PolicyEvaluated
 from orga.plugin import OrgaPlugin
-from orga.serve import build_workers
-from orga.testing.scripted_model import Turn
+from orga.scripted.server import Turn
+from orga.worker.serve import build_workers
 from tests.harness import Harness, scripted_settings
 from tests.helpers import POLICY_EXAMPLES, conversation
 

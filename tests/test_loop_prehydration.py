@@ -10,7 +10,7 @@ import pytest
 
 from orga.contracts.journal import Journal, PreHydrationComplete
 from orga.contracts.state import LoopState
-from orga.testing.scripted_model import Turn
+from orga.scripted.server import Turn
 from tests.harness import Harness, scripted_settings
 from tests.helpers import POLICY_EXAMPLES
 from tests.local_http import Reply, serve

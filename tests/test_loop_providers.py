@@ -14,7 +14,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from orga.contracts.conversation import Message
 from orga.contracts.journal import Journal
 from orga.contracts.state import LoopState
-from orga.testing.scripted_model import Raw, Turn
+from orga.scripted.server import Raw, Turn
 from tests.fixtures import body as fixture
 from tests.harness import API_KEYS, Harness
 from tests.helpers import conversation

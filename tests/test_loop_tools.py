@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from orga.contracts.state import LoopState
-from orga.testing.scripted_model import Turn
+from orga.scripted.server import Turn
 from tests.harness import Harness
 from tests.helpers import conversation, tool_results
 from tests.sample_tools import Probe, explode, probe_tools, sleepy, whoami

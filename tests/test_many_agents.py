@@ -12,7 +12,7 @@ from temporalio.client import WorkflowHandle
 from orga.contracts.config import LoopInput
 from orga.contracts.journal import DelegationStarted, Journal
 from orga.contracts.state import LoopState
-from orga.testing.scripted_model import Turn
+from orga.scripted.server import Turn
 from orga.tools.sdk import Tool, tool
 from tests.harness import Harness, scripted_settings
 from tests.helpers import failure, verdict

@@ -24,7 +24,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.state import LoopState
-from orga.testing.scripted_model import RecordedRequest, Turn
+from orga.scripted.server import RecordedRequest, Turn
 from orga.tools.mcp.hub import (
     McpHub,
     load_mcp_config,

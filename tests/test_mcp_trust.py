@@ -29,13 +29,13 @@ from temporalio.testing import WorkflowEnvironment
 
 from orga.cli.http_guard import guarded
 from orga.cli.mcp import serve_mcp
-from orga.cli.web import serve_desk
 from orga.contracts.approvals import ApprovalDecision
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.journal import Journal
 from orga.contracts.state import LoopState
 from orga.core.profile import VERIFIED_MARK
-from orga.testing.scripted_model import Turn
+from orga.desk.page import serve_desk
+from orga.scripted.server import Turn
 from orga.tools.mcp.config import McpConfig
 from orga.tools.mcp.hub import McpHub, McpTool, open_mcp
 from orga.tools.mcp.names import neutral

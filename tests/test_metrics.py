@@ -14,7 +14,7 @@ from temporalio.testing import WorkflowEnvironment
 from orga.contracts.approvals import ApprovalDecision
 from orga.contracts.journal import Journal, ObservationsCollected, Started, Terminated
 from orga.core.metrics import METRICS, OTHER, KnownLabels, points
-from orga.testing.scripted_model import Turn
+from orga.scripted.server import Turn
 from tests.harness import Harness, scripted_settings
 from tests.helpers import measured_harness, pending, scrape, total
 from tests.sample_tools import transfer

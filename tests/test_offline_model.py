@@ -14,13 +14,13 @@ from hypothesis import strategies as st
 
 from orga.core.knowledge import search_terms
 from orga.knowledge import Knowledge
-from orga.testing.offline import LABEL, OFFLINE_MODEL, offline_model
-from orga.testing.offline_arguments import Filling, fill_arguments
-from orga.testing.offline_clues import fact_to_remember, time_zones
-from orga.testing.scripted_model import RecordedRequest
-from orga.tools.builtin import add, delegate
-from orga.tools.file_read import file_read_tool
-from orga.tools.knowledge import knowledge_tools
+from orga.knowledge.tools import knowledge_tools
+from orga.scripted.arguments import Filling, fill_arguments
+from orga.scripted.clues import fact_to_remember, time_zones
+from orga.scripted.offline import LABEL, OFFLINE_MODEL, offline_model
+from orga.scripted.server import RecordedRequest
+from orga.tools._builtin import add, delegate
+from orga.tools._file_read import file_read_tool
 from orga.tools.sdk import Tool
 
 TIMEZONE = {

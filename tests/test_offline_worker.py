@@ -20,8 +20,8 @@ from orga.contracts.conversation import Message
 from orga.contracts.journal import Journal, KnowledgeRecalled, KnowledgeStored
 from orga.contracts.knowledge import KnowledgeConfig
 from orga.contracts.state import LoopResult, LoopState
-from orga.testing.offline import LABEL, OFFLINE_MODEL, offline_model
-from orga.testing.scripted_model import RecordedRequest
+from orga.scripted.offline import LABEL, OFFLINE_MODEL, offline_model
+from orga.scripted.server import RecordedRequest
 from tests.harness import replay
 from tests.helpers import TIME, conversation, orga, start_worker
 

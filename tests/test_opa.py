@@ -14,7 +14,7 @@ from orga.contracts.errors import PolicyUnavailable
 from orga.contracts.inference import Usage
 from orga.contracts.policy import PolicyAction, PolicyRequest
 from orga.gates.opa import OpaGate
-from orga.testing.scripted_model import Turn
+from orga.scripted.server import Turn
 from tests.harness import Harness, scripted_settings
 from tests.helpers import conversation
 from tests.local_http import Reply, serve

@@ -6,8 +6,8 @@ import pytest
 
 from orga.contracts.journal import Journal, ObservationsCollected, ReasoningComplete
 from orga.core.text import cut_bytes
-from orga.runtime.blobs import BlobStore
-from orga.testing.scripted_model import Turn
+from orga.scripted.server import Turn
+from orga.worker.blobs import BlobStore
 from tests.harness import TEST_STORE, Harness
 from tests.helpers import conversation
 from tests.sample_tools import dump

@@ -15,8 +15,8 @@ from temporalio.worker import Worker
 import orga
 from orga.contracts.approvals import PendingApproval
 from orga.contracts.errors import InvalidConfig
-from orga.runtime.extstore import OrgaPayloadConverter
-from orga.testing.scripted_model import ScriptedModelServer, Turn
+from orga.runtime.converter import OrgaPayloadConverter
+from orga.scripted.server import ScriptedModelServer, Turn
 from tests.harness import TEST_STORE, replay, scripted_settings
 from tests.helpers import eventually
 

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 from temporalio.testing import WorkflowEnvironment
 
-from activities.inference import _cache_attributes  # pyright: ignore[reportPrivateUsage]
+from orga.activities.inference import _cache_attributes  # pyright: ignore[reportPrivateUsage]
 from orga.contracts.conversation import Message, Reasoning, ToolCall, ToolResult
 from orga.contracts.inference import Usage
 from orga.contracts.journal import Journal, ReasoningComplete
@@ -20,7 +20,7 @@ from orga.contracts.state import LoopState
 from orga.contracts.tools import ToolDefinition
 from orga.providers.anthropic import CACHE_BREAKPOINTS, build_messages_request
 from orga.providers.openai import parse_chat_completion
-from orga.testing.scripted_model import Raw, Turn
+from orga.scripted.server import Raw, Turn
 from tests.fixtures import body, raw_text
 from tests.harness import Harness
 from tests.helpers import measured_harness, scrape, total

@@ -21,7 +21,7 @@ from orga.contracts.state import LoopState
 from orga.core.ids import internal_call_id, translated_id, wire_ids, with_internal_ids
 from orga.providers.anthropic import build_messages_request, parse_message
 from orga.providers.openai import build_chat_request, parse_chat_completion
-from orga.testing.scripted_model import Raw, Turn
+from orga.scripted.server import Raw, Turn
 from orga.tools.sdk import tool
 from tests.fixtures import body
 from tests.harness import Harness

@@ -11,7 +11,7 @@ from temporalio.exceptions import ApplicationError
 from orga.contracts.approvals import EscalationAction, EscalationResolution
 from orga.contracts.journal import EscalationResolved, Journal, RecoveryTriggered
 from orga.contracts.state import LoopState
-from orga.testing.scripted_model import Turn
+from orga.scripted.server import Turn
 from tests.harness import Harness
 from tests.helpers import ask, conversation, escalated, tool_results
 from tests.sample_tools import Flaky

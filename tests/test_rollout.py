@@ -14,7 +14,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from orga.contracts.approvals import ApprovalDecision
-from orga.testing.scripted_model import Turn
+from orga.scripted.server import Turn
 from tests.harness import Harness, scripted_settings
 from tests.helpers import eventually, pending
 from tests.sample_tools import transfer

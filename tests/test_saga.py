@@ -15,7 +15,7 @@ from temporalio.exceptions import CancelledError
 from orga.contracts.approvals import EscalationResolution
 from orga.contracts.journal import CompensationSettled, Journal
 from orga.contracts.task import TaskResult, TaskState
-from orga.testing.scripted_model import Turn
+from orga.scripted.server import Turn
 from tests.harness import Harness
 from tests.helpers import DECLINE, aborted, charge_step, eventually, statuses, task_state
 from tests.sample_tools import Bank

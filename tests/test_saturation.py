@@ -22,7 +22,7 @@ import time
 import pytest
 from temporalio.api.enums.v1 import EventType
 
-from orga.testing.scripted_model import RecordedRequest, Turn
+from orga.scripted.server import RecordedRequest, Turn
 from orga.tools.sdk import ToolContext, tool
 from tests.harness import Harness, scripted_settings
 

@@ -22,7 +22,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from orga.contracts.state import LoopResult
 from orga.contracts.task import TaskResult
-from orga.testing.scripted_model import Turn
+from orga.scripted.server import Turn
 from tests.harness import TEST_STORE, Harness
 from tests.helpers import eventually, on, orga
 

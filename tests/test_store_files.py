@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from orga.contracts.errors import InvalidConfig
-from orga.runtime.devserver import DevServer
-from orga.runtime.ledger import Ledger
 from orga.runtime.store import Store
+from orga.server.devserver import DevServer
+from orga.worker.ledger import Ledger
 from tests.helpers import orga
 
 ROOT = Path(__file__).resolve().parent.parent

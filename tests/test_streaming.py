@@ -23,7 +23,7 @@ from orga.providers.streaming import (
     ServerSentEvent,
     server_sent_events,
 )
-from orga.testing.scripted_model import Turn, Wire, stream_events
+from orga.scripted.server import Turn, Wire, stream_events
 from tests.fixtures import body, raw_text
 from tests.harness import TEST_STORE, Harness
 from tests.helpers import conversation, on, orga, tool_results

@@ -175,7 +175,7 @@ async def test_parallel_steps_overlap(harness: Harness) -> None:
 
 @pytest.mark.parametrize("where", ["step", "child loop", "escalation"])
 async def test_cancellation_still_compensates(harness: Harness, where: str) -> None:
-    from orga.testing.scripted_model import Turn
+    from orga.scripted.server import Turn
 
     shop = Shop(notify_fails=False)
     unreliable = Unreliable(same_error=True)

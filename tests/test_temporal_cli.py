@@ -8,7 +8,7 @@ from typing import Any
 
 from temporalio.testing import WorkflowEnvironment
 
-from orga.testing.scripted_model import Turn
+from orga.scripted.server import Turn
 from tests.harness import Harness
 from tests.helpers import temporal
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from orga.contracts.journal import ApprovalDecided, Journal
-from orga.testing.scripted_model import Turn
+from orga.scripted.server import Turn
 from tests.harness import Harness
 from tests.helpers import conversation
 from tests.sample_tools import transfer

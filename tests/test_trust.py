@@ -19,7 +19,7 @@ from orga.contracts.approvals import ApprovalDecision, EscalationResolution
 from orga.contracts.conversation import Message, chain_digest
 from orga.contracts.journal import Journal, ObservationsCollected, PreHydrationComplete, Started
 from orga.contracts.task import TaskState
-from orga.testing.scripted_model import Turn
+from orga.scripted.server import Turn
 from tests.harness import Harness, scripted_settings
 from tests.helpers import (
     POLICY_EXAMPLES,

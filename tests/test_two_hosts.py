@@ -19,10 +19,10 @@ from orga.contracts.conversation import Message
 from orga.contracts.journal import Journal, ObservationsCollected
 from orga.contracts.state import LoopResult
 from orga.plugin import replayer
-from orga.runtime.blobs import BlobStore
-from orga.runtime.extstore import data_converter
+from orga.runtime.converter import data_converter
 from orga.runtime.store import Store
-from orga.testing.scripted_model import Turn
+from orga.scripted.server import Turn
+from orga.worker.blobs import BlobStore
 from tests.harness import Harness
 from tests.helpers import ORGA, eventually, started_tool, worker_process
 

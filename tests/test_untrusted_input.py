@@ -30,7 +30,7 @@ from orga.core.arguments import (
 from orga.core.prehydration import MAX_SCANNED_CHARS, extract
 from orga.core.profile import glob_matches
 from orga.knowledge import open_knowledge
-from orga.testing.scripted_model import Turn
+from orga.scripted.server import Turn
 from tests.harness import TEST_STORE, Harness, scripted_settings
 from tests.helpers import POLICY_EXAMPLES, conversation, failure, provider_settings, tool_results
 

@@ -8,7 +8,7 @@ from orga import LoopConfig, LoopInput, Message
 from orga.contracts import search_attributes as sa
 from orga.contracts.approvals import ApprovalDecision
 from orga.contracts.state import LoopResult
-from orga.testing.scripted_model import Turn
+from orga.scripted.server import Turn
 from tests.harness import Harness, scripted_settings
 from tests.helpers import pending, summaries
 from tests.sample_tools import transfer

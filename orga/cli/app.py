@@ -6,7 +6,8 @@ from collections.abc import Sequence
 
 import typer
 
-from orga.cli import audit, codec, desk, knowledge, loops, mcp, schedule, server, store, tasks, web
+from orga.cli import audit, codec, decisions, knowledge, loops, mcp, schedule, server, store, tasks
+from orga.desk import page
 from orga.runtime.settings_docs import cli_variables
 
 __all__ = ["app", "main"]
@@ -30,7 +31,19 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
 )
-for module in (server, loops, desk, web, tasks, schedule, knowledge, audit, mcp, store, codec):
+for module in (
+    server,
+    loops,
+    decisions,
+    page,
+    tasks,
+    schedule,
+    knowledge,
+    audit,
+    mcp,
+    store,
+    codec,
+):
     module.register(app)
 
 

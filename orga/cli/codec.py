@@ -32,7 +32,7 @@ from temporalio.api.common.v1 import Payload, Payloads
 
 from orga.cli.common import Host, Port, console, execute, serve_http, settings
 from orga.cli.safe_text import one_line
-from orga.runtime.extstore import resolve
+from orga.runtime.converter import resolve
 
 if TYPE_CHECKING:
     from orga.runtime.store import Store

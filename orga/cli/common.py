@@ -30,8 +30,8 @@ from orga.contracts.config import LoopConfig, LoopInput
 from orga.contracts.conversation import Message
 from orga.contracts.errors import InvalidConfig, describe_validation_error
 from orga.contracts.vocabulary import ProviderName
+from orga.desk.inbox import DeskError
 from orga.runtime.connect import connect
-from orga.runtime.desk import DeskError
 from orga.runtime.settings import Settings
 from orga.runtime.tracing import client_interceptors, traced_process
 
@@ -63,7 +63,7 @@ Approver = Annotated[
     str | None,
     typer.Option(help="Who decides; default: ORGA_APPROVER, else the operating-system user."),
 ]
-"""Whose name a decision is recorded under (``orga.runtime.desk.who_decides``)."""
+"""Whose name a decision is recorded under (``orga.desk.inbox.who_decides``)."""
 Tools = Annotated[
     list[str] | None,
     typer.Option("--tool", help="Advertise a registered tool to the model (repeatable)."),

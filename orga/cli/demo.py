@@ -17,9 +17,9 @@ from orga.contracts.config import LoopConfig, LoopInput
 from orga.contracts.conversation import Message
 from orga.contracts.state import LoopResult
 from orga.runtime.connect import connect, ensure_search_attributes
-from orga.runtime.devserver import DevServer, address_answers
 from orga.runtime.settings import Settings
-from orga.testing.offline import OFFLINE_MODEL, serve_offline_model
+from orga.scripted.offline import OFFLINE_MODEL, serve_offline_model
+from orga.server.devserver import DevServer, address_answers
 
 __all__ = ["DEMO_PROMPT", "DemoOutcome", "run_demo"]
 
@@ -44,7 +44,7 @@ def _has_key(settings: Settings) -> bool:
 async def run_demo(settings: Settings, data_dir: Path, *, ui_url: str) -> DemoOutcome:
     """Run the demo loop end to end and stop everything it started."""
     from orga.plugin import OrgaPlugin  # the workflow code, loaded only when the demo runs
-    from orga.serve import build_workers
+    from orga.worker.serve import build_workers
 
     async with contextlib.AsyncExitStack() as stack:
         started = False

@@ -25,7 +25,7 @@ from orga.contracts.knowledge import (
     KnowledgeWrite,
 )
 from orga.core.knowledge import normalise_directory
-from orga.runtime.agents import AgentRegistry
+from orga.worker.agent_registry import AgentRegistry
 
 if TYPE_CHECKING:  # the knowledge store (SQLAlchemy) is imported by the verbs that open it
     from orga.knowledge import Knowledge
@@ -72,7 +72,7 @@ def _namespace(agent: str) -> str:
 
 def _open() -> Knowledge:
     from orga.knowledge import open_knowledge
-    from orga.providers.embeddings import embedder  # the provider adapters: lazily
+    from orga.knowledge.embeddings import embedder  # the provider adapters: lazily
 
     found = settings()
     return open_knowledge(found.store(), embedder(found))

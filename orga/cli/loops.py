@@ -59,7 +59,7 @@ from orga.contracts.journal import Journal
 from orga.contracts.state import LoopResult, LoopState
 from orga.contracts.vocabulary import PolicyMode
 from orga.core.genai import invocation_attributes
-from orga.runtime.desk import KINDS, LOOP, TASK, DeskError, of_kind, read_state
+from orga.desk.inbox import KINDS, LOOP, TASK, DeskError, of_kind, read_state
 from orga.runtime.tracing import tracer
 
 __all__ = ["list_workflows", "register"]

@@ -47,7 +47,7 @@ from orga.cli.http_guard import guarded, is_loopback, url_host
 from orga.cli.views import shorten
 from orga.contracts.journal import Journal
 from orga.contracts.state import LoopResult, LoopState
-from orga.runtime import desk
+from orga.desk import inbox as desk
 from orga.runtime.settings import Settings
 
 if TYPE_CHECKING:

@@ -48,7 +48,7 @@ from orga.cli.schedule_spec import iso, render_spec, schedule_spec
 from orga.cli.tasks import read_task_input  # the task file, read as `orga task start` reads it
 from orga.cli.views import shorten
 from orga.contracts.vocabulary import ProviderName
-from orga.runtime.desk import LOOP, TASK
+from orga.desk.inbox import LOOP, TASK
 
 __all__ = ["register"]
 

@@ -38,7 +38,7 @@ def worker(
 ) -> None:
     """Run a worker: orga's workflows and activities on ORGA_TASK_QUEUE, configured from the
     environment (the same as `uv run worker.py`). Ctrl-C stops it gracefully."""
-    from orga.serve import main  # the workflow code, loaded only for a worker
+    from orga.worker.serve import main  # the workflow code, loaded only for a worker
 
     raise typer.Exit(main(["--scripted"] if scripted else []))
 
@@ -92,7 +92,7 @@ def server(
     directory = data_dir(data_dir_option)
 
     async def body() -> int:
-        from orga.runtime.devserver import DevServer
+        from orga.server.devserver import DevServer
 
         host, _, port = settings().temporal_address.rpartition(":")
         dev = DevServer(

@@ -38,7 +38,7 @@ def get(
 ) -> None:
     """Print the full text kept under a blob reference."""
 
-    from orga.runtime.blobs import BlobStore  # the store (SQLAlchemy) for this verb only
+    from orga.worker.blobs import BlobStore  # the store (SQLAlchemy) for this verb only
 
     async def body() -> int:
         with settings().store() as store:

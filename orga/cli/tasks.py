@@ -26,7 +26,7 @@ from orga.cli.views import render_task, render_task_result
 from orga.cli.waiting import ensure_worker, reporting
 from orga.contracts.errors import describe_validation_error
 from orga.contracts.task import TaskInput, TaskResult, TaskState
-from orga.runtime.desk import TASK, of_kind, read_state
+from orga.desk.inbox import TASK, of_kind, read_state
 
 __all__ = ["read_task_input", "register"]
 

@@ -9,7 +9,6 @@ from datetime import datetime
 
 from rich.table import Table
 
-from orga.cli.inbox_view import argument_lines, labelled
 from orga.cli.safe_text import one_line, printable
 from orga.contracts.journal import (
     ApprovalDecided,
@@ -37,6 +36,7 @@ from orga.contracts.journal import (
 )
 from orga.contracts.state import LoopResult, LoopState
 from orga.contracts.task import StepReport, TaskResult, TaskState
+from orga.desk.inbox_text import argument_lines, labelled
 
 __all__ = [
     "WorkflowRow",

@@ -1,7 +1,7 @@
 """Waiting on a worker without hanging in silence.
 
 A verb that starts a workflow and waits for it (``orga run``, ``orga task start``) first asks
-the server whether any worker serves the task queue (``orga.runtime.workers``): with none, it
+the server whether any worker serves the task queue (``orga.runtime.presence``): with none, it
 refuses in one line naming the command that starts one (``--no-wait`` starts the workflow
 anyway and says it will wait). While it waits, it says what for: on a terminal a status line
 on stderr (the workflow's status, phase and iteration, from its ``state`` query), elsewhere one
@@ -23,7 +23,7 @@ from temporalio.client import Client, WorkflowHandle
 
 from orga.cli.common import CliError
 from orga.cli.safe_text import one_line
-from orga.runtime.workers import presence, start_hint
+from orga.runtime.presence import presence, start_hint
 
 __all__ = ["ensure_worker", "reporting"]
 

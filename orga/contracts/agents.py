@@ -1,7 +1,7 @@
 """The worker's agents: who a loop may run as, with which tools, gate and budgets.
 
 An agent is the worker operator's decision, read from the TOML file ``ORGA_AGENTS`` names
-(``orga.runtime.agents``). A loop names its agent (``config.agent_id``); its config may only
+(``orga.worker.agent_registry``). A loop names its agent (``config.agent_id``); its config may only
 narrow what the agent allows (``orga.core.agents``). The resolved agent is recorded in the
 loop's history with the loop's setup. Example::
 

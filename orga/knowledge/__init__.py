@@ -7,6 +7,12 @@ Modules:
 * ``sqlite`` — SQLite's full-text (FTS5) and vector (sqlite-vec) search
 * ``postgresql`` — PostgreSQL's full-text search
 * ``conventions`` — conventions found in a source tree (``orga knowledge import``)
+* ``tools`` — ``recall_knowledge`` and ``store_knowledge``, the tools a loop gets
+* ``embeddings`` — vectors from a provider's ``/embeddings`` endpoint, for hybrid search
+
+The loop's side of knowledge lives where workflow code may reach it: its types in
+``orga.contracts.knowledge``, its pure decisions in ``orga.core.knowledge``, the bridge in
+``orga.workflows.reasoning.knowledge_bridge``; the activities in ``orga.activities.knowledge``.
 
 ``open_knowledge(store)`` gives the knowledge kept in a store, searched the way its database
 does best.

@@ -27,7 +27,7 @@ __all__ = ["COLUMNS", "EMBEDDER", "ITEMS", "METADATA", "Embed", "item_of", "scop
 
 
 class Embed(Protocol):
-    """What makes vectors of texts (``orga.providers.embeddings.Embedder``)."""
+    """What makes vectors of texts (``orga.knowledge.embeddings.Embedder``)."""
 
     @property
     def name(self) -> str:

@@ -6,8 +6,6 @@ sends, streams and classifies errors the same way for all of them.
 
 from __future__ import annotations
 
-import functools
-import ssl
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,15 +24,7 @@ from orga.providers.streaming import OnText, server_sent_events
 from orga.providers.wire import wire_format
 from orga.runtime.settings import ProviderSettings
 
-__all__ = ["complete", "request_headers", "tls"]
-
-
-@functools.cache
-def tls() -> ssl.SSLContext:
-    """The TLS context every HTTP client of the process verifies servers with (the system's
-    CAs, as httpx's default): made on first use, then shared — making one reads the whole CA
-    bundle (tens of milliseconds), which every worker's start and every client paid."""
-    return httpx.create_ssl_context()
+__all__ = ["complete", "request_headers"]
 
 
 def request_headers(provider: ProviderSettings) -> dict[str, str]:

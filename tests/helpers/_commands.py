@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from temporalio.testing import WorkflowEnvironment
 
-from orga.runtime.devserver import temporal_binary
+from orga.server.devserver import temporal_binary
 from tests.harness import Harness
 from tests.helpers._waiting import eventually
 

@@ -10,9 +10,9 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from activities.summary import INSTRUCTIONS
+from orga.activities.summary import INSTRUCTIONS
 from orga.runtime.settings import ProviderSettings
-from orga.testing.scripted_model import RecordedRequest, Turn
+from orga.scripted.server import RecordedRequest, Turn
 from orga.tools.sdk import tool
 
 POLICY_EXAMPLES = Path(__file__).resolve().parent.parent.parent / "examples" / "policies"

@@ -1,0 +1,19 @@
+"""Temporal activities: the worker's side of every call the workflows make.
+
+Modules (each defines an activity class; what the activities use lives in ``orga.providers``,
+``orga.gates``, ``orga.tools``, ``orga.knowledge`` and ``orga.runtime``):
+
+* ``setup`` — ``resolve_loop``, ``resolve_task``: a loop's or task's setup, as the worker has it
+* ``inference`` — ``call_model``: one model call
+* ``policy`` — ``evaluate_policy``: the gate
+* ``tools`` — ``run_tool``: one tool call
+* ``knowledge`` — ``search_knowledge``, ``write_knowledge``
+* ``critic`` — ``critique``: a critic model's review
+* ``summary`` — ``summarise_context``: a loop's running summary
+"""
+
+from orga.activities.inference import InferenceActivities
+from orga.activities.policy import PolicyActivities
+from orga.activities.tools import ToolActivities
+
+__all__ = ["InferenceActivities", "PolicyActivities", "ToolActivities"]

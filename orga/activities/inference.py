@@ -1,0 +1,256 @@
+"""The inference activity: one model call, over the worker's shared HTTP client."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncGenerator, Awaitable, Callable
+
+import httpx
+from opentelemetry.trace import SpanKind
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.contrib.workflow_streams import WorkflowStreamClient
+
+from orga.contracts.conversation import Message
+from orga.contracts.errors import BudgetExceeded, ConversationUnavailable, InvalidConfig
+from orga.contracts.inference import (
+    CALL_MODEL,
+    STREAM_BATCH,
+    STREAM_TOPIC,
+    ConversationRange,
+    InferenceRequest,
+    InferenceResponse,
+    StreamedText,
+    Usage,
+)
+from orga.contracts.policy import PolicyAction, PolicyRequest, PolicyResult
+from orga.contracts.tools import ToolDefinition
+from orga.core.budget import OutOfBudget, output_cap
+from orga.core.context import fit
+from orga.core.evidence import with_judgement
+from orga.core.knowledge import with_knowledge
+from orga.core.text import estimate_tokens
+from orga.providers.client import complete
+from orga.runtime.settings import Settings
+from orga.runtime.tracing import tracer
+from orga.tools.sdk import ToolRegistry
+from orga.worker.blobs import BlobStore
+from orga.worker.conversation_cache import ConversationCache
+from orga.worker.heartbeat import heartbeating
+from orga.worker.metrics import observe
+
+__all__ = ["InferenceActivities"]
+
+
+def _cache_attributes(usage: Usage) -> dict[str, int]:
+    """The GenAI semantic conventions' cache counts (part of ``gen_ai.usage.input_tokens``),
+    only those the provider reported: none is exported as a made-up 0."""
+    counts = {
+        "gen_ai.usage.cache_read.input_tokens": usage.cache_read_input_tokens,
+        "gen_ai.usage.cache_creation.input_tokens": usage.cache_creation_input_tokens,
+    }
+    return {name: count for name, count in counts.items() if count > 0}
+
+
+class InferenceActivities:
+    """Holds what model calls share on one worker: settings, HTTP client, conversation cache."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        http: httpx.AsyncClient,
+        registry: ToolRegistry,
+        client: Client,
+        blobs: BlobStore,
+        decide: Callable[[PolicyRequest], Awaitable[PolicyResult]] | None = None,
+    ) -> None:
+        self._decide = decide
+        """The policy activity's rules, for calls that decide the ``default`` gate here."""
+        self._blobs = blobs
+        self._settings = settings
+        self._http = http
+        self._registry = registry
+        self._client = client
+        self.cache = ConversationCache(self._fetch_conversation)
+
+    async def _fetch_conversation(self, workflow_id: str, length: int) -> list[Message]:
+        handle = self._client.get_workflow_handle(workflow_id)
+        try:
+            return await handle.query(
+                "conversation",
+                ConversationRange(start=0, end=length),
+                result_type=list[Message],
+            )
+        except Exception as error:
+            raise ConversationUnavailable(
+                f"could not read the conversation of workflow {workflow_id!r} back from the "
+                f"workflow ({type(error).__name__}: {error}); retrying"
+            ) from error
+
+    def _tools(self, names: list[str], judged: list[str]) -> list[ToolDefinition]:
+        definitions: list[ToolDefinition] = []
+        for name in names:
+            found = self._registry.get(name)
+            if found is None and (why := self._registry.absent(name)) is not None:
+                # A tool its MCP server withdrew: no longer offered; a call the model still
+                # makes gets a clear error result from the tool activity.
+                activity.logger.warning("not offering tool %r to the model: %s", name, why)
+                continue
+            if found is None:
+                raise InvalidConfig(
+                    f"tool {name!r} is not registered on this worker; registered: "
+                    f"{self._registry.names()!r}. Run the same tool modules on every worker."
+                )
+            definition = found.definition
+            if name in judged:
+                definition = with_judgement(definition)
+            definitions.append(definition)
+        return definitions
+
+    @contextlib.asynccontextmanager
+    async def _publisher(
+        self, request: InferenceRequest
+    ) -> AsyncGenerator[Callable[[str], None] | None]:
+        """With ``request.stream``: a function that publishes each piece of text to the loop's
+        Workflow Stream (topic ``text``), in batches, flushed when the call ends. A retried
+        call first says so, so readers drop what the broken attempt showed."""
+        if not request.stream:
+            yield None
+            return
+        stream = WorkflowStreamClient.from_within_activity()
+        text = stream.topic(STREAM_TOPIC, type=StreamedText)
+        ended = asyncio.Event()
+
+        async def flush_now_and_then() -> None:
+            # Flushed here rather than by the client's own background task: that one is
+            # cancelled on exit, and a signal cancelled in flight stalls the exit for long.
+            while not ended.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(ended.wait(), STREAM_BATCH.total_seconds())
+                await stream.flush()
+
+        flushing = asyncio.create_task(flush_now_and_then())
+        try:
+            if activity.info().attempt > 1:
+                text.publish(StreamedText(iteration=request.iteration, restart=True))
+
+            def publish(piece: str) -> None:
+                text.publish(StreamedText(iteration=request.iteration, text=piece))
+
+            yield publish
+            text.publish(StreamedText(iteration=request.iteration, done=True))
+        finally:
+            ended.set()
+            await flushing  # its last round sends what is left
+
+    @activity.defn(name=CALL_MODEL)
+    async def call_model(self, request: InferenceRequest) -> InferenceResponse:
+        """Ask the model for its next turn."""
+        conversation = await self.cache.resolve(request.conversation)
+        fitted = fit(
+            with_knowledge(conversation, request.knowledge),
+            request.context_token_budget,
+            request.context_strategy,
+            request.token_calibration,
+            request.context_summary,
+            request.summarised_through,
+        )
+        tools = self._tools(request.tools, request.judged_tools)
+        estimated = fitted.estimated_tokens + round(
+            estimate_tokens(json.dumps([t.model_dump(mode="json") for t in tools]))
+            * request.token_calibration
+        )
+        try:
+            max_output, capped = output_cap(
+                request.max_output_tokens, request.token_budget, estimated
+            )
+        except OutOfBudget as error:  # the provider is not asked: the loop ends BudgetExceeded
+            raise BudgetExceeded(str(error), {"estimated_input_tokens": estimated}) from error
+        provider = self._settings.provider(request.provider)
+        model = request.model or provider.default_model
+        info = activity.info()
+        timeout = (
+            info.start_to_close_timeout.total_seconds() if info.start_to_close_timeout else 120
+        )
+        started = time.monotonic()
+        with tracer().start_as_current_span(
+            f"chat {model}",
+            kind=SpanKind.CLIENT,
+            attributes={
+                "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": provider.name,
+                "gen_ai.request.model": model,
+                # Only a limit that was sent: none is the provider's own, not 0.
+                **({} if max_output is None else {"gen_ai.request.max_tokens": max_output}),
+            },
+        ) as span:
+            async with heartbeating(), self._publisher(request) as on_text:
+                response = await complete(
+                    self._http,
+                    provider,
+                    fitted.messages,
+                    tools,
+                    model=model,
+                    max_output_tokens=max_output,
+                    temperature=request.temperature,
+                    timeout=timeout,
+                    on_text=on_text,
+                    prompt_cache=request.prompt_cache,
+                )
+            span.set_attributes(
+                {
+                    "gen_ai.response.model": response.model,
+                    "gen_ai.response.finish_reasons": [response.raw_stop_reason or ""],
+                    "gen_ai.usage.input_tokens": response.usage.input_tokens,
+                    "gen_ai.usage.output_tokens": response.usage.output_tokens,
+                    "orga.stop_reason": response.stop_reason,
+                    **_cache_attributes(response.usage),
+                }
+            )
+        observe(
+            "orga_model_call_latency",
+            (time.monotonic() - started) * 1000,
+            provider=provider.name,
+            model=model,
+        )
+        gate = await self._gate(request, response) if request.gate else None
+        text, reference = self._blobs.guard(response.text, request.max_response_bytes, "answer")
+        return response.model_copy(
+            update={
+                "text": text,
+                "blob_ref": reference,
+                "estimated_input_tokens": estimated,
+                "context_dropped": fitted.dropped,
+                "context_masked": fitted.masked,
+                "gate": gate,
+                "budget_capped": capped,
+            }
+        )
+
+    async def _gate(
+        self, request: InferenceRequest, response: InferenceResponse
+    ) -> PolicyResult | None:
+        """The ``default`` gate's decisions for the answer's actions, by the policy activity's
+        own rules (``None`` when this worker cannot decide here: the loop asks the gate)."""
+        if self._decide is None:
+            return None
+        actions = [
+            PolicyAction(kind="call_tool", call_id=c.id, tool=c.name, arguments=c.arguments)
+            for c in response.tool_calls
+        ] or [PolicyAction(kind="respond")]
+        info = activity.info()
+        return await self._decide(
+            PolicyRequest(
+                mode="default",
+                agent_id=request.agent_id,
+                workflow_id=info.workflow_id or "",
+                iteration=request.iteration,
+                usage=response.usage,
+                advertised=list(request.tools),
+                actions=actions,
+            )
+        )

@@ -1,0 +1,143 @@
+"""The setup activities: what the worker resolves for a loop or a task before its first step.
+
+Local activities, run once when a loop or task starts (the result is recorded in history):
+the agent it runs as, the tool definitions from this worker's registry, the gate, and — for a
+loop — the budgets and the effective provider and model. The config may only narrow what the
+agent allows (``orga.core.agents``); a loop keeps what was recorded here even when workers
+with other defaults pick it up later.
+"""
+
+from __future__ import annotations
+
+from temporalio import activity
+
+from orga.contracts.agents import AgentSpec
+from orga.contracts.critic import ModelCritic
+from orga.contracts.delegation import DELEGATE_TOOL
+from orga.contracts.knowledge import RECALL_TOOL, STORE_TOOL
+from orga.contracts.setup import (
+    RESOLVE_LOOP,
+    RESOLVE_TASK,
+    LoopSetup,
+    LoopSetupRequest,
+    TaskSetup,
+    TaskSetupRequest,
+)
+from orga.contracts.vocabulary import PolicyMode, ProviderName
+from orga.core.agents import Offer, check_model, check_tools, choose_policy, resolve_loop
+from orga.core.profile import glob_matches
+from orga.runtime.settings import Settings
+from orga.tools.sdk import ToolRegistry
+from orga.worker.agent_registry import AgentRegistry
+
+__all__ = ["SetupActivities"]
+
+
+class SetupActivities:
+    """Resolves loops and tasks against one worker's agents, tools and settings."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        registry: ToolRegistry,
+        agents: AgentRegistry,
+        engines: frozenset[PolicyMode],
+    ) -> None:
+        self._settings = settings
+        self._registry = registry
+        self._agents = agents
+        self._offer = Offer(
+            engines=engines,
+            allow_permissive=settings.allow_permissive,
+            default_provider=settings.default_provider_name(),
+            default_model=self._default_model,
+            origin=agents.origin,
+        )
+
+    def _default_model(self, provider: ProviderName) -> str:
+        return self._settings.provider(provider).default_model
+
+    @activity.defn(name=RESOLVE_LOOP)
+    async def resolve_loop(self, request: LoopSetupRequest) -> LoopSetup:
+        """The loop's agent, tools, gate, budgets, provider and model.
+
+        Raises:
+            InvalidConfig: the config asks for more than its agent allows, a tool is not
+                registered here, or its provider is not served here.
+        """
+        agent = self._agents.get(request.config.agent_id)
+        resolved = resolve_loop(agent, request.config, request.tools, self._offer)
+        tools = self._registry.definitions(request.tools, named_by="config.tools")
+        delegates: list[AgentSpec] = []
+        delegate_tools: dict[str, list[str]] = {}
+        if (
+            agent.delegates
+            and request.config.delegation_depth < resolved.limits.max_delegation_depth
+        ):
+            delegates = [self._agents.get(d) for d in agent.delegates]
+            delegate_tools = {d.id: self._tools_of(d) for d in delegates}
+            if DELEGATE_TOOL not in request.tools:
+                tools += self._registry.definitions([DELEGATE_TOOL], named_by="delegates")
+        # An agent's knowledge is its own (or the store its agent file names); the implicit
+        # agent keeps each agent id's apart.
+        namespace = None
+        if request.config.knowledge is not None:
+            namespace = agent.knowledge or request.config.agent_id
+        critic_provider: ProviderName | None = None
+        critic_model: str | None = None
+        if isinstance(request.config.critic, ModelCritic):
+            critic = self._agents.get(request.config.critic.agent)
+            critic_provider = critic.provider or self._offer.default_provider
+            critic_model = critic.model or self._default_model(critic_provider)
+            # The critic reads the loop's task and answer: they may leave only through a
+            # provider and model the loop's own agent may use.
+            check_model(
+                agent,
+                critic_provider,
+                critic_model,
+                self._offer,
+                f" — the critic (agent {critic.id!r}) would send it the loop's conversation",
+            )
+        return LoopSetup(
+            tools=tools,
+            provider=resolved.provider,
+            model=resolved.model,
+            policy=resolved.policy,
+            limits=resolved.limits,
+            agent=agent,
+            knowledge_namespace=namespace,
+            delegates=delegates,
+            delegate_tools=delegate_tools,
+            critic_provider=critic_provider,
+            critic_model=critic_model,
+            model_task_queue=self._settings.model_task_queue,
+        )
+
+    def _tools_of(self, agent: AgentSpec) -> list[str]:
+        """The registered tools ``agent`` may use, as a child loop runs them: its globs over
+        this worker's registry, without the tools a loop's own setup adds (knowledge,
+        ``delegate``)."""
+        own = (RECALL_TOOL, STORE_TOOL, DELEGATE_TOOL)
+        return [
+            name
+            for name in self._registry.names()
+            if name not in own and any(glob_matches(g, name) for g in agent.tools)
+        ]
+
+    @activity.defn(name=RESOLVE_TASK)
+    async def resolve_task(self, request: TaskSetupRequest) -> TaskSetup:
+        """The task's agent, the definitions of every tool it names, and its gate.
+
+        Raises:
+            InvalidConfig: no such agent, a tool it may not use, or one not registered here.
+        """
+        agent = self._agents.get(request.agent_id)
+        for loop_agent in request.loop_agents:
+            self._agents.get(loop_agent)
+        check_tools(agent, request.tools, self._offer, "the task")
+        return TaskSetup(
+            tools=self._registry.definitions(request.tools, named_by="the task"),
+            policy=choose_policy(agent, None, self._offer),
+            agent=agent,
+        )

@@ -1,0 +1,104 @@
+"""The tool activity: run one tool call of the worker's registry."""
+
+from __future__ import annotations
+
+import time
+from typing import Literal
+
+from opentelemetry import trace
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from orga.contracts.conversation import ToolResult
+from orga.contracts.errors import ToolFailed, ToolNotFound
+from orga.contracts.evidence import Evidence
+from orga.contracts.tools import (
+    RUN_TOOL,
+    ToolInvocation,
+    idempotency_key,
+)
+from orga.core.text import cut
+from orga.runtime.tracing import tracer
+from orga.tools._loading import render_value
+from orga.tools.sdk import Tool, ToolContext, ToolRegistry, parse_arguments
+from orga.worker.blobs import BlobStore
+from orga.worker.heartbeat import heartbeating
+from orga.worker.ledger import Ledger
+from orga.worker.metrics import observe
+
+__all__ = ["ToolActivities"]
+
+
+class ToolActivities:
+    """Runs the tools of one worker's registry."""
+
+    def __init__(self, *, registry: ToolRegistry, blobs: BlobStore, ledger: Ledger) -> None:
+        self._registry = registry
+        self._blobs = blobs
+        self._ledger = ledger
+
+    def _tool(self, name: str) -> Tool:
+        found = self._registry.get(name)
+        if found is None:
+            raise ToolNotFound(
+                f"{self._registry.absent(name) or f'there is no tool {name!r} on this worker'} "
+                "(registered: "
+                f"{', '.join(self._registry.names()) or 'none'})"
+            )
+        return found
+
+    @activity.defn(name=RUN_TOOL)
+    async def run_tool(self, invocation: ToolInvocation) -> ToolResult:
+        """Run one call. Invalid arguments and tool exceptions fail the activity with a typed
+        error that the loop turns into an ``is_error`` result for the model."""
+        call = invocation.call
+        found = self._tool(call.name)
+        arguments = found.validate(parse_arguments(call.name, call.arguments))
+        context = ToolContext(
+            call_id=call.id,
+            workflow_id=invocation.workflow_id,
+            idempotency_key=idempotency_key(invocation.workflow_id, call.id, invocation.chain),
+            attempt=activity.info().attempt,
+            ledger=self._ledger,
+            knowledge_namespace=invocation.knowledge_namespace,
+            knowledge_directory=invocation.knowledge_directory,
+            step_key=None
+            if invocation.compensates is None
+            else idempotency_key(invocation.workflow_id, invocation.compensates, invocation.chain),
+        )
+        started = time.monotonic()
+        span = tracer().start_span(
+            f"execute_tool {call.name}",
+            attributes={
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": call.name,
+                "gen_ai.tool.call.id": call.id,
+            },
+        )
+        try:
+            with trace.use_span(span, end_on_exit=True):
+                async with heartbeating():
+                    value = await found.invoke(arguments, context)
+        except ApplicationError:
+            raise
+        except Exception as error:
+            observe("orga_tool_call_latency", _elapsed_ms(started), tool=call.name)
+            raise ToolFailed(
+                cut(f"tool {call.name!r} raised {type(error).__name__}: {error}", 8_000, "error"),
+                non_retryable=not invocation.retry_tool_errors,
+            ) from error
+        observe("orga_tool_call_latency", _elapsed_ms(started), tool=call.name)
+        evidence: Literal["found", "none"] | None = None
+        if isinstance(value, Evidence):
+            evidence, value = ("found" if value.found else "none"), value.observation
+        rendered = render_value(value)
+        if evidence is None and found.definition.evidence:
+            evidence = "found" if rendered.strip() else "none"
+        content, reference = self._blobs.guard(rendered, invocation.max_result_bytes, "tool result")
+        return ToolResult(
+            call_id=call.id, name=call.name, content=content, blob_ref=reference, evidence=evidence
+        )
+
+
+def _elapsed_ms(started: float) -> float:
+    return (time.monotonic() - started) * 1000

@@ -1,0 +1,467 @@
+"""The operator's desk: what waits for a person, across loops and tasks, and answering it safely.
+
+Client-side operations shared by the ``orga`` command and the ``orga desk`` web page:
+
+* ``inbox`` lists every item a person can act on — approvals and escalations, in loops and in
+  tasks — with the exact command that acts on it; a workflow whose state cannot be read is
+  listed as such, without hiding the others;
+* ``approve`` and ``resolve`` send a decision through the workflow's update (whose validator may
+  refuse it), after checking what a person would otherwise find out the hard way: the workflow
+  exists and still runs, a worker polls its task queue, and an answer comes within ``wait``;
+* ``who_decides`` finds the identity every decision is recorded with, or refuses.
+
+Over 400 lines: the inbox and the decisions over one set of Temporal calls (describe, the
+worker check, queries, updates), which the CLI, the desk page and ``orga mcp`` all share.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import shlex
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+from temporalio.client import (
+    Client,
+    WorkflowExecutionDescription,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
+from temporalio.service import RPCError, RPCStatusCode
+
+from orga.contracts.approvals import (
+    ApprovalDecision,
+    ApprovalRecord,
+    EscalationAction,
+    EscalationRecord,
+    EscalationResolution,
+    PendingEscalation,
+)
+from orga.contracts.critic import Review, Verdict
+from orga.contracts.state import LoopState
+from orga.contracts.task import TaskState
+from orga.runtime.presence import presence, start_hint
+from orga.runtime.settings import Settings
+
+__all__ = [
+    "KINDS",
+    "LOOP",
+    "TASK",
+    "DeskError",
+    "InboxItem",
+    "WorkflowFacts",
+    "approve",
+    "describe",
+    "inbox",
+    "of_kind",
+    "read_state",
+    "resolve",
+    "who_decides",
+]
+
+LOOP: Final = "ReasoningLoop"
+TASK: Final = "Task"
+KINDS: Final = {"loop": LOOP, "task": TASK}
+"""What people call each workflow type."""
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+class DeskError(Exception):
+    """A refusal to report in one line: nothing was recorded."""
+
+
+class WorkflowFacts(BaseModel):
+    """What Temporal itself records of a workflow (no worker needed)."""
+
+    workflow_id: str
+    workflow_type: str
+    status: str
+    """Temporal's execution status: ``running``, ``completed``, ``failed``, …"""
+    task_queue: str
+    closed_at: datetime | None = None
+
+
+class InboxItem(BaseModel):
+    """One thing a person can act on (or a workflow whose waiting items cannot be read)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["approval", "escalation", "review", "unreadable"]
+    workflow_id: str
+    workflow_type: str
+    item_id: str | None = None
+    """The call id (approval) or escalation id (escalation)."""
+    tool: str | None = None
+    arguments: str | None = None
+    reason: str | None = None
+    """Why it waits: the gate's reason (approval) or the failure (escalation)."""
+    since: datetime | None = None
+    options: list[str] = Field(default_factory=list[str])
+    """What the person may answer."""
+    commands: list[str] = Field(default_factory=list[str])
+    """The exact ``orga`` commands that act on it."""
+    error: str | None = None
+    """Why the workflow's state could not be read (``unreadable``)."""
+
+
+def who_decides(explicit: str | None, env: Mapping[str, str] | None = None) -> str:
+    """The identity a decision is recorded with: ``explicit``, else ``ORGA_APPROVER``, else the
+    operating-system user.
+
+    Raises:
+        DeskError: none of them names anybody (a container without a user, say).
+    """
+    for candidate in (explicit, Settings.from_env(env).approver):
+        if candidate and candidate.strip():
+            return candidate.strip()
+    try:
+        user = getpass.getuser()
+    except (OSError, KeyError):  # KeyError before Python 3.13: no passwd entry for the uid
+        user = ""
+    if user.strip():
+        return user.strip()
+    raise DeskError(
+        "who is deciding? Nothing names you: pass --approver NAME or set ORGA_APPROVER "
+        "(the operating system has no user name for this process either). orga never records "
+        "a decision without a name."
+    )
+
+
+async def describe(client: Client, workflow_id: str) -> WorkflowFacts:
+    """Type, status and task queue of a workflow.
+
+    Raises:
+        DeskError: there is no such workflow, or Temporal refused to say.
+    """
+    handle = client.get_workflow_handle(workflow_id)
+    try:
+        description = await handle.describe()
+    except RPCError as error:
+        raise _refused(error, workflow_id, client.namespace) from error
+    return _facts(description)
+
+
+async def of_kind(client: Client, workflow_id: str, kind: Literal["loop", "task"]) -> WorkflowFacts:
+    """``describe``, refusing (with the right command) a workflow of the other kind.
+
+    Raises:
+        DeskError: no such workflow, or it is not a ``kind``.
+    """
+    facts = await describe(client, workflow_id)
+    if facts.workflow_type == KINDS[kind]:
+        return facts
+    hints = {LOOP: f"use `orga state {workflow_id}`", TASK: f"use `orga task state {workflow_id}`"}
+    hint = hints.get(facts.workflow_type, f"not an orga {kind}")
+    article = "a loop" if facts.workflow_type == LOOP else f"a {facts.workflow_type}"
+    raise DeskError(f"{workflow_id!r} is {article}: {hint}")
+
+
+def _facts(description: WorkflowExecutionDescription) -> WorkflowFacts:
+    status = description.status
+    return WorkflowFacts(
+        workflow_id=description.id,
+        workflow_type=description.workflow_type,
+        status=status.name.lower() if status is not None else "unknown",
+        task_queue=description.task_queue,
+        closed_at=description.close_time,
+    )
+
+
+def _refused(error: RPCError, workflow_id: str, namespace: str) -> DeskError:
+    if error.status == RPCStatusCode.NOT_FOUND:
+        return DeskError(f"there is no workflow {workflow_id!r} in namespace {namespace!r}")
+    return DeskError(f"Temporal refused the request for {workflow_id!r}: {error.message}")
+
+
+async def read_state(
+    client: Client,
+    workflow_id: str,
+    result_type: type[_M],
+    workflow_type: str,
+    *,
+    timeout: float = 10.0,
+    served: dict[str, bool] | None = None,
+) -> _M:
+    """The ``state`` query of a workflow of ``workflow_type`` (a worker answers it).
+
+    ``served``: what is known of which task queues a worker serves (filled as it is learnt, so
+    a listing of many workflows asks once per queue).
+
+    Raises:
+        DeskError: no such workflow, no worker serves its task queue (said at once, without
+            waiting for the query), none answered within ``timeout`` seconds, or the answer is
+            not a ``result_type`` (a worker running other code).
+    """
+    facts = await describe(client, workflow_id)
+    known = {} if served is None else served
+    if facts.task_queue not in known:
+        known[facts.task_queue] = bool(await presence(client, facts.task_queue))
+    if not known[facts.task_queue]:
+        raise DeskError(
+            f"no worker is polling task queue {facts.task_queue!r} to answer for "
+            f"{workflow_type} {workflow_id!r}: start one there ({start_hint(facts.task_queue)})"
+        )
+    handle = client.get_workflow_handle(workflow_id)
+    try:
+        return await handle.query(
+            "state", result_type=result_type, rpc_timeout=timedelta(seconds=timeout)
+        )
+    except RPCError as error:
+        if error.status == RPCStatusCode.NOT_FOUND:
+            raise _refused(error, workflow_id, client.namespace) from error
+        raise DeskError(
+            f"no worker answers for {workflow_type} {workflow_id!r}: {error.message}"
+        ) from error
+    except WorkflowQueryFailedError as error:
+        raise DeskError(f"the state query of {workflow_id!r} failed: {error.message}") from error
+    except ValueError as error:  # pydantic's ValidationError: an answer of another shape
+        first = str(error).splitlines()[0]
+        raise DeskError(
+            f"the state of {workflow_id!r} is not a {workflow_type}'s ({first}); is its worker "
+            "running another version of orga?"
+        ) from error
+
+
+# ---- the inbox ---------------------------------------------------------------------------
+
+
+def _approval_commands(workflow_id: str, call_id: str) -> list[str]:
+    ids = f"{shlex.quote(workflow_id)} {shlex.quote(call_id)}"
+    return [f"orga approve {ids} --reason '…'", f"orga deny {ids} --reason '…'"]
+
+
+def _escalation_commands(workflow_id: str, escalation: PendingEscalation) -> list[str]:
+    ids = f"{shlex.quote(workflow_id)} {shlex.quote(escalation.escalation_id)}"
+    commands: list[str] = []
+    for action in escalation.options:
+        extra = " --result '…'" if action == "result" else ""
+        commands.append(f"orga resolve {ids} --action {action}{extra} --reason '…'")
+    return commands
+
+
+def _items_of(
+    workflow_id: str, workflow_type: str, state: LoopState | TaskState
+) -> list[InboxItem]:
+    items: list[InboxItem] = []
+    for approval in state.pending_approvals:
+        items.append(
+            InboxItem(
+                kind="approval",
+                workflow_id=workflow_id,
+                workflow_type=workflow_type,
+                item_id=approval.call_id,
+                tool=approval.tool,
+                arguments=approval.arguments,
+                reason=approval.reason,
+                since=approval.since,
+                options=["approve", "deny"],
+                commands=_approval_commands(workflow_id, approval.call_id),
+            )
+        )
+    review = state.pending_review if isinstance(state, LoopState) else None
+    if review is not None:
+        ids = shlex.quote(workflow_id)
+        items.append(
+            InboxItem(
+                kind="review",
+                workflow_id=workflow_id,
+                workflow_type=workflow_type,
+                item_id=f"answer#{review.round}",
+                tool="(final answer)",
+                arguments=review.answer,
+                reason=f"review {review.round}: approve the answer, or ask for a revision",
+                since=review.since,
+                options=["approve", "revise"],
+                commands=[
+                    f"orga review {ids} --verdict approve",
+                    f"orga review {ids} --verdict revise --feedback '…'",
+                ],
+            )
+        )
+    for escalation in state.pending_escalations:
+        items.append(
+            InboxItem(
+                kind="escalation",
+                workflow_id=workflow_id,
+                workflow_type=workflow_type,
+                item_id=escalation.escalation_id,
+                tool=escalation.tool,
+                arguments=escalation.arguments,
+                reason=escalation.error,
+                since=escalation.since,
+                options=list(escalation.options),
+                commands=_escalation_commands(workflow_id, escalation),
+            )
+        )
+    return items
+
+
+INBOX_QUERY_TIMEOUT = 3.0
+"""Seconds the inbox waits for one workflow's state: a workflow whose worker is gone shows as
+unreadable after this, and the others are not held up longer (the desk page polls every 3 s)."""
+
+
+async def inbox(client: Client, *, limit: int = 100) -> list[InboxItem]:
+    """Everything waiting for a person, oldest first.
+
+    Raises:
+        DeskError: Temporal's visibility could not be listed.
+    """
+    query = (
+        f"WorkflowType IN ('{LOOP}', '{TASK}') AND ExecutionStatus = 'Running' "
+        "AND OrgaStatus IN ('awaiting_approval', 'awaiting_review')"
+    )
+    found: list[InboxItem] = []
+    try:
+        executions = [e async for e in client.list_workflows(query, limit=limit)]
+    except RPCError as error:
+        raise DeskError(f"listing waiting workflows failed: {error.message}") from error
+
+    served: dict[str, bool] = {}
+
+    async def items(workflow_id: str, workflow_type: str) -> list[InboxItem]:
+        result_type = TaskState if workflow_type == TASK else LoopState
+        try:
+            state = await read_state(
+                client,
+                workflow_id,
+                result_type,
+                workflow_type,
+                timeout=INBOX_QUERY_TIMEOUT,
+                served=served,
+            )
+        except DeskError as error:
+            return [
+                InboxItem(
+                    kind="unreadable",
+                    workflow_id=workflow_id,
+                    workflow_type=workflow_type,
+                    error=str(error),
+                )
+            ]
+        return _items_of(workflow_id, workflow_type, state)
+
+    batches = await asyncio.gather(*(items(e.id, e.workflow_type) for e in executions))
+    for batch in batches:
+        found.extend(batch)
+    epoch = datetime.min.replace(tzinfo=UTC)
+    return sorted(found, key=lambda i: (i.since or epoch, i.workflow_id, i.item_id or ""))
+
+
+# ---- decisions ---------------------------------------------------------------------------
+
+
+async def _ready_for_a_decision(client: Client, workflow_id: str) -> WorkflowFacts:
+    facts = await describe(client, workflow_id)
+    if facts.status != "running":
+        when = f" at {facts.closed_at.isoformat(timespec='seconds')}" if facts.closed_at else ""
+        raise DeskError(
+            f"{facts.workflow_type} {workflow_id!r} already finished ({facts.status}{when}): "
+            "nothing is waiting for a decision there"
+        )
+    if not await presence(client, facts.task_queue):
+        raise DeskError(
+            f"no worker is polling task queue {facts.task_queue!r}, so nobody can record the "
+            f"decision: start a worker there ({start_hint(facts.task_queue)}) and try again. "
+            "Nothing was recorded."
+        )
+    return facts
+
+
+async def _update(
+    client: Client,
+    name: str,
+    payload: BaseModel,
+    result_type: type[_M],
+    facts: WorkflowFacts,
+    wait: float,
+) -> _M:
+    handle: WorkflowHandle[Any, Any] = client.get_workflow_handle(facts.workflow_id)
+    try:
+        return await asyncio.wait_for(
+            # temporalio's overloads of execute_update mention a bare Callable: "partially
+            # unknown" to pyright.
+            handle.execute_update(name, payload, result_type=result_type),  # pyright: ignore[reportUnknownMemberType]
+            timeout=wait,
+        )
+    except WorkflowUpdateFailedError as error:
+        raise DeskError(f"not recorded: {error.cause or error}") from error
+    except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError) as error:
+        raise DeskError(
+            f"no answer from a worker on task queue {facts.task_queue!r} within {wait:g} s; "
+            "the decision was not confirmed (a worker that picks the workflow up later may "
+            "still record it: check with `orga pending`)"
+        ) from error
+    except RPCError as error:
+        raise _refused(error, facts.workflow_id, client.namespace) from error
+
+
+async def approve(
+    client: Client,
+    workflow_id: str,
+    call_id: str,
+    *,
+    approved: bool,
+    reason: str | None,
+    approver: str,
+    wait: float = 30.0,
+) -> ApprovalRecord:
+    """Approve or deny a call that waits for approval; the decision as recorded.
+
+    Raises:
+        DeskError: not recorded, and why.
+    """
+    facts = await _ready_for_a_decision(client, workflow_id)
+    decision = ApprovalDecision(
+        call_id=call_id, approved=approved, reason=reason, approver=approver
+    )
+    return await _update(client, "approve", decision, ApprovalRecord, facts, wait)
+
+
+async def resolve(
+    client: Client,
+    workflow_id: str,
+    escalation_id: str,
+    *,
+    action: EscalationAction,
+    result: Any,
+    reason: str | None,
+    operator: str,
+    wait: float = 30.0,
+) -> EscalationRecord:
+    """Resolve an escalation of a loop or a task; the resolution as recorded.
+
+    Raises:
+        DeskError: not recorded, and why.
+    """
+    facts = await _ready_for_a_decision(client, workflow_id)
+    resolution = EscalationResolution(
+        escalation_id=escalation_id, action=action, result=result, reason=reason, operator=operator
+    )
+    return await _update(client, "resolve_escalation", resolution, EscalationRecord, facts, wait)
+
+
+async def review(
+    client: Client,
+    workflow_id: str,
+    *,
+    verdict: Verdict,
+    feedback: str,
+    reviewer: str,
+    wait: float = 30.0,
+) -> Review:
+    """Review a loop's final answer that waits for a person (``config.critic`` human); the
+    review as recorded.
+
+    Raises:
+        DeskError: not recorded, and why.
+    """
+    facts = await _ready_for_a_decision(client, workflow_id)
+    given = Review(verdict=verdict, feedback=feedback, reviewer=reviewer)
+    return await _update(client, "review", given, Review, facts, wait)

@@ -1,0 +1,263 @@
+"""``orga desk``: the operator's inbox as a small local web page.
+
+Served by the CLI on 127.0.0.1 (no build step: one HTML file with plain JavaScript). It lists
+what ``orga pending`` lists and lets a person approve, deny or resolve with a reason, seeing the
+tool, its arguments, the policy's reason and the last messages of the loop's conversation. Every
+decision goes through the same update (and validator) as the CLI's, recorded under the identity
+of whoever runs ``orga desk`` (``--approver``, ``ORGA_APPROVER`` or the OS user).
+
+The page is a door into running workflows, so it is locked: the API answers only requests that
+carry the random token printed in the page's address (a header, never a cookie, so another site
+in the same browser cannot ride on it), only for the host names it was started on (no DNS
+rebinding), and state-changing requests only as JSON.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+import secrets
+import sys
+import webbrowser
+from collections.abc import Awaitable, Callable
+from importlib import resources
+from typing import Annotated, Any, Literal, TypeVar
+
+import typer
+from pydantic import BaseModel, ValidationError, model_validator
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route
+from temporalio.client import Client
+
+from orga.cli.common import Approver, Host, Port, client_for, console, execute, serve_http, settings
+from orga.cli.safe_text import printable, printable_data
+from orga.contracts.approvals import EscalationAction
+from orga.contracts.conversation import Message
+from orga.contracts.critic import Verdict
+from orga.contracts.inference import ConversationRange
+from orga.contracts.state import LoopState
+from orga.contracts.task import TaskState
+from orga.desk import inbox as desk
+from orga.desk.inbox import LOOP, TASK, DeskError
+from orga.desk.inbox_text import argument_lines
+
+__all__ = ["TOKEN_HEADER", "build_app", "register"]
+
+TOKEN_HEADER = "x-orga-desk-token"
+_TAIL = 6
+"""How many of a loop's last messages the page shows."""
+
+
+class _Decision(BaseModel):
+    workflow_id: str
+    call_id: str
+    approved: bool
+    reason: str | None = None
+
+    @model_validator(mode="after")
+    def _denial_says_why(self) -> _Decision:
+        if not self.approved and not (self.reason or "").strip():
+            raise ValueError("a denial needs a reason: the model reads it, and it is recorded")
+        return self
+
+
+_Payload = TypeVar("_Payload", bound=BaseModel)
+
+
+class _Resolution(BaseModel):
+    workflow_id: str
+    escalation_id: str
+    action: EscalationAction
+    result: Any = None
+    reason: str | None = None
+
+
+class _Review(BaseModel):
+    workflow_id: str
+    verdict: Verdict
+    feedback: str = ""
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``desk`` to ``app``."""
+    app.command("desk", epilog="Example: orga desk --approver alice")(serve_desk)
+
+
+def serve_desk(
+    host: Host = "127.0.0.1",
+    port: Port = 8765,
+    approver: Approver = None,
+    open_browser: Annotated[
+        bool, typer.Option("--open/--no-open", help="Open the page in a browser.")
+    ] = True,
+) -> None:
+    """The inbox as a local web page: approve, deny or resolve with a reason, in a browser."""
+
+    async def body() -> int:
+        who = desk.who_decides(approver)
+        client = await client_for(settings())
+        token = secrets.token_urlsafe(24)
+        app = build_app(client, token=token, approver=who, hosts=_hosts(host))
+
+        def announce(bound: int) -> None:
+            url = f"http://{host}:{bound}/?token={token}"
+            out = console()
+            out.print(f"orga desk on {url}", markup=False, soft_wrap=True)
+            out.print(f"deciding as {who}. Ctrl-C stops it.", markup=False)
+            if open_browser and not _open(url):
+                out.print(
+                    "no browser to open here (a machine without a display): open the address "
+                    "above in a browser that can reach this machine (--no-open says nothing)",
+                    markup=False,
+                )
+
+        return await serve_http(app, host, port, announce)
+
+    execute(body)
+
+
+def _open(url: str) -> bool:
+    """Open ``url`` in a browser; False when this machine has none to open (no display)."""
+    graphical = sys.platform in ("darwin", "win32") or any(
+        os.environ.get(name) for name in ("DISPLAY", "WAYLAND_DISPLAY")
+    )
+    if not graphical:  # webbrowser would start a text browser in this terminal, or nothing
+        return False
+    try:
+        return webbrowser.open(url)
+    except webbrowser.Error:
+        return False
+
+
+def _hosts(host: str) -> set[str]:
+    names = {host, "127.0.0.1", "localhost"} if host in ("127.0.0.1", "localhost") else {host}
+    return names | {f"[{host}]"}
+
+
+def build_app(client: Client, *, token: str, approver: str, hosts: set[str]) -> Starlette:
+    """The desk's web application (routes, and the lock on them)."""
+
+    def allowed(request: Request) -> Response | None:
+        name = request.headers.get("host", "").rsplit(":", 1)[0]
+        if name not in hosts:
+            return JSONResponse({"error": f"host {name!r} is not served here"}, 403)
+        given = request.headers.get(TOKEN_HEADER, "")
+        if not hmac.compare_digest(given.encode(), token.encode()):
+            return JSONResponse({"error": "missing or wrong desk token"}, 401)
+        if request.method == "POST" and request.headers.get("content-type") != "application/json":
+            return JSONResponse({"error": "send JSON"}, 415)
+        return None
+
+    async def page(request: Request) -> Response:
+        html = resources.files("orga.desk").joinpath("page.html").read_text(encoding="utf-8")
+        return HTMLResponse(html, headers={"cache-control": "no-store"})
+
+    async def inbox(request: Request) -> Response:
+        if (refused := allowed(request)) is not None:
+            return refused
+        try:
+            items = await desk.inbox(client)
+        except DeskError as error:
+            return _error(error, 502)
+        return JSONResponse(
+            {"approver": printable(approver), "items": [_shown(item) for item in items]}
+        )
+
+    async def workflow(request: Request) -> Response:
+        if (refused := allowed(request)) is not None:
+            return refused
+        workflow_id = request.path_params["workflow_id"]
+        try:
+            return JSONResponse(printable_data(await _details(client, workflow_id)))
+        except DeskError as error:
+            return _error(error, 404)
+
+    async def decide(
+        request: Request, contract: type[_Payload], act: Callable[[_Payload], Awaitable[BaseModel]]
+    ) -> Response:
+        if (refused := allowed(request)) is not None:
+            return refused
+        try:
+            record = await act(contract.model_validate(await request.json()))
+        except (ValidationError, ValueError) as error:
+            return _error(f"invalid request: {error}", 400)
+        except DeskError as error:
+            return _error(error, 409)
+        return JSONResponse(printable_data(record.model_dump(mode="json")))
+
+    async def approve(request: Request) -> Response:
+        async def act(d: _Decision) -> BaseModel:
+            return await desk.approve(
+                client, d.workflow_id, d.call_id, approved=d.approved, reason=d.reason,
+                approver=approver,
+            )  # fmt: skip
+
+        return await decide(request, _Decision, act)
+
+    async def resolve(request: Request) -> Response:
+        async def act(r: _Resolution) -> BaseModel:
+            return await desk.resolve(
+                client, r.workflow_id, r.escalation_id, action=r.action, result=r.result,
+                reason=r.reason, operator=approver,
+            )  # fmt: skip
+
+        return await decide(request, _Resolution, act)
+
+    async def review(request: Request) -> Response:
+        async def act(r: _Review) -> BaseModel:
+            return await desk.review(
+                client, r.workflow_id, verdict=r.verdict, feedback=r.feedback, reviewer=approver
+            )
+
+        return await decide(request, _Review, act)
+
+    return Starlette(
+        routes=[
+            Route("/", page),
+            Route("/api/inbox", inbox),
+            Route("/api/workflows/{workflow_id:path}", workflow),
+            Route("/api/approve", approve, methods=["POST"]),
+            Route("/api/resolve", resolve, methods=["POST"]),
+            Route("/api/review", review, methods=["POST"]),
+        ]
+    )
+
+
+def _error(error: Exception | str, status: int) -> Response:
+    return JSONResponse({"error": printable(str(error))}, status)
+
+
+def _shown(item: desk.InboxItem) -> dict[str, Any]:
+    """An inbox item as the page shows it: every text made ``printable`` (no control or bidi
+    character reaches the page), the arguments in full one per line as ``orga pending --full``
+    prints them (numbers as Python reads them: JavaScript would round 2**53 + 1), and under
+    ``act`` the ids exactly as the workflow knows them, for the decision."""
+    lines, _ = argument_lines(item.arguments or "", full=True)
+    return {
+        **printable_data(item.model_dump(mode="json")),
+        "argument_lines": lines,
+        "act": {"workflow_id": item.workflow_id, "item_id": item.item_id},
+    }
+
+
+async def _details(client: Client, workflow_id: str) -> dict[str, Any]:
+    """A workflow's state and, for a loop, the last messages of its conversation."""
+    facts = await desk.describe(client, workflow_id)
+    kind: Literal["loop", "task"]
+    if facts.workflow_type == LOOP:
+        kind = "loop"
+        state: BaseModel = await desk.read_state(client, workflow_id, LoopState, LOOP)
+        assert isinstance(state, LoopState)
+        window = ConversationRange(start=max(0, state.messages - _TAIL), end=state.messages)
+        handle = client.get_workflow_handle(workflow_id)
+        messages = await handle.query("conversation", window, result_type=list[Message])
+        tail = [m.model_dump(mode="json", exclude_defaults=True) for m in messages]
+    elif facts.workflow_type == TASK:
+        kind = "task"
+        state = await desk.read_state(client, workflow_id, TaskState, TASK)
+        tail = []
+    else:
+        raise DeskError(f"{workflow_id!r} is a {facts.workflow_type}, not an orga workflow")
+    return {"kind": kind, "state": state.model_dump(mode="json"), "messages": tail}

@@ -1,0 +1,65 @@
+"""The ``ReasoningLoop`` workflow: Observe → Reason → Gate → Act until the model answers.
+
+The definition only: what Temporal starts, queries and asks. The loop itself — its state, the
+run and the cycle — is ``orga.workflows.reasoning.agent_loop.AgentLoop``, which every run
+shares with the others instead of importing it anew (``orga.worker.sandbox``).
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+from temporalio.common import RawValue
+
+from orga.contracts.audit import AuditChain
+from orga.contracts.conversation import Message
+from orga.contracts.inference import ConversationRange
+from orga.contracts.journal import Journal
+from orga.contracts.state import LoopResult, LoopState
+from orga.workflows.reasoning.agent_loop import AgentLoop
+from orga.workflows.shared.human_desk import DeskHandlers
+
+__all__ = ["ReasoningLoopWorkflow"]
+
+
+@workflow.defn(name="ReasoningLoop")
+class ReasoningLoopWorkflow(DeskHandlers):
+    """One agent loop. Start it with a ``LoopInput``; it returns a ``LoopResult``."""
+
+    @workflow.init
+    def __init__(self, input: RawValue) -> None:
+        self._loop = AgentLoop(input)
+        self._desk = self._loop.books.desk  # the people's handlers answer here
+
+    # ---- queries and people ----------------------------------------------------------------
+
+    @workflow.query(name="state")
+    def state(self) -> LoopState:
+        """Phase, iteration, usage, last stop reason, tool calls so far and status."""
+        return self._loop.state()
+
+    @workflow.query(name="journal")
+    def journal(self) -> Journal:
+        """The typed journal (bounded; ``dropped`` counts entries dropped to bound it)."""
+        return self._loop.books.journal
+
+    @workflow.query(name="audit")
+    def audit(self) -> AuditChain:
+        """This run's audit chain (after the earlier runs' head): every governance record."""
+        return self._loop.books.audit.chain()
+
+    @workflow.query(name="conversation")
+    def conversation(self, window: ConversationRange | None = None) -> list[Message]:
+        """Messages ``[start, end)`` of the durable conversation (all by default)."""
+        window = window or ConversationRange()
+        return self._loop.conversation.messages[window.start : window.end]
+
+    def trace_root(self) -> dict[str, str]:
+        """The GenAI attributes of the span this loop's trace starts with when its start
+        carried no trace context (``orga.runtime.tracing``): only what the client said."""
+        return self._loop.trace_root()
+
+    # ---- the loop --------------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, input: RawValue) -> LoopResult:
+        return await self._loop.run()

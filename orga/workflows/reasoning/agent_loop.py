@@ -1,0 +1,467 @@
+"""One run of a reasoning loop: its state and the Observe → Reason → Gate → Act cycle.
+
+Workflow code, shared by every run (passed through the sandbox): the ``ReasoningLoop``
+workflow definition (``orga/workflows/loop.py``) holds one ``AgentLoop``, runs it and answers
+queries and people from it.
+
+Deterministic orchestration only; model calls, policy checks and tools are activities. The
+cycle routes on the model's structured ``stop_reason`` and nothing else, moving through the
+typestate phases of ``orga.core.phases``::
+
+    run ── set_up_loop ── within(timeout) ──────────────────────────────────▶ LoopResult
+                                │  runs _cycle as a task and waits for it on a workflow
+                                │  timer that stops while people are asked; at the
+                                │  deadline it cancels the cycle: BudgetExceeded
+                                ▼
+    _cycle   pre-hydration (once)
+        ┌──▶ Observe   append the last turn; continue as new if the history is long
+        │    Reason    call_model ─▶ route(stop_reason)
+        │                end_turn ─▶ Gate(respond) ─┬─ allowed ─▶ Finished
+        │                                           └─ denied: feedback to the model ─┐
+        │                tool_use ─▶ judge evidence ─▶ Gate(calls)                    │
+        │    Act       run what passed; every call id gets exactly one result         │
+        └─────────────────────────────────────────────────────────────────────────────┘
+                         anything else ─▶ UnhandledStopReason (no call runs)
+
+Every exit is journaled as ``Terminated`` first: an answer that passed the gate (the result), a
+``LoopFailure`` (``UnhandledStopReason``, ``BudgetExceeded``, ``ModelCallFailed``,
+``Aborted``), ``InvalidConfig``, or cancellation. The parts live beside this module: the books
+and the ``state`` query (``bookkeeping``), the setup and the tools a loop has (``catalog``),
+the timeout (``deadline``), the gate (``gate``), acting (``dispatcher``, ``executor``), people
+(``human``), pre-hydration, evidence judging and continue-as-new.
+
+Over 400 lines: the loop's state, the run and the cycle on one screen, with the budget checks
+that end it; everything else is in the other modules of ``orga.workflows.reasoning``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import cast
+
+from temporalio import workflow
+from temporalio.common import RawValue
+from temporalio.contrib.workflow_streams import WorkflowStream
+
+from orga.contracts.config import Limits, LoopInput
+from orga.contracts.conversation import Message
+from orga.contracts.errors import BudgetExceeded, InvalidConfig, LoopFailure
+from orga.contracts.inference import InferenceRequest, InferenceResponse
+from orga.contracts.policy import PolicyAction, PolicyResult
+from orga.contracts.state import LoopResult, LoopState
+from orga.core.genai import invocation_attributes
+from orga.core.ids import with_internal_ids
+from orga.core.knowledge import with_knowledge
+from orga.core.phases import (
+    Answered,
+    AnswerPolicyCheck,
+    Observing,
+    Reasoning,
+    ToolDispatching,
+    ToolPolicyCheck,
+)
+from orga.workflows.reasoning import continuation
+from orga.workflows.reasoning.deadline import within
+from orga.workflows.reasoning.evidence_judge import evidence_tools
+from orga.workflows.reasoning.finish import Finished, review_answer
+from orga.workflows.reasoning.loop_books import Conversation, LoopBooks
+from orga.workflows.reasoning.loop_parts import LoopParts, set_up_loop
+from orga.workflows.reasoning.model_call import call_model
+from orga.workflows.reasoning.prehydration import pre_hydrate
+from orga.workflows.reasoning.running_summary import RunningSummary
+from orga.workflows.reasoning.tool_runner import ToolRunner
+from orga.workflows.reasoning.tool_state import ToolState
+from orga.workflows.shared.common import decoded
+from orga.workflows.shared.gate import Gate
+
+__all__ = ["AgentLoop"]
+
+
+class AgentLoop:
+    """One run of a loop: built from the workflow's raw input when the run starts."""
+
+    def __init__(self, input: RawValue) -> None:
+        checked, self._invalid = decoded(LoopInput, input, "loop")
+        self._input = loop = checked or LoopInput(messages=[Message(role="user", content="")])
+        self._config = config = loop.config
+        info = workflow.info()
+        self._workflow_id = info.workflow_id
+        if loop.carry is not None and info.continued_run_id is None and self._invalid is None:
+            self._invalid = (
+                "the loop input carries state (carry) but this run continues no earlier one: "
+                "carry is set by a loop for its next run, never by a client. Nothing was run."
+            )
+        if info.cron_schedule and self._invalid is None:
+            # Each cron run "continues" the one before with the client's input: a carry in it
+            # would pass for the loop's own. Schedules start fresh loops instead.
+            self._invalid = (
+                f"loops do not run on a cron schedule ({info.cron_schedule!r}): start them "
+                "from a Temporal Schedule (`orga schedule create`), which starts a fresh loop "
+                "each time. Nothing was run."
+            )
+        self._stream = WorkflowStream() if config.stream and self._invalid is None else None
+        """Where the model's text is published while it arrives (``config.stream``)."""
+        self._parts = LoopParts(Limits.of(config), config.provider, config.model)
+        """What the loop works with: budgets, model, tools shown, critic, … (``catalog``)."""
+        self.books = books = LoopBooks(config, self._parts.limits, started_at=workflow.now())
+        """The loop's record of itself, and the desk where people answer it."""
+        self.conversation = Conversation()
+        """The durable conversation."""
+        if config.system_prompt and loop.carry is None:
+            self.conversation.append([Message(role="system", content=config.system_prompt)])
+        self.conversation.append(loop.messages)
+        self._gate = Gate(
+            policy=config.policy or "default",
+            agent_id=config.agent_id,
+            workflow_id=self._workflow_id,
+            record=books.record,
+            stamp=books.stamp,
+            facts=lambda: (books.iteration, books.usage),
+        )
+        self._tools = ToolState(
+            workflow_id=self._workflow_id,
+            definitions={},
+            breaker_config=config.circuit_breaker,
+            recovery=config.recovery,
+            desk=books.desk,
+            max_concurrent=self._parts.limits.max_concurrent_tools,
+            default_timeout=config.tool_timeout,
+            approval_timeout=config.approval_timeout,
+            max_payload_bytes=config.max_payload_bytes,
+            record=books.record,
+            stamp=books.stamp,
+            gate=self._gate.decide_call,
+        )
+        self._decided: tuple[list[tuple[str, str]], PolicyResult] | None = None
+        """The last model call's gate decisions, with the actions they are for."""
+        self._calibration = 1.0
+        self._runs = 1
+        self._summary = RunningSummary(books)
+        """The running summary of what left the context window (``anchored_summary``)."""
+        if loop.carry is not None and self._invalid is None:
+            self._runs = loop.carry.runs + 1
+            self._calibration = loop.carry.calibration
+            self._summary = RunningSummary(
+                books, loop.carry.context_summary, loop.carry.summarised_through
+            )
+            try:
+                continuation.restore(loop.carry, books, self.conversation, self._tools)
+            except ValueError as error:
+                self._invalid = str(error)
+
+    def state(self) -> LoopState:
+        """Phase, iteration, usage, last stop reason, tool calls so far and status."""
+        parts = self._parts
+        return self.books.state(
+            workflow_id=self._workflow_id,
+            messages=len(self.conversation.messages),
+            provider=parts.provider,
+            model=parts.model,
+            tools=self._tools,
+            evidence=parts.evidence.collection if parts.evidence is not None else None,
+            advertised=parts.advertised,
+            knowledge_context=parts.knowledge.context if parts.knowledge is not None else None,
+        )
+
+    def trace_root(self) -> dict[str, str]:
+        """The GenAI attributes of the span this loop's trace starts with when its start
+        carried no trace context (``orga.runtime.tracing``): only what the client said."""
+        return invocation_attributes(
+            self._config, self._workflow_id, agent_known=self._invalid is None
+        )
+
+    async def run(self) -> LoopResult:
+        """The loop, from its setup to its result (or its typed failure)."""
+        books = self.books
+        if self._invalid is not None:
+            invalid = InvalidConfig(self._invalid)
+            books.failed(invalid)
+            raise invalid
+        if workflow.info().parent is not None:
+            self._tools.wait_for_cancelled_tools = True  # a task's step: see ToolState
+        books.started()
+        try:
+            self._parts = parts = await set_up_loop(
+                self._input,
+                workflow_id=self._workflow_id,
+                books=books,
+                gate=self._gate,
+                tools=self._tools,
+                conversation=self.conversation,
+            )
+            finished = await within(self._cycle(), books, parts.limits.timeout.total_seconds())
+            if parts.knowledge is not None and parts.knowledge.config.auto_persist:
+                await parts.knowledge.remember(self._task(), finished.output)
+        except TimeoutError:
+            limit = self._parts.limits.timeout.total_seconds()
+            failure = BudgetExceeded(
+                f"the loop ran out of time: timeout is {limit:g} s "
+                f"(config.timeout), reached at iteration {books.iteration}",
+                {"budget": "timeout", "limit": limit, "state": self.state()},
+            )
+            books.failed(failure)
+            raise failure from None
+        except (LoopFailure, InvalidConfig, asyncio.CancelledError) as error:
+            books.failed(error)  # a cancellation by a user is journaled, then let through
+            raise
+        books.completed(finished.output, finished.reason, finished.message)
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        return finished.result(
+            books,
+            workflow_id=self._workflow_id,
+            messages=len(self.conversation.messages),
+            provider=self._parts.provider,
+            model=self._parts.model,
+        )
+
+    async def _cycle(self) -> Finished:
+        """Observe → Reason → Gate → Act, until an answer passes the gate."""
+        config, books, parts = self._config, self.books, self._parts
+        limits, evidence = parts.limits, parts.evidence
+        if config.pre_hydration is not None and self._input.carry is None:
+            await self._pre_hydrate()
+        observing = Observing(books.iteration)
+        while True:
+            # Observe: the last turn joins the conversation; a long history starts afresh.
+            self.conversation.append(observing.new_messages)
+            books.set_phase("observing")
+            if continuation.should_continue_as_new(books, config):
+                await self._continue_as_new()
+            # Reason: one model call, routed on its stop_reason.
+            reasoning = observing.reason()
+            others = books.other_calls
+            if reasoning.iteration + others > limits.max_iterations:
+                raise self._budget(
+                    "max_iterations",
+                    limits.max_iterations,
+                    f"the loop reached max_iterations={limits.max_iterations} model calls "
+                    f"{_of_which(others)}without a final answer",
+                )
+            books.iteration = reasoning.iteration
+            routed = reasoning.route(await self._reason(reasoning))
+            # Gate the answer: allowed ends the loop, denied goes back to the model.
+            if isinstance(routed, AnswerPolicyCheck):
+                outcome = routed.gate(await self._gate_turn(routed))
+                if isinstance(outcome, Answered):
+                    self.conversation.append([outcome.message])
+                    if evidence is not None and evidence.saturated:
+                        snapshot = evidence.tracker.snapshot()
+                        return Finished(outcome.output, "saturated", snapshot)
+                    if parts.critic is None:
+                        return Finished(outcome.output, "end_turn")
+                    try:
+                        reviewed = await review_answer(
+                            parts.critic, self._task(), outcome.output, outcome.iteration
+                        )
+                    except BudgetExceeded as exceeded:  # the critic's review is the loop's spend
+                        raise self._over(exceeded) from None
+                    if isinstance(reviewed, Finished):
+                        return reviewed
+                    outcome = reviewed
+                observing = outcome
+                continue
+            others = books.other_calls
+            if books.iteration + others >= limits.max_iterations:
+                raise self._budget(
+                    "max_iterations",
+                    limits.max_iterations,
+                    f"the model asked for {len(routed.calls)} tool call(s) at iteration "
+                    f"{books.iteration}, the last one max_iterations allows {_of_which(others)}"
+                    "; they were not run because no model call would be left to read their "
+                    "results",
+                )
+            # Gate the calls (evidence calls are judged first), then Act on what passed.
+            if evidence is not None and evidence.track(routed):
+                return self._saturated(routed)
+            dispatching = routed.gate(await self._gate_turn(routed))
+            observing = await self._act(dispatching)
+            if evidence is not None:
+                evidence.observe(dispatching, observing, routed)
+
+    # ---- the steps -------------------------------------------------------------------------
+
+    async def _reason(self, reasoning: Reasoning) -> InferenceResponse:
+        config, books, parts = self._config, self.books, self._parts
+        books.set_phase("reasoning")
+        knowledge = None
+        if parts.knowledge is not None:
+            knowledge = await parts.knowledge.before_step(
+                self.conversation.messages, reasoning.iteration
+            )
+        conversation = self.conversation.unsent(self._workflow_id)
+        if config.context_strategy == "anchored_summary":
+            await self._summary.prepare(
+                with_knowledge(self.conversation.messages, knowledge),
+                conversation,
+                budget=config.context_token_budget,
+                calibration=self._calibration,
+                provider=parts.provider,
+                model=parts.model,
+                timeout=config.model_timeout,
+                task_queue=parts.model_task_queue,
+                iteration=reasoning.iteration,
+            )
+        request = InferenceRequest(
+            provider=parts.provider,
+            model=parts.model,
+            iteration=reasoning.iteration,
+            conversation=conversation,
+            tools=list(parts.advertised),
+            judged_tools=evidence_tools(self._tools.definitions, parts.advertised),
+            max_output_tokens=config.max_output_tokens,
+            temperature=config.temperature,
+            context_token_budget=config.context_token_budget,
+            context_strategy=config.context_strategy,
+            token_calibration=self._calibration,
+            max_response_bytes=config.max_payload_bytes,
+            knowledge=knowledge,
+            stream=self._stream is not None,
+            gate=parts.gate_in_model_call,
+            agent_id=config.agent_id,
+            prompt_cache=config.prompt_cache,
+            token_budget=parts.limits.max_total_tokens - books.usage.total_tokens,
+            context_summary=self._summary.text,
+            summarised_through=self._summary.through,
+        )
+        limit = parts.limits.max_total_tokens
+        try:
+            response = await call_model(request, config.model_timeout, parts.model_task_queue)
+        except BudgetExceeded as refused:
+            raise self._budget(
+                "max_total_tokens",
+                limit,
+                f"the loop has {request.token_budget} of max_total_tokens={limit} tokens left "
+                f"at iteration {reasoning.iteration}, not enough for its next model call: "
+                f"{refused.message}",
+            ) from None
+        self._decided = None
+        if response.gate is not None:
+            self._decided = (_signature_of_answer(response), response.gate)
+        response = with_internal_ids(response, reasoning.iteration)  # providers may repeat ids
+        self.conversation.mark_sent()
+        if response.estimated_input_tokens > 0 and response.usage.input_tokens > 0:
+            # Calibrate the byte-based estimate by what the provider counted (bounded).
+            ratio = response.usage.input_tokens / response.estimated_input_tokens
+            self._calibration = min(4.0, max(0.25, ratio))
+        books.reasoned(response)
+        if response.budget_capped and response.stop_reason == "max_tokens":
+            raise self._budget(
+                "max_total_tokens",
+                limit,
+                f"the model's answer at iteration {books.iteration} was cut at the tokens left "
+                f"of max_total_tokens={limit} ({books.usage.total_tokens} used)",
+            )
+        if books.usage.total_tokens > limit:
+            raise self._budget(
+                "max_total_tokens",
+                limit,
+                f"the loop used {books.usage.total_tokens} tokens, over max_total_tokens="
+                f"{limit}, at iteration {books.iteration}",
+            )
+        return response
+
+    async def _gate_turn(self, check: ToolPolicyCheck | AnswerPolicyCheck) -> PolicyResult:
+        self.books.set_phase("policy_check")
+        actions = check.actions()
+        decided = None
+        if self._decided is not None and self._decided[0] == _signature(actions):
+            decided = self._decided[1]  # the model call decided exactly these actions
+        self._decided = None
+        return await self._gate.decide(actions, list(self._parts.advertised), decided)
+
+    async def _act(self, dispatching: ToolDispatching) -> Observing:
+        self.books.set_phase("dispatching")
+        runner = ToolRunner(self._tools, self.books.iteration)
+        await runner.run_turn(dispatching, list(self._parts.advertised))
+        observed = dispatching.collect()
+        results = observed.new_messages[-1].tool_results
+        self.books.observed(results)
+        if self._parts.knowledge is not None:
+            self._parts.knowledge.observed([p.call for p in dispatching.planned], results)
+        return observed
+
+    async def _pre_hydrate(self) -> None:
+        assert self._config.pre_hydration is not None
+        self.books.set_phase("observing")
+        message = await pre_hydrate(
+            self._config.pre_hydration,
+            self.conversation.messages,
+            tools=self._tools,
+            gate=self._gate,
+            books=self.books,
+            advertised=list(self._parts.advertised),
+        )
+        if message is not None:
+            self.conversation.append([message])
+
+    def _saturated(self, check: ToolPolicyCheck) -> Finished:
+        assert self._parts.evidence is not None
+        closing, snapshot = self._parts.evidence.end_saturated(check)
+        self.conversation.append(closing)
+        return Finished(snapshot.render(), "saturated", snapshot)
+
+    # ---- helpers ---------------------------------------------------------------------------
+
+    async def _continue_as_new(self) -> None:
+        parts = self._parts
+        collection = parts.evidence.collection if parts.evidence is not None else None
+        carry = continuation.carried(
+            self._runs,
+            self.books,
+            self.conversation,
+            self._tools,
+            collection,
+            self._calibration,
+            summary=(self._summary.text, self._summary.through),
+        )
+        # The next run keeps this run's gate, budgets, provider and model, whatever its
+        # worker's defaults (its setup is resolved again, and can only narrow them).
+        pinned = self._config.model_copy(
+            update={
+                "provider": parts.provider,
+                "model": parts.model,
+                "policy": self._gate.policy,
+                **parts.limits.model_dump(),
+            }
+        )
+        if self._stream is not None:  # release long-polling readers: they follow the next run
+            self._stream.detach_pollers()
+        await continuation.continue_as_new(pinned, self.conversation, carry)
+
+    def _task(self) -> str:
+        """What the loop was asked: its first user message."""
+        first = next((m for m in self.conversation.messages if m.role == "user"), None)
+        return first.content if first is not None else ""
+
+    def _budget(self, budget: str, limit: int, message: str) -> BudgetExceeded:
+        return BudgetExceeded(message, {"budget": budget, "limit": limit, "state": self.state()})
+
+    def _over(self, exceeded: BudgetExceeded) -> BudgetExceeded:
+        """``exceeded`` (raised by a part of the loop) with the limit and the loop's state."""
+        details: object = exceeded.details[0] if exceeded.details else None
+        named = (
+            cast(dict[str, object], details).get("budget") if isinstance(details, dict) else None
+        )
+        budget = str(named or "max_total_tokens")
+        limits = self._parts.limits
+        limit = limits.max_iterations if budget == "max_iterations" else limits.max_total_tokens
+        return self._budget(budget, limit, exceeded.message)
+
+
+def _of_which(others: int) -> str:
+    return (
+        f"({others} of them by its critic and delegated children or its context summaries) "
+        if others
+        else ""
+    )
+
+
+def _signature(actions: list[PolicyAction]) -> list[tuple[str, str]]:
+    """What a gate decision is about: each action's kind or tool, and its arguments."""
+    return [(a.tool or a.kind, a.arguments if a.kind == "call_tool" else "") for a in actions]
+
+
+def _signature_of_answer(response: InferenceResponse) -> list[tuple[str, str]]:
+    if response.tool_calls:
+        return [(c.name, c.arguments) for c in response.tool_calls]
+    return [("respond", "")]

@@ -1,0 +1,138 @@
+"""Continue-as-new: a long loop starts a fresh history at an iteration boundary.
+
+Workflow code. Between iterations, with nobody asked anything, a loop whose history is long
+(Temporal suggests it, or ``config.max_history_events`` is reached) continues as new with a
+``LoopCarry``: the conversation travels as the next run's ``messages`` (checked against the
+carried digest), and usage, budgets spent, the working clock, journal, tool records, breakers,
+cached results, dead letters, decided approvals, evidence and the running context summary
+come along. The result and the
+queries of a loop that continued look the same as those of one that never did.
+"""
+
+from __future__ import annotations
+
+from typing import NoReturn
+
+from temporalio import workflow
+
+from orga.contracts.carry import LoopCarry
+from orga.contracts.config import LoopConfig, LoopInput
+from orga.contracts.errors import StateTooLarge
+from orga.contracts.evidence import EvidenceCollection
+from orga.core.audit import AuditLog
+from orga.core.carry import bounded
+from orga.workflows.reasoning.loop_books import Conversation, LoopBooks
+from orga.workflows.reasoning.tool_state import ToolState
+from orga.workflows.shared.metrics import count
+
+__all__ = ["carried", "continue_as_new", "restore", "should_continue_as_new"]
+
+
+_DELEGATIONS = 50
+"""Finished delegations carried into the next run (the newest)."""
+
+
+def should_continue_as_new(books: LoopBooks, config: LoopConfig) -> bool:
+    """At an iteration boundary (nothing is pending mid-batch): is the history long?"""
+    if books.desk.waiting:
+        return False
+    info = workflow.info()
+    return (
+        info.is_continue_as_new_suggested()
+        or info.get_current_history_length() >= config.max_history_events
+    )
+
+
+def carried(
+    runs: int,
+    books: LoopBooks,
+    conversation: Conversation,
+    tools: ToolState,
+    evidence: EvidenceCollection | None,
+    calibration: float,
+    summary: tuple[str | None, int] = (None, 0),
+) -> LoopCarry:
+    """Everything the next run needs besides the conversation itself, bounded
+    (``orga.core.carry``); ``summary`` is the running summary of an ``anchored_summary`` loop
+    and how many messages it covers."""
+    carry = LoopCarry(
+        runs=runs,
+        digest=conversation.digest,
+        sent=conversation.sent,
+        usage=books.usage,
+        iteration=books.iteration,
+        other_calls=books.other_calls,
+        started_at=books.started_at,
+        human_wait=books.human_wait,
+        last_stop_reason=books.last_stop_reason,
+        journal=books.journal,
+        tool_calls=books.tool_calls,
+        tool_call_count=books.tool_call_count,
+        tools=tools.snapshot(),
+        evidence=evidence,
+        calibration=calibration,
+        delegations=books.delegations[-_DELEGATIONS:],
+        reviews=books.reviews,
+        audit_count=books.audit.count,
+        audit_head=books.audit.head,
+        context_summary=summary[0],
+        summarised_through=summary[1],
+    )
+    return bounded(carry)
+
+
+async def continue_as_new(
+    config: LoopConfig, conversation: Conversation, carry: LoopCarry
+) -> NoReturn:
+    """Wait for running handlers, then end this run and start the next (never returns).
+
+    Raises:
+        StateTooLarge: the next run's input would be larger than ``config.max_state_bytes``.
+    """
+    await workflow.wait_condition(workflow.all_handlers_finished)
+    next_input = LoopInput(messages=conversation.messages, config=config, carry=carry)
+    size = len(next_input.model_dump_json())
+    if size > config.max_state_bytes:
+        raise StateTooLarge(
+            f"the loop's state is {size / 2**20:.1f} MiB at iteration {carry.iteration}, more "
+            f"than config.max_state_bytes={config.max_state_bytes} a loop carries into its next "
+            "run; the conversation is too long for one loop (lower max_payload_bytes, or split "
+            "the task)",
+            {"bytes": size, "limit": config.max_state_bytes, "iteration": carry.iteration},
+        )
+    workflow.logger.info(
+        "continuing as new at iteration %d (%d events)",
+        carry.iteration,
+        workflow.info().get_current_history_length(),
+    )
+    count("orga_continue_as_new", workflow="loop")
+    workflow.continue_as_new(next_input)
+
+
+def restore(
+    carry: LoopCarry, books: LoopBooks, conversation: Conversation, tools: ToolState
+) -> None:
+    """Pick up where the previous run stopped (its conversation is the input's ``messages``).
+
+    Raises:
+        ValueError: the conversation does not match the carried digest.
+    """
+    if carry.digest != conversation.digest:
+        raise ValueError(
+            "the conversation carried into this run does not match its digest; "
+            "refusing to continue with a different conversation"
+        )
+    conversation.sent = carry.sent
+    books.usage = carry.usage
+    books.iteration = carry.iteration
+    books.other_calls = carry.other_calls
+    books.started_at = carry.started_at
+    books.human_wait = carry.human_wait
+    books.last_stop_reason = carry.last_stop_reason
+    books.journal = carry.journal
+    books.tool_calls = list(carry.tool_calls)
+    books.tool_call_count = carry.tool_call_count
+    books.delegations = list(carry.delegations)
+    books.reviews = list(carry.reviews)
+    books.audit = AuditLog(carry.audit_count, carry.audit_head)
+    tools.restore(carry.tools)

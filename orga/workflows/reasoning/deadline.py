@@ -1,0 +1,68 @@
+"""The loop's hard timeout, on working time: the clock stops while the loop waits for people.
+
+Workflow code. ``within`` runs the loop's cycle as its own task and waits for it on a workflow
+timer; at the deadline it cancels the cycle (with whatever activity it awaits) and raises
+``TimeoutError``, however the cycle reacts to its cancellation. While the loop waits for a
+person there is no timer, only the wait's own::
+
+    within ── create_task(cycle) ──┬── nobody waited for: timer(limit - working seconds)
+                                   │      fires ─▶ cancel the cycle, TimeoutError
+                                   ├── a person is asked: cancel the timer, wait for the
+                                   │      answer, then a new timer for what is left
+                                   └── the cycle ends ─▶ its result (the timer lapses)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+from temporalio import workflow
+
+from orga.workflows.reasoning.loop_books import LoopBooks
+
+__all__ = ["within"]
+
+_T = TypeVar("_T")
+
+
+async def within(cycle: Coroutine[Any, Any, _T], books: LoopBooks, limit: float) -> _T:
+    """Run ``cycle`` under a timeout of ``limit`` working seconds (``books.working_seconds``).
+
+    The deadline's timer is cancelled only when a person is asked (the clock stops); when the
+    cycle ends first it is left to lapse, so a loop's history carries no cancelled timer.
+
+    Raises:
+        TimeoutError: the deadline passed (the cycle was cancelled and has ended).
+    """
+    desk = books.desk
+    task = asyncio.create_task(cycle)
+    deadline: asyncio.Task[None] | None = None
+    try:
+        while not task.done():
+            if desk.waiting:
+                if deadline is not None:
+                    deadline.cancel()
+                    deadline = None
+                await workflow.wait_condition(lambda: task.done() or not desk.waiting)
+                continue
+            if deadline is None:
+                remaining = limit - books.working_seconds()
+                if remaining <= 0:
+                    raise TimeoutError
+                deadline = asyncio.create_task(workflow.sleep(remaining, summary="loop timeout"))
+            await workflow.wait_condition(
+                lambda timer=deadline: task.done() or desk.waiting or timer.done()
+            )
+            if deadline.done() and not task.done():
+                raise TimeoutError
+    except (TimeoutError, asyncio.CancelledError):
+        # The deadline, or the loop itself was cancelled: stop the cycle and wait for it.
+        # (Any other BaseException is the worker evicting this workflow: touch nothing.)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+        raise
+    return task.result()

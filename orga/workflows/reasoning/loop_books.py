@@ -1,0 +1,374 @@
+"""What a loop records about itself: its conversation, journal, counters, status and phase.
+
+Workflow code. ``LoopBooks`` keeps everything the ``state`` and ``journal`` queries show and the
+search attributes and current details the Web UI shows, in one place, so the cycle itself only
+says what happened (``reasoned``, ``observed``, ``completed``, ``failed``). It also owns the
+``HumanDesk`` (pending approvals and escalations) and the loop's working clock, which stops
+while the loop waits for people: the loop's ``timeout`` counts working time only.
+``Conversation`` is the durable conversation with its rolling digest and the part of it the
+model has not seen yet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from temporalio import workflow
+from temporalio.common import SearchAttributeUpdate
+from temporalio.exceptions import ApplicationError
+
+from orga.contracts import search_attributes as sa
+from orga.contracts.audit import AUDITED_KINDS
+from orga.contracts.config import Limits, LoopConfig
+from orga.contracts.conversation import Message, ToolResult, chain_digest
+from orga.contracts.critic import ReviewRecord
+from orga.contracts.delegation import DelegationRecord
+from orga.contracts.evidence import EvidenceCollection
+from orga.contracts.inference import ConversationSlice, InferenceResponse, Usage
+from orga.contracts.journal import (
+    CallOutcome,
+    Journal,
+    JournalEntry,
+    ObservationsCollected,
+    ReasoningComplete,
+    Stamp,
+    Terminated,
+)
+from orga.contracts.state import LoopState, LoopStatus, Phase, ToolCallRecord
+from orga.contracts.vocabulary import ProviderName
+from orga.core.audit import AuditLog
+from orga.workflows.reasoning.tool_state import ToolState
+from orga.workflows.shared.common import upsert
+from orga.workflows.shared.human_desk import HumanDesk
+from orga.workflows.shared.metrics import emit_entry
+
+__all__ = ["Conversation", "LoopBooks"]
+
+_RECENT_CALLS = 100
+"""Tool-call records the ``state`` query keeps (the count covers all of them)."""
+
+
+def _first(text: str, limit: int = 300) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+class Conversation:
+    """The durable conversation, its rolling digest, and how much of it the model has seen."""
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self.digest = ""
+        self.sent = 0
+        """Messages already sent to the model (the worker caches them)."""
+
+    def append(self, messages: Sequence[Message]) -> None:
+        if messages:
+            self.messages.extend(messages)
+            self.digest = chain_digest(self.digest, messages)
+
+    def reset(self, messages: Sequence[Message]) -> None:
+        """Start over with ``messages`` (before anything was sent to the model)."""
+        self.messages, self.digest, self.sent = [], "", 0
+        self.append(messages)
+
+    def unsent(self, workflow_id: str) -> ConversationSlice:
+        """What the next model call carries: the new messages and the digest of the whole."""
+        return ConversationSlice(
+            workflow_id=workflow_id,
+            start=self.sent,
+            length=len(self.messages),
+            digest=self.digest,
+            messages=self.messages[self.sent :],
+        )
+
+    def mark_sent(self) -> None:
+        self.sent = len(self.messages)
+
+
+_PROGRESS_EVERY: Final = timedelta(minutes=1)
+"""How often a running loop's ``OrgaIteration`` and ``OrgaTotalTokens`` are brought up to date
+when nothing else about it changed."""
+
+
+def _current_search_attributes() -> dict[str, object]:
+    given = workflow.info().typed_search_attributes
+    found: dict[str, object] = {}
+    for key in (sa.AGENT_ID, sa.STATUS):
+        if (text := given.get(key)) is not None:
+            found[key.name] = text
+    for key in (sa.ITERATION, sa.TOTAL_TOKENS):
+        if (number := given.get(key)) is not None:
+            found[key.name] = number
+    return found
+
+
+class LoopBooks:
+    """The loop's record of itself, and the desk where people answer it."""
+
+    def __init__(self, config: LoopConfig, limits: Limits, started_at: datetime) -> None:
+        self.config = config
+        self.limits = limits
+        """The budgets that apply (replaced by the resolved ones once the loop is set up)."""
+        self.journal = Journal(limit=config.journal_limit)
+        self.usage = Usage()
+        self.iteration = 0
+        self.other_calls = 0
+        """Model calls of its critic and delegated children that its budget paid for."""
+        self.phase: Phase = "starting"
+        self.status: LoopStatus = "running"
+        self.last_stop_reason: str | None = None
+        self.tool_calls: list[ToolCallRecord] = []
+        self.tool_call_count = 0
+        self.delegations: list[DelegationRecord] = []
+        """The loop's children (``delegate``), newest last."""
+        self.provider: str | None = None
+        """The loop's effective provider, once resolved (a label of its model metrics)."""
+        self.audit = AuditLog()
+        """The hash chain of the loop's governance records (``orga.core.audit``)."""
+        self.reviews: list[ReviewRecord] = []
+        """The critic's reviews of the loop's answers."""
+        self.output: str | None = None
+        self.termination_reason: str | None = None
+        self.termination_message: str | None = None
+        self.started_at = started_at
+        self.human_wait = timedelta(0)
+        """Time spent waiting for people, which the loop's timeout does not count."""
+        self._human_wait_since: datetime | None = None
+        self._published: dict[str, object] = _current_search_attributes()
+        """The search attributes as the server has them (a run after continue-as-new keeps its
+        predecessor's)."""
+        self._published_at: datetime | None = None
+        self.desk = HumanDesk(on_change=self._waiting_changed, record=self.record, stamp=self.stamp)
+
+    # ---- journal -------------------------------------------------------------------------
+
+    def stamp(self) -> Stamp:
+        """The fields every journal event carries: taken at the moment of the event."""
+        return Stamp(
+            seq=self.journal.take_seq(),
+            at=workflow.now(),
+            agent_id=self.config.agent_id,
+            iteration=self.iteration,
+        )
+
+    def record(self, entry: JournalEntry) -> None:
+        self.journal.append(entry)
+        if entry.kind in AUDITED_KINDS:  # a governance record: onto the audit chain too
+            self.audit.add(entry.kind, entry.model_dump(mode="json"))
+        emit_entry(entry, "loop", self.provider)
+
+    # ---- what happened -------------------------------------------------------------------
+
+    def started(self) -> None:
+        self._publish()
+
+    def reasoned(self, response: InferenceResponse) -> None:
+        """A model call came back: count its tokens and journal it."""
+        self.usage = self.usage + response.usage
+        self.last_stop_reason = response.stop_reason
+        self.record(
+            ReasoningComplete(
+                **self.stamp(),
+                stop_reason=response.stop_reason,
+                raw_stop_reason=response.raw_stop_reason,
+                model=response.model,
+                tool_calls=[c.name for c in response.tool_calls],
+                usage=response.usage,
+                blob_ref=response.blob_ref,
+            )
+        )
+        self._publish()
+
+    @property
+    def model_calls(self) -> int:
+        """Model calls this loop's budget paid for: its own and its critic's and children's."""
+        return self.iteration + self.other_calls
+
+    def charge(self, usage: Usage, calls: int = 0) -> None:
+        """Add what a child loop or a critic spent — tokens and ``calls`` model calls — to
+        this loop's (its budget is shared)."""
+        self.usage = self.usage + usage
+        self.other_calls += calls
+        self._publish()
+
+    def observed(self, results: Sequence[ToolResult]) -> None:
+        """A turn's tool results are in: journal them and keep a record of each call."""
+        self.record(
+            ObservationsCollected(
+                **self.stamp(),
+                outcomes=[
+                    CallOutcome(
+                        call_id=r.call_id,
+                        tool=r.name,
+                        is_error=r.is_error,
+                        status=r.status,
+                        blob_ref=r.blob_ref,
+                        error=_first(r.content) if r.is_error else None,
+                    )
+                    for r in results
+                ],
+            )
+        )
+        for result in results:
+            self.tool_call_count += 1
+            self.tool_calls.append(
+                ToolCallRecord(
+                    iteration=self.iteration,
+                    call_id=result.call_id,
+                    tool=result.name,
+                    status=result.status,
+                    is_error=result.is_error,
+                )
+            )
+        del self.tool_calls[:-_RECENT_CALLS]
+
+    def completed(self, output: str, reason: str, message: str) -> None:
+        self.output = output
+        self.termination_reason = reason
+        self.termination_message = message
+        self.set_phase("completed")
+        self.status = "completed"
+        self.record(Terminated(**self.stamp(), reason=reason, message=message))
+        self._publish()
+
+    def failed(self, error: BaseException) -> None:
+        """Journal why the loop ended without an answer (a failure or a cancellation)."""
+        kind = error.type if isinstance(error, ApplicationError) else type(error).__name__
+        self.termination_reason = kind
+        self.status = "failed"
+        self.set_phase("failed")
+        message = error.message if isinstance(error, ApplicationError) else str(error)
+        self.termination_message = message or "cancelled"
+        self.record(Terminated(**self.stamp(), reason=kind or "failed", message=message))
+        self._publish()
+
+    # ---- the state query -----------------------------------------------------------------
+
+    def state(
+        self,
+        *,
+        workflow_id: str,
+        messages: int,
+        provider: ProviderName | None,
+        model: str | None,
+        tools: ToolState,
+        evidence: EvidenceCollection | None,
+        advertised: list[str],
+        knowledge_context: str | None,
+    ) -> LoopState:
+        """What the ``state`` query shows: these books, and what of the loop they do not keep
+        (copied: the answer does not change with the loop)."""
+        desk = self.desk
+        return LoopState(
+            workflow_id=workflow_id,
+            agent_id=self.config.agent_id,
+            status=self.status,
+            phase=self.phase,
+            iteration=self.iteration,
+            usage=self.usage,
+            model_calls=self.model_calls,
+            started_at=self.started_at,
+            last_stop_reason=self.last_stop_reason,
+            tool_call_count=self.tool_call_count,
+            tool_calls=list(self.tool_calls),
+            messages=messages,
+            output=self.output,
+            termination_reason=self.termination_reason,
+            termination_message=self.termination_message,
+            provider=provider,
+            model=model,
+            pending_approvals=list(desk.approvals.values()),
+            pending_escalations=list(desk.escalations.values()),
+            breakers={name: b.model_copy() for name, b in tools.breakers.items()},
+            dead_letters=list(tools.dead_letters),
+            evidence=evidence.model_copy() if evidence is not None else None,
+            advertised=list(advertised),
+            delegations=list(self.delegations),
+            pending_review=desk.review_pending,
+            reviews=list(self.reviews),
+            knowledge_context=knowledge_context,
+        )
+
+    # ---- phase, status and the working clock ---------------------------------------------
+
+    def set_phase(self, phase: Phase) -> None:
+        """Move to ``phase`` and say so in the Web UI's current details."""
+        self.phase = phase
+        desk = self.desk
+        pending = [f"approval of {p.tool} ({p.call_id})" for p in desk.approvals.values()] + [
+            f"operator for {e.tool} ({e.escalation_id})" for e in desk.escalations.values()
+        ]
+        if desk.review_pending is not None:
+            pending.append(f"a review of answer {desk.review_pending.round}")
+        waiting = f" · waiting for {', '.join(pending)}" if pending else ""
+        limits = self.limits
+        workflow.set_current_details(
+            f"**{phase}** · iteration {self.iteration}/{limits.max_iterations} · "
+            f"{self.usage.total_tokens}/{limits.max_total_tokens} tokens · "
+            f"{self.tool_call_count} tool call(s){waiting}"
+        )
+
+    def working_seconds(self) -> float:
+        """Seconds the loop has run, not counting time spent waiting for people."""
+        waited = self.human_wait
+        if self._human_wait_since is not None:
+            waited += workflow.now() - self._human_wait_since
+        return (workflow.now() - self.started_at - waited).total_seconds()
+
+    def _waiting_changed(self) -> None:
+        waiting = self.desk.waiting
+        now = workflow.now()
+        if waiting and self._human_wait_since is None:
+            self._human_wait_since = now
+        elif not waiting and self._human_wait_since is not None:
+            self.human_wait += now - self._human_wait_since
+            self._human_wait_since = None
+        status: LoopStatus = (
+            "awaiting_review"
+            if self.desk.review_pending is not None
+            else "awaiting_approval"
+            if waiting
+            else "running"
+        )
+        if status != self.status:
+            self.status = status
+            self._publish()
+        self.set_phase(self.phase)
+
+    # ---- search attributes -----------------------------------------------------------------
+
+    def _publish(self) -> None:
+        """Keep the loop's search attributes current where readers filter on them: every
+        change when the agent or the status changes (the loop starts, waits for a person, goes
+        on, ends); iteration and tokens alone at most once a minute in between (one history
+        event per upsert: a per-turn upsert would add one to every turn). Live progress is in
+        the ``state`` query and the Web UI's current details."""
+        wanted: list[tuple[str, str | int]] = [
+            (sa.AGENT_ID.name, self.config.agent_id),
+            (sa.STATUS.name, self.status),
+            (sa.ITERATION.name, self.iteration),
+            (sa.TOTAL_TOKENS.name, self.usage.total_tokens),
+        ]
+        changed = {name: value for name, value in wanted if self._published.get(name) != value}
+        if not changed:
+            return
+        now = workflow.now()
+        if (
+            sa.AGENT_ID.name not in changed
+            and sa.STATUS.name not in changed
+            and self._published_at is not None
+            and now - self._published_at < _PROGRESS_EVERY
+        ):
+            return
+        updates: list[SearchAttributeUpdate[Any]] = [
+            sa.AGENT_ID.value_set(self.config.agent_id),
+            sa.STATUS.value_set(self.status),
+            sa.ITERATION.value_set(self.iteration),
+            sa.TOTAL_TOKENS.value_set(self.usage.total_tokens),
+        ]
+        upsert([u for u in updates if u.key.name in changed])
+        self._published.update(changed)
+        self._published_at = now

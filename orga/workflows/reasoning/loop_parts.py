@@ -1,0 +1,204 @@
+"""What a loop has to work with: its setup (agent, tools, gate, budgets, model), and what the
+model sees.
+
+Workflow code. A loop's tools are the ones its config lists; the recovery strategies' fallback
+tools are resolved too (they run, but are not advertised). The worker resolves them against the
+loop's agent, with the effective gate, budgets, provider and model, in the ``resolve_loop``
+local activity when the loop starts (``set_up_loop``, which also gives the loop its delegates,
+critic, knowledge and evidence judge: its ``LoopParts``); the tool profile then decides what is
+advertised. Pre-hydration advertises nothing by itself: it may only use resolver tools the
+model sees.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from temporalio import workflow
+from temporalio.exceptions import FailureError
+
+from orga.contracts.config import Limits, LoopConfig, LoopInput
+from orga.contracts.conversation import Message
+from orga.contracts.delegation import DELEGATE_TOOL
+from orga.contracts.errors import InvalidConfig
+from orga.contracts.evidence import EvidenceCollection
+from orga.contracts.journal import Started
+from orga.contracts.knowledge import RECALL_TOOL, STORE_TOOL
+from orga.contracts.setup import RESOLVE_LOOP, LoopSetup, LoopSetupRequest
+from orga.contracts.tools import ToolDefinition
+from orga.contracts.vocabulary import ProviderName
+from orga.core.profile import visible_tools
+from orga.workflows.reasoning.critic import Critic
+from orga.workflows.reasoning.delegation import Delegations, introduction
+from orga.workflows.reasoning.evidence_judge import EvidenceJudge, evidence_tools
+from orga.workflows.reasoning.knowledge_bridge import KnowledgeBridge
+from orga.workflows.reasoning.loop_books import Conversation, LoopBooks
+from orga.workflows.reasoning.tool_state import ToolState
+from orga.workflows.shared import metrics
+from orga.workflows.shared.failures import failure_message
+from orga.workflows.shared.gate import Gate
+from orga.workflows.shared.options import SETUP_TIMEOUT, SHORT_RETRY
+
+__all__ = [
+    "LoopParts",
+    "advertised_tools",
+    "loop_tools",
+    "resolve_loop",
+    "set_up_loop",
+]
+
+
+@dataclass
+class LoopParts:
+    """What a loop works with once ``set_up_loop`` set it up; before that, what its config
+    says."""
+
+    limits: Limits
+    """The budgets that apply (the resolved ones once the worker set the loop up)."""
+    provider: ProviderName | None
+    model: str | None
+    """The effective provider and model, once the worker resolved them."""
+    gate_in_model_call: bool = False
+    """The ``default`` gate is decided by the model call, on the worker, when the answer
+    arrives (the loop then needs no policy call for that turn)."""
+    model_task_queue: str | None = None
+    """Where model calls run (the worker's ``ORGA_MODEL_TASK_QUEUE``), else the loop's."""
+    advertised: list[str] = field(default_factory=list[str])
+    """The tools the model sees."""
+    evidence: EvidenceJudge | None = None
+    """Judges evidence calls, for loops that advertise an evidence tool (or carried a record)."""
+    critic: Critic | None = None
+    """Reviews final answers, for loops with ``config.critic``."""
+    knowledge: KnowledgeBridge | None = None
+    """The agent's knowledge, for loops with ``config.knowledge`` (set up by the worker)."""
+
+
+async def set_up_loop(
+    loop: LoopInput,
+    *,
+    workflow_id: str,
+    books: LoopBooks,
+    gate: Gate,
+    tools: ToolState,
+    conversation: Conversation,
+) -> LoopParts:
+    """What the worker resolves for this loop: its agent, tools, gate, budgets and model, set
+    on the loop's ``books``, ``gate``, ``tools`` and ``conversation``; then ``Started`` is
+    journaled (a first run) and what the model sees decided.
+
+    Raises:
+        InvalidConfig: the loop could not be set up (a tool or provider the worker lacks).
+    """
+    config = loop.config
+    parts = LoopParts(books.limits, config.provider, config.model)
+    delegates: list[str] = []
+    setup = await resolve_loop(config)
+    tools.definitions = {d.name: d for d in setup.tools}
+    parts.provider, parts.model = setup.provider, setup.model
+    parts.model_task_queue = setup.model_task_queue
+    books.provider = setup.provider
+    gate.policy = setup.policy
+    parts.gate_in_model_call = setup.policy == "default"
+    parts.limits = books.limits = setup.limits
+    tools.max_concurrent = setup.limits.max_concurrent_tools
+    delegates = [d.id for d in setup.delegates]
+    if setup.delegates:
+        delegations = Delegations(
+            workflow_id=workflow_id,
+            config=config,
+            books=books,
+            limits=lambda: books.limits,
+            delegates=setup.delegates,
+            tools=setup.delegate_tools,
+        )
+        tools.delegate = delegations.run
+        tools.plan_delegations = delegations.plan
+    if config.critic is not None:
+        parts.critic = Critic(
+            config.critic,
+            books,
+            gate,
+            provider=setup.critic_provider,
+            model=setup.critic_model,
+            timeout=config.model_timeout,
+            task_queue=setup.model_task_queue,
+        )
+    if config.knowledge is not None and setup.knowledge_namespace is not None:
+        parts.knowledge = KnowledgeBridge(config.knowledge, setup.knowledge_namespace, books, gate)
+        tools.knowledge_namespace = setup.knowledge_namespace
+        tools.knowledge_directory = config.knowledge.directory or ""
+    agent = setup.agent
+    if loop.carry is None:
+        # The operator's prompt (and whom the agent may delegate to) come before anything
+        # the client sent.
+        first = (
+            [Message(role="system", content=agent.system_prompt)]
+            if (agent is not None and agent.system_prompt)
+            else []
+        )
+        if setup.delegates:
+            first.append(introduction(setup.delegates, setup.delegate_tools))
+        if first:
+            conversation.reset([*first, *conversation.messages])
+    # Its metrics name only the tools and agents resolved here (a model's invented tool name,
+    # or the id of a loop refused above, is counted as "other").
+    metrics.know(tools=set(tools.definitions), agents={config.agent_id, *delegates})
+    if loop.carry is None:
+        books.record(
+            Started(
+                **books.stamp(),
+                tools=list(config.tools),
+                provider=parts.provider,
+                model=parts.model,
+                policy=gate.policy,
+            )
+        )
+    parts.advertised = advertised_tools(config, tools.definitions)
+    if tools.delegate is not None and DELEGATE_TOOL not in parts.advertised:
+        parts.advertised.append(DELEGATE_TOOL)
+    # Track evidence when the loop advertises an evidence tool (or carried a record).
+    collection = loop.carry.evidence if loop.carry is not None else None
+    if collection is None and evidence_tools(tools.definitions, parts.advertised):
+        collection = EvidenceCollection(max_no_gain=config.max_no_gain)
+    if collection is not None:
+        parts.evidence = EvidenceJudge(collection, tools.definitions, parts.advertised, books)
+    return parts
+
+
+def loop_tools(config: LoopConfig) -> list[str]:
+    """The loop's tool list: its config's, and the knowledge tools when it uses them."""
+    names = list(config.tools)
+    if config.knowledge is not None and config.knowledge.tools:
+        names += [n for n in (RECALL_TOOL, STORE_TOOL) if n not in names]
+    return names
+
+
+def advertised_tools(config: LoopConfig, definitions: dict[str, ToolDefinition]) -> list[str]:
+    """The tools the model sees: the loop's tool list, filtered by the tool profile."""
+    listed = [definitions[name] for name in loop_tools(config)]
+    return [d.name for d in visible_tools(config.tool_profile, listed)]
+
+
+def _runnable_tools(config: LoopConfig) -> list[str]:
+    names = loop_tools(config)
+    return names + [n for n in config.recovery.fallback_tools() if n not in names]
+
+
+async def resolve_loop(config: LoopConfig) -> LoopSetup:
+    """The loop's setup as this worker resolves it, recorded as one marker.
+
+    Raises:
+        InvalidConfig: a tool is not registered on the worker, or its provider is not served.
+    """
+    request = LoopSetupRequest(config=config, tools=_runnable_tools(config))
+    try:
+        return await workflow.execute_local_activity(
+            RESOLVE_LOOP,
+            request,
+            result_type=LoopSetup,
+            start_to_close_timeout=SETUP_TIMEOUT,
+            retry_policy=SHORT_RETRY,
+            summary=f"resolve the loop's setup · {len(request.tools)} tool(s)",
+        )
+    except FailureError as error:
+        raise InvalidConfig(f"the loop could not be set up: {failure_message(error)}") from error

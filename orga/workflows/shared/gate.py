@@ -1,0 +1,130 @@
+"""The Gate of the ORGA cycle: one policy decision per turn, journaled, failing closed.
+
+Workflow code. Every action a loop takes — the model's tool calls, its final answer, the calls
+pre-hydration and fallbacks make — and every step and compensation of a task is decided here,
+all actions of a turn at once, by the ``evaluate_policy`` local activity (one marker event per
+turn). When the policy check itself fails (an engine down, a timeout), every action is
+denied: the gate never fails open.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal
+
+from temporalio import workflow
+from temporalio.exceptions import FailureError
+
+from orga.contracts.conversation import ToolCall
+from orga.contracts.inference import Usage
+from orga.contracts.journal import DecisionRecord, JournalEntry, PolicyEvaluated, Stamp
+from orga.contracts.policy import (
+    EVALUATE_POLICY,
+    PolicyAction,
+    PolicyDecision,
+    PolicyRequest,
+    PolicyResult,
+)
+from orga.contracts.vocabulary import PolicyMode
+from orga.workflows.shared.failures import failure_of
+from orga.workflows.shared.options import POLICY_RETRY, POLICY_TIMEOUT
+
+__all__ = ["Gate"]
+
+
+class Gate:
+    """Asks the policy engine about a workflow's actions, and journals each decision."""
+
+    def __init__(
+        self,
+        *,
+        policy: PolicyMode,
+        agent_id: str,
+        workflow_id: str,
+        record: Callable[[JournalEntry], None],
+        stamp: Callable[[], Stamp],
+        facts: Callable[[], tuple[int, Usage]],
+        subject: Literal["loop", "task"] = "loop",
+    ) -> None:
+        self.policy: PolicyMode = policy
+        """The gate (replaced by the resolved one once the workflow is set up)."""
+        self._agent_id = agent_id
+        self._workflow_id = workflow_id
+        self._record = record
+        self._stamp = stamp
+        self._facts = facts
+        """The iteration (a task: steps completed) and usage so far."""
+        self._subject: Literal["loop", "task"] = subject
+
+    async def decide(
+        self,
+        actions: list[PolicyAction],
+        advertised: list[str],
+        decided: PolicyResult | None = None,
+    ) -> PolicyResult:
+        """One decision per action, in order (no actions: no policy call at all). ``decided``:
+        the decisions the model call already made for exactly these actions (the ``default``
+        gate, on the worker): journaled as they are, with no policy call."""
+        if not actions:  # every call was answered before the gate (the evidence tracker)
+            return PolicyResult(engine=self.policy, decisions=[])
+        if decided is not None and len(decided.decisions) == len(actions):
+            self._journal(actions, decided)
+            return decided
+        iteration, usage = self._facts()
+        request = PolicyRequest(
+            mode=self.policy,
+            agent_id=self._agent_id,
+            workflow_id=self._workflow_id,
+            subject=self._subject,
+            iteration=iteration,
+            usage=usage,
+            advertised=advertised,
+            actions=actions,
+        )
+        try:
+            result = await workflow.execute_local_activity(
+                EVALUATE_POLICY,
+                request,
+                result_type=PolicyResult,
+                start_to_close_timeout=POLICY_TIMEOUT,
+                retry_policy=POLICY_RETRY,
+                summary=f"policy {self.policy} · {len(actions)} action(s)",
+            )
+        except FailureError as error:
+            # A local activity's failure arrives as the error itself, not wrapped in an
+            # ActivityError; a timeout as a TimeoutError. Either way: deny (fail closed).
+            reason = f"the policy check failed ({failure_of(error).message}); denied (fail closed)"
+            result = PolicyResult(
+                engine=self.policy,
+                decisions=[PolicyDecision(decision="deny", reason=reason) for _ in actions],
+            )
+        self._journal(actions, result)
+        return result
+
+    def _journal(self, actions: list[PolicyAction], result: PolicyResult) -> None:
+        self._record(
+            PolicyEvaluated(
+                **self._stamp(),
+                engine=result.engine,
+                policy_hash=result.policy_hash,
+                decisions=[
+                    DecisionRecord(
+                        action=action.kind,
+                        call_id=action.call_id,
+                        tool=action.tool,
+                        decision=decision.decision,
+                        reason=decision.reason,
+                        policy_ids=list(decision.policy_ids),
+                    )
+                    for action, decision in zip(actions, result.decisions, strict=False)
+                ],
+            )
+        )
+
+    async def decide_call(self, call: ToolCall) -> PolicyDecision:
+        """Gate one call the loop itself makes (a fallback), as if ``call.name`` were advertised."""
+        action = PolicyAction(
+            kind="call_tool", call_id=call.id, tool=call.name, arguments=call.arguments
+        )
+        result = await self.decide([action], [call.name])
+        return result.decisions[0]

@@ -1,0 +1,321 @@
+"""Waiting for people, durably: approvals of gated calls and escalations of failing steps.
+
+Workflow code. A wait is listed (``pending``) *before* the workflow starts waiting, so whoever
+sees it in the ``state`` query can answer at once; the answer (signal, update, or the timeout)
+is recorded with its source and time. Waits survive worker restarts like everything else in
+the workflow: they are timers and conditions in its history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+
+from orga.contracts.approvals import (
+    ApprovalDecision,
+    ApprovalRecord,
+    DecisionSource,
+    EscalationRecord,
+    EscalationResolution,
+    PendingApproval,
+    PendingEscalation,
+)
+from orga.contracts.conversation import ToolCall
+from orga.contracts.critic import PendingReview, Review
+from orga.contracts.journal import ApprovalDecided, EscalationResolved, JournalEntry, Stamp
+from orga.workflows.shared.metrics import count
+
+__all__ = ["DeskHandlers", "HumanDesk"]
+
+
+class HumanDesk:
+    """The pending approvals and escalations of one workflow, and their answers."""
+
+    def __init__(
+        self,
+        on_change: Callable[[], None],
+        *,
+        record: Callable[[JournalEntry], None] | None = None,
+        stamp: Callable[[], Stamp] | None = None,
+    ) -> None:
+        self._on_change = on_change
+        self._record = record
+        self._stamp = stamp
+        """Where decisions are journaled (``ApprovalDecided``, ``EscalationResolved``)."""
+        self.approvals: dict[str, PendingApproval] = {}
+        self.escalations: dict[str, PendingEscalation] = {}
+        self._approved: dict[str, ApprovalRecord] = {}
+        self._resolved: dict[str, EscalationRecord] = {}
+        self.decided_ids: set[str] = set()
+        """Every call id ever decided here (so a second decision is refused)."""
+        self.review_pending: PendingReview | None = None
+        """A final answer waiting for a person's review."""
+        self._reviewed: tuple[Review, str] | None = None
+
+    @property
+    def waiting(self) -> bool:
+        return bool(self.approvals or self.escalations or self.review_pending)
+
+    # ---- approvals ---------------------------------------------------------------------
+
+    def check_approval(self, decision: ApprovalDecision) -> None:
+        """Raise ``ValueError`` unless the decision answers a pending approval, and says who
+        decided."""
+        if not (decision.approver or "").strip():
+            raise ValueError(
+                "the decision names no approver: say who decides (approver), so the audit "
+                "trail records it"
+            )
+        if decision.call_id in self.decided_ids:
+            raise ValueError(f"call {decision.call_id!r} was already decided")
+        if decision.call_id not in self.approvals:
+            pending = ", ".join(self.approvals) or "none"
+            raise ValueError(
+                f"call {decision.call_id!r} is not waiting for approval (pending: {pending})"
+            )
+
+    def decide(self, decision: ApprovalDecision, source: DecisionSource) -> ApprovalRecord:
+        """Record a decision (the update's validator, or the signal handler, checked it)."""
+        self.check_approval(decision)
+        record = ApprovalRecord(
+            call_id=decision.call_id,
+            tool=self.approvals[decision.call_id].tool,
+            approved=decision.approved,
+            reason=decision.reason,
+            approver=decision.approver,
+            source=source,
+            at=workflow.now(),
+        )
+        self._approved[decision.call_id] = record
+        self.decided_ids.add(decision.call_id)
+        return record
+
+    def decide_by_signal(self, decision: ApprovalDecision) -> None:
+        """The ``approval`` signal: record the decision, or log why it was ignored (a signal
+        has no answer to carry an error back)."""
+        try:
+            self.decide(decision, "signal")
+        except ValueError as error:
+            workflow.logger.warning("approval signal ignored: %s", error)
+
+    async def approval(
+        self, call: ToolCall, reason: str, iteration: int, timeout: timedelta
+    ) -> ApprovalRecord:
+        """Wait for a person's decision on ``call`` (journaled); a timeout is a denial."""
+        asked = workflow.now()
+        count("orga_approvals_requested", tool=call.name)
+        record = await self._wait_for_approval(call, reason, iteration, timeout)
+        if self._record is not None and self._stamp is not None:
+            self._record(
+                ApprovalDecided(
+                    **self._stamp(),
+                    call_id=record.call_id,
+                    tool=record.tool,
+                    approved=record.approved,
+                    approver=record.approver,
+                    reason=record.reason,
+                    source=record.source,
+                    waited_seconds=(record.at - asked).total_seconds(),
+                )
+            )
+        return record
+
+    async def _wait_for_approval(
+        self, call: ToolCall, reason: str, iteration: int, timeout: timedelta
+    ) -> ApprovalRecord:
+        self.approvals[call.id] = PendingApproval(
+            call_id=call.id,
+            tool=call.name,
+            arguments=call.arguments,
+            reason=reason,
+            since=workflow.now(),
+            iteration=iteration,
+        )
+        self._on_change()
+        try:
+            await workflow.wait_condition(
+                lambda: call.id in self._approved,
+                timeout=timeout,
+                timeout_summary=f"approval timeout · {call.name} {call.id}",
+            )
+        except TimeoutError:
+            self._approved[call.id] = ApprovalRecord(
+                call_id=call.id,
+                tool=call.name,
+                approved=False,
+                reason="approval timed out",
+                source="timeout",
+                at=workflow.now(),
+            )
+            self.decided_ids.add(call.id)
+        except asyncio.CancelledError:
+            self._withdraw(self.approvals, call.id)
+            raise
+        # (Any other BaseException is the worker evicting this workflow: touch nothing.)
+        self._withdraw(self.approvals, call.id)
+        return self._approved.pop(call.id)
+
+    def _withdraw(self, waits: dict[str, Any], key: str) -> None:
+        del waits[key]
+        self._on_change()
+
+    # ---- escalations -------------------------------------------------------------------
+
+    def check_resolution(self, resolution: EscalationResolution) -> None:
+        """Raise ``ValueError`` unless it answers a pending escalation with one of its options,
+        and says who resolved it."""
+        if not (resolution.operator or "").strip():
+            raise ValueError(
+                "the resolution names no operator: say who resolves it (operator), so the "
+                "audit trail records it"
+            )
+        pending = self.escalations.get(resolution.escalation_id)
+        if pending is None:
+            listed = ", ".join(self.escalations) or "none"
+            raise ValueError(
+                f"escalation {resolution.escalation_id!r} is not pending (pending: {listed})"
+            )
+        if resolution.action not in pending.options:
+            raise ValueError(
+                f"escalation {resolution.escalation_id!r} can be resolved with "
+                f"{pending.options!r}, not {resolution.action!r}"
+            )
+
+    def resolve(self, resolution: EscalationResolution, source: DecisionSource) -> EscalationRecord:
+        """Record a resolution (the update's validator, or the signal handler, checked it)."""
+        self.check_resolution(resolution)
+        record = EscalationRecord(
+            escalation_id=resolution.escalation_id,
+            action=resolution.action,
+            result=resolution.result,
+            reason=resolution.reason,
+            operator=resolution.operator,
+            source=source,
+            at=workflow.now(),
+        )
+        self._resolved[resolution.escalation_id] = record
+        return record
+
+    def resolve_by_signal(self, resolution: EscalationResolution) -> None:
+        """The ``resolve_escalation`` signal: record it, or log why it was ignored."""
+        try:
+            self.resolve(resolution, "signal")
+        except ValueError as error:
+            workflow.logger.warning("resolve_escalation signal ignored: %s", error)
+
+    async def escalation(self, pending: PendingEscalation) -> EscalationRecord:
+        """Wait, without a time limit, for an operator to resolve ``pending`` (journaled)."""
+        self.escalations[pending.escalation_id] = pending
+        count("orga_escalations_raised", tool=pending.tool)
+        self._on_change()
+        try:
+            await workflow.wait_condition(lambda: pending.escalation_id in self._resolved)
+        except asyncio.CancelledError:
+            self._withdraw(self.escalations, pending.escalation_id)
+            raise
+        self._withdraw(self.escalations, pending.escalation_id)
+        record = self._resolved.pop(pending.escalation_id)
+        if self._record is not None and self._stamp is not None:
+            self._record(
+                EscalationResolved(
+                    **self._stamp(),
+                    escalation_id=record.escalation_id,
+                    tool=pending.tool,
+                    action=record.action,
+                    operator=record.operator,
+                    reason=record.reason,
+                    source=record.source,
+                )
+            )
+        return record
+
+    # ---- reviews -----------------------------------------------------------------------------
+
+    def check_review(self, review: Review) -> None:
+        """Raise ``ValueError`` unless an answer waits for review and the review names who
+        reviewed."""
+        if not (review.reviewer or "").strip():
+            raise ValueError(
+                "the review names no reviewer: say who reviews (reviewer), so the audit trail "
+                "records it"
+            )
+        if self.review_pending is None or self._reviewed is not None:
+            raise ValueError("no answer is waiting for review")
+
+    def record_review(self, review: Review) -> None:
+        """Record a person's review (the update's validator checked it)."""
+        if self.review_pending is not None and self._reviewed is None:
+            self._reviewed = (review, "update")
+
+    async def review(self, pending: PendingReview, timeout: timedelta) -> tuple[Review, str]:
+        """Wait for a person's review of ``pending``; the review and its source (``update``,
+        or ``timeout`` with no review: the caller applies its default)."""
+        self.review_pending, self._reviewed = pending, None
+        self._on_change()
+        try:
+            await workflow.wait_condition(
+                lambda: self._reviewed is not None,
+                timeout=timeout,
+                timeout_summary=f"review timeout · answer {pending.round}",
+            )
+        except TimeoutError:
+            self._reviewed = (Review(verdict="approve"), "timeout")
+        except asyncio.CancelledError:
+            self.review_pending = None
+            self._on_change()
+            raise
+        answered = self._reviewed
+        assert answered is not None  # the condition, or the timeout, set it
+        self.review_pending, self._reviewed = None, None
+        self._on_change()
+        return answered
+
+
+class DeskHandlers:
+    """The ``approval``/``approve`` and ``resolve_escalation`` signals and updates, for a
+    workflow with a ``_desk``."""
+
+    _desk: HumanDesk
+
+    @workflow.signal(name="resolve_escalation")
+    def resolve_escalation_signal(self, resolution: EscalationResolution) -> None:
+        """Resolve a parked step with one of its options (``retry``, ``skip``, …)."""
+        self._desk.resolve_by_signal(resolution)
+
+    @workflow.update(name="resolve_escalation")
+    def resolve_escalation(self, resolution: EscalationResolution) -> EscalationRecord:
+        """Resolve a parked step; returns the resolution as recorded."""
+        return self._desk.resolve(resolution, "update")
+
+    @resolve_escalation.validator
+    def _check_resolution(self, resolution: EscalationResolution) -> None:
+        self._desk.check_resolution(resolution)
+
+    @workflow.update(name="review")
+    def review(self, review: Review) -> Review:
+        """Review the final answer that waits (``{"verdict", "feedback"?, "reviewer"}``);
+        returns the review as recorded."""
+        self._desk.record_review(review)
+        return review
+
+    @review.validator
+    def _check_review(self, review: Review) -> None:
+        self._desk.check_review(review)
+
+    @workflow.signal(name="approval")
+    def approval(self, decision: ApprovalDecision) -> None:
+        """Approve or deny a pending call (``{"call_id", "approved", "reason"?, "approver"}``)."""
+        self._desk.decide_by_signal(decision)
+
+    @workflow.update(name="approve")
+    def approve(self, decision: ApprovalDecision) -> ApprovalRecord:
+        """Approve or deny a pending call; returns the decision as recorded."""
+        return self._desk.decide(decision, "update")
+
+    @approve.validator
+    def _check_approve(self, decision: ApprovalDecision) -> None:
+        self._desk.check_approval(decision)

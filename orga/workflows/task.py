@@ -1,0 +1,424 @@
+"""The ``Task`` workflow: steps in order, stuck steps handled by policy, and a saga that
+leaves the world as it found it when the task cannot finish.
+
+Workflow code. When a task starts, the worker resolves it (``resolve_task``): its agent, the
+definitions of every tool it names, and its gate — a task naming an unknown agent or a tool it
+lacks fails before any step runs. Tool steps are activities (idempotency key
+``<workflow id>/<step id>``) that pass the gate first (``orga.workflows.saga.steps``); loop
+steps are child ``ReasoningLoop`` workflows. A failing step is re-attempted until the step
+tracker says stop (attempt limit, the same error twice, or a denial); then
+``on_limit_reached`` skips it (and its dependents), aborts the task, or waits for an operator (``resolve_escalation``:
+``retry``, ``skip``, ``abort``). On abort — and on cancellation, which arrives as
+``asyncio.CancelledError`` at whatever the task awaits — running steps are cancelled and waited
+for (a tool activity until it has stopped, a child loop until it has ended), then the saga
+(``orga.workflows.saga.compensation``) undoes every attempted step, shielded from
+cancellation, and the outcome says whether all of it was undone.
+
+Over 400 lines: one workflow class — its state, queries and handlers, the steps' order and
+attempts; a step's attempt and the saga are ``orga.workflows.saga``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Awaitable
+from typing import TypeVar
+
+from temporalio import workflow
+from temporalio.common import RawValue
+from temporalio.exceptions import FailureError
+
+from orga.contracts import search_attributes as sa
+from orga.contracts.approvals import PendingEscalation
+from orga.contracts.audit import AUDITED_KINDS, AuditChain
+from orga.contracts.errors import InvalidConfig, TaskAborted
+from orga.contracts.inference import Usage
+from orga.contracts.journal import (
+    Journal,
+    JournalEntry,
+    Stamp,
+    StepLimitReached,
+    Terminated,
+)
+from orga.contracts.setup import RESOLVE_TASK, TaskSetup, TaskSetupRequest
+from orga.contracts.task import (
+    LoopStep,
+    Step,
+    StepReport,
+    StepStatus,
+    TaskInput,
+    TaskOutcome,
+    TaskResult,
+    TaskState,
+    TaskStatus,
+    ToolStep,
+)
+from orga.core.audit import AuditLog
+from orga.core.progress import StepTracker
+from orga.workflows.saga.compensation import Saga
+from orga.workflows.saga.steps import StepFailed, StepRunner, TaskClearance
+from orga.workflows.shared.common import decoded, upsert
+from orga.workflows.shared.failures import failure_message
+from orga.workflows.shared.gate import Gate
+from orga.workflows.shared.human_desk import DeskHandlers, HumanDesk
+from orga.workflows.shared.metrics import emit_entry, know
+from orga.workflows.shared.options import SETUP_TIMEOUT, SHORT_RETRY
+
+__all__ = ["TaskWorkflow"]
+
+T = TypeVar("T")
+
+
+class _Abort(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@workflow.defn(name="Task")
+class TaskWorkflow(DeskHandlers):
+    """A multi-step task with saga compensation. Input ``TaskInput``, result ``TaskResult``."""
+
+    @workflow.init
+    def __init__(self, input: RawValue) -> None:
+        checked, self._invalid = decoded(TaskInput, input, "task")
+        task = checked or TaskInput(steps=[Step(id="invalid", action=ToolStep(tool="none"))])
+        self._input = task
+        self._steps = {step.id: step for step in task.steps}
+        self._reports = {step.id: StepReport(id=step.id) for step in task.steps}
+        self._order: list[str] = []
+        self._attempted: list[str] = []
+        self._status: TaskStatus = "running"
+        self._published_status = "running"
+        """``OrgaStatus`` as last upserted (a status that did not change is not upserted)."""
+        self._outcome: TaskOutcome | None = None
+        self._uncompensated: list[str] = []
+        self._journal = Journal()
+        self._audit = AuditLog()
+        self._desk = HumanDesk(
+            on_change=self._on_waiting_change, record=self._record, stamp=self._stamp
+        )
+        self._workflow_id = workflow.info().workflow_id
+        self._message: str | None = None
+        self._clearance = TaskClearance(
+            gate=None, desk=self._desk, tools=[], approval_timeout=task.approval_timeout
+        )
+        self._runner = StepRunner(
+            self._workflow_id, task.tool_timeout, self._clearance, scheduled=self._scheduled
+        )
+        self._saga = Saga(
+            workflow_id=self._workflow_id,
+            steps=self._steps,
+            reports=self._reports,
+            order=self._order,
+            attempted=self._attempted,
+            tool_timeout=task.tool_timeout,
+            escalate_after=task.compensation_escalate_after,
+            clearance=self._clearance,
+            on_change=self._show,
+            record=self._record,
+            stamp=self._stamp,
+        )
+
+    # ---- queries and people ----------------------------------------------------------------
+
+    @workflow.query(name="state")
+    def state(self) -> TaskState:
+        """Every step's status, attempts, result and errors; pending escalations."""
+        return TaskState(
+            status=self._status,
+            steps=[r.model_copy() for r in self._reports.values()],
+            completion_order=list(self._order),
+            pending_escalations=list(self._desk.escalations.values()),
+            pending_approvals=list(self._desk.approvals.values()),
+            agent_id=self._input.agent_id,
+            message=self._message,
+            outcome=self._outcome,
+            uncompensated=list(self._uncompensated),
+        )
+
+    @workflow.query(name="journal")
+    def journal(self) -> Journal:
+        return self._journal
+
+    @workflow.query(name="audit")
+    def audit(self) -> AuditChain:
+        """The task's audit chain: every governance record (policy, approvals, escalations,
+        compensations)."""
+        return self._audit.chain()
+
+    def trace_root(self) -> dict[str, str]:
+        """The GenAI attributes of the span this task's trace starts with when its start
+        carried no trace context (``orga.runtime.tracing``)."""
+        agent = {} if self._invalid else {"gen_ai.agent.name": self._input.agent_id}
+        return {"gen_ai.operation.name": "invoke_workflow", **agent}
+
+    def _on_waiting_change(self) -> None:
+        if self._status in ("running", "awaiting_operator"):
+            self._status = "awaiting_operator" if self._desk.waiting else "running"
+            self._upsert_status()
+        self._show()
+
+    def _show(self) -> None:
+        """The Web UI's current details: every step's status, and who is waited for."""
+        lines = [f"**task** {self._status}" + (f" · {self._outcome}" if self._outcome else "")]
+        lines += [f"- {r.id}: {r.status}" for r in self._reports.values()]
+        waiting = [*self._desk.approvals, *self._desk.escalations]
+        if waiting:
+            lines.append(f"waiting for an operator: {', '.join(waiting)}")
+        workflow.set_current_details("\n".join(lines))
+
+    def _mark(self, report: StepReport, status: StepStatus) -> None:
+        report.status = status
+        self._show()
+
+    def _scheduled(self, step_id: str) -> None:
+        """A step's activity or child loop is being scheduled: it is attempted from now on."""
+        report = self._reports[step_id]
+        if not report.attempted:
+            report.attempted = True
+            self._attempted.append(step_id)
+
+    # ---- the task --------------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, input: RawValue) -> TaskResult:
+        if self._invalid is None:
+            self._invalid = await self._set_up()
+        if self._invalid is not None:
+            self._status = "failed"
+            self._message = self._invalid
+            self._record(Terminated(**self._stamp(), reason="InvalidConfig", message=self._invalid))
+            raise InvalidConfig(self._invalid)
+        upsert([sa.AGENT_ID.value_set(self._input.agent_id), sa.STATUS.value_set("running")])
+        self._show()
+        try:
+            await self._run_steps()
+        except _Abort as abort:
+            await self._stop()
+            self._status = "aborted"
+            message = f"the task stopped: {abort.reason}; {self._saga.undone()}"
+            self._finish("TaskAborted", message)
+            raise TaskAborted(message, self._result()) from None
+        except asyncio.CancelledError:
+            await self._stop()
+            self._status = "cancelled"
+            self._finish("cancelled", f"the task was cancelled; {self._saga.undone()}")
+            raise
+        self._status = "completed"
+        self._outcome = "completed"
+        self._finish("completed", "every step completed or was skipped")
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        return self._result()
+
+    async def _stop(self) -> None:
+        """The task cannot go on: its running steps have stopped; undo what it attempted."""
+        await self._shielded(self._saga.compensate())
+        for report in self._reports.values():
+            if report.status == "pending":
+                report.status = "skipped"
+                report.errors.append("not run: the task stopped first")
+        self._outcome, self._uncompensated = self._saga.outcome()
+
+    def _result(self) -> TaskResult:
+        return TaskResult(
+            status=self._status,
+            steps=list(self._reports.values()),
+            outcome=self._outcome or "completed",
+            uncompensated=list(self._uncompensated),
+            message=self._message,
+        )
+
+    async def _run_steps(self) -> None:
+        batches: list[list[Step]] = []
+        for step in self._input.steps:
+            if step.parallel and batches:
+                batches[-1].append(step)
+            else:
+                batches.append([step])
+        for batch in batches:
+            tasks = [asyncio.create_task(self._run_step(step)) for step in batch]
+            try:
+                await asyncio.gather(*tasks)
+            except (asyncio.CancelledError, _Abort, Exception):
+                # One step aborted, or the task was cancelled: stop the batch's other steps.
+                # (Any other BaseException is the worker evicting this workflow: touch nothing.)
+                for task in tasks:
+                    task.cancel()
+                for task in tasks:
+                    with contextlib.suppress(asyncio.CancelledError, _Abort):
+                        await task
+                raise
+
+    async def _run_step(self, step: Step) -> None:
+        report = self._reports[step.id]
+        await workflow.wait_condition(
+            lambda: all(
+                self._reports[d].status not in ("pending", "running") for d in step.depends_on
+            )
+        )
+        blocked = [d for d in step.depends_on if self._reports[d].status != "completed"]
+        if blocked:
+            report.errors.append(f"skipped: it depends on {blocked!r}, which did not complete")
+            self._mark(report, "skipped")
+            return
+        try:
+            await self._attempts(step, report)
+        except asyncio.CancelledError:
+            if report.status in ("running", "awaiting_operator"):
+                report.errors.append("cancelled while running")
+                self._mark(report, "cancelled")
+            raise
+
+    async def _attempts(self, step: Step, report: StepReport) -> None:
+        """Attempt the step until it completes, is skipped, or aborts the task."""
+        tracker = StepTracker()
+        escalations = 0
+        while True:
+            self._mark(report, "running")
+            report.attempts += 1
+            try:
+                result = await self._runner.attempt(step, report.attempts)
+            except StepFailed as failure:
+                report.errors.append(failure.message)
+                decision = tracker.failed(
+                    failure.message, self._input.policy, unrecoverable=failure.unrecoverable
+                )
+                if decision.action == "continue":
+                    continue
+                self._record(
+                    StepLimitReached(
+                        **self._stamp(),
+                        step_id=step.id,
+                        attempts=tracker.attempts,
+                        reason=decision.reason,
+                    )
+                )
+                action = self._input.policy.on_limit_reached
+                if action == "escalate":
+                    escalations += 1
+                    self._mark(report, "awaiting_operator")
+                    record = await self._desk.escalation(
+                        PendingEscalation(
+                            escalation_id=f"{step.id}#{escalations}",
+                            tool=step.action.tool
+                            if not isinstance(step.action, LoopStep)
+                            else "ReasoningLoop",
+                            arguments=json.dumps(
+                                step.action.arguments
+                                if not isinstance(step.action, LoopStep)
+                                else {}
+                            ),
+                            error=decision.reason,
+                            since=workflow.now(),
+                            options=["retry", "skip", "abort"],  # a step has no result to give
+                        )
+                    )
+                    if record.action == "retry":
+                        tracker.reset()
+                        continue
+                    if record.action == "abort":
+                        self._mark(report, "failed")
+                        who = record.operator or "an operator"
+                        why = f": {record.reason}" if record.reason else ""
+                        raise _Abort(
+                            f"{who} aborted it at step {step.id!r}{why} (the step had failed: "
+                            f"{decision.reason})"
+                        ) from None
+                    action = "skip_step"
+                if action == "skip_step":
+                    self._mark(report, "skipped")
+                    return
+                self._mark(report, "failed")
+                raise _Abort(f"step {step.id!r} failed: {decision.reason}") from None
+            report.result = result
+            self._mark(report, "completed")
+            self._order.append(step.id)
+            self._clearance.progress = len(self._order)
+            return
+
+    async def _set_up(self) -> str | None:
+        """Resolve the task's agent, tools and gate; why it cannot run, or ``None``."""
+        names: list[str] = []
+        loop_agents: list[str] = []
+        for step in self._input.steps:
+            action = step.action
+            if isinstance(action, LoopStep):
+                loop_agents.append(action.input.config.agent_id)
+                wanted = list(action.input.config.tools)
+            else:
+                wanted = [action.tool]
+            if step.compensation is not None:
+                wanted.append(step.compensation.tool)
+            names += [n for n in wanted if n not in names]
+        request = TaskSetupRequest(
+            agent_id=self._input.agent_id, tools=names, loop_agents=loop_agents
+        )
+        try:
+            setup = await workflow.execute_local_activity(
+                RESOLVE_TASK,
+                request,
+                result_type=TaskSetup,
+                start_to_close_timeout=SETUP_TIMEOUT,
+                retry_policy=SHORT_RETRY,
+                summary=f"resolve the task's setup · {len(names)} tool(s)",
+            )
+        except FailureError as error:
+            why = failure_message(error).rstrip(".")
+            return f"the task cannot run on this worker: {why}. Nothing was run."
+        self._clearance.gate = Gate(
+            policy=setup.policy,
+            agent_id=self._input.agent_id,
+            workflow_id=self._workflow_id,
+            record=self._record,
+            stamp=self._stamp,
+            facts=lambda: (len(self._order), Usage()),
+            subject="task",
+        )
+        self._clearance.tools = [t.name for t in setup.tools]
+        know(tools=set(self._clearance.tools), agents={self._input.agent_id, *loop_agents})
+        return None
+
+    async def _shielded(self, work: Awaitable[T]) -> T:
+        """Run ``work`` to the end even if the task is cancelled (again) meanwhile."""
+        task = asyncio.ensure_future(work)
+        while True:
+            try:
+                return await asyncio.shield(task)
+            except asyncio.CancelledError:
+                if task.done():
+                    raise
+
+    # ---- bookkeeping -------------------------------------------------------------------------
+
+    def _stamp(self) -> Stamp:
+        return Stamp(
+            seq=self._journal.take_seq(),
+            at=workflow.now(),
+            agent_id=self._input.agent_id,
+            iteration=len(self._order),
+        )
+
+    def _record(self, entry: JournalEntry) -> None:
+        self._journal.append(entry)
+        if entry.kind in AUDITED_KINDS:  # a governance record: onto the audit chain too
+            self._audit.add(entry.kind, entry.model_dump(mode="json"))
+        emit_entry(entry, "task")
+
+    def _finish(self, reason: str, message: str) -> None:
+        self._message = message
+        self._record(Terminated(**self._stamp(), reason=reason, message=message))
+        self._upsert_status()
+        self._show()
+
+    def _upsert_status(self) -> None:
+        mapped = {
+            "running": "running",
+            "awaiting_operator": "awaiting_approval",
+            "completed": "completed",
+        }.get(self._status, "failed")
+        if mapped != self._published_status:
+            self._published_status = mapped
+            upsert([sa.STATUS.value_set(mapped)])

@@ -1,9 +1,0 @@
-"""The parts of the ``Task`` workflow (``workflows/task.py``): workflow code only.
-
-Modules:
-
-* ``steps`` — one attempt of a step: through the gate, then a tool activity or a child loop
-* ``compensation`` — the saga: undo every attempted step, newest first, until it is undone
-"""
-
-__all__: list[str] = []
