@@ -9,14 +9,12 @@ COPY pyproject.toml uv.lock README.md ./
 RUN uv sync --locked --no-dev --no-install-project
 
 COPY orga ./orga
-COPY workflows ./workflows
-COPY activities ./activities
 COPY examples ./examples
 COPY worker.py ./
 # Bytecode at build: the workflow sandbox imports orga's workflow modules again for every loop
 # it starts, and would compile their sources each time without it.
 RUN uv sync --locked --no-dev \
-    && /app/.venv/bin/python -m compileall -q orga workflows activities worker.py
+    && /app/.venv/bin/python -m compileall -q orga worker.py
 
 ENV PATH=/app/.venv/bin:$PATH \
     PYTHONUNBUFFERED=1

@@ -12,35 +12,42 @@ The public surface for tool authors, clients and workers::
     loop = await orga.start_loop(client, "What is 2+3?", orga.LoopConfig(tools=["add"]))
     print((await loop.result()).output)
 
-The package is split by what workflow code may import:
+The public surface — what a release keeps stable, and the API reference documents — is the
+names in the ``__all__`` of these modules (``docs/reference/stability.md``;
+``tests/test_public_api.py`` pins each list):
 
+``orga``
+    the names below: tools, the client, the plugin and the types they take and give.
+``orga.client``, ``orga.plugin``
+    starting and answering loops (``connect``, ``start_loop``, ``LoopHandle``); ``OrgaPlugin``,
+    orga in any Temporal worker.
 ``orga.contracts``
-    the pydantic types that travel through Temporal (inputs, results, journal, activity
-    requests, the error tree). Pure; passed through the workflow sandbox.
+    the pydantic types that travel through Temporal (inputs, results, journal, the error tree
+    in ``orga.contracts.errors``). Pure; passed through the workflow sandbox.
+``orga.tools``, ``orga.testing``, ``orga.runtime.settings``
+    the ``@tool`` SDK; test doubles (a scripted model server, the offline model); the
+    settings a worker reads from its environment.
+
+Everything else is orga's own house, free to change in any release; its rooms:
+
 ``orga.core``
     the deterministic decisions the workflows make (routing, phases, breakers, trackers,
     context fitting, tool profiles, ordering). Pure; passed through the workflow sandbox.
-``orga.runtime``
-    infrastructure: settings, the Temporal connection, the store, the ledger, the embedded dev
-    server, tracing, the desk's operations. I/O, used by workers and clients.
-``orga.providers``
-    model calls over HTTP, in each provider's wire format.
-``orga.gates``
-    the gate's engines: the default rules, Cedar, OPA.
-``orga.tools``
-    the ``@tool`` SDK, the built-in tools, MCP servers as tool sources.
-``orga.knowledge``
-    agents' knowledge in the store: full-text and hybrid search, conventions.
-``orga.testing``
-    test doubles: the scripted model server and the offline model.
-``orga.cli``
-    the ``orga`` command (one module per group of verbs) and the demo.
-``orga.plugin``, ``orga.client``, ``orga.worker.serve``
-    ``OrgaPlugin`` (orga in any Temporal worker); starting and answering loops
-    (``connect``, ``start_loop``, ``LoopHandle``); the worker process (``orga worker``).
+``orga.workflows``, ``orga.activities``
+    the Temporal workflow definitions and their parts (orchestration only, sandboxed); the
+    activities, the worker's side of every call the workflows make.
+``orga.worker``, ``orga.server``, ``orga.runtime``
+    the worker process and its infrastructure; the embedded Temporal dev server; what clients
+    and workers share (the connection, the store, the converter, tracing).
+``orga.providers``, ``orga.gates``, ``orga.knowledge``, ``orga.scripted``
+    model calls over HTTP; the gate's engines (default, Cedar, OPA); agents' knowledge in the
+    store; the scripted and offline models.
+``orga.desk``, ``orga.cli``
+    what waits for a person and answering it (the inbox, its text, its web page); the ``orga``
+    command.
 
-None of the packages after ``orga.core`` is ever imported by workflow code (a lint rule and
-``tests/test_architecture.py`` hold it).
+Workflow code imports only ``orga.contracts``, ``orga.core`` and ``orga.workflows`` (a lint
+rule and ``tests/test_architecture.py`` hold it).
 
 Importing ``orga`` imports nothing else: each name below loads its module on first use, so
 code that only needs ``orga.contracts`` (workflows, in the sandbox) never loads the rest.

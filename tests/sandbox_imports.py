@@ -13,7 +13,7 @@ from temporalio import workflow
 
 __all__ = ["MODULES", "ImportEverything"]
 
-PACKAGES = ("orga.contracts", "orga.core", "workflows")
+PACKAGES = ("orga.contracts", "orga.core", "orga.workflows")
 
 
 def _walk(package: str) -> list[str]:

@@ -34,12 +34,12 @@ from orga.worker.sandbox import PASSTHROUGH, STRICT_PASSTHROUGH, workflow_runner
 
 ROOT = Path(__file__).resolve().parent.parent
 
-SANDBOX_SIDE = ("orga.contracts", "orga.core", "workflows")
+SANDBOX_SIDE = ("orga.contracts", "orga.core", "orga.workflows")
 ALLOWED: dict[str, tuple[str, ...]] = {
     # package: the first-party packages its modules may import
     "orga.contracts": ("orga.contracts",),
     "orga.core": ("orga.contracts", "orga.core"),
-    "workflows": ("orga.contracts", "orga.core", "workflows"),
+    "orga.workflows": ("orga.contracts", "orga.core", "orga.workflows"),
 }
 THIRD_PARTY_IN_SANDBOX = ("pydantic", "rapidfuzz", "re2", "temporalio")
 
@@ -65,7 +65,7 @@ def imports_of(module: str) -> list[str]:
 
 
 def first_party(name: str) -> bool:
-    return name.split(".")[0] in {"orga", "workflows", "activities", "worker", "tests"}
+    return name.split(".")[0] in {"orga", "worker", "tests"}
 
 
 @pytest.mark.parametrize(
@@ -102,7 +102,7 @@ def test_sandbox_side_never_opens_files(module: str) -> None:
 
 def test_activities_and_runtime_stay_out_of_workflow_code() -> None:
     for package in (
-        "activities",
+        "orga.activities",
         "orga.runtime",
         "orga.cli",
         "orga.providers",
@@ -114,8 +114,8 @@ def test_activities_and_runtime_stay_out_of_workflow_code() -> None:
         for module in modules_of(package):
             for name in imports_of(module):
                 assert not name.startswith("temporalio.workflow"), (module, name)
-                assert name != "workflows" and not name.startswith("workflows."), (module, name)
-                if package == "activities":
+                assert not name.startswith("orga.workflows"), (module, name)
+                if package == "orga.activities":
                     assert not name.startswith("orga.cli"), (module, name)
 
 
@@ -135,7 +135,7 @@ def test_what_is_shared_with_the_sandbox() -> None:
         "orga.contracts",
         "orga.core",
     ]
-    for definition in ("workflows", "orga.workflows.loop", "orga.workflows.task"):
+    for definition in ("orga.workflows", "orga.workflows.loop", "orga.workflows.task"):
         assert not any(definition == m or definition.startswith(m + ".") for m in PASSTHROUGH)
 
 
@@ -286,7 +286,7 @@ async def test_a_helper_that_reads_the_clock_fails_its_workflow(
 
 # ---- every room says what it holds ---------------------------------------------------------
 
-ROOMS = ("orga", "activities", "workflows")
+ROOMS = ("orga",)
 
 
 def _packages() -> list[str]:
@@ -318,7 +318,7 @@ def test_every_package_docstring_lists_its_modules(package: str) -> None:
     "path",
     sorted(
         p
-        for room in ("orga", "activities", "workflows")
+        for room in ROOMS
         for p in (ROOT / room).rglob("*.py")
         if "__pycache__" not in p.parts
     ),

@@ -7,7 +7,7 @@ import pkgutil
 
 import pytest
 
-PACKAGES = ["orga", "workflows", "activities"]
+PACKAGES = ["orga"]
 
 
 def isort_key(name: str) -> tuple[int, str]:

@@ -7,11 +7,11 @@ lacks fails before any step runs. Tool steps are activities (idempotency key
 ``<workflow id>/<step id>``) that pass the gate first (``orga.workflows.saga.steps``); loop
 steps are child ``ReasoningLoop`` workflows. A failing step is re-attempted until the step
 tracker says stop (attempt limit, the same error twice, or a denial); then
-``on_limit_reached`` skips it (and its dependents), aborts the task, or waits for an operator (``resolve_escalation``:
-``retry``, ``skip``, ``abort``). On abort — and on cancellation, which arrives as
-``asyncio.CancelledError`` at whatever the task awaits — running steps are cancelled and waited
-for (a tool activity until it has stopped, a child loop until it has ended), then the saga
-(``orga.workflows.saga.compensation``) undoes every attempted step, shielded from
+``on_limit_reached`` skips it (and its dependents), aborts the task, or waits for an operator
+(``resolve_escalation``: ``retry``, ``skip``, ``abort``). On abort — and on cancellation, which
+arrives as ``asyncio.CancelledError`` at whatever the task awaits — running steps are cancelled
+and waited for (a tool activity until it has stopped, a child loop until it has ended), then
+the saga (``orga.workflows.saga.compensation``) undoes every attempted step, shielded from
 cancellation, and the outcome says whether all of it was undone.
 
 Over 400 lines: one workflow class — its state, queries and handlers, the steps' order and

@@ -1,23 +1,24 @@
 """The parts of the ``ReasoningLoop`` workflow (``orga/workflows/loop.py``): workflow code only.
 
-Modules:
+Modules, each named for what it holds:
 
-* ``bookkeeping`` — the conversation, journal, counters, status and the ``state`` query
-* ``catalog`` — the loop's setup (``resolve_loop``) and the tools the model sees
+* ``agent_loop`` — ``AgentLoop``: one run of the loop, its state, the run and the cycle
+* ``loop_books`` — ``LoopBooks``: the conversation, journal, counters, status, ``state``
+* ``loop_parts`` — ``LoopParts``: the loop's setup (``resolve_loop``), the tools the model sees
+* ``model_call`` — the Reason step's activity call
+* ``tool_runner`` — ``ToolRunner``: acting on a turn's gated calls, one result per call id
+* ``call_executor`` — ``CallExecutor``: one call through its breaker and recovery strategy
+* ``tool_state`` — ``ToolState``: the state tool dispatching reads and changes
 * ``continuation`` — continue-as-new at an iteration boundary
-* ``critic`` — reviewing the final answer (a model or a person)
-* ``cycle`` — one run of the loop: its state, the run and the cycle
+* ``critic`` — ``Critic``: reviewing the final answer (a model or a person)
 * ``deadline`` — the working-time timeout
-* ``delegation`` — child loops of other agents on a shared budget
-* ``dispatcher`` — acting on a turn's gated calls, one result per call id
-* ``evidence`` — information-gain judging around the gate
-* ``executor`` — one call through its breaker and recovery strategy
+* ``delegation`` — ``Delegations``: child loops of other agents on a shared budget
+* ``evidence_judge`` — ``EvidenceJudge``: information-gain judging around the gate
 * ``finish`` — how the cycle ends, and the loop's result
-* ``knowledge`` — what the model is shown of its agent's knowledge; gated memory writes
-* ``model`` — the Reason step's activity call
+* ``knowledge_bridge`` — ``KnowledgeBridge``: what the model is shown of its agent's
+  knowledge; gated memory writes
 * ``prehydration`` — resolving the task's references before the first model call
-* ``summary`` — the running summary of turns that left the context window
-* ``toolstate`` — the state tool dispatching reads and changes
+* ``running_summary`` — ``RunningSummary``: the summary of turns that left the context window
 """
 
 __all__: list[str] = []

@@ -26,9 +26,10 @@ typestate phases of ``orga.core.phases``::
 Every exit is journaled as ``Terminated`` first: an answer that passed the gate (the result), a
 ``LoopFailure`` (``UnhandledStopReason``, ``BudgetExceeded``, ``ModelCallFailed``,
 ``Aborted``), ``InvalidConfig``, or cancellation. The parts live beside this module: the books
-and the ``state`` query (``bookkeeping``), the setup and the tools a loop has (``catalog``),
-the timeout (``deadline``), the gate (``gate``), acting (``dispatcher``, ``executor``), people
-(``human``), pre-hydration, evidence judging and continue-as-new.
+and the ``state`` query (``loop_books``), the setup and the tools a loop has (``loop_parts``),
+the timeout (``deadline``), acting (``tool_runner``, ``call_executor``), pre-hydration,
+evidence judging and continue-as-new; the gate and people (``gate``, ``human_desk``) are
+``orga.workflows.shared``.
 
 Over 400 lines: the loop's state, the run and the cycle on one screen, with the budget checks
 that end it; everything else is in the other modules of ``orga.workflows.reasoning``.
@@ -102,7 +103,7 @@ class AgentLoop:
         self._stream = WorkflowStream() if config.stream and self._invalid is None else None
         """Where the model's text is published while it arrives (``config.stream``)."""
         self._parts = LoopParts(Limits.of(config), config.provider, config.model)
-        """What the loop works with: budgets, model, tools shown, critic, … (``catalog``)."""
+        """What the loop works with: budgets, model, tools shown, critic, … (``loop_parts``)."""
         self.books = books = LoopBooks(config, self._parts.limits, started_at=workflow.now())
         """The loop's record of itself, and the desk where people answer it."""
         self.conversation = Conversation()

@@ -5,7 +5,7 @@ Modules:
 * ``common`` — input that may not validate; search attributes
 * ``failures`` — what an activity or child workflow failure says, read one way everywhere
 * ``gate`` — one policy decision per turn, journaled, failing closed
-* ``human`` — waiting for people durably: approvals and escalations
+* ``human_desk`` — ``HumanDesk``: waiting for people durably, approvals and escalations
 * ``metrics`` — replay-safe metrics from workflow code
 * ``options`` — timeouts and retry policies of the activities
 * ``patches`` — every ``workflow.patched`` id, and what it guards
