@@ -110,6 +110,9 @@ def test_activities_and_runtime_stay_out_of_workflow_code() -> None:
         "orga.tools",
         "orga.knowledge",
         "orga.testing",
+        "orga.scripted",
+        "orga.desk",
+        "orga.server",
     ):
         for module in modules_of(package):
             for name in imports_of(module):
@@ -334,3 +337,51 @@ def test_no_module_is_over_400_lines_without_a_reason(path: Path) -> None:
         f"{path.relative_to(ROOT)} has {text.count(chr(10))} lines: split it, or say why not "
         "in its docstring ('Over 400 lines: …')"
     )
+
+
+# ---- the architecture page walks the house as it is ---------------------------------------
+
+
+def _rooms_on_the_page() -> dict[str, set[str]]:
+    """Each ``### `orga/…/``` section of docs/guides/architecture.md and the names its table
+    lists (modules, sub-rooms with a trailing ``/``, other files)."""
+    page = (ROOT / "docs" / "guides" / "architecture.md").read_text()
+    rooms: dict[str, set[str]] = {}
+    current: set[str] | None = None
+    for line in page.splitlines():
+        heading = re.fullmatch(r"### `(orga(?:/[a-z_]+)*)/`", line)
+        if heading:
+            current = rooms.setdefault(heading.group(1), set())
+        elif line.startswith("## "):
+            current = None
+        elif current is not None and (row := re.match(r"\| `([^`]+)` \|", line)):
+            current.add(row.group(1))
+    return rooms
+
+
+def _rooms_in_the_tree() -> dict[str, set[str]]:
+    rooms: dict[str, set[str]] = {}
+    for init in sorted((ROOT / "orga").rglob("__init__.py")):
+        if "__pycache__" in init.parts:
+            continue
+        room = init.parent
+        names = {p.stem for p in room.glob("*.py") if p.name != "__init__.py"}
+        names |= {p.name + "/" for p in room.iterdir() if (p / "__init__.py").exists()}
+        names |= {p.name for p in room.glob("*.html")}
+        rooms[str(room.relative_to(ROOT))] = names
+    return rooms
+
+
+def test_the_architecture_page_walks_every_room_as_it_is() -> None:
+    """docs/guides/architecture.md names every room and every module in it, and nothing the
+    tree does not hold: a module added, moved or renamed changes the page too."""
+    page, tree = _rooms_on_the_page(), _rooms_in_the_tree()
+    assert sorted(page) == sorted(tree), (
+        f"rooms missing from the page: {sorted(set(tree) - set(page))}; "
+        f"on the page but not in the tree: {sorted(set(page) - set(tree))}"
+    )
+    for room, names in tree.items():
+        assert page[room] == names, (
+            f"{room}: missing from the page {sorted(names - page[room])}, "
+            f"on the page but not in the tree {sorted(page[room] - names)}"
+        )
