@@ -320,10 +320,7 @@ def test_every_package_docstring_lists_its_modules(package: str) -> None:
 @pytest.mark.parametrize(
     "path",
     sorted(
-        p
-        for room in ROOMS
-        for p in (ROOT / room).rglob("*.py")
-        if "__pycache__" not in p.parts
+        p for room in ROOMS for p in (ROOT / room).rglob("*.py") if "__pycache__" not in p.parts
     ),
     ids=lambda p: str(p.relative_to(ROOT)),
 )
