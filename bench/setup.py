@@ -27,7 +27,8 @@ from bench.minimal import MinimalLoopWorkflow
 from bench.minimal_activities import MinimalActivities
 from orga.contracts.config import LoopConfig, LoopInput
 from orga.contracts.conversation import Message
-from orga.plugin import OrgaPlugin, build_registry, http_client
+from orga.plugin import OrgaPlugin, http_client
+from orga.plugin import _build_registry as build_registry  # the plugin's own, for a bench worker
 from orga.runtime.connect import connect, ensure_search_attributes
 from orga.runtime.settings import ProviderSettings, Settings
 from orga.scripted.server import RecordedRequest, ScriptedModelServer, Turn

@@ -216,7 +216,7 @@ class _Parts:
     ) -> None:
         knowledge = KnowledgeActivities(lambda: open_knowledge(store, embedder(settings)))
         sources: list[ToolSource] = [mcp] if mcp is not None else []
-        self.registry = build_registry(settings, tools, knowledge, sources)
+        self.registry = _build_registry(settings, tools, knowledge, sources)
         blobs = BlobStore(store)
         cedar = CedarGate(settings.policy_dir) if settings.policy_dir is not None else None
         opa = OpaGate(settings.opa_url, http) if settings.opa_url else None
@@ -248,7 +248,7 @@ class _Parts:
         self.setup = SetupActivities(
             settings=settings,
             registry=self.registry,
-            agents=build_agents(settings, engines),
+            agents=_build_agents(settings, engines),
             engines=engines,
         )
 
@@ -271,7 +271,7 @@ class _Parts:
         return [self.inference.call_model, self.critic.critique, self.summary.summarise_context]
 
 
-def build_registry(
+def _build_registry(
     settings: Settings,
     extra_tools: Iterable[Tool] = (),
     knowledge: KnowledgeActivities | None = None,
@@ -291,7 +291,7 @@ def build_registry(
     )
 
 
-def build_agents(settings: Settings, engines: frozenset[PolicyMode]) -> AgentRegistry:
+def _build_agents(settings: Settings, engines: frozenset[PolicyMode]) -> AgentRegistry:
     """The worker's agents: ``ORGA_AGENTS``, or the implicit one (floor ``ORGA_POLICY``).
 
     Raises:

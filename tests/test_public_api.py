@@ -1,13 +1,294 @@
-"""Every package states its public surface with a sorted ``__all__`` that resolves."""
+"""The public surface, pinned: every package states it with a sorted ``__all__`` that resolves;
+the public modules' lists are exactly the names below, and every other module is private
+(``_name``) or in one of the internal rooms ``docs/reference/stability.md`` lists.
+
+A change to a list here is a change to the stable surface: say it in ``CHANGELOG.md``.
+"""
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
+import re
+from pathlib import Path
 
 import pytest
 
 PACKAGES = ["orga"]
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# What each public module exports, exactly (as httpx's tests/test_exported_members.py does).
+PUBLIC: dict[str, list[str]] = {
+    "orga": [
+        "Evidence",
+        "Journal",
+        "JournalEntry",
+        "LoopConfig",
+        "LoopHandle",
+        "LoopInput",
+        "LoopResult",
+        "LoopState",
+        "Message",
+        "OrgaPlugin",
+        "TaskInput",
+        "TaskResult",
+        "Tool",
+        "ToolCall",
+        "ToolContext",
+        "ToolDefinition",
+        "ToolResult",
+        "Usage",
+        "connect",
+        "loop",
+        "start_loop",
+        "tool",
+    ],
+    "orga.client": ["LOOP_WORKFLOW", "LoopHandle", "connect", "loop", "start_loop"],
+    "orga.plugin": ["WORKFLOWS", "OrgaPlugin", "http_client", "replayer"],
+    "orga.contracts": [],
+    "orga.contracts.agents": ["IMPLICIT_AGENT", "AgentSpec", "PolicyFloor"],
+    "orga.contracts.approvals": [
+        "ApprovalDecision",
+        "ApprovalRecord",
+        "DecisionSource",
+        "EscalationAction",
+        "EscalationRecord",
+        "EscalationResolution",
+        "PendingApproval",
+        "PendingEscalation",
+    ],
+    "orga.contracts.audit": [
+        "AUDITED_KINDS",
+        "DECISION_KINDS",
+        "GENESIS",
+        "AuditChain",
+        "AuditEntry",
+        "Effect",
+        "ExportedEntry",
+        "ResetRun",
+    ],
+    "orga.contracts.carry": ["CachedEntry", "LoopCarry", "ToolStateSnapshot"],
+    "orga.contracts.config": ["Limits", "LoopConfig", "LoopInput"],
+    "orga.contracts.conversation": [
+        "Message",
+        "Reasoning",
+        "ReasoningKind",
+        "Role",
+        "ToolCall",
+        "ToolResult",
+        "ToolStatus",
+        "chain_digest",
+        "render_tool_result",
+    ],
+    "orga.contracts.critic": [
+        "CRITIQUE",
+        "REVIEW_TOOL",
+        "CriticConfig",
+        "CritiqueRequest",
+        "CritiqueVerdict",
+        "HumanCritic",
+        "ModelCritic",
+        "PendingReview",
+        "Review",
+        "ReviewRecord",
+        "Verdict",
+    ],
+    "orga.contracts.delegation": [
+        "DELEGATE_TOOL",
+        "MIN_DELEGATION_TOKENS",
+        "DelegationArguments",
+        "DelegationRecord",
+        "DelegationStatus",
+    ],
+    "orga.contracts.errors": [
+        "Aborted",
+        "BudgetExceeded",
+        "ConversationUnavailable",
+        "CriticFailed",
+        "InvalidConfig",
+        "LoopFailure",
+        "MalformedModelResponse",
+        "ModelCallFailed",
+        "OrgaError",
+        "PolicyUnavailable",
+        "ProviderAuthError",
+        "ProviderError",
+        "ProviderRejected",
+        "ProviderUnavailable",
+        "StateTooLarge",
+        "TaskAborted",
+        "ToolError",
+        "ToolFailed",
+        "ToolInputError",
+        "ToolNotFound",
+        "ToolPermissionError",
+        "ToolUnavailable",
+        "UnhandledStopReason",
+        "describe_validation_error",
+    ],
+    "orga.contracts.evidence": [
+        "JUDGEMENT_FIELD",
+        "CollectionState",
+        "CompletedScope",
+        "Evidence",
+        "EvidenceCollection",
+        "Judgement",
+        "ProgressSnapshot",
+    ],
+    "orga.contracts.inference": [
+        "CALL_MODEL",
+        "KNOWN_STOP_REASONS",
+        "STREAM_BATCH",
+        "STREAM_TOPIC",
+        "SUMMARISE_CONTEXT",
+        "ContextStrategy",
+        "ConversationRange",
+        "ConversationSlice",
+        "InferenceRequest",
+        "InferenceResponse",
+        "StreamedText",
+        "SummaryRequest",
+        "SummaryResponse",
+        "Usage",
+    ],
+    "orga.contracts.journal": [
+        "ApprovalDecided",
+        "CallOutcome",
+        "CompensationSettled",
+        "ContextSummarised",
+        "DecisionRecord",
+        "DelegationFinished",
+        "DelegationStarted",
+        "EscalationResolved",
+        "EvidenceJudged",
+        "EvidenceSaturated",
+        "Journal",
+        "JournalEntry",
+        "KnowledgeInjected",
+        "KnowledgeRecalled",
+        "KnowledgeStored",
+        "ObservationsCollected",
+        "PolicyEvaluated",
+        "PreHydrationComplete",
+        "ReasoningComplete",
+        "RecoveryTriggered",
+        "ReviewDecided",
+        "Stamp",
+        "Started",
+        "StepLimitReached",
+        "Terminated",
+        "ToolsDispatched",
+    ],
+    "orga.contracts.knowledge": [
+        "KNOWLEDGE_MARKER",
+        "MAX_ITEM_CHARS",
+        "RECALL_TOOL",
+        "SEARCH_KNOWLEDGE",
+        "STORE_TOOL",
+        "WRITE_KNOWLEDGE",
+        "KnowledgeConfig",
+        "KnowledgeHits",
+        "KnowledgeItem",
+        "KnowledgeKind",
+        "KnowledgeQuery",
+        "KnowledgeScope",
+        "KnowledgeWrite",
+        "KnowledgeWritten",
+    ],
+    "orga.contracts.policy": [
+        "EVALUATE_POLICY",
+        "ActionKind",
+        "Decision",
+        "PolicyAction",
+        "PolicyDecision",
+        "PolicyRequest",
+        "PolicyResult",
+    ],
+    "orga.contracts.prehydration": [
+        "MAX_PATTERNS",
+        "MAX_PATTERN_CHARS",
+        "PreHydrationConfig",
+        "ReferencePattern",
+        "Resolver",
+        "compile_pattern",
+    ],
+    "orga.contracts.resilience": [
+        "Breaker",
+        "BreakerConfig",
+        "BreakerState",
+        "CachedResult",
+        "DeadLetter",
+        "DeadLetterEntry",
+        "Escalate",
+        "Fallback",
+        "LlmRecovery",
+        "RecoveryConfig",
+        "RecoveryStrategy",
+        "Retry",
+    ],
+    "orga.contracts.search_attributes": [
+        "AGENT_ID",
+        "ALL",
+        "ITERATION",
+        "NO_SEARCH_ATTRIBUTES_MEMO",
+        "STATUS",
+        "TOTAL_TOKENS",
+    ],
+    "orga.contracts.setup": [
+        "RESOLVE_LOOP",
+        "RESOLVE_TASK",
+        "LoopSetup",
+        "LoopSetupRequest",
+        "TaskSetup",
+        "TaskSetupRequest",
+    ],
+    "orga.contracts.state": ["LoopResult", "LoopState", "LoopStatus", "Phase", "ToolCallRecord"],
+    "orga.contracts.task": [
+        "Compensation",
+        "LimitAction",
+        "LoopStep",
+        "Step",
+        "StepPolicy",
+        "StepReport",
+        "StepStatus",
+        "TaskInput",
+        "TaskOutcome",
+        "TaskResult",
+        "TaskState",
+        "TaskStatus",
+        "ToolStep",
+    ],
+    "orga.contracts.tools": [
+        "LOCAL_TOOL_TIMEOUT",
+        "RUN_TOOL",
+        "ToolDefinition",
+        "ToolInvocation",
+        "ToolProfile",
+        "idempotency_key",
+    ],
+    "orga.contracts.verdicts": ["Decision", "PolicyDecision", "PolicyResult"],
+    "orga.contracts.vocabulary": ["PROVIDERS", "SCRIPTED", "PolicyMode", "ProviderName"],
+    "orga.tools": [],
+    "orga.tools.sdk": [
+        "Tool",
+        "ToolContext",
+        "ToolRegistry",
+        "ToolSource",
+        "parse_arguments",
+        "tool",
+    ],
+    "orga.testing": [
+        "OFFLINE_MODEL",
+        "Raw",
+        "RecordedRequest",
+        "ScriptedModelServer",
+        "Turn",
+        "serve_offline_model",
+    ],
+    "orga.runtime.settings": ["ProviderSettings", "Settings"],
+}
 
 
 def isort_key(name: str) -> tuple[int, str]:
@@ -88,3 +369,73 @@ def test_the_schemas_accept_the_examples_and_refuse_typos() -> None:
         jsonschema.validate(typo, loop_schema)
     with pytest.raises(jsonschema.ValidationError, match="carry"):  # a loop's own business
         jsonschema.validate({**good, "carry": {}}, loop_schema)
+
+
+INTERNAL = (
+    "orga.activities",
+    "orga.cli",
+    "orga.core",
+    "orga.desk",
+    "orga.gates",
+    "orga.knowledge",
+    "orga.providers",
+    "orga.runtime",
+    "orga.scripted",
+    "orga.server",
+    "orga.tools.mcp",
+    "orga.worker",
+    "orga.workflows",
+)
+"""The internal rooms: their names may change in any release."""
+
+
+@pytest.mark.parametrize("name", sorted(PUBLIC))
+def test_a_public_module_exports_exactly_its_pinned_names(name: str) -> None:
+    module = importlib.import_module(name)
+    assert list(module.__all__) == PUBLIC[name], (
+        f"{name}.__all__ changed: a change to the stable surface (update PUBLIC here, "
+        "docs/reference/stability.md and CHANGELOG.md)"
+    )
+
+
+@pytest.mark.parametrize("name", sorted(n for n in PUBLIC if n != "orga"))
+def test_every_public_looking_name_of_a_public_module_is_exported(name: str) -> None:
+    """A class or function a public module defines is in its ``__all__`` or named ``_x``."""
+    module = importlib.import_module(name)
+    defined = [
+        n
+        for n, value in vars(module).items()
+        if not n.startswith("_")
+        and (inspect.isclass(value) or inspect.isfunction(value))
+        and getattr(value, "__module__", None) == name
+    ]
+    assert sorted(set(defined) - set(module.__all__)) == []
+
+
+def test_every_module_is_public_private_or_internal() -> None:
+    unclassified = [
+        m
+        for m in modules()
+        if m not in PUBLIC
+        and not any(part.startswith("_") for part in m.split("."))
+        and not any(m == room or m.startswith(room + ".") for room in INTERNAL)
+    ]
+    assert unclassified == [], (
+        f"{unclassified}: make each public (PUBLIC here and the stability note), private "
+        "(_name) or part of an internal room"
+    )
+
+
+def test_the_stability_note_names_every_public_module_and_internal_room() -> None:
+    note = (ROOT / "docs" / "reference" / "stability.md").read_text()
+    named = set(re.findall(r"`(orga(?:\.[a-z_]+)*)`", note))
+    assert sorted(set(PUBLIC) - named) == [], "public modules missing from the note"
+    assert sorted(set(INTERNAL) - named) == [], "internal rooms missing from the note"
+
+
+def test_the_version_is_the_changelogs() -> None:
+    import tomllib
+
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    assert f"## {version}" in changelog

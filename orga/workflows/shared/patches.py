@@ -10,16 +10,7 @@ or marker added, removed or reordered) replays older histories only behind a pat
    execution started before the change — retention of the namespace tells when;
 3. remove it in the next release after that.
 
-The 1.0 baseline started afresh: the histories under ``tests/histories/`` were recorded anew
-with this code, and the eleven patches of the releases before (``orga-resolve-loop``,
-``orga-approver-required``, ``orga-resolve-task``, ``orga-saga-attempted``,
-``orga-gate-in-model-call``, ``orga-no-cron``, ``orga-compensate-unfinished``,
-``orga-child-waits-for-tools``, ``orga-gated-memory``, ``orga-tree-budget``,
-``orga-context-summary``) were removed with their old branches; the baseline's last changes
-before its release (search attributes upserted when a reader's filter would see a change, a
-loop timeout that lapses instead of being cancelled) were recorded the same way. Executions
-started before 1.0 do not replay on it: let them finish on their version (worker versioning,
-"Rolling out a new build" in docs/guides/deploying.md) before moving their workers to 1.0.
+The history of patches before 1.0 is in ``CHANGELOG.md``.
 """
 
 from __future__ import annotations
