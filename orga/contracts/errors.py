@@ -7,10 +7,11 @@ it is a property of the class (``retryable``), decided once here::
 
     OrgaError
     ├── InvalidConfig ............ a loop input, tool registration or worker setting is wrong
-    ├── LoopFailure .............. ends a loop (raised by workflow code, never retried)
+    ├── LoopFailure .............. ends a loop without an answer
     │   ├── UnhandledStopReason .. the model stopped for a reason the routing table does not run
     │   ├── BudgetExceeded ....... max_iterations, max_total_tokens or timeout was reached
     │   ├── ModelCallFailed ...... the inference activity failed for good (cause chained)
+    │   ├── CriticFailed ......... the critic could not review the answer (retryable)
     │   ├── Aborted .............. an operator aborted the loop
     │   ├── StateTooLarge ........ the loop's state no longer fits into its next run
     │   └── TaskAborted .......... a task stopped and compensated its completed steps
@@ -25,8 +26,16 @@ it is a property of the class (``retryable``), decided once here::
         ├── ToolNotFound ......... no tool of that name is registered on this worker
         ├── ToolInputError ....... arguments are not JSON, not an object or not valid for the schema
         ├── ToolPermissionError .. the tool may not do this (raised by tools; never retried)
-        ├── ToolFailed ........... the tool function raised (retried only if the tool asks)
+        ├── ToolFailed ........... the tool function raised (retryable, if the tool asks so)
         └── ToolUnavailable ...... the tool's MCP server is not reachable right now (retryable)
+
+A ``LoopFailure`` is raised by workflow code, which ends the loop at once, or by an activity
+whose failure ends the loop as it stands: the model call and the critic's call raise
+``BudgetExceeded`` before asking a model the budget cannot pay for (never retried), and the
+critic's call raises ``CriticFailed`` for an answer with no structured verdict (retried: a model
+may answer properly next time; the loop fails with it once the retries are spent). A class
+marked "(retryable)" above is retried by Temporal; ``tests/test_errors.py`` checks the tree
+against the classes.
 
 Messages name the thing (``!r``), the rule it broke and the fix.
 """
@@ -93,7 +102,8 @@ class InvalidConfig(OrgaError):
 
 
 class LoopFailure(OrgaError):
-    """A reason a loop ended without an answer. Raised only by workflow code."""
+    """A reason a loop ended without an answer: raised by workflow code, or by an activity
+    whose failure ends the loop as it stands (see the module's docstring)."""
 
 
 class UnhandledStopReason(LoopFailure):
