@@ -28,6 +28,8 @@ It is the one wiring every orga process uses: ``worker.py`` / ``orga worker``
 from __future__ import annotations
 
 import contextlib
+import logging
+import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -44,7 +46,7 @@ from orga.activities.setup import SetupActivities
 from orga.activities.summary import SummaryActivities
 from orga.activities.tools import ToolActivities
 from orga.contracts.errors import InvalidConfig
-from orga.contracts.vocabulary import PolicyMode
+from orga.contracts.vocabulary import SCRIPTED, PolicyMode
 from orga.gates.cedar import CedarGate
 from orga.gates.opa import OpaGate
 from orga.knowledge import open_knowledge
@@ -55,6 +57,7 @@ from orga.runtime.settings import Settings
 from orga.runtime.store import Store
 from orga.runtime.tls import tls
 from orga.runtime.tracing import configure_tracing, tracing_interceptors
+from orga.scripted.offline import LABEL, OFFLINE_MODEL, serve_offline_model
 from orga.tools._builtin import builtin_tools
 from orga.tools._loading import load_tool_modules
 from orga.tools.mcp.config import load_mcp_config
@@ -116,7 +119,10 @@ class OrgaPlugin(SimplePlugin):
         """Args:
         tools: functions decorated with ``@tool``, offered besides the built-in ones and those
             of ``ORGA_TOOL_MODULES`` (a loop still names the ones it uses).
-        settings: the worker's settings (default: ``Settings.from_env()``).
+        settings: the worker's settings (default: ``Settings.from_env()``). With
+            ``ORGA_PROVIDER=scripted`` (and no ``scripted`` provider of their own) the plugin
+            serves the offline scripted model, as ``worker.py --scripted`` does: no key, no
+            network, answers labelled ``[offline scripted model]``.
         store: orga's store (default: the settings'); the converter keeps large payloads
             there, the ledger and the knowledge live there.
         http: the HTTP client model calls share (default: one of the plugin's own, opened and
@@ -126,6 +132,8 @@ class OrgaPlugin(SimplePlugin):
         tracing: OpenTelemetry through Temporal's integration when ``OTEL_*`` is set.
         """
         self.settings = settings or Settings.from_env()
+        if self.settings.scripted and SCRIPTED not in self.settings.providers:
+            self.settings = self._serve_offline_model(self.settings)
         self._store = store
         self._tools = list(tools)
         self._http = http
@@ -142,6 +150,20 @@ class OrgaPlugin(SimplePlugin):
             workflow_runner=workflow_runner(),
             interceptors=tracing_interceptors() if self.tracer_provider is not None else None,
         )
+
+    def _serve_offline_model(self, settings: Settings) -> Settings:
+        """``ORGA_PROVIDER=scripted``: the offline scripted model on 127.0.0.1, as
+        ``worker.py --scripted`` serves it, for as long as the plugin lives."""
+        served = contextlib.ExitStack()
+        settings = served.enter_context(serve_offline_model(settings))
+        weakref.finalize(self, served.close)
+        logging.getLogger("orga").info(
+            "serving the offline scripted model %s as provider 'scripted' (no API key, no "
+            "network; answers are labelled %s)",
+            OFFLINE_MODEL,
+            LABEL,
+        )
+        return settings
 
     def store(self) -> Store:
         """orga's store, opened when first needed."""

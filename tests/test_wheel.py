@@ -2,7 +2,8 @@
 
 The project is laid out as Temporal's samples are — ``activities.py``, ``workflows.py`` and
 ``tools.py`` beside its script — and runs a governed loop through ``OrgaPlugin`` next to its own
-workflow and activity. Before 1.0.0 the wheel installed top-level ``workflows`` and
+workflow and activity, and a loop on the offline model the plugin serves with
+``ORGA_PROVIDER=scripted``. Before 1.0.0 the wheel installed top-level ``workflows`` and
 ``activities`` packages, and the same project crashed on ``orga.OrgaPlugin`` with
 ``No module named 'activities.critic'; 'activities' is not a package``.
 
@@ -73,6 +74,7 @@ def refund_order(order: str, cents: int) -> str:
 MAIN = """
 import asyncio
 import asyncio
+import logging
 import os
 import sys
 import uuid
@@ -87,6 +89,7 @@ from workflows import Greeting
 
 
 async def main() -> None:
+    logging.basicConfig(level=logging.INFO)
     client = await Client.connect(
         os.environ["TEMPORAL_ADDRESS"], plugins=[orga.OrgaPlugin(tools=[refund_order])]
     )
@@ -98,13 +101,20 @@ async def main() -> None:
         loop = await orga.start_loop(
             client,
             "Refund 500 cents on order A-1",
-            orga.LoopConfig(tools=["refund_order"], model="wheel", max_iterations=4),
+            orga.LoopConfig(
+                tools=["refund_order"], provider="openai", model="wheel", max_iterations=4
+            ),
             task_queue=queue,
         )
         result = await loop.result()
         state = await loop.state()
+        offline = await orga.start_loop(
+            client, "What is 2 + 3?", orga.LoopConfig(tools=["add"]), task_queue=queue
+        )
+        answer = (await offline.result()).output
     print(greeting)
     print(result.output)
+    print("offline:", answer)
     print("orga from", orga.__file__)
     print("called", [(c.tool, c.status) for c in state.tool_calls])
     sys.stdout.flush()
@@ -156,8 +166,11 @@ async def test_a_project_with_its_own_activities_and_workflows_runs_a_governed_l
     lines = run.stdout.splitlines()
     assert lines[0] == "hello ann"
     assert lines[1] == "refunded"
-    assert lines[2] == f"orga from {Path(site) / 'orga' / '__init__.py'}"
-    assert lines[3] == "called [('refund_order', 'ok')]"  # through the default gate
+    # ORGA_PROVIDER=scripted: the plugin serves the offline model, and says so once.
+    assert lines[2] == "offline: [offline scripted model] 2 + 3 = 5 (by the add tool).", lines
+    assert run.stderr.count("serving the offline scripted model") == 1, run.stderr
+    assert lines[3] == f"orga from {Path(site) / 'orga' / '__init__.py'}"
+    assert lines[4] == "called [('refund_order', 'ok')]"  # through the default gate
 
 
 def _run_project(
@@ -199,7 +212,7 @@ def _run_project(
         "PATH": os.environ["PATH"],
         "HOME": str(tmp_path),
         "TEMPORAL_ADDRESS": address,
-        "ORGA_PROVIDER": "openai",
+        "ORGA_PROVIDER": "scripted",
         "OPENAI_BASE_URL": base_url,
         "ORGA_STORE_URL": f"sqlite:///{tmp_path / 'store.db'}",
         "ORGA_DATA_DIR": str(tmp_path / "data"),

@@ -396,8 +396,9 @@ class Settings(BaseModel):
         if found is None and chosen == SCRIPTED:
             raise InvalidConfig(
                 "this worker serves no offline scripted model: start it with "
-                "`uv run worker.py --scripted` (or ORGA_PROVIDER=scripted), or name a real "
-                "provider in the loop's config"
+                "`uv run worker.py --scripted`, or with ORGA_PROVIDER=scripted in the "
+                "environment of the worker (worker.py or a worker with OrgaPlugin), or name a "
+                "real provider in the loop's config"
             )
         if found is None:
             url, model = _DEFAULTS[chosen]
