@@ -35,6 +35,13 @@ from orga.contracts.config import LoopConfig, LoopInput
 from orga.contracts.conversation import Message
 from orga.contracts.critic import Review, Verdict
 from orga.contracts.journal import Journal
+from orga.contracts.messages import (
+    APPROVE_UPDATE,
+    JOURNAL_QUERY,
+    RESOLVE_ESCALATION,
+    REVIEW_UPDATE,
+    STATE_QUERY,
+)
 from orga.contracts.state import LoopResult, LoopState
 from orga.runtime.connect import connect as _connect
 from orga.runtime.settings import Settings
@@ -111,11 +118,11 @@ class LoopHandle:
 
     async def state(self) -> LoopState:
         """The ``state`` query: status, iteration, usage, what it waits for, how it ended."""
-        return await self.handle.query("state", result_type=LoopState)
+        return await self.handle.query(STATE_QUERY, result_type=LoopState)
 
     async def journal(self) -> Journal:
         """The typed journal."""
-        return await self.handle.query("journal", result_type=Journal)
+        return await self.handle.query(JOURNAL_QUERY, result_type=Journal)
 
     async def approve(
         self, call_id: str, *, approver: str, reason: str | None = None
@@ -144,12 +151,12 @@ class LoopHandle:
             reason=reason,
             operator=operator,
         )
-        return await self._update("resolve_escalation", resolution, EscalationRecord)
+        return await self._update(RESOLVE_ESCALATION, resolution, EscalationRecord)
 
     async def review(self, verdict: Verdict, *, reviewer: str, feedback: str = "") -> Review:
         """Review the answer waiting for a person (a human critic): approve, revise, reject."""
         given = Review(verdict=verdict, feedback=feedback, reviewer=reviewer)
-        return await self._update("review", given, Review)
+        return await self._update(REVIEW_UPDATE, given, Review)
 
     async def _decide(
         self, call_id: str, approved: bool, approver: str, reason: str | None
@@ -157,7 +164,7 @@ class LoopHandle:
         decision = ApprovalDecision(
             call_id=call_id, approved=approved, reason=reason, approver=approver
         )
-        return await self._update("approve", decision, ApprovalRecord)
+        return await self._update(APPROVE_UPDATE, decision, ApprovalRecord)
 
     async def _update(self, name: str, payload: BaseModel, answer: type[_M]) -> _M:
         # temporalio's overloads of execute_update mention a bare Callable: "partially unknown"

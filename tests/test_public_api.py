@@ -197,6 +197,16 @@ PUBLIC: dict[str, list[str]] = {
         "KnowledgeWrite",
         "KnowledgeWritten",
     ],
+    "orga.contracts.messages": [
+        "APPROVAL_SIGNAL",
+        "APPROVE_UPDATE",
+        "AUDIT_QUERY",
+        "CONVERSATION_QUERY",
+        "JOURNAL_QUERY",
+        "RESOLVE_ESCALATION",
+        "REVIEW_UPDATE",
+        "STATE_QUERY",
+    ],
     "orga.contracts.policy": [
         "EVALUATE_POLICY",
         "ActionKind",

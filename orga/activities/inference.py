@@ -26,6 +26,7 @@ from orga.contracts.inference import (
     StreamedText,
     Usage,
 )
+from orga.contracts.messages import CONVERSATION_QUERY
 from orga.contracts.policy import PolicyAction, PolicyRequest, PolicyResult
 from orga.contracts.tools import ToolDefinition
 from orga.core.budget import OutOfBudget, output_cap
@@ -81,7 +82,7 @@ class InferenceActivities:
         handle = self._client.get_workflow_handle(workflow_id)
         try:
             return await handle.query(
-                "conversation",
+                CONVERSATION_QUERY,
                 ConversationRange(start=0, end=length),
                 result_type=list[Message],
             )

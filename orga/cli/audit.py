@@ -35,6 +35,7 @@ from orga.cli.common import CliError, Json, client_for, console, execute, print_
 from orga.cli.views import render_entry
 from orga.contracts.audit import AuditChain, AuditEntry, Effect, ExportedEntry, ResetRun
 from orga.contracts.journal import JournalEntry
+from orga.contracts.messages import AUDIT_QUERY
 from orga.core.audit import first_broken_link, first_difference, reset_away
 
 __all__ = ["chain_from_history", "read_chain", "register", "run_ids"]
@@ -396,7 +397,7 @@ async def _held_chains(
         handle = client.get_workflow_handle(execution.workflow_id, run_id=run_id)
         try:
             part = await handle.query(
-                "audit", result_type=AuditChain, rpc_timeout=timedelta(seconds=10)
+                AUDIT_QUERY, result_type=AuditChain, rpc_timeout=timedelta(seconds=10)
             )
         except RPCError as error:
             raise CliError(

@@ -56,6 +56,7 @@ from orga.contracts import search_attributes as sa
 from orga.contracts.config import LoopConfig
 from orga.contracts.inference import STREAM_TOPIC, StreamedText
 from orga.contracts.journal import Journal
+from orga.contracts.messages import JOURNAL_QUERY
 from orga.contracts.state import LoopResult, LoopState
 from orga.contracts.vocabulary import PolicyMode
 from orga.core.genai import invocation_attributes
@@ -352,7 +353,7 @@ def journal(
         while True:
             try:
                 description = await handle.describe()
-                entries = await handle.query("journal", result_type=Journal)
+                entries = await handle.query(JOURNAL_QUERY, result_type=Journal)
             except RPCError as error:
                 if error.status == RPCStatusCode.NOT_FOUND:
                     raise CliError(f"there is no workflow {workflow_id!r}") from error

@@ -46,6 +46,7 @@ from orga.cli.common import (
 from orga.cli.http_guard import guarded, is_loopback, url_host
 from orga.cli.views import shorten
 from orga.contracts.journal import Journal
+from orga.contracts.messages import JOURNAL_QUERY
 from orga.contracts.state import LoopResult, LoopState
 from orga.desk import inbox as desk
 from orga.runtime.settings import Settings
@@ -251,7 +252,7 @@ def build_server(config: Settings, approver: str) -> MCPServer:
             limit: at most this many entries (the oldest first).
         """
         handle = (await client()).get_workflow_handle(workflow_id)
-        journal = await handle.query("journal", result_type=Journal)
+        journal = await handle.query(JOURNAL_QUERY, result_type=Journal)
         entries = [e for e in journal.entries if e.seq > after][: max(1, limit)]
         return {
             "entries": [e.model_dump(mode="json") for e in entries],

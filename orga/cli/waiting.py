@@ -23,6 +23,7 @@ from temporalio.client import Client, WorkflowHandle
 
 from orga.cli.common import CliError
 from orga.cli.safe_text import one_line
+from orga.contracts.messages import STATE_QUERY
 from orga.runtime.presence import presence, start_hint
 
 __all__ = ["ensure_worker", "reporting"]
@@ -106,7 +107,7 @@ async def _watch(
             continue
         with contextlib.suppress(Exception):  # a state that cannot be read: keep the last line
             state = await handle.query(
-                "state", result_type=dict[str, Any], rpc_timeout=timedelta(seconds=POLL_SECONDS)
+                STATE_QUERY, result_type=dict[str, Any], rpc_timeout=timedelta(seconds=POLL_SECONDS)
             )
             status.update(one_line(_describe(state)))
 

@@ -18,6 +18,7 @@ import nothing from orga but other contracts. Import from the modules::
     inference        the inference activity's request and response, Usage
     journal          the typed journal
     knowledge        the knowledge bridge: config, items, the recall and store tools
+    messages         the names of the queries, updates and signals the workflows answer
     policy           the policy activity's request: the actions a turn proposes
     prehydration     config.pre_hydration
     resilience       circuit breakers and recovery strategies

@@ -43,6 +43,7 @@ from orga.contracts.approvals import (
     PendingEscalation,
 )
 from orga.contracts.critic import Review, Verdict
+from orga.contracts.messages import APPROVE_UPDATE, RESOLVE_ESCALATION, REVIEW_UPDATE, STATE_QUERY
 from orga.contracts.state import LoopState
 from orga.contracts.task import TaskState
 from orga.runtime.presence import presence, start_hint
@@ -210,7 +211,7 @@ async def read_state(
     handle = client.get_workflow_handle(workflow_id)
     try:
         return await handle.query(
-            "state", result_type=result_type, rpc_timeout=timedelta(seconds=timeout)
+            STATE_QUERY, result_type=result_type, rpc_timeout=timedelta(seconds=timeout)
         )
     except RPCError as error:
         if error.status == RPCStatusCode.NOT_FOUND:
@@ -421,7 +422,7 @@ async def approve(
     decision = ApprovalDecision(
         call_id=call_id, approved=approved, reason=reason, approver=approver
     )
-    return await _update(client, "approve", decision, ApprovalRecord, facts, wait)
+    return await _update(client, APPROVE_UPDATE, decision, ApprovalRecord, facts, wait)
 
 
 async def resolve(
@@ -444,7 +445,7 @@ async def resolve(
     resolution = EscalationResolution(
         escalation_id=escalation_id, action=action, result=result, reason=reason, operator=operator
     )
-    return await _update(client, "resolve_escalation", resolution, EscalationRecord, facts, wait)
+    return await _update(client, RESOLVE_ESCALATION, resolution, EscalationRecord, facts, wait)
 
 
 async def review(
@@ -464,4 +465,4 @@ async def review(
     """
     facts = await _ready_for_a_decision(client, workflow_id)
     given = Review(verdict=verdict, feedback=feedback, reviewer=reviewer)
-    return await _update(client, "review", given, Review, facts, wait)
+    return await _update(client, REVIEW_UPDATE, given, Review, facts, wait)

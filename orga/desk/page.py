@@ -37,6 +37,7 @@ from orga.contracts.approvals import EscalationAction
 from orga.contracts.conversation import Message
 from orga.contracts.critic import Verdict
 from orga.contracts.inference import ConversationRange
+from orga.contracts.messages import CONVERSATION_QUERY
 from orga.contracts.state import LoopState
 from orga.contracts.task import TaskState
 from orga.desk import inbox as desk
@@ -252,7 +253,7 @@ async def _details(client: Client, workflow_id: str) -> dict[str, Any]:
         assert isinstance(state, LoopState)
         window = ConversationRange(start=max(0, state.messages - _TAIL), end=state.messages)
         handle = client.get_workflow_handle(workflow_id)
-        messages = await handle.query("conversation", window, result_type=list[Message])
+        messages = await handle.query(CONVERSATION_QUERY, window, result_type=list[Message])
         tail = [m.model_dump(mode="json", exclude_defaults=True) for m in messages]
     elif facts.workflow_type == TASK:
         kind = "task"

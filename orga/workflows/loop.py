@@ -14,6 +14,7 @@ from orga.contracts.audit import AuditChain
 from orga.contracts.conversation import Message
 from orga.contracts.inference import ConversationRange
 from orga.contracts.journal import Journal
+from orga.contracts.messages import AUDIT_QUERY, CONVERSATION_QUERY, JOURNAL_QUERY, STATE_QUERY
 from orga.contracts.state import LoopResult, LoopState
 from orga.workflows.reasoning.agent_loop import AgentLoop
 from orga.workflows.shared.human_desk import DeskHandlers
@@ -32,22 +33,22 @@ class ReasoningLoopWorkflow(DeskHandlers):
 
     # ---- queries and people ----------------------------------------------------------------
 
-    @workflow.query(name="state")
+    @workflow.query(name=STATE_QUERY)
     def state(self) -> LoopState:
         """Phase, iteration, usage, last stop reason, tool calls so far and status."""
         return self._loop.state()
 
-    @workflow.query(name="journal")
+    @workflow.query(name=JOURNAL_QUERY)
     def journal(self) -> Journal:
         """The typed journal (bounded; ``dropped`` counts entries dropped to bound it)."""
         return self._loop.books.journal
 
-    @workflow.query(name="audit")
+    @workflow.query(name=AUDIT_QUERY)
     def audit(self) -> AuditChain:
         """This run's audit chain (after the earlier runs' head): every governance record."""
         return self._loop.books.audit.chain()
 
-    @workflow.query(name="conversation")
+    @workflow.query(name=CONVERSATION_QUERY)
     def conversation(self, window: ConversationRange | None = None) -> list[Message]:
         """Messages ``[start, end)`` of the durable conversation (all by default)."""
         window = window or ConversationRange()

@@ -42,6 +42,7 @@ from orga.contracts.journal import (
     StepLimitReached,
     Terminated,
 )
+from orga.contracts.messages import AUDIT_QUERY, JOURNAL_QUERY, STATE_QUERY
 from orga.contracts.setup import RESOLVE_TASK, TaskSetup, TaskSetupRequest
 from orga.contracts.task import (
     LoopStep,
@@ -124,7 +125,7 @@ class TaskWorkflow(DeskHandlers):
 
     # ---- queries and people ----------------------------------------------------------------
 
-    @workflow.query(name="state")
+    @workflow.query(name=STATE_QUERY)
     def state(self) -> TaskState:
         """Every step's status, attempts, result and errors; pending escalations."""
         return TaskState(
@@ -139,11 +140,11 @@ class TaskWorkflow(DeskHandlers):
             uncompensated=list(self._uncompensated),
         )
 
-    @workflow.query(name="journal")
+    @workflow.query(name=JOURNAL_QUERY)
     def journal(self) -> Journal:
         return self._journal
 
-    @workflow.query(name="audit")
+    @workflow.query(name=AUDIT_QUERY)
     def audit(self) -> AuditChain:
         """The task's audit chain: every governance record (policy, approvals, escalations,
         compensations)."""

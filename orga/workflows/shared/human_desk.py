@@ -27,6 +27,12 @@ from orga.contracts.approvals import (
 from orga.contracts.conversation import ToolCall
 from orga.contracts.critic import PendingReview, Review
 from orga.contracts.journal import ApprovalDecided, EscalationResolved, JournalEntry, Stamp
+from orga.contracts.messages import (
+    APPROVAL_SIGNAL,
+    APPROVE_UPDATE,
+    RESOLVE_ESCALATION,
+    REVIEW_UPDATE,
+)
 from orga.workflows.shared.metrics import count
 
 __all__ = ["DeskHandlers", "HumanDesk"]
@@ -281,12 +287,12 @@ class DeskHandlers:
 
     _desk: HumanDesk
 
-    @workflow.signal(name="resolve_escalation")
+    @workflow.signal(name=RESOLVE_ESCALATION)
     def resolve_escalation_signal(self, resolution: EscalationResolution) -> None:
         """Resolve a parked step with one of its options (``retry``, ``skip``, …)."""
         self._desk.resolve_by_signal(resolution)
 
-    @workflow.update(name="resolve_escalation")
+    @workflow.update(name=RESOLVE_ESCALATION)
     def resolve_escalation(self, resolution: EscalationResolution) -> EscalationRecord:
         """Resolve a parked step; returns the resolution as recorded."""
         return self._desk.resolve(resolution, "update")
@@ -295,7 +301,7 @@ class DeskHandlers:
     def _check_resolution(self, resolution: EscalationResolution) -> None:
         self._desk.check_resolution(resolution)
 
-    @workflow.update(name="review")
+    @workflow.update(name=REVIEW_UPDATE)
     def review(self, review: Review) -> Review:
         """Review the final answer that waits (``{"verdict", "feedback"?, "reviewer"}``);
         returns the review as recorded."""
@@ -306,12 +312,12 @@ class DeskHandlers:
     def _check_review(self, review: Review) -> None:
         self._desk.check_review(review)
 
-    @workflow.signal(name="approval")
+    @workflow.signal(name=APPROVAL_SIGNAL)
     def approval(self, decision: ApprovalDecision) -> None:
         """Approve or deny a pending call (``{"call_id", "approved", "reason"?, "approver"}``)."""
         self._desk.decide_by_signal(decision)
 
-    @workflow.update(name="approve")
+    @workflow.update(name=APPROVE_UPDATE)
     def approve(self, decision: ApprovalDecision) -> ApprovalRecord:
         """Approve or deny a pending call; returns the decision as recorded."""
         return self._desk.decide(decision, "update")

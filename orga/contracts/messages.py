@@ -1,0 +1,39 @@
+"""The names of the messages orga's workflows answer: queries, updates and signals.
+
+One list, shared by the workflows that define the handlers and by every client that sends
+them (``orga.client``, the desk, the CLI, ``orga mcp``, the inference activity). The names are
+part of the stable surface: the plain ``temporal`` CLI uses them too, e.g.
+``temporal workflow query --name state``.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = [
+    "APPROVAL_SIGNAL",
+    "APPROVE_UPDATE",
+    "AUDIT_QUERY",
+    "CONVERSATION_QUERY",
+    "JOURNAL_QUERY",
+    "RESOLVE_ESCALATION",
+    "REVIEW_UPDATE",
+    "STATE_QUERY",
+]
+
+STATE_QUERY: Final = "state"
+"""A loop's ``LoopState`` or a task's ``TaskState``."""
+JOURNAL_QUERY: Final = "journal"
+"""The journal of a loop or task."""
+AUDIT_QUERY: Final = "audit"
+"""The audit chain of a loop or task."""
+CONVERSATION_QUERY: Final = "conversation"
+"""A range of a loop's conversation (a ``ConversationRange``)."""
+APPROVE_UPDATE: Final = "approve"
+"""An ``ApprovalDecision`` on a call waiting for a person; answers with its ``ApprovalRecord``."""
+APPROVAL_SIGNAL: Final = "approval"
+"""The same decision as a signal, for senders that cannot wait for an answer."""
+RESOLVE_ESCALATION: Final = "resolve_escalation"
+"""An ``EscalationResolution`` of a task's escalated step (an update, and a signal)."""
+REVIEW_UPDATE: Final = "review"
+"""A person's ``Review`` of an answer waiting for a human critic."""
