@@ -36,7 +36,7 @@ def _classes() -> dict[str, tuple[str | None, bool]]:
     for name in errors.__all__:
         value = getattr(errors, name)
         if inspect.isclass(value) and issubclass(value, OrgaError):
-            parent = value.__base__.__name__ if value is not OrgaError else None
+            parent = value.__mro__[1].__name__ if value is not OrgaError else None
             found[name] = (parent, bool(value.retryable))
     return found
 
