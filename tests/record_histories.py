@@ -15,13 +15,13 @@ import os
 import sys
 from pathlib import Path
 
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from orga.contracts import search_attributes as sa
+from orga.runtime.converter import data_converter
 from orga.scripted.server import ScriptedModelServer
 from orga.server.devserver import TUNING_ARGS, temporal_binary
-from tests.harness import Harness
+from tests.harness import TEST_STORE, Harness
 from tests.scenarios import SCENARIOS
 
 HISTORIES = Path(__file__).resolve().parent / "histories"
@@ -35,7 +35,9 @@ async def main(names: list[str]) -> None:
             old.unlink()
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(temporal_binary()),
-        data_converter=pydantic_data_converter,
+        # orga's converter, as every worker's client must use (scenarios keep their payloads
+        # under its external-storage threshold: none of them lives only in this run's store).
+        data_converter=data_converter(lambda: TEST_STORE),
         search_attributes=list(sa.ALL),
         dev_server_extra_args=list(TUNING_ARGS),
     )

@@ -29,6 +29,7 @@ from tests.helpers import (
     charge_step,
     critic_agents,
     eventually,
+    is_summariser,
     pending,
     read_page,
     reader,
@@ -277,6 +278,50 @@ async def context_summary(h: Harness) -> WorkflowHandle[Any, Any]:
     return handle
 
 
+async def empty_summary(h: Harness) -> WorkflowHandle[Any, Any]:
+    """Its summariser answers without text: each answer is charged, and it is asked again only
+    when more turns must leave the window (patch ``summary-after-failure``)."""
+    calls = 0
+
+    def step(request: RecordedRequest) -> Turn:
+        nonlocal calls
+        if is_summariser(request):
+            return Turn(text="", input_tokens=300, output_tokens=150, stop="max_tokens")
+        calls += 1
+        if calls <= 16:
+            return Turn(tool_calls=[("read_page", {"page": calls})])
+        return Turn(text="done reading")
+
+    model = h.new_model([step] * 40)
+    async with h.worker(tools=[read_page]):
+        handle = await h.start(
+            "Read sixteen pages.",
+            model=model,
+            tools=["read_page"],
+            context_strategy="anchored_summary",
+            context_token_budget=600,
+            max_iterations=40,
+            workflow_id="history-empty-summary",
+        )
+        await handle.result()
+    return handle
+
+
+async def refused_arguments(h: Harness) -> WorkflowHandle[Any, Any]:
+    """A call's arguments nest too deep: refused, and kept in the conversation as a stand-in
+    (patch ``elide-refused-arguments``); the model reads the error and goes on."""
+    deep = '{"a": ' + "[" * 100 + "]" * 100 + "}"
+    model = h.new_model(
+        [Turn(tool_calls=[("add", deep), ("add", {"a": 1, "b": 2})]), Turn(text="3")]
+    )
+    async with h.worker():
+        handle = await h.start(
+            "1+2?", model=model, tools=["add"], workflow_id="history-refused-arguments"
+        )
+        await handle.result()
+    return handle
+
+
 async def _waiting(handle: WorkflowHandle[Any, Any], state: type[Any], field: str) -> list[Any]:
     """What ``handle`` waits for people about (``field`` of its state), once there is any."""
 
@@ -376,4 +421,6 @@ SCENARIOS: dict[str, Scenario] = {
     "escalation": escalation,
     "task_escalation": task_escalation,
     "human_review": human_review,
+    "empty_summary": empty_summary,
+    "refused_arguments": refused_arguments,
 }

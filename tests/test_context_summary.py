@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from temporalio.client import WorkflowHandle
@@ -176,3 +177,52 @@ async def test_a_summariser_that_fails_leaves_a_marker_and_the_loop_goes_on(
     assert last[1]["content"].startswith("[orga: ")
     assert not any(str(m["content"]).startswith(SUMMARY_MARKER) for m in last)
     assert result.usage.total_tokens == 15 * 11  # a failed summary charged nothing
+
+
+async def test_a_summariser_that_answers_nothing_is_charged_and_not_asked_every_turn(
+    harness: Harness,
+) -> None:
+    """The attack: a summariser that answers without text (a reasoning model that spends its
+    output on thinking) was retried three times, charged nothing and asked again before every
+    model call — a loop capped at 20 000 tokens had 268 200 tokens served and 4 200 charged.
+    Now each answer is charged as served, the summariser is asked again only when more turns
+    must leave the window, and the loop goes on within its budget."""
+    pages, served, calls = 24, 0, 0
+
+    def step(request: RecordedRequest) -> Turn:
+        nonlocal served, calls
+        if is_summariser(request):
+            thinking = min(150, request.body["max_tokens"])  # all its output, and no text
+            served += 300 + thinking
+            return Turn(text="", input_tokens=300, output_tokens=thinking, stop="max_tokens")
+        served += 15
+        calls += 1
+        if calls <= pages:
+            return Turn(tool_calls=[("read_page", {"page": calls})])
+        return Turn(text="done reading")
+
+    model = harness.new_model([step] * 60)
+    async with harness.worker(tools=[read_page]):
+        handle = await harness.start(
+            f"Read {pages} pages.",
+            model=model,
+            tools=["read_page"],
+            context_strategy="anchored_summary",
+            context_token_budget=BUDGET,
+            max_iterations=50,
+            max_total_tokens=20_000,
+        )
+        result = await handle.result()
+        journal = await handle.query("journal", result_type=Journal)
+    assert result.output == "done reading" and result.iterations == pages + 1
+    assert result.usage.total_tokens == served <= 20_000  # every token served is charged
+    requests = harness.model.requests_for(model)
+    asked = [n for n, r in enumerate(requests) if is_summariser(r)]
+    # Asked once per fold, never retried: several of the loop's calls between two asks.
+    assert len(asked) >= 2 and all(b - a > 3 for a, b in itertools.pairwise(asked))
+    folds = [e for e in journal.entries if isinstance(e, ContextSummarised)]
+    assert len(folds) == len(asked)
+    assert all(e.error and "answered with no text" in e.error for e in folds)
+    assert all(e.usage.total_tokens == 450 for e in folds)
+    assert result.model_calls == pages + 1 + len(asked)
+    assert all(a.through < b.through for a, b in itertools.pairwise(folds))

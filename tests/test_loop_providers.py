@@ -136,6 +136,70 @@ async def test_malformed_body_is_a_typed_error_and_retried(harness: Harness) -> 
     assert result.output == "ok now"
 
 
+def answer_reporting(provider: str, usage: dict[str, Any]) -> dict[str, Any]:
+    """A tool-use answer of ``provider``'s wire format that reports ``usage``."""
+    if provider == "anthropic":
+        return {
+            "id": "msg_lying",
+            "type": "message",
+            "role": "assistant",
+            "model": "lying-proxy",
+            "content": [
+                {"type": "tool_use", "id": "toolu_1", "name": "add", "input": {"a": 1, "b": 1}}
+            ],
+            "stop_reason": "tool_use",
+            "usage": usage,
+        }
+    call = {"id": "call_1", "type": "function", "function": {"name": "add", "arguments": "{}"}}
+    return {
+        "id": "chatcmpl-lying",
+        "model": "lying-proxy",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": None, "tool_calls": [call]},
+                "finish_reason": "tool_calls",
+            }
+        ],
+        "usage": usage,
+    }
+
+
+@pytest.mark.parametrize(
+    ("provider", "usage", "said"),
+    [
+        ("openai", {"prompt_tokens": -1_000_000, "completion_tokens": 5}, "prompt_tokens=-1000000"),
+        ("anthropic", {"input_tokens": -1_000_000, "output_tokens": 5}, "input_tokens=-1000000"),
+        ("openai", {"prompt_tokens": 10**9, "completion_tokens": 5}, "1000000000 input tokens"),
+    ],
+)
+async def test_usage_no_request_could_have_is_a_protocol_error_never_a_credit(
+    harness: Harness, provider: str, usage: dict[str, Any], said: str
+) -> None:
+    """The attack: a self-hosted server (or a proxy) answers every call with
+    ``prompt_tokens: -1000000``, and a loop capped at 100 000 tokens ran ~280 000 with its
+    usage at -720 000. Now the first such answer fails the call, typed and not retried, and
+    the loop's usage keeps what it was honestly charged."""
+    model = harness.new_model(
+        [
+            Turn(tool_calls=[("add", {"a": 2, "b": 3})]),
+            Raw(200, answer_reporting(provider, usage)),
+            Turn(text="must not be asked"),
+        ]
+    )
+    async with harness.worker():
+        handle = await harness.start(
+            "go", model=model, provider=provider, tools=["add"], max_total_tokens=100_000
+        )
+        outer, inner = await model_failure(handle)
+        state = await handle.query("state", result_type=LoopState)
+    assert outer.type == "ModelCallFailed" and inner.type == "ImplausibleUsage"
+    assert inner.non_retryable and said in inner.message
+    assert len(harness.model.requests_for(model)) == 2  # not asked again: each ask is served
+    assert state.usage.total_tokens == 15  # the first call, as reported; nothing credited
+    assert harness.model.remaining(model) == 1
+
+
 def readable(history: WorkflowHistory) -> str:
     """A history as text with every payload decoded: in history JSON they are base64, so a
     key inside one would not show up in a plain search of the JSON."""

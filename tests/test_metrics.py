@@ -33,9 +33,11 @@ def test_the_journal_decides_what_is_counted() -> None:
 
 
 async def test_a_scrape_after_a_few_loops_counts_them(
-    env: WorkflowEnvironment, harness: Harness
+    env: WorkflowEnvironment, harness: Harness, tmp_path: Path
 ) -> None:
     measured, address = await measured_harness(env, harness)
+    agents = tmp_path / "agents.toml"  # agent labels name only the agents a file configures
+    agents.write_text('[agents.counter]\ntools = ["add"]\n\n[agents.payer]\ntools = ["transfer"]\n')
 
     def adding() -> str:
         return measured.new_model(
@@ -48,7 +50,8 @@ async def test_a_scrape_after_a_few_loops_counts_them(
     paying = measured.new_model(
         [Turn(tool_calls=[("transfer", {"amount": 5, "to": "bo"})]), Turn(text="paid")]
     )
-    async with measured.worker(tools=[transfer]):
+    settings = scripted_settings(measured.model, agents_file=agents)
+    async with measured.worker(settings=settings, tools=[transfer]):
         for _ in range(2):
             await (
                 await measured.start("1+2?", model=adding(), tools=["add"], agent_id="counter")
@@ -130,6 +133,30 @@ async def test_a_model_or_a_client_cannot_add_series(
     [outcomes] = [e.outcomes for e in journal.entries if isinstance(e, ObservationsCollected)]
     assert [o.tool for o in outcomes] == [invented, "add"]
     assert outcomes[0].is_error
+
+
+async def test_an_agent_id_no_agents_file_configures_is_other(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    """The attack: on a worker without an agents file any ``agent_id`` runs (as the implicit
+    agent), and the id the client chose was exported as a label value of
+    ``orga_loops_started`` and ``orga_loops_finished``: one new series per id. Now only ids
+    an agents file configures are labels; the journal still names the id."""
+    measured, address = await measured_harness(env, harness)
+    chosen = f"client-chosen-{uuid.uuid4().hex}"
+    model = measured.new_model([Turn(text="hi")])
+    async with measured.worker():
+        handle = await measured.start("hi", model=model, agent_id=chosen)
+        assert (await handle.result()).output == "hi"
+        async with httpx.AsyncClient() as http:
+            text = (await http.get(f"http://{address}/metrics")).text
+        journal = await handle.query("journal", result_type=Journal)
+    harness.handles.extend(measured.handles)  # replayed at teardown, like every test's
+    assert chosen not in text
+    samples = scrape(text)
+    assert total(samples, "orga_loops_started", agent="other") == 1
+    assert total(samples, "orga_loops_finished", agent="other", reason="end_turn") == 1
+    assert {e.agent_id for e in journal.entries} == {chosen}
 
 
 def test_known_labels_bound_only_tools_and_agents() -> None:

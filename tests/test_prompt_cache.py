@@ -176,8 +176,11 @@ async def test_an_anthropic_loop_marks_its_prefix_and_can_turn_it_off(harness: H
 async def test_cache_reads_show_in_state_journal_and_metrics(
     env: WorkflowEnvironment, harness: Harness
 ) -> None:
-    """Two calls over the docs' cached prefix: the first writes it, the second reads it."""
+    """Two calls over the docs' cached prefix: the first writes it, the second reads it. The
+    prefix is as long as the docs' usage says (a request could not hold more input tokens than
+    its bytes: ``orga.providers.usage``)."""
     measured, address = await measured_harness(env, harness)
+    prefix = "Forecasts on file. " * 10_000  # 190 000 bytes: room for 188 107 input tokens
     first = {**body("anthropic_03_parallel_tool_use.json"), "usage": USAGE_WRITE}
     second = {**body("anthropic_01_end_turn_text.json"), "usage": USAGE_READ}
     model = measured.new_model([Raw(body=first), Raw(body=second)])
@@ -188,6 +191,8 @@ async def test_cache_reads_show_in_state_journal_and_metrics(
             model=model,
             tools=["get_weather"],
             max_total_tokens=1_000_000,
+            system_prompt=prefix,
+            context_token_budget=100_000,
         )
         await handle.result()
         state = await handle.query("state", result_type=LoopState)

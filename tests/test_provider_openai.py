@@ -9,7 +9,12 @@ from typing import Any
 import pytest
 
 from orga.contracts.conversation import Message, ToolCall, ToolResult
-from orga.contracts.errors import MalformedModelResponse, ProviderRejected, ProviderUnavailable
+from orga.contracts.errors import (
+    ImplausibleUsage,
+    MalformedModelResponse,
+    ProviderRejected,
+    ProviderUnavailable,
+)
 from orga.contracts.tools import ToolDefinition
 from orga.providers.openai import build_chat_request, parse_chat_completion
 from tests.fixtures import body
@@ -141,6 +146,31 @@ def test_malformed_bodies_fail_loudly(mutate: Any) -> None:
     mutate(data)
     with pytest.raises(MalformedModelResponse):
         parse_chat_completion(data, "openai")
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [
+        {"prompt_tokens": -1_000_000, "completion_tokens": 5, "total_tokens": -999_995},
+        {"prompt_tokens": 10, "completion_tokens": "5", "total_tokens": 15},
+        {"prompt_tokens": 10, "prompt_tokens_details": {"cached_tokens": -3}},
+        {"prompt_tokens": True},
+    ],
+)
+def test_usage_that_is_not_a_count_is_a_protocol_error(usage: dict[str, Any]) -> None:
+    answer = {**body("openai_09_stop_DOCS.json"), "usage": usage}
+    with pytest.raises(ImplausibleUsage, match="a token count is a non-negative integer") as error:
+        parse_chat_completion(answer, "openai")
+    assert error.value.non_retryable
+
+
+def test_a_total_below_its_parts_charges_the_parts() -> None:
+    usage = {"prompt_tokens": 900, "completion_tokens": 100, "total_tokens": 1}
+    answer = {**body("openai_09_stop_DOCS.json"), "usage": usage}
+    assert parse_chat_completion(answer, "openai").usage.total_tokens == 1_000
+    usage = {"prompt_tokens": 900, "completion_tokens": 100, "total_tokens": 1_400}
+    answer = {**body("openai_09_stop_DOCS.json"), "usage": usage}  # reasoning outside the parts
+    assert parse_chat_completion(answer, "openai").usage.total_tokens == 1_400
 
 
 def test_request_rendering() -> None:

@@ -107,6 +107,7 @@ PUBLIC: dict[str, list[str]] = {
         "BudgetExceeded",
         "ConversationUnavailable",
         "CriticFailed",
+        "ImplausibleUsage",
         "InvalidConfig",
         "LoopFailure",
         "MalformedModelResponse",

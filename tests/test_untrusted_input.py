@@ -22,6 +22,7 @@ from orga.contracts.knowledge import KNOWLEDGE_MARKER
 from orga.contracts.prehydration import PreHydrationConfig, ReferencePattern
 from orga.contracts.state import LoopResult
 from orga.core.arguments import (
+    ELIDED_KEY,
     MAX_ARGUMENT_CHARS,
     MAX_ARGUMENT_DEPTH,
     parse_arguments,
@@ -164,6 +165,41 @@ async def test_deeply_nested_arguments_come_back_to_the_model_as_an_error(
     assert not fine.is_error and fine.content == "3"
     [_, second] = harness.model.requests_for(model)
     assert f"more than {MAX_ARGUMENT_DEPTH} levels deep" in json.dumps(second.body["messages"])
+
+
+async def test_a_5_mb_argument_is_refused_and_left_out_so_the_loop_goes_on(
+    harness: Harness,
+) -> None:
+    """The attack: the model writes a 5 MB argument. It was refused as too long, but the 5 MB
+    stayed in the conversation, so the next model call could not fit the budget and the loop
+    ended ``BudgetExceeded``. Now the conversation keeps a short stand-in that says how much
+    was refused; the next call is small, the model reads the error result and goes on."""
+    huge = json.dumps({"a": "x" * 5_000_000, "b": 1})
+    model = harness.new_model(
+        [
+            Turn(tool_calls=[("add", huge), ("add", {"a": 1, "b": 2})]),
+            Turn(text="3, and the huge call was refused"),
+        ]
+    )
+    async with harness.worker():
+        handle = await harness.start("go", model=model, tools=["add"], max_total_tokens=20_000)
+        result = await handle.result()
+        messages = await conversation(handle)
+    assert result.output == "3, and the huge call was refused"
+    assert result.iterations == 2 and result.usage.total_tokens == 30
+    refused, fine = tool_results(messages)
+    assert refused.is_error and f"more than the {MAX_ARGUMENT_CHARS} allowed" in refused.content
+    assert not fine.is_error and fine.content == "3"
+    [kept] = [m for m in messages if m.tool_calls]
+    stand_in = json.loads(kept.tool_calls[0].arguments)
+    assert stand_in == {
+        ELIDED_KEY: f"{len(huge)} characters of arguments were refused and left out of the "
+        "conversation"
+    }
+    assert kept.tool_calls[1].arguments == json.dumps({"a": 1, "b": 2})
+    [_, second] = harness.model.requests_for(model)
+    sent = json.dumps(second.body["messages"])
+    assert len(sent) < 10_000 and str(len(huge)) in sent
 
 
 # ---- a loop's memory ---------------------------------------------------------------------

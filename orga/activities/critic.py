@@ -20,7 +20,7 @@ from orga.contracts.critic import CRITIQUE, REVIEW_TOOL, CritiqueRequest, Critiq
 from orga.contracts.errors import BudgetExceeded, CriticFailed, ToolInputError
 from orga.contracts.tools import ToolDefinition
 from orga.core.arguments import parse_arguments
-from orga.core.budget import OutOfBudget, output_cap
+from orga.core.budget import OutOfBudget, output_cap, served
 from orga.core.context import estimate_message_tokens
 from orga.core.text import estimate_tokens
 from orga.providers.client import complete
@@ -101,10 +101,11 @@ class CriticActivities:
                 temperature=None,
                 timeout=timeout,
             )
+        usage = served(response, estimated)
         if capped and response.stop_reason == "max_tokens":
             raise BudgetExceeded(
                 f"the critic's review was cut at the {max_output} tokens the loop had left",
-                {"usage": response.usage.model_dump()},
+                {"usage": usage.model_dump()},
             )
         calls = [c for c in response.tool_calls if c.name == REVIEW_TOOL]
         if response.stop_reason != "tool_use" or len(calls) != 1:
@@ -120,6 +121,4 @@ class CriticActivities:
                 f"the critic {request.critic!r} called {REVIEW_TOOL} with arguments that do not "
                 f"fit ({error.__class__.__name__}): {calls[0].arguments[:300]}"
             ) from error
-        return CritiqueVerdict(
-            verdict=submitted.verdict, feedback=submitted.feedback, usage=response.usage
-        )
+        return CritiqueVerdict(verdict=submitted.verdict, feedback=submitted.feedback, usage=usage)

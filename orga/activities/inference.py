@@ -29,7 +29,7 @@ from orga.contracts.inference import (
 from orga.contracts.messages import CONVERSATION_QUERY
 from orga.contracts.policy import PolicyAction, PolicyRequest, PolicyResult
 from orga.contracts.tools import ToolDefinition
-from orga.core.budget import OutOfBudget, output_cap
+from orga.core.budget import OutOfBudget, output_cap, served
 from orga.core.context import fit
 from orga.core.evidence import with_judgement
 from orga.core.knowledge import with_knowledge
@@ -202,6 +202,7 @@ class InferenceActivities:
                     on_text=on_text,
                     prompt_cache=request.prompt_cache,
                 )
+            response = response.model_copy(update={"usage": served(response, estimated)})
             span.set_attributes(
                 {
                     "gen_ai.response.model": response.model,

@@ -4,7 +4,9 @@ When turns must leave a loop's context window, the loop (workflow code, ``orga.c
 fold``) names them by position and this activity folds them into the summary so far, in one
 model call of the loop's provider and model, without tools. The turns are read from the
 worker's memory of the conversation (the model call the summary prepares carries the same
-slice), so none travel through history twice. What it spent is charged to the loop.
+slice), so none travel through history twice. What it spent is charged to the loop, an answer
+without text included: that one comes back with an empty ``text`` (not an error Temporal would
+retry, each attempt served and none charged), and the loop goes on without a new summary.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ import httpx
 from temporalio import activity
 
 from orga.contracts.conversation import Message
-from orga.contracts.errors import BudgetExceeded, InvalidConfig, MalformedModelResponse
+from orga.contracts.errors import BudgetExceeded, InvalidConfig
 from orga.contracts.inference import SUMMARISE_CONTEXT, SummaryRequest, SummaryResponse
-from orga.core.budget import OutOfBudget, output_cap
+from orga.core.budget import OutOfBudget, output_cap, served
 from orga.core.context import estimate_message_tokens, summarised
 from orga.core.text import BYTES_PER_TOKEN, cut
 from orga.providers.client import complete
@@ -70,11 +72,11 @@ class SummaryActivities:
 
     @activity.defn(name=SUMMARISE_CONTEXT)
     async def summarise_context(self, request: SummaryRequest) -> SummaryResponse:
-        """The summary so far with messages ``[start, through)`` folded in.
+        """The summary so far with messages ``[start, through)`` folded in (an empty ``text``
+        when the model answered without any).
 
         Raises:
             BudgetExceeded: the call could not fit in ``request.token_budget`` (not made).
-            MalformedModelResponse: the model answered without text (retried).
         """
         conversation = await self._cache.resolve(request.conversation)
         leaving = summarised(conversation, request.start, request.through)
@@ -117,16 +119,12 @@ class SummaryActivities:
                 timeout=timeout,
             )
         text = response.text.strip()
-        if not text:
-            raise MalformedModelResponse(
-                f"the summariser {response.model!r} answered with no text (stop_reason "
-                f"{response.stop_reason!r}); a summary is its answer's text"
-            )
         limit = request.max_output_tokens * BYTES_PER_TOKEN * 2  # a provider that ignores it
         return SummaryResponse(
             text=cut(text, limit, "summary"),
-            usage=response.usage,
+            usage=served(response, estimated),
             model=response.model,
             folded=len(leaving),
             cut=response.stop_reason == "max_tokens" or len(text) > limit,
+            stop_reason=response.stop_reason,
         )

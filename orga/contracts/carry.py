@@ -72,3 +72,6 @@ class LoopCarry(BaseModel):
     """An ``anchored_summary`` loop's running summary of the conversation's older messages."""
     summarised_through: int = 0
     """How many messages of the conversation ``context_summary`` covers."""
+    unsummarised_through: int = 0
+    """Where the last fold whose summary was not made would have ended (0: none): the next run
+    asks the summariser again only when turns past it must leave the window."""

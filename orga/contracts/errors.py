@@ -20,6 +20,7 @@ it is a property of the class (``retryable``), decided once here::
     │   ├── ProviderRejected ..... any other 4xx: the request itself is wrong
     │   ├── ProviderUnavailable .. 408/409/429/5xx, network errors, in-band errors (retryable)
     │   ├── MalformedModelResponse  the body does not follow the provider's wire format (retryable)
+    │   │   └── ImplausibleUsage .. token usage negative or beyond the request: never a credit
     │   └── ConversationUnavailable the worker could not rebuild the conversation (retryable)
     ├── PolicyUnavailable ........ an external policy engine (OPA) could not be asked (retryable)
     └── ToolError ................ raised by the tool activity; the model sees it as ``is_error``
@@ -53,6 +54,7 @@ __all__ = [
     "BudgetExceeded",
     "ConversationUnavailable",
     "CriticFailed",
+    "ImplausibleUsage",
     "InvalidConfig",
     "LoopFailure",
     "MalformedModelResponse",
@@ -159,6 +161,15 @@ class MalformedModelResponse(ProviderError):
     """The provider answered, but not in its documented wire format. Retried: models vary."""
 
     retryable = True
+
+
+class ImplausibleUsage(MalformedModelResponse):
+    """The provider reported token usage no answer can have: a count that is negative or not
+    an integer, or more input than the request could hold. Budgets are kept in these counts,
+    so it is a protocol error, never a credit; not retried (each attempt is served, and what it
+    served could not be charged)."""
+
+    retryable = False
 
 
 class ConversationUnavailable(ProviderError):

@@ -247,7 +247,8 @@ class SummaryRequest(BaseModel):
 
 
 class SummaryResponse(BaseModel):
-    """The new running summary and what making it spent."""
+    """The new running summary and what making it spent (an empty ``text``: the summariser
+    answered nothing, and what it spent is charged all the same)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -259,6 +260,9 @@ class SummaryResponse(BaseModel):
     """Messages folded in."""
     cut: bool = False
     """The summary was cut at ``max_output_tokens`` (or the tokens the loop had left)."""
+    stop_reason: str = ""
+    """Why the summariser stopped (``end_turn``, ``max_tokens``, …): with an empty ``text``,
+    why there is no summary (a reasoning model that spent its output on thinking)."""
 
 
 STREAM_TOPIC: Final = "text"

@@ -7,7 +7,9 @@ do unbounded work: the text is refused before parsing when it is longer than
 ``MAX_ARGUMENT_CHARS``, and after parsing when it nests deeper than ``MAX_ARGUMENT_DEPTH``
 (Python's JSON decoder recurses once per level; past about a thousand it raises
 ``RecursionError``, which is caught here too, so no depth reaches a caller). A refusal is a
-``ToolInputError``, which the model reads as the call's error result.
+``ToolInputError``, which the model reads as the call's error result; the conversation then
+keeps the call with a short stand-in for the refused text (``elided``), so a 5 MB argument is
+not sent back to the model with every later call (no budget could pay for that).
 """
 
 from __future__ import annotations
@@ -15,11 +17,14 @@ from __future__ import annotations
 import json
 from typing import Any, cast
 
+from orga.contracts.conversation import ToolCall
 from orga.contracts.errors import ToolInputError
 
 __all__ = [
+    "ELIDED_KEY",
     "MAX_ARGUMENT_CHARS",
     "MAX_ARGUMENT_DEPTH",
+    "elided",
     "json_depth",
     "parse_arguments",
     "try_parse_arguments",
@@ -29,6 +34,8 @@ MAX_ARGUMENT_CHARS = 1_048_576
 """Characters of argument text read at most (1 Mi): past it a call is refused unread."""
 MAX_ARGUMENT_DEPTH = 64
 """Nesting of arrays and objects allowed in arguments (the object itself is level 1)."""
+ELIDED_KEY = "orga_refused_arguments"
+"""The one key of the stand-in that replaces refused arguments in the conversation."""
 
 
 def json_depth(value: Any) -> int:
@@ -99,3 +106,14 @@ def try_parse_arguments(raw: str) -> dict[str, Any] | None:
         return parse_arguments("", raw)
     except ToolInputError:
         return None
+
+
+def elided(call: ToolCall) -> ToolCall:
+    """``call`` as the conversation keeps it: when ``parse_arguments`` refuses its arguments,
+    they are replaced by a JSON object that says how much was refused (the call's error result
+    says why); any other call is returned as it is."""
+    if try_parse_arguments(call.arguments) is not None:
+        return call
+    size = len(call.arguments)
+    note = f"{size} characters of arguments were refused and left out of the conversation"
+    return call.model_copy(update={"arguments": json.dumps({ELIDED_KEY: note})})

@@ -8,13 +8,20 @@ estimated, the input must fit in what is left, and the answer may use at most th
 (``max_output_tokens`` lowered to it). A call can then pass its budget only by what the
 estimate of its input missed. The same holds for ``max_iterations``: children's and critics'
 model calls count against the loop that paid for them (``LoopBooks.other_calls``).
+
+Every call that was answered is charged (``served``), an answer without text included: what the
+provider reported, or, where it reported nothing, orga's estimate of the input sent and the
+output received (a call is never free because its provider kept quiet).
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["SAFE_OUTPUT_TOKENS", "OutOfBudget", "output_cap"]
+from orga.contracts.inference import InferenceResponse, Usage
+from orga.core.text import estimate_tokens
+
+__all__ = ["SAFE_OUTPUT_TOKENS", "OutOfBudget", "output_cap", "served"]
 
 SAFE_OUTPUT_TOKENS: Final = 4_096
 """An answer length every model allows. With no ``max_output_tokens`` configured, the budget
@@ -52,3 +59,26 @@ def output_cap(
     if room < ceiling:
         return room, True
     return configured, False
+
+
+def served(response: InferenceResponse, estimated_input: int) -> Usage:
+    """What answering ``response`` is charged: the provider's usage, with orga's estimate for
+    a count it left at zero (``estimated_input`` for the input; the text, tool calls and
+    reasoning received for the output), marked ``estimated``."""
+    reported = response.usage
+    output = estimate_tokens(response.text) + sum(
+        estimate_tokens(c.name) + estimate_tokens(c.arguments) for c in response.tool_calls
+    )
+    output += sum(estimate_tokens(r.text) for r in response.reasoning)
+    input_tokens = reported.input_tokens or estimated_input
+    output_tokens = reported.output_tokens or output
+    if (input_tokens, output_tokens) == (reported.input_tokens, reported.output_tokens):
+        return reported
+    return reported.model_copy(
+        update={
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "total_tokens": max(reported.total_tokens, input_tokens + output_tokens),
+            "estimated": True,
+        }
+    )

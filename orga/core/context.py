@@ -210,10 +210,14 @@ def fold(
 
     The newest unit always stays; older ones stay while they fit in ``1/FOLD_TO`` of what the
     anchors and a summary of ``summary_tokens(budget)`` leave of ``budget``; everything older
-    that is not an anchor, and not folded already, is folded.
+    that is not an anchor, and not folded already, is folded. Messages before
+    ``summarised_through`` count as folded even without a ``summary`` (a fold whose summary was
+    not made: they are left out either way).
     """
     given = list(messages)
-    shown = _with_summary(given, summary, summarised_through)[0] if summary else given
+    shown = (
+        _with_summary(given, summary or "", summarised_through)[0] if summarised_through else given
+    )
     if _cost(shown, calibration) <= budget:
         return None
     grouped = units(given)

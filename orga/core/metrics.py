@@ -5,8 +5,9 @@ Workflow code emits the points through Temporal's workflow metric meter, which s
 a count is made once however often a history is replayed. Labels stay low-cardinality: agents,
 tools, providers, models, outcomes — never workflow or call ids. A tool or agent label names
 only what the workflow's setup resolved (``KnownLabels``: the tools the worker described for
-it, the agent it runs as and its delegates); anything else — a tool name a model made up, the
-agent id of a loop the worker refused — is counted as ``other``, so no input adds a series.
+it, the agent it runs as and its delegates, when an agents file configures them); anything
+else — a tool name a model made up, the agent id of a loop the worker refused, any id under the
+implicit agent — is counted as ``other``, so no input adds a series.
 """
 
 from __future__ import annotations

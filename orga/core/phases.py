@@ -22,6 +22,7 @@ from orga.contracts.conversation import Message, ToolCall, ToolResult
 from orga.contracts.errors import UnhandledStopReason
 from orga.contracts.inference import InferenceResponse
 from orga.contracts.policy import PolicyAction, PolicyDecision, PolicyResult
+from orga.core.arguments import elided
 from orga.core.routing import route
 
 __all__ = [
@@ -191,18 +192,24 @@ class ToolDispatching:
         """Call ids still without a result."""
         return [call_id for call_id, result in self._ledger.items() if result is None]
 
-    def collect(self) -> Observing:
+    def refused_arguments(self) -> bool:
+        """Whether a call's arguments were refused unread (``orga.core.arguments.elided``)."""
+        return any(elided(p.call) is not p.call for p in self.planned)
+
+    def collect(self, elide: bool = False) -> Observing:
         """Close the turn: one tool message with one result per call id, in the model's order.
 
         A call whose decision changed its arguments is shown to the model as modified, so the
-        assistant turn in the conversation carries the arguments that actually ran.
+        assistant turn in the conversation carries the arguments that actually ran. With
+        ``elide``, arguments that were refused unread are kept as a short stand-in.
         """
         if missing := self.missing():
             raise ValueError(f"calls {missing!r} have no result; every call id needs one")
         results = [r for r in self._ledger.values() if r is not None]
         assistant = self.response.as_message()
-        if any(p.call is not p.requested for p in self.planned):
-            assistant = assistant.model_copy(update={"tool_calls": [p.call for p in self.planned]})
+        shown = [elided(p.call) if elide else p.call for p in self.planned]
+        if any(s is not p.requested for s, p in zip(shown, self.planned, strict=True)):
+            assistant = assistant.model_copy(update={"tool_calls": shown})
         return Observing(self.iteration, [assistant, Message(role="tool", tool_results=results)])
 
 

@@ -7,6 +7,7 @@ Modules:
 * ``openai`` — OpenAI-compatible chat completions (OpenAI, OpenRouter, vLLM, Ollama, …)
 * ``anthropic`` — the Anthropic Messages API
 * ``streaming`` — streamed answers (server-sent events), assembled into the whole body
+* ``usage`` — token usage as reported, checked: negative or absurd counts are refused
 * ``http_errors`` — what a provider's HTTP error means, retryable or not
 * ``embeddings`` — vectors for hybrid knowledge search, from ``/embeddings``
 

@@ -37,6 +37,7 @@ from orga.contracts.knowledge import KNOWLEDGE_MARKER
 from orga.contracts.tools import ToolDefinition
 from orga.core.arguments import try_parse_arguments
 from orga.core.ids import wire_id_of, wire_ids
+from orga.providers.usage import token_count
 
 __all__ = [
     "ANTHROPIC_VERSION",
@@ -194,10 +195,13 @@ def _usage(raw: Any) -> Usage:
     if not isinstance(raw, dict):
         return Usage()
     usage = cast(dict[str, Any], raw)
-    read = int(usage.get("cache_read_input_tokens") or 0)
-    written = int(usage.get("cache_creation_input_tokens") or 0)
-    prompt = int(usage.get("input_tokens") or 0) + read + written
-    output = int(usage.get("output_tokens") or 0)
+
+    def count(field: str) -> int:
+        return token_count(usage.get(field), f"usage.{field}", "anthropic")
+
+    read, written = count("cache_read_input_tokens"), count("cache_creation_input_tokens")
+    prompt = count("input_tokens") + read + written
+    output = count("output_tokens")
     return Usage(
         input_tokens=prompt,
         output_tokens=output,

@@ -6,6 +6,7 @@ sends, streams and classifies errors the same way for all of them.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +22,7 @@ from orga.providers.http_errors import (
     transport_error,
 )
 from orga.providers.streaming import OnText, server_sent_events
+from orga.providers.usage import check_usage
 from orga.providers.wire import wire_format
 from orga.runtime.settings import ProviderSettings
 
@@ -63,7 +65,8 @@ async def complete(
     mark the stable prefix for the provider's cache (Anthropic; others cache by themselves).
 
     Raises:
-        ProviderError: the call failed (each subclass says whether Temporal should retry).
+        ProviderError: the call failed (each subclass says whether Temporal should retry);
+            ``ImplausibleUsage`` when the answer reports usage no answer to it can have.
         InvalidConfig: the worker has no key for a provider that needs one.
     """
     wire = wire_format(provider)
@@ -79,34 +82,42 @@ async def complete(
         prompt_cache=prompt_cache,
     )
     headers = request_headers(provider)
+    # Encoded once, as httpx would: its size bounds the input tokens the answer may report.
+    content = json.dumps(
+        wire.streaming(body) if on_text is not None else body,
+        ensure_ascii=False,
+        separators=(",", ":"),
+        allow_nan=False,
+    ).encode("utf-8")
     if on_text is not None:
-        parsed = await _streamed(http, provider, url, body, headers, timeout, on_text)
+        parsed = await _streamed(http, provider, url, content, headers, timeout, on_text)
     else:
         try:
-            response = await http.post(url, json=body, headers=headers, timeout=timeout)
+            response = await http.post(url, content=content, headers=headers, timeout=timeout)
         except httpx.TransportError as error:
             raise transport_error(error, provider) from error
         raise_for_provider_status(response, provider)
         parsed = parse_json_body(response, provider)
-    return wire.response(parsed, provider).model_copy(update={"source": source})
+    answer = wire.response(parsed, provider)
+    check_usage(answer.usage, len(content), provider.name)
+    return answer.model_copy(update={"source": source})
 
 
 async def _streamed(
     http: httpx.AsyncClient,
     provider: ProviderSettings,
     url: str,
-    body: dict[str, Any],
+    content: bytes,
     headers: dict[str, str],
     timeout: float,
     on_text: OnText,
 ) -> dict[str, Any]:
     """The body a streamed call adds up to (a server that does not stream answers as usual)."""
     wire = wire_format(provider)
-    body = wire.streaming(body)
     assembler = wire.assembler(provider, on_text)
     try:
         async with http.stream(
-            "POST", url, json=body, headers=headers, timeout=timeout
+            "POST", url, content=content, headers=headers, timeout=timeout
         ) as response:
             if response.status_code >= 400 or "text/event-stream" not in response.headers.get(
                 "content-type", ""

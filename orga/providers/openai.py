@@ -46,6 +46,7 @@ from orga.contracts.inference import InferenceResponse, Usage
 from orga.contracts.tools import ToolDefinition
 from orga.contracts.vocabulary import ProviderName
 from orga.core.ids import wire_id_of, wire_ids
+from orga.providers.usage import token_count
 
 __all__ = ["build_chat_request", "in_band_error", "parse_chat_completion"]
 
@@ -223,27 +224,28 @@ def _reasoning(message: dict[str, Any]) -> list[Reasoning]:
     return []
 
 
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-
-def _usage(raw: Any) -> Usage:
+def _usage(raw: Any, provider: ProviderName) -> Usage:
     if not isinstance(raw, dict):
         return Usage()
     usage = cast(dict[str, Any], raw)
-    prompt = int(usage.get("prompt_tokens") or 0)
-    completion = int(usage.get("completion_tokens") or 0)
-    total = int(usage.get("total_tokens") or (prompt + completion))
+
+    def count(field: str, within: dict[str, Any] = usage) -> int:
+        return token_count(within.get(field), f"usage.{field}", provider)
+
+    prompt, completion = count("prompt_tokens"), count("completion_tokens")
+    # A total above the parts is kept (some servers leave reasoning out of completion_tokens);
+    # one below them would charge less than was served.
+    total = max(count("total_tokens"), prompt + completion)
     details = usage.get("prompt_tokens_details")
     details = cast(dict[str, Any], details) if isinstance(details, dict) else {}
     # RULE CACHED_TOKENS
-    cached = _count(details.get("cached_tokens")) or _count(usage.get("prompt_cache_hit_tokens"))
+    cached = count("cached_tokens", details) or count("prompt_cache_hit_tokens")
     return Usage(
         input_tokens=prompt,
         output_tokens=completion,
         total_tokens=total,
         cache_read_input_tokens=cached,
-        cache_creation_input_tokens=_count(details.get("cache_write_tokens")),
+        cache_creation_input_tokens=count("cache_write_tokens", details),
     )
 
 
@@ -291,7 +293,7 @@ def parse_chat_completion(body: dict[str, Any], provider: ProviderName) -> Infer
         raw_stop_reason=finish,
         text=text,
         tool_calls=calls,
-        usage=_usage(body.get("usage")),
+        usage=_usage(body.get("usage"), provider),
         provider=provider,
         model=str(body.get("model") or ""),
         response_id=str(body["id"]) if body.get("id") is not None else None,

@@ -379,7 +379,11 @@ class TaskWorkflow(DeskHandlers):
             subject="task",
         )
         self._clearance.tools = [t.name for t in setup.tools]
-        know(tools=set(self._clearance.tools), agents={self._input.agent_id, *loop_agents})
+        know(
+            tools=set(self._clearance.tools),
+            agents={self._input.agent_id, *loop_agents},
+            runs_as=setup.agent,
+        )
         return None
 
     async def _shielded(self, work: Awaitable[T]) -> T:

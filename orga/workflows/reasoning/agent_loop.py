@@ -74,6 +74,7 @@ from orga.workflows.reasoning.tool_runner import ToolRunner
 from orga.workflows.reasoning.tool_state import ToolState
 from orga.workflows.shared.common import decoded
 from orga.workflows.shared.gate import Gate
+from orga.workflows.shared.patches import ELIDE_REFUSED_ARGUMENTS
 
 __all__ = ["AgentLoop"]
 
@@ -142,8 +143,9 @@ class AgentLoop:
         if loop.carry is not None and self._invalid is None:
             self._runs = loop.carry.runs + 1
             self._calibration = loop.carry.calibration
+            carry = loop.carry
             self._summary = RunningSummary(
-                books, loop.carry.context_summary, loop.carry.summarised_through
+                books, carry.context_summary, carry.summarised_through, carry.unsummarised_through
             )
             try:
                 continuation.restore(loop.carry, books, self.conversation, self._tools)
@@ -374,7 +376,9 @@ class AgentLoop:
         self.books.set_phase("dispatching")
         runner = ToolRunner(self._tools, self.books.iteration)
         await runner.run_turn(dispatching, list(self._parts.advertised))
-        observed = dispatching.collect()
+        # Refused arguments (a 5 MB one) leave the conversation: no later call could pay for them.
+        elide = dispatching.refused_arguments() and workflow.patched(ELIDE_REFUSED_ARGUMENTS)
+        observed = dispatching.collect(elide)
         results = observed.new_messages[-1].tool_results
         self.books.observed(results)
         if self._parts.knowledge is not None:
@@ -413,7 +417,7 @@ class AgentLoop:
             self._tools,
             collection,
             self._calibration,
-            summary=(self._summary.text, self._summary.through),
+            summary=(self._summary.text, self._summary.through, self._summary.unsummarised_through),
         )
         # The next run keeps this run's gate, budgets, provider and model, whatever its
         # worker's defaults (its setup is resolved again, and can only narrow them).

@@ -50,11 +50,11 @@ def carried(
     tools: ToolState,
     evidence: EvidenceCollection | None,
     calibration: float,
-    summary: tuple[str | None, int] = (None, 0),
+    summary: tuple[str | None, int, int] = (None, 0, 0),
 ) -> LoopCarry:
     """Everything the next run needs besides the conversation itself, bounded
-    (``orga.core.carry``); ``summary`` is the running summary of an ``anchored_summary`` loop
-    and how many messages it covers."""
+    (``orga.core.carry``); ``summary`` is the running summary of an ``anchored_summary`` loop,
+    how many messages it covers and where the last fold not made would have ended."""
     carry = LoopCarry(
         runs=runs,
         digest=conversation.digest,
@@ -77,6 +77,7 @@ def carried(
         audit_head=books.audit.head,
         context_summary=summary[0],
         summarised_through=summary[1],
+        unsummarised_through=summary[2],
     )
     return bounded(carry)
 

@@ -141,8 +141,10 @@ async def set_up_loop(
         if first:
             conversation.reset([*first, *conversation.messages])
     # Its metrics name only the tools and agents resolved here (a model's invented tool name,
-    # or the id of a loop refused above, is counted as "other").
-    metrics.know(tools=set(tools.definitions), agents={config.agent_id, *delegates})
+    # the id of a loop refused above or one no agents file configures is counted as "other").
+    metrics.know(
+        tools=set(tools.definitions), agents={config.agent_id, *delegates}, runs_as=setup.agent
+    )
     if loop.carry is None:
         books.record(
             Started(

@@ -9,10 +9,13 @@ it needs a model call left besides the one it prepares (else it is not made), ge
 left as its budget, and what it spent is charged to the loop (``LoopBooks.charge``, one model
 call). The summary and how many messages it covers (``through``) are workflow state, carried
 across continue-as-new, and go with every model call, which shows the summary after the anchors
-in place of those messages. A summary that cannot be made (no call left, a failed call) is
-journaled with its error; the previous summary stands and the model call shows a marker for
-the rest, as before summaries existed. Every fold, made or not, is a ``ContextSummarised``
-journal entry.
+in place of those messages. A summary that cannot be made (no call left, a failed call, an
+answer without text — charged like any other) is journaled with its error; the previous summary
+stands and the model call shows a marker for the rest, as before summaries existed. The loop
+then asks again only when turns past that fold must leave the window (``unsummarised_through``,
+carried too): a summariser that keeps failing or answering nothing costs one call per fold,
+not one per model call. Every fold asked for, made or not, is a ``ContextSummarised`` journal
+entry.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from orga.contracts.inference import (
     ConversationSlice,
     SummaryRequest,
     SummaryResponse,
+    Usage,
 )
 from orga.contracts.journal import ContextSummarised
 from orga.contracts.vocabulary import ProviderName
@@ -36,6 +40,7 @@ from orga.core.text import estimate_tokens
 from orga.workflows.reasoning.loop_books import LoopBooks
 from orga.workflows.shared.failures import failure_message
 from orga.workflows.shared.options import MODEL_HEARTBEAT_TIMEOUT, SIDE_MODEL_RETRY
+from orga.workflows.shared.patches import SUMMARY_AFTER_FAILURE
 
 __all__ = ["RunningSummary"]
 
@@ -43,11 +48,20 @@ __all__ = ["RunningSummary"]
 class RunningSummary:
     """What the loop's summary says and how many messages it covers."""
 
-    def __init__(self, books: LoopBooks, text: str | None = None, through: int = 0) -> None:
+    def __init__(
+        self,
+        books: LoopBooks,
+        text: str | None = None,
+        through: int = 0,
+        unsummarised_through: int = 0,
+    ) -> None:
         self._books = books
         self.text = text
         """The summary of messages ``[0, through)`` (anchors aside), ``None`` before any."""
         self.through = through
+        self.unsummarised_through = unsummarised_through
+        """Where the last fold that was not made would have ended: past ``through``, the
+        summariser is not asked again until turns past it must leave."""
 
     async def prepare(
         self,
@@ -67,6 +81,12 @@ class RunningSummary:
         leaving = fold(seen, budget, calibration, self.text, self.through)
         if leaving is None:
             return
+        if (
+            self.unsummarised_through > self.through
+            and fold(seen, budget, calibration, self.text, self.unsummarised_through) is None
+            and workflow.patched(SUMMARY_AFTER_FAILURE)
+        ):
+            return  # what the fold not made left out still leaves; nothing newer must yet
         books, limits = self._books, self._books.limits
         if books.model_calls + 1 > limits.max_iterations:
             self._failed(
@@ -102,7 +122,15 @@ class RunningSummary:
         except ActivityError as error:
             self._failed(leaving, failure_message(error))
             return
-        books.charge(made.usage, 1)
+        books.charge(made.usage, 1)  # what was served, an answer without text included
+        if not made.text:
+            self._failed(
+                leaving,
+                f"the summariser {made.model!r} answered with no text (stop_reason "
+                f"{made.stop_reason!r}; {made.usage.total_tokens} tokens charged)",
+                made.usage,
+            )
+            return
         self.text, self.through = made.text, leaving.through
         books.record(
             ContextSummarised(
@@ -116,13 +144,15 @@ class RunningSummary:
             )
         )
 
-    def _failed(self, leaving: Fold, error: str) -> None:
+    def _failed(self, leaving: Fold, error: str, usage: Usage | None = None) -> None:
         books = self._books
+        self.unsummarised_through = leaving.through
         books.record(
             ContextSummarised(
                 **books.stamp(),
                 start=leaving.start,
                 through=leaving.through,
                 error=f"the summary of {len(leaving.messages)} message(s) was not made: {error}",
+                usage=usage or Usage(),
             )
         )

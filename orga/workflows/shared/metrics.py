@@ -2,7 +2,9 @@
 records nothing while a history is replayed). What to count is decided in ``orga.core.metrics``.
 
 Tool and agent labels are bounded by what this run's setup resolved (``know``): before it, and
-for any name it did not resolve, they read ``other``.
+for any name it did not resolve, they read ``other``. An agent id is known only when an agents
+file configures it: under the implicit agent of a worker without one, any id runs, and each is
+a label its client chose.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Literal
 from temporalio import workflow
 from temporalio.common import MetricCounter
 
+from orga.contracts.agents import IMPLICIT_AGENT, AgentSpec
 from orga.contracts.journal import JournalEntry
 from orga.core.metrics import METRICS, KnownLabels, Point, points
 
@@ -40,10 +43,12 @@ def _run() -> _RunMetrics:
     return found
 
 
-def know(*, tools: set[str], agents: set[str]) -> None:
+def know(*, tools: set[str], agents: set[str], runs_as: AgentSpec | None) -> None:
     """The tools and agents this run's setup resolved: the only values its tool and agent
-    labels take (any other is ``other``)."""
-    _run().known = KnownLabels(frozenset(tools), frozenset(agents))
+    labels take (any other is ``other``). ``agents`` count only when ``runs_as``, the agent the
+    setup resolved, is one an agents file configures (not the implicit agent)."""
+    configured = runs_as is not None and runs_as.id != IMPLICIT_AGENT
+    _run().known = KnownLabels(frozenset(tools), frozenset(agents if configured else ()))
 
 
 def _emit(point: Point) -> None:

@@ -1,4 +1,4 @@
-"""Every ``workflow.patched`` id in orga's workflows, and what it guards — none since 1.0.
+"""Every ``workflow.patched`` id in orga's workflows, and what it guards.
 
 From 1.0, a change to a workflow that alters the commands it issues (an activity, timer, child
 or marker added, removed or reordered) replays older histories only behind a patch:
@@ -15,4 +15,16 @@ The history of patches before 1.0 is in ``CHANGELOG.md``.
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from typing import Final
+
+__all__ = ["ELIDE_REFUSED_ARGUMENTS", "SUMMARY_AFTER_FAILURE"]
+
+SUMMARY_AFTER_FAILURE: Final = "summary-after-failure"
+"""An ``anchored_summary`` loop whose summary was not made (the summariser failed or answered
+nothing) asks for one again only when turns past that fold must leave the window, not before
+every model call (``RunningSummary.prepare``; scenario ``empty_summary``)."""
+
+ELIDE_REFUSED_ARGUMENTS: Final = "elide-refused-arguments"
+"""A tool call whose arguments were refused unread (too long, too deep, not a JSON object)
+stays in the conversation with a short stand-in for them, so the next model call (and a fold
+of the context) no longer carries them (``AgentLoop._act``; scenario ``refused_arguments``)."""
