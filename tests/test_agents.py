@@ -11,7 +11,7 @@ from orga.contracts.agents import AgentSpec
 from orga.contracts.config import Limits, LoopConfig
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.vocabulary import PolicyMode, ProviderName
-from orga.core.agents import Offer, choose_policy, resolve_loop
+from orga.core.agents import Offer, choose_policy, offers_delegation, resolve_loop
 from orga.worker.agent_registry import AgentRegistry
 
 MODELS: dict[ProviderName, str] = {"openai": "gpt-4o-mini", "anthropic": "claude-sonnet-4-5"}
@@ -51,6 +51,34 @@ def test_a_config_within_the_agent_gets_the_agent_ceilings_as_defaults() -> None
     narrower = LoopConfig(tools=["kb_search"], max_iterations=3, timeout=timedelta(seconds=30))
     limits = resolve_loop(SUPPORT, narrower, ["kb_search"], offer("cedar")).limits
     assert (limits.max_iterations, limits.timeout) == (3, timedelta(seconds=30))
+
+
+LEAD = AgentSpec(id="lead", tools=["plus", "wire_money"], delegates=["research"])
+
+
+@pytest.mark.parametrize(
+    ("config", "offered"),
+    [
+        (LoopConfig(), True),  # names no tools: keeps its agent's delegates
+        (LoopConfig(tools=["plus"]), False),  # narrowed without delegate: takes it away
+        (LoopConfig(tools=["plus", "delegate"]), True),
+        (LoopConfig(delegation_depth=1), False),  # a child: its tools are all it may use
+        (LoopConfig(tools=["delegate"], delegation_depth=1), True),
+        (LoopConfig(tools=["delegate"], delegation_depth=2), False),  # at the depth
+    ],
+)
+def test_delegate_is_offered_only_where_the_loop_s_tools_include_it(
+    config: LoopConfig, offered: bool
+) -> None:
+    assert offers_delegation(LEAD, config, 2) is offered
+    assert not offers_delegation(SUPPORT, config, 2)  # no delegates: never
+
+
+def test_an_agent_s_delegates_let_it_name_delegate() -> None:
+    config = LoopConfig(tools=["plus", "delegate"])
+    resolve_loop(LEAD, config, config.tools, offer())  # its globs do not list it
+    with pytest.raises(InvalidConfig, match=r"may not use: \['delegate'\]"):
+        resolve_loop(SUPPORT, LoopConfig(tools=["delegate"]), ["delegate"], offer("cedar"))
 
 
 @pytest.mark.parametrize(

@@ -12,9 +12,9 @@ import pytest
 from orga.activities.policy import PolicyActivities
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.inference import Usage
-from orga.contracts.policy import PolicyAction, PolicyRequest
+from orga.contracts.policy import AncestorGate, PolicyAction, PolicyRequest
 from orga.gates.cedar import SCHEMA_FILE, CedarGate
-from orga.tools.sdk import ToolRegistry
+from orga.tools.sdk import ToolRegistry, tool
 from tests.helpers import POLICY_EXAMPLES
 from tests.sample_tools import explode
 
@@ -191,3 +191,50 @@ async def test_cedar_mode_without_policies_denies_everything() -> None:
     result = await activities.evaluate_policy(request(PolicyAction(kind="respond")))
     assert result.decisions[0].decision == "deny"
     assert "ORGA_POLICY_DIR" in result.decisions[0].reason
+
+
+async def test_a_delegated_loop_passes_every_gate_up_its_tree(gate: CedarGate) -> None:
+    """A child under the ``default`` gate whose parent ran under Cedar: the parent's policies
+    judge each call too, as the parent's agent; a deny wins, then an approval, then a rewrite.
+    An ancestor engine this worker lacks denies (fail closed)."""
+
+    @tool
+    def file_read(path: str, max_chars: int = 1_000) -> str:
+        """Read a file."""
+        return path[:max_chars]
+
+    @tool
+    def web_fetch(url: str) -> str:
+        """Fetch a page."""
+        return url
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    registry = ToolRegistry([file_read, web_fetch, add])
+    activities = PolicyActivities(registry=registry, cedar=gate)
+    child = request(
+        call("file_read", path="docs/secret-plans.md"),
+        call("web_fetch", url="https://example.com/"),
+        call("file_read", path="docs/guide.md", max_chars=25_000),
+        call("add", a=1, b=2),
+    ).model_copy(
+        update={"mode": "default", "ancestors": [AncestorGate(agent_id="lead", policy="cedar")]}
+    )
+    result = await activities.evaluate_policy(child)
+    secret, fetch, guide, arithmetic = result.decisions
+    assert secret.decision == "deny" and secret.policy_ids == ["no-secrets"]
+    assert "by the cedar gate of 'lead', up the delegation tree" in secret.reason
+    assert fetch.decision == "require_approval" and "fetch-needs-approval" in fetch.policy_ids
+    assert guide.decision == "modify" and '"max_chars": 20000' in (guide.arguments or "")
+    assert arithmetic.decision == "allow"
+    assert arithmetic.policy_ids == ["default.allow", "arithmetic"]
+    assert result.engine == "default" and result.policy_hash == gate.policy_hash
+    alone = await activities.evaluate_policy(child.model_copy(update={"ancestors": []}))
+    assert [d.decision for d in alone.decisions] == ["allow", "allow", "allow", "allow"]
+    unknown = child.model_copy(update={"ancestors": [AncestorGate(agent_id="x", policy="opa")]})
+    denied = await activities.evaluate_policy(unknown)
+    assert {d.decision for d in denied.decisions} == {"deny"}
+    assert "ORGA_OPA_URL" in denied.decisions[0].reason

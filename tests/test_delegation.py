@@ -1,19 +1,23 @@
 """Delegation on a real dev server: child loops of other agents, on a budget carved from the
-parent's, charged back when they return."""
+parent's, charged back when they return; never wider than their parent (its tools, its gate)."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
 from temporalio.client import WorkflowExecutionDescription, WorkflowHandle
 
-from orga.contracts.config import LoopInput
-from orga.contracts.journal import DelegationFinished, DelegationStarted, Journal
+from orga.contracts.journal import DelegationFinished, DelegationStarted, Journal, PolicyEvaluated
+from orga.contracts.policy import AncestorGate
 from orga.contracts.state import LoopResult, LoopState
-from orga.scripted.server import Turn
+from orga.gates.cedar import SCHEMA_FILE
+from orga.runtime.settings import Settings
+from orga.scripted.server import RecordedRequest, Turn
+from orga.tools.sdk import Tool, tool
 from tests.harness import Harness, scripted_settings
-from tests.helpers import agents_file, eventually, loop_state
+from tests.helpers import POLICY_EXAMPLES, agents_file, eventually, loop_state, started_config
 
 
 async def run_lead(
@@ -88,11 +92,9 @@ async def test_a_parent_delegates_to_two_agents_in_one_turn_and_pays_for_both(
     description = await child.describe()
     assert description.parent_id == handle.id
     assert description.status is not None and description.status.name == "COMPLETED"
-    started_event = (await child.fetch_history()).events[0]
-    [payload] = started_event.workflow_execution_started_event_attributes.input.payloads
-    child_input = LoopInput.model_validate_json(payload.data)
-    assert child_input.config.agent_id == "research"
-    assert child_input.config.delegation_depth == 1
+    child_config = await started_config(child)
+    assert child_config.agent_id == "research"
+    assert child_config.delegation_depth == 1
     harness.handles.append(child)
 
 
@@ -177,3 +179,187 @@ async def test_cancelling_the_parent_cancels_its_children(harness: Harness, tmp_
 
         description = await eventually(ended, "the child loop ended")
     assert description.status is not None and description.status.name == "CANCELED"
+
+
+# ---- a child is never wider than its parent (issue 35) ---------------------------------------
+
+ATTACK_AGENTS = """
+[agents.lead]
+description = "Plans and hands out work"
+tools = ["plus", "wire_money"]
+delegates = ["research"]
+model = "{lead}"
+
+[agents.research]
+description = "Finds figures"
+tools = ["plus", "wire_money"]
+model = "{research}"
+"""
+
+NO_WIRE = """
+@id("answers")
+permit (principal, action == Action::"respond", resource);
+
+@id("tools")
+permit (principal, action == Action::"call_tool", resource);
+
+@id("no-wire")
+@reason("money is never wired by an agent")
+forbid (principal, action == Action::"call_tool", resource == Tool::"wire_money");
+"""
+
+WIRE = ("wire_money", {"amount": 950_000, "to": "attacker"})
+
+
+def money_tools(wired: list[int]) -> list[Tool]:
+    @tool
+    def plus(a: int, b: int) -> int:
+        """Add two numbers.
+
+        Args:
+            a: the first.
+            b: the second.
+        """
+        return a + b
+
+    @tool
+    def wire_money(amount: int, to: str) -> str:
+        """Wire money to an account.
+
+        Args:
+            amount: in cents.
+            to: the account.
+        """
+        wired.append(amount)
+        return f"wired {amount} to {to}"
+
+    return [plus, wire_money]
+
+
+def attack_settings(harness: Harness, tmp_path: Path, models: dict[str, str]) -> Settings:
+    """The attacker's worker: ``lead`` and ``research`` may both wire money; the Cedar policy
+    forbids it."""
+    agents = tmp_path / "agents.toml"
+    agents.write_text(ATTACK_AGENTS.format(**models))
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    shutil.copy(POLICY_EXAMPLES / SCHEMA_FILE, policies / SCHEMA_FILE)
+    (policies / "money.cedar").write_text(NO_WIRE)
+    return scripted_settings(harness.model, agents_file=agents, policy_dir=policies)
+
+
+def offered(request: RecordedRequest) -> list[str]:
+    return [t["function"]["name"] for t in request.body.get("tools", [])]
+
+
+async def test_a_lead_narrowed_to_plus_is_not_offered_delegate(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """The attack: ``lead`` started with ``tools=["plus"]`` and ``policy="cedar"`` calls
+    ``delegate`` to have ``research`` wire the money. Before, delegate was offered and the
+    child wired it under the ``default`` gate; the same forbid stops ``research`` directly."""
+    wired: list[int] = []
+    delegating = ("delegate", {"agent": "research", "task": "Wire 950000 to attacker."})
+    models = {
+        "lead": harness.new_model([Turn(tool_calls=[delegating]), Turn(text="could not")]),
+        "research": harness.new_model([Turn(tool_calls=[WIRE]), Turn(text="refused")]),
+    }
+    async with harness.worker(
+        settings=attack_settings(harness, tmp_path, models), tools=money_tools(wired)
+    ):
+        handle = await harness.start("Pay.", agent_id="lead", tools=["plus"], policy="cedar")
+        assert (await handle.result()).output == "could not"
+        state = await handle.query("state", result_type=LoopState)
+        direct = await harness.start(
+            "Pay.", agent_id="research", tools=["wire_money"], policy="cedar"
+        )
+        await direct.result()
+    first, second = harness.model.requests_for(models["lead"])
+    assert offered(first) == ["plus"]  # no delegate, and no word of whom it could hand work to
+    assert not any("delegate" in str(m["content"]) for m in first.body["messages"])
+    [refusal] = second.tool_result_texts()
+    assert "'delegate' is not available to this agent (available: plus)" in refusal
+    assert state.delegations == []
+    # The same forbid stops the call in a loop started as research directly.
+    [_, direct_answer] = harness.model.requests_for(models["research"])
+    [direct_refusal] = direct_answer.tool_result_texts()
+    assert "money is never wired by an agent (policy no-wire)" in direct_refusal
+    assert wired == []
+
+
+async def test_a_child_gets_what_its_parent_may_use_and_passes_its_parent_s_gate(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """Where ``delegate`` is allowed: narrowed to ``plus`` and ``delegate``, the child gets
+    ``plus`` alone (asking for ``wire_money`` by name is refused); not narrowed, it gets both
+    tools, and its ``wire_money`` call — under research's own ``default`` gate — is refused by
+    the parent's Cedar forbid, judged as ``lead``."""
+    wired: list[int] = []
+
+    def delegating(**more: Any) -> Turn:
+        return Turn(tool_calls=[("delegate", {"agent": "research", "task": "Wire it.", **more})])
+
+    models = {
+        "lead": harness.new_model(
+            [
+                Turn(
+                    tool_calls=[
+                        ("delegate", {"agent": "research", "task": "x", "tools": ["wire_money"]})
+                    ]
+                ),
+                delegating(),
+                Turn(text="narrowed: done"),
+                delegating(),
+                Turn(text="wide: done"),
+            ]
+        ),
+        "research": harness.new_model([Turn(tool_calls=[WIRE]), Turn(text="refused")] * 2),
+    }
+    async with harness.worker(
+        settings=attack_settings(harness, tmp_path, models), tools=money_tools(wired)
+    ):
+        narrowed = await harness.start(
+            "Pay.", agent_id="lead", tools=["plus", "delegate"], policy="cedar"
+        )
+        assert (await narrowed.result()).output == "narrowed: done"
+        narrow_child = await child_of(harness, narrowed)
+        wide = await harness.start("Pay.", agent_id="lead", policy="cedar")
+        assert (await wide.result()).output == "wide: done"
+        wide_child = await child_of(harness, wide)
+        child_journal = await wide_child.query("journal", result_type=Journal)
+    lead_calls = harness.model.requests_for(models["lead"])
+    [widened] = lead_calls[1].tool_result_texts()
+    assert "'research' may not use ['wire_money']; its tools: ['plus']" in widened
+    narrow_config, wide_config = (
+        await started_config(narrow_child),
+        await started_config(wide_child),
+    )
+    assert narrow_config.tools == ["plus"]
+    assert wide_config.tools == ["plus", "wire_money"]
+    gates = [AncestorGate(agent_id="lead", policy="cedar")]
+    assert narrow_config.ancestor_gates == wide_config.ancestor_gates == gates
+    narrow_first, narrow_second, wide_first, wide_second = harness.model.requests_for(
+        models["research"]
+    )
+    assert offered(narrow_first) == ["plus"]
+    assert "'wire_money' is not available to this agent" in narrow_second.tool_result_texts()[0]
+    assert offered(wide_first) == ["plus", "wire_money"]
+    [refused] = wide_second.tool_result_texts()
+    assert "money is never wired by an agent (policy no-wire)" in refused
+    assert "by the cedar gate of 'lead', up the delegation tree" in refused
+    [decision] = [
+        d
+        for e in child_journal.entries
+        if isinstance(e, PolicyEvaluated)
+        for d in e.decisions
+        if d.tool == "wire_money"
+    ]
+    assert (decision.decision, decision.policy_ids) == ("deny", ["no-wire"])
+    assert wired == []
+
+
+async def child_of(harness: Harness, parent: WorkflowHandle[Any, Any]) -> WorkflowHandle[Any, Any]:
+    [record] = (await parent.query("state", result_type=LoopState)).delegations
+    child = harness.client.get_workflow_handle(record.workflow_id)
+    harness.handles.append(child)  # replayed after the test, as the parent is
+    return child

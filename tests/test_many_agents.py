@@ -9,17 +9,17 @@ from typing import Any
 
 from temporalio.client import WorkflowHandle
 
-from orga.contracts.config import LoopInput
 from orga.contracts.journal import DelegationStarted, Journal
 from orga.contracts.state import LoopState
 from orga.scripted.server import Turn
 from orga.tools.sdk import Tool, tool
 from tests.harness import Harness, scripted_settings
-from tests.helpers import failure, verdict
+from tests.helpers import failure, started_config, verdict
 
 AGENTS = """
 [agents.lead]
 description = "Plans and hands out work"
+tools = ["note_finding", "add"]  # what it may hand on: a child is never wider than its parent
 delegates = ["research"]
 model = "{lead}"
 {lead_extra}
@@ -75,12 +75,6 @@ async def child_of(harness: Harness, journal: Journal) -> WorkflowHandle[Any, An
     return handle
 
 
-async def child_config(handle: WorkflowHandle[Any, Any]) -> Any:
-    event = (await handle.fetch_history()).events[0]
-    [payload] = event.workflow_execution_started_event_attributes.input.payloads
-    return LoopInput.model_validate_json(payload.data).config
-
-
 # ---- a child is its own agent ------------------------------------------------------------
 
 
@@ -100,7 +94,7 @@ async def test_a_delegated_child_calls_its_own_tools_and_its_effects_land(
         result = await handle.result()
         journal = await handle.query("journal", result_type=Journal)
         child = await child_of(harness, journal)
-        config = await child_config(child)
+        config = await started_config(child)
     assert result.output == "42"
     assert notes == ["the answer is 42"]  # the child's effect landed
     assert config.agent_id == "research" and config.tools == ["add", "note_finding"]
@@ -141,7 +135,7 @@ async def test_a_delegation_may_narrow_the_child_s_tools_but_never_widen_them(
         handle = await harness.start("go", agent_id="lead")
         await handle.result()
         journal = await handle.query("journal", result_type=Journal)
-        config = await child_config(await child_of(harness, journal))
+        config = await started_config(await child_of(harness, journal))
     widened, narrowed = harness.model.requests_for(models["lead"])[1].tool_result_texts()
     assert "may not use ['web_fetch']" in widened and "add" in widened
     assert narrowed == "3"
@@ -216,7 +210,7 @@ async def test_a_child_s_working_time_is_carved_from_the_parent_s(
         handle = await harness.start("go", agent_id="lead", timeout=4)
         error = await failure(handle)
         journal = await handle.query("journal", result_type=Journal)
-        config = await child_config(await child_of(harness, journal))
+        config = await started_config(await child_of(harness, journal))
     [started] = [e for e in journal.entries if isinstance(e, DelegationStarted)]
     assert 0 < started.timeout_seconds <= 4
     assert config.timeout is not None and config.timeout.total_seconds() <= 4

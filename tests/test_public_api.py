@@ -211,6 +211,7 @@ PUBLIC: dict[str, list[str]] = {
     "orga.contracts.policy": [
         "EVALUATE_POLICY",
         "ActionKind",
+        "AncestorGate",
         "Decision",
         "PolicyAction",
         "PolicyDecision",

@@ -9,6 +9,12 @@ Gates, selected when a loop or task is set up (its config's choice within its ag
   a tool declared ``requires_approval`` needs a human decision; a final answer is allowed.
 * ``cedar`` / ``opa`` — the default checks first, then the external policy decides.
 
+A delegated loop runs under its own gate *and* every gate up its delegation tree
+(``PolicyRequest.ancestors``): each ancestor's engine judges, as that ancestor's agent, every
+action its own gate did not deny (with the arguments it would run with); a deny anywhere wins
+(``orga.gates.default.inherit``). An ancestor's ``default`` gate adds nothing a loop's own
+default checks do not already make.
+
 Anything a gate cannot decide is a denial. Before any gate, arguments a tool declares as paths
 (``path_arguments``) are normalised (``orga.core.paths``): a path that is absolute, leaves its
 root or names a hidden file is denied, and an allowed call whose path was normalised runs with
@@ -21,13 +27,15 @@ from temporalio import activity
 
 from orga.contracts.policy import (
     EVALUATE_POLICY,
+    AncestorGate,
     PolicyAction,
     PolicyDecision,
     PolicyRequest,
     PolicyResult,
 )
+from orga.contracts.vocabulary import PolicyMode
 from orga.gates.cedar import CedarGate
-from orga.gates.default import combine, default_decision, normalise_paths
+from orga.gates.default import combine, default_decision, inherit, normalise_paths
 from orga.gates.opa import OpaGate
 from orga.runtime.tracing import tracer
 from orga.tools.sdk import ToolRegistry
@@ -92,6 +100,54 @@ class PolicyActivities:
         return result.model_copy(update={"decisions": decisions})
 
     async def _decide(self, request: PolicyRequest) -> PolicyResult:
+        result = await self._own(request)
+        for ancestor in request.ancestors:
+            result = await self._inherit(request, result, ancestor)
+        return result
+
+    async def _inherit(
+        self, request: PolicyRequest, result: PolicyResult, ancestor: AncestorGate
+    ) -> PolicyResult:
+        """``result`` once the gate of a loop up the tree judged what it did not deny."""
+        if ancestor.policy not in ("cedar", "opa"):
+            return result  # the loop's own default checks hold: its floor is at least default
+        open_ = [i for i, d in enumerate(result.decisions) if d.decision != "deny"]
+        if not open_:
+            return result
+        asked: list[PolicyAction] = []
+        for i in open_:
+            action, decision = request.actions[i], result.decisions[i]
+            if decision.arguments is not None:  # judged as it would run
+                action = action.model_copy(update={"arguments": decision.arguments})
+            asked.append(action)
+        judged = request.model_copy(
+            update={"mode": ancestor.policy, "agent_id": ancestor.agent_id, "ancestors": []}
+        )
+        engine = await self._engine(ancestor.policy, asked, judged)
+        gate = f"the {ancestor.policy} gate of {ancestor.agent_id!r}, up the delegation tree"
+        decisions = list(result.decisions)
+        if engine is None:
+            refused = PolicyDecision(decision="deny", reason=_unconfigured(ancestor.policy))
+            verdicts, policy_hash = [refused for _ in asked], None
+        else:
+            verdicts, policy_hash = engine
+        for index, verdict in zip(open_, verdicts, strict=True):
+            decisions[index] = inherit(decisions[index], verdict, gate)
+        return result.model_copy(
+            update={"decisions": decisions, "policy_hash": result.policy_hash or policy_hash}
+        )
+
+    async def _engine(
+        self, mode: PolicyMode, actions: list[PolicyAction], request: PolicyRequest
+    ) -> tuple[list[PolicyDecision], str | None] | None:
+        """An external engine's verdicts and policy hash (``None``: not configured here)."""
+        if mode == "cedar" and self._cedar is not None:
+            return self._cedar.decide(actions, request), self._cedar.policy_hash
+        if mode == "opa" and self._opa is not None:
+            return await self._opa.decide(actions, request), None
+        return None
+
+    async def _own(self, request: PolicyRequest) -> PolicyResult:
         if request.mode == "permissive":
             if not self._allow_permissive:
                 reason = (
@@ -115,17 +171,9 @@ class PolicyActivities:
             return PolicyResult(engine="default", decisions=decisions)
         passed = [i for i, d in enumerate(decisions) if d.decision != "deny"]
         asked = [request.actions[i] for i in passed]
-        if request.mode == "cedar" and self._cedar is not None:
-            verdicts = self._cedar.decide(asked, request)
-            policy_hash: str | None = self._cedar.policy_hash
-        elif request.mode == "opa" and self._opa is not None:
-            verdicts = await self._opa.decide(asked, request)
-            policy_hash = None
-        else:
-            reason = (
-                f"policy mode {request.mode!r} is not configured on this worker (set "
-                "ORGA_POLICY_DIR for cedar, ORGA_OPA_URL for opa); denied (fail closed)"
-            )
+        engine = await self._engine(request.mode, asked, request)
+        if engine is None:
+            reason = _unconfigured(request.mode)
             return PolicyResult(
                 engine=request.mode,
                 decisions=[
@@ -133,6 +181,14 @@ class PolicyActivities:
                     for d in decisions
                 ],
             )
+        verdicts, policy_hash = engine
         for index, verdict in zip(passed, verdicts, strict=True):
             decisions[index] = combine(decisions[index], verdict)
         return PolicyResult(engine=request.mode, policy_hash=policy_hash, decisions=decisions)
+
+
+def _unconfigured(mode: PolicyMode) -> str:
+    return (
+        f"policy mode {mode!r} is not configured on this worker (set ORGA_POLICY_DIR for "
+        "cedar, ORGA_OPA_URL for opa); denied (fail closed)"
+    )

@@ -24,7 +24,15 @@ from orga.contracts.setup import (
     TaskSetupRequest,
 )
 from orga.contracts.vocabulary import PolicyMode, ProviderName
-from orga.core.agents import Offer, check_model, check_tools, choose_policy, resolve_loop
+from orga.core.agents import (
+    Offer,
+    check_model,
+    check_tools,
+    choose_policy,
+    narrows_tools,
+    offers_delegation,
+    resolve_loop,
+)
 from orga.core.profile import glob_matches
 from orga.runtime.settings import Settings
 from orga.tools.sdk import ToolRegistry
@@ -71,12 +79,13 @@ class SetupActivities:
         tools = self._registry.definitions(request.tools, named_by="config.tools")
         delegates: list[AgentSpec] = []
         delegate_tools: dict[str, list[str]] = {}
-        if (
-            agent.delegates
-            and request.config.delegation_depth < resolved.limits.max_delegation_depth
-        ):
+        max_depth = resolved.limits.max_delegation_depth
+        if offers_delegation(agent, request.config, max_depth):
             delegates = [self._agents.get(d) for d in agent.delegates]
-            delegate_tools = {d.id: self._tools_of(d) for d in delegates}
+            # What this loop may use: its tools when they are narrowed, else its agent's.
+            reach = set(request.tools if narrows_tools(request.config) else self._tools_of(agent))
+            depth = request.config.delegation_depth + 1
+            delegate_tools = {d.id: self._handed_to(d, reach, depth, max_depth) for d in delegates}
             if DELEGATE_TOOL not in request.tools:
                 tools += self._registry.definitions([DELEGATE_TOOL], named_by="delegates")
         # An agent's knowledge is its own (or the store its agent file names); the implicit
@@ -114,10 +123,20 @@ class SetupActivities:
             model_task_queue=self._settings.model_task_queue,
         )
 
+    def _handed_to(
+        self, child: AgentSpec, reach: set[str], depth: int, max_depth: int
+    ) -> list[str]:
+        """A delegated child's tools, never wider than its parent's: its agent's within what
+        the parent may use (``reach``), and ``delegate`` where it may delegate on at
+        ``depth`` (below the parent's and its own agent's ``max_delegation_depth``)."""
+        tools = [name for name in self._tools_of(child) if name in reach]
+        if child.delegates and depth < min(max_depth, child.max_delegation_depth):
+            tools.append(DELEGATE_TOOL)
+        return tools
+
     def _tools_of(self, agent: AgentSpec) -> list[str]:
-        """The registered tools ``agent`` may use, as a child loop runs them: its globs over
-        this worker's registry, without the tools a loop's own setup adds (knowledge,
-        ``delegate``)."""
+        """The registered tools ``agent`` may use: its globs over this worker's registry,
+        without the tools a loop's own setup adds (knowledge, ``delegate``)."""
         own = (RECALL_TOOL, STORE_TOOL, DELEGATE_TOOL)
         return [
             name

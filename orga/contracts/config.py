@@ -16,6 +16,7 @@ from orga.contracts.conversation import Message
 from orga.contracts.critic import CriticConfig
 from orga.contracts.inference import ContextStrategy
 from orga.contracts.knowledge import KnowledgeConfig
+from orga.contracts.policy import AncestorGate
 from orga.contracts.prehydration import PreHydrationConfig
 from orga.contracts.resilience import BreakerConfig, RecoveryConfig
 from orga.contracts.tools import ToolProfile
@@ -114,7 +115,13 @@ class LoopConfig(BaseModel):
     its agent's ``max_delegation_depth``, 2; above it is ``InvalidConfig``)."""
 
     delegation_depth: int = Field(default=0, ge=0, le=10)
-    """How deep this loop is in a chain of delegations (set by the parent; 0 at the top)."""
+    """How deep this loop is in a chain of delegations (set by the parent; 0 at the top). A
+    loop below the top is a delegated child: its ``tools`` are exactly what it may use."""
+
+    ancestor_gates: list[AncestorGate] = Field(default_factory=list[AncestorGate], max_length=10)
+    """The gates of the loops that delegated to this one, nearest first (set by the parent: its
+    own gate and its ancestors'). Every action of this loop passes them too, each judging as
+    its own agent, besides this loop's gate; a client may add gates, never remove one."""
 
     stream: bool = False
     """Publish the model's text while it arrives (a Workflow Stream on the loop, topic

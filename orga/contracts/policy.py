@@ -19,6 +19,7 @@ from orga.contracts.vocabulary import PolicyMode
 __all__ = [
     "EVALUATE_POLICY",
     "ActionKind",
+    "AncestorGate",
     "Decision",
     "PolicyAction",
     "PolicyDecision",
@@ -53,6 +54,19 @@ class PolicyAction(BaseModel):
     """For a task: the call undoes a step (a compensation)."""
 
 
+class AncestorGate(BaseModel):
+    """A gate a delegated loop runs under besides its own: the gate of a loop above it in the
+    delegation tree, which judges the child's actions as that loop's agent (Cedar principal
+    ``Agent::"<agent_id>"``, OPA ``agent_id``), so a forbid anywhere up the tree wins."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    agent_id: str = Field(min_length=1, max_length=200)
+    """The agent the loop above runs as."""
+    policy: PolicyMode
+    """The gate it runs under (its client's choice within its agent's floor)."""
+
+
 class PolicyRequest(BaseModel):
     """The input of the ``evaluate_policy`` activity: one turn's proposed actions."""
 
@@ -68,3 +82,6 @@ class PolicyRequest(BaseModel):
     advertised: list[str]
     """The tools this loop advertised to the model; any other tool is denied."""
     actions: list[PolicyAction] = Field(min_length=1)
+    ancestors: list[AncestorGate] = Field(default_factory=list[AncestorGate])
+    """For a delegated loop: the gates of the loops above it, nearest first. Each judges every
+    action its own gate did not deny, as its agent; a deny anywhere wins, then an approval."""

@@ -56,11 +56,13 @@ class LoopSetup(BaseModel):
     """The agent the loop runs as, as the worker defined it."""
     delegates: list[AgentSpec] = Field(default_factory=list[AgentSpec])
     """The agents the loop may hand work to (its agent's ``delegates``, while the loop is not
-    at ``max_delegation_depth``); with any, ``tools`` holds the ``delegate`` tool."""
+    at ``max_delegation_depth`` and its tools include ``delegate`` or name none); with any,
+    ``tools`` holds the ``delegate`` tool."""
     delegate_tools: dict[str, list[str]] = Field(default_factory=dict[str, list[str]])
     """For each delegate: the tools of this worker its agent may use (its globs expanded
-    against the registry; the knowledge tools and ``delegate`` itself left out — a child gets
-    those by its own setup). A child runs with these, or fewer if the call asks."""
+    against the registry, the knowledge tools left out) within what this loop may use — a
+    child is never wider than its parent — and ``delegate`` where the child may delegate on.
+    A child runs with these, or fewer if the call asks."""
     critic_provider: ProviderName | None = None
     critic_model: str | None = None
     """With a model critic: the provider and model its agent answers with."""

@@ -4,7 +4,11 @@ Pure decisions (the worker's ``resolve_loop`` / ``resolve_task`` activities call
 the outcome in history). Every refusal is ``InvalidConfig`` naming the ceiling and where it is
 defined:
 
-* **tools** — every tool a loop or task may run must match one of the agent's globs;
+* **tools** — every tool a loop or task may run must match one of the agent's globs (an agent
+  with ``delegates`` may also name ``delegate``). A top-level loop that names no tools may
+  use — and hand on to its delegated children — what its agent may; one that names tools, or a
+  delegated child, may use just those (``narrows_tools``), and is offered ``delegate`` only
+  when they include it (``offers_delegation``);
 * **policy** — no policy: the agent's floor. A stronger gate is allowed (``default`` →
   ``cedar``/``opa``), a weaker one is not; ``cedar`` and ``opa`` are different engines, so a
   floor of one refuses the other; an engine the worker has not configured is refused;
@@ -27,6 +31,7 @@ from typing import Any
 
 from orga.contracts.agents import IMPLICIT_AGENT, AgentSpec
 from orga.contracts.config import Limits, LoopConfig
+from orga.contracts.delegation import DELEGATE_TOOL
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.knowledge import STORE_TOOL
 from orga.contracts.vocabulary import PolicyMode, ProviderName
@@ -39,6 +44,8 @@ __all__ = [
     "check_model",
     "check_tools",
     "choose_policy",
+    "narrows_tools",
+    "offers_delegation",
     "resolve_loop",
 ]
 
@@ -86,6 +93,24 @@ def check_tools(agent: AgentSpec, names: Sequence[str], offer: Offer, named_by: 
             f"{agent.tools!r}, defined in {offer.origin}). Ask for fewer tools, or have the "
             "worker's operator extend the agent."
         )
+
+
+def narrows_tools(config: LoopConfig) -> bool:
+    """Whether a loop's ``tools`` are all it may use: a client named some, or it is a
+    delegated child (its parent set them). A top-level loop that names none advertises none,
+    yet may hand on its agent's tools to the children it delegates to."""
+    return bool(config.tools) or config.delegation_depth > 0
+
+
+def offers_delegation(agent: AgentSpec, config: LoopConfig, max_depth: int) -> bool:
+    """Whether a loop of ``agent`` is offered ``delegate``: its agent has delegates, it is not
+    at ``max_depth``, and its tools include ``delegate`` (or it names none: see
+    ``narrows_tools``) — a client that names tools without it takes delegation away."""
+    return (
+        bool(agent.delegates)
+        and config.delegation_depth < max_depth
+        and (DELEGATE_TOOL in config.tools or not narrows_tools(config))
+    )
 
 
 def check_memory(agent: AgentSpec, offer: Offer) -> None:
@@ -170,7 +195,9 @@ def resolve_loop(
     Raises:
         InvalidConfig: the config asks for more than the agent allows (see the module).
     """
-    check_tools(agent, tools, offer, "config.tools (with the recovery fallbacks)")
+    # An agent's delegates give it ``delegate``, whatever its globs say.
+    named = [n for n in tools if n != DELEGATE_TOOL or not agent.delegates]
+    check_tools(agent, named, offer, "config.tools (with the recovery fallbacks)")
     if config.knowledge is not None and config.knowledge.auto_persist:
         check_memory(agent, offer)
     policy = choose_policy(agent, config.policy, offer)

@@ -1,4 +1,5 @@
-"""The ``default`` gate's rules, and how an external engine's verdict joins them.
+"""The ``default`` gate's rules, and how an external engine's verdict joins them (and the
+verdict of a gate up a delegated loop's tree).
 
 Fails closed: a tool that was not advertised to the loop or is not registered on the worker is
 denied, and so are arguments that are not a JSON object or do not match the tool's schema; a
@@ -16,7 +17,7 @@ from orga.contracts.policy import PolicyAction, PolicyDecision, PolicyRequest
 from orga.core.paths import PathRefused, normalise
 from orga.tools.sdk import ToolRegistry, parse_arguments
 
-__all__ = ["combine", "default_decision", "normalise_paths"]
+__all__ = ["combine", "default_decision", "inherit", "normalise_paths"]
 
 
 def default_decision(
@@ -67,6 +68,23 @@ def combine(default: PolicyDecision, external: PolicyDecision) -> PolicyDecision
             update={"policy_ids": [*default.policy_ids, *external.policy_ids]}
         )
     return external
+
+
+def inherit(own: PolicyDecision, verdict: PolicyDecision, gate: str) -> PolicyDecision:
+    """``own`` (not a deny) once the gate of a loop up the delegation tree (``gate``, for the
+    reason) judged the same action as it would run: its deny wins, then either's approval,
+    then its rewrite of the arguments."""
+    if verdict.decision == "deny":
+        return verdict.model_copy(update={"reason": f"{verdict.reason} — by {gate}"})
+    ids = [*own.policy_ids, *verdict.policy_ids]
+    if own.decision == "require_approval":
+        return own.model_copy(update={"policy_ids": ids})
+    if verdict.decision == "require_approval":
+        return verdict.model_copy(
+            update={"reason": f"{verdict.reason} — by {gate}", "policy_ids": ids}
+        )
+    chosen = verdict if verdict.decision == "modify" else own
+    return chosen.model_copy(update={"policy_ids": ids})
 
 
 def normalise_paths(

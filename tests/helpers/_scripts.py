@@ -46,13 +46,15 @@ def critic_agents(tmp_path: Path, writer: str, critic: str) -> Path:
 
 
 def agents_file(tmp_path: Path, models: dict[str, str], **lead: Any) -> Path:
-    """``lead`` may delegate to ``research`` and ``writer``; each agent has its own model."""
+    """``lead`` may delegate to ``research`` and ``writer`` (and hand on ``add``: a child is
+    never wider than its parent); each agent has its own model."""
     extra = "".join(f"{key} = {value!r}\n" for key, value in lead.items())
     path = tmp_path / "agents.toml"
     path.write_text(
         f"""
 [agents.lead]
 description = "Plans and hands out work"
+tools = ["add"]
 delegates = ["research", "writer"]
 model = "{models["lead"]}"
 {extra}

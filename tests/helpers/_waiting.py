@@ -12,6 +12,7 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 
+from orga.contracts.config import LoopConfig, LoopInput
 from orga.contracts.conversation import Message, ToolResult
 from orga.contracts.state import LoopState
 from orga.contracts.task import TaskResult, TaskState
@@ -87,6 +88,14 @@ def summaries(events: Any, *, kinds: bool = False) -> list[str]:
             label = convert.from_payloads([event.user_metadata.summary])[0]
             found.append(f"{event.WhichOneof('attributes')}: {label}" if kinds else label)
     return found
+
+
+async def started_config(handle: WorkflowHandle[Any, Any]) -> LoopConfig:
+    """The config a loop was started with, as its history holds it (a delegated child's is
+    what its parent gave it)."""
+    started = (await handle.fetch_history()).events[0]
+    [payload] = started.workflow_execution_started_event_attributes.input.payloads
+    return LoopInput.model_validate_json(payload.data).config
 
 
 async def loop_state(handle: WorkflowHandle[Any, Any]) -> LoopState:

@@ -7,11 +7,14 @@ earlier children) *or reserved by a sibling running in the same turn*, and worki
 capped by the child agent's own ceilings and by what the call asks for; a child that would get
 less than ``MIN_DELEGATION_TOKENS`` tokens or no model call is refused. The child is a
 ``ReasoningLoop`` child workflow (``<parent>/delegate/<call id>``) of that agent at depth + 1,
-with that agent's tools (as the worker resolved them for the parent: ``LoopSetup.
-delegate_tools``; the call may ask for fewer, never others), gate, models and system prompt;
-cancelling the parent cancels it (and waits). What it spent — tokens and model calls — is
-charged to the parent when it returns; the answer, or its typed failure, is the call's result.
-Several delegations of one turn run in parallel like any calls.
+never wider than its parent: with that agent's tools within what the parent may use (as the
+worker resolved them for the parent: ``LoopSetup.delegate_tools``; the call may ask for fewer,
+never others), that agent's gate *and* the parent's and every ancestor's
+(``LoopConfig.ancestor_gates``: each judges the child's calls as its own agent, a forbid
+anywhere up the tree wins), its models and system prompt; cancelling the parent cancels it
+(and waits). What it spent — tokens and model calls — is charged to the parent when it
+returns; the answer, or its typed failure, is the call's result. Several delegations of one
+turn run in parallel like any calls.
 """
 
 from __future__ import annotations
@@ -39,7 +42,9 @@ from orga.contracts.delegation import (
 from orga.contracts.errors import describe_validation_error
 from orga.contracts.inference import Usage
 from orga.contracts.journal import DelegationFinished, DelegationStarted
+from orga.contracts.policy import AncestorGate
 from orga.contracts.state import LoopResult
+from orga.contracts.vocabulary import PolicyMode
 from orga.workflows.reasoning.call_executor import error_result
 from orga.workflows.reasoning.loop_books import LoopBooks
 from orga.workflows.shared.failures import failure_of
@@ -75,9 +80,15 @@ class Delegations:
         limits: Callable[[], Limits],
         delegates: Sequence[AgentSpec],
         tools: Mapping[str, Sequence[str]],
+        policy: PolicyMode,
     ) -> None:
         self._workflow_id = workflow_id
         self._config = config
+        self._gates = [
+            AncestorGate(agent_id=config.agent_id, policy=policy),
+            *config.ancestor_gates,
+        ]
+        """The gates a child runs under besides its own: this loop's and its ancestors'."""
         self._books = books
         self._limits = limits
         self._delegates = {a.id: a for a in delegates}
@@ -202,6 +213,7 @@ class Delegations:
                         max_iterations=calls,
                         timeout=timedelta(seconds=seconds),
                         delegation_depth=self._config.delegation_depth + 1,
+                        ancestor_gates=self._gates,
                         max_delegation_depth=min(
                             self._limits().max_delegation_depth,
                             self._delegates[asked.agent].max_delegation_depth,

@@ -98,7 +98,9 @@ async def set_up_loop(
     parts.model_task_queue = setup.model_task_queue
     books.provider = setup.provider
     gate.policy = setup.policy
-    parts.gate_in_model_call = setup.policy == "default"
+    gate.ancestors = list(config.ancestor_gates)
+    # The model call decides the default gate alone: not with ancestors' engines to ask.
+    parts.gate_in_model_call = setup.policy == "default" and not gate.ancestors
     parts.limits = books.limits = setup.limits
     tools.max_concurrent = setup.limits.max_concurrent_tools
     delegates = [d.id for d in setup.delegates]
@@ -110,6 +112,7 @@ async def set_up_loop(
             limits=lambda: books.limits,
             delegates=setup.delegates,
             tools=setup.delegate_tools,
+            policy=setup.policy,
         )
         tools.delegate = delegations.run
         tools.plan_delegations = delegations.plan

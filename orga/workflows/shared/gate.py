@@ -20,6 +20,7 @@ from orga.contracts.inference import Usage
 from orga.contracts.journal import DecisionRecord, JournalEntry, PolicyEvaluated, Stamp
 from orga.contracts.policy import (
     EVALUATE_POLICY,
+    AncestorGate,
     PolicyAction,
     PolicyDecision,
     PolicyRequest,
@@ -48,6 +49,8 @@ class Gate:
     ) -> None:
         self.policy: PolicyMode = policy
         """The gate (replaced by the resolved one once the workflow is set up)."""
+        self.ancestors: list[AncestorGate] = []
+        """A delegated loop's: the gates of the loops above it, which judge its actions too."""
         self._agent_id = agent_id
         self._workflow_id = workflow_id
         self._record = record
@@ -80,6 +83,7 @@ class Gate:
             usage=usage,
             advertised=advertised,
             actions=actions,
+            ancestors=self.ancestors,
         )
         try:
             result = await workflow.execute_local_activity(
