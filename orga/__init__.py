@@ -59,7 +59,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from orga.client import LoopHandle, connect, loop, start_loop
+    from orga.client import LoopHandle, connect, load_approver_key, loop, start_loop
     from orga.contracts.config import LoopConfig, LoopInput
     from orga.contracts.conversation import Message, ToolCall, ToolResult
     from orga.contracts.evidence import Evidence
@@ -91,6 +91,7 @@ __all__ = [
     "ToolResult",
     "Usage",
     "connect",
+    "load_approver_key",
     "loop",
     "start_loop",
     "tool",
@@ -102,6 +103,7 @@ _HOMES = {
     "JournalEntry": "orga.contracts.journal",
     "LoopConfig": "orga.contracts.config",
     "LoopHandle": "orga.client",
+    "load_approver_key": "orga.client",
     "LoopInput": "orga.contracts.config",
     "LoopResult": "orga.contracts.state",
     "LoopState": "orga.contracts.state",

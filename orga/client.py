@@ -7,7 +7,7 @@
     client = await orga.connect()  # TEMPORAL_ADDRESS …, orga's data converter
     loop = await orga.start_loop(client, "What is 2+3?", orga.LoopConfig(tools=["add"]))
     state = await loop.state()  # what it waits for, its budgets …
-    for waiting in state.pending_approvals:
+    for waiting in state.pending_approvals:  # signed with ORGA_APPROVER_KEY's key, if set
         await loop.approve(waiting.call_id, approver="alice", reason="looks right")
     result = await loop.result()
 
@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import BaseModel
 from temporalio.client import Client, WorkflowHandle
 
@@ -43,10 +44,19 @@ from orga.contracts.messages import (
     STATE_QUERY,
 )
 from orga.contracts.state import LoopResult, LoopState
+from orga.runtime.approver_keys import load_key as load_approver_key
+from orga.runtime.approver_keys import sign_decision
 from orga.runtime.connect import connect as _connect
 from orga.runtime.settings import Settings
 
-__all__ = ["LOOP_WORKFLOW", "LoopHandle", "connect", "loop", "start_loop"]
+__all__ = [
+    "LOOP_WORKFLOW",
+    "LoopHandle",
+    "connect",
+    "load_approver_key",
+    "loop",
+    "start_loop",
+]
 
 _M = TypeVar("_M", bound=BaseModel)
 
@@ -125,14 +135,29 @@ class LoopHandle:
         return await self.handle.query(JOURNAL_QUERY, result_type=Journal)
 
     async def approve(
-        self, call_id: str, *, approver: str, reason: str | None = None
+        self,
+        call_id: str,
+        *,
+        approver: str,
+        reason: str | None = None,
+        key: Ed25519PrivateKey | None = None,
     ) -> ApprovalRecord:
-        """Approve a call waiting for a person (the ``approve`` update)."""
-        return await self._decide(call_id, True, approver, reason)
+        """Approve a call waiting for a person (the ``approve`` update), signed with ``key``
+        (the approver's private key: ``orga.load_approver_key(path)``; default: the one
+        ``ORGA_APPROVER_KEY`` names, if set). Where the worker enrolled approvers only a signed
+        decision is recorded; elsewhere the record says ``verified=False``."""
+        return await self._decide(call_id, True, approver, reason, key)
 
-    async def deny(self, call_id: str, *, approver: str, reason: str) -> ApprovalRecord:
-        """Deny a call waiting for a person; the model reads ``reason``."""
-        return await self._decide(call_id, False, approver, reason)
+    async def deny(
+        self,
+        call_id: str,
+        *,
+        approver: str,
+        reason: str,
+        key: Ed25519PrivateKey | None = None,
+    ) -> ApprovalRecord:
+        """Deny a call waiting for a person; the model reads ``reason``. Signed as ``approve``."""
+        return await self._decide(call_id, False, approver, reason, key)
 
     async def resolve(
         self,
@@ -159,11 +184,23 @@ class LoopHandle:
         return await self._update(REVIEW_UPDATE, given, Review)
 
     async def _decide(
-        self, call_id: str, approved: bool, approver: str, reason: str | None
+        self,
+        call_id: str,
+        approved: bool,
+        approver: str,
+        reason: str | None,
+        key: Ed25519PrivateKey | None,
     ) -> ApprovalRecord:
         decision = ApprovalDecision(
             call_id=call_id, approved=approved, reason=reason, approver=approver
         )
+        configured = Settings.from_env().approver_key
+        key = key or (load_approver_key(configured) if configured is not None else None)
+        if key is not None:
+            state = await self.state()
+            pending = next((p for p in state.pending_approvals if p.call_id == call_id), None)
+            if pending is not None:  # else the update refuses it, naming what waits
+                decision = sign_decision(decision, workflow_id=self.id, pending=pending, key=key)
         return await self._update(APPROVE_UPDATE, decision, ApprovalRecord)
 
     async def _update(self, name: str, payload: BaseModel, answer: type[_M]) -> _M:

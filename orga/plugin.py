@@ -62,7 +62,7 @@ from orga.tools._builtin import builtin_tools
 from orga.tools._loading import load_tool_modules
 from orga.tools.mcp.config import load_mcp_config
 from orga.tools.sdk import Tool, ToolRegistry, ToolSource
-from orga.worker.agent_registry import AgentRegistry
+from orga.worker.agent_registry import AgentRegistry, load_approvers
 from orga.worker.blobs import BlobStore
 from orga.worker.ledger import Ledger
 from orga.worker.sandbox import workflow_runner
@@ -267,11 +267,10 @@ class _Parts:
         self.critic = CriticActivities(settings=settings, http=http)
         self.tools = ToolActivities(registry=self.registry, blobs=blobs, ledger=Ledger(store))
         self.knowledge = knowledge
+        agents = _build_agents(settings, engines)
+        _say_who_decides(agents)
         self.setup = SetupActivities(
-            settings=settings,
-            registry=self.registry,
-            agents=_build_agents(settings, engines),
-            engines=engines,
+            settings=settings, registry=self.registry, agents=agents, engines=engines
         )
 
     def activities(self) -> list[Callable[..., Any]]:
@@ -313,17 +312,35 @@ def _build_registry(
     )
 
 
+def _say_who_decides(agents: AgentRegistry) -> None:
+    log = logging.getLogger("orga")
+    if agents.approvers:
+        names = ", ".join(a.name for a in agents.approvers)
+        log.info("approvers enrolled (%s): only decisions they sign are recorded", names)
+    else:
+        log.info(
+            "no approvers enrolled: decisions are recorded unverified (the name is the caller's "
+            "claim); enroll approvers with ORGA_APPROVERS to prove who decided"
+        )
+
+
 def _build_agents(settings: Settings, engines: frozenset[PolicyMode]) -> AgentRegistry:
-    """The worker's agents: ``ORGA_AGENTS``, or the implicit one (floor ``ORGA_POLICY``).
+    """The worker's agents: ``ORGA_AGENTS``, or the implicit one (floor ``ORGA_POLICY``); and
+    its approvers (the agents file's and ``ORGA_APPROVERS``'s).
 
     Raises:
         InvalidConfig: the agents file is invalid, or a floor needs a gate not configured here.
     """
     if settings.agents_file is not None:
-        return AgentRegistry.load(settings.agents_file, engines)
-    if settings.policy_floor not in engines:
+        agents = AgentRegistry.load(settings.agents_file, engines)
+    elif settings.policy_floor not in engines:
         raise InvalidConfig(
             f"ORGA_POLICY={settings.policy_floor} needs a gate this worker has not configured "
             "(ORGA_POLICY_DIR for cedar, ORGA_OPA_URL for opa)"
         )
-    return AgentRegistry.implicit(settings.policy_floor)
+    else:
+        agents = AgentRegistry.implicit(settings.policy_floor)
+    if settings.approvers_file is not None:
+        origin = f"ORGA_APPROVERS={settings.approvers_file}"
+        agents = agents.with_approvers(load_approvers(settings.approvers_file), origin)
+    return agents

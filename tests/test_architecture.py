@@ -41,7 +41,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "orga.core": ("orga.contracts", "orga.core"),
     "orga.workflows": ("orga.contracts", "orga.core", "orga.workflows"),
 }
-THIRD_PARTY_IN_SANDBOX = ("pydantic", "rapidfuzz", "re2", "temporalio")
+THIRD_PARTY_IN_SANDBOX = ("pydantic", "rapidfuzz", "re2", "temporalio", "cryptography")
 
 
 def modules_of(package: str) -> list[str]:
@@ -227,7 +227,9 @@ async def test_every_sandbox_side_module_imports_inside_the_sandbox(
     probe = ROOT / "tests" / "sandbox_imports.py"
     assert probe.exists()
     strict = SandboxedWorkflowRunner(
-        restrictions=SandboxRestrictions.default.with_passthrough_modules("rapidfuzz", "re2")
+        restrictions=SandboxRestrictions.default.with_passthrough_modules(
+            "rapidfuzz", "re2", "cryptography"
+        )
     )
     from tests.sandbox_imports import ImportEverything
 

@@ -404,8 +404,15 @@ async def test_orga_mcp_drives_a_loop_over_stdio(
         "ORGA_APPROVER": "mcp-tester",
         "ORGA_UI_URL": "http://ui.example",
     }
-    server = StdioServerParameters(command=ORGA, args=["mcp"], env=variables)
-    async with harness.worker(tools=[transfer]), Client(server) as client:
+    server = StdioServerParameters(command=ORGA, args=["mcp", "--decisions"], env=variables)
+
+    async def person(context: Any, params: Any) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"confirm": True, "reason": "expected"})
+
+    async with (
+        harness.worker(tools=[transfer]),
+        Client(server, elicitation_callback=person) as client,
+    ):
         names = {tool.name for tool in (await client.list_tools()).tools}
         assert names == {
             "start_loop",
@@ -447,6 +454,7 @@ async def test_orga_mcp_drives_a_loop_over_stdio(
             )
         )
         assert (decided["approved"], decided["approver"]) == (True, "mcp-tester")
+        assert (decided["source"], decided["reason"]) == ("mcp-elicitation", "expected")
         ended = structured(
             await client.call_tool("loop_result", {"workflow_id": workflow_id, "wait_seconds": 60})
         )

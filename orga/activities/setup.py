@@ -121,6 +121,7 @@ class SetupActivities:
             critic_provider=critic_provider,
             critic_model=critic_model,
             model_task_queue=self._settings.model_task_queue,
+            approvers=self._agents.approvers,
         )
 
     def _handed_to(
@@ -156,6 +157,7 @@ class SetupActivities:
             self._agents.get(loop_agent)
         check_tools(agent, request.tools, self._offer, "the task")
         return TaskSetup(
+            approvers=self._agents.approvers,
             tools=self._registry.definitions(request.tools, named_by="the task"),
             policy=choose_policy(agent, None, self._offer),
             agent=agent,

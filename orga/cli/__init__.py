@@ -11,6 +11,7 @@ Modules:
 * ``tasks`` — ``task start``, ``task state``, ``task list``
 * ``decisions`` — ``pending``, ``approve``, ``deny``, ``resolve``, ``review`` (the desk's inbox,
   ``orga.desk``, answered from a terminal)
+* ``approvers`` — ``orga approver keygen`` / ``show``: an approver's signing key
 * ``http_guard`` — who may talk to an HTTP server the CLI runs (``orga desk``, ``orga codec``)
 * ``schedule``, ``schedule_spec`` — ``orga schedule``; ``--cron`` and ``--every``
 * ``knowledge`` — ``orga knowledge``
@@ -18,10 +19,21 @@ Modules:
   included; the workflow instance a replay builds
 * ``codec`` — ``orga codec``, the Web UI's codec endpoint
 * ``store`` — ``orga blob``
-* ``mcp`` — ``orga mcp``, orga as an MCP server
+* ``mcp``, ``mcp_decisions`` — ``orga mcp``, orga as an MCP server; its approve and deny
+  (``--decisions``), which ask the person by elicitation
 * ``server``, ``demo`` — ``orga server`` and ``orga demo``
 """
 
-from orga.cli.app import main
+from __future__ import annotations
+
+from collections.abc import Sequence
 
 __all__ = ["main"]
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """The ``orga`` command (``orga.cli.app``, imported when it runs: the desk's page imports
+    the CLI's helpers, and the application imports the page)."""
+    from orga.cli.app import main as run
+
+    run(argv)

@@ -6,7 +6,19 @@ from collections.abc import Sequence
 
 import typer
 
-from orga.cli import audit, codec, decisions, knowledge, loops, mcp, schedule, server, store, tasks
+from orga.cli import (
+    approvers,
+    audit,
+    codec,
+    decisions,
+    knowledge,
+    loops,
+    mcp,
+    schedule,
+    server,
+    store,
+    tasks,
+)
 from orga.desk import page
 from orga.runtime.settings_docs import cli_variables
 
@@ -35,6 +47,7 @@ for module in (
     server,
     loops,
     decisions,
+    approvers,
     page,
     tasks,
     schedule,

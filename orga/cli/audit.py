@@ -34,9 +34,10 @@ from orga.cli.audit_runs import Execution, read_execution
 from orga.cli.common import CliError, Json, client_for, console, execute, print_json, settings
 from orga.cli.views import render_entry
 from orga.contracts.audit import AuditChain, AuditEntry, Effect, ExportedEntry, ResetRun
-from orga.contracts.journal import JournalEntry
+from orga.contracts.journal import ApprovalDecided, JournalEntry
 from orga.contracts.messages import AUDIT_QUERY
 from orga.core.audit import first_broken_link, first_difference, reset_away
+from orga.core.signatures import proof_problem
 
 __all__ = ["chain_from_history", "read_chain", "register", "run_ids"]
 
@@ -155,6 +156,7 @@ async def _verify(
         for run in resets
     ]
     rebuilt = _surviving(execution, chains)
+    signed, unverified, forged = _signatures(execution.workflow_id, rebuilt)
     newer = 0
     if held is not None:
         claimed = [entry for run_id in surviving for entry in held.get(run_id, [])]
@@ -166,6 +168,7 @@ async def _verify(
         lines = read_chain(chain)
         claimed = [line.entry() for line in lines if not line.reset_away]
         problem = _chain_problem(rebuilt, claimed, 0) or _dropped_difference(resets, lines)
+    problem = problem or forged
     dropped = [run for run in resets if run.drops_governance and not run.accepted]
     verified = problem is None and not dropped
     head = rebuilt[-1].hash if rebuilt else None
@@ -177,6 +180,8 @@ async def _verify(
                 "problem": problem or (_dropped_problem(dropped) if dropped else None),
                 "entries": len(rebuilt),
                 "appended_since_read": newer,
+                "signed_decisions": signed,
+                "unverified_decisions": unverified,
                 "head": head,
                 "runs": surviving,
                 "reset_away": [run.model_dump(mode="json") for run in resets],
@@ -196,10 +201,40 @@ async def _verify(
         out.print(
             f"verified: {checked} matches the history ({len(rebuilt)} entries, head {head})"
             + (f"; {newer} of them appended since its state was read" if newer else "")
+            + _signatures_note(signed, unverified)
             + _resets_note(resets),
             markup=False,
         )
     return 0 if verified else 1
+
+
+def _signatures(workflow_id: str, entries: Sequence[AuditEntry]) -> tuple[int, int, str | None]:
+    """How many recorded decisions were signed (each checked again), how many unverified,
+    and the first signature that does not hold."""
+    signed = unverified = 0
+    for entry in entries:
+        if entry.kind != "ApprovalDecided":
+            continue
+        decided = ApprovalDecided.model_validate(entry.record)
+        for proof in decided.decisions:
+            if not proof.verified:
+                unverified += 1
+                continue
+            signed += 1
+            if problem := proof_problem(workflow_id, decided.call_id, proof):
+                return signed, unverified, f"entry {entry.index}: {problem}"
+    return signed, unverified, None
+
+
+def _signatures_note(signed: int, unverified: int) -> str:
+    notes: list[str] = []
+    if signed:
+        notes.append(f"{signed} signed decision(s), every signature checked again")
+    if unverified:
+        notes.append(
+            f"{unverified} decision(s) unverified (no approvers enrolled: the names are claims)"
+        )
+    return "".join(f"; {note}" for note in notes)
 
 
 def _chain_problem(rebuilt: list[AuditEntry], claimed: list[AuditEntry], newer: int) -> str | None:

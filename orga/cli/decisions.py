@@ -3,8 +3,11 @@ running loops.
 
 Every decision names who made it (``--approver`` / ``--operator``, else ``ORGA_APPROVER``, else
 the operating-system user; with none of them the decision is refused) and goes through the
-workflow's update, whose validator may refuse it. A finished workflow, a task queue no worker
-polls, or no answer within ``--wait`` seconds ends with a one-line reason; nothing is recorded.
+workflow's update, whose validator may refuse it. An approval or denial is signed with the key
+``ORGA_APPROVER_KEY`` names; where the worker enrolled approvers, only a signed one is recorded,
+and where it did not, the answer says the decision is unverified. A finished workflow, a task
+queue no worker polls, or no answer within ``--wait`` seconds ends with a one-line reason;
+nothing is recorded.
 """
 
 from __future__ import annotations
@@ -101,20 +104,22 @@ def _decide(
 ) -> None:
     async def body() -> int:
         who = desk.who_decides(approver)
-        client = await client_for(settings())
+        config = settings()
+        client = await client_for(config)
         record = await desk.approve(
-            client, workflow_id, call_id, approved=approved, reason=reason, approver=who, wait=wait
+            client,
+            workflow_id,
+            call_id,
+            approved=approved,
+            reason=reason,
+            approver=who,
+            wait=wait,
+            key=desk.signing_key(config),
         )
         if as_json:
             print_json(record)
             return 0
-        verdict = "approved" if record.approved else "denied"
-        why = f": {record.reason}" if record.reason else ""
-        console().print(
-            f"{verdict} call {record.call_id} ({record.tool}) by {record.approver} at "
-            f"{record.at.isoformat()}{why}",
-            markup=False,
-        )
+        console().print(desk.said(record), markup=False)
         return 0
 
     execute(body, as_json=as_json)

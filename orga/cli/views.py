@@ -36,6 +36,7 @@ from orga.contracts.journal import (
 )
 from orga.contracts.state import LoopResult, LoopState
 from orga.contracts.task import StepReport, TaskResult, TaskState
+from orga.desk.inbox import decided_by
 from orga.desk.inbox_text import argument_lines, labelled
 
 __all__ = [
@@ -89,6 +90,7 @@ def render_state(state: LoopState) -> str:
             f"{approval.since.isoformat(timespec='seconds')}",
             *_arguments(approval.arguments, 14),
             f"              why: {one_line(approval.reason)}",
+            f"              decides: {one_line(decided_by(approval))}",
             f"              orga approve {_ids(state.workflow_id, approval.call_id)} --reason '…'",
             f"              orga deny {_ids(state.workflow_id, approval.call_id)} --reason '…'",
         ]
@@ -179,7 +181,15 @@ def _detail(entry: JournalEntry) -> str:
             verdict = "approved" if entry.approved else "denied"
             who = f" by {entry.approver}" if entry.approver else ""
             why = f": {entry.reason}" if entry.reason else ""
-            return f"{entry.tool} {entry.call_id} {verdict}{who} ({entry.source}){why}"
+            keys = ", ".join(p.key_fingerprint for p in entry.decisions if p.key_fingerprint)
+            proof = (
+                f"verified {keys}"
+                if entry.verified and keys
+                else "timed out"
+                if entry.source == "timeout"
+                else "unverified"
+            )
+            return f"{entry.tool} {entry.call_id} {verdict}{who} ({entry.source}, {proof}){why}"
         case EscalationResolved():
             who = f" by {entry.operator}" if entry.operator else ""
             return f"{entry.tool} {entry.escalation_id}: {entry.action}{who} ({entry.source})"

@@ -20,7 +20,7 @@ loop's history with the loop's setup. Example::
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Final, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -73,6 +73,11 @@ class AgentSpec(BaseModel):
     """The agents its loops may hand work to (the ``delegate`` tool): each runs as a child loop
     of that agent — its tools, policy floor, models and system prompt — on a budget carved
     from the parent's."""
+    approvals_needed: dict[str, Annotated[int, Field(ge=1, le=10)]] = Field(
+        default_factory=dict[str, int]
+    )
+    """Four eyes: for the tools matching each glob, how many distinct approvers must approve a
+    call the gate sends to a person (the highest of the globs a tool matches; default 1)."""
     max_delegation_depth: int = Field(default=2, ge=0, le=10)
     """How deep its loops' delegations may nest (a ceiling: a loop may ask for less, never
     more; a child runs with the lower of its parent's depth and its own agent's)."""

@@ -12,6 +12,7 @@ from typing import Annotated, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from orga.contracts.approvals import DecisionProof
 from orga.contracts.inference import Usage
 from orga.contracts.policy import ActionKind, Decision
 
@@ -164,8 +165,13 @@ class ApprovalDecided(_Event):
     approver: str | None = None
     reason: str | None = None
     source: str
-    """``signal``, ``update`` or ``timeout``."""
+    """``signal``, ``update``, ``timeout`` or ``mcp-elicitation``."""
     waited_seconds: float = 0.0
+    verified: bool = False
+    """Every decision behind it was signed by an enrolled approver and checked; ``False``: no
+    approvers are enrolled (the name is the caller's claim), or the wait timed out."""
+    decisions: list[DecisionProof] = Field(default_factory=list[DecisionProof])
+    """Each person's decision with its proof (several where a tool needs several approvers)."""
 
 
 class EscalationResolved(_Event):

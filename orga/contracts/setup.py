@@ -12,6 +12,7 @@ from typing import Final
 from pydantic import BaseModel, ConfigDict, Field
 
 from orga.contracts.agents import AgentSpec
+from orga.contracts.approvals import EnrolledApprover
 from orga.contracts.config import Limits, LoopConfig
 from orga.contracts.tools import ToolDefinition
 from orga.contracts.vocabulary import PolicyMode, ProviderName
@@ -72,6 +73,8 @@ class LoopSetup(BaseModel):
     knowledge_namespace: str | None = None
     """Whose knowledge the loop reads and writes (with ``config.knowledge``): its agent's
     store — the agent's id, or the store its agent file names."""
+    approvers: list[EnrolledApprover] = Field(default_factory=list[EnrolledApprover])
+    """The people the worker's operator enrolled to decide (none: decisions are unverified)."""
 
 
 class TaskSetupRequest(BaseModel):
@@ -95,3 +98,5 @@ class TaskSetup(BaseModel):
     policy: PolicyMode = "default"
     """The gate every step and compensation passes: the agent's floor."""
     agent: AgentSpec | None = None
+    approvers: list[EnrolledApprover] = Field(default_factory=list[EnrolledApprover])
+    """The people the worker's operator enrolled to decide (none: decisions are unverified)."""

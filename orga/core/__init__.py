@@ -21,6 +21,7 @@ imports only ``orga.contracts`` and other core modules. Import from the modules:
     phases       the ORGA cycle as typestate
     prehydration reference extraction and rendering
     profile      tool profiles and globs
+    signatures   signed decisions: what an approver signs, checked against an enrolled key
     progress     the step reattempt tracker (stuck detection)
     routing      the routing table on stop_reason
     template     compensation arguments that refer to a step's result

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Literal, TypeVar
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio.client import (
     Client,
@@ -37,15 +38,18 @@ from temporalio.service import RPCError, RPCStatusCode
 from orga.contracts.approvals import (
     ApprovalDecision,
     ApprovalRecord,
+    DecisionChannel,
     EscalationAction,
     EscalationRecord,
     EscalationResolution,
+    PendingApproval,
     PendingEscalation,
 )
 from orga.contracts.critic import Review, Verdict
 from orga.contracts.messages import APPROVE_UPDATE, RESOLVE_ESCALATION, REVIEW_UPDATE, STATE_QUERY
 from orga.contracts.state import LoopState
 from orga.contracts.task import TaskState
+from orga.runtime.approver_keys import ApproverKeyError, load_key, sign_decision
 from orga.runtime.presence import presence, start_hint
 from orga.runtime.settings import Settings
 
@@ -57,11 +61,15 @@ __all__ = [
     "InboxItem",
     "WorkflowFacts",
     "approve",
+    "decided_by",
     "describe",
     "inbox",
     "of_kind",
     "read_state",
     "resolve",
+    "said",
+    "signing_key",
+    "waiting_call",
     "who_decides",
 ]
 
@@ -109,6 +117,10 @@ class InboxItem(BaseModel):
     """The exact ``orga`` commands that act on it."""
     error: str | None = None
     """Why the workflow's state could not be read (``unreadable``)."""
+    decided_by: str | None = None
+    """Of an approval, who may decide and what it needs: ``signed by an enrolled approver``
+    (approvers are enrolled), or ``unverified`` (none are: the name recorded is the caller's
+    claim); and how many approvals it still needs, when more than one."""
 
 
 def who_decides(explicit: str | None, env: Mapping[str, str] | None = None) -> str:
@@ -237,6 +249,20 @@ def _approval_commands(workflow_id: str, call_id: str) -> list[str]:
     return [f"orga approve {ids} --reason '…'", f"orga deny {ids} --reason '…'"]
 
 
+def decided_by(approval: PendingApproval) -> str:
+    """Who may decide on ``approval`` and what it still needs, for a person to read."""
+    said = (
+        "a decision signed by an enrolled approver (ORGA_APPROVER_KEY)"
+        if approval.signatures_required
+        else "unverified: no approvers are enrolled, so the name recorded is the caller's claim"
+    )
+    if approval.approvals_needed > 1:
+        left = approval.approvals_needed - len(approval.approved_by)
+        so_far = f" (approved by {', '.join(approval.approved_by)})" if approval.approved_by else ""
+        said += f"; {left} more of {approval.approvals_needed} distinct approvers{so_far}"
+    return said
+
+
 def _escalation_commands(workflow_id: str, escalation: PendingEscalation) -> list[str]:
     ids = f"{shlex.quote(workflow_id)} {shlex.quote(escalation.escalation_id)}"
     commands: list[str] = []
@@ -263,6 +289,7 @@ def _items_of(
                 since=approval.since,
                 options=["approve", "deny"],
                 commands=_approval_commands(workflow_id, approval.call_id),
+                decided_by=decided_by(approval),
             )
         )
     review = state.pending_review if isinstance(state, LoopState) else None
@@ -403,6 +430,24 @@ async def _update(
         raise _refused(error, facts.workflow_id, client.namespace) from error
 
 
+async def waiting_call(client: Client, facts: WorkflowFacts, call_id: str) -> PendingApproval:
+    """The call ``call_id`` as it waits in the workflow ``facts`` describes.
+
+    Raises:
+        DeskError: its state cannot be read, or no such call waits there.
+    """
+    result_type = TaskState if facts.workflow_type == TASK else LoopState
+    state = await read_state(client, facts.workflow_id, result_type, facts.workflow_type)
+    for pending in state.pending_approvals:
+        if pending.call_id == call_id:
+            return pending
+    listed = ", ".join(p.call_id for p in state.pending_approvals) or "none"
+    raise DeskError(
+        f"call {call_id!r} is not waiting for approval in {facts.workflow_id!r} (pending: "
+        f"{listed}). Nothing was recorded."
+    )
+
+
 async def approve(
     client: Client,
     workflow_id: str,
@@ -412,17 +457,64 @@ async def approve(
     reason: str | None,
     approver: str,
     wait: float = 30.0,
+    key: Ed25519PrivateKey | None = None,
+    via: DecisionChannel | None = None,
 ) -> ApprovalRecord:
-    """Approve or deny a call that waits for approval; the decision as recorded.
+    """Approve or deny a call that waits for approval; the decision as recorded. With ``key``
+    (the approver's), the decision is signed over the arguments the call waits with.
 
     Raises:
         DeskError: not recorded, and why.
     """
     facts = await _ready_for_a_decision(client, workflow_id)
     decision = ApprovalDecision(
-        call_id=call_id, approved=approved, reason=reason, approver=approver
+        call_id=call_id, approved=approved, reason=reason, approver=approver, via=via
     )
+    pending = await waiting_call(client, facts, call_id)
+    if key is not None:
+        decision = sign_decision(decision, workflow_id=workflow_id, pending=pending, key=key)
+    elif pending.signatures_required:
+        raise DeskError(
+            f"approvers are enrolled on the worker of {workflow_id!r}: a decision must be signed "
+            "by your enrolled key. Set ORGA_APPROVER_KEY to your private key (`orga approver "
+            "keygen` writes one; the operator enrolls its public key). Nothing was recorded."
+        )
     return await _update(client, APPROVE_UPDATE, decision, ApprovalRecord, facts, wait)
+
+
+def said(record: ApprovalRecord) -> str:
+    """One line for a person of a decision as recorded: what, by whom, and whether it is
+    proven (signed by an enrolled key) or only claimed."""
+    verdict = "approved" if record.approved else "denied"
+    why = f": {record.reason}" if record.reason else ""
+    line = (
+        f"{verdict} call {record.call_id} ({record.tool}) by {record.approver} at "
+        f"{record.at.isoformat()}{why}"
+    )
+    if not record.complete:
+        line += " — recorded; the call waits for another approver"
+    proofs = [p for p in record.decisions if p.key_fingerprint]
+    if record.verified and proofs:
+        keys = ", ".join(f"{p.approver} {p.key_fingerprint}" for p in proofs)
+        return f"{line} — verified ({keys})"
+    return (
+        f"{line} — unverified: no approvers are enrolled on this worker, so the name is the "
+        "caller's claim"
+    )
+
+
+def signing_key(settings: Settings) -> Ed25519PrivateKey | None:
+    """The approver's key ``ORGA_APPROVER_KEY`` names, if any.
+
+    Raises:
+        DeskError: it names a file that is not a usable key.
+    """
+    if settings.approver_key is None:
+        return None
+    try:
+        return load_key(settings.approver_key)
+    except ApproverKeyError as error:
+        raise DeskError(str(error)) from error
 
 
 async def resolve(

@@ -119,6 +119,8 @@ def _block(item: InboxItem, full: bool, width: int) -> list[str]:
     lines += labelled(
         "error" if item.kind == "escalation" else "why", printable(item.reason or "-"), width
     )
+    if item.decided_by:
+        lines += labelled("decides", printable(item.decided_by), width)
     shown, hidden = argument_lines(item.arguments or "", full=full)
     label = "answer" if item.kind == "review" else "arguments"
     for number, line in enumerate(shown):

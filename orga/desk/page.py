@@ -24,6 +24,7 @@ from importlib import resources
 from typing import Annotated, Any, Literal, TypeVar
 
 import typer
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import BaseModel, ValidationError, model_validator
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -40,9 +41,11 @@ from orga.contracts.inference import ConversationRange
 from orga.contracts.messages import CONVERSATION_QUERY
 from orga.contracts.state import LoopState
 from orga.contracts.task import TaskState
+from orga.core.signatures import fingerprint
 from orga.desk import inbox as desk
 from orga.desk.inbox import LOOP, TASK, DeskError
 from orga.desk.inbox_text import argument_lines
+from orga.runtime.approver_keys import public_key_of
 
 __all__ = ["TOKEN_HEADER", "build_app", "register"]
 
@@ -98,15 +101,23 @@ def serve_desk(
 
     async def body() -> int:
         who = desk.who_decides(approver)
-        client = await client_for(settings())
+        config = settings()
+        key = desk.signing_key(config)
+        client = await client_for(config)
         token = secrets.token_urlsafe(24)
-        app = build_app(client, token=token, approver=who, hosts=_hosts(host))
+        app = build_app(client, token=token, approver=who, hosts=_hosts(host), key=key)
 
         def announce(bound: int) -> None:
             url = f"http://{host}:{bound}/?token={token}"
             out = console()
             out.print(f"orga desk on {url}", markup=False, soft_wrap=True)
-            out.print(f"deciding as {who}. Ctrl-C stops it.", markup=False)
+            signing = (
+                f"signing with {fingerprint(public_key_of(key))}"
+                if key is not None
+                else "decisions unsigned (no ORGA_APPROVER_KEY): where approvers are enrolled "
+                "they are refused, elsewhere recorded unverified"
+            )
+            out.print(f"deciding as {who}, {signing}. Ctrl-C stops it.", markup=False)
             if open_browser and not _open(url):
                 out.print(
                     "no browser to open here (a machine without a display): open the address "
@@ -137,8 +148,16 @@ def _hosts(host: str) -> set[str]:
     return names | {f"[{host}]"}
 
 
-def build_app(client: Client, *, token: str, approver: str, hosts: set[str]) -> Starlette:
-    """The desk's web application (routes, and the lock on them)."""
+def build_app(
+    client: Client,
+    *,
+    token: str,
+    approver: str,
+    hosts: set[str],
+    key: Ed25519PrivateKey | None = None,
+) -> Starlette:
+    """The desk's web application (routes, and the lock on them); decisions are signed with
+    ``key`` (the approver's), when given."""
 
     def allowed(request: Request) -> Response | None:
         name = request.headers.get("host", "").rsplit(":", 1)[0]
@@ -192,7 +211,7 @@ def build_app(client: Client, *, token: str, approver: str, hosts: set[str]) -> 
         async def act(d: _Decision) -> BaseModel:
             return await desk.approve(
                 client, d.workflow_id, d.call_id, approved=d.approved, reason=d.reason,
-                approver=approver,
+                approver=approver, key=key,
             )  # fmt: skip
 
         return await decide(request, _Decision, act)

@@ -8,6 +8,7 @@ I/O, never imported by workflow code. Modules:
 * ``connect`` — connecting to Temporal with orga's data converter; search attributes
 * ``converter`` — orga's data converter: payloads out of history (External Storage) on the store
 * ``store`` — the store every worker and client of one deployment shares (SQLite/PostgreSQL)
+* ``approver_keys`` — an approver's Ed25519 key: writing, reading, signing decisions
 * ``files`` — 0700 directories, 0600 files, and refusing files others prepared
 * ``tls`` — the one TLS context of a process's HTTP clients
 * ``tracing`` — OpenTelemetry through Temporal's integration

@@ -38,6 +38,9 @@ Variables (generated from the fields; do not edit by hand):
   knowledge``. (default: unset: full-text search alone)
 * ``ORGA_AGENTS`` — A TOML file of the worker's agents (``examples/agents.toml``). (default:
   unset: one implicit agent)
+* ``ORGA_APPROVERS`` — A TOML file of the people who may decide, as ``[approvers.<name>]``
+  tables with ``key`` (an Ed25519 public key) and ``groups``; the agents file may hold them too.
+  (default: unset: the agents file's, if any)
 * ``ORGA_MCP_SERVERS`` — A TOML file of MCP servers whose tools the worker offers
   (``examples/mcp.toml``). (default: unset: no MCP tools)
 * ``ORGA_METRICS_ADDRESS`` — ``host:port`` (``0.0.0.0:9464``) where the worker serves Prometheus
@@ -90,6 +93,9 @@ Variables (generated from the fields; do not edit by hand):
 * ``ORGA_APPROVER`` — Who approves, denies, resolves and reviews (``orga approve`` …, ``orga
   desk``, ``orga mcp``) when ``--approver`` / ``--operator`` names nobody. (default: the
   operating-system user)
+* ``ORGA_APPROVER_KEY`` — The approver's Ed25519 private key (PEM, from ``orga approver
+  keygen``): ``orga approve``, ``orga desk``, ``orga mcp`` and ``LoopHandle.approve`` sign each
+  decision with it. (default: unset: decisions are not signed)
 * ``ORGA_UI_URL`` — The Temporal Web UI that the CLI's links point at. (default:
   ``http://localhost:8233``)
 * ``ORGA_DEBUG`` — The CLI shows the traceback of an unexpected error. (default: off)
@@ -239,6 +245,12 @@ class Settings(BaseModel):
         None
     )
     """A TOML file of the worker's agents (``examples/agents.toml``)."""
+    approvers_file: Annotated[
+        Path | None, Env("ORGA_APPROVERS", default="unset: the agents file's, if any")
+    ] = None
+    """A TOML file of the people who may decide, as ``[approvers.<name>]`` tables with ``key``
+    (an Ed25519 public key) and ``groups``; the agents file may hold them too. With any
+    enrolled, only decisions they sign are recorded; with none, decisions are unverified."""
     mcp_servers_file: Annotated[
         Path | None, Env("ORGA_MCP_SERVERS", default="unset: no MCP tools")
     ] = None
@@ -329,6 +341,12 @@ class Settings(BaseModel):
     ] = None
     """Who approves, denies, resolves and reviews (``orga approve`` …, ``orga desk``,
     ``orga mcp``) when ``--approver`` / ``--operator`` names nobody."""
+    approver_key: Annotated[
+        Path | None, Env("ORGA_APPROVER_KEY", default="unset: decisions are not signed", cli=True)
+    ] = None
+    """The approver's Ed25519 private key (PEM, from ``orga approver keygen``): ``orga
+    approve``, ``orga desk``, ``orga mcp`` and ``LoopHandle.approve`` sign each decision with
+    it. Needed where the worker enrolled approvers."""
     ui_url: Annotated[str, Env("ORGA_UI_URL", cli=True)] = "http://localhost:8233"
     """The Temporal Web UI that the CLI's links point at."""
     debug: Annotated[bool, Env("ORGA_DEBUG", cli=True)] = False

@@ -6,6 +6,11 @@ problem. Without ``ORGA_AGENTS`` the worker has one implicit agent: every tool, 
 ``ORGA_POLICY`` (``default`` unless set), no ceilings beyond the defaults; any ``agent_id`` runs
 as it (an id is then a label the client chooses, so policies keyed on it need an agents file).
 The format is ``orga.contracts.agents``'s docstring.
+
+Approvers — the people who may decide on gated calls — are enrolled as ``[approvers.<name>]``
+tables (``key``: an Ed25519 public key in base64, ``groups``: optional) in the agents file or in
+the file ``ORGA_APPROVERS`` names (``load_approvers``); a name enrolled twice, or a key that is
+not one, stops the worker.
 """
 
 from __future__ import annotations
@@ -17,22 +22,97 @@ from typing import Any, cast
 from pydantic import ValidationError
 
 from orga.contracts.agents import IMPLICIT_AGENT, AgentSpec, PolicyFloor
+from orga.contracts.approvals import EnrolledApprover
 from orga.contracts.errors import InvalidConfig, describe_validation_error
 from orga.contracts.vocabulary import PolicyMode
+from orga.core.signatures import public_key_problem
 
-__all__ = ["AgentRegistry"]
+__all__ = ["AgentRegistry", "load_approvers"]
+
+
+def _document(path: Path, origin: str, what: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise InvalidConfig(f"{origin}: cannot read the {what} ({error})") from error
+    except tomllib.TOMLDecodeError as error:
+        raise InvalidConfig(f"{origin}: the {what} is not TOML ({error})") from error
+
+
+def _approvers(table: Any, origin: str) -> list[EnrolledApprover]:
+    if not isinstance(table, dict):
+        raise InvalidConfig(f"{origin}: approvers must be [approvers.<name>] tables")
+    found: list[EnrolledApprover] = []
+    for name, body in cast(dict[str, Any], table).items():
+        if not isinstance(body, dict):
+            raise InvalidConfig(f"{origin}: approvers.{name} must be a table with a key")
+        fields = cast(dict[str, Any], body)
+        unknown = sorted(set(fields) - {"key", "groups"})
+        if unknown:
+            raise InvalidConfig(
+                f"{origin}: approver {name!r} has unknown keys {unknown!r} (known: key, groups)"
+            )
+        try:
+            approver = EnrolledApprover(
+                name=name, public_key=fields.get("key", ""), groups=fields.get("groups", [])
+            )
+        except ValidationError as error:
+            raise InvalidConfig(
+                f"{origin}: approver {name!r} is invalid: {describe_validation_error(error)}"
+            ) from error
+        if problem := public_key_problem(approver.public_key):
+            raise InvalidConfig(f"{origin}: approver {name!r}: the key is {problem}")
+        found.append(approver)
+    return found
+
+
+def load_approvers(path: Path) -> list[EnrolledApprover]:
+    """The approvers of the file at ``path`` (``ORGA_APPROVERS``): ``[approvers.<name>]`` only.
+
+    Raises:
+        InvalidConfig: the file cannot be read or parsed, or an approver is invalid.
+    """
+    origin = f"ORGA_APPROVERS={path}"
+    document = _document(path, origin, "approvers file")
+    unknown = sorted(set(document) - {"approvers"})
+    if unknown or "approvers" not in document:
+        raise InvalidConfig(
+            f"{origin}: the file must hold approvers as [approvers.<name>] tables, and only them"
+            + (f" (unknown: {unknown!r})" if unknown else "")
+        )
+    return _approvers(document["approvers"], origin)
 
 
 class AgentRegistry:
     """The agents one worker serves."""
 
     def __init__(
-        self, agents: dict[str, AgentSpec], origin: str, implicit: AgentSpec | None
+        self,
+        agents: dict[str, AgentSpec],
+        origin: str,
+        implicit: AgentSpec | None,
+        approvers: list[EnrolledApprover] | None = None,
     ) -> None:
         self._agents = agents
         self.origin = origin
         """Where the agents come from, for messages."""
         self._implicit = implicit
+        self.approvers: list[EnrolledApprover] = list(approvers or [])
+        """The people enrolled to decide (none: decisions are recorded unverified)."""
+
+    def with_approvers(self, more: list[EnrolledApprover], origin: str) -> AgentRegistry:
+        """These agents, with ``more`` approvers enrolled too.
+
+        Raises:
+            InvalidConfig: a name is enrolled twice.
+        """
+        twice = sorted({a.name for a in more} & {a.name for a in self.approvers})
+        if twice:
+            raise InvalidConfig(
+                f"{origin}: approver(s) {twice!r} are enrolled in {self.origin} too: enroll "
+                "each person once"
+            )
+        return AgentRegistry(self._agents, self.origin, self._implicit, [*self.approvers, *more])
 
     @classmethod
     def implicit(cls, floor: PolicyFloor = "default") -> AgentRegistry:
@@ -50,19 +130,16 @@ class AgentRegistry:
                 policy floor needs a gate not in ``engines``.
         """
         origin = f"ORGA_AGENTS={path}"
-        try:
-            document = tomllib.loads(path.read_text(encoding="utf-8"))
-        except OSError as error:
-            raise InvalidConfig(f"{origin}: cannot read the agents file ({error})") from error
-        except tomllib.TOMLDecodeError as error:
-            raise InvalidConfig(f"{origin}: the agents file is not TOML ({error})") from error
-        unknown = sorted(set(document) - {"agents"})
+        document = _document(path, origin, "agents file")
+        unknown = sorted(set(document) - {"agents", "approvers"})
         table = document.get("agents")
         if unknown or not isinstance(table, dict) or not table:
             raise InvalidConfig(
-                f"{origin}: the file must hold agents as [agents.<id>] tables, and only them"
+                f"{origin}: the file must hold agents as [agents.<id>] tables (and approvers as "
+                "[approvers.<name>]), and only them"
                 + (f" (unknown: {unknown!r})" if unknown else "")
             )
+        approvers = _approvers(document.get("approvers", {}), origin)
         agents: dict[str, AgentSpec] = {}
         for agent_id, body in cast(dict[str, Any], table).items():
             if not isinstance(body, dict):
@@ -87,7 +164,7 @@ class AgentRegistry:
                     f"{origin}: agent {agent.id!r} delegates to {unknown!r}, which are not "
                     f"agents of this file ({sorted(agents)!r})"
                 )
-        return cls(agents, origin, None)
+        return cls(agents, origin, None, approvers)
 
     def get(self, agent_id: str) -> AgentSpec:
         """The agent a loop or task named ``agent_id`` runs as.

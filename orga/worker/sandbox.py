@@ -5,8 +5,8 @@ checks what that code does (no wall clock, no randomness, no I/O). Re-importing 
 memory for every run a worker starts or brings back into its cache, so stateless code that is
 held to determinism some other way is shared across runs instead ("passed through"):
 third-party packages (Temporal's defaults: the standard library, pydantic, temporalio; and
-``rapidfuzz``, ``re2``, ``opentelemetry``), ``orga.contracts`` and ``orga.core``, and the
-workflows' helpers (``orga.workflows.reasoning``, ``orga.workflows.saga``,
+``rapidfuzz``, ``re2``, ``opentelemetry``, ``cryptography``), ``orga.contracts`` and
+``orga.core``, and the workflows' helpers (``orga.workflows.reasoning``, ``orga.workflows.saga``,
 ``orga.workflows.shared``).
 
 What holds the shared code to determinism: a lint rule (``ruff-deterministic.toml``) bans
@@ -26,7 +26,14 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 __all__ = ["PASSTHROUGH", "STRICT_PASSTHROUGH", "workflow_runner"]
 
-STRICT_PASSTHROUGH: Final = ("orga.contracts", "orga.core", "rapidfuzz", "re2", "opentelemetry")
+STRICT_PASSTHROUGH: Final = (
+    "orga.contracts",
+    "orga.core",
+    "rapidfuzz",
+    "re2",
+    "opentelemetry",
+    "cryptography",
+)
 """Shared with every run by the strict runner: the workflows' helpers are checked per run."""
 
 PASSTHROUGH: Final = (

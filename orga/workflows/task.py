@@ -379,6 +379,7 @@ class TaskWorkflow(DeskHandlers):
             subject="task",
         )
         self._clearance.tools = [t.name for t in setup.tools]
+        self._desk.enroll(setup.approvers, setup.agent.approvals_needed if setup.agent else {})
         know(
             tools=set(self._clearance.tools),
             agents={self._input.agent_id, *loop_agents},

@@ -98,6 +98,7 @@ async def set_up_loop(
     parts.model_task_queue = setup.model_task_queue
     books.provider = setup.provider
     gate.policy = setup.policy
+    books.desk.enroll(setup.approvers, setup.agent.approvals_needed if setup.agent else {})
     gate.ancestors = list(config.ancestor_gates)
     # The model call decides the default gate alone: not with ancestors' engines to ask.
     parts.gate_in_model_call = setup.policy == "default" and not gate.ancestors

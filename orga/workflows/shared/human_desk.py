@@ -4,12 +4,20 @@ Workflow code. A wait is listed (``pending``) *before* the workflow starts waiti
 sees it in the ``state`` query can answer at once; the answer (signal, update, or the timeout)
 is recorded with its source and time. Waits survive worker restarts like everything else in
 the workflow: they are timers and conditions in its history.
+
+Where the worker's operator enrolled approvers (``enroll``, from the setup recorded in
+history), an approval is recorded only when an enrolled approver signed it
+(``orga.core.signatures``), within the time the call has waited, with a signature not used
+before; the update's validator refuses anything else with the reason, and the call stays
+pending. Where none are enrolled, decisions are recorded as unverified. A tool may need several
+distinct approvers (``approvals_needed``): the call runs when the last approves, any deny stops
+it.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -18,7 +26,9 @@ from temporalio import workflow
 from orga.contracts.approvals import (
     ApprovalDecision,
     ApprovalRecord,
+    DecisionProof,
     DecisionSource,
+    EnrolledApprover,
     EscalationRecord,
     EscalationResolution,
     PendingApproval,
@@ -33,6 +43,8 @@ from orga.contracts.messages import (
     RESOLVE_ESCALATION,
     REVIEW_UPDATE,
 )
+from orga.core.profile import glob_matches
+from orga.core.signatures import check_decision, sha256_text
 from orga.workflows.shared.metrics import count
 
 __all__ = ["DeskHandlers", "HumanDesk"]
@@ -61,6 +73,24 @@ class HumanDesk:
         self.review_pending: PendingReview | None = None
         """A final answer waiting for a person's review."""
         self._reviewed: tuple[Review, str] | None = None
+        self.approvers: dict[str, EnrolledApprover] = {}
+        """The enrolled approvers (none: decisions are recorded unverified)."""
+        self._needed: dict[str, int] = {}
+        self._proofs: dict[str, list[DecisionProof]] = {}
+        self._signatures: set[str] = set()
+        """Every signature recorded here (so none is accepted twice)."""
+
+    def enroll(
+        self, approvers: Sequence[EnrolledApprover], approvals_needed: Mapping[str, int]
+    ) -> None:
+        """Who may decide (from the setup in history), and how many distinct approvers the
+        tools matching each glob need."""
+        self.approvers = {a.name: a for a in approvers}
+        self._needed = dict(approvals_needed)
+
+    def approvals_needed(self, tool: str) -> int:
+        """Distinct approvers ``tool``'s calls need (the highest of the globs it matches)."""
+        return max((n for glob, n in self._needed.items() if glob_matches(glob, tool)), default=1)
 
     @property
     def waiting(self) -> bool:
@@ -69,33 +99,69 @@ class HumanDesk:
     # ---- approvals ---------------------------------------------------------------------
 
     def check_approval(self, decision: ApprovalDecision) -> None:
-        """Raise ``ValueError`` unless the decision answers a pending approval, and says who
-        decided."""
-        if not (decision.approver or "").strip():
+        """Raise ``ValueError`` unless the decision answers a pending approval, says who
+        decided, and — where approvers are enrolled — is signed by that approver, for this
+        call and these arguments, while the call waits, with a signature not used before."""
+        self._proof(decision, "update")
+
+    def _proof(self, decision: ApprovalDecision, source: DecisionSource) -> DecisionProof:
+        approver = (decision.approver or "").strip()
+        if not approver:
             raise ValueError(
                 "the decision names no approver: say who decides (approver), so the audit "
                 "trail records it"
             )
         if decision.call_id in self.decided_ids:
             raise ValueError(f"call {decision.call_id!r} was already decided")
-        if decision.call_id not in self.approvals:
-            pending = ", ".join(self.approvals) or "none"
+        pending = self.approvals.get(decision.call_id)
+        if pending is None:
+            listed = ", ".join(self.approvals) or "none"
             raise ValueError(
-                f"call {decision.call_id!r} is not waiting for approval (pending: {pending})"
+                f"call {decision.call_id!r} is not waiting for approval (pending: {listed})"
             )
+        if decision.arguments is not None:
+            raise ValueError(
+                "approving with edited arguments is not supported by this worker: approve the "
+                "call as it is, or deny it with the change as the reason"
+            )
+        return check_decision(
+            decision,
+            pending,
+            source=source,
+            approvers=self.approvers,
+            used=self._signatures,
+            workflow_id=workflow.info().workflow_id,
+            now=workflow.now(),
+        )
 
     def decide(self, decision: ApprovalDecision, source: DecisionSource) -> ApprovalRecord:
-        """Record a decision (the update's validator, or the signal handler, checked it)."""
-        self.check_approval(decision)
+        """Record a decision (the update's validator, or the signal handler, checked it): the
+        call's final decision, or — while it needs more approvers — one approval of several."""
+        proof = self._proof(decision, source)
+        pending = self.approvals[decision.call_id]
+        if proof.signature is not None and proof.verified:
+            self._signatures.add(proof.signature)
+        proofs = [*self._proofs.get(decision.call_id, []), proof]
+        approvers = [p.approver for p in proofs if p.approved and p.approver]
+        complete = not proof.approved or len(approvers) >= pending.approvals_needed
         record = ApprovalRecord(
             call_id=decision.call_id,
-            tool=self.approvals[decision.call_id].tool,
-            approved=decision.approved,
-            reason=decision.reason,
-            approver=decision.approver,
-            source=source,
-            at=workflow.now(),
+            tool=pending.tool,
+            approved=proof.approved,
+            reason=proof.reason,
+            approver=", ".join(approvers) if proof.approved else proof.approver,
+            source=proof.source,
+            at=proof.at,
+            verified=all(p.verified for p in proofs),
+            complete=complete,
+            decisions=proofs,
         )
+        if not complete:
+            self._proofs[decision.call_id] = proofs
+            self.approvals[decision.call_id] = pending.model_copy(update={"approved_by": approvers})
+            self._on_change()
+            return record
+        self._proofs.pop(decision.call_id, None)
         self._approved[decision.call_id] = record
         self.decided_ids.add(decision.call_id)
         return record
@@ -126,6 +192,8 @@ class HumanDesk:
                     reason=record.reason,
                     source=record.source,
                     waited_seconds=(record.at - asked).total_seconds(),
+                    verified=record.verified,
+                    decisions=record.decisions,
                 )
             )
         return record
@@ -140,6 +208,9 @@ class HumanDesk:
             reason=reason,
             since=workflow.now(),
             iteration=iteration,
+            arguments_sha256=sha256_text(call.arguments),
+            signatures_required=bool(self.approvers),
+            approvals_needed=self.approvals_needed(call.name),
         )
         self._on_change()
         try:
@@ -158,6 +229,7 @@ class HumanDesk:
                 at=workflow.now(),
             )
             self.decided_ids.add(call.id)
+            self._proofs.pop(call.id, None)
         except asyncio.CancelledError:
             self._withdraw(self.approvals, call.id)
             raise

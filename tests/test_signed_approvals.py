@@ -1,0 +1,271 @@
+"""Decisions you can prove, tried as an attacker who can reach the namespace: where approvers
+are enrolled, only a decision an enrolled approver signed — for this workflow, this call and
+these arguments, while the call waits, never twice — is recorded; where none are, every
+surface says the decision is unverified. Four eyes: a tool can need two distinct approvers."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.testing import WorkflowEnvironment
+
+from orga.contracts.approvals import ApprovalDecision, PendingApproval
+from orga.contracts.errors import InvalidConfig
+from orga.contracts.journal import ApprovalDecided, Journal
+from orga.desk import inbox as desk
+from orga.runtime.approver_keys import generate_key, public_key_of, sign_decision
+from orga.scripted.server import Turn
+from orga.worker.agent_registry import load_approvers
+from tests.harness import TEST_STORE, Harness, scripted_settings
+from tests.helpers import on, orga, pending
+from tests.sample_tools import transfer
+
+ALICE, BOB, MALLORY = (Ed25519PrivateKey.generate() for _ in range(3))
+
+
+def approvers_file(tmp_path: Path, **people: Ed25519PrivateKey) -> Path:
+    path = tmp_path / "approvers.toml"
+    path.write_text(
+        "".join(
+            f'[approvers.{name}]\nkey = "{public_key_of(key)}"\ngroups = ["finance"]\n'
+            for name, key in people.items()
+        )
+    )
+    return path
+
+
+async def refused(
+    handle: WorkflowHandle[object, object], decision: ApprovalDecision, *, waits: bool = True
+) -> str:
+    """The validator's reason for refusing ``decision``; while the loop ``waits`` (does
+    nothing else), that nothing was written to its history."""
+    before = len((await handle.fetch_history()).events)
+    with pytest.raises(WorkflowUpdateFailedError) as failed:
+        await handle.execute_update("approve", decision)
+    if waits:
+        assert len((await handle.fetch_history()).events) == before
+    return str(failed.value.cause)
+
+
+def signed(
+    workflow_id: str, waiting: PendingApproval, key: Ed25519PrivateKey, **fields: object
+) -> ApprovalDecision:
+    decision = ApprovalDecision.model_validate(
+        {"call_id": waiting.call_id, "approved": True, **fields}
+    )
+    return sign_decision(decision, workflow_id=workflow_id, pending=waiting, key=key)
+
+
+async def test_where_approvers_are_enrolled_only_their_signed_decision_is_recorded(
+    harness: Harness, tmp_path: Path
+) -> None:
+    settings = scripted_settings(
+        harness.model, approvers_file=approvers_file(tmp_path, alice=ALICE, bob=BOB)
+    )
+    pay = Turn(tool_calls=[("transfer", {"amount": 999_999, "to": "eve"})])
+    first = harness.new_model([pay, Turn(text="sent")])
+    second = harness.new_model([pay, Turn(text="sent")])
+    async with harness.worker(settings=settings, tools=[transfer]):
+        handle = await harness.start("pay eve", model=first, tools=["transfer"])
+        other = await harness.start("pay eve again", model=second, tools=["transfer"])
+        [waiting] = (await pending(handle)).pending_approvals
+        [elsewhere] = (await pending(other)).pending_approvals
+        assert waiting.signatures_required and waiting.approvals_needed == 1
+        assert waiting.arguments_sha256 and waiting.arguments_sha256 in repr(waiting)
+
+        # The client that started the loop approves its own call under a name it chose.
+        claim = ApprovalDecision(
+            call_id=waiting.call_id, approved=True, approver="cfo@example.com (second approver)"
+        )
+        assert "'cfo@example.com (second approver)' is not an enrolled approver" in (
+            await refused(handle, claim)
+        )
+        # The same, under an enrolled name, unsigned.
+        unsigned = claim.model_copy(update={"approver": "alice"})
+        assert "an unsigned decision is not recorded" in await refused(handle, unsigned)
+        # Signed with a key of its own, under alice's name.
+        assert "does not hold for alice's enrolled key" in await refused(
+            handle, signed(handle.id, waiting, MALLORY, approver="alice")
+        )
+        # Alice's real signature, moved: made for a call of that id in another workflow.
+        moved = signed(other.id, waiting, ALICE, approver="alice")
+        assert "does not hold" in await refused(handle, moved)
+        # Alice's signature over other arguments than the call waits with.
+        altered = waiting.model_copy(update={"arguments_sha256": "0" * 64})
+        assert "does not hold" in await refused(
+            handle, signed(handle.id, altered, ALICE, approver="alice")
+        )
+        # Her signature with the reason changed after she signed.
+        genuine = signed(handle.id, waiting, ALICE, approver="alice", reason="checked")
+        assert "does not hold" in await refused(
+            handle, genuine.model_copy(update={"reason": "checked, and pay twice"})
+        )
+        # A signature made before the call was waiting (an old one kept for later).
+        stale = sign_decision(
+            ApprovalDecision(call_id=waiting.call_id, approved=True, approver="alice"),
+            workflow_id=handle.id,
+            pending=waiting,
+            key=ALICE,
+            now=waiting.since - timedelta(hours=1),
+        )
+        assert "a replayed or stale signature is refused" in await refused(handle, stale)
+        # The signal path is held to the same rule: an unsigned signal is ignored.
+        await handle.signal("approval", unsigned)
+        assert (await pending(handle)).pending_approvals[0].call_id == waiting.call_id
+
+        # Alice, through the desk (as `orga approve` does), with her key: recorded, verified.
+        record = await desk.approve(
+            harness.client,
+            handle.id,
+            waiting.call_id,
+            approved=True,
+            reason="checked",
+            approver="alice",
+            key=ALICE,
+        )
+        assert record.verified and record.complete and record.approver == "alice"
+        [proof] = record.decisions
+        assert proof.key_fingerprint and proof.key_fingerprint.startswith("SHA256:")
+        assert proof.arguments_sha256 == waiting.arguments_sha256
+        assert "verified (alice SHA256:" in desk.said(record)
+        # Replaying her recorded decision on the same call: refused.
+        assert "already decided" in await refused(handle, genuine, waits=False)
+        assert (await handle.result()).output == "sent"
+        journal = await handle.query("journal", result_type=Journal)
+
+        # The desk refuses, before sending, a decision it cannot sign.
+        with pytest.raises(desk.DeskError, match="must be signed by your enrolled key"):
+            await desk.approve(
+                harness.client,
+                other.id,
+                elsewhere.call_id,
+                approved=False,
+                reason="no",
+                approver="bob",
+            )
+        await desk.approve(
+            harness.client,
+            other.id,
+            elsewhere.call_id,
+            approved=False,
+            reason="no",
+            approver="bob",
+            key=BOB,
+        )
+        await other.result()
+    [decided] = [e for e in journal.entries if isinstance(e, ApprovalDecided)]
+    assert decided.verified and decided.decisions[0].signature == record.decisions[0].signature
+
+
+async def test_without_enrolled_approvers_every_surface_says_unverified(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    model = harness.new_model(
+        [Turn(tool_calls=[("transfer", {"amount": 5, "to": "bob"})]), Turn(text="sent")]
+    )
+    cli = {**on(env, harness), "ORGA_STORE_URL": TEST_STORE.url, "ORGA_APPROVER": "anyone"}
+    async with harness.worker(tools=[transfer]):
+        handle = await harness.start("pay bob", model=model, tools=["transfer"])
+        [waiting] = (await pending(handle)).pending_approvals
+        assert not waiting.signatures_required
+        code, out, _ = await orga("pending", env=cli)
+        assert code == 0 and "unverified: no approvers are enrolled" in out
+        code, out, _ = await orga("state", handle.id, env=cli)
+        assert code == 0 and "unverified" in out
+        code, out, err = await orga("approve", handle.id, waiting.call_id, env=cli)
+        assert code == 0, err
+        assert "by anyone" in out and "unverified: no approvers are enrolled" in out
+        await handle.result()
+        code, out, _ = await orga("journal", handle.id, env=cli)
+        assert code == 0 and "(update, unverified)" in out
+        code, out, _ = await orga("audit", handle.id, "--verify", env=cli)
+        assert code == 0 and "1 decision(s) unverified" in out
+        journal = await handle.query("journal", result_type=Journal)
+    [decided] = [e for e in journal.entries if isinstance(e, ApprovalDecided)]
+    assert not decided.verified and not decided.decisions[0].verified
+
+
+async def test_four_eyes_needs_two_distinct_approvers_and_any_deny_stops_it(
+    env: WorkflowEnvironment, harness: Harness, tmp_path: Path
+) -> None:
+    agents = tmp_path / "agents.toml"
+    agents.write_text(
+        '[agents.pay]\ntools = ["transfer"]\napprovals_needed = { "trans*" = 2 }\n\n'
+        f'[approvers.alice]\nkey = "{public_key_of(ALICE)}"\n'
+        f'[approvers.bob]\nkey = "{public_key_of(BOB)}"\n'
+    )
+    settings = scripted_settings(harness.model, agents_file=agents)
+    pay = Turn(tool_calls=[("transfer", {"amount": 950_000, "to": "eve"})])
+    ran = harness.new_model([pay, Turn(text="sent")])
+    stopped = harness.new_model([pay, Turn(text="not sent")])
+    key_file = tmp_path / "bob.pem"
+    generate_key(key_file)  # a key bob has not enrolled: the CLI's refusal names it
+    async with harness.worker(settings=settings, tools=[transfer]):
+        handle = await harness.start("pay", model=ran, tools=["transfer"], agent_id="pay")
+        [waiting] = (await pending(handle)).pending_approvals
+        assert waiting.approvals_needed == 2
+        first = await desk.approve(
+            harness.client, handle.id, waiting.call_id, approved=True, reason=None,
+            approver="alice", key=ALICE,
+        )  # fmt: skip
+        assert not first.complete and first.verified
+        assert "waits for another approver" in desk.said(first)
+        [still] = (await pending(handle)).pending_approvals
+        assert still.approved_by == ["alice"]
+        [item] = [i for i in await desk.inbox(harness.client) if i.workflow_id == handle.id]
+        assert item.decided_by and "1 more of 2 distinct approvers (approved by alice)" in (
+            item.decided_by
+        )
+        # Alice again, freshly signed: she cannot be both pairs of eyes.
+        assert "alice already approved" in await refused(
+            handle, signed(handle.id, still, ALICE, approver="alice")
+        )
+        # Bob with a key that is not his enrolled one, through the CLI: refused, nothing ran.
+        cli = {**on(env, harness), "ORGA_STORE_URL": TEST_STORE.url}
+        code, _, err = await orga(
+            "approve", handle.id, waiting.call_id, "--approver", "bob",
+            env={**cli, "ORGA_APPROVER_KEY": str(key_file)},
+        )  # fmt: skip
+        assert code == 1 and "does not hold for bob's enrolled key" in err
+        second = await desk.approve(
+            harness.client, handle.id, waiting.call_id, approved=True, reason="ok",
+            approver="bob", key=BOB,
+        )  # fmt: skip
+        assert second.complete and second.verified and second.approver == "alice, bob"
+        assert (await handle.result()).output == "sent"
+
+        other = await harness.start("pay", model=stopped, tools=["transfer"], agent_id="pay")
+        [waiting] = (await pending(other)).pending_approvals
+        await desk.approve(
+            harness.client, other.id, waiting.call_id, approved=True, reason=None,
+            approver="alice", key=ALICE,
+        )  # fmt: skip
+        denied = await desk.approve(
+            harness.client, other.id, waiting.call_id, approved=False, reason="not today",
+            approver="bob", key=BOB,
+        )  # fmt: skip
+        assert denied.complete and not denied.approved
+        assert (await other.result()).output == "not sent"
+        code, out, err = await orga("audit", handle.id, "--verify", env=cli)
+        assert code == 0, err
+        assert "2 signed decision(s), every signature checked again" in out
+        journal = await handle.query("journal", result_type=Journal)
+    [decided] = [e for e in journal.entries if isinstance(e, ApprovalDecided)]
+    assert [p.approver for p in decided.decisions] == ["alice", "bob"] and decided.verified
+
+
+def test_an_approvers_file_that_is_wrong_stops_the_worker(tmp_path: Path) -> None:
+    bad = tmp_path / "approvers.toml"
+    bad.write_text('[approvers.alice]\nkey = "not-a-key"\n')
+    with pytest.raises(InvalidConfig, match="not an Ed25519 public key"):
+        load_approvers(bad)
+    bad.write_text('[approvers.alice]\nkey = "x"\nrole = "cfo"\n')
+    with pytest.raises(InvalidConfig, match="unknown keys"):
+        load_approvers(bad)
+    good = approvers_file(tmp_path, alice=ALICE)
+    [alice] = load_approvers(good)
+    assert (alice.name, alice.groups) == ("alice", ["finance"])
