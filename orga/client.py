@@ -18,7 +18,7 @@ updates; every decision names who made it, as the CLI's do.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -44,6 +44,7 @@ from orga.contracts.messages import (
     STATE_QUERY,
 )
 from orga.contracts.state import LoopResult, LoopState
+from orga.desk.inbox import edited_arguments
 from orga.runtime.approver_keys import load_key as load_approver_key
 from orga.runtime.approver_keys import sign_decision
 from orga.runtime.connect import connect as _connect
@@ -141,12 +142,15 @@ class LoopHandle:
         approver: str,
         reason: str | None = None,
         key: Ed25519PrivateKey | None = None,
+        arguments: Mapping[str, Any] | None = None,
     ) -> ApprovalRecord:
         """Approve a call waiting for a person (the ``approve`` update), signed with ``key``
         (the approver's private key: ``orga.load_approver_key(path)``; default: the one
         ``ORGA_APPROVER_KEY`` names, if set). Where the worker enrolled approvers only a signed
-        decision is recorded; elsewhere the record says ``verified=False``."""
-        return await self._decide(call_id, True, approver, reason, key)
+        decision is recorded; elsewhere the record says ``verified=False``. With ``arguments``
+        the call runs with those instead: they pass the gate again (schema and policy), and a
+        refusal raises ``WorkflowUpdateFailedError`` with the call still waiting."""
+        return await self._decide(call_id, True, approver, reason, key, arguments)
 
     async def deny(
         self,
@@ -157,7 +161,7 @@ class LoopHandle:
         key: Ed25519PrivateKey | None = None,
     ) -> ApprovalRecord:
         """Deny a call waiting for a person; the model reads ``reason``. Signed as ``approve``."""
-        return await self._decide(call_id, False, approver, reason, key)
+        return await self._decide(call_id, False, approver, reason, key, None)
 
     async def resolve(
         self,
@@ -190,9 +194,14 @@ class LoopHandle:
         approver: str,
         reason: str | None,
         key: Ed25519PrivateKey | None,
+        arguments: Mapping[str, Any] | None,
     ) -> ApprovalRecord:
         decision = ApprovalDecision(
-            call_id=call_id, approved=approved, reason=reason, approver=approver
+            call_id=call_id,
+            approved=approved,
+            reason=reason,
+            approver=approver,
+            arguments=edited_arguments(arguments),
         )
         configured = Settings.from_env().approver_key
         key = key or (load_approver_key(configured) if configured is not None else None)

@@ -5,6 +5,7 @@ surface says the decision is unverified. Four eyes: a tool can need two distinct
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from pathlib import Path
 
@@ -13,15 +14,16 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 
-from orga.contracts.approvals import ApprovalDecision, PendingApproval
+from orga.contracts.approvals import ApprovalDecision, ApprovalRecord, PendingApproval
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.journal import ApprovalDecided, Journal
 from orga.desk import inbox as desk
+from orga.gates.cedar import SCHEMA_FILE
 from orga.runtime.approver_keys import generate_key, public_key_of, sign_decision
 from orga.scripted.server import Turn
 from orga.worker.agent_registry import load_approvers
 from tests.harness import TEST_STORE, Harness, scripted_settings
-from tests.helpers import on, orga, pending
+from tests.helpers import POLICY_EXAMPLES, conversation, on, orga, pending
 from tests.sample_tools import transfer
 
 ALICE, BOB, MALLORY = (Ed25519PrivateKey.generate() for _ in range(3))
@@ -269,3 +271,77 @@ def test_an_approvers_file_that_is_wrong_stops_the_worker(tmp_path: Path) -> Non
     good = approvers_file(tmp_path, alice=ALICE)
     [alice] = load_approvers(good)
     assert (alice.name, alice.groups) == ("alice", ["finance"])
+
+
+EDITS_POLICY = """
+@id("answers")
+permit (principal, action == Action::"respond", resource);
+
+@id("transfers-need-a-person")
+@approval("required")
+permit (principal, action == Action::"call_tool", resource == Tool::"transfer");
+
+@id("no-large-transfers")
+@reason("transfers over 1000 are never made by an agent")
+forbid (principal, action == Action::"call_tool", resource == Tool::"transfer")
+when { context.arguments has amount && context.arguments.amount > 1000 };
+"""
+
+
+async def test_an_approval_with_edits_runs_the_edited_call_and_the_gate_can_refuse_the_edit(
+    harness: Harness, tmp_path: Path
+) -> None:
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    (policies / "edits.cedar").write_text(EDITS_POLICY)
+    schema = json.loads((POLICY_EXAMPLES / SCHEMA_FILE).read_text())
+    [space] = schema.values()
+    space["commonTypes"]["Arguments"]["attributes"] |= {
+        "amount": {"type": "Long", "required": False},
+        "to": {"type": "String", "required": False},
+    }
+    (policies / SCHEMA_FILE).write_text(json.dumps(schema))
+    settings = scripted_settings(
+        harness.model, policy_dir=policies, approvers_file=approvers_file(tmp_path, alice=ALICE)
+    )
+    model = harness.new_model(
+        [Turn(tool_calls=[("transfer", {"amount": 500, "to": "eve"})]), Turn(text="sent")]
+    )
+    async with harness.worker(settings=settings, tools=[transfer]):
+        handle = await harness.start("pay eve", model=model, tools=["transfer"], policy="cedar")
+        [waiting] = (await pending(handle)).pending_approvals
+
+        async def edit(arguments: dict[str, object]) -> ApprovalRecord:
+            return await desk.approve(
+                harness.client, handle.id, waiting.call_id, approved=True,
+                reason="edited", approver="alice", key=ALICE, arguments=arguments,
+            )  # fmt: skip
+
+        # The approver raises the amount past what the policy allows: the gate wins.
+        with pytest.raises(desk.DeskError, match="over 1000 are never made"):
+            await edit({"amount": 5000, "to": "eve"})
+        # Arguments the tool's schema refuses.
+        with pytest.raises(desk.DeskError, match="the gate refuses the call"):
+            await edit({"amount": "lots", "to": "eve"})
+        # Alice's signed edit, with the arguments swapped after she signed.
+        mine = signed(
+            handle.id, waiting, ALICE, approver="alice", arguments='{"amount": 100, "to": "eve"}'
+        )
+        swapped = mine.model_copy(update={"arguments": '{"amount": 900, "to": "mallory"}'})
+        assert "does not hold" in await refused(handle, swapped)
+        [still] = (await pending(handle)).pending_approvals
+        assert still.call_id == waiting.call_id  # every refusal left the call waiting
+        record = await edit({"amount": 100, "to": "eve"})
+        assert record.verified and record.arguments == '{"amount": 100, "to": "eve"}'
+        assert "runs with edited arguments" in desk.said(record)
+        assert (await handle.result()).output == "sent"
+        messages = await conversation(handle)
+        journal = await handle.query("journal", result_type=Journal)
+    [ran] = [r for m in messages if m.role == "tool" for r in m.tool_results]
+    assert ran.content == "sent 100 to eve"
+    [call] = [c for m in messages if m.role == "assistant" for c in m.tool_calls]
+    assert json.loads(call.arguments) == {"amount": 100, "to": "eve"}  # as it ran
+    [decided] = [e for e in journal.entries if isinstance(e, ApprovalDecided)]
+    assert decided.arguments is not None and '"amount": 500' in decided.arguments
+    assert decided.edited_arguments == '{"amount": 100, "to": "eve"}'
+    assert decided.decisions[0].approver == "alice" and decided.decisions[0].edited_arguments

@@ -101,6 +101,7 @@ def _decide(
     approver: str | None,
     wait: float,
     as_json: bool,
+    arguments: str | None = None,
 ) -> None:
     async def body() -> int:
         who = desk.who_decides(approver)
@@ -115,6 +116,7 @@ def _decide(
             approver=who,
             wait=wait,
             key=desk.signing_key(config),
+            arguments=arguments,
         )
         if as_json:
             print_json(record)
@@ -134,11 +136,18 @@ def approve(
     call_id: CallId,
     reason: Annotated[str | None, typer.Option(help="Why (recorded and shown).")] = None,
     approver: Approver = None,
+    arguments: Annotated[
+        str | None,
+        typer.Option(
+            help="Approve with edits: the JSON object the call runs with instead. It passes the "
+            "gate again (schema and policy); a refusal leaves the call waiting as it was."
+        ),
+    ] = None,
     wait: Wait = 30.0,
     as_json: Json = False,
 ) -> None:
-    """Approve a call that waits for approval: it runs."""
-    _decide(workflow_id, call_id, True, reason, approver, wait, as_json)
+    """Approve a call that waits for approval: it runs (with --arguments, as edited)."""
+    _decide(workflow_id, call_id, True, reason, approver, wait, as_json, arguments)
 
 
 def deny(

@@ -172,6 +172,10 @@ class ApprovalDecided(_Event):
     approvers are enrolled (the name is the caller's claim), or the wait timed out."""
     decisions: list[DecisionProof] = Field(default_factory=list[DecisionProof])
     """Each person's decision with its proof (several where a tool needs several approvers)."""
+    arguments: str | None = None
+    edited_arguments: str | None = None
+    """With an approval with edits: the arguments the call waited with, and those it runs with
+    (the approver's, as the gate passed them)."""
 
 
 class EscalationResolved(_Event):

@@ -11,6 +11,7 @@ imports only ``orga.contracts`` and other core modules. Import from the modules:
     breaker      circuit breaker transitions (closed → open → half-open)
     carry        what a loop may carry into its next run, bounded
     context      fitting a conversation into the context budget
+    decisions    a person's decision on a waiting call, checked: proof, four eyes, edits
     dispatch     which calls of a turn wait for which
     evidence     information-gain judging of evidence calls
     genai        the OpenTelemetry GenAI attributes of an agent invocation

@@ -165,6 +165,10 @@ class PlannedCall:
         if prepared is not None and not modified:
             self.execute = call.model_copy(update={"arguments": prepared})
 
+    def edit(self, arguments: str) -> None:
+        """The call runs, and the model sees it, with ``arguments`` (an approver's edit)."""
+        self.call = self.execute = self.call.model_copy(update={"arguments": arguments})
+
 
 class ToolDispatching:
     """The gated calls are running. Each call id must receive exactly one result."""

@@ -14,26 +14,16 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-from collections.abc import Mapping, Set
-from datetime import UTC, datetime, timedelta
-from typing import Final
+from datetime import UTC, datetime
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from orga.contracts.approvals import (
-    ApprovalDecision,
-    DecisionProof,
-    DecisionSource,
-    EnrolledApprover,
-    PendingApproval,
-)
+from orga.contracts.approvals import DecisionProof
 from orga.core.audit import canonical
 
 __all__ = [
-    "SIGNATURE_SKEW",
     "SIGNED_FORMAT",
-    "check_decision",
     "decision_text",
     "fingerprint",
     "proof_problem",
@@ -44,8 +34,6 @@ __all__ = [
 
 SIGNED_FORMAT = "orga-approval/1"
 """The version of what is signed (part of the signed text)."""
-SIGNATURE_SKEW: Final = timedelta(minutes=5)
-"""How far a signature's time may lie outside the time its call waited (clocks differ)."""
 
 
 def sha256_text(text: str) -> str:
@@ -149,74 +137,3 @@ def proof_problem(workflow_id: str, call_id: str, proof: DecisionProof) -> str |
             f"{proof.key_fingerprint}"
         )
     return None
-
-
-def check_decision(
-    decision: ApprovalDecision,
-    pending: PendingApproval,
-    *,
-    source: DecisionSource,
-    approvers: Mapping[str, EnrolledApprover],
-    used: Set[str],
-    workflow_id: str,
-    now: datetime,
-) -> DecisionProof:
-    """The proof of a person's decision on ``pending``, checked: with ``approvers`` enrolled,
-    signed by the one it names, over this workflow, call and arguments, while the call waits,
-    with a signature not ``used`` before; with none enrolled, unverified.
-
-    Raises:
-        ValueError: the decision is refused, and why (nothing is recorded).
-    """
-    approver = (decision.approver or "").strip()
-    if decision.approved and approver in pending.approved_by:
-        raise ValueError(
-            f"{approver} already approved call {decision.call_id!r}: it needs "
-            f"{pending.approvals_needed} distinct approvers ({len(pending.approved_by)} so far)"
-        )
-    if decision.via is not None and source != "update":
-        raise ValueError(f"a decision via {decision.via} is sent by update")
-    proof = DecisionProof(
-        approver=approver,
-        approved=decision.approved,
-        reason=decision.reason,
-        source="mcp-elicitation" if decision.via == "mcp-elicitation" else source,
-        at=now,
-        arguments_sha256=pending.arguments_sha256,
-        edited_arguments=decision.arguments,
-        via=decision.via,
-        signature=decision.signature,
-        signed_at=decision.signed_at,
-    )
-    if not approvers:
-        return proof  # nobody is enrolled: the name is the caller's claim (unverified)
-    enrolled = approvers.get(approver)
-    if enrolled is None:
-        raise ValueError(
-            f"{approver!r} is not an enrolled approver of this worker (enrolled: "
-            f"{', '.join(sorted(approvers))}): nothing was recorded"
-        )
-    if decision.signature is None or decision.signed_at is None:
-        raise ValueError(
-            "approvers are enrolled here: an unsigned decision is not recorded. Sign it "
-            "with your key (ORGA_APPROVER_KEY names it; `orga approver keygen` writes one)"
-        )
-    if decision.signature in used:
-        raise ValueError("this signature was recorded before: a replayed decision is refused")
-    if not pending.since - SIGNATURE_SKEW <= decision.signed_at <= now + SIGNATURE_SKEW:
-        raise ValueError(
-            f"signed at {decision.signed_at.isoformat()}, outside the time call "
-            f"{decision.call_id!r} has waited (since {pending.since.isoformat()}): a replayed "
-            "or stale signature is refused"
-        )
-    key = fingerprint(enrolled.public_key)
-    checked = proof.model_copy(
-        update={"verified": True, "key_fingerprint": key, "public_key": enrolled.public_key}
-    )
-    if proof_problem(workflow_id, decision.call_id, checked) is not None:
-        raise ValueError(
-            f"the signature does not hold for {approver}'s enrolled key ({key}) over this "
-            "decision (this workflow, call, arguments, verdict and reason): nothing was "
-            "recorded"
-        )
-    return checked

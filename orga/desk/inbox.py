@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import getpass
+import json
 import shlex
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
@@ -63,6 +64,7 @@ __all__ = [
     "approve",
     "decided_by",
     "describe",
+    "edited_arguments",
     "inbox",
     "of_kind",
     "read_state",
@@ -459,16 +461,24 @@ async def approve(
     wait: float = 30.0,
     key: Ed25519PrivateKey | None = None,
     via: DecisionChannel | None = None,
+    arguments: str | Mapping[str, Any] | None = None,
 ) -> ApprovalRecord:
     """Approve or deny a call that waits for approval; the decision as recorded. With ``key``
-    (the approver's), the decision is signed over the arguments the call waits with.
+    (the approver's), the decision is signed over the arguments the call waits with; with
+    ``arguments`` (an approval only), the call runs with those instead, once the gate passes
+    them.
 
     Raises:
         DeskError: not recorded, and why.
     """
     facts = await _ready_for_a_decision(client, workflow_id)
     decision = ApprovalDecision(
-        call_id=call_id, approved=approved, reason=reason, approver=approver, via=via
+        call_id=call_id,
+        approved=approved,
+        reason=reason,
+        approver=approver,
+        via=via,
+        arguments=edited_arguments(arguments),
     )
     pending = await waiting_call(client, facts, call_id)
     if key is not None:
@@ -482,6 +492,26 @@ async def approve(
     return await _update(client, APPROVE_UPDATE, decision, ApprovalRecord, facts, wait)
 
 
+def edited_arguments(arguments: str | Mapping[str, Any] | None) -> str | None:
+    """An approver's edited arguments as the JSON text a decision carries.
+
+    Raises:
+        DeskError: they are not a JSON object.
+    """
+    if arguments is None:
+        return None
+    if isinstance(arguments, str):
+        try:
+            value = json.loads(arguments)
+        except json.JSONDecodeError as error:
+            raise DeskError(f"the edited arguments are not JSON ({error.msg})") from error
+    else:
+        value = dict(arguments)
+    if not isinstance(value, dict):
+        raise DeskError("the edited arguments must be a JSON object")
+    return json.dumps(value, ensure_ascii=False)
+
+
 def said(record: ApprovalRecord) -> str:
     """One line for a person of a decision as recorded: what, by whom, and whether it is
     proven (signed by an enrolled key) or only claimed."""
@@ -493,6 +523,8 @@ def said(record: ApprovalRecord) -> str:
     )
     if not record.complete:
         line += " — recorded; the call waits for another approver"
+    if record.arguments is not None:
+        line += f" — runs with edited arguments {record.arguments}"
     proofs = [p for p in record.decisions if p.key_fingerprint]
     if record.verified and proofs:
         keys = ", ".join(f"{p.approver} {p.key_fingerprint}" for p in proofs)

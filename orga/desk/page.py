@@ -59,6 +59,8 @@ class _Decision(BaseModel):
     call_id: str
     approved: bool
     reason: str | None = None
+    arguments: str | None = None
+    """Approve with edits: the JSON object the call runs with instead."""
 
     @model_validator(mode="after")
     def _denial_says_why(self) -> _Decision:
@@ -211,7 +213,7 @@ def build_app(
         async def act(d: _Decision) -> BaseModel:
             return await desk.approve(
                 client, d.workflow_id, d.call_id, approved=d.approved, reason=d.reason,
-                approver=approver, key=key,
+                approver=approver, key=key, arguments=d.arguments,
             )  # fmt: skip
 
         return await decide(request, _Decision, act)

@@ -380,6 +380,7 @@ class TaskWorkflow(DeskHandlers):
         )
         self._clearance.tools = [t.name for t in setup.tools]
         self._desk.enroll(setup.approvers, setup.agent.approvals_needed if setup.agent else {})
+        self._desk.check_edit = self._clearance.gate.decide_call
         know(
             tools=set(self._clearance.tools),
             agents={self._input.agent_id, *loop_agents},

@@ -99,6 +99,7 @@ async def set_up_loop(
     books.provider = setup.provider
     gate.policy = setup.policy
     books.desk.enroll(setup.approvers, setup.agent.approvals_needed if setup.agent else {})
+    books.desk.check_edit = gate.decide_call
     gate.ancestors = list(config.ancestor_gates)
     # The model call decides the default gate alone: not with ancestors' engines to ask.
     parts.gate_in_model_call = setup.policy == "default" and not gate.ancestors

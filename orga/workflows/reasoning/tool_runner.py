@@ -119,6 +119,8 @@ class ToolRunner:
             self._state.approval_timeout,
         )
         if record.approved:
+            if record.arguments is not None:  # approved with edits: it runs, and shows, edited
+                planned.edit(record.arguments)
             return None
         who = f" by {record.approver}" if record.approver else ""
         why = record.reason or "no reason given"

@@ -83,6 +83,8 @@ class TaskClearance:
                 who = f" by {record.approver}" if record.approver else ""
                 why = record.reason or "no reason given"
                 return f"the {what} {step!r} ({call.name}) was not approved{who}: {why}"
+            if record.arguments is not None:  # approved with edits
+                return call.model_copy(update={"arguments": record.arguments})
         return call
 
 

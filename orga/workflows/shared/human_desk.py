@@ -11,17 +11,23 @@ history), an approval is recorded only when an enrolled approver signed it
 before; the update's validator refuses anything else with the reason, and the call stays
 pending. Where none are enrolled, decisions are recorded as unverified. A tool may need several
 distinct approvers (``approvals_needed``): the call runs when the last approves, any deny stops
-it.
+it. An approval may edit the call's arguments: the edited call passes the gate again
+(``check_edit``) before the decision is recorded.
+
+Over 400 lines: approvals, escalations and reviews are one desk — one ``waiting`` state, one
+change signal, one set of handlers a workflow mixes in; the rules a decision is held to are
+pure code in ``orga.core.decisions``.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
+from temporalio.exceptions import ApplicationError
 
 from orga.contracts.approvals import (
     ApprovalDecision,
@@ -43,8 +49,10 @@ from orga.contracts.messages import (
     RESOLVE_ESCALATION,
     REVIEW_UPDATE,
 )
+from orga.contracts.policy import PolicyDecision
+from orga.core.decisions import check_decision
 from orga.core.profile import glob_matches
-from orga.core.signatures import check_decision, sha256_text
+from orga.core.signatures import sha256_text
 from orga.workflows.shared.metrics import count
 
 __all__ = ["DeskHandlers", "HumanDesk"]
@@ -79,6 +87,8 @@ class HumanDesk:
         self._proofs: dict[str, list[DecisionProof]] = {}
         self._signatures: set[str] = set()
         """Every signature recorded here (so none is accepted twice)."""
+        self.check_edit: Callable[[ToolCall], Awaitable[PolicyDecision]] | None = None
+        """The gate's decision on a call as an approver edited it (set by loops and tasks)."""
 
     def enroll(
         self, approvers: Sequence[EnrolledApprover], approvals_needed: Mapping[str, int]
@@ -119,11 +129,6 @@ class HumanDesk:
             raise ValueError(
                 f"call {decision.call_id!r} is not waiting for approval (pending: {listed})"
             )
-        if decision.arguments is not None:
-            raise ValueError(
-                "approving with edited arguments is not supported by this worker: approve the "
-                "call as it is, or deny it with the change as the reason"
-            )
         return check_decision(
             decision,
             pending,
@@ -132,11 +137,49 @@ class HumanDesk:
             used=self._signatures,
             workflow_id=workflow.info().workflow_id,
             now=workflow.now(),
+            edits=self.check_edit is not None,
         )
 
-    def decide(self, decision: ApprovalDecision, source: DecisionSource) -> ApprovalRecord:
+    async def decide_update(self, decision: ApprovalDecision) -> ApprovalRecord:
+        """The ``approve`` update: record the decision; an approval with edited arguments first
+        passes the gate again as the call it would run (schema and policy), and a refusal of
+        the edit is the update's failure — the call stays pending.
+
+        Raises:
+            ApplicationError: the edit, or (after waiting on the gate) the decision, is refused.
+        """
+        if decision.arguments is not None and self.check_edit is not None:
+            pending = self.approvals[decision.call_id]
+            edited = ToolCall(id=pending.call_id, name=pending.tool, arguments=decision.arguments)
+            verdict = await self.check_edit(edited)
+            if not verdict.permits and verdict.decision != "require_approval":
+                raise ApplicationError(
+                    f"the gate refuses the call with the edited arguments: {verdict.reason}. "
+                    f"Call {decision.call_id!r} still waits as it was.",
+                    type="DecisionRefused",
+                    non_retryable=True,
+                )
+            runs = verdict.arguments if verdict.decision == "modify" else None
+            return self._decided(decision, "update", runs or decision.arguments)
+        return self._decided(decision, "update", None)
+
+    def _decided(
+        self, decision: ApprovalDecision, source: DecisionSource, runs: str | None
+    ) -> ApprovalRecord:
+        try:
+            record = self.decide(decision, source)
+        except ValueError as error:  # decided meanwhile (another update won the race)
+            raise ApplicationError(
+                str(error), type="DecisionRefused", non_retryable=True
+            ) from error
+        return record.model_copy(update={"arguments": runs}) if runs else record
+
+    def decide(
+        self, decision: ApprovalDecision, source: DecisionSource, *, runs: str | None = None
+    ) -> ApprovalRecord:
         """Record a decision (the update's validator, or the signal handler, checked it): the
-        call's final decision, or — while it needs more approvers — one approval of several."""
+        call's final decision, or — while it needs more approvers — one approval of several.
+        ``runs``: the arguments an approval with edits runs with (as the gate passed them)."""
         proof = self._proof(decision, source)
         pending = self.approvals[decision.call_id]
         if proof.signature is not None and proof.verified:
@@ -162,6 +205,8 @@ class HumanDesk:
             self._on_change()
             return record
         self._proofs.pop(decision.call_id, None)
+        if proof.edited_arguments is not None:
+            record = record.model_copy(update={"arguments": runs or proof.edited_arguments})
         self._approved[decision.call_id] = record
         self.decided_ids.add(decision.call_id)
         return record
@@ -194,6 +239,8 @@ class HumanDesk:
                     waited_seconds=(record.at - asked).total_seconds(),
                     verified=record.verified,
                     decisions=record.decisions,
+                    arguments=call.arguments if record.arguments else None,
+                    edited_arguments=record.arguments,
                 )
             )
         return record
@@ -390,9 +437,10 @@ class DeskHandlers:
         self._desk.decide_by_signal(decision)
 
     @workflow.update(name=APPROVE_UPDATE)
-    def approve(self, decision: ApprovalDecision) -> ApprovalRecord:
-        """Approve or deny a pending call; returns the decision as recorded."""
-        return self._desk.decide(decision, "update")
+    async def approve(self, decision: ApprovalDecision) -> ApprovalRecord:
+        """Approve or deny a pending call (an approval may edit its arguments); returns the
+        decision as recorded."""
+        return await self._desk.decide_update(decision)
 
     @approve.validator
     def _check_approve(self, decision: ApprovalDecision) -> None:
