@@ -270,7 +270,11 @@ class _Parts:
         agents = _build_agents(settings, engines)
         _say_who_decides(agents)
         self.setup = SetupActivities(
-            settings=settings, registry=self.registry, agents=agents, engines=engines
+            settings=settings,
+            registry=self.registry,
+            agents=agents,
+            engines=engines,
+            approval_policy=cedar is not None and cedar.decides_approvals,
         )
 
     def activities(self) -> list[Callable[..., Any]]:

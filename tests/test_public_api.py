@@ -220,6 +220,7 @@ PUBLIC: dict[str, list[str]] = {
         "STATE_QUERY",
     ],
     "orga.contracts.policy": [
+        "DECISION_KINDS",
         "EVALUATE_POLICY",
         "ActionKind",
         "AncestorGate",

@@ -16,7 +16,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from orga.contracts.approvals import ApprovalDecision, ApprovalRecord, PendingApproval
 from orga.contracts.errors import InvalidConfig
-from orga.contracts.journal import ApprovalDecided, Journal
+from orga.contracts.journal import ApprovalDecided, Journal, PolicyEvaluated
 from orga.desk import inbox as desk
 from orga.gates.cedar import SCHEMA_FILE
 from orga.runtime.approver_keys import generate_key, public_key_of, sign_decision
@@ -294,13 +294,7 @@ async def test_an_approval_with_edits_runs_the_edited_call_and_the_gate_can_refu
     policies = tmp_path / "policies"
     policies.mkdir()
     (policies / "edits.cedar").write_text(EDITS_POLICY)
-    schema = json.loads((POLICY_EXAMPLES / SCHEMA_FILE).read_text())
-    [space] = schema.values()
-    space["commonTypes"]["Arguments"]["attributes"] |= {
-        "amount": {"type": "Long", "required": False},
-        "to": {"type": "String", "required": False},
-    }
-    (policies / SCHEMA_FILE).write_text(json.dumps(schema))
+    (policies / SCHEMA_FILE).write_text(decisions_schema())
     settings = scripted_settings(
         harness.model, policy_dir=policies, approvers_file=approvers_file(tmp_path, alice=ALICE)
     )
@@ -345,3 +339,97 @@ async def test_an_approval_with_edits_runs_the_edited_call_and_the_gate_can_refu
     assert decided.arguments is not None and '"amount": 500' in decided.arguments
     assert decided.edited_arguments == '{"amount": 100, "to": "eve"}'
     assert decided.decisions[0].approver == "alice" and decided.decisions[0].edited_arguments
+
+
+WHO_MAY_APPROVE = """
+@id("answers")
+permit (principal, action == Action::"respond", resource);
+
+@id("transfers-need-a-person")
+@approval("required")
+permit (principal, action == Action::"call_tool", resource == Tool::"transfer");
+
+@id("people-decide")
+permit (principal, action in [Action::"approve", Action::"deny"], resource);
+
+@id("big-transfers-need-finance")
+@reason("transfers over 100000 need an approver in finance")
+forbid (principal, action == Action::"approve", resource)
+when { context.tool == "transfer" && context.arguments has amount
+       && context.arguments.amount > 100000 }
+unless { principal in Group::"finance" };
+"""
+
+
+def decisions_schema() -> str:
+    """The examples' schema, with transfer's arguments and the approve / deny actions."""
+    schema = json.loads((POLICY_EXAMPLES / SCHEMA_FILE).read_text())
+    [space] = schema.values()
+    space["commonTypes"]["Arguments"]["attributes"] |= {
+        "amount": {"type": "Long", "required": False},
+        "to": {"type": "String", "required": False},
+    }
+    space["entityTypes"] |= {"Approver": {"memberOfTypes": ["Group"]}, "Group": {}, "Call": {}}
+    context = {
+        "type": "Record",
+        "attributes": {
+            "tool": {"type": "String"},
+            "agent": {"type": "String"},
+            "arguments": {"type": "Arguments"},
+        },
+    }
+    for verb in ("approve", "deny"):
+        space["actions"][verb] = {
+            "appliesTo": {
+                "principalTypes": ["Approver"],
+                "resourceTypes": ["Call"],
+                "context": context,
+            }
+        }
+    return json.dumps(schema)
+
+
+async def test_a_policy_says_who_may_approve_what(harness: Harness, tmp_path: Path) -> None:
+    """Four eyes by policy: transfers over 100 000 need an approver in finance."""
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    (policies / "people.cedar").write_text(WHO_MAY_APPROVE)
+    (policies / SCHEMA_FILE).write_text(decisions_schema())
+    roll = tmp_path / "approvers.toml"
+    roll.write_text(
+        f'[approvers.alice]\nkey = "{public_key_of(ALICE)}"\ngroups = ["finance"]\n'
+        f'[approvers.bob]\nkey = "{public_key_of(BOB)}"\n'
+    )
+    settings = scripted_settings(harness.model, policy_dir=policies, approvers_file=roll)
+    big = harness.new_model(
+        [Turn(tool_calls=[("transfer", {"amount": 950_000, "to": "eve"})]), Turn(text="sent")]
+    )
+    small = harness.new_model(
+        [Turn(tool_calls=[("transfer", {"amount": 500, "to": "ann"})]), Turn(text="sent")]
+    )
+    async with harness.worker(settings=settings, tools=[transfer]):
+        handle = await harness.start("pay eve", model=big, tools=["transfer"], policy="cedar")
+        other = await harness.start("pay ann", model=small, tools=["transfer"], policy="cedar")
+        [waiting] = (await pending(handle)).pending_approvals
+        [modest] = (await pending(other)).pending_approvals
+
+        async def decide(workflow_id: str, call_id: str, who: str, key: Ed25519PrivateKey) -> str:
+            record = await desk.approve(
+                harness.client, workflow_id, call_id, approved=True, reason=None,
+                approver=who, key=key,
+            )  # fmt: skip
+            return record.approver or ""
+
+        with pytest.raises(desk.DeskError, match="need an approver in finance"):
+            await decide(handle.id, waiting.call_id, "bob", BOB)
+        # The signal path cannot answer a refusal, so it is refused outright.
+        await handle.signal("approval", signed(handle.id, waiting, BOB, approver="bob"))
+        [still] = (await pending(handle)).pending_approvals
+        assert still.call_id == waiting.call_id
+        assert await decide(other.id, modest.call_id, "bob", BOB) == "bob"  # a small one
+        assert await decide(handle.id, waiting.call_id, "alice", ALICE) == "alice"
+        assert (await handle.result()).output == "sent"
+        assert (await other.result()).output == "sent"
+        journal = await handle.query("journal", result_type=Journal)
+    judged = [e for e in journal.entries if isinstance(e, PolicyEvaluated)]
+    assert any("people-decide" in d.policy_ids for e in judged for d in e.decisions)

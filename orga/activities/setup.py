@@ -51,8 +51,11 @@ class SetupActivities:
         registry: ToolRegistry,
         agents: AgentRegistry,
         engines: frozenset[PolicyMode],
+        approval_policy: bool = False,
     ) -> None:
         self._settings = settings
+        self._approval_policy = approval_policy
+        """The Cedar policies say who may decide what (their schema declares approve)."""
         self._registry = registry
         self._agents = agents
         self._offer = Offer(
@@ -122,6 +125,7 @@ class SetupActivities:
             critic_model=critic_model,
             model_task_queue=self._settings.model_task_queue,
             approvers=self._agents.approvers,
+            approvals_by_policy=self._approval_policy and resolved.policy == "cedar",
         )
 
     def _handed_to(
@@ -156,9 +160,11 @@ class SetupActivities:
         for loop_agent in request.loop_agents:
             self._agents.get(loop_agent)
         check_tools(agent, request.tools, self._offer, "the task")
+        policy = choose_policy(agent, None, self._offer)
         return TaskSetup(
             approvers=self._agents.approvers,
+            approvals_by_policy=self._approval_policy and policy == "cedar",
             tools=self._registry.definitions(request.tools, named_by="the task"),
-            policy=choose_policy(agent, None, self._offer),
+            policy=policy,
             agent=agent,
         )

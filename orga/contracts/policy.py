@@ -8,7 +8,7 @@ answers one decision per action, in the same order. A decision is ``allow``, ``d
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -17,6 +17,7 @@ from orga.contracts.verdicts import Decision, PolicyDecision, PolicyResult
 from orga.contracts.vocabulary import PolicyMode
 
 __all__ = [
+    "DECISION_KINDS",
     "EVALUATE_POLICY",
     "ActionKind",
     "AncestorGate",
@@ -27,10 +28,14 @@ __all__ = [
     "PolicyResult",
 ]
 
-ActionKind = Literal["call_tool", "respond", "review", "remember"]
+ActionKind = Literal["call_tool", "respond", "review", "remember", "approve", "deny"]
 """``review``: a critic model is asked to review the final answer (``tool`` is its agent).
 ``remember``: the loop stores its task and answer in its agent's knowledge (``auto_persist``;
-``tool`` is the knowledge store, ``arguments`` holds ``{"content": …}``)."""
+``tool`` is the knowledge store, ``arguments`` holds ``{"content": …}``).
+``approve`` / ``deny``: a person decides on a waiting call (``approver``; ``tool``, ``call_id``
+and ``arguments`` are the call's): a policy may say who may decide what."""
+DECISION_KINDS: Final = frozenset({"approve", "deny"})
+"""The actions that are a person's decision, not the model's."""
 
 EVALUATE_POLICY = "evaluate_policy"
 """Name of the policy activity (run as a local activity: fast, still retried)."""
@@ -52,6 +57,10 @@ class PolicyAction(BaseModel):
     """For a task: the step whose tool call this is."""
     compensation: bool = False
     """For a task: the call undoes a step (a compensation)."""
+    approver: str | None = None
+    """For ``approve`` / ``deny``: who decides (an enrolled name, or the caller's claim)."""
+    approver_groups: list[str] = Field(default_factory=list[str])
+    """For ``approve`` / ``deny``: the enrolled approver's groups."""
 
 
 class AncestorGate(BaseModel):

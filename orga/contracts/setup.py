@@ -75,6 +75,8 @@ class LoopSetup(BaseModel):
     store — the agent's id, or the store its agent file names."""
     approvers: list[EnrolledApprover] = Field(default_factory=list[EnrolledApprover])
     """The people the worker's operator enrolled to decide (none: decisions are unverified)."""
+    approvals_by_policy: bool = False
+    """The gate's policies judge each decision (Cedar ``Action::"approve"`` / ``"deny"``)."""
 
 
 class TaskSetupRequest(BaseModel):
@@ -100,3 +102,5 @@ class TaskSetup(BaseModel):
     agent: AgentSpec | None = None
     approvers: list[EnrolledApprover] = Field(default_factory=list[EnrolledApprover])
     """The people the worker's operator enrolled to decide (none: decisions are unverified)."""
+    approvals_by_policy: bool = False
+    """The gate's policies judge each decision (Cedar ``Action::"approve"`` / ``"deny"``)."""

@@ -12,10 +12,17 @@ Request mapping (documented in docs/guides/gate-and-policies.md)::
     resource   Tool::"<tool name>"     Answer::"final"                       Agent::"<critic>"
     action     Action::"remember" (auto_persist stores the loop's task and answer)
     resource   Knowledge::"<the agent's knowledge store>"
+    principal  Approver::"<name>" (in Group::"<g>" for each of its enrolled groups)
+    action     Action::"approve"   Action::"deny"   (a person's decision on a waiting call)
+    resource   Call::"<call id>"
+    context    { tool: String, agent: String, arguments: <as for call_tool> }
     context    { arguments: <the call's arguments, only the attributes the schema declares>,
                  iteration: Long, tokens_used: Long,
                  and, where the schema declares them: subject: "loop" | "task",
                  step: String (a task's step), compensation: Bool (a task's compensation) }
+
+Decisions are judged only by a policy set whose schema declares ``Action::"approve"``
+(``decides_approvals``); elsewhere every decision passes (the default gate's rule).
 
 Everything is parsed once, when the worker starts, and validated against the schema: a
 policy set that does not parse or does not validate stops the worker with the file and the
@@ -37,7 +44,7 @@ from typing import Any, cast
 import cedarpy
 
 from orga.contracts.errors import InvalidConfig
-from orga.contracts.policy import PolicyAction, PolicyDecision, PolicyRequest
+from orga.contracts.policy import DECISION_KINDS, PolicyAction, PolicyDecision, PolicyRequest
 from orga.tools.sdk import parse_arguments
 
 __all__ = ["SCHEMA_FILE", "CedarGate"]
@@ -167,6 +174,13 @@ class CedarGate:
         self.policy_hash = digest.hexdigest()[:16]
         self._argument_names = self._declared_arguments()
         self._context_names = self._declared_context()
+        self.decides_approvals = any(
+            isinstance(namespace, dict)
+            and "approve"
+            in cast(dict[str, Any], cast(dict[str, Any], namespace).get("actions", {}))
+            for namespace in self._schema_json.values()
+        )
+        """The schema declares ``Action::"approve"``: policies say who may decide what."""
 
     def _file_of(self, cedar_id: str) -> str:
         policy = self._policies.get(cedar_id)
@@ -235,6 +249,17 @@ class CedarGate:
         arguments = parse_arguments(action.tool or "", action.arguments)
         if self._argument_names is not None:
             arguments = {k: v for k, v in arguments.items() if k in self._argument_names}
+        if action.kind in DECISION_KINDS:
+            return {
+                "principal": {"type": "Approver", "id": action.approver or ""},
+                "action": {"type": "Action", "id": action.kind},
+                "resource": {"type": "Call", "id": action.call_id or ""},
+                "context": {
+                    "tool": action.tool or "",
+                    "agent": request.agent_id,
+                    "arguments": arguments,
+                },
+            }
         optional = {"subject": request.subject, "compensation": action.compensation}
         if action.step is not None:
             optional["step"] = action.step
@@ -247,17 +272,44 @@ class CedarGate:
         }
 
     def decide(self, actions: list[PolicyAction], request: PolicyRequest) -> list[PolicyDecision]:
-        """One decision per action (which must already have passed the default checks)."""
+        """One decision per action (which must already have passed the default checks); a
+        person's decision passes unjudged unless the policies decide approvals."""
+        judged = [
+            i
+            for i, a in enumerate(actions)
+            if a.kind not in DECISION_KINDS or self.decides_approvals
+        ]
         results = cedarpy.is_authorized_batch(  # pyright: ignore[reportUnknownMemberType]
-            [self._request(a, request) for a in actions],
+            [self._request(actions[i], request) for i in judged],
             self._policy_set,
-            self._entities,
+            self._people(actions) if self.decides_approvals else self._entities,
             schema=self._schema,
         )
-        return [
-            self._decision(result, _arguments(action))
-            for action, result in zip(actions, results, strict=True)
+        decisions = [
+            PolicyDecision(decision="allow", policy_ids=["cedar.no-approval-policies"])
+            for _ in actions
         ]
+        for index, result in zip(judged, results, strict=True):
+            decisions[index] = self._decision(result, _arguments(actions[index]))
+        return decisions
+
+    def _people(self, actions: list[PolicyAction]) -> Any:
+        """The approvers the actions name, each in its groups, as Cedar entities."""
+        found: dict[tuple[str, str], list[dict[str, str]]] = {}
+        for action in actions:
+            if action.kind not in DECISION_KINDS:
+                continue
+            groups = [{"type": "Group", "id": g} for g in action.approver_groups]
+            found[("Approver", action.approver or "")] = groups
+            for group in groups:
+                found.setdefault(("Group", group["id"]), [])
+        entities = [
+            {"uid": {"type": kind, "id": name}, "attrs": {}, "parents": parents}
+            for (kind, name), parents in found.items()
+        ]
+        return cedarpy.Entities.from_json_str(  # pyright: ignore[reportUnknownMemberType]
+            json.dumps(entities)
+        )
 
     def _decision(
         self, result: cedarpy.AuthzResult, arguments: dict[str, Any] | None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 
 from orga.contracts.errors import ToolInputError
-from orga.contracts.policy import PolicyAction, PolicyDecision, PolicyRequest
+from orga.contracts.policy import DECISION_KINDS, PolicyAction, PolicyDecision, PolicyRequest
 from orga.core.paths import PathRefused, normalise
 from orga.tools.sdk import ToolRegistry, parse_arguments
 
@@ -30,6 +30,8 @@ def default_decision(
         return PolicyDecision(decision="allow", policy_ids=["default.review"])
     if action.kind == "remember":  # the agent's leave was checked when the loop started
         return PolicyDecision(decision="allow", policy_ids=["default.remember"])
+    if action.kind in DECISION_KINDS:  # a person's decision: only a policy engine judges it
+        return PolicyDecision(decision="allow", policy_ids=["default.decision"])
     name = action.tool or ""
     if name not in request.advertised:
         available = ", ".join(request.advertised) or "none"

@@ -21,7 +21,7 @@ from typing import Any, cast
 import httpx
 
 from orga.contracts.errors import PolicyUnavailable
-from orga.contracts.policy import PolicyAction, PolicyDecision, PolicyRequest
+from orga.contracts.policy import DECISION_KINDS, PolicyAction, PolicyDecision, PolicyRequest
 from orga.tools.sdk import parse_arguments
 
 __all__ = ["OpaGate"]
@@ -89,5 +89,18 @@ class OpaGate:
     async def decide(
         self, actions: list[PolicyAction], request: PolicyRequest
     ) -> list[PolicyDecision]:
-        """One decision per action, asked concurrently."""
-        return list(await asyncio.gather(*(self._ask(a, request) for a in actions)))
+        """One decision per action, asked concurrently. A person's decision passes unjudged:
+        the OPA bridge does not decide who may approve (the Cedar gate does)."""
+        unjudged = PolicyDecision(decision="allow", policy_ids=["opa.no-approval-policies"])
+        return list(
+            await asyncio.gather(
+                *(
+                    self._ask(a, request) if a.kind not in DECISION_KINDS else _given(unjudged)
+                    for a in actions
+                )
+            )
+        )
+
+
+async def _given(decision: PolicyDecision) -> PolicyDecision:
+    return decision

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 from collections.abc import Awaitable
 from typing import TypeVar
@@ -381,6 +382,8 @@ class TaskWorkflow(DeskHandlers):
         self._clearance.tools = [t.name for t in setup.tools]
         self._desk.enroll(setup.approvers, setup.agent.approvals_needed if setup.agent else {})
         self._desk.check_edit = self._clearance.gate.decide_call
+        if setup.approvals_by_policy:
+            self._desk.judge = functools.partial(self._clearance.gate.decide_one, advertised=[])
         know(
             tools=set(self._clearance.tools),
             agents={self._input.agent_id, *loop_agents},

@@ -12,6 +12,7 @@ model sees.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from temporalio import workflow
@@ -100,6 +101,8 @@ async def set_up_loop(
     gate.policy = setup.policy
     books.desk.enroll(setup.approvers, setup.agent.approvals_needed if setup.agent else {})
     books.desk.check_edit = gate.decide_call
+    if setup.approvals_by_policy:
+        books.desk.judge = functools.partial(gate.decide_one, advertised=[])
     gate.ancestors = list(config.ancestor_gates)
     # The model call decides the default gate alone: not with ancestors' engines to ask.
     parts.gate_in_model_call = setup.policy == "default" and not gate.ancestors

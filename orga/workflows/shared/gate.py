@@ -130,5 +130,8 @@ class Gate:
         action = PolicyAction(
             kind="call_tool", call_id=call.id, tool=call.name, arguments=call.arguments
         )
-        result = await self.decide([action], [call.name])
-        return result.decisions[0]
+        return await self.decide_one(action, [call.name])
+
+    async def decide_one(self, action: PolicyAction, advertised: list[str]) -> PolicyDecision:
+        """Gate one action (a person's decision, say: ``approve`` / ``deny``)."""
+        return (await self.decide([action], advertised)).decisions[0]

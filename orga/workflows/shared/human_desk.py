@@ -49,7 +49,7 @@ from orga.contracts.messages import (
     RESOLVE_ESCALATION,
     REVIEW_UPDATE,
 )
-from orga.contracts.policy import PolicyDecision
+from orga.contracts.policy import PolicyAction, PolicyDecision
 from orga.core.decisions import check_decision
 from orga.core.profile import glob_matches
 from orga.core.signatures import sha256_text
@@ -89,6 +89,9 @@ class HumanDesk:
         """Every signature recorded here (so none is accepted twice)."""
         self.check_edit: Callable[[ToolCall], Awaitable[PolicyDecision]] | None = None
         """The gate's decision on a call as an approver edited it (set by loops and tasks)."""
+        self.judge: Callable[[PolicyAction], Awaitable[PolicyDecision]] | None = None
+        """The gate's decision on a person's decision, where its policies say who may decide
+        what (set by loops and tasks whose setup says so)."""
 
     def enroll(
         self, approvers: Sequence[EnrolledApprover], approvals_needed: Mapping[str, int]
@@ -129,6 +132,11 @@ class HumanDesk:
             raise ValueError(
                 f"call {decision.call_id!r} is not waiting for approval (pending: {listed})"
             )
+        if source == "signal" and self.judge is not None:
+            raise ValueError(
+                "a policy judges who may decide here: send the decision by the approve update "
+                "(orga approve, the desk, LoopHandle.approve), which can answer a refusal"
+            )
         return check_decision(
             decision,
             pending,
@@ -148,20 +156,50 @@ class HumanDesk:
         Raises:
             ApplicationError: the edit, or (after waiting on the gate) the decision, is refused.
         """
+        runs: str | None = None
         if decision.arguments is not None and self.check_edit is not None:
             pending = self.approvals[decision.call_id]
             edited = ToolCall(id=pending.call_id, name=pending.tool, arguments=decision.arguments)
             verdict = await self.check_edit(edited)
             if not verdict.permits and verdict.decision != "require_approval":
-                raise ApplicationError(
+                raise _refused(
                     f"the gate refuses the call with the edited arguments: {verdict.reason}. "
-                    f"Call {decision.call_id!r} still waits as it was.",
-                    type="DecisionRefused",
-                    non_retryable=True,
+                    f"Call {decision.call_id!r} still waits as it was."
                 )
-            runs = verdict.arguments if verdict.decision == "modify" else None
-            return self._decided(decision, "update", runs or decision.arguments)
-        return self._decided(decision, "update", None)
+            runs = (verdict.arguments if verdict.decision == "modify" else None) or (
+                decision.arguments
+            )
+        if self.judge is not None:
+            await self._judged(decision, runs)
+        return self._decided(decision, "update", runs)
+
+    async def _judged(self, decision: ApprovalDecision, runs: str | None) -> None:
+        """Ask the gate whether this person may make this decision on this call.
+
+        Raises:
+            ApplicationError: the policy says they may not (the call stays pending).
+        """
+        assert self.judge is not None
+        pending = self.approvals[decision.call_id]
+        approver = (decision.approver or "").strip()
+        enrolled = self.approvers.get(approver)
+        verb = "approve" if decision.approved else "deny"
+        verdict = await self.judge(
+            PolicyAction(
+                kind=verb,
+                call_id=pending.call_id,
+                tool=pending.tool,
+                arguments=runs or pending.arguments,
+                approver=approver,
+                approver_groups=list(enrolled.groups) if enrolled is not None else [],
+            )
+        )
+        if not verdict.permits:
+            raise _refused(
+                f"the policy does not let {approver} {verb} call {decision.call_id!r} "
+                f"({pending.tool}): {verdict.reason or 'no policy permits it'}. The call still "
+                "waits."
+            )
 
     def _decided(
         self, decision: ApprovalDecision, source: DecisionSource, runs: str | None
@@ -398,6 +436,11 @@ class HumanDesk:
         self.review_pending, self._reviewed = None, None
         self._on_change()
         return answered
+
+
+def _refused(why: str) -> ApplicationError:
+    """A decision refused by its update's handler (after waiting on the gate)."""
+    return ApplicationError(why, type="DecisionRefused", non_retryable=True)
 
 
 class DeskHandlers:
