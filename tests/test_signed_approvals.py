@@ -281,6 +281,9 @@ permit (principal, action == Action::"respond", resource);
 @approval("required")
 permit (principal, action == Action::"call_tool", resource == Tool::"transfer");
 
+@id("people-decide")
+permit (principal, action in [Action::"approve", Action::"deny"], resource);
+
 @id("no-large-transfers")
 @reason("transfers over 1000 are never made by an agent")
 forbid (principal, action == Action::"call_tool", resource == Tool::"transfer")
