@@ -146,8 +146,9 @@ class LoopHandle:
     ) -> ApprovalRecord:
         """Approve a call waiting for a person (the ``approve`` update), signed with ``key``
         (the approver's private key: ``orga.load_approver_key(path)``; default: the one
-        ``ORGA_APPROVER_KEY`` names, if set). Where the worker enrolled approvers only a signed
-        decision is recorded; elsewhere the record says ``verified=False``. With ``arguments``
+        ``ORGA_APPROVER_KEY`` names, else the data directory's ``approver.pem``, if any).
+        Where the worker enrolled approvers only a signed decision is recorded; elsewhere the
+        record says ``verified=False``. With ``arguments``
         the call runs with those instead: they pass the gate again (schema and policy), and a
         refusal raises ``WorkflowUpdateFailedError`` with the call still waiting."""
         return await self._decide(call_id, True, approver, reason, key, arguments)
@@ -203,7 +204,7 @@ class LoopHandle:
             approver=approver,
             arguments=edited_arguments(arguments),
         )
-        configured = Settings.from_env().approver_key
+        configured = Settings.from_env().approver_key_path()
         key = key or (load_approver_key(configured) if configured is not None else None)
         if key is not None:
             state = await self.state()

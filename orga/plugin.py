@@ -62,7 +62,7 @@ from orga.tools._builtin import builtin_tools
 from orga.tools._loading import load_tool_modules
 from orga.tools.mcp.config import load_mcp_config
 from orga.tools.sdk import Tool, ToolRegistry, ToolSource
-from orga.worker.agent_registry import AgentRegistry, load_approvers
+from orga.worker.agent_registry import AgentRegistry
 from orga.worker.blobs import BlobStore
 from orga.worker.ledger import Ledger
 from orga.worker.sandbox import workflow_runner
@@ -324,7 +324,7 @@ def _say_who_decides(agents: AgentRegistry) -> None:
     else:
         log.info(
             "no approvers enrolled: decisions are recorded unverified (the name is the caller's "
-            "claim); enroll approvers with ORGA_APPROVERS to prove who decided"
+            "claim); `orga approver keygen` enrolls one (ORGA_APPROVERS names the file)"
         )
 
 
@@ -344,7 +344,4 @@ def _build_agents(settings: Settings, engines: frozenset[PolicyMode]) -> AgentRe
         )
     else:
         agents = AgentRegistry.implicit(settings.policy_floor)
-    if settings.approvers_file is not None:
-        origin = f"ORGA_APPROVERS={settings.approvers_file}"
-        agents = agents.with_approvers(load_approvers(settings.approvers_file), origin)
-    return agents
+    return agents.with_approvers(settings.approvers_path())

@@ -40,6 +40,9 @@ API_KEYS: dict[ProviderName, str] = {
 """Keys the test worker holds. Tests prove none of them leaks out of the worker."""
 
 
+_DATA_DIR = Path(tempfile.mkdtemp(prefix="orga-test-data-"))
+
+
 def scripted_settings(server: ScriptedModelServer, **changes: Any) -> Settings:
     """Worker settings whose providers all point at the scripted model server.
 
@@ -58,6 +61,9 @@ def scripted_settings(server: ScriptedModelServer, **changes: Any) -> Settings:
         for name in API_KEYS
     }
     changes.setdefault("store_url", TEST_STORE.url)
+    # Nobody's approvers (or key) in the checkout's .orga: a worker of a test enrolls only
+    # what the test enrolls.
+    changes.setdefault("data_dir", _DATA_DIR)
     changes.setdefault("allow_permissive", True)
     if "file_root" not in changes:
         scratch = Path(tempfile.gettempdir()) / "orga-test-files"

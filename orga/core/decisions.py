@@ -101,6 +101,8 @@ def check_decision(
             "approvers are enrolled here: an unsigned decision is not recorded. Sign it "
             "with your key (ORGA_APPROVER_KEY names it; `orga approver keygen` writes one)"
         )
+    if decision.signed_at.tzinfo is None:
+        raise ValueError("the signature's time names no time zone: sign with an aware time")
     if decision.signature in used:
         raise ValueError("this signature was recorded before: a replayed decision is refused")
     if not pending.since - SIGNATURE_SKEW <= decision.signed_at <= now + SIGNATURE_SKEW:

@@ -541,10 +541,11 @@ def signing_key(settings: Settings) -> Ed25519PrivateKey | None:
     Raises:
         DeskError: it names a file that is not a usable key.
     """
-    if settings.approver_key is None:
+    path = settings.approver_key_path()
+    if path is None:
         return None
     try:
-        return load_key(settings.approver_key)
+        return load_key(path)
     except ApproverKeyError as error:
         raise DeskError(str(error)) from error
 

@@ -39,8 +39,9 @@ Variables (generated from the fields; do not edit by hand):
 * ``ORGA_AGENTS`` — A TOML file of the worker's agents (``examples/agents.toml``). (default:
   unset: one implicit agent)
 * ``ORGA_APPROVERS`` — A TOML file of the people who may decide, as ``[approvers.<name>]``
-  tables with ``key`` (an Ed25519 public key) and ``groups``; the agents file may hold them too.
-  (default: unset: the agents file's, if any)
+  tables with ``key`` (an Ed25519 public key) and ``groups`` (``orga approver keygen`` adds
+  one); the agents file may hold them too. (default: ``<ORGA_DATA_DIR>/approvers.toml``, if it
+  exists)
 * ``ORGA_MCP_SERVERS`` — A TOML file of MCP servers whose tools the worker offers
   (``examples/mcp.toml``). (default: unset: no MCP tools)
 * ``ORGA_METRICS_ADDRESS`` — ``host:port`` (``0.0.0.0:9464``) where the worker serves Prometheus
@@ -95,7 +96,7 @@ Variables (generated from the fields; do not edit by hand):
   operating-system user)
 * ``ORGA_APPROVER_KEY`` — The approver's Ed25519 private key (PEM, from ``orga approver
   keygen``): ``orga approve``, ``orga desk``, ``orga mcp`` and ``LoopHandle.approve`` sign each
-  decision with it. (default: unset: decisions are not signed)
+  decision with it. (default: ``<ORGA_DATA_DIR>/approver.pem``, if it exists (else unsigned))
 * ``ORGA_UI_URL`` — The Temporal Web UI that the CLI's links point at. (default:
   ``http://localhost:8233``)
 * ``ORGA_DEBUG`` — The CLI shows the traceback of an unexpected error. (default: off)
@@ -246,10 +247,12 @@ class Settings(BaseModel):
     )
     """A TOML file of the worker's agents (``examples/agents.toml``)."""
     approvers_file: Annotated[
-        Path | None, Env("ORGA_APPROVERS", default="unset: the agents file's, if any")
+        Path | None,
+        Env("ORGA_APPROVERS", default="``<ORGA_DATA_DIR>/approvers.toml``, if it exists"),
     ] = None
     """A TOML file of the people who may decide, as ``[approvers.<name>]`` tables with ``key``
-    (an Ed25519 public key) and ``groups``; the agents file may hold them too. With any
+    (an Ed25519 public key) and ``groups`` (``orga approver keygen`` adds one); the agents file
+    may hold them too. Read again when it changes, for loops that start after. With any
     enrolled, only decisions they sign are recorded; with none, decisions are unverified."""
     mcp_servers_file: Annotated[
         Path | None, Env("ORGA_MCP_SERVERS", default="unset: no MCP tools")
@@ -342,7 +345,12 @@ class Settings(BaseModel):
     """Who approves, denies, resolves and reviews (``orga approve`` …, ``orga desk``,
     ``orga mcp``) when ``--approver`` / ``--operator`` names nobody."""
     approver_key: Annotated[
-        Path | None, Env("ORGA_APPROVER_KEY", default="unset: decisions are not signed", cli=True)
+        Path | None,
+        Env(
+            "ORGA_APPROVER_KEY",
+            default="``<ORGA_DATA_DIR>/approver.pem``, if it exists (else unsigned)",
+            cli=True,
+        ),
     ] = None
     """The approver's Ed25519 private key (PEM, from ``orga approver keygen``): ``orga
     approve``, ``orga desk``, ``orga mcp`` and ``LoopHandle.approve`` sign each decision with
@@ -427,6 +435,19 @@ class Settings(BaseModel):
                 default_model=model,
             )
         return found
+
+    def approvers_path(self) -> Path:
+        """Where the worker reads its enrolled approvers (``ORGA_APPROVERS``, else the data
+        directory's ``approvers.toml``)."""
+        return self.approvers_file or self.data_dir / "approvers.toml"
+
+    def approver_key_path(self) -> Path | None:
+        """The key decisions are signed with: ``ORGA_APPROVER_KEY``, else the data directory's
+        ``approver.pem`` when there is one."""
+        if self.approver_key is not None:
+            return self.approver_key
+        found = self.data_dir / "approver.pem"
+        return found if found.is_file() else None
 
     def store(self) -> Store:
         """The store these settings name (``ORGA_STORE_URL``, else the embedded default)."""

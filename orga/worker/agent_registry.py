@@ -97,22 +97,48 @@ class AgentRegistry:
         self.origin = origin
         """Where the agents come from, for messages."""
         self._implicit = implicit
-        self.approvers: list[EnrolledApprover] = list(approvers or [])
-        """The people enrolled to decide (none: decisions are recorded unverified)."""
+        self._own: list[EnrolledApprover] = list(approvers or [])
+        self._roll: Path | None = None
+        self._read: tuple[int, list[EnrolledApprover]] | None = None
 
-    def with_approvers(self, more: list[EnrolledApprover], origin: str) -> AgentRegistry:
-        """These agents, with ``more`` approvers enrolled too.
+    @property
+    def approvers(self) -> list[EnrolledApprover]:
+        """The people enrolled to decide (none: decisions are recorded unverified): the agents
+        file's, and the approvers file's as it is now (read again when it changed).
 
         Raises:
-            InvalidConfig: a name is enrolled twice.
+            InvalidConfig: the approvers file became invalid, or names someone twice.
         """
-        twice = sorted({a.name for a in more} & {a.name for a in self.approvers})
-        if twice:
-            raise InvalidConfig(
-                f"{origin}: approver(s) {twice!r} are enrolled in {self.origin} too: enroll "
-                "each person once"
-            )
-        return AgentRegistry(self._agents, self.origin, self._implicit, [*self.approvers, *more])
+        if self._roll is None:
+            return self._own
+        try:
+            changed = self._roll.stat().st_mtime_ns
+        except FileNotFoundError:
+            return self._own
+        except OSError as error:
+            raise InvalidConfig(f"ORGA_APPROVERS={self._roll}: cannot read it ({error})") from error
+        if self._read is None or self._read[0] != changed:
+            more = load_approvers(self._roll)
+            twice = sorted({a.name for a in more} & {a.name for a in self._own})
+            if twice:
+                raise InvalidConfig(
+                    f"ORGA_APPROVERS={self._roll}: approver(s) {twice!r} are enrolled in "
+                    f"{self.origin} too: enroll each person once"
+                )
+            self._read = (changed, more)
+        return [*self._own, *self._read[1]]
+
+    def with_approvers(self, path: Path) -> AgentRegistry:
+        """These agents, with the approvers of the file at ``path`` too (if it exists; read
+        again whenever it changes).
+
+        Raises:
+            InvalidConfig: the file is invalid, or names someone the agents file enrolled.
+        """
+        registry = AgentRegistry(self._agents, self.origin, self._implicit, self._own)
+        registry._roll = path
+        _ = registry.approvers  # checked now: a bad file stops the worker
+        return registry
 
     @classmethod
     def implicit(cls, floor: PolicyFloor = "default") -> AgentRegistry:
