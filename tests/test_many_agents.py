@@ -234,18 +234,22 @@ async def test_the_agents_file_caps_the_delegation_depth(harness: Harness, tmp_p
 async def test_a_critic_that_would_spend_past_the_budget_is_stopped(
     harness: Harness, tmp_path: Path
 ) -> None:
-    """``max_total_tokens: 4000`` and a critic that reports 100 000 tokens: before, the loop
-    completed with ``total_tokens: 100015``."""
+    """``max_total_tokens: 4000``, and a task of 10 000 bytes that orga estimates at about
+    2 500 tokens (4 bytes a token), so the critic is asked, but whose digits the critic's
+    provider counts as 9 000 input tokens: a count its request could hold
+    (``orga.providers.usage``), and past the budget. Before, the loop completed with
+    ``total_tokens`` over 9 000."""
+    readings = "Check the readings: " + "7,3;" * 2_495  # 10 000 bytes
     models = {
         "lead": harness.new_model([Turn(text="an answer")]),
         "critic": harness.new_model(
-            [Turn(tool_calls=[("submit_review", {"verdict": "approve"})], input_tokens=100_000)]
+            [Turn(tool_calls=[("submit_review", {"verdict": "approve"})], input_tokens=9_000)]
         ),
     }
     settings = scripted_settings(harness.model, agents_file=agents(tmp_path, models))
     async with harness.worker(settings=settings, tools=[note_tool([])]):
         handle = await harness.start(
-            "go",
+            readings,
             agent_id="lead",
             max_total_tokens=4_000,
             critic={"kind": "model", "agent": "critic"},
