@@ -19,7 +19,16 @@ from orga.contracts.state import LoopState
 from orga.desk.page import TOKEN_HEADER
 from orga.scripted.server import Turn
 from tests.harness import Harness
-from tests.helpers import ask, escalated, on, pending, serving, waiting_review
+from tests.helpers import (
+    ask,
+    conversation,
+    escalated,
+    on,
+    pending,
+    serving,
+    tool_results,
+    waiting_review,
+)
 from tests.sample_tools import Flaky, transfer
 
 CHROMIUM_FLAGS = [
@@ -96,6 +105,34 @@ async def test_approve_a_waiting_loop_in_the_browser(
         "invoice checked",
         "update",
     )
+
+
+async def test_approve_with_edits_in_the_browser(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    model = harness.new_model(
+        [Turn(tool_calls=[("transfer", {"amount": 9000, "to": "eve"})]), Turn(text="paid eve")]
+    )
+    async with harness.worker(tools=[transfer]):
+        handle = await harness.start("Pay eve for the lamp.", model=model, tools=["transfer"])
+        [call] = (await pending(handle)).pending_approvals
+        key = f"{handle.id}/{call.call_id}"
+        async with desk_page(env, harness, "pat") as page:
+            card = page.locator(f'[data-item="{key}"]')
+            await card.wait_for(timeout=20_000)
+            decides = await card.locator('[data-field="decided_by"]').inner_text()
+            assert "unverified: no approvers are enrolled" in decides
+            await card.locator('[data-field="edit"]').fill('{"amount": 250, "to": "eve"}')
+            await click(page, key, "approve", "the lamp was 250")
+            outcome = page.locator(f'[data-outcome="{key}"]')
+            await outcome.wait_for(timeout=20_000)
+            assert "runs with" in await outcome.inner_text()
+        result = await handle.result()
+        [ran] = tool_results(await conversation(handle))
+        journal = await handle.query("journal", result_type=Journal)
+    assert result.output == "paid eve" and ran.content == "sent 250 to eve"
+    [decided] = [e for e in journal.entries if isinstance(e, ApprovalDecided)]
+    assert decided.edited_arguments is not None and '"amount": 250' in decided.edited_arguments
 
 
 async def test_the_desk_api_is_locked(env: WorkflowEnvironment, harness: Harness) -> None:
