@@ -10,16 +10,19 @@ recorded them all anew; since then, a new scenario is recorded alone and the old
 from __future__ import annotations
 
 import contextlib
+import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 
 from orga.contracts.approvals import ApprovalDecision, EscalationResolution
 from orga.contracts.critic import Review
 from orga.contracts.state import LoopState
 from orga.contracts.task import TaskState
+from orga.runtime.approver_keys import public_key_of, sign_decision
 from orga.scripted.server import RecordedRequest, Turn
 from tests.harness import Harness, scripted_settings
 from tests.helpers import (
@@ -28,6 +31,7 @@ from tests.helpers import (
     agents_file,
     charge_step,
     critic_agents,
+    decision_policies,
     eventually,
     is_summariser,
     pending,
@@ -406,6 +410,38 @@ async def human_review(h: Harness) -> WorkflowHandle[Any, Any]:
     return handle
 
 
+async def signed_approval(h: Harness) -> WorkflowHandle[Any, Any]:
+    """An enrolled approver in finance signs an approval with edited arguments: the edit passes
+    the gate again and the policy judges who may approve, both in the update's handler."""
+    directory = Path(tempfile.mkdtemp(prefix="orga-scenario-"))
+    key = Ed25519PrivateKey.generate()
+    roll = directory / "approvers.toml"
+    roll.write_text(f'[approvers.alice]\nkey = "{public_key_of(key)}"\ngroups = ["finance"]\n')
+    settings = scripted_settings(
+        h.model, policy_dir=decision_policies(directory / "policies"), approvers_file=roll
+    )
+    model = h.new_model(
+        [Turn(tool_calls=[("transfer", {"amount": 950_000, "to": "eve"})]), Turn(text="sent")]
+    )
+    async with h.worker(settings=settings, tools=[transfer]):
+        handle = await h.start(
+            "pay", model=model, tools=["transfer"], policy="cedar",
+            workflow_id="history-signed-approval",
+        )  # fmt: skip
+        [waiting] = (await pending(handle)).pending_approvals
+        decision = ApprovalDecision(
+            call_id=waiting.call_id,
+            approved=True,
+            approver="alice",
+            reason="the invoice says 900000",
+            arguments='{"amount": 900000, "to": "eve"}',
+        )
+        signed = sign_decision(decision, workflow_id=handle.id, pending=waiting, key=key)
+        await handle.execute_update("approve", signed)
+        await handle.result()
+    return handle
+
+
 SCENARIOS: dict[str, Scenario] = {
     "tools": tools,
     "denial": denial,
@@ -423,4 +459,5 @@ SCENARIOS: dict[str, Scenario] = {
     "human_review": human_review,
     "empty_summary": empty_summary,
     "refused_arguments": refused_arguments,
+    "signed_approval": signed_approval,
 }

@@ -18,12 +18,11 @@ from orga.contracts.approvals import ApprovalDecision, ApprovalRecord, PendingAp
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.journal import ApprovalDecided, Journal, PolicyEvaluated
 from orga.desk import inbox as desk
-from orga.gates.cedar import SCHEMA_FILE
 from orga.runtime.approver_keys import generate_key, public_key_of, sign_decision
 from orga.scripted.server import Turn
 from orga.worker.agent_registry import load_approvers
 from tests.harness import TEST_STORE, Harness, scripted_settings
-from tests.helpers import POLICY_EXAMPLES, conversation, on, orga, pending
+from tests.helpers import conversation, decision_policies, on, orga, pending
 from tests.sample_tools import transfer
 
 ALICE, BOB, MALLORY = (Ed25519PrivateKey.generate() for _ in range(3))
@@ -294,10 +293,7 @@ when { context.arguments has amount && context.arguments.amount > 1000 };
 async def test_an_approval_with_edits_runs_the_edited_call_and_the_gate_can_refuse_the_edit(
     harness: Harness, tmp_path: Path
 ) -> None:
-    policies = tmp_path / "policies"
-    policies.mkdir()
-    (policies / "edits.cedar").write_text(EDITS_POLICY)
-    (policies / SCHEMA_FILE).write_text(decisions_schema())
+    policies = decision_policies(tmp_path / "policies", EDITS_POLICY)
     settings = scripted_settings(
         harness.model, policy_dir=policies, approvers_file=approvers_file(tmp_path, alice=ALICE)
     )
@@ -344,60 +340,9 @@ async def test_an_approval_with_edits_runs_the_edited_call_and_the_gate_can_refu
     assert decided.decisions[0].approver == "alice" and decided.decisions[0].edited_arguments
 
 
-WHO_MAY_APPROVE = """
-@id("answers")
-permit (principal, action == Action::"respond", resource);
-
-@id("transfers-need-a-person")
-@approval("required")
-permit (principal, action == Action::"call_tool", resource == Tool::"transfer");
-
-@id("people-decide")
-permit (principal, action in [Action::"approve", Action::"deny"], resource);
-
-@id("big-transfers-need-finance")
-@reason("transfers over 100000 need an approver in finance")
-forbid (principal, action == Action::"approve", resource)
-when { context.tool == "transfer" && context.arguments has amount
-       && context.arguments.amount > 100000 }
-unless { principal in Group::"finance" };
-"""
-
-
-def decisions_schema() -> str:
-    """The examples' schema, with transfer's arguments and the approve / deny actions."""
-    schema = json.loads((POLICY_EXAMPLES / SCHEMA_FILE).read_text())
-    [space] = schema.values()
-    space["commonTypes"]["Arguments"]["attributes"] |= {
-        "amount": {"type": "Long", "required": False},
-        "to": {"type": "String", "required": False},
-    }
-    space["entityTypes"] |= {"Approver": {"memberOfTypes": ["Group"]}, "Group": {}, "Call": {}}
-    context = {
-        "type": "Record",
-        "attributes": {
-            "tool": {"type": "String"},
-            "agent": {"type": "String"},
-            "arguments": {"type": "Arguments"},
-        },
-    }
-    for verb in ("approve", "deny"):
-        space["actions"][verb] = {
-            "appliesTo": {
-                "principalTypes": ["Approver"],
-                "resourceTypes": ["Call"],
-                "context": context,
-            }
-        }
-    return json.dumps(schema)
-
-
 async def test_a_policy_says_who_may_approve_what(harness: Harness, tmp_path: Path) -> None:
     """Four eyes by policy: transfers over 100 000 need an approver in finance."""
-    policies = tmp_path / "policies"
-    policies.mkdir()
-    (policies / "people.cedar").write_text(WHO_MAY_APPROVE)
-    (policies / SCHEMA_FILE).write_text(decisions_schema())
+    policies = decision_policies(tmp_path / "policies")
     roll = tmp_path / "approvers.toml"
     roll.write_text(
         f'[approvers.alice]\nkey = "{public_key_of(ALICE)}"\ngroups = ["finance"]\n'

@@ -3,6 +3,7 @@ servers files, the example policies and provider settings."""
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 from pydantic import SecretStr
 
 from orga.activities.summary import INSTRUCTIONS
+from orga.gates.cedar import SCHEMA_FILE
 from orga.runtime.settings import ProviderSettings
 from orga.scripted.server import RecordedRequest, Turn
 from orga.tools.sdk import tool
@@ -208,3 +210,60 @@ def provider_settings(
         default_model="m",
         official=official,
     )
+
+
+def decisions_schema() -> str:
+    """The examples' schema, with transfer's arguments and the approve / deny actions."""
+    schema = json.loads((POLICY_EXAMPLES / SCHEMA_FILE).read_text())
+    [space] = schema.values()
+    space["commonTypes"]["Arguments"]["attributes"] |= {
+        "amount": {"type": "Long", "required": False},
+        "to": {"type": "String", "required": False},
+    }
+    space["entityTypes"] |= {"Approver": {"memberOfTypes": ["Group"]}, "Group": {}, "Call": {}}
+    context = {
+        "type": "Record",
+        "attributes": {
+            "tool": {"type": "String"},
+            "agent": {"type": "String"},
+            "arguments": {"type": "Arguments"},
+        },
+    }
+    for verb in ("approve", "deny"):
+        space["actions"][verb] = {
+            "appliesTo": {
+                "principalTypes": ["Approver"],
+                "resourceTypes": ["Call"],
+                "context": context,
+            }
+        }
+    return json.dumps(schema)
+
+
+WHO_DECIDES = """
+@id("answers")
+permit (principal, action == Action::"respond", resource);
+
+@id("transfers-need-a-person")
+@approval("required")
+permit (principal, action == Action::"call_tool", resource == Tool::"transfer");
+
+@id("people-decide")
+permit (principal, action in [Action::"approve", Action::"deny"], resource);
+
+@id("big-transfers-need-finance")
+@reason("transfers over 100000 need an approver in finance")
+forbid (principal, action == Action::"approve", resource)
+when { context.tool == "transfer" && context.arguments has amount
+       && context.arguments.amount > 100000 }
+unless { principal in Group::"finance" };
+"""
+"""A policy set that says who may approve transfers (with ``decisions_schema``)."""
+
+
+def decision_policies(directory: Path, policy: str = WHO_DECIDES) -> Path:
+    """A Cedar policy directory of ``policy`` over ``decisions_schema``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "people.cedar").write_text(policy)
+    (directory / SCHEMA_FILE).write_text(decisions_schema())
+    return directory
