@@ -22,7 +22,7 @@ from orga.runtime.approver_keys import generate_key, public_key_of, sign_decisio
 from orga.scripted.server import Turn
 from orga.worker.agent_registry import load_approvers
 from tests.harness import TEST_STORE, Harness, scripted_settings
-from tests.helpers import conversation, decision_policies, on, orga, pending
+from tests.helpers import PEOPLE_DECIDE, conversation, decision_policies, on, orga, pending
 from tests.sample_tools import transfer
 
 ALICE, BOB, MALLORY = (Ed25519PrivateKey.generate() for _ in range(3))
@@ -272,22 +272,15 @@ def test_an_approvers_file_that_is_wrong_stops_the_worker(tmp_path: Path) -> Non
     assert (alice.name, alice.groups) == ("alice", ["finance"])
 
 
-EDITS_POLICY = """
-@id("answers")
-permit (principal, action == Action::"respond", resource);
-
-@id("transfers-need-a-person")
-@approval("required")
-permit (principal, action == Action::"call_tool", resource == Tool::"transfer");
-
-@id("people-decide")
-permit (principal, action in [Action::"approve", Action::"deny"], resource);
-
+EDITS_POLICY = (
+    PEOPLE_DECIDE
+    + """
 @id("no-large-transfers")
 @reason("transfers over 1000 are never made by an agent")
 forbid (principal, action == Action::"call_tool", resource == Tool::"transfer")
 when { context.arguments has amount && context.arguments.amount > 1000 };
 """
+)
 
 
 async def test_an_approval_with_edits_runs_the_edited_call_and_the_gate_can_refuse_the_edit(

@@ -240,7 +240,7 @@ def decisions_schema() -> str:
     return json.dumps(schema)
 
 
-WHO_DECIDES = """
+PEOPLE_DECIDE = """
 @id("answers")
 permit (principal, action == Action::"respond", resource);
 
@@ -250,7 +250,11 @@ permit (principal, action == Action::"call_tool", resource == Tool::"transfer");
 
 @id("people-decide")
 permit (principal, action in [Action::"approve", Action::"deny"], resource);
-
+"""
+"""Transfers wait for a person, and people may decide (with ``decisions_schema``)."""
+WHO_DECIDES = (
+    PEOPLE_DECIDE
+    + """
 @id("big-transfers-need-finance")
 @reason("transfers over 100000 need an approver in finance")
 forbid (principal, action == Action::"approve", resource)
@@ -258,6 +262,7 @@ when { context.tool == "transfer" && context.arguments has amount
        && context.arguments.amount > 100000 }
 unless { principal in Group::"finance" };
 """
+)
 """A policy set that says who may approve transfers (with ``decisions_schema``)."""
 
 
