@@ -33,12 +33,13 @@ from orga.contracts.approvals import (
     EscalationResolution,
 )
 from orga.contracts.config import LoopConfig, LoopInput
-from orga.contracts.conversation import Message
+from orga.contracts.conversation import Message, MessageAccepted, UserMessage
 from orga.contracts.critic import Review, Verdict
 from orga.contracts.journal import Journal
 from orga.contracts.messages import (
     APPROVE_UPDATE,
     JOURNAL_QUERY,
+    MESSAGE_UPDATE,
     RESOLVE_ESCALATION,
     REVIEW_UPDATE,
     STATE_QUERY,
@@ -163,6 +164,14 @@ class LoopHandle:
     ) -> ApprovalRecord:
         """Deny a call waiting for a person; the model reads ``reason``. Signed as ``approve``."""
         return await self._decide(call_id, False, approver, reason, key, None)
+
+    async def say(self, text: str, *, sender: str | None = None) -> MessageAccepted:
+        """Send the loop a message while it works (the ``message`` update): it joins the
+        conversation at the next Observe — never in the middle of a tool — and the model reads
+        it before its next call; an answer already on its way does not end the loop then.
+        Refused (``WorkflowUpdateFailedError``) when empty, too long, or the loop answered."""
+        given = UserMessage(text=text, sender=sender)
+        return await self._update(MESSAGE_UPDATE, given, MessageAccepted)
 
     async def resolve(
         self,

@@ -8,6 +8,7 @@ Modules:
 * ``views`` — how states, journals and results are printed
 * ``waiting`` — waiting on a worker without hanging in silence
 * ``loops`` — ``run``, ``state``, ``journal``, ``list``
+* ``conversations`` — ``say``: a person's message to a running loop
 * ``tasks`` — ``task start``, ``task state``, ``task list``
 * ``decisions`` — ``pending``, ``approve``, ``deny``, ``resolve``, ``review`` (the desk's inbox,
   ``orga.desk``, answered from a terminal)

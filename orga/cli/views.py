@@ -23,6 +23,7 @@ from orga.contracts.journal import (
     KnowledgeInjected,
     KnowledgeRecalled,
     KnowledgeStored,
+    MessageReceived,
     ObservationsCollected,
     PolicyEvaluated,
     PreHydrationComplete,
@@ -246,6 +247,9 @@ def _detail(entry: JournalEntry) -> str:
                 f"{entry.folded} message(s) folded in: the summary covers {entry.through} "
                 f"({entry.tokens} tokens, {entry.usage.total_tokens} spent)"
             )
+        case MessageReceived():
+            who = f" from {entry.sender}" if entry.sender else ""
+            return f"message {entry.number}{who}: {shorten(entry.text, 120)}"
         case Terminated():
             return f"{entry.reason}: {entry.message}" if entry.message else entry.reason
 

@@ -10,18 +10,22 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable
-from typing import Literal, Self
+from datetime import datetime
+from typing import Final, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
+    "USER_MESSAGE_LIMIT",
     "Message",
+    "MessageAccepted",
     "Reasoning",
     "ReasoningKind",
     "Role",
     "ToolCall",
     "ToolResult",
     "ToolStatus",
+    "UserMessage",
     "chain_digest",
     "render_tool_result",
 ]
@@ -171,3 +175,30 @@ def chain_digest(previous: str, messages: Iterable[Message]) -> str:
         )
         digest = hashlib.sha256(f"{digest}\n{canonical}".encode()).hexdigest()
     return digest
+
+
+USER_MESSAGE_LIMIT: Final = 100_000
+"""Characters one message sent to a running loop may hold."""
+
+
+class UserMessage(BaseModel):
+    """A person's message to a running loop (the ``message`` update or signal)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    text: str = Field(max_length=USER_MESSAGE_LIMIT)
+    sender: str | None = Field(default=None, max_length=200)
+    """Who sent it (journaled; a claim, as an unsigned decision's name is)."""
+
+
+class MessageAccepted(BaseModel):
+    """What the loop says of a message it took: it joins the conversation at the next Observe,
+    before the model's next call."""
+
+    model_config = ConfigDict(frozen=True)
+
+    seq: int
+    """Its number among the messages this run of the loop was sent (from 1)."""
+    at: datetime
+    waiting: int
+    """Messages (this one included) waiting for the next Observe."""

@@ -32,6 +32,7 @@ __all__ = [
     "KnowledgeInjected",
     "KnowledgeRecalled",
     "KnowledgeStored",
+    "MessageReceived",
     "ObservationsCollected",
     "PolicyEvaluated",
     "PreHydrationComplete",
@@ -321,6 +322,18 @@ class ContextSummarised(_Event):
     cover are left out with a marker."""
 
 
+class MessageReceived(_Event):
+    kind: Literal["MessageReceived"] = "MessageReceived"
+    number: int
+    """Its number among the messages this run of the loop was sent."""
+    sender: str | None = None
+    text: str
+    """The message, cut to 2 000 characters (the conversation holds it whole)."""
+    characters: int
+    received_at: datetime
+    """When the loop took it; it joined the conversation at this entry's time (an Observe)."""
+
+
 class Terminated(_Event):
     kind: Literal["Terminated"] = "Terminated"
     reason: str
@@ -349,6 +362,7 @@ JournalEntry = Annotated[
     | EvidenceJudged
     | EvidenceSaturated
     | ContextSummarised
+    | MessageReceived
     | Terminated,
     Field(discriminator="kind"),
 ]

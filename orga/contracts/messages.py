@@ -16,6 +16,8 @@ __all__ = [
     "AUDIT_QUERY",
     "CONVERSATION_QUERY",
     "JOURNAL_QUERY",
+    "MESSAGE_SIGNAL",
+    "MESSAGE_UPDATE",
     "RESOLVE_ESCALATION",
     "REVIEW_UPDATE",
     "STATE_QUERY",
@@ -37,3 +39,8 @@ RESOLVE_ESCALATION: Final = "resolve_escalation"
 """An ``EscalationResolution`` of a task's escalated step (an update, and a signal)."""
 REVIEW_UPDATE: Final = "review"
 """A person's ``Review`` of an answer waiting for a human critic."""
+MESSAGE_UPDATE: Final = "message"
+"""A ``UserMessage`` to a loop: steering while it works (the model reads it before its next
+call); answers with its ``MessageAccepted``."""
+MESSAGE_SIGNAL: Final = "message"
+"""The same message as a signal (``temporal workflow signal --name message``)."""

@@ -46,8 +46,15 @@ from orga.contracts.approvals import (
     PendingApproval,
     PendingEscalation,
 )
+from orga.contracts.conversation import MessageAccepted, UserMessage
 from orga.contracts.critic import Review, Verdict
-from orga.contracts.messages import APPROVE_UPDATE, RESOLVE_ESCALATION, REVIEW_UPDATE, STATE_QUERY
+from orga.contracts.messages import (
+    APPROVE_UPDATE,
+    MESSAGE_UPDATE,
+    RESOLVE_ESCALATION,
+    REVIEW_UPDATE,
+    STATE_QUERY,
+)
 from orga.contracts.state import LoopState
 from orga.contracts.task import TaskState
 from orga.runtime.approver_keys import ApproverKeyError, load_key, sign_decision
@@ -70,6 +77,7 @@ __all__ = [
     "read_state",
     "resolve",
     "said",
+    "send_message",
     "signing_key",
     "waiting_call",
     "who_decides",
@@ -591,3 +599,22 @@ async def review(
     facts = await _ready_for_a_decision(client, workflow_id)
     given = Review(verdict=verdict, feedback=feedback, reviewer=reviewer)
     return await _update(client, REVIEW_UPDATE, given, Review, facts, wait)
+
+
+async def send_message(
+    client: Client, workflow_id: str, text: str, *, sender: str | None, wait: float = 30.0
+) -> MessageAccepted:
+    """Send a person's message to a running loop (it joins the conversation at the next
+    Observe, before the model's next call); what the loop says it took.
+
+    Raises:
+        DeskError: not taken, and why (the loop finished, no worker, an empty message …).
+    """
+    facts = await of_kind(client, workflow_id, "loop")
+    if facts.status != "running":
+        raise DeskError(
+            f"loop {workflow_id!r} already finished ({facts.status}): it takes no message"
+        )
+    await _ready_for_a_decision(client, workflow_id)
+    message = UserMessage(text=text, sender=sender)
+    return await _update(client, MESSAGE_UPDATE, message, MessageAccepted, facts, wait)

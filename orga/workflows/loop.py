@@ -11,10 +11,17 @@ from temporalio import workflow
 from temporalio.common import RawValue
 
 from orga.contracts.audit import AuditChain
-from orga.contracts.conversation import Message
+from orga.contracts.conversation import Message, MessageAccepted, UserMessage
 from orga.contracts.inference import ConversationRange
 from orga.contracts.journal import Journal
-from orga.contracts.messages import AUDIT_QUERY, CONVERSATION_QUERY, JOURNAL_QUERY, STATE_QUERY
+from orga.contracts.messages import (
+    AUDIT_QUERY,
+    CONVERSATION_QUERY,
+    JOURNAL_QUERY,
+    MESSAGE_SIGNAL,
+    MESSAGE_UPDATE,
+    STATE_QUERY,
+)
 from orga.contracts.state import LoopResult, LoopState
 from orga.workflows.reasoning.agent_loop import AgentLoop
 from orga.workflows.shared.human_desk import DeskHandlers
@@ -53,6 +60,20 @@ class ReasoningLoopWorkflow(DeskHandlers):
         """Messages ``[start, end)`` of the durable conversation (all by default)."""
         window = window or ConversationRange()
         return self._loop.conversation.messages[window.start : window.end]
+
+    @workflow.update(name=MESSAGE_UPDATE)
+    def message(self, message: UserMessage) -> MessageAccepted:
+        """A person's message: the model reads it before its next call."""
+        return self._loop.steering.receive(message)
+
+    @message.validator
+    def _check_message(self, message: UserMessage) -> None:
+        self._loop.steering.check(message)
+
+    @workflow.signal(name=MESSAGE_SIGNAL)
+    def message_signal(self, message: UserMessage) -> None:
+        """The same message, for senders that cannot wait for an answer."""
+        self._loop.steering.receive_by_signal(message)
 
     def trace_root(self) -> dict[str, str]:
         """The GenAI attributes of the span this loop's trace starts with when its start

@@ -19,6 +19,7 @@ Modules, each named for what it holds:
   knowledge; gated memory writes
 * ``prehydration`` — resolving the task's references before the first model call
 * ``running_summary`` — ``RunningSummary``: the summary of turns that left the context window
+* ``steering`` — ``Steering``: messages people send a running loop, taken at the next Observe
 """
 
 __all__: list[str] = []

@@ -70,6 +70,7 @@ from orga.workflows.reasoning.loop_parts import LoopParts, set_up_loop
 from orga.workflows.reasoning.model_call import call_model
 from orga.workflows.reasoning.prehydration import pre_hydrate
 from orga.workflows.reasoning.running_summary import RunningSummary
+from orga.workflows.reasoning.steering import Steering
 from orga.workflows.reasoning.tool_runner import ToolRunner
 from orga.workflows.reasoning.tool_state import ToolState
 from orga.workflows.shared.common import decoded
@@ -107,6 +108,8 @@ class AgentLoop:
         """What the loop works with: budgets, model, tools shown, critic, … (``loop_parts``)."""
         self.books = books = LoopBooks(config, self._parts.limits, started_at=workflow.now())
         """The loop's record of itself, and the desk where people answer it."""
+        self.steering = Steering(books)
+        """Messages people send while the loop runs (``steering``)."""
         self.conversation = Conversation()
         """The durable conversation."""
         if config.system_prompt and loop.carry is None:
@@ -193,6 +196,7 @@ class AgentLoop:
                 conversation=self.conversation,
             )
             finished = await within(self._cycle(), books, parts.limits.timeout.total_seconds())
+            self.steering.closed = "it has answered"
             if parts.knowledge is not None and parts.knowledge.config.auto_persist:
                 await parts.knowledge.remember(self._task(), finished.output)
         except TimeoutError:
@@ -225,8 +229,11 @@ class AgentLoop:
             await self._pre_hydrate()
         observing = Observing(books.iteration)
         while True:
-            # Observe: the last turn joins the conversation; a long history starts afresh.
+            # Observe: the last turn joins the conversation, then what people sent meanwhile;
+            # a long history starts afresh.
             self.conversation.append(observing.new_messages)
+            if self.steering.waiting:
+                self.conversation.append(self.steering.take())
             books.set_phase("observing")
             if continuation.should_continue_as_new(books, config):
                 await self._continue_as_new()
@@ -245,6 +252,9 @@ class AgentLoop:
             # Gate the answer: allowed ends the loop, denied goes back to the model.
             if isinstance(routed, AnswerPolicyCheck):
                 outcome = routed.gate(await self._gate_turn(routed))
+                if isinstance(outcome, Answered) and self.steering.waiting:
+                    observing = Observing(outcome.iteration, [outcome.message])
+                    continue  # a person spoke while the answer was on its way: go on
                 if isinstance(outcome, Answered):
                     self.conversation.append([outcome.message])
                     if evidence is not None and evidence.saturated:
@@ -408,6 +418,9 @@ class AgentLoop:
     # ---- helpers ---------------------------------------------------------------------------
 
     async def _continue_as_new(self) -> None:
+        # Messages that arrive while the run waits for its handlers are refused, to be sent
+        # again to the next run: the carried conversation is sealed by its digest.
+        self.steering.closed = "it is moving to its next run: send the message again"
         parts = self._parts
         collection = parts.evidence.collection if parts.evidence is not None else None
         carry = continuation.carried(
