@@ -80,6 +80,7 @@ async def start_loop(
     *,
     workflow_id: str | None = None,
     task_queue: str | None = None,
+    output_type: type[BaseModel] | None = None,
 ) -> LoopHandle:
     """Start a reasoning loop and return its handle (it runs on a worker; this returns at once).
 
@@ -90,12 +91,19 @@ async def start_loop(
         config: the loop's config (ignored when ``task`` is a ``LoopInput``).
         workflow_id: default: ``loop-<12 hex digits>``.
         task_queue: default: ``ORGA_TASK_QUEUE`` (``orga``).
+        output_type: a pydantic model the answer must match: its JSON Schema becomes the
+            config's ``output_schema``, and ``result().value`` is an instance of it.
     """
     if isinstance(task, LoopInput):
         given = task
     else:
         messages = [Message(role="user", content=task)] if isinstance(task, str) else list(task)
         given = LoopInput(messages=messages, config=config or LoopConfig())
+    if output_type is not None:
+        schema = output_type.model_json_schema()
+        given = given.model_copy(
+            update={"config": given.config.model_copy(update={"output_schema": schema})}
+        )
     handle = await client.start_workflow(
         LOOP_WORKFLOW,
         given,
@@ -103,20 +111,32 @@ async def start_loop(
         task_queue=task_queue or Settings.from_env().task_queue,
         result_type=LoopResult,
     )
-    return LoopHandle(handle)
+    return LoopHandle(handle, output_type=output_type)
 
 
-def loop(client: Client, workflow_id: str) -> LoopHandle:
-    """The handle of a loop already started (by anyone: the CLI, a schedule, a delegation)."""
-    return LoopHandle(client.get_workflow_handle(workflow_id, result_type=LoopResult))
+def loop(
+    client: Client, workflow_id: str, *, output_type: type[BaseModel] | None = None
+) -> LoopHandle:
+    """The handle of a loop already started (by anyone: the CLI, a schedule, a delegation);
+    with ``output_type``, ``result().value`` is an instance of it."""
+    return LoopHandle(
+        client.get_workflow_handle(workflow_id, result_type=LoopResult), output_type=output_type
+    )
 
 
 class LoopHandle:
     """One loop: its result, its queries, and the decisions people make on it."""
 
-    def __init__(self, handle: WorkflowHandle[Any, LoopResult]) -> None:
+    def __init__(
+        self,
+        handle: WorkflowHandle[Any, LoopResult],
+        *,
+        output_type: type[BaseModel] | None = None,
+    ) -> None:
         self.handle = handle
         """Temporal's handle of the loop's workflow."""
+        self.output_type = output_type
+        """The model a typed loop's ``result().value`` is an instance of."""
 
     @property
     def id(self) -> str:
@@ -125,8 +145,12 @@ class LoopHandle:
 
     async def result(self) -> LoopResult:
         """Wait for the loop's answer (raises ``WorkflowFailureError`` with the typed cause —
-        ``BudgetExceeded``, ``UnhandledStopReason`` … — when it failed)."""
-        return await self.handle.result()
+        ``BudgetExceeded``, ``UnhandledStopReason``, ``OutputInvalid`` … — when it failed). A
+        typed loop's ``value`` is its ``output_type`` instance."""
+        result = await self.handle.result()
+        if self.output_type is None or result.value is None:
+            return result
+        return result.model_copy(update={"value": self.output_type.model_validate(result.value)})
 
     async def state(self) -> LoopState:
         """The ``state`` query: status, iteration, usage, what it waits for, how it ended."""

@@ -38,6 +38,7 @@ from temporalio.client import Client
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import Interceptor, Replayer, Worker, WorkerConfig
 
+from orga.activities.answers import check_answer
 from orga.activities.critic import CriticActivities
 from orga.activities.inference import InferenceActivities
 from orga.activities.knowledge import KnowledgeActivities
@@ -289,6 +290,7 @@ class _Parts:
             self.knowledge.write_knowledge,
             self.critic.critique,
             self.summary.summarise_context,
+            check_answer,
         ]
 
     def model_activities(self) -> list[Callable[..., Any]]:

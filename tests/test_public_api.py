@@ -56,6 +56,7 @@ PUBLIC: dict[str, list[str]] = {
     ],
     "orga.plugin": ["WORKFLOWS", "OrgaPlugin", "http_client", "replayer"],
     "orga.contracts": [],
+    "orga.contracts.answers": ["CHECK_ANSWER", "AnswerCheck", "CheckedAnswer"],
     "orga.contracts.agents": ["IMPLICIT_AGENT", "AgentSpec", "PolicyFloor"],
     "orga.contracts.approvals": [
         "ApprovalDecision",
@@ -127,6 +128,7 @@ PUBLIC: dict[str, list[str]] = {
         "MalformedModelResponse",
         "ModelCallFailed",
         "OrgaError",
+        "OutputInvalid",
         "PolicyUnavailable",
         "ProviderAuthError",
         "ProviderError",

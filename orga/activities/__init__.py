@@ -9,6 +9,7 @@ Modules (each defines an activity class; what the activities use lives in ``orga
 * ``tools`` — ``run_tool``: one tool call
 * ``knowledge`` — ``search_knowledge``, ``write_knowledge``
 * ``critic`` — ``critique``: a critic model's review
+* ``answers`` — ``check_answer``: a typed loop's answer against its ``output_schema``
 * ``summary`` — ``summarise_context``: a loop's running summary
 """
 

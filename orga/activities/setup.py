@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from temporalio import activity
 
+from orga.activities.answers import schema_problem
 from orga.contracts.agents import AgentSpec
 from orga.contracts.critic import ModelCritic
 from orga.contracts.delegation import DELEGATE_TOOL
+from orga.contracts.errors import InvalidConfig
 from orga.contracts.knowledge import RECALL_TOOL, STORE_TOOL
 from orga.contracts.setup import (
     RESOLVE_LOOP,
@@ -78,6 +80,9 @@ class SetupActivities:
                 registered here, or its provider is not served here.
         """
         agent = self._agents.get(request.config.agent_id)
+        schema = request.config.output_schema
+        if schema is not None and (problem := schema_problem(schema)):
+            raise InvalidConfig(f"config.output_schema is not a JSON Schema: {problem}")
         resolved = resolve_loop(agent, request.config, request.tools, self._offer)
         tools = self._registry.definitions(request.tools, named_by="config.tools")
         delegates: list[AgentSpec] = []

@@ -8,6 +8,7 @@ stored in history: add fields with defaults, never rename or remove one.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -128,6 +129,14 @@ class LoopConfig(BaseModel):
     ``text``: ``orga run --stream``, ``orga journal --follow``); only the assembled answer
     enters history as the model call's result."""
 
+    output_schema: dict[str, Any] | None = None
+    """Typed answers: the JSON Schema the final answer must match (the answer is JSON text; the
+    result's ``value`` is it parsed). An answer that does not match goes back to the model with
+    the validation error, at most ``output_retries`` times, then the loop ends ``OutputInvalid``.
+    In Python, ``orga.start_loop(..., output_type=Model)`` sets it from a pydantic model."""
+    output_retries: int = Field(default=2, ge=0, le=10)
+    """How many answers that do not match ``output_schema`` go back to the model, each with
+    its validation errors, before the loop ends ``OutputInvalid``."""
     critic: CriticConfig | None = None
     """Review the final answer before it is accepted: a critic model (``{"kind": "model",
     "agent": "<id>"}``) or a person (``{"kind": "human"}``); ``revise`` sends the feedback back

@@ -13,6 +13,7 @@ it is a property of the class (``retryable``), decided once here::
     │   ├── ModelCallFailed ...... the inference activity failed for good (cause chained)
     │   ├── CriticFailed ......... the critic could not review the answer (retryable)
     │   ├── Aborted .............. an operator aborted the loop
+    │   ├── OutputInvalid ........ the answer did not match ``output_schema`` after its retries
     │   ├── StateTooLarge ........ the loop's state no longer fits into its next run
     │   └── TaskAborted .......... a task stopped and compensated its completed steps
     ├── ProviderError ............ raised by the inference activity
@@ -60,6 +61,7 @@ __all__ = [
     "MalformedModelResponse",
     "ModelCallFailed",
     "OrgaError",
+    "OutputInvalid",
     "PolicyUnavailable",
     "ProviderAuthError",
     "ProviderError",
@@ -129,6 +131,11 @@ class CriticFailed(LoopFailure):
 
 class Aborted(LoopFailure):
     """An operator aborted the loop."""
+
+
+class OutputInvalid(LoopFailure):
+    """The final answer did not match the loop's ``output_schema``, after the model was shown
+    the validation error ``output_retries`` times."""
 
 
 class StateTooLarge(LoopFailure):

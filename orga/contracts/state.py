@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -98,6 +98,9 @@ class LoopResult(BaseModel):
 
     output: str
     """The model's final answer."""
+    value: Any = None
+    """With ``config.output_schema``: the answer parsed, as validated against it (with
+    ``output_type`` in Python: an instance of that model)."""
     iterations: int
     """Model calls made by the loop itself (its Reason steps)."""
     model_calls: int = 0

@@ -38,6 +38,7 @@ that end it; everything else is in the other modules of ``orga.workflows.reasoni
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import cast
 
 from temporalio import workflow
@@ -64,7 +65,7 @@ from orga.core.phases import (
 from orga.workflows.reasoning import continuation
 from orga.workflows.reasoning.deadline import within
 from orga.workflows.reasoning.evidence_judge import evidence_tools
-from orga.workflows.reasoning.finish import Finished, review_answer
+from orga.workflows.reasoning.finish import Finished, review_answer, typed_answer
 from orga.workflows.reasoning.loop_books import Conversation, LoopBooks
 from orga.workflows.reasoning.loop_parts import LoopParts, set_up_loop
 from orga.workflows.reasoning.model_call import call_model
@@ -109,6 +110,8 @@ class AgentLoop:
         self.books = books = LoopBooks(config, self._parts.limits, started_at=workflow.now())
         """The loop's record of itself, and the desk where people answer it."""
         self.steering = Steering(books)
+        self._misses = 0
+        """Answers of a typed loop that did not match its ``output_schema``, this run."""
         """Messages people send while the loop runs (``steering``)."""
         self.conversation = Conversation()
         """The durable conversation."""
@@ -256,12 +259,19 @@ class AgentLoop:
                     observing = Observing(outcome.iteration, [outcome.message])
                     continue  # a person spoke while the answer was on its way: go on
                 if isinstance(outcome, Answered):
+                    value = None
+                    if config.output_schema is not None:  # a typed answer, or a miss
+                        value, missed = await typed_answer(config, outcome, self._misses)
+                        if missed is not None:
+                            self._misses += 1
+                            observing = missed
+                            continue
                     self.conversation.append([outcome.message])
                     if evidence is not None and evidence.saturated:
                         snapshot = evidence.tracker.snapshot()
-                        return Finished(outcome.output, "saturated", snapshot)
+                        return Finished(outcome.output, "saturated", snapshot, value=value)
                     if parts.critic is None:
-                        return Finished(outcome.output, "end_turn")
+                        return Finished(outcome.output, "end_turn", value=value)
                     try:
                         reviewed = await review_answer(
                             parts.critic, self._task(), outcome.output, outcome.iteration
@@ -269,7 +279,7 @@ class AgentLoop:
                     except BudgetExceeded as exceeded:  # the critic's review is the loop's spend
                         raise self._over(exceeded) from None
                     if isinstance(reviewed, Finished):
-                        return reviewed
+                        return dataclasses.replace(reviewed, value=value)
                     outcome = reviewed
                 observing = outcome
                 continue

@@ -9,15 +9,22 @@ round again instead (``review_answer``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
+from temporalio import workflow
+
+from orga.contracts.answers import CHECK_ANSWER, AnswerCheck, CheckedAnswer
+from orga.contracts.config import LoopConfig
 from orga.contracts.conversation import Message
+from orga.contracts.errors import OutputInvalid
 from orga.contracts.evidence import ProgressSnapshot
 from orga.contracts.state import LoopResult
 from orga.contracts.vocabulary import ProviderName
-from orga.core.phases import Observing
+from orga.core.phases import Answered, Observing
+from orga.core.text import cut
 from orga.workflows.reasoning.critic import Critic
 from orga.workflows.reasoning.loop_books import LoopBooks
+from orga.workflows.shared.options import SETUP_TIMEOUT, SHORT_RETRY
 
 __all__ = ["Finished", "review_answer"]
 
@@ -30,6 +37,8 @@ class Finished:
     reason: Literal["end_turn", "saturated", "critic_rejected"]
     snapshot: ProgressSnapshot | None = None
     critique: str | None = None
+    value: Any = None
+    """A typed loop's answer, parsed and validated (``config.output_schema``)."""
 
     @property
     def message(self) -> str:
@@ -52,6 +61,7 @@ class Finished:
         """The loop's result: this ending, with what its books counted."""
         return LoopResult(
             output=self.output,
+            value=self.value,
             iterations=books.iteration,
             model_calls=books.model_calls,
             usage=books.usage,
@@ -64,6 +74,42 @@ class Finished:
             provider=provider,
             model=model,
         )
+
+
+async def typed_answer(
+    config: LoopConfig, outcome: Answered, misses: int
+) -> tuple[Any, Observing | None]:
+    """A typed loop's answer checked against ``config.output_schema``: its value, or the
+    turn that shows the model why it does not match (a miss).
+
+    Raises:
+        OutputInvalid: it does not match, and ``config.output_retries`` misses were shown.
+    """
+    assert config.output_schema is not None
+    checked = await workflow.execute_local_activity(
+        CHECK_ANSWER,
+        AnswerCheck(answer=outcome.output, output_schema=config.output_schema),
+        result_type=CheckedAnswer,
+        start_to_close_timeout=SETUP_TIMEOUT,
+        retry_policy=SHORT_RETRY,
+        summary="check the answer against output_schema",
+    )
+    if checked.valid:
+        return checked.value, None
+    if misses >= config.output_retries:
+        raise OutputInvalid(
+            f"the answer did not match output_schema after {misses + 1} answer(s) "
+            f"(output_retries={config.output_retries}): {checked.problem}",
+            {"problem": checked.problem, "answer": cut(outcome.output, 2_000)},
+        )
+    feedback = Message(
+        role="user",
+        content=(
+            "[orga] Your final answer must be JSON matching the output schema, and it does not: "
+            f"{checked.problem}. Answer again with the JSON only."
+        ),
+    )
+    return None, Observing(outcome.iteration, [outcome.message, feedback])
 
 
 async def review_answer(
