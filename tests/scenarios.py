@@ -442,6 +442,26 @@ async def signed_approval(h: Harness) -> WorkflowHandle[Any, Any]:
     return handle
 
 
+async def typed_answer(h: Harness) -> WorkflowHandle[Any, Any]:
+    """A typed loop's first answer is prose: it is shown the validation error and answers
+    with the JSON its output_schema asks for."""
+    schema = {
+        "type": "object",
+        "properties": {"refund_id": {"type": "string"}, "amount": {"type": "integer"}},
+        "required": ["refund_id", "amount"],
+    }
+    model = h.new_model(
+        [Turn(text="refunded 4200"), Turn(text='{"refund_id": "r-7", "amount": 4200}')]
+    )
+    async with h.worker():
+        handle = await h.start(
+            "refund order 7", model=model, output_schema=schema,
+            workflow_id="history-typed-answer",
+        )  # fmt: skip
+        await handle.result()
+    return handle
+
+
 SCENARIOS: dict[str, Scenario] = {
     "tools": tools,
     "denial": denial,
@@ -460,4 +480,5 @@ SCENARIOS: dict[str, Scenario] = {
     "empty_summary": empty_summary,
     "refused_arguments": refused_arguments,
     "signed_approval": signed_approval,
+    "typed_answer": typed_answer,
 }
