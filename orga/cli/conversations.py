@@ -1,4 +1,8 @@
-"""``orga say``: a person's message to a running loop.
+"""``orga say`` and ``orga cancel``: a person steering, or stopping, a running loop.
+
+``orga cancel ID --reason …`` cancels a loop or a task through Temporal: the reason is
+journaled (``Terminated``, status ``cancelled``), a running tool is told through its heartbeats
+(``ctx.cancelled``), and a task compensates the steps that ran.
 
 The message joins the loop's conversation at its next Observe — never in the middle of a tool
 or a model call — and the model reads it before its next call (steering). It is journaled
@@ -19,10 +23,39 @@ __all__ = ["register"]
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``orga say`` to ``app``."""
+    """Add ``orga say`` and ``orga cancel`` to ``app``."""
     app.command(
         "say", epilog="Example: orga say loop-3f2a9c1b7d4e 'only refund the lamp, not the cable'"
     )(say)
+    app.command(
+        "cancel", epilog="Example: orga cancel loop-3f2a9c1b7d4e --reason 'wrong customer'"
+    )(cancel)
+
+
+def cancel(
+    workflow_id: Annotated[str, typer.Argument(help="The loop's or task's workflow id.")],
+    reason: Annotated[str, typer.Option(help="Why (journaled).")] = "cancelled by a person",
+    wait: Annotated[float, typer.Option(help="Seconds to wait for it to stop.", min=0.0)] = 30.0,
+    as_json: Json = False,
+) -> None:
+    """Cancel a running loop or task: its running tool is stopped, a task compensates."""
+
+    async def body() -> int:
+        client = await client_for(settings())
+        facts = await desk.cancel(client, workflow_id, reason=reason, wait=wait)
+        if as_json:
+            print_json(facts)
+        elif facts.status == "running":
+            console().print(
+                f"cancel requested for {workflow_id}; it is still stopping (a task compensates "
+                f"what ran): `orga state {workflow_id}` shows when it has",
+                markup=False,
+            )
+        else:
+            console().print(f"{workflow_id} {facts.status}: {reason}", markup=False)
+        return 0
+
+    execute(body, as_json=as_json)
 
 
 def say(

@@ -65,7 +65,9 @@ from orga.runtime.tracing import tracer
 
 __all__ = ["list_workflows", "register"]
 
-Status = Literal["running", "awaiting_approval", "awaiting_review", "completed", "failed"]
+Status = Literal[
+    "running", "awaiting_approval", "awaiting_review", "completed", "failed", "cancelled"
+]
 
 
 def register(app: typer.Typer) -> None:
@@ -163,6 +165,14 @@ def run(
                     result = await handle.result()
             except WorkflowFailureError as error:
                 raise CliError(f"the loop failed: {_failure(error)}") from error
+            except asyncio.CancelledError:  # Ctrl-C: this command stops, the loop does not
+                print(
+                    f"orga: the loop goes on without this command. Follow it: orga journal "
+                    f"{chosen_id} --follow; stop it: orga cancel {chosen_id} --reason '…'",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                raise
             if not result.usage.estimated:
                 span.set_attributes(
                     {
@@ -406,7 +416,12 @@ def list_command(
     execute(lambda: list_workflows(kind, status, agent, limit, as_json), as_json=as_json)
 
 
-_EXECUTION_STATUS = {"running": "Running", "completed": "Completed", "failed": "Failed"}
+_EXECUTION_STATUS = {
+    "running": "Running",
+    "completed": "Completed",
+    "failed": "Failed",
+    "cancelled": "Canceled",
+}
 """Temporal's execution status that stands for orga's, before a worker set ``OrgaStatus``."""
 
 

@@ -22,7 +22,11 @@ __all__ = [
     "ToolCallRecord",
 ]
 
-LoopStatus = Literal["running", "awaiting_approval", "awaiting_review", "completed", "failed"]
+LoopStatus = Literal[
+    "running", "awaiting_approval", "awaiting_review", "completed", "failed", "cancelled"
+]
+"""``cancelled``: someone cancelled the loop (``orga cancel``, ``LoopHandle.cancel``, Temporal);
+its reason is the journal's ``Terminated`` message."""
 Phase = Literal[
     "starting", "observing", "reasoning", "policy_check", "dispatching", "completed", "failed"
 ]

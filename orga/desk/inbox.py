@@ -17,6 +17,7 @@ worker check, queries, updates), which the CLI, the desk page and ``orga mcp`` a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import getpass
 import json
 import shlex
@@ -29,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio.client import (
     Client,
     WorkflowExecutionDescription,
+    WorkflowFailureError,
     WorkflowHandle,
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
@@ -69,6 +71,7 @@ __all__ = [
     "InboxItem",
     "WorkflowFacts",
     "approve",
+    "cancel",
     "decided_by",
     "describe",
     "edited_arguments",
@@ -618,3 +621,28 @@ async def send_message(
     await _ready_for_a_decision(client, workflow_id)
     message = UserMessage(text=text, sender=sender)
     return await _update(client, MESSAGE_UPDATE, message, MessageAccepted, facts, wait)
+
+
+async def cancel(
+    client: Client, workflow_id: str, *, reason: str, wait: float = 30.0
+) -> WorkflowFacts:
+    """Cancel a running loop or task (the reason is journaled; a task compensates what ran, a
+    running tool is told through its heartbeats); the workflow's facts once it has closed, or
+    still running after ``wait`` seconds (it may be compensating).
+
+    Raises:
+        DeskError: no such workflow, not a loop or task, or already finished.
+    """
+    facts = await describe(client, workflow_id)
+    if facts.workflow_type not in (LOOP, TASK):
+        raise DeskError(f"{workflow_id!r} is a {facts.workflow_type}, not an orga loop or task")
+    if facts.status != "running":
+        raise DeskError(f"{workflow_id!r} already finished ({facts.status}): nothing to cancel")
+    handle: WorkflowHandle[Any, Any] = client.get_workflow_handle(workflow_id)
+    try:
+        await handle.cancel(reason=reason)
+    except RPCError as error:
+        raise _refused(error, workflow_id, client.namespace) from error
+    with contextlib.suppress(WorkflowFailureError, TimeoutError):
+        await asyncio.wait_for(handle.result(), timeout=wait)  # until it closes, however
+    return await describe(client, workflow_id)

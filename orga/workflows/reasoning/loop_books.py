@@ -11,6 +11,7 @@ model has not seen yet.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, Final
@@ -236,6 +237,14 @@ class LoopBooks:
 
     def failed(self, error: BaseException) -> None:
         """Journal why the loop ended without an answer (a failure or a cancellation)."""
+        if isinstance(error, asyncio.CancelledError):
+            reason = workflow.cancellation_reason() or "cancelled"
+            self.termination_reason, self.termination_message = "cancelled", reason
+            self.status = "cancelled"
+            self.set_phase("failed")
+            self.record(Terminated(**self.stamp(), reason="cancelled", message=reason))
+            self._publish()
+            return
         kind = error.type if isinstance(error, ApplicationError) else type(error).__name__
         self.termination_reason = kind
         self.status = "failed"

@@ -1,0 +1,94 @@
+"""Stopping a loop: ``orga cancel`` reaches the tool in flight and records why; Ctrl-C on
+``orga run`` stops only the command, and says how to follow or cancel the loop."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import uuid
+
+from temporalio.service import RPCError
+from temporalio.testing import WorkflowEnvironment
+
+from orga.contracts.journal import Journal, Terminated
+from orga.contracts.state import LoopState
+from orga.scripted.server import Turn
+from orga.tools.sdk import ToolContext, tool
+from tests.harness import TEST_STORE, Harness
+from tests.helpers import ORGA, eventually, on, orga, pending
+from tests.sample_tools import transfer
+
+
+async def test_orga_cancel_stops_the_running_tool_and_records_why(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    started, stopped = asyncio.Event(), asyncio.Event()
+
+    @tool()
+    async def export_all(table: str, ctx: ToolContext) -> str:
+        """Export a table (for ever, unless stopped).
+
+        Args:
+            table: which one.
+        """
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            stopped.set()
+            raise
+        return "never"
+
+    model = harness.new_model([Turn(tool_calls=[("export_all", {"table": "orders"})])])
+    cli = {**on(env, harness), "ORGA_STORE_URL": TEST_STORE.url}
+    async with harness.worker(tools=[export_all]):
+        handle = await harness.start("export", model=model, tools=["export_all"])
+        await eventually(started.is_set, "the tool is running")
+        code, out, err = await orga("cancel", handle.id, "--reason", "wrong customer", env=cli)
+        assert code == 0, err
+        assert f"{handle.id} canceled: wrong customer" in out
+        await eventually(stopped.is_set, "the tool was told to stop")
+        state = await handle.query("state", result_type=LoopState)
+        journal = await handle.query("journal", result_type=Journal)
+        code, listed, _ = await orga("list", "--status", "cancelled", "--json", env=cli)
+        assert code == 0 and handle.id in listed
+        code, _, err = await orga("cancel", handle.id, env=cli)
+    assert code == 1 and "already finished" in err
+    assert (state.status, state.termination_reason) == ("cancelled", "cancelled")
+    [ended] = [e for e in journal.entries if isinstance(e, Terminated)]
+    assert (ended.reason, ended.message) == ("cancelled", "wrong customer")
+
+
+async def test_ctrl_c_on_orga_run_says_how_to_follow_or_cancel_the_loop(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    model = harness.new_model([Turn(tool_calls=[("transfer", {"amount": 5, "to": "ann"})])])
+    variables = {**os.environ, **on(env, harness), "ORGA_STORE_URL": TEST_STORE.url}
+    async with harness.worker(tools=[transfer]):
+        workflow_id = f"loop-{uuid.uuid4().hex[:12]}"
+        process = await asyncio.create_subprocess_exec(
+            ORGA, "run", "pay ann", "--tool", "transfer", "--provider", "openai",
+            "--model", model, "--id", workflow_id, env=variables,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        handle = harness.client.get_workflow_handle(workflow_id)
+
+        async def begun() -> bool:
+            try:
+                await handle.describe()
+            except RPCError:
+                return False
+            return True
+
+        await eventually(begun, "orga run started the loop")
+        harness.handles.append(handle)
+        await pending(handle)  # it waits for a person, and orga run with it
+        process.send_signal(signal.SIGINT)
+        _, err = await asyncio.wait_for(process.communicate(), 60)
+        assert process.returncode == 130
+        assert f"orga cancel {handle.id} --reason" in err.decode()
+        assert f"orga journal {handle.id} --follow" in err.decode()
+        description = await handle.describe()
+        assert description.status is not None and description.status.name == "RUNNING"
+        await handle.cancel(reason="test over")
