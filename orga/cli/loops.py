@@ -42,7 +42,7 @@ from orga.cli.common import (
     settings,
     start_workflow,
 )
-from orga.cli.safe_text import json_text, printable
+from orga.cli.safe_text import json_text, one_line, printable
 from orga.cli.views import (
     WorkflowRow,
     render_entry,
@@ -166,9 +166,12 @@ def run(
             except WorkflowFailureError as error:
                 raise CliError(f"the loop failed: {_failure(error)}") from error
             except asyncio.CancelledError:  # Ctrl-C: this command stops, the loop does not
+                shown_id = one_line(chosen_id)  # an --id is the user's text
                 print(
-                    f"orga: the loop goes on without this command. Follow it: orga journal "
-                    f"{chosen_id} --follow; stop it: orga cancel {chosen_id} --reason '…'",
+                    printable(
+                        f"orga: the loop goes on without this command. Follow it: orga journal "
+                        f"{shown_id} --follow; stop it: orga cancel {shown_id} --reason '…'"
+                    ),
                     file=sys.stderr,
                     flush=True,
                 )
