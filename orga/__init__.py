@@ -1,6 +1,6 @@
 """orga: durable, governed agent reasoning loops on Temporal.
 
-The public surface for tool authors, clients and workers::
+The public surface for tool authors, clients and workers:
 
     import orga
 

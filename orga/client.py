@@ -1,7 +1,5 @@
 """Starting loops and answering them from Python, with types: the client side of orga.
 
-::
-
     import orga
 
     client = await orga.connect()  # TEMPORAL_ADDRESS …, orga's data converter

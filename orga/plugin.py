@@ -2,7 +2,7 @@
 
 One line brings orga into a client and the workers built from it — its data converter (pydantic,
 large payloads in orga's store), its workflows (``ReasoningLoop``, ``Task``) in their sandbox,
-every activity they call, and tracing when ``OTEL_*`` is set::
+every activity they call, and tracing when ``OTEL_*`` is set:
 
     from temporalio.client import Client
     from temporalio.worker import Worker

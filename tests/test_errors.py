@@ -17,7 +17,7 @@ def _drawn() -> dict[str, tuple[str | None, bool]]:
     """Each class the docstring draws: its parent in the drawing, and whether it is marked
     retryable."""
     doc = errors.__doc__ or ""
-    block = doc.split("::\n\n", 1)[1].split("\n\n", 1)[0]
+    block = doc.split("decided once here:\n\n", 1)[1].split("\n\n", 1)[0]
     drawn: dict[str, tuple[str | None, bool]] = {}
     parents: list[str] = []
     for line in block.splitlines():

@@ -471,3 +471,24 @@ def test_the_version_is_the_changelogs() -> None:
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     changelog = (ROOT / "CHANGELOG.md").read_text()
     assert f"## {version}" in changelog
+
+
+def test_the_api_pages_show_no_rest_literal_markers() -> None:
+    """The docs site renders these docstrings as Markdown, where reST's ``::`` before an
+    indented block is printed as it is (a stray ``::`` on the ``orga.client`` page): an
+    indented block is code already."""
+    pages = sorted((ROOT / "docs").rglob("*.md"))
+    rendered = {
+        line.removeprefix("::: ").strip()
+        for page in pages
+        for line in page.read_text(encoding="utf-8").splitlines()
+        if line.startswith("::: ")
+    }
+    assert "orga.client" in rendered
+    found = []
+    for name in sorted(rendered):
+        source = inspect.getsource(importlib.import_module(name))
+        for number, line in enumerate(source.splitlines(), 1):  # its docstrings, all of them
+            if line.rstrip().endswith("::"):
+                found.append(f"{name} line {number}: {line.strip()}")
+    assert found == []

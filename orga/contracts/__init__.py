@@ -3,7 +3,7 @@ the journal, and the error tree.
 
 Pure pydantic models and constants, passed through the workflow sandbox. A model stored in
 history is a wire format: add fields with defaults; never rename or remove one. Contracts
-import nothing from orga but other contracts. Import from the modules::
+import nothing from orga but other contracts. Import from the modules:
 
     agents           the worker's agents: who a loop may run as, with which tools and budgets
     answers          typed answers: an answer checked against the loop's output_schema

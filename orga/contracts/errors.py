@@ -3,7 +3,7 @@
 Each class is a Temporal ``ApplicationError`` whose ``type`` is the class name, so the same
 error reads the same in Python (``except BudgetExceeded``), on the wire (``failure.type ==
 "BudgetExceeded"``), in the Web UI and in ``temporal workflow show``. Whether Temporal retries
-it is a property of the class (``retryable``), decided once here::
+it is a property of the class (``retryable``), decided once here:
 
     OrgaError
     ├── InvalidConfig ............ a loop input, tool registration or worker setting is wrong

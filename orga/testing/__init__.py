@@ -7,7 +7,7 @@
   ``OrgaPlugin`` with ``ORGA_PROVIDER=scripted``), model name ``OFFLINE_MODEL``
 
 To test a tool or a Cedar policy offline, point a worker's provider at a
-``ScriptedModelServer`` and script the model's turns::
+``ScriptedModelServer`` and script the model's turns:
 
     from orga.testing import ScriptedModelServer, Turn
 

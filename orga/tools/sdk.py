@@ -3,7 +3,7 @@
 A tool is a plain function (sync or async). Its JSON schema comes from its type hints, its
 description and parameter descriptions from its Google-style docstring. A parameter annotated
 ``ToolContext`` is filled by the runtime (call id, workflow id, idempotency key) and never
-shown to the model::
+shown to the model:
 
     @tool(serial=True, resource_arg="path")
     def write_note(path: str, text: str, ctx: ToolContext) -> str:
