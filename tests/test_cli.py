@@ -142,6 +142,27 @@ async def test_ctrl_c_while_the_server_starts_leaves_no_server(tmp_path: Path) -
     assert not address_answers(f"127.0.0.1:{port}")
 
 
+async def test_a_second_server_on_a_taken_ui_port_says_which_option_to_change(
+    tmp_path: Path,
+) -> None:
+    """Found by a newcomer: a second `orga server` on another port died on the Web UI's port
+    with a raw error and a 600-character command that did not name --ui-port."""
+    with socket.socket() as taken, socket.socket() as free:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        free.bind(("127.0.0.1", 0))
+        ui_port, port = taken.getsockname()[1], free.getsockname()[1]
+        free.close()
+        code, _, err = await orga(
+            "server", "--ui-port", str(ui_port), "--data-dir", str(tmp_path / "data"),
+            env={"TEMPORAL_ADDRESS": f"127.0.0.1:{port}"},
+        )  # fmt: skip
+    assert code == 1
+    [line] = err.strip().splitlines()
+    assert f"port {ui_port} is taken" in line and "--ui-port" in line and len(line) < 200
+    assert not address_answers(f"127.0.0.1:{port}")  # nothing was started
+
+
 async def test_demo_offline_end_to_end(tmp_path: Path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -180,6 +180,7 @@ class DevServer:
         Raises:
             InvalidConfig: the data directory, or a database file in it, is not this user's
                 alone (``orga.runtime.files``).
+            RuntimeError: its address, or its Web UI's port, is taken (said in one line).
         """
         # Every history lives here: in a directory no other user can swap files in, in a
         # database no other user owns or may write (the server opens one that exists as is).
@@ -187,7 +188,15 @@ class DevServer:
         private_directory(self.data_dir, where)
         check_private_file(self.database, where, SQLITE_COMPANIONS)
         if address_answers(self.address):
-            raise RuntimeError(f"something already listens on {self.address}")
+            raise RuntimeError(
+                f"something already listens on {self.address} (another `orga server`?): "
+                "point TEMPORAL_ADDRESS at a free port to run a second one"
+            )
+        if not self.headless and address_answers(f"{self.ip}:{self.ui_port}"):
+            raise RuntimeError(
+                f"the Web UI's port {self.ui_port} is taken (another `orga server`?): choose "
+                "another with --ui-port, or run --headless"
+            )
         self._process = await asyncio.create_subprocess_exec(
             *self.command(),
             stdin=asyncio.subprocess.DEVNULL,
