@@ -47,7 +47,7 @@ async def test_orga_cancel_stops_the_running_tool_and_records_why(
         await eventually(started.is_set, "the tool is running")
         code, out, err = await orga("cancel", handle.id, "--reason", "wrong customer", env=cli)
         assert code == 0, err
-        assert f"{handle.id} canceled: wrong customer" in out
+        assert f"{handle.id} cancelled: wrong customer" in out
         await eventually(stopped.is_set, "the tool was told to stop")
         state = await handle.query("state", result_type=LoopState)
         journal = await handle.query("journal", result_type=Journal)

@@ -52,7 +52,8 @@ def cancel(
                 markup=False,
             )
         else:
-            console().print(f"{workflow_id} {facts.status}: {reason}", markup=False)
+            ended = "cancelled" if facts.status == "canceled" else facts.status  # orga's word
+            console().print(f"{workflow_id} {ended}: {reason}", markup=False)
         return 0
 
     execute(body, as_json=as_json)
