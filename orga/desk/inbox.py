@@ -443,14 +443,19 @@ async def _update(
         raise _refused(error, facts.workflow_id, client.namespace) from error
 
 
-async def waiting_call(client: Client, facts: WorkflowFacts, call_id: str) -> PendingApproval:
-    """The call ``call_id`` as it waits in the workflow ``facts`` describes.
+async def waiting_call(
+    client: Client, facts: WorkflowFacts, call_id: str, *, served: dict[str, bool] | None = None
+) -> PendingApproval:
+    """The call ``call_id`` as it waits in the workflow ``facts`` describes (``served``: what
+    is known of which task queues a worker serves, as for ``read_state``).
 
     Raises:
         DeskError: its state cannot be read, or no such call waits there.
     """
     result_type = TaskState if facts.workflow_type == TASK else LoopState
-    state = await read_state(client, facts.workflow_id, result_type, facts.workflow_type)
+    state = await read_state(
+        client, facts.workflow_id, result_type, facts.workflow_type, served=served
+    )
     for pending in state.pending_approvals:
         if pending.call_id == call_id:
             return pending
@@ -491,7 +496,8 @@ async def approve(
         via=via,
         arguments=edited_arguments(arguments),
     )
-    pending = await waiting_call(client, facts, call_id)
+    # _ready_for_a_decision found a worker on its queue: not asked again
+    pending = await waiting_call(client, facts, call_id, served={facts.task_queue: True})
     if key is not None:
         decision = sign_decision(decision, workflow_id=workflow_id, pending=pending, key=key)
     elif pending.signatures_required:

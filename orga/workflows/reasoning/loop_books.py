@@ -238,18 +238,15 @@ class LoopBooks:
     def failed(self, error: BaseException) -> None:
         """Journal why the loop ended without an answer (a failure or a cancellation)."""
         if isinstance(error, asyncio.CancelledError):
-            reason = workflow.cancellation_reason() or "cancelled"
-            self.termination_reason, self.termination_message = "cancelled", reason
-            self.status = "cancelled"
-            self.set_phase("failed")
-            self.record(Terminated(**self.stamp(), reason="cancelled", message=reason))
-            self._publish()
-            return
-        kind = error.type if isinstance(error, ApplicationError) else type(error).__name__
+            kind, status = "cancelled", "cancelled"
+            message = workflow.cancellation_reason() or "cancelled"
+        else:
+            kind = error.type if isinstance(error, ApplicationError) else type(error).__name__
+            status = "failed"
+            message = error.message if isinstance(error, ApplicationError) else str(error)
         self.termination_reason = kind
-        self.status = "failed"
+        self.status = status
         self.set_phase("failed")
-        message = error.message if isinstance(error, ApplicationError) else str(error)
         self.termination_message = message or "cancelled"
         self.record(Terminated(**self.stamp(), reason=kind or "failed", message=message))
         self._publish()
