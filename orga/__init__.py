@@ -59,7 +59,16 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from orga.client import LoopHandle, connect, load_approver_key, loop, start_loop
+    from orga.client import (
+        LoopHandle,
+        ThreadHandle,
+        connect,
+        load_approver_key,
+        loop,
+        start_loop,
+        start_thread,
+        thread,
+    )
     from orga.contracts.config import LoopConfig, LoopInput
     from orga.contracts.conversation import Message, ToolCall, ToolResult
     from orga.contracts.evidence import Evidence
@@ -67,6 +76,7 @@ if TYPE_CHECKING:
     from orga.contracts.journal import Journal, JournalEntry
     from orga.contracts.state import LoopResult, LoopState
     from orga.contracts.task import TaskInput, TaskResult
+    from orga.contracts.threads import ThreadConfig, TurnResult
     from orga.contracts.tools import ToolDefinition
     from orga.plugin import OrgaPlugin
     from orga.tools.sdk import Tool, ToolContext, tool
@@ -84,16 +94,21 @@ __all__ = [
     "OrgaPlugin",
     "TaskInput",
     "TaskResult",
+    "ThreadConfig",
+    "ThreadHandle",
     "Tool",
     "ToolCall",
     "ToolContext",
     "ToolDefinition",
     "ToolResult",
+    "TurnResult",
     "Usage",
     "connect",
     "load_approver_key",
     "loop",
     "start_loop",
+    "start_thread",
+    "thread",
     "tool",
 ]
 
@@ -111,6 +126,9 @@ _HOMES = {
     "OrgaPlugin": "orga.plugin",
     "TaskInput": "orga.contracts.task",
     "TaskResult": "orga.contracts.task",
+    "ThreadConfig": "orga.contracts.threads",
+    "ThreadHandle": "orga.client",
+    "TurnResult": "orga.contracts.threads",
     "Tool": "orga.tools.sdk",
     "ToolCall": "orga.contracts.conversation",
     "ToolContext": "orga.tools.sdk",
@@ -121,6 +139,8 @@ _HOMES = {
     "connect": "orga.client",
     "loop": "orga.client",
     "start_loop": "orga.client",
+    "start_thread": "orga.client",
+    "thread": "orga.client",
 }
 
 

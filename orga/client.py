@@ -10,7 +10,13 @@
     result = await loop.result()
 
 A ``LoopHandle`` wraps Temporal's workflow handle (``.handle``) with the loop's queries and
-updates; every decision names who made it, as the CLI's do.
+updates; every decision names who made it, as the CLI's do. A thread (``config.thread``) is a
+loop that waits for the next message after each answer:
+
+    chat = await orga.start_thread(client, orga.LoopConfig(tools=["add"]))
+    turn = await chat.send("What is 2+3?")  # the turn's TurnResult, once answered
+    turn = await chat.send("And times 4?")  # with everything before it
+    await chat.close()
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from orga.contracts.critic import Review, Verdict
 from orga.contracts.journal import Journal
 from orga.contracts.messages import (
     APPROVE_UPDATE,
+    CLOSE_UPDATE,
     JOURNAL_QUERY,
     MESSAGE_UPDATE,
     RESOLVE_ESCALATION,
@@ -43,7 +50,8 @@ from orga.contracts.messages import (
     STATE_QUERY,
 )
 from orga.contracts.state import LoopResult, LoopState
-from orga.desk.inbox import edited_arguments
+from orga.contracts.threads import CloseThread, ThreadClosed, ThreadConfig, TurnResult
+from orga.desk.inbox import await_turn, edited_arguments
 from orga.runtime.approver_keys import load_key as load_approver_key
 from orga.runtime.approver_keys import sign_decision
 from orga.runtime.connect import connect as _connect
@@ -52,10 +60,13 @@ from orga.runtime.settings import Settings
 __all__ = [
     "LOOP_WORKFLOW",
     "LoopHandle",
+    "ThreadHandle",
     "connect",
     "load_approver_key",
     "loop",
     "start_loop",
+    "start_thread",
+    "thread",
 ]
 
 _M = TypeVar("_M", bound=BaseModel)
@@ -110,6 +121,52 @@ async def start_loop(
         result_type=LoopResult,
     )
     return LoopHandle(handle, output_type=output_type)
+
+
+async def start_thread(
+    client: Client,
+    config: LoopConfig | None = None,
+    first: str | None = None,
+    *,
+    workflow_id: str | None = None,
+    task_queue: str | None = None,
+    output_type: type[BaseModel] | None = None,
+) -> ThreadHandle:
+    """Start a thread — a loop that after each answer waits for the next message — and return
+    its handle; ``send`` a message to run a turn.
+
+    Args:
+        client: a client with orga's data converter (``orga.connect()``).
+        config: the loop's config; its ``thread`` is set (``ThreadConfig()``) when it is not.
+            Its budgets are each turn's; ``config.thread`` bounds the thread.
+        first: a first message, run as turn 1 at once (``turn(1)`` reads its answer); without
+            it the thread waits for one.
+        workflow_id: default: ``thread-<12 hex digits>``.
+        task_queue: default: ``ORGA_TASK_QUEUE`` (``orga``).
+        output_type: a pydantic model every turn's answer must match (``TurnResult.value``
+            and ``result().value`` are instances of it).
+    """
+    config = config or LoopConfig()
+    if config.thread is None:
+        config = config.model_copy(update={"thread": ThreadConfig()})
+    messages = [Message(role="user", content=first)] if first is not None else []
+    started = await start_loop(
+        client,
+        LoopInput(messages=messages, config=config),
+        workflow_id=workflow_id or f"thread-{uuid.uuid4().hex[:12]}",
+        task_queue=task_queue,
+        output_type=output_type,
+    )
+    return thread(client, started.id, output_type=output_type)
+
+
+def thread(
+    client: Client, workflow_id: str, *, output_type: type[BaseModel] | None = None
+) -> ThreadHandle:
+    """The handle of a thread already started (``orga chat``, ``start_thread``, the CLI)."""
+    return ThreadHandle(
+        client.get_workflow_handle(workflow_id, result_type=LoopResult), output_type=output_type
+    )
 
 
 def loop(
@@ -249,3 +306,34 @@ class LoopHandle:
         # to pyright.
         found = await self.handle.execute_update(name, payload, result_type=answer)  # pyright: ignore[reportUnknownMemberType]
         return answer.model_validate(found)
+
+
+class ThreadHandle(LoopHandle):
+    """A thread: a loop that waits for the next message after each answer. Its handle targets
+    the workflow's current run, so it follows the thread through continue-as-new."""
+
+    async def send(self, text: str, *, sender: str | None = None) -> TurnResult:
+        """Send the next message and return its turn's answer once the turn has one (a
+        message sent while a turn runs joins that turn, whose answer this returns).
+
+        Raises:
+            WorkflowUpdateFailedError: refused (empty, too long, the thread is closed or
+                ended) or the thread ended before the turn was answered.
+        """
+        accepted = await self.say(text, sender=sender)
+        assert accepted.turn is not None, "a thread names the turn a message joins"
+        return await self.turn(accepted.turn)
+
+    async def turn(self, number: int) -> TurnResult:
+        """Turn ``number``'s answer, once there (the newest 20 stay readable)."""
+        answered = await await_turn(self.handle, number)
+        if self.output_type is not None and answered.value is not None:
+            value = self.output_type.model_validate(answered.value)
+            answered = answered.model_copy(update={"value": value})
+        return answered
+
+    async def close(self, reason: str = "closed", *, sender: str | None = None) -> ThreadClosed:
+        """Close the thread: it ends now (its last answer is the result), or once the turn it
+        works on is answered; it takes no more messages."""
+        given = CloseThread(reason=reason, sender=sender)
+        return await self._update(CLOSE_UPDATE, given, ThreadClosed)

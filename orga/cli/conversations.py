@@ -1,4 +1,9 @@
-"""``orga say`` and ``orga cancel``: a person steering, or stopping, a running loop.
+"""``orga say``, ``orga close`` and ``orga cancel``: a person steering, answering, closing or
+stopping a running loop.
+
+To a thread (``config.thread``), ``orga say ID "…"`` is the next message: it prints the answer
+of the turn the message joins, once the turn has one. ``orga close ID`` ends a thread (now, or
+after its running turn; its last answer is the result).
 
 ``orga cancel ID --reason …`` cancels a loop or a task through Temporal: the reason is
 journaled (``Terminated``, status ``cancelled``), a running tool is told through its heartbeats
@@ -30,6 +35,7 @@ def register(app: typer.Typer) -> None:
     app.command(
         "cancel", epilog="Example: orga cancel loop-3f2a9c1b7d4e --reason 'wrong customer'"
     )(cancel)
+    app.command("close", epilog="Example: orga close thread-3f2a9c1b7d4e --reason 'done'")(close)
 
 
 def cancel(
@@ -69,14 +75,28 @@ def say(
     wait: Annotated[
         float, typer.Option(help="Seconds to wait for the loop to take the message.", min=1.0)
     ] = 30.0,
+    answer: Annotated[
+        bool,
+        typer.Option(
+            "--answer/--no-answer",
+            help="To a thread: wait for the turn's answer and print it (default).",
+        ),
+    ] = True,
     as_json: Json = False,
 ) -> None:
-    """Send a running loop a message: the model reads it before its next call."""
+    """Send a loop a message: the model reads it before its next call; a thread answers it."""
 
     async def body() -> int:
         who = desk.who_decides(sender)
         client = await client_for(settings())
         taken = await desk.send_message(client, workflow_id, text, sender=who, wait=wait)
+        if taken.turn is not None and answer:  # a thread: the turn's answer
+            turn = await desk.wait_for_turn(client, workflow_id, taken.turn)
+            if as_json:
+                print_json(turn)
+            else:
+                console().print(turn.output, markup=False, highlight=False)
+            return 0
         if as_json:
             print_json(taken)
         else:
@@ -85,6 +105,36 @@ def say(
                 "model reads it before its next call",
                 markup=False,
             )
+        return 0
+
+    execute(body, as_json=as_json)
+
+
+def close(
+    workflow_id: Annotated[str, typer.Argument(help="The thread's workflow id.")],
+    reason: Annotated[str, typer.Option(help="Why (journaled).")] = "closed",
+    sender: Annotated[
+        str | None,
+        typer.Option(help="Who closes it; default: ORGA_APPROVER, else the operating-system user."),
+    ] = None,
+    as_json: Json = False,
+) -> None:
+    """Close a thread: it ends now (its last answer is the result), or after its running turn."""
+
+    async def body() -> int:
+        client = await client_for(settings())
+        who = desk.who_decides(sender)
+        closed = await desk.close_thread(client, workflow_id, reason=reason, sender=who)
+        if as_json:
+            print_json(closed)
+        elif closed.after_turn:
+            console().print(
+                f"{workflow_id} closes once its running turn is answered ({closed.turns} turn(s) "
+                "answered so far)",
+                markup=False,
+            )
+        else:
+            console().print(f"{workflow_id} closed after {closed.turns} turn(s)", markup=False)
         return 0
 
     execute(body, as_json=as_json)

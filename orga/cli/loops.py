@@ -58,6 +58,7 @@ from orga.contracts.inference import STREAM_TOPIC, StreamedText
 from orga.contracts.journal import Journal
 from orga.contracts.messages import JOURNAL_QUERY
 from orga.contracts.state import LoopResult, LoopState
+from orga.contracts.threads import THREAD_MEMO
 from orga.contracts.vocabulary import PolicyMode
 from orga.core.genai import invocation_attributes
 from orga.desk.inbox import KINDS, LOOP, TASK, DeskError, of_kind, read_state
@@ -66,7 +67,13 @@ from orga.runtime.tracing import tracer
 __all__ = ["list_workflows", "register"]
 
 Status = Literal[
-    "running", "awaiting_approval", "awaiting_review", "completed", "failed", "cancelled"
+    "running",
+    "awaiting_approval",
+    "awaiting_review",
+    "awaiting_message",
+    "completed",
+    "failed",
+    "cancelled",
 ]
 
 
@@ -453,10 +460,13 @@ async def list_workflows(
         async for execution in client.list_workflows(query, limit=limit):
             attributes = execution.typed_search_attributes
             fallback = execution.status.name.lower() if execution.status else "?"
+            shown = names.get(execution.workflow_type) or execution.workflow_type
+            if shown == "loop" and THREAD_MEMO in execution.raw_info.memo.fields:
+                shown = "thread"
             rows.append(
                 WorkflowRow(
                     workflow_id=execution.id,
-                    kind=names.get(execution.workflow_type, execution.workflow_type),
+                    kind=shown,
                     status=attributes.get(sa.STATUS) or fallback,
                     agent_id=attributes.get(sa.AGENT_ID) or "-",
                     iteration=attributes.get(sa.ITERATION) or 0,

@@ -34,6 +34,7 @@ from orga.contracts.journal import (
     StepLimitReached,
     Terminated,
     ToolsDispatched,
+    TurnAnswered,
 )
 from orga.contracts.state import LoopResult, LoopState
 from orga.contracts.task import StepReport, TaskResult, TaskState
@@ -85,6 +86,16 @@ def render_state(state: LoopState) -> str:
         lines.append(_field("ended", f"{state.termination_reason}{message}"))
     if state.output is not None:
         lines.append(_field("output", state.output))
+    if (thread := state.thread) is not None:
+        ended = f" · ended: {thread.ended}" if thread.ended else ""
+        lines.append(f"thread        turn {thread.turn} of at most {thread.max_turns}{ended}")
+        if thread.waiting_for_message:
+            until = thread.idle_until.isoformat(timespec="seconds") if thread.idle_until else "-"
+            lines += [
+                f"waiting for   the next message (turn {thread.turn + 1}) until {until}",
+                f"              orga say {_ids(state.workflow_id)} '…'",
+                f"              orga close {_ids(state.workflow_id)}",
+            ]
     for approval in state.pending_approvals:
         lines += [
             f"waiting for   approval of call {approval.call_id} ({approval.tool}) since "
@@ -250,6 +261,11 @@ def _detail(entry: JournalEntry) -> str:
         case MessageReceived():
             who = f" from {entry.sender}" if entry.sender else ""
             return f"message {entry.number}{who}: {shorten(entry.text, 120)}"
+        case TurnAnswered():
+            return (
+                f"turn {entry.turn} answered ({entry.reason}, {entry.iterations} model call(s), "
+                f"{entry.tokens} tokens): {shorten(entry.output, 120)}"
+            )
         case Terminated():
             return f"{entry.reason}: {entry.message}" if entry.message else entry.reason
 
@@ -292,8 +308,8 @@ def rows_table(rows: Sequence[WorkflowRow]) -> Table:
     table.add_column("STARTED", no_wrap=True)
     for row in rows:
         started = row.started.isoformat(timespec="seconds") if row.started else "-"
-        iteration = str(row.iteration) if row.kind == "loop" else "-"
-        tokens = str(row.tokens) if row.kind == "loop" else "-"
+        iteration = str(row.iteration) if row.kind in ("loop", "thread") else "-"
+        tokens = str(row.tokens) if row.kind in ("loop", "thread") else "-"
         names = (one_line(text) for text in (row.workflow_id, row.kind, row.status, row.agent_id))
         table.add_row(*names, iteration, tokens, started)
     return table

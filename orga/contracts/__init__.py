@@ -27,6 +27,7 @@ import nothing from orga but other contracts. Import from the modules:
     setup            what the worker resolves when a loop or task starts
     state            LoopState (the state query) and LoopResult
     task             the Task workflow's input, state and result
+    threads          a loop that is a conversation: ThreadConfig, turns and their answers
     tools            ToolDefinition, ToolProfile and the tool activities' inputs
     verdicts         the gate's decisions (the policy activity's and a model call's)
     vocabulary       provider names and policy modes

@@ -19,6 +19,7 @@ from orga.contracts.inference import Usage
 from orga.contracts.journal import Journal
 from orga.contracts.resilience import Breaker, DeadLetterEntry
 from orga.contracts.state import ToolCallRecord
+from orga.contracts.threads import ThreadCarry
 
 __all__ = ["CachedEntry", "LoopCarry", "ToolStateSnapshot"]
 
@@ -75,3 +76,5 @@ class LoopCarry(BaseModel):
     unsummarised_through: int = 0
     """Where the last fold whose summary was not made would have ended (0: none): the next run
     asks the summariser again only when turns past it must leave the window."""
+    thread: ThreadCarry | None = None
+    """A thread's turns and where the current one began (``config.thread``)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from orga.contracts.carry import LoopCarry
 from orga.contracts.conversation import Message
@@ -20,6 +20,7 @@ from orga.contracts.knowledge import KnowledgeConfig
 from orga.contracts.policy import AncestorGate
 from orga.contracts.prehydration import PreHydrationConfig
 from orga.contracts.resilience import BreakerConfig, RecoveryConfig
+from orga.contracts.threads import ThreadConfig
 from orga.contracts.tools import ToolProfile
 from orga.contracts.vocabulary import PolicyMode, ProviderName
 
@@ -137,6 +138,12 @@ class LoopConfig(BaseModel):
     output_retries: int = Field(default=2, ge=0, le=10)
     """How many answers that do not match ``output_schema`` go back to the model, each with
     its validation errors, before the loop ends ``OutputInvalid``."""
+    thread: ThreadConfig | None = None
+    """A conversation: after each answer the loop waits for the next message (``orga chat``,
+    ``orga say``, ``orga.start_thread``) instead of ending. Its ``max_iterations``,
+    ``max_total_tokens`` and ``timeout`` are then each turn's; the ``ThreadConfig`` bounds the
+    whole thread and sets the idle timeout (default a week). Off unless set (``{}`` turns it on
+    with the defaults)."""
     critic: CriticConfig | None = None
     """Review the final answer before it is accepted: a critic model (``{"kind": "model",
     "agent": "<id>"}``) or a person (``{"kind": "human"}``); ``revise`` sends the feedback back
@@ -211,8 +218,9 @@ class LoopInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    messages: list[Message] = Field(min_length=1)
-    """The conversation so far; usually one user message with the task."""
+    messages: list[Message] = Field(default_factory=list[Message])
+    """The conversation so far; usually one user message with the task. Empty only for a
+    thread (``config.thread``), which then waits for its first message."""
 
     config: LoopConfig = Field(default_factory=LoopConfig)
 
@@ -220,3 +228,12 @@ class LoopInput(BaseModel):
     """Set by the loop itself when it continues as new (``messages`` is then the whole
     conversation). A run that does not continue an earlier one refuses it (``InvalidConfig``):
     a client cannot hand a loop its journal, budgets spent or decided approvals."""
+
+    @model_validator(mode="after")
+    def _something_to_do(self) -> LoopInput:
+        if not self.messages and self.config.thread is None:
+            raise ValueError(
+                "messages is empty: a loop needs its task (only a thread, config.thread, may "
+                "start without a message and wait for the first)"
+            )
+        return self

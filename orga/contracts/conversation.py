@@ -202,3 +202,6 @@ class MessageAccepted(BaseModel):
     at: datetime
     waiting: int
     """Messages (this one included) waiting for the next Observe."""
+    turn: int | None = None
+    """In a thread: the turn this message joins, whose answer the ``turn`` update returns
+    (the next turn when the thread waits, the running one when it works)."""

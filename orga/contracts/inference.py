@@ -98,6 +98,18 @@ class Usage(BaseModel):
             + other.cache_creation_input_tokens,
         )
 
+    def since(self, earlier: Usage) -> Usage:
+        """What was spent after ``earlier`` (a snapshot of the same running total)."""
+        return Usage(
+            input_tokens=self.input_tokens - earlier.input_tokens,
+            output_tokens=self.output_tokens - earlier.output_tokens,
+            total_tokens=self.total_tokens - earlier.total_tokens,
+            estimated=self.estimated,
+            cache_read_input_tokens=self.cache_read_input_tokens - earlier.cache_read_input_tokens,
+            cache_creation_input_tokens=self.cache_creation_input_tokens
+            - earlier.cache_creation_input_tokens,
+        )
+
 
 class ConversationSlice(BaseModel):
     """The tail of the conversation a model call must see, and how to check the rest.

@@ -3,6 +3,10 @@
 Bounded: past ``limit`` entries the oldest are dropped and counted, so a long loop cannot
 grow its state without end. Timestamps come from the workflow clock, so replay rebuilds
 exactly the same journal.
+
+Over 400 lines: one discriminated union of every event a loop journals, each a small model
+that readers (``orga journal``, the desk, audits) match on by ``kind``; split by topic, the
+union would be spread over as many modules.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ __all__ = [
     "StepLimitReached",
     "Terminated",
     "ToolsDispatched",
+    "TurnAnswered",
 ]
 
 
@@ -334,6 +339,20 @@ class MessageReceived(_Event):
     """When the loop took it; it joined the conversation at this entry's time (an Observe)."""
 
 
+class TurnAnswered(_Event):
+    kind: Literal["TurnAnswered"] = "TurnAnswered"
+    turn: int
+    """The thread's turn (from 1) whose answer passed the gate; the thread now waits."""
+    reason: str
+    """``end_turn``, ``saturated`` or ``critic_rejected``."""
+    output: str
+    """The answer, cut to 2 000 characters (the conversation holds it whole)."""
+    iterations: int
+    """Model calls of the turn."""
+    tokens: int
+    """Tokens the turn spent."""
+
+
 class Terminated(_Event):
     kind: Literal["Terminated"] = "Terminated"
     reason: str
@@ -363,6 +382,7 @@ JournalEntry = Annotated[
     | EvidenceSaturated
     | ContextSummarised
     | MessageReceived
+    | TurnAnswered
     | Terminated,
     Field(discriminator="kind"),
 ]

@@ -14,6 +14,7 @@ __all__ = [
     "APPROVAL_SIGNAL",
     "APPROVE_UPDATE",
     "AUDIT_QUERY",
+    "CLOSE_UPDATE",
     "CONVERSATION_QUERY",
     "JOURNAL_QUERY",
     "MESSAGE_SIGNAL",
@@ -21,6 +22,7 @@ __all__ = [
     "RESOLVE_ESCALATION",
     "REVIEW_UPDATE",
     "STATE_QUERY",
+    "TURN_UPDATE",
 ]
 
 STATE_QUERY: Final = "state"
@@ -44,3 +46,7 @@ MESSAGE_UPDATE: Final = "message"
 call); answers with its ``MessageAccepted``."""
 MESSAGE_SIGNAL: Final = "message"
 """The same message as a signal (``temporal workflow signal --name message``)."""
+TURN_UPDATE: Final = "turn"
+"""A thread's ``TurnWait``: waits for that turn's answer and answers with its ``TurnResult``."""
+CLOSE_UPDATE: Final = "close"
+"""A thread's ``CloseThread``: it ends now, or once the running turn is answered."""

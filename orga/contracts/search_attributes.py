@@ -17,7 +17,8 @@ __all__ = ["AGENT_ID", "ALL", "ITERATION", "NO_SEARCH_ATTRIBUTES_MEMO", "STATUS"
 AGENT_ID: Final = SearchAttributeKey.for_keyword("OrgaAgentId")
 STATUS: Final = SearchAttributeKey.for_keyword("OrgaStatus")
 """``running`` | ``awaiting_approval`` (a loop's call, or a task's escalation) |
-``awaiting_review`` (a loop's answer) | ``completed`` | ``failed`` (a task that was aborted,
+``awaiting_review`` (a loop's answer) | ``awaiting_message`` (a thread between turns) |
+``completed`` | ``failed`` (a task that was aborted,
 cancelled or failed: ``orga task state`` tells which)."""
 ITERATION: Final = SearchAttributeKey.for_int("OrgaIteration")
 TOTAL_TOKENS: Final = SearchAttributeKey.for_int("OrgaTotalTokens")

@@ -13,6 +13,7 @@ from orga.contracts.delegation import DelegationRecord
 from orga.contracts.evidence import EvidenceCollection, ProgressSnapshot
 from orga.contracts.inference import Usage
 from orga.contracts.resilience import Breaker, DeadLetterEntry
+from orga.contracts.threads import ThreadState
 
 __all__ = [
     "LoopResult",
@@ -23,12 +24,26 @@ __all__ = [
 ]
 
 LoopStatus = Literal[
-    "running", "awaiting_approval", "awaiting_review", "completed", "failed", "cancelled"
+    "running",
+    "awaiting_approval",
+    "awaiting_review",
+    "awaiting_message",
+    "completed",
+    "failed",
+    "cancelled",
 ]
 """``cancelled``: someone cancelled the loop (``orga cancel``, ``LoopHandle.cancel``, Temporal);
-its reason is the journal's ``Terminated`` message."""
+its reason is the journal's ``Terminated`` message. ``awaiting_message``: a thread answered
+and waits for the next message."""
 Phase = Literal[
-    "starting", "observing", "reasoning", "policy_check", "dispatching", "completed", "failed"
+    "starting",
+    "observing",
+    "reasoning",
+    "policy_check",
+    "dispatching",
+    "awaiting_message",
+    "completed",
+    "failed",
 ]
 
 
@@ -93,6 +108,8 @@ class LoopState(BaseModel):
     """The loop's children (``delegate``): agent, status, budget and spend."""
     knowledge_context: str | None = None
     """The ``[KNOWLEDGE_CONTEXT]`` message the model sees now (``config.knowledge``)."""
+    thread: ThreadState | None = None
+    """A thread's turn and what it waits for (``config.thread``)."""
 
 
 class LoopResult(BaseModel):

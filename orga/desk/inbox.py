@@ -36,6 +36,7 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from orga.contracts.approvals import (
@@ -52,13 +53,22 @@ from orga.contracts.conversation import MessageAccepted, UserMessage
 from orga.contracts.critic import Review, Verdict
 from orga.contracts.messages import (
     APPROVE_UPDATE,
+    CLOSE_UPDATE,
     MESSAGE_UPDATE,
     RESOLVE_ESCALATION,
     REVIEW_UPDATE,
     STATE_QUERY,
+    TURN_UPDATE,
 )
 from orga.contracts.state import LoopState
 from orga.contracts.task import TaskState
+from orga.contracts.threads import (
+    THREAD_MOVED,
+    CloseThread,
+    ThreadClosed,
+    TurnResult,
+    TurnWait,
+)
 from orga.runtime.approver_keys import ApproverKeyError, load_key, sign_decision
 from orga.runtime.presence import presence, start_hint
 from orga.runtime.settings import Settings
@@ -71,7 +81,9 @@ __all__ = [
     "InboxItem",
     "WorkflowFacts",
     "approve",
+    "await_turn",
     "cancel",
+    "close_thread",
     "decided_by",
     "describe",
     "edited_arguments",
@@ -82,6 +94,7 @@ __all__ = [
     "said",
     "send_message",
     "signing_key",
+    "wait_for_turn",
     "waiting_call",
     "who_decides",
 ]
@@ -627,6 +640,66 @@ async def send_message(
     await _ready_for_a_decision(client, workflow_id)
     message = UserMessage(text=text, sender=sender)
     return await _update(client, MESSAGE_UPDATE, message, MessageAccepted, facts, wait)
+
+
+async def await_turn(handle: WorkflowHandle[Any, Any], turn: int) -> TurnResult:
+    """Turn ``turn``'s answer from the thread ``handle`` names (its current run: a thread that
+    continues as new while this waits is asked again).
+
+    Raises:
+        WorkflowUpdateFailedError: refused (no such turn, not a thread), or the thread ended
+            before the turn was answered.
+    """
+    while True:
+        try:
+            # temporalio's overloads of execute_update mention a bare Callable: "partially
+            # unknown" to pyright.
+            asked = TurnWait(turn=turn)
+            return await handle.execute_update(TURN_UPDATE, asked, result_type=TurnResult)  # pyright: ignore[reportUnknownMemberType]
+        except WorkflowUpdateFailedError as error:
+            cause = error.cause
+            if isinstance(cause, ApplicationError) and cause.type == THREAD_MOVED:
+                continue
+            raise
+
+
+async def wait_for_turn(
+    client: Client, workflow_id: str, turn: int, *, wait: float | None = None
+) -> TurnResult:
+    """Turn ``turn``'s answer of the thread ``workflow_id``, once it has one (at most ``wait``
+    seconds; default: as long as it takes, approvals included).
+
+    Raises:
+        DeskError: not a thread, no such turn, the thread ended first, or no answer in time.
+    """
+    facts = await of_kind(client, workflow_id, "loop")
+    handle: WorkflowHandle[Any, Any] = client.get_workflow_handle(workflow_id)
+    try:
+        return await asyncio.wait_for(await_turn(handle, turn), timeout=wait)
+    except WorkflowUpdateFailedError as error:
+        raise DeskError(f"no answer: {error.cause or error}") from error
+    except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError) as error:
+        raise DeskError(
+            f"turn {turn} of {workflow_id} has no answer yet after {wait:g} s: "
+            f"`orga state {workflow_id}` shows what it waits for"
+        ) from error
+    except RPCError as error:
+        raise _refused(error, facts.workflow_id, client.namespace) from error
+
+
+async def close_thread(
+    client: Client, workflow_id: str, *, reason: str, sender: str | None, wait: float = 30.0
+) -> ThreadClosed:
+    """Close the thread ``workflow_id``: it ends now, or once its running turn is answered.
+
+    Raises:
+        DeskError: not a thread, already closed or ended, or no worker answered.
+    """
+    facts = await of_kind(client, workflow_id, "loop")
+    if facts.status != "running":
+        raise DeskError(f"thread {workflow_id!r} already ended ({facts.status})")
+    given = CloseThread(reason=reason, sender=sender)
+    return await _update(client, CLOSE_UPDATE, given, ThreadClosed, facts, wait)
 
 
 async def cancel(

@@ -16,13 +16,16 @@ from orga.contracts.inference import ConversationRange
 from orga.contracts.journal import Journal
 from orga.contracts.messages import (
     AUDIT_QUERY,
+    CLOSE_UPDATE,
     CONVERSATION_QUERY,
     JOURNAL_QUERY,
     MESSAGE_SIGNAL,
     MESSAGE_UPDATE,
     STATE_QUERY,
+    TURN_UPDATE,
 )
 from orga.contracts.state import LoopResult, LoopState
+from orga.contracts.threads import CloseThread, ThreadClosed, TurnResult, TurnWait
 from orga.workflows.reasoning.agent_loop import AgentLoop
 from orga.workflows.shared.human_desk import DeskHandlers
 
@@ -74,6 +77,24 @@ class ReasoningLoopWorkflow(DeskHandlers):
     def message_signal(self, message: UserMessage) -> None:
         """The same message, for senders that cannot wait for an answer."""
         self._loop.steering.receive_by_signal(message)
+
+    @workflow.update(name=TURN_UPDATE)
+    async def turn(self, wait: TurnWait) -> TurnResult:
+        """A thread's turn's answer: waits until the turn has one."""
+        return await self._loop.turn_result(wait)
+
+    @turn.validator
+    def _check_turn(self, wait: TurnWait) -> None:
+        self._loop.check_turn(wait)
+
+    @workflow.update(name=CLOSE_UPDATE)
+    def close(self, close: CloseThread) -> ThreadClosed:
+        """Close a thread: it ends now, or once the turn it works on is answered."""
+        return self._loop.close(close)
+
+    @close.validator
+    def _check_close(self, close: CloseThread) -> None:
+        self._loop.check_close(close)
 
     def trace_root(self) -> dict[str, str]:
         """The GenAI attributes of the span this loop's trace starts with when its start

@@ -20,6 +20,7 @@ Modules, each named for what it holds:
 * ``prehydration`` — resolving the task's references before the first model call
 * ``running_summary`` — ``RunningSummary``: the summary of turns that left the context window
 * ``steering`` — ``Steering``: messages people send a running loop, taken at the next Observe
+* ``thread`` — ``Thread``: a conversation's turns, their budgets, the wait for the next message
 """
 
 __all__: list[str] = []

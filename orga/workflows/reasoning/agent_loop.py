@@ -51,6 +51,7 @@ from orga.contracts.errors import BudgetExceeded, InvalidConfig, LoopFailure
 from orga.contracts.inference import InferenceRequest, InferenceResponse
 from orga.contracts.policy import PolicyAction, PolicyResult
 from orga.contracts.state import LoopResult, LoopState
+from orga.contracts.threads import THREAD_MEMO, CloseThread, ThreadClosed, TurnResult, TurnWait
 from orga.core.genai import invocation_attributes
 from orga.core.ids import with_internal_ids
 from orga.core.knowledge import with_knowledge
@@ -72,6 +73,7 @@ from orga.workflows.reasoning.model_call import call_model
 from orga.workflows.reasoning.prehydration import pre_hydrate
 from orga.workflows.reasoning.running_summary import RunningSummary
 from orga.workflows.reasoning.steering import Steering
+from orga.workflows.reasoning.thread import Thread
 from orga.workflows.reasoning.tool_runner import ToolRunner
 from orga.workflows.reasoning.tool_state import ToolState
 from orga.workflows.shared.common import decoded
@@ -87,6 +89,7 @@ class AgentLoop:
     def __init__(self, input: RawValue) -> None:
         checked, self._invalid = decoded(LoopInput, input, "loop")
         self._input = loop = checked or LoopInput(messages=[Message(role="user", content="")])
+        """The run's input (a stand-in when it is invalid: the run then fails at once)."""
         self._config = config = loop.config
         info = workflow.info()
         self._workflow_id = info.workflow_id
@@ -110,9 +113,15 @@ class AgentLoop:
         self.books = books = LoopBooks(config, self._parts.limits, started_at=workflow.now())
         """The loop's record of itself, and the desk where people answer it."""
         self.steering = Steering(books)
-        self._misses = 0
-        """Answers of a typed loop that did not match its ``output_schema``, this run."""
         """Messages people send while the loop runs (``steering``)."""
+        self._thread = Thread(config.thread, books, self.steering) if config.thread else None
+        """A conversation's turns, for loops with ``config.thread``."""
+        if self._thread is not None and not loop.messages and loop.carry is None:
+            self._thread.wait_for_first()
+        self._turn_limits = self._parts.limits
+        """The budgets of the loop (of each turn, in a thread) once it is set up."""
+        self._misses = 0
+        """Answers of a typed loop that did not match its ``output_schema``, this turn."""
         self.conversation = Conversation()
         """The durable conversation."""
         if config.system_prompt and loop.carry is None:
@@ -157,10 +166,13 @@ class AgentLoop:
                 continuation.restore(loop.carry, books, self.conversation, self._tools)
             except ValueError as error:
                 self._invalid = str(error)
+            if self._thread is not None and carry.thread is not None:
+                self._thread.restore(carry.thread)
 
     def state(self) -> LoopState:
         """Phase, iteration, usage, last stop reason, tool calls so far and status."""
         parts = self._parts
+        thread = self._thread.state() if self._thread is not None else None
         return self.books.state(
             workflow_id=self._workflow_id,
             messages=len(self.conversation.messages),
@@ -170,7 +182,35 @@ class AgentLoop:
             evidence=parts.evidence.collection if parts.evidence is not None else None,
             advertised=parts.advertised,
             knowledge_context=parts.knowledge.context if parts.knowledge is not None else None,
+            thread=thread,
         )
+
+    # ---- a thread's updates ----------------------------------------------------------------
+
+    def check_turn(self, wait: TurnWait) -> None:
+        """Raise ``ValueError`` unless the ``turn`` update can wait for ``wait.turn``."""
+        self._a_thread().check_wait(wait)
+
+    async def turn_result(self, wait: TurnWait) -> TurnResult:
+        """Turn ``wait.turn``'s answer, once the thread has it."""
+        return await self._a_thread().result_of(
+            wait, lambda: self.books.status in ("completed", "failed", "cancelled")
+        )
+
+    def check_close(self, close: CloseThread) -> None:
+        """Raise ``ValueError`` unless the thread can be closed."""
+        self._a_thread().check_close(close)
+
+    def close(self, close: CloseThread) -> ThreadClosed:
+        return self._a_thread().close(close)
+
+    def _a_thread(self) -> Thread:
+        if self._thread is None:
+            raise ValueError(
+                "this loop is not a thread (config.thread): it answers once, and its answer "
+                "is its result"
+            )
+        return self._thread
 
     def trace_root(self) -> dict[str, str]:
         """The GenAI attributes of the span this loop's trace starts with when its start
@@ -189,6 +229,8 @@ class AgentLoop:
         if workflow.info().parent is not None:
             self._tools.wait_for_cancelled_tools = True  # a task's step: see ToolState
         books.started()
+        if self._thread is not None and self._input.carry is None:
+            workflow.upsert_memo({THREAD_MEMO: True})  # `orga list` shows it as a thread
         try:
             self._parts = parts = await set_up_loop(
                 self._input,
@@ -198,15 +240,19 @@ class AgentLoop:
                 tools=self._tools,
                 conversation=self.conversation,
             )
-            finished = await within(self._cycle(), books, parts.limits.timeout.total_seconds())
-            self.steering.closed = "it has answered"
+            self._turn_limits = parts.limits
+            if self._thread is None:
+                finished = await within(self._cycle(), books, parts.limits.timeout.total_seconds())
+                self.steering.closed = "it has answered"
+            else:
+                finished = await self._converse(self._thread)
             if parts.knowledge is not None and parts.knowledge.config.auto_persist:
                 await parts.knowledge.remember(self._task(), finished.output)
         except TimeoutError:
             limit = self._parts.limits.timeout.total_seconds()
             failure = BudgetExceeded(
                 f"the loop ran out of time: timeout is {limit:g} s "
-                f"(config.timeout), reached at iteration {books.iteration}",
+                f"(config.timeout), reached at iteration {books.iteration}{self._turn_note()}",
                 {"budget": "timeout", "limit": limit, "state": self.state()},
             )
             books.failed(failure)
@@ -224,11 +270,33 @@ class AgentLoop:
             model=self._parts.model,
         )
 
-    async def _cycle(self) -> Finished:
+    async def _converse(self, thread: Thread) -> Finished:
+        """A thread: its turns, each run as a loop is, with the waits for messages between."""
+        if not thread.between_turns:  # the first turn, or one this run continues
+            if self._input.carry is None:
+                thread.begin()
+            await self._turn(thread, first=self._input.carry is None)
+        while await thread.next_message():
+            thread.begin()
+            await self._turn(thread, first=False)
+        return thread.last_finished()
+
+    async def _turn(self, thread: Thread, *, first: bool) -> None:
+        """One turn of a thread, within its budgets; a long history then starts afresh."""
+        self._misses = 0
+        self._parts.limits = self.books.limits = thread.limits(self._turn_limits)
+        finished = await within(
+            self._cycle(first=first), self.books, thread.deadline(self._turn_limits)
+        )
+        thread.answer(finished)
+        if continuation.should_continue_as_new(self.books, self._config):
+            await self._continue_as_new()  # between turns: the next run waits on
+
+    async def _cycle(self, *, first: bool = True) -> Finished:
         """Observe → Reason → Gate → Act, until an answer passes the gate."""
         config, books, parts = self._config, self.books, self._parts
         limits, evidence = parts.limits, parts.evidence
-        if config.pre_hydration is not None and self._input.carry is None:
+        if config.pre_hydration is not None and self._input.carry is None and first:
             await self._pre_hydrate()
         observing = Observing(books.iteration)
         while True:
@@ -433,6 +501,9 @@ class AgentLoop:
         self.steering.closed = "it is moving to its next run: send the message again"
         parts = self._parts
         collection = parts.evidence.collection if parts.evidence is not None else None
+        thread = self._thread
+        if thread is not None:
+            thread.moving = True  # waiting `turn` updates let go: they ask the next run
         carry = continuation.carried(
             self._runs,
             self.books,
@@ -441,6 +512,7 @@ class AgentLoop:
             collection,
             self._calibration,
             summary=(self._summary.text, self._summary.through, self._summary.unsummarised_through),
+            thread=thread.carry() if thread is not None else None,
         )
         # The next run keeps this run's gate, budgets, provider and model, whatever its
         # worker's defaults (its setup is resolved again, and can only narrow them).
@@ -449,7 +521,7 @@ class AgentLoop:
                 "provider": parts.provider,
                 "model": parts.model,
                 "policy": self._gate.policy,
-                **parts.limits.model_dump(),
+                **self._turn_limits.model_dump(),  # a thread's per turn, not shifted
             }
         )
         if self._stream is not None:  # release long-polling readers: they follow the next run
@@ -462,7 +534,11 @@ class AgentLoop:
         return first.content if first is not None else ""
 
     def _budget(self, budget: str, limit: int, message: str) -> BudgetExceeded:
+        message += self._turn_note()
         return BudgetExceeded(message, {"budget": budget, "limit": limit, "state": self.state()})
+
+    def _turn_note(self) -> str:
+        return self._thread.describe() if self._thread is not None else ""
 
     def _over(self, exceeded: BudgetExceeded) -> BudgetExceeded:
         """``exceeded`` (raised by a part of the loop) with the limit and the loop's state."""

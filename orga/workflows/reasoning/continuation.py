@@ -19,6 +19,7 @@ from orga.contracts.carry import LoopCarry
 from orga.contracts.config import LoopConfig, LoopInput
 from orga.contracts.errors import StateTooLarge
 from orga.contracts.evidence import EvidenceCollection
+from orga.contracts.threads import ThreadCarry
 from orga.core.audit import AuditLog
 from orga.core.carry import bounded
 from orga.workflows.reasoning.loop_books import Conversation, LoopBooks
@@ -51,10 +52,12 @@ def carried(
     evidence: EvidenceCollection | None,
     calibration: float,
     summary: tuple[str | None, int, int] = (None, 0, 0),
+    thread: ThreadCarry | None = None,
 ) -> LoopCarry:
     """Everything the next run needs besides the conversation itself, bounded
     (``orga.core.carry``); ``summary`` is the running summary of an ``anchored_summary`` loop,
-    how many messages it covers and where the last fold not made would have ended."""
+    how many messages it covers and where the last fold not made would have ended; ``thread``
+    a thread's turns."""
     carry = LoopCarry(
         runs=runs,
         digest=conversation.digest,
@@ -78,6 +81,7 @@ def carried(
         context_summary=summary[0],
         summarised_through=summary[1],
         unsummarised_through=summary[2],
+        thread=thread,
     )
     return bounded(carry)
 

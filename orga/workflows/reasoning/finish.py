@@ -26,7 +26,11 @@ from orga.workflows.reasoning.critic import Critic
 from orga.workflows.reasoning.loop_books import LoopBooks
 from orga.workflows.shared.options import SETUP_TIMEOUT, SHORT_RETRY
 
-__all__ = ["Finished", "review_answer"]
+__all__ = ["Finished", "ThreadEnding", "review_answer", "typed_answer"]
+
+
+ThreadEnding = Literal["thread_closed", "thread_idle", "thread_max_turns"]
+"""How a thread ends (``config.thread``): closed, idle past its timeout, or out of turns."""
 
 
 @dataclass(frozen=True)
@@ -34,7 +38,7 @@ class Finished:
     """How the cycle ended, when it ended normally."""
 
     output: str
-    reason: Literal["end_turn", "saturated", "critic_rejected"]
+    reason: Literal["end_turn", "saturated", "critic_rejected"] | ThreadEnding
     snapshot: ProgressSnapshot | None = None
     critique: str | None = None
     value: Any = None
@@ -47,6 +51,9 @@ class Finished:
             "end_turn": "the model answered",
             "saturated": "evidence stopped telling the model anything new",
             "critic_rejected": f"the critic did not accept the answer: {self.critique}",
+            "thread_closed": "the thread was closed",
+            "thread_idle": "the thread waited for a message past its idle_timeout",
+            "thread_max_turns": "the thread answered its max_turns turns",
         }[self.reason]
 
     def result(

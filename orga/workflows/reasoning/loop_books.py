@@ -38,6 +38,7 @@ from orga.contracts.journal import (
     Terminated,
 )
 from orga.contracts.state import LoopState, LoopStatus, Phase, ToolCallRecord
+from orga.contracts.threads import ThreadState
 from orga.contracts.vocabulary import ProviderName
 from orga.core.audit import AuditLog
 from orga.workflows.reasoning.tool_state import ToolState
@@ -138,6 +139,10 @@ class LoopBooks:
         self.human_wait = timedelta(0)
         """Time spent waiting for people, which the loop's timeout does not count."""
         self._human_wait_since: datetime | None = None
+        self._awaiting_message = False
+        """A thread between turns: waiting for a person's next message."""
+        self.turn: int | None = None
+        """A thread's turn (the Web UI's current details name it)."""
         self._published: dict[str, object] = _current_search_attributes()
         """The search attributes as the server has them (a run after continue-as-new keeps its
         predecessor's)."""
@@ -264,6 +269,7 @@ class LoopBooks:
         evidence: EvidenceCollection | None,
         advertised: list[str],
         knowledge_context: str | None,
+        thread: ThreadState | None = None,
     ) -> LoopState:
         """What the ``state`` query shows: these books, and what of the loop they do not keep
         (copied: the answer does not change with the loop)."""
@@ -296,6 +302,7 @@ class LoopBooks:
             pending_review=desk.review_pending,
             reviews=list(self.reviews),
             knowledge_context=knowledge_context,
+            thread=thread,
         )
 
     # ---- phase, status and the working clock ---------------------------------------------
@@ -309,10 +316,13 @@ class LoopBooks:
         ]
         if desk.review_pending is not None:
             pending.append(f"a review of answer {desk.review_pending.round}")
+        if self._awaiting_message:
+            pending.append("the next message")
         waiting = f" · waiting for {', '.join(pending)}" if pending else ""
         limits = self.limits
+        turn = f"turn {self.turn} · " if self.turn is not None else ""
         workflow.set_current_details(
-            f"**{phase}** · iteration {self.iteration}/{limits.max_iterations} · "
+            f"**{phase}** · {turn}iteration {self.iteration}/{limits.max_iterations} · "
             f"{self.usage.total_tokens}/{limits.max_total_tokens} tokens · "
             f"{self.tool_call_count} tool call(s){waiting}"
         )
@@ -324,8 +334,15 @@ class LoopBooks:
             waited += workflow.now() - self._human_wait_since
         return (workflow.now() - self.started_at - waited).total_seconds()
 
+    def awaiting_message(self, waiting: bool) -> None:
+        """A thread waits for its next message (the working clock stops), or goes on."""
+        self._awaiting_message = waiting
+        if waiting:
+            self.set_phase("awaiting_message")
+        self._waiting_changed()
+
     def _waiting_changed(self) -> None:
-        waiting = self.desk.waiting
+        waiting = self.desk.waiting or self._awaiting_message
         now = workflow.now()
         if waiting and self._human_wait_since is None:
             self._human_wait_since = now
@@ -336,7 +353,9 @@ class LoopBooks:
             "awaiting_review"
             if self.desk.review_pending is not None
             else "awaiting_approval"
-            if waiting
+            if self.desk.waiting
+            else "awaiting_message"
+            if self._awaiting_message
             else "running"
         )
         if status != self.status:

@@ -33,6 +33,8 @@ class Steering:
         """Messages taken so far by this run."""
         self.closed: str | None = None
         """Why no message is taken any more (the loop answered, or moves to its next run)."""
+        self.turn: int | None = None
+        """In a thread: the turn a message sent now joins (``MessageAccepted.turn``)."""
 
     @property
     def waiting(self) -> int:
@@ -50,7 +52,9 @@ class Steering:
         self.check(message)
         self.received += 1
         self._inbox.append((self.received, message))
-        return MessageAccepted(seq=self.received, at=workflow.now(), waiting=len(self._inbox))
+        return MessageAccepted(
+            seq=self.received, at=workflow.now(), waiting=len(self._inbox), turn=self.turn
+        )
 
     def receive_by_signal(self, message: UserMessage) -> None:
         try:

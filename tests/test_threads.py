@@ -1,0 +1,241 @@
+"""Threads: a loop that after each answer waits for the next message, durably — over a worker
+restart, through continue-as-new — and answers each with everything before it; sent by the
+Python handle, ``orga say`` and the plain ``temporal`` CLI; per-turn and per-thread budgets;
+closed, idle, or out of turns."""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import timedelta
+
+import pytest
+from temporalio.client import WorkflowUpdateFailedError
+from temporalio.testing import WorkflowEnvironment
+
+import orga
+from orga.contracts.config import LoopConfig
+from orga.contracts.errors import BudgetExceeded
+from orga.contracts.journal import Journal, TurnAnswered
+from orga.contracts.state import LoopResult, LoopState
+from orga.contracts.threads import ThreadConfig, TurnResult, TurnWait
+from orga.scripted.server import RecordedRequest, Turn
+from orga.tools.sdk import tool
+from tests.harness import TEST_STORE, Harness
+from tests.helpers import eventually, failure, on, temporal
+from tests.helpers import orga as orga_command
+
+
+async def _start(
+    harness: Harness, config: LoopConfig, first: str | None = None
+) -> orga.ThreadHandle:
+    chat = await orga.start_thread(harness.client, config, first, task_queue=harness.task_queue)
+    harness.handles.append(chat.handle)
+    return chat
+
+
+async def _waiting(chat: orga.ThreadHandle, turn: int) -> LoopState:
+    async def probe() -> LoopState | None:
+        state = await chat.state()
+        thread = state.thread
+        ok = thread is not None and thread.waiting_for_message and thread.turn == turn
+        return state if ok and state.status == "awaiting_message" else None
+
+    return await eventually(probe, f"the thread waits after turn {turn}")
+
+
+async def test_a_thread_answers_three_messages_over_a_worker_restart(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    @tool()
+    def plus(a: int, b: int) -> int:
+        """Add two numbers.
+
+        Args:
+            a: the first.
+            b: the second.
+        """
+        return a + b
+
+    model = harness.new_model(
+        [
+            Turn(tool_calls=[("plus", {"a": 2, "b": 3})]),
+            Turn(text="5"),
+            Turn(text="20"),
+            Turn(text="you asked 2+3, then times 4"),
+        ]
+    )
+    cli = {**on(env, harness), "ORGA_STORE_URL": TEST_STORE.url}
+    config = LoopConfig(model=model, tools=["plus"], thread=ThreadConfig())
+    async with harness.worker(tools=[plus]):
+        chat = await _start(harness, config)
+        state = await _waiting(chat, 0)  # started without a message: it waits for the first
+        assert state.status == "awaiting_message"
+        first = await chat.send("What is 2+3?", sender="ann")
+        await _waiting(chat, 1)
+    assert (first.turn, first.output, first.iterations) == (1, "5", 2)
+    # The worker is gone; the thread waits in Temporal alone. A new worker takes turn 2.
+    async with harness.worker(tools=[plus]):
+        code, out, err = await orga_command("say", chat.id, "And times 4?", env=cli)
+        assert code == 0, err
+        assert out.strip() == "20"
+        await _waiting(chat, 2)
+        code, out, err = await temporal(
+            env,
+            "workflow",
+            "update",
+            "execute",
+            "--workflow-id",
+            chat.id,
+            "--name",
+            "message",
+            "--input",
+            json.dumps({"text": "What did I ask?"}),
+            "--output",
+            "json",
+        )
+        assert code == 0, err
+        assert json.loads(out)["result"]["turn"] == 3, out
+        code, out, err = await temporal(
+            env,
+            "workflow",
+            "update",
+            "execute",
+            "--workflow-id",
+            chat.id,
+            "--name",
+            "turn",
+            "--input",
+            json.dumps({"turn": 3}),
+            "--output",
+            "json",
+        )
+        assert code == 0, err
+        assert json.loads(out)["result"]["output"] == "you asked 2+3, then times 4", out
+        again = await chat.turn(1)  # an answer stays readable
+        closed = await chat.close("done for today")
+        result = await chat.handle.result()
+        journal = await chat.journal()
+    assert again == first
+    assert (closed.turns, closed.after_turn) == (3, False)
+    assert (result.output, result.termination_reason) == (
+        "you asked 2+3, then times 4",
+        "thread_closed",
+    )
+    requests = harness.model.requests_for(model)
+    assert [r.user_texts() for r in requests[1:]] == [
+        ["What is 2+3?"],
+        ["What is 2+3?", "And times 4?"],
+        ["What is 2+3?", "And times 4?", "What did I ask?"],
+    ]
+    assert [m["content"] for m in requests[3].body["messages"] if m["role"] == "assistant"][
+        -2:
+    ] == ["5", "20"]
+    answered = [e for e in journal.entries if isinstance(e, TurnAnswered)]
+    assert [(e.turn, e.output) for e in answered] == [
+        (1, "5"),
+        (2, "20"),
+        (3, "you asked 2+3, then times 4"),
+    ]
+    assert journal.entries[-1].kind == "Terminated"
+
+
+async def test_each_turn_has_its_budget_and_the_thread_has_its_own(harness: Harness) -> None:
+    model = harness.new_model([Turn(text=f"answer {n}") for n in range(1, 4)])
+    config = LoopConfig(model=model, max_iterations=1, thread=ThreadConfig(max_iterations=2))
+    async with harness.worker():
+        chat = await _start(harness, config, "one")
+        assert (await chat.turn(1)).output == "answer 1"  # one model call: the turn's budget
+        assert (await chat.send("two")).output == "answer 2"  # a new turn: a new budget
+        taken = await chat.say("three")
+        assert taken.turn == 3
+        error = await failure(chat.handle, BudgetExceeded.__name__)
+    assert "max_iterations=2" in error.message
+    assert "turn 3 of a thread" in error.message, error.message
+
+
+async def test_a_closed_thread_takes_no_message_and_an_idle_one_ends(harness: Harness) -> None:
+    asked, release = threading.Event(), threading.Event()
+
+    def slow_answer(_request: RecordedRequest) -> Turn:
+        asked.set()
+        release.wait(timeout=60)  # the test releases it once the thread is closing
+        return Turn(text="hello")
+
+    model = harness.new_model([slow_answer, Turn(text="hi again")])
+    async with harness.worker():
+        chat = await _start(harness, LoopConfig(model=model, thread=ThreadConfig()), "hi")
+        await eventually(asked.is_set, "the first turn is answering")
+        closing = await chat.close("enough")
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await chat.say("one more")
+        with pytest.raises(WorkflowUpdateFailedError) as twice:
+            await chat.close("again")
+        release.set()
+        result = await chat.handle.result()
+        idle = await _start(
+            harness,
+            LoopConfig(model=model, thread=ThreadConfig(idle_timeout=timedelta(seconds=1))),
+            "hi",
+        )
+        idle_result: LoopResult = await idle.handle.result()
+        once = harness.new_model([Turn(text="once")])
+        loop = orga.loop(harness.client, (await harness.start("x", model=once)).id)
+        with pytest.raises(WorkflowUpdateFailedError) as not_a_thread:
+            await loop.handle.execute_update("turn", TurnWait(turn=1))
+        await loop.result()
+    assert closing.after_turn
+    assert "the thread is closed" in str(refused.value.cause)
+    assert "already closing" in str(twice.value.cause)
+    assert (result.output, result.termination_reason) == ("hello", "thread_closed")
+    assert (idle_result.output, idle_result.termination_reason) == ("hi again", "thread_idle")
+    assert "not a thread" in str(not_a_thread.value.cause)
+
+
+async def test_a_long_thread_continues_as_new_and_keeps_its_turns(harness: Harness) -> None:
+    turns = 12
+    model = harness.new_model([Turn(text=f"answer {n}") for n in range(1, turns + 1)])
+    config = LoopConfig(model=model, max_history_events=200, thread=ThreadConfig())
+    async with harness.worker():
+        chat = await _start(harness, config)
+        answers: list[TurnResult] = [await chat.send(f"message {n}") for n in range(1, turns + 1)]
+        description = await chat.handle.describe()
+        first_run = await harness.client.get_workflow_handle(
+            chat.id, run_id=description.raw_description.workflow_execution_info.first_run_id
+        ).describe()
+        kept = await chat.turn(turns - 5)
+        state = await chat.state()
+        await chat.close()
+        result = await chat.handle.result()
+    assert [a.output for a in answers] == [f"answer {n}" for n in range(1, turns + 1)]
+    assert first_run.status is not None and first_run.status.name == "CONTINUED_AS_NEW"
+    assert kept.output == f"answer {turns - 5}"
+    assert state.thread is not None and state.thread.turn == turns
+    assert result.output == f"answer {turns}"
+    last = harness.model.requests_for(model)[-1]
+    assert last.user_texts() == [f"message {n}" for n in range(1, turns + 1)]
+
+
+async def test_orga_list_shows_a_thread_and_what_it_waits_for(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    model = harness.new_model([Turn(text="hello")])
+    async with harness.worker():
+        chat = await _start(harness, LoopConfig(model=model, thread=ThreadConfig()), "hi")
+        await _waiting(chat, 1)
+
+        async def listed() -> dict[str, object] | None:
+            code, out, err = await orga_command("list", "--json", env=on(env, harness))
+            assert code == 0, err
+            rows = [r for r in json.loads(out) if r["workflow_id"] == chat.id]
+            ok = rows and rows[0]["status"] == "awaiting_message"
+            return rows[0] if ok else None
+
+        row = await eventually(listed, "orga list shows the waiting thread")
+        code, out, err = await orga_command("state", chat.id, env=on(env, harness))
+        await chat.close()
+        journal: Journal = await chat.journal()
+    assert row["kind"] == "thread"
+    assert code == 0, err
+    assert "waiting for   the next message (turn 2)" in out, out
+    assert any(isinstance(e, TurnAnswered) for e in journal.entries)
