@@ -6,6 +6,7 @@ closed, idle, or out of turns."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 from datetime import timedelta
 
@@ -22,7 +23,7 @@ from orga.contracts.threads import ThreadConfig, TurnResult, TurnWait
 from orga.scripted.server import RecordedRequest, Turn
 from orga.tools.sdk import tool
 from tests.harness import TEST_STORE, Harness
-from tests.helpers import eventually, failure, on, temporal
+from tests.helpers import ORGA, eventually, failure, on, temporal, terminal
 from tests.helpers import orga as orga_command
 
 
@@ -239,3 +240,60 @@ async def test_orga_list_shows_a_thread_and_what_it_waits_for(
     assert code == 0, err
     assert "waiting for   the next message (turn 2)" in out, out
     assert any(isinstance(e, TurnAnswered) for e in journal.entries)
+
+
+async def test_orga_chat_streams_asks_approvals_inline_and_leaves_the_thread_waiting(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    @tool(requires_approval=True)
+    def plus(a: int, b: int) -> int:
+        """Add two numbers (a person approves each call).
+
+        Args:
+            a: the first.
+            b: the second.
+        """
+        return a + b
+
+    model = harness.new_model(
+        [
+            Turn(tool_calls=[("plus", {"a": 2, "b": 3})]),
+            Turn(text="2+3 is 5"),
+            Turn(text="times 4 is 20"),
+        ]
+    )
+    cli = {**on(env, harness), "ORGA_STORE_URL": TEST_STORE.url, "ORGA_APPROVER": "ann"}
+    async with harness.worker(tools=[plus]):
+        with terminal([ORGA, "chat", "--tool", "plus", "--model", model], cli) as term:
+            screen = await term.shows("you>")
+            term.type("What is 2+3?")
+            screen = await term.shows("approve? [y/N")
+            assert '"a": 2' in screen or "a: 2" in screen or '"a":2' in screen, screen
+            term.type("y")
+            screen = await term.shows("orga> 2+3 is 5")
+            mark = screen.index("orga> 2+3 is 5")
+            await term.shows("you>", after=mark)
+            term.type("And times 4?")
+            screen = await term.shows("orga> times 4 is 20", after=mark)
+            term.press("C-c")
+            screen = await term.shows("[exited", after=mark)
+        found = re.search(r"started (thread-[0-9a-f]{12})", screen)
+        assert found, screen
+        thread_id = found.group(1)
+        assert f"thread {thread_id} waits for your next message" in screen
+        chat = orga.thread(harness.client, thread_id)
+        harness.handles.append(chat.handle)
+        await _waiting(chat, 2)  # Ctrl-C left it waiting, nothing lost
+        with terminal([ORGA, "chat", thread_id], cli) as term:
+            await term.shows("turn 2: times 4 is 20")
+            await term.shows("you>")
+            term.type("/close")
+            screen = await term.shows("[exited 0]")
+        result = await chat.handle.result()
+        journal = await chat.journal()
+    assert f"thread {thread_id} closed (thread_closed)" in screen
+    assert result.output == "times 4 is 20"
+    decided = [e for e in journal.entries if e.kind == "ApprovalDecided"]
+    assert len(decided) == 1 and decided[0].approver == "ann"  # type: ignore[union-attr]
+    requests = harness.model.requests_for(model)
+    assert requests[-1].user_texts() == ["What is 2+3?", "And times 4?"]

@@ -9,6 +9,7 @@ import typer
 from orga.cli import (
     approvers,
     audit,
+    chat,
     codec,
     conversations,
     decisions,
@@ -49,6 +50,7 @@ for module in (
     loops,
     decisions,
     conversations,
+    chat,
     approvers,
     page,
     tasks,

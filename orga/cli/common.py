@@ -345,15 +345,16 @@ def _exit(code: int) -> NoReturn:
     os._exit(code)  # temporalio can crash the interpreter at exit (sdk-python#300)
 
 
-def loop_input(prompt: str, **config: Any) -> LoopInput:
-    """A loop's input from a prompt and config values (``None`` ones left to their defaults).
+def loop_input(prompt: str | None, **config: Any) -> LoopInput:
+    """A loop's input from a prompt and config values (``None`` ones left to their defaults);
+    no prompt: a thread that waits for its first message.
 
     Raises:
         CliError: the config is invalid (exit code 2), saying which field and why.
     """
     try:
         return LoopInput(
-            messages=[Message(role="user", content=prompt)],
+            messages=[Message(role="user", content=prompt)] if prompt is not None else [],
             config=LoopConfig.model_validate({k: v for k, v in config.items() if v is not None}),
         )
     except ValidationError as error:

@@ -58,13 +58,13 @@ from orga.contracts.inference import STREAM_TOPIC, StreamedText
 from orga.contracts.journal import Journal
 from orga.contracts.messages import JOURNAL_QUERY
 from orga.contracts.state import LoopResult, LoopState
-from orga.contracts.threads import THREAD_MEMO
+from orga.contracts.threads import THREAD_MEMO, ThreadConfig
 from orga.contracts.vocabulary import PolicyMode
 from orga.core.genai import invocation_attributes
-from orga.desk.inbox import KINDS, LOOP, TASK, DeskError, of_kind, read_state
+from orga.desk.inbox import KINDS, LOOP, TASK, DeskError, of_kind, read_state, wait_for_turn
 from orga.runtime.tracing import tracer
 
-__all__ = ["list_workflows", "register"]
+__all__ = ["TextPrinter", "list_workflows", "register"]
 
 Status = Literal[
     "running",
@@ -126,6 +126,14 @@ def run(
     stream: Annotated[
         bool, typer.Option("--stream", help="Print the model's text while it arrives.")
     ] = False,
+    thread: Annotated[
+        bool,
+        typer.Option(
+            "--thread",
+            help="Start a thread: after its answer it waits for the next message "
+            "(orga say ID '…', orga chat ID, orga close ID).",
+        ),
+    ] = False,
     as_json: Json = False,
 ) -> None:
     """Start a reasoning loop on the worker's task queue and print its answer."""
@@ -143,8 +151,10 @@ def run(
             max_iterations=max_iterations,
             max_total_tokens=max_total_tokens,
             timeout=timedelta(seconds=timeout) if timeout is not None else None,
+            thread=ThreadConfig() if thread else None,
         )
-        chosen_id = workflow_id or f"loop-{uuid.uuid4().hex[:12]}"
+        kind = "thread" if thread else "loop"
+        chosen_id = workflow_id or f"{kind}-{uuid.uuid4().hex[:12]}"
         found = settings()
         with _invoking(request.config, chosen_id) as span:
             client = await client_for(found)
@@ -162,6 +172,8 @@ def run(
                 if as_json:
                     print_json({"workflow_id": chosen_id, "run_id": handle.result_run_id})
                 return 0
+            if thread:
+                return await _first_turn(client, chosen_id, stream=stream, as_json=as_json)
             shown = ""
             if stream and not as_json:
                 shown = await print_stream(handle.id, handle.result())
@@ -201,6 +213,26 @@ def run(
     execute(body, as_json=as_json, traced=True)
 
 
+async def _first_turn(client: Client, thread_id: str, *, stream: bool, as_json: bool) -> int:
+    """``orga run --thread``: the first turn's answer, then how to go on."""
+    shown = ""
+    if stream and not as_json:
+        shown = await print_stream(thread_id, wait_for_turn(client, thread_id, 1))
+    turn = await wait_for_turn(client, thread_id, 1)
+    if as_json:
+        print_json(turn)
+        return 0
+    if shown.strip() != turn.output.strip():
+        console().print(turn.output, markup=False, highlight=False)
+    where = one_line(thread_id)
+    print(
+        f"thread {where} waits for your next message: orga say {where} '…' (or orga chat "
+        f"{where}); orga close {where} ends it",
+        file=sys.stderr,
+    )
+    return 0
+
+
 def _invoking(config: LoopConfig, workflow_id: str) -> AbstractContextManager[Span]:
     """The span ``orga run`` starts its loop in (the GenAI agent-invocation client span): the
     parent of the loop's whole trace when traces are on, a no-op otherwise."""
@@ -222,7 +254,7 @@ async def print_stream(workflow_id: str, ended: Awaitable[Any]) -> str:
     """Print a streaming loop's text (``config.stream``) while it arrives, until ``ended``
     and the stream is drained; returns the text of the last model call shown."""
     client = await client_for(settings())
-    printer = _TextPrinter()
+    printer = TextPrinter()
     reading = asyncio.ensure_future(printer.read(client, workflow_id))
     finished = asyncio.ensure_future(ended)
     try:
@@ -236,7 +268,7 @@ async def print_stream(workflow_id: str, ended: Awaitable[Any]) -> str:
     return printer.last
 
 
-class _TextPrinter:
+class TextPrinter:
     """Writes a loop's streamed text to stdout as it arrives (``prefix`` before each call)."""
 
     def __init__(self, prefix: str = "") -> None:
@@ -245,18 +277,21 @@ class _TextPrinter:
         self.last = ""
 
     async def read(self, client: Client, workflow_id: str) -> None:
-        out = sys.stdout
-        reader = WorkflowStreamClient.create(client, workflow_id)
+        await self.follow(WorkflowStreamClient.create(client, workflow_id))
+
+    async def follow(self, reader: WorkflowStreamClient, from_offset: int = 0) -> None:
+        """Print the stream ``reader`` reads, from ``from_offset``, until it ends."""
         try:
-            await self._print(reader)
+            await self._print(reader, from_offset)
         finally:
             if self.call:  # the stream ended mid-answer
-                out.write("\n")
+                sys.stdout.write("\n")
                 self.call.clear()
 
-    async def _print(self, reader: WorkflowStreamClient) -> None:
+    async def _print(self, reader: WorkflowStreamClient, from_offset: int) -> None:
         out = sys.stdout
-        async for item in reader.subscribe([STREAM_TOPIC], result_type=StreamedText):
+        topics = [STREAM_TOPIC]
+        async for item in reader.subscribe(topics, from_offset, result_type=StreamedText):
             piece = item.data
             if piece.restart:
                 out.write("\n[the model call was retried; its answer again:]\n")
@@ -355,7 +390,7 @@ def journal(
         client = await client_for(settings())
         handle = client.get_workflow_handle(workflow_id)
         text: asyncio.Task[None] | None = None
-        printer = _TextPrinter("      … ")
+        printer = TextPrinter("      … ")
         if follow and not as_json:  # a loop with config.stream: its model's text as it comes
             text = asyncio.create_task(_quietly(printer.read(client, workflow_id)))
         try:
@@ -367,7 +402,7 @@ def journal(
                 text.cancel()
                 await asyncio.gather(text, return_exceptions=True)
 
-    async def entries(handle: WorkflowHandle[Any, Any], printer: _TextPrinter) -> int:
+    async def entries(handle: WorkflowHandle[Any, Any], printer: TextPrinter) -> int:
         out = console()
         shown = 0
         while True:

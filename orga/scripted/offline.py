@@ -15,6 +15,8 @@ How it answers, deterministically:
   remember something ("Remember that ann prefers tea" → ``ann`` / ``prefers`` / ``tea``; then
   it does not ``recall_knowledge``), nor ``delegate`` unless the task names an agent it may
   hand work to;
+* in a thread (a conversation of several turns) each turn is a task of its own: the newest
+  user message that follows an answer, with the calls made since;
 * then it answers with what the tools returned: ``add`` as ``a + b = sum``, a JSON object as
   its fields, text by its first lines; a failed or denied call as the error it got. When it
   called nothing, it says why for each tool.
@@ -65,10 +67,26 @@ def _tools(request: RecordedRequest) -> list[tuple[str, dict[str, Any]]]:
     return found
 
 
-def _calls(request: RecordedRequest) -> list[tuple[str, dict[str, Any]]]:
-    """The tool calls already made in the conversation, ``(name, arguments)``, in order."""
+def _this_turn(request: RecordedRequest) -> list[dict[str, Any]]:
+    """The messages of the turn being answered: from the newest user message that follows an
+    answer (a thread's next message; not orga's own feedback, ``[orga …]``), else all of them
+    (the task is then the first user message)."""
+    messages = cast(list[dict[str, Any]], request.body.get("messages") or [])
+    start = None
+    for index in range(1, len(messages)):
+        before, message = messages[index - 1], messages[index]
+        answered = before.get("role") == "assistant" and not _calls([before])
+        text = message.get("content")
+        spoken = isinstance(text, str) and not text.startswith("[orga")
+        if answered and message.get("role") == "user" and spoken:
+            start = index
+    return messages if start is None else messages[start:]
+
+
+def _calls(messages: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """The tool calls made in ``messages``, ``(name, arguments)``, in order."""
     calls: list[tuple[str, dict[str, Any]]] = []
-    for message in cast(list[dict[str, Any]], request.body.get("messages") or []):
+    for message in messages:
         for call in cast(list[dict[str, Any]], message.get("tool_calls") or []):
             function = cast(dict[str, Any], call.get("function") or {})
             try:
@@ -88,10 +106,10 @@ def _object(value: Any) -> dict[str, Any]:
     return cast(dict[str, Any], value) if isinstance(value, dict) else {}
 
 
-def _results(request: RecordedRequest) -> list[tuple[str, bool]]:
-    """The tool results in the conversation, ``(text, is_error)``, in order."""
+def _results(messages: list[dict[str, Any]]) -> list[tuple[str, bool]]:
+    """The tool results in ``messages``, ``(text, is_error)``, in order."""
     found: list[tuple[str, bool]] = []
-    for message in cast(list[dict[str, Any]], request.body.get("messages") or []):
+    for message in messages:
         content = message.get("content")
         if message.get("role") == "tool":
             text = _text(content)
@@ -146,8 +164,10 @@ def _plan(name: str, schema: dict[str, Any], task: str, request: RecordedRequest
 
 def offline_model(request: RecordedRequest) -> Turn:
     """The scripted model's next turn for ``request`` (see the module docstring)."""
-    task = request.first_user_text()
-    calls = _calls(request)
+    messages = _this_turn(request)
+    turn = messages[0] if messages and messages[0].get("role") == "user" else None
+    task = _text(turn.get("content")) if turn is not None else request.first_user_text()
+    calls = _calls(messages)
     called = {name for name, _ in calls}
     tools = _tools(request)
     skipped: list[tuple[str, str]] = []
@@ -164,7 +184,7 @@ def offline_model(request: RecordedRequest) -> Turn:
         lines = [f"{LABEL} I called no tool, as I could not tell what to pass:"]
         lines += [f"- {name}: {why}." for name, why in skipped]
         return Turn(text="\n".join([*lines, f"The task was: {task}"]))
-    results = _results(request)
+    results = _results(messages)
     if len(calls) == 1 and calls[0][0] == "add" and results and not results[0][1]:
         return Turn(text=f"{LABEL} {_shown(calls[0], results[0])} (by the add tool).")
     lines = [f"{LABEL} What the tools returned:"]

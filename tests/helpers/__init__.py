@@ -53,6 +53,7 @@ from tests.helpers._scripts import (
     verdict,
 )
 from tests.helpers._servers import free_port, http_server, measured_harness, scrape, total
+from tests.helpers._terminal import Terminal, terminal
 from tests.helpers._waiting import (
     POLL,
     aborted,
@@ -89,6 +90,7 @@ __all__ = [
     "TIME_SERVER",
     "WHO_DECIDES",
     "ForkedProcess",
+    "Terminal",
     "aborted",
     "agents_file",
     "ask",
@@ -125,6 +127,7 @@ __all__ = [
     "task_escalated",
     "task_state",
     "temporal",
+    "terminal",
     "tool_results",
     "total",
     "verdict",
