@@ -39,6 +39,7 @@ from orga.contracts.approvals import (
 from orga.contracts.config import LoopConfig, LoopInput
 from orga.contracts.conversation import Message, MessageAccepted, UserMessage
 from orga.contracts.critic import Review, Verdict
+from orga.contracts.forks import ForkRequest
 from orga.contracts.journal import Journal
 from orga.contracts.messages import (
     APPROVE_UPDATE,
@@ -55,6 +56,7 @@ from orga.desk.inbox import await_turn, edited_arguments
 from orga.runtime.approver_keys import load_key as load_approver_key
 from orga.runtime.approver_keys import sign_decision
 from orga.runtime.connect import connect as _connect
+from orga.runtime.forks import start_fork_run
 from orga.runtime.settings import Settings
 
 __all__ = [
@@ -64,6 +66,7 @@ __all__ = [
     "connect",
     "load_approver_key",
     "loop",
+    "start_fork",
     "start_loop",
     "start_thread",
     "thread",
@@ -169,6 +172,28 @@ def thread(
     )
 
 
+async def start_fork(
+    client: Client,
+    source: str,
+    at: int,
+    *,
+    say: str | None = None,
+    replace: bool = False,
+    workflow_id: str | None = None,
+    task_queue: str | None = None,
+    output_type: type[BaseModel] | None = None,
+    **overrides: Any,
+) -> LoopHandle:
+    """``LoopHandle.fork`` of the loop ``source`` (see there)."""
+    ask = ForkRequest(workflow_id=source, at=at, say=say, replace=replace)
+    handle, is_thread = await start_fork_run(
+        client, ask, LOOP_WORKFLOW, overrides, workflow_id=workflow_id, task_queue=task_queue
+    )
+    if is_thread:
+        return thread(client, handle.id, output_type=output_type)
+    return LoopHandle(handle, output_type=output_type)
+
+
 def loop(
     client: Client, workflow_id: str, *, output_type: type[BaseModel] | None = None
 ) -> LoopHandle:
@@ -251,6 +276,40 @@ class LoopHandle:
         Refused (``WorkflowUpdateFailedError``) when empty, too long, or the loop answered."""
         given = UserMessage(text=text, sender=sender)
         return await self._update(MESSAGE_UPDATE, given, MessageAccepted)
+
+    async def fork(
+        self,
+        at: int,
+        *,
+        say: str | None = None,
+        replace: bool = False,
+        workflow_id: str | None = None,
+        task_queue: str | None = None,
+        **overrides: Any,
+    ) -> LoopHandle:
+        """Start a new loop from this loop's state after turn ``at`` (``orga journal``'s
+        ``it N``; the loop may have ended), with ``say`` added after it (or, with ``replace``,
+        instead of its last user message) and config ``overrides`` (``model=…``,
+        ``policy=…``). This loop is untouched; nothing it ran runs again. The fork's worker
+        reads the state from this loop itself; its journal and audit begin with ``Forked``.
+        A thread's fork is a thread (a ``ThreadHandle``).
+
+        Raises:
+            ForkPointError: this loop or its turn ``at`` cannot be read.
+            pydantic.ValidationError: an override is not a valid config value.
+        """
+        client = self.handle._client  # pyright: ignore[reportPrivateUsage]
+        return await start_fork(
+            client,
+            self.id,
+            at,
+            say=say,
+            replace=replace,
+            workflow_id=workflow_id,
+            task_queue=task_queue,
+            output_type=self.output_type,
+            **overrides,
+        )
 
     async def resolve(
         self,

@@ -40,6 +40,7 @@ from temporalio.worker import Interceptor, Replayer, Worker, WorkerConfig
 
 from orga.activities.answers import check_answer
 from orga.activities.critic import CriticActivities
+from orga.activities.forks import fetch_fork_point
 from orga.activities.inference import InferenceActivities
 from orga.activities.knowledge import KnowledgeActivities
 from orga.activities.policy import PolicyActivities
@@ -291,6 +292,7 @@ class _Parts:
             self.critic.critique,
             self.summary.summarise_context,
             check_answer,
+            fetch_fork_point,
         ]
 
     def model_activities(self) -> list[Callable[..., Any]]:

@@ -18,10 +18,13 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 
+import orga
 from orga.contracts.approvals import ApprovalDecision, EscalationResolution
+from orga.contracts.config import LoopConfig
 from orga.contracts.critic import Review
 from orga.contracts.state import LoopState
 from orga.contracts.task import TaskState
+from orga.contracts.threads import ThreadConfig
 from orga.runtime.approver_keys import public_key_of, sign_decision
 from orga.scripted.server import RecordedRequest, Turn
 from tests.harness import Harness, scripted_settings
@@ -462,6 +465,47 @@ async def typed_answer(h: Harness) -> WorkflowHandle[Any, Any]:
     return handle
 
 
+async def thread(h: Harness) -> WorkflowHandle[Any, Any]:
+    """A thread of three messages, one answered with a tool, then closed."""
+    model = h.new_model(
+        [
+            Turn(text="hello"),
+            Turn(tool_calls=[("add", {"a": 2, "b": 3})]),
+            Turn(text="5"),
+            Turn(text="bye"),
+        ]
+    )
+    async with h.worker():
+        chat = await orga.start_thread(
+            h.client,
+            LoopConfig(model=model, tools=["add"], thread=ThreadConfig()),
+            "hi",
+            workflow_id="history-thread",
+            task_queue=h.task_queue,
+        )
+        await chat.turn(1)
+        await chat.send("2+3?")
+        await chat.send("thanks")
+        await chat.close()
+        await chat.handle.result()
+        first_run = (await chat.handle.describe()).run_id  # one run: three turns do not continue
+    return h.client.get_workflow_handle(chat.id, run_id=first_run)
+
+
+async def fork(h: Harness) -> WorkflowHandle[Any, Any]:
+    """A fork after turn 1 of a finished two-turn loop, with another message."""
+    model = h.new_model([Turn(tool_calls=[("add", {"a": 2, "b": 3})]), Turn(text="5")])
+    other = h.new_model([Turn(tool_calls=[("add", {"a": 2, "b": 4})]), Turn(text="6")])
+    async with h.worker():
+        source = await h.start("2+3?", model=model, tools=["add"], workflow_id="history-source")
+        await source.result()
+        forked = await orga.loop(h.client, source.id).fork(
+            1, say="make it 2+4", model=other, workflow_id="history-fork"
+        )
+        await forked.result()
+    return forked.handle
+
+
 SCENARIOS: dict[str, Scenario] = {
     "tools": tools,
     "denial": denial,
@@ -481,4 +525,6 @@ SCENARIOS: dict[str, Scenario] = {
     "refused_arguments": refused_arguments,
     "signed_approval": signed_approval,
     "typed_answer": typed_answer,
+    "thread": thread,
+    "fork": fork,
 }

@@ -186,6 +186,7 @@ _REVIEWED = {
     ("mcp.py", "announce"): "host and port the operator chose",
     ("loops.py", "_print"): "the stream's own notes and the prefix (the text is printable)",
     ("loops.py", "read"): "a newline",
+    ("chat.py", "next"): "the prompt, one of chat.py's own constants",
 }
 
 

@@ -10,6 +10,7 @@ Modules (each defines an activity class; what the activities use lives in ``orga
 * ``knowledge`` — ``search_knowledge``, ``write_knowledge``
 * ``critic`` — ``critique``: a critic model's review
 * ``answers`` — ``check_answer``: a typed loop's answer against its ``output_schema``
+* ``forks`` — ``fetch_fork_point``: a fork's starting state, read from its source
 * ``summary`` — ``summarise_context``: a loop's running summary
 """
 

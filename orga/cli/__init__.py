@@ -8,7 +8,9 @@ Modules:
 * ``views`` — how states, journals and results are printed
 * ``waiting`` — waiting on a worker without hanging in silence
 * ``loops`` — ``run``, ``state``, ``journal``, ``list``
-* ``conversations`` — ``say``: a person's message to a running loop
+* ``conversations`` — ``say``, ``close``, ``fork``, ``cancel``: a person steering, answering,
+  closing, forking or stopping a loop
+* ``chat`` — ``orga chat``: an interactive session with a thread
 * ``tasks`` — ``task start``, ``task state``, ``task list``
 * ``decisions`` — ``pending``, ``approve``, ``deny``, ``resolve``, ``review`` (the desk's inbox,
   ``orga.desk``, answered from a terminal)

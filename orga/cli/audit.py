@@ -23,7 +23,7 @@ import json
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import typer
 from pydantic import TypeAdapter, ValidationError
@@ -33,7 +33,9 @@ from temporalio.service import RPCError
 from orga.cli.audit_runs import Execution, read_execution
 from orga.cli.common import CliError, Json, client_for, console, execute, print_json, settings
 from orga.cli.views import render_entry
+from orga.contracts import search_attributes as sa
 from orga.contracts.audit import AuditChain, AuditEntry, Effect, ExportedEntry, ResetRun
+from orga.contracts.forks import FORK_MEMO
 from orga.contracts.journal import ApprovalDecided, JournalEntry
 from orga.contracts.messages import AUDIT_QUERY
 from orga.core.audit import first_broken_link, first_difference, reset_away
@@ -42,6 +44,8 @@ from orga.core.signatures import proof_problem
 __all__ = ["chain_from_history", "read_chain", "register", "run_ids"]
 
 _ENTRY: TypeAdapter[JournalEntry] = TypeAdapter(JournalEntry)
+_FORKS_SHOWN = 20
+"""Forks of a loop listed under its audit at most."""
 
 
 def register(app: typer.Typer) -> None:
@@ -116,6 +120,7 @@ def audit(
             console().print(f"wrote {len(entries)} entries to {export}", markup=False)
         else:
             _print(execution, chains, resets)
+            await _print_forks(client, workflow_id)
         return 0
 
     execute(body, as_json=as_json)
@@ -372,6 +377,23 @@ def _print_others(execution: Execution) -> None:
             "audited here",
             markup=False,
         )
+
+
+async def _print_forks(client: Client, workflow_id: str) -> None:
+    """The loops forked from this one (``orga fork``; found by the ``OrgaForkedFrom`` search
+    attribute, which a namespace without orga's attributes does not have)."""
+    query = f"{sa.FORKED_FROM.name} = {json.dumps(workflow_id)}"
+    try:
+        forks = [w async for w in client.list_workflows(query, limit=_FORKS_SHOWN + 1)]
+    except RPCError:
+        return
+    out = console()
+    for listed in forks[:_FORKS_SHOWN]:
+        source: object = (await listed.memo()).get(FORK_MEMO)
+        at = cast(dict[str, object], source).get("at") if isinstance(source, dict) else None
+        out.print(f"forked: {listed.id} after turn {at if at is not None else '?'}", markup=False)
+    if len(forks) > _FORKS_SHOWN:
+        out.print(f"forked: … (more: temporal workflow list --query {query!r})", markup=False)
 
 
 def _line(entry: AuditEntry) -> str:

@@ -1,5 +1,8 @@
-"""``orga say``, ``orga close`` and ``orga cancel``: a person steering, answering, closing or
-stopping a running loop.
+"""``orga say``, ``orga close``, ``orga fork`` and ``orga cancel``: a person steering, answering,
+closing, forking or stopping a loop.
+
+``orga fork ID --at N [--say …]`` starts a new loop from loop ID's state after turn N (``orga
+journal``'s ``it N``), the source untouched and nothing it ran run again.
 
 To a thread (``config.thread``), ``orga say ID "…"`` is the next message: it prints the answer
 of the turn the message joins, once the turn has one. ``orga close ID`` ends a thread (now, or
@@ -17,12 +20,32 @@ user: a name the loop records, as an unsigned decision's, not a proof).
 
 from __future__ import annotations
 
-from typing import Annotated
+import sys
+from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
+from temporalio.client import WorkflowFailureError
 
-from orga.cli.common import Json, client_for, console, execute, print_json, settings
+from orga.cli.common import (
+    CliError,
+    Json,
+    Model,
+    Provider,
+    client_for,
+    console,
+    execute,
+    print_json,
+    settings,
+)
+from orga.cli.safe_text import one_line
+from orga.cli.views import render_result
+from orga.client import ThreadHandle, start_fork
+from orga.contracts.errors import describe_validation_error
+from orga.contracts.vocabulary import PolicyMode
 from orga.desk import inbox as desk
+from orga.desk.inbox import DeskError
+from orga.runtime.forks import ForkPointError
 
 __all__ = ["register"]
 
@@ -36,6 +59,9 @@ def register(app: typer.Typer) -> None:
         "cancel", epilog="Example: orga cancel loop-3f2a9c1b7d4e --reason 'wrong customer'"
     )(cancel)
     app.command("close", epilog="Example: orga close thread-3f2a9c1b7d4e --reason 'done'")(close)
+    app.command(
+        "fork", epilog="Example: orga fork loop-3f2a9c1b7d4e --at 2 --say 'use the other card'"
+    )(fork)
 
 
 def cancel(
@@ -135,6 +161,64 @@ def close(
             )
         else:
             console().print(f"{workflow_id} closed after {closed.turns} turn(s)", markup=False)
+        return 0
+
+    execute(body, as_json=as_json)
+
+
+def fork(
+    workflow_id: Annotated[str, typer.Argument(help="The loop to fork (it may have ended).")],
+    at: Annotated[int, typer.Option(help="The turn after which to fork (orga journal: it N).")],
+    say: Annotated[str | None, typer.Option(help="A user message added after that turn.")] = None,
+    replace: Annotated[
+        bool, typer.Option("--replace", help="--say replaces the last user message instead.")
+    ] = False,
+    model: Model = None,
+    provider: Provider = None,
+    policy: Annotated[PolicyMode | None, typer.Option(help="Another gate for the fork.")] = None,
+    no_wait: Annotated[
+        bool, typer.Option("--no-wait", help="Print the fork's id and return at once.")
+    ] = False,
+    as_json: Json = False,
+) -> None:
+    """Start a new loop from a loop's state after turn N, optionally saying something else."""
+
+    async def body() -> int:
+        found = settings()
+        client = await client_for(found)
+        named: dict[str, str | None] = {"model": model, "provider": provider, "policy": policy}
+        overrides: dict[str, Any] = {k: v for k, v in named.items() if v}
+        try:
+            handle = await start_fork(
+                client, workflow_id, at, say=say, replace=replace, **overrides
+            )
+        except ForkPointError as error:
+            raise DeskError(str(error)) from error
+        except ValidationError as error:
+            raise CliError(f"invalid override: {describe_validation_error(error)}", 2) from error
+        print(
+            f"forked {one_line(workflow_id)} after turn {at} as {one_line(handle.id)}",
+            file=sys.stderr,
+        )
+        if no_wait:
+            if as_json:
+                print_json({"workflow_id": handle.id})
+            return 0
+        if isinstance(handle, ThreadHandle):
+            if say is None:
+                console().print(f"thread {handle.id} waits for its next message", markup=False)
+                return 0
+            turn = await desk.wait_for_turn(client, handle.id, 1)
+            print_json(turn) if as_json else console().print(turn.output, markup=False)
+            return 0
+        try:
+            result = await handle.result()
+        except WorkflowFailureError as error:
+            raise CliError(f"the fork failed: {error.cause}") from error
+        if as_json:
+            print_json(result)
+        else:
+            console().print(render_result(result), markup=False)
         return 0
 
     execute(body, as_json=as_json)

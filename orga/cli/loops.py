@@ -224,10 +224,9 @@ async def _first_turn(client: Client, thread_id: str, *, stream: bool, as_json: 
         return 0
     if shown.strip() != turn.output.strip():
         console().print(turn.output, markup=False, highlight=False)
-    where = one_line(thread_id)
     print(
-        f"thread {where} waits for your next message: orga say {where} '…' (or orga chat "
-        f"{where}); orga close {where} ends it",
+        "thread {0} waits for your next message: orga say {0} '…' (or orga chat {0}); "
+        "orga close {0} ends it".format(one_line(thread_id)),
         file=sys.stderr,
     )
     return 0

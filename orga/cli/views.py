@@ -19,6 +19,7 @@ from orga.contracts.journal import (
     EscalationResolved,
     EvidenceJudged,
     EvidenceSaturated,
+    Forked,
     JournalEntry,
     KnowledgeInjected,
     KnowledgeRecalled,
@@ -261,6 +262,13 @@ def _detail(entry: JournalEntry) -> str:
         case MessageReceived():
             who = f" from {entry.sender}" if entry.sender else ""
             return f"message {entry.number}{who}: {shorten(entry.text, 120)}"
+        case Forked():
+            said = f", saying {shorten(entry.said, 80)!r}" if entry.said is not None else ""
+            how = " (replacing its last user message)" if entry.replaced else ""
+            return (
+                f"forked from {entry.source_workflow_id} (run {entry.source_run_id}) after turn "
+                f"{entry.turn}{said}{how}; state {entry.state_hash[:16]}…"
+            )
         case TurnAnswered():
             return (
                 f"turn {entry.turn} answered ({entry.reason}, {entry.iterations} model call(s), "

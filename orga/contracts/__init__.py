@@ -7,6 +7,7 @@ import nothing from orga but other contracts. Import from the modules:
 
     agents           the worker's agents: who a loop may run as, with which tools and budgets
     answers          typed answers: an answer checked against the loop's output_schema
+    forks            a loop started from another's state after one of its turns
     approvals        approvals and escalations: pending waits, decisions, records
     audit            the audit chain: every governance record, hash-chained
     carry            what a loop carries into its next run (continue-as-new)

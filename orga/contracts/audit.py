@@ -41,6 +41,7 @@ AUDITED_KINDS: Final = frozenset(
         "DelegationStarted",
         "DelegationFinished",
         "CompensationSettled",
+        "Forked",
     }
 )
 """The journal entries that are governance records."""

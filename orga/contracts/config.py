@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from orga.contracts.carry import LoopCarry
 from orga.contracts.conversation import Message
 from orga.contracts.critic import CriticConfig
+from orga.contracts.forks import ForkRequest
 from orga.contracts.inference import ContextStrategy
 from orga.contracts.knowledge import KnowledgeConfig
 from orga.contracts.policy import AncestorGate
@@ -229,8 +230,19 @@ class LoopInput(BaseModel):
     conversation). A run that does not continue an earlier one refuses it (``InvalidConfig``):
     a client cannot hand a loop its journal, budgets spent or decided approvals."""
 
+    fork: ForkRequest | None = None
+    """Start from another loop's state after one of its turns (``orga fork``): the worker reads
+    that state from the source itself; ``messages`` is then empty."""
+
     @model_validator(mode="after")
     def _something_to_do(self) -> LoopInput:
+        if self.fork is not None:
+            if self.messages:
+                raise ValueError(
+                    "a fork takes its conversation from its source: messages must be empty "
+                    "(fork.say adds a message)"
+                )
+            return self
         if not self.messages and self.config.thread is None:
             raise ValueError(
                 "messages is empty: a loop needs its task (only a thread, config.thread, may "

@@ -31,6 +31,7 @@ __all__ = [
     "EscalationResolved",
     "EvidenceJudged",
     "EvidenceSaturated",
+    "Forked",
     "Journal",
     "JournalEntry",
     "KnowledgeInjected",
@@ -353,6 +354,19 @@ class TurnAnswered(_Event):
     """Tokens the turn spent."""
 
 
+class Forked(_Event):
+    kind: Literal["Forked"] = "Forked"
+    source_workflow_id: str
+    source_run_id: str
+    turn: int
+    """The source's turn after which this loop starts."""
+    state_hash: str
+    """SHA-256 of the state carried from the source (``ForkPoint.state_hash``)."""
+    said: str | None = None
+    """The user message the fork adds (cut to 2 000 characters)."""
+    replaced: bool = False
+
+
 class Terminated(_Event):
     kind: Literal["Terminated"] = "Terminated"
     reason: str
@@ -383,6 +397,7 @@ JournalEntry = Annotated[
     | ContextSummarised
     | MessageReceived
     | TurnAnswered
+    | Forked
     | Terminated,
     Field(discriminator="kind"),
 ]

@@ -16,6 +16,7 @@ __all__ = [
     "AUDIT_QUERY",
     "CLOSE_UPDATE",
     "CONVERSATION_QUERY",
+    "FORK_QUERY",
     "JOURNAL_QUERY",
     "MESSAGE_SIGNAL",
     "MESSAGE_UPDATE",
@@ -50,3 +51,5 @@ TURN_UPDATE: Final = "turn"
 """A thread's ``TurnWait``: waits for that turn's answer and answers with its ``TurnResult``."""
 CLOSE_UPDATE: Final = "close"
 """A thread's ``CloseThread``: it ends now, or once the running turn is answered."""
+FORK_QUERY: Final = "fork_point"
+"""A ``ForkPointAsk``: the loop's state after that turn (``ForkPoint``), for ``orga fork``."""

@@ -12,7 +12,15 @@ from typing import Final
 
 from temporalio.common import SearchAttributeKey
 
-__all__ = ["AGENT_ID", "ALL", "ITERATION", "NO_SEARCH_ATTRIBUTES_MEMO", "STATUS", "TOTAL_TOKENS"]
+__all__ = [
+    "AGENT_ID",
+    "ALL",
+    "FORKED_FROM",
+    "ITERATION",
+    "NO_SEARCH_ATTRIBUTES_MEMO",
+    "STATUS",
+    "TOTAL_TOKENS",
+]
 
 AGENT_ID: Final = SearchAttributeKey.for_keyword("OrgaAgentId")
 STATUS: Final = SearchAttributeKey.for_keyword("OrgaStatus")
@@ -23,7 +31,10 @@ cancelled or failed: ``orga task state`` tells which)."""
 ITERATION: Final = SearchAttributeKey.for_int("OrgaIteration")
 TOTAL_TOKENS: Final = SearchAttributeKey.for_int("OrgaTotalTokens")
 
-ALL: Final = (AGENT_ID, STATUS, ITERATION, TOTAL_TOKENS)
+FORKED_FROM: Final = SearchAttributeKey.for_keyword("OrgaForkedFrom")
+"""A fork's source workflow id (set when the fork starts): ``OrgaForkedFrom = 'loop-…'``."""
+
+ALL: Final = (AGENT_ID, STATUS, ITERATION, TOTAL_TOKENS, FORKED_FROM)
 
 NO_SEARCH_ATTRIBUTES_MEMO: Final = "orga_search_attributes"
 """Start a loop with this memo key set to ``false`` where the namespace cannot register the

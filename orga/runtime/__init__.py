@@ -14,6 +14,7 @@ I/O, never imported by workflow code. Modules:
 * ``tracing`` — OpenTelemetry through Temporal's integration
 * ``presence`` — is a worker there? (heartbeats and pollers of a task queue)
 * ``schemas`` — JSON Schemas of a loop's input and a task file
+* ``forks`` — reading a loop's state after one of its turns (a fork point)
 
 The worker's own infrastructure is ``orga.worker``; the embedded Temporal dev server is
 ``orga.server``; the operator's desk is ``orga.desk``.

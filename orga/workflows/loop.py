@@ -12,12 +12,14 @@ from temporalio.common import RawValue
 
 from orga.contracts.audit import AuditChain
 from orga.contracts.conversation import Message, MessageAccepted, UserMessage
+from orga.contracts.forks import ForkPoint, ForkPointAsk
 from orga.contracts.inference import ConversationRange
 from orga.contracts.journal import Journal
 from orga.contracts.messages import (
     AUDIT_QUERY,
     CLOSE_UPDATE,
     CONVERSATION_QUERY,
+    FORK_QUERY,
     JOURNAL_QUERY,
     MESSAGE_SIGNAL,
     MESSAGE_UPDATE,
@@ -63,6 +65,11 @@ class ReasoningLoopWorkflow(DeskHandlers):
         """Messages ``[start, end)`` of the durable conversation (all by default)."""
         window = window or ConversationRange()
         return self._loop.conversation.messages[window.start : window.end]
+
+    @workflow.query(name=FORK_QUERY)
+    def fork_point(self, ask: ForkPointAsk) -> ForkPoint:
+        """The loop's state after a turn, for a fork (``orga fork``)."""
+        return self._loop.fork_point(ask)
 
     @workflow.update(name=MESSAGE_UPDATE)
     def message(self, message: UserMessage) -> MessageAccepted:

@@ -15,6 +15,7 @@ Modules, each named for what it holds:
 * ``delegation`` — ``Delegations``: child loops of other agents on a shared budget
 * ``evidence_judge`` — ``EvidenceJudge``: information-gain judging around the gate
 * ``finish`` — how the cycle ends, and the loop's result
+* ``forks`` — ``ForkMarks``: where each turn ended; ``start_fork``: a fork's first step
 * ``knowledge_bridge`` — ``KnowledgeBridge``: what the model is shown of its agent's
   knowledge; gated memory writes
 * ``prehydration`` — resolving the task's references before the first model call

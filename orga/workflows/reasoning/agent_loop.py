@@ -48,6 +48,7 @@ from temporalio.contrib.workflow_streams import WorkflowStream
 from orga.contracts.config import Limits, LoopInput
 from orga.contracts.conversation import Message
 from orga.contracts.errors import BudgetExceeded, InvalidConfig, LoopFailure
+from orga.contracts.forks import ForkPoint, ForkPointAsk
 from orga.contracts.inference import InferenceRequest, InferenceResponse
 from orga.contracts.policy import PolicyAction, PolicyResult
 from orga.contracts.state import LoopResult, LoopState
@@ -67,6 +68,7 @@ from orga.workflows.reasoning import continuation
 from orga.workflows.reasoning.deadline import within
 from orga.workflows.reasoning.evidence_judge import evidence_tools
 from orga.workflows.reasoning.finish import Finished, review_answer, typed_answer
+from orga.workflows.reasoning.forks import ForkMarks, start_fork
 from orga.workflows.reasoning.loop_books import Conversation, LoopBooks
 from orga.workflows.reasoning.loop_parts import LoopParts, set_up_loop
 from orga.workflows.reasoning.model_call import call_model
@@ -116,8 +118,10 @@ class AgentLoop:
         """Messages people send while the loop runs (``steering``)."""
         self._thread = Thread(config.thread, books, self.steering) if config.thread else None
         """A conversation's turns, for loops with ``config.thread``."""
-        if self._thread is not None and not loop.messages and loop.carry is None:
+        if self._thread is not None and not loop.messages and loop.carry is None and not loop.fork:
             self._thread.wait_for_first()
+        self._marks = ForkMarks()
+        """Where each turn of this run ended (the ``fork_point`` query)."""
         self._turn_limits = self._parts.limits
         """The budgets of the loop (of each turn, in a thread) once it is set up."""
         self._misses = 0
@@ -204,6 +208,10 @@ class AgentLoop:
     def close(self, close: CloseThread) -> ThreadClosed:
         return self._a_thread().close(close)
 
+    def fork_point(self, ask: ForkPointAsk) -> ForkPoint:
+        """This loop's state after turn ``ask.at`` (``orga fork``)."""
+        return self._marks.point(ask, self.conversation, self._config)
+
     def _a_thread(self) -> Thread:
         if self._thread is None:
             raise ValueError(
@@ -232,6 +240,10 @@ class AgentLoop:
         if self._thread is not None and self._input.carry is None:
             workflow.upsert_memo({THREAD_MEMO: True})  # `orga list` shows it as a thread
         try:
+            if (fork := self._input.fork) is not None and self._input.carry is None:
+                await start_fork(fork, books, self.conversation)
+                if self._thread is not None and fork.say is None:
+                    self._thread.wait_for_first()  # forked after an answer: it waits
             self._parts = parts = await set_up_loop(
                 self._input,
                 workflow_id=self._workflow_id,
@@ -242,7 +254,8 @@ class AgentLoop:
             )
             self._turn_limits = parts.limits
             if self._thread is None:
-                finished = await within(self._cycle(), books, parts.limits.timeout.total_seconds())
+                cycle = self._cycle(first=self._input.fork is None)
+                finished = await within(cycle, books, parts.limits.timeout.total_seconds())
                 self.steering.closed = "it has answered"
             else:
                 finished = await self._converse(self._thread)
@@ -273,9 +286,10 @@ class AgentLoop:
     async def _converse(self, thread: Thread) -> Finished:
         """A thread: its turns, each run as a loop is, with the waits for messages between."""
         if not thread.between_turns:  # the first turn, or one this run continues
-            if self._input.carry is None:
+            fresh = self._input.carry is None
+            if fresh:
                 thread.begin()
-            await self._turn(thread, first=self._input.carry is None)
+            await self._turn(thread, first=fresh and self._input.fork is None)
         while await thread.next_message():
             thread.begin()
             await self._turn(thread, first=False)
@@ -303,6 +317,8 @@ class AgentLoop:
             # Observe: the last turn joins the conversation, then what people sent meanwhile;
             # a long history starts afresh.
             self.conversation.append(observing.new_messages)
+            if observing.new_messages or not self._marks.holds(books.iteration):
+                self._marks.note(books, self.conversation, answered=False)
             if self.steering.waiting:
                 self.conversation.append(self.steering.take())
             books.set_phase("observing")
@@ -335,6 +351,7 @@ class AgentLoop:
                             observing = missed
                             continue
                     self.conversation.append([outcome.message])
+                    self._marks.note(books, self.conversation, answered=True)
                     if evidence is not None and evidence.saturated:
                         snapshot = evidence.tracker.snapshot()
                         return Finished(outcome.output, "saturated", snapshot, value=value)

@@ -1,0 +1,156 @@
+"""Forks: where each turn of this loop ended (for ``orga fork``), and a fork's start.
+
+Workflow code. ``ForkMarks`` notes, at every Observe and at the answer, how long the
+conversation was and what the budgets had spent after that turn — a few numbers per turn, kept
+in memory only (a replay rebuilds them, so a loop that has ended still answers the
+``fork_point`` query). A fork's run starts with ``start_fork``: the worker reads the source's
+state (``fetch_fork_point``, never the client's word for it), the fork journals ``Forked``
+(an audit record: source, run, turn, state hash) before anything else, and goes on from there
+with budgets spent as the source had spent them. Its tool calls are new calls of a new workflow
+(new idempotency keys); nothing of the source runs again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+from orga.contracts.config import LoopConfig
+from orga.contracts.conversation import Message
+from orga.contracts.errors import InvalidConfig
+from orga.contracts.forks import FETCH_FORK_POINT, ForkPoint, ForkPointAsk, ForkRequest
+from orga.contracts.inference import Usage
+from orga.contracts.journal import Forked
+from orga.core.text import cut
+from orga.workflows.reasoning.loop_books import Conversation, LoopBooks
+from orga.workflows.shared.failures import failure_of
+from orga.workflows.shared.options import SETUP_TIMEOUT, SHORT_RETRY
+
+__all__ = ["ForkMarks", "start_fork", "state_hash"]
+
+
+@dataclass(frozen=True)
+class _Mark:
+    length: int
+    digest: str
+    usage: Usage
+    model_calls: int
+    tool_call_count: int
+    answered: bool
+
+
+def state_hash(at: int, digest: str, usage: Usage, model_calls: int, tool_calls: int) -> str:
+    """SHA-256 of a fork point's state: the conversation's digest and the budgets spent."""
+    text = f"{at}|{digest}|{usage.total_tokens}|{model_calls}|{tool_calls}"
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class ForkMarks:
+    """Where each turn of this run ended."""
+
+    def __init__(self) -> None:
+        self._marks: dict[int, _Mark] = {}
+
+    def holds(self, at: int) -> bool:
+        return at in self._marks
+
+    def note(self, books: LoopBooks, conversation: Conversation, *, answered: bool) -> None:
+        """Turn ``books.iteration`` has ended here (a later note of the same turn wins)."""
+        self._marks[books.iteration] = _Mark(
+            length=len(conversation.messages),
+            digest=conversation.digest,
+            usage=books.usage,
+            model_calls=books.model_calls,
+            tool_call_count=books.tool_call_count,
+            answered=answered,
+        )
+
+    def point(self, ask: ForkPointAsk, conversation: Conversation, config: LoopConfig) -> ForkPoint:
+        """The state after turn ``ask.at`` (the ``fork_point`` query's answer)."""
+        info = workflow.info()
+        first, last = (min(self._marks), max(self._marks)) if self._marks else (0, 0)
+        where = ForkPoint(
+            workflow_id=info.workflow_id,
+            run_id=info.run_id,
+            at=ask.at,
+            task_queue=info.task_queue,
+            first=first,
+            last=last,
+            found=False,
+        )
+        mark = self._marks.get(ask.at)
+        if mark is None:
+            earlier = info.continued_run_id if ask.at < first else None
+            return where.model_copy(update={"earlier_run_id": earlier})
+        return where.model_copy(
+            update={
+                "found": True,
+                "messages": conversation.messages[: mark.length],
+                "usage": mark.usage,
+                "model_calls": mark.model_calls,
+                "tool_call_count": mark.tool_call_count,
+                "answered": mark.answered,
+                "config": config.model_dump(mode="json", exclude_defaults=True),
+                "state_hash": state_hash(
+                    ask.at, mark.digest, mark.usage, mark.model_calls, mark.tool_call_count
+                ),
+            }
+        )
+
+
+async def start_fork(
+    request: ForkRequest, books: LoopBooks, conversation: Conversation
+) -> list[Message]:
+    """Read the source's state after turn ``request.at`` (on the worker), journal ``Forked``,
+    and take that state on: the conversation, with the fork's message, and budgets spent.
+    Returns the conversation the fork starts with.
+
+    Raises:
+        InvalidConfig: the source or its turn cannot be read, or the turn is an answer and the
+            fork says nothing after it.
+    """
+    try:
+        point = await workflow.execute_activity(
+            FETCH_FORK_POINT,
+            request,
+            result_type=ForkPoint,
+            start_to_close_timeout=SETUP_TIMEOUT,
+            retry_policy=SHORT_RETRY,
+            summary=f"fork {request.workflow_id} after turn {request.at}",
+        )
+    except ActivityError as error:
+        raise InvalidConfig(f"cannot fork: {failure_of(error).message}") from None
+    messages = list(point.messages)
+    if request.say is not None:
+        said = Message(role="user", content=request.say)
+        if request.replace:
+            last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=None)
+            if last_user is None:
+                raise InvalidConfig("cannot fork with replace: no user message before that turn")
+            messages = messages[:last_user]
+        messages.append(said)
+    elif point.answered:
+        raise InvalidConfig(
+            f"turn {request.at} of {request.workflow_id} is its answer: a fork after it must say "
+            "something (fork.say / orga fork --say)"
+        )
+    books.record(
+        Forked(
+            **books.stamp(),
+            source_workflow_id=point.workflow_id,
+            source_run_id=point.run_id,
+            turn=point.at,
+            state_hash=point.state_hash,
+            said=cut(request.say, 2_000) if request.say is not None else None,
+            replaced=request.replace,
+        )
+    )
+    books.usage = point.usage
+    books.iteration = point.at
+    books.other_calls = max(0, point.model_calls - point.at)
+    books.tool_call_count = point.tool_call_count
+    conversation.reset(messages)
+    return messages

@@ -1,0 +1,174 @@
+"""Forks: a new loop from a finished loop's state after turn N, with another user message —
+nothing of turns 1..N runs again, the fork's tool calls get keys of their own, the source is
+untouched, and both audits show the lineage; a thread forks as a thread; a client cannot hand a
+fork a state of its own making."""
+
+from __future__ import annotations
+
+import pytest
+from temporalio.client import WorkflowFailureError
+from temporalio.testing import WorkflowEnvironment
+
+import orga
+from orga.contracts import search_attributes as sa
+from orga.contracts.audit import AuditChain
+from orga.contracts.config import LoopConfig, LoopInput
+from orga.contracts.forks import ForkRequest
+from orga.contracts.journal import Forked, Journal
+from orga.contracts.threads import ThreadConfig
+from orga.runtime.forks import ForkPointError
+from orga.scripted.server import Turn
+from orga.tools.sdk import ToolContext, tool
+from tests.harness import TEST_STORE, Harness
+from tests.helpers import eventually, on
+from tests.helpers import orga as orga_command
+
+
+async def test_a_fork_at_turn_2_of_a_finished_loop_runs_on_from_there(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    ran: list[tuple[str, str]] = []
+
+    @tool()
+    def step(n: int, ctx: ToolContext) -> str:
+        """Do step n.
+
+        Args:
+            n: the step.
+        """
+        ran.append((f"step {n}", ctx.idempotency_key))
+        return f"step {n} done"
+
+    source_model = harness.new_model(
+        [Turn(tool_calls=[("step", {"n": n})]) for n in range(1, 5)] + [Turn(text="all done")]
+    )
+    fork_model = harness.new_model([Turn(tool_calls=[("step", {"n": 9})]), Turn(text="forked")])
+    async with harness.worker(tools=[step]):
+        source = await harness.start("do the steps", model=source_model, tools=["step"])
+        result = await source.result()
+        before = [e async for e in source.fetch_history_events()]
+        journal = await source.query("journal", result_type=Journal)
+        fork = await orga.loop(harness.client, source.id).fork(
+            2, say="stop after step 2 and do step 9 instead", model=fork_model
+        )
+        harness.handles.append(fork.handle)
+        forked = await fork.result()
+        fork_journal = await fork.journal()
+        fork_audit = await fork.handle.query("audit", result_type=AuditChain)
+        after = [e async for e in source.fetch_history_events()]
+
+        async def forks_listed() -> list[str]:
+            query = f"{sa.FORKED_FROM.name} = '{source.id}'"
+            return [w.id async for w in harness.client.list_workflows(query)]
+
+        listed = await eventually(forks_listed, "the fork is found by its source's id")
+
+        async def forks_listed_more(count: int) -> list[str] | None:
+            found = await forks_listed()
+            return found if len(found) >= count else None
+
+        code, _, err = await orga_command(
+            "fork",
+            source.id,
+            "--at",
+            "4",
+            "--say",
+            "again",
+            "--model",
+            fork_model,
+            "--no-wait",
+            env={**on(env, harness), "ORGA_STORE_URL": TEST_STORE.url},
+        )
+        listed_twice = await eventually(
+            lambda: forks_listed_more(2), "both forks are found by their source's id"
+        )
+        audit_code, audit_out, _ = await orga_command(
+            "audit", source.id, env={**on(env, harness), "ORGA_STORE_URL": TEST_STORE.url}
+        )
+    assert result.iterations == 5 and [r for r, _ in ran[:4]] == [f"step {n}" for n in range(1, 5)]
+    source_keys = {key for _, key in ran[:4]}
+    assert [r for r, _ in ran[4:]] == ["step 9"]  # turns 1-2's tools did not run again
+    assert ran[4][1] not in source_keys
+    assert forked.output == "forked"
+    assert forked.iterations == 4  # two turns carried, two of its own
+    assert forked.tool_call_count == 3  # the source's two before the fork point, and its own
+    assert len(after) == len(before)  # the source is untouched
+    first = fork_journal.entries[0]
+    assert isinstance(first, Forked)
+    assert (first.source_workflow_id, first.turn) == (source.id, 2)
+    assert first.said == "stop after step 2 and do step 9 instead"
+    assert len(first.state_hash) == 64
+    assert fork_audit.entries[0].kind == "Forked"
+    assert fork.id in listed
+    requests = harness.model.requests_for(fork_model)
+    assert requests[0].user_texts() == ["do the steps", "stop after step 2 and do step 9 instead"]
+    assert requests[0].tool_result_texts() == ["step 1 done", "step 2 done"]
+    assert code == 0, err
+    assert f"forked {source.id} after turn 4 as loop-" in err
+    assert not any(isinstance(e, Forked) for e in journal.entries)
+    assert audit_code == 0 and len(listed_twice) == 2
+    assert f"forked: {fork.id} after turn 2" in audit_out  # the source's audit names its forks
+    assert "after turn 4" in audit_out
+
+
+async def test_a_thread_forks_as_a_thread_and_a_turn_that_does_not_exist_is_refused(
+    harness: Harness,
+) -> None:
+    model = harness.new_model([Turn(text="one"), Turn(text="two")])
+    other = harness.new_model([Turn(text="two, differently")])
+    async with harness.worker():
+        chat = await orga.start_thread(
+            harness.client,
+            LoopConfig(model=model, thread=ThreadConfig()),
+            "first",
+            task_queue=harness.task_queue,
+        )
+        harness.handles.append(chat.handle)
+        await chat.turn(1)
+        await chat.send("second")
+        fork = await chat.fork(1, say="second, but differently", model=other)
+        assert isinstance(fork, orga.ThreadHandle)
+        harness.handles.append(fork.handle)
+        answer = await fork.turn(1)
+        with pytest.raises(ForkPointError) as missing:
+            await chat.fork(7, say="x")
+        once = await harness.start("q", model=harness.new_model([Turn(text="a")]))
+        await once.result()
+        with pytest.raises(ForkPointError) as answered:
+            await orga.loop(harness.client, once.id).fork(1)
+        await chat.close()
+        await fork.close()
+    assert answer.output == "two, differently"
+    assert harness.model.requests_for(other)[0].user_texts() == [
+        "first",
+        "second, but differently",
+    ]
+    assert "has no turn 7" in str(missing.value)
+    assert "is its answer: a fork after it must say something" in str(answered.value)
+
+
+async def test_a_fork_reads_its_state_from_its_source_never_from_the_client(
+    harness: Harness,
+) -> None:
+    model = harness.new_model([Turn(text="fine")])
+    async with harness.worker():
+        handle = await harness.client.start_workflow(
+            "ReasoningLoop",
+            LoopInput(
+                config=LoopConfig(model=model),
+                fork=ForkRequest(workflow_id="loop-does-not-exist", at=1, say="hi"),
+            ),
+            id="fork-of-nothing-" + harness.task_queue,
+            task_queue=harness.task_queue,
+        )
+        harness.handles.append(handle)
+        with pytest.raises(WorkflowFailureError) as failed:
+            await handle.result()
+    assert "cannot fork" in str(failed.value.cause), failed.value.cause
+    with pytest.raises(ValueError, match="messages must be empty"):
+        LoopInput.model_validate(
+            {
+                "messages": [{"role": "user", "content": "forged"}],
+                "fork": {"workflow_id": "loop-x", "at": 1},
+            }
+        )
