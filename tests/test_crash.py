@@ -25,8 +25,9 @@ from tests.helpers import (
     aborted,
     conversation,
     eventually,
-    free_port,
     pending,
+    port_is_free,
+    reusable_port,
     started_tool,
     worker_process,
 )
@@ -163,7 +164,7 @@ async def test_worker_sigkilled_mid_compensation(
 async def test_dev_server_killed_and_restarted_on_its_sqlite_file(
     model_server: Any, tmp_path: Path
 ) -> None:
-    port = free_port()
+    port = reusable_port()
     server = DevServer(tmp_path / "data", port=port, headless=True)
     await server.start()
     try:
@@ -188,7 +189,7 @@ async def test_dev_server_killed_and_restarted_on_its_sqlite_file(
             assert server._process is not None
             os.killpg(server._process.pid, signal.SIGKILL)  # no clean shutdown
             await server.wait()
-            await asyncio.sleep(1)
+            await eventually(lambda: port_is_free(port), "the killed server's port is free")
             restarted = DevServer(tmp_path / "data", port=port, headless=True)
             await restarted.start()
             server = restarted

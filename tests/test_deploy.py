@@ -153,22 +153,58 @@ def test_the_namespace_exists_before_anything_uses_it(compose: dict[str, Any]) -
     assert services["worker"]["environment"]["TEMPORAL_NAMESPACE"] == "default"
 
 
-def test_search_attributes_are_registered(compose: dict[str, Any]) -> None:
-    entrypoint = compose["services"]["register-search-attributes"]["entrypoint"]
-    assert entrypoint[:2] == ["sh", "-c"]
-    wait, _, register = entrypoint[2].partition("done;")
+_FAKE_TEMPORAL = """#!/bin/sh
+# `temporal operator …` as the register service calls it: attributes in $STATE, one per line.
+case "$2 $3" in
+  "cluster health") exit 0 ;;
+  "search-attribute create")
+    name=$7
+    if grep -qx "$name" "$STATE" || [ -n "$REFUSE" ]; then echo "exists" >&2; exit 1; fi
+    echo "$name" >> "$STATE" ;;
+  "search-attribute list") cat "$STATE" ;;
+esac
+"""
+
+
+def _register(compose: dict[str, Any], tmp_path: Path, existing: list[str], refuse: bool) -> int:
+    """Run the register service's script against a fake ``temporal``; its exit code."""
+    script = compose["services"]["register-search-attributes"]["entrypoint"][2]
+    fake = tmp_path / "bin" / "temporal"
+    fake.parent.mkdir(exist_ok=True)
+    fake.write_text(_FAKE_TEMPORAL)
+    fake.chmod(0o755)
+    (tmp_path / "state").write_text("".join(f"{name}\n" for name in existing))
+    env = {
+        "PATH": f"{fake.parent}:/usr/bin:/bin",
+        "STATE": str(tmp_path / "state"),
+        "REFUSE": "1" if refuse else "",
+    }
+    # compose turns `$$` into `$` before the shell sees the script
+    done = subprocess.run(["sh", "-c", script.replace("$$", "$")], env=env, check=False)
+    return done.returncode
+
+
+def test_search_attributes_are_registered(compose: dict[str, Any], tmp_path: Path) -> None:
+    script = compose["services"]["register-search-attributes"]["entrypoint"]
+    assert script[:2] == ["sh", "-c"]
+    wait, _, register = script[2].partition("done;")
     assert "temporal operator cluster health" in wait  # the frontend may answer before it serves
-    create, _, fallback = register.partition("||")
-    words = create.split()
-    assert words[:4] == ["temporal", "operator", "search-attribute", "create"]
-    names = [words[i + 1] for i, w in enumerate(words) if w == "--name"]
-    kinds = [words[i + 1] for i, w in enumerate(words) if w == "--type"]
+    words = register.partition("; do")[0].split()
+    assert words[:3] == ["for", "attribute", "in"]
     expected = {
         k.name: ("Keyword" if k.indexed_value_type.name == "KEYWORD" else "Int") for k in sa.ALL
     }
-    assert dict(zip(names, kinds, strict=True)) == expected
-    # A second `docker compose up` finds them registered already: that must count as success.
-    assert "search-attribute list" in fallback and "OrgaTotalTokens" in fallback
+    assert dict(word.split(":") for word in words[3:]) == expected
+    state = tmp_path / "state"
+    # a fresh namespace: every attribute is created
+    assert _register(compose, tmp_path, [], refuse=False) == 0
+    assert sorted(state.read_text().split()) == sorted(expected)
+    # an upgrade (all but one exist) and a second `up` (all exist): success, nothing lost
+    assert _register(compose, tmp_path, sorted(expected)[1:], refuse=False) == 0
+    assert sorted(state.read_text().split()) == sorted(expected)
+    assert _register(compose, tmp_path, sorted(expected), refuse=False) == 0
+    # one that cannot be created and is not there fails the service (compose restarts it)
+    assert _register(compose, tmp_path, sorted(expected)[1:], refuse=True) == 1
 
 
 def test_worker_is_configured_by_the_same_variables(compose: dict[str, Any]) -> None:

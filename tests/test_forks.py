@@ -1,7 +1,7 @@
 """Forks: a new loop from a finished loop's state after turn N, with another user message —
 nothing of turns 1..N runs again, the fork's tool calls get keys of their own, the source is
-untouched, and both audits show the lineage; a thread forks as a thread; a client cannot hand a
-fork a state of its own making."""
+untouched, and both audits show the lineage; the source's trackers carry on in the fork; a thread
+forks as a thread; a client cannot hand a fork a state of its own making."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from orga.tools.sdk import ToolContext, tool
 from tests.harness import TEST_STORE, Harness
 from tests.helpers import eventually, on
 from tests.helpers import orga as orga_command
+from tests.sample_tools import Flaky
 
 
 async def test_a_fork_at_turn_2_of_a_finished_loop_runs_on_from_there(
@@ -172,3 +173,34 @@ async def test_a_fork_reads_its_state_from_its_source_never_from_the_client(
                 "fork": {"workflow_id": "loop-x", "at": 1},
             }
         )
+
+
+async def test_a_fork_carries_its_sources_trackers_an_open_breaker_stays_open(
+    harness: Harness,
+) -> None:
+    flaky = Flaky(failures=0)
+    flaky.broken = True
+    source_model = harness.new_model(
+        [Turn(tool_calls=[("lookup", {"query": str(i)})]) for i in range(2)] + [Turn(text="down")]
+    )
+    fork_model = harness.new_model(
+        [Turn(tool_calls=[("lookup", {"query": "again"})]), Turn(text="still down")]
+    )
+    breaker = {"failure_threshold": 2, "recovery_timeout": "PT1H"}
+    async with harness.worker(tools=flaky.tools):
+        source = await harness.start(
+            "look up", model=source_model, tools=["lookup"], circuit_breaker=breaker
+        )
+        await source.result()
+        lookups = flaky.lookups
+        fork = await orga.loop(harness.client, source.id).fork(
+            2, say="try once more", model=fork_model
+        )
+        harness.handles.append(fork.handle)
+        forked = await fork.result()
+        state = await fork.state()
+    assert forked.output == "still down"
+    assert flaky.lookups == lookups  # the breaker the source opened refused the fork's call
+    assert state.breakers["lookup"].state == "open"
+    *carried, refused = harness.model.requests_for(fork_model)[1].tool_result_texts()
+    assert len(carried) == 2 and "circuit is open" in refused

@@ -14,7 +14,9 @@ from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from orga.contracts.carry import ToolStateSnapshot
 from orga.contracts.conversation import USER_MESSAGE_LIMIT, Message
+from orga.contracts.evidence import EvidenceCollection
 from orga.contracts.inference import Usage
 
 __all__ = ["FETCH_FORK_POINT", "FORK_MEMO", "ForkPoint", "ForkPointAsk", "ForkRequest"]
@@ -76,6 +78,17 @@ class ForkPoint(BaseModel):
     tool_call_count: int = 0
     answered: bool = False
     """Turn ``at`` was an answer (the conversation ends with it): a fork must say something."""
+    tools: ToolStateSnapshot = Field(default_factory=ToolStateSnapshot)
+    """Its tool state then: breakers, cached results, dead letters (no decided approvals: a
+    fork's calls are its own)."""
+    evidence: EvidenceCollection | None = None
+    """Its evidence collection then (information-gain saturation)."""
+    context_summary: str | None = None
+    """An ``anchored_summary`` loop's running summary then, and the messages it covers."""
+    summarised_through: int = 0
+    unsummarised_through: int = 0
+    calibration: float = 1.0
+    """The token-estimate calibration it had learnt."""
     config: dict[str, object] = Field(default_factory=dict[str, object])
     """The source's config (as JSON), for the fork to start from."""
     state_hash: str = ""

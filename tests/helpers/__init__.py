@@ -52,7 +52,15 @@ from tests.helpers._scripts import (
     summarise,
     verdict,
 )
-from tests.helpers._servers import free_port, http_server, measured_harness, scrape, total
+from tests.helpers._servers import (
+    free_port,
+    http_server,
+    measured_harness,
+    port_is_free,
+    reusable_port,
+    scrape,
+    total,
+)
 from tests.helpers._terminal import Terminal, terminal
 from tests.helpers._waiting import (
     POLL,
@@ -112,9 +120,11 @@ __all__ = [
     "on",
     "orga",
     "pending",
+    "port_is_free",
     "provider_settings",
     "read_page",
     "reader",
+    "reusable_port",
     "scrape",
     "servers_file",
     "serving",

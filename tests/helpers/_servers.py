@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import re
 import socket
 from collections import defaultdict
@@ -26,6 +27,27 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def reusable_port() -> int:
+    """A free TCP port on 127.0.0.1 below Linux's ephemeral range (32768 up), for a server
+    started again on the same port: a port from ``free_port`` may be handed to any outgoing
+    connection as its source port once the first server let go of it."""
+    for port in random.sample(range(20_000, 32_000), 200):
+        if port_is_free(port):
+            return port
+    raise AssertionError("no free port between 20000 and 32000")
+
+
+def port_is_free(port: int) -> bool:
+    """Nothing holds ``port`` on 127.0.0.1 (it can be bound now)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
 
 
 @contextlib.asynccontextmanager

@@ -212,6 +212,20 @@ class AgentLoop:
         """This loop's state after turn ``ask.at`` (``orga fork``)."""
         return self._marks.point(ask, self.conversation, self._config)
 
+    def _mark(self, *, answered: bool) -> None:
+        """This turn ends here: note its state for a fork after it."""
+        summary = self._summary
+        evidence = self._parts.evidence
+        self._marks.note(
+            self.books,
+            self.conversation,
+            answered=answered,
+            tools=self._tools,
+            evidence=evidence.collection if evidence is not None else None,
+            summary=(summary.text, summary.through, summary.unsummarised_through),
+            calibration=self._calibration,
+        )
+
     def _a_thread(self) -> Thread:
         if self._thread is None:
             raise ValueError(
@@ -240,8 +254,16 @@ class AgentLoop:
         if self._thread is not None and self._input.carry is None:
             workflow.upsert_memo({THREAD_MEMO: True})  # `orga list` shows it as a thread
         try:
+            evidence = None
             if (fork := self._input.fork) is not None and self._input.carry is None:
-                await start_fork(fork, books, self.conversation)
+                point = await start_fork(fork, books, self.conversation, self._tools)
+                evidence, self._calibration = point.evidence, point.calibration
+                self._summary = RunningSummary(
+                    books,
+                    point.context_summary,
+                    point.summarised_through,
+                    point.unsummarised_through,
+                )
                 if self._thread is not None and fork.say is None:
                     self._thread.wait_for_first()  # forked after an answer: it waits
             self._parts = parts = await set_up_loop(
@@ -251,6 +273,7 @@ class AgentLoop:
                 gate=self._gate,
                 tools=self._tools,
                 conversation=self.conversation,
+                evidence=evidence,
             )
             self._turn_limits = parts.limits
             if self._thread is None:
@@ -318,7 +341,7 @@ class AgentLoop:
             # a long history starts afresh.
             self.conversation.append(observing.new_messages)
             if observing.new_messages or not self._marks.holds(books.iteration):
-                self._marks.note(books, self.conversation, answered=False)
+                self._mark(answered=False)
             if self.steering.waiting:
                 self.conversation.append(self.steering.take())
             books.set_phase("observing")
@@ -351,7 +374,7 @@ class AgentLoop:
                             observing = missed
                             continue
                     self.conversation.append([outcome.message])
-                    self._marks.note(books, self.conversation, answered=True)
+                    self._mark(answered=True)
                     if evidence is not None and evidence.saturated:
                         snapshot = evidence.tracker.snapshot()
                         return Finished(outcome.output, "saturated", snapshot, value=value)

@@ -18,14 +18,17 @@ from dataclasses import dataclass
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
+from orga.contracts.carry import ToolStateSnapshot
 from orga.contracts.config import LoopConfig
 from orga.contracts.conversation import Message
 from orga.contracts.errors import InvalidConfig
+from orga.contracts.evidence import EvidenceCollection
 from orga.contracts.forks import FETCH_FORK_POINT, ForkPoint, ForkPointAsk, ForkRequest
 from orga.contracts.inference import Usage
 from orga.contracts.journal import Forked
 from orga.core.text import cut
 from orga.workflows.reasoning.loop_books import Conversation, LoopBooks
+from orga.workflows.reasoning.tool_state import ToolState
 from orga.workflows.shared.failures import failure_of
 from orga.workflows.shared.options import SETUP_TIMEOUT, SHORT_RETRY
 
@@ -40,6 +43,13 @@ class _Mark:
     model_calls: int
     tool_call_count: int
     answered: bool
+    tools: ToolStateSnapshot
+    evidence: EvidenceCollection | None
+    summary: tuple[str | None, int, int]
+    calibration: float
+
+
+_NO_TOOL_STATE = ToolStateSnapshot()
 
 
 def state_hash(at: int, digest: str, usage: Usage, model_calls: int, tool_calls: int) -> str:
@@ -57,8 +67,20 @@ class ForkMarks:
     def holds(self, at: int) -> bool:
         return at in self._marks
 
-    def note(self, books: LoopBooks, conversation: Conversation, *, answered: bool) -> None:
-        """Turn ``books.iteration`` has ended here (a later note of the same turn wins)."""
+    def note(
+        self,
+        books: LoopBooks,
+        conversation: Conversation,
+        *,
+        answered: bool,
+        tools: ToolState,
+        evidence: EvidenceCollection | None,
+        summary: tuple[str | None, int, int],
+        calibration: float,
+    ) -> None:
+        """Turn ``books.iteration`` has ended here (a later note of the same turn wins): its
+        conversation's length, budgets spent, trackers (tool state, evidence) and summary."""
+        held = tools.breakers or tools.cache or tools.dead_letters
         self._marks[books.iteration] = _Mark(
             length=len(conversation.messages),
             digest=conversation.digest,
@@ -66,6 +88,10 @@ class ForkMarks:
             model_calls=books.model_calls,
             tool_call_count=books.tool_call_count,
             answered=answered,
+            tools=tools.snapshot().model_copy(deep=True) if held else _NO_TOOL_STATE,
+            evidence=evidence.model_copy(deep=True) if evidence is not None else None,
+            summary=summary,
+            calibration=calibration,
         )
 
     def point(self, ask: ForkPointAsk, conversation: Conversation, config: LoopConfig) -> ForkPoint:
@@ -93,6 +119,12 @@ class ForkMarks:
                 "model_calls": mark.model_calls,
                 "tool_call_count": mark.tool_call_count,
                 "answered": mark.answered,
+                "tools": mark.tools.model_copy(update={"decided_ids": []}),
+                "evidence": mark.evidence,
+                "context_summary": mark.summary[0],
+                "summarised_through": mark.summary[1],
+                "unsummarised_through": mark.summary[2],
+                "calibration": mark.calibration,
                 "config": config.model_dump(mode="json", exclude_defaults=True),
                 "state_hash": state_hash(
                     ask.at, mark.digest, mark.usage, mark.model_calls, mark.tool_call_count
@@ -102,11 +134,12 @@ class ForkMarks:
 
 
 async def start_fork(
-    request: ForkRequest, books: LoopBooks, conversation: Conversation
-) -> list[Message]:
+    request: ForkRequest, books: LoopBooks, conversation: Conversation, tools: ToolState
+) -> ForkPoint:
     """Read the source's state after turn ``request.at`` (on the worker), journal ``Forked``,
-    and take that state on: the conversation, with the fork's message, and budgets spent.
-    Returns the conversation the fork starts with.
+    and take that state on: the conversation, with the fork's message, budgets spent and the
+    tool state (breakers, cached results, dead letters). Returns the point, whose evidence,
+    summary and calibration the loop takes on as it sets up.
 
     Raises:
         InvalidConfig: the source or its turn cannot be read, or the turn is an answer and the
@@ -153,4 +186,5 @@ async def start_fork(
     books.other_calls = max(0, point.model_calls - point.at)
     books.tool_call_count = point.tool_call_count
     conversation.reset(messages)
-    return messages
+    tools.restore(point.tools)
+    return point

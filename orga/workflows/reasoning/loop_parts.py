@@ -82,6 +82,7 @@ async def set_up_loop(
     gate: Gate,
     tools: ToolState,
     conversation: Conversation,
+    evidence: EvidenceCollection | None = None,
 ) -> LoopParts:
     """What the worker resolves for this loop: its agent, tools, gate, budgets and model, set
     on the loop's ``books``, ``gate``, ``tools`` and ``conversation``; then ``Started`` is
@@ -166,8 +167,9 @@ async def set_up_loop(
     parts.advertised = advertised_tools(config, tools.definitions)
     if tools.delegate is not None and DELEGATE_TOOL not in parts.advertised:
         parts.advertised.append(DELEGATE_TOOL)
-    # Track evidence when the loop advertises an evidence tool (or carried a record).
-    collection = loop.carry.evidence if loop.carry is not None else None
+    # Track evidence when the loop advertises an evidence tool (or carried a record, or its
+    # fork point held one: ``evidence``).
+    collection = loop.carry.evidence if loop.carry is not None else evidence
     if collection is None and evidence_tools(tools.definitions, parts.advertised):
         collection = EvidenceCollection(max_no_gain=config.max_no_gain)
     if collection is not None:
