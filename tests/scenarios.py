@@ -40,6 +40,7 @@ from tests.helpers import (
     pending,
     read_page,
     reader,
+    refund_policies,
     verdict,
     waiting_review,
 )
@@ -506,6 +507,30 @@ async def fork(h: Harness) -> WorkflowHandle[Any, Any]:
     return forked.handle
 
 
+async def gated_typed_answer(h: Harness) -> WorkflowHandle[Any, Any]:
+    """A typed loop under Cedar: its first answer's value is denied by the final-answer gate
+    (an amount over 1000), the second passes."""
+    policies = refund_policies(Path(tempfile.mkdtemp(prefix="orga-history-")) / "policies")
+    model = h.new_model(
+        [
+            Turn(text='{"refund_id": "r-9", "amount": 5000}'),
+            Turn(text='{"refund_id": "r-9", "amount": 1000}'),
+        ]
+    )
+    schema = {
+        "type": "object",
+        "properties": {"refund_id": {"type": "string"}, "amount": {"type": "integer"}},
+        "required": ["refund_id", "amount"],
+    }
+    async with h.worker(settings=scripted_settings(h.model, policy_dir=policies)):
+        handle = await h.start(
+            "refund order 9", model=model, policy="cedar", output_schema=schema,
+            workflow_id="history-gated-typed-answer",
+        )  # fmt: skip
+        await handle.result()
+    return handle
+
+
 SCENARIOS: dict[str, Scenario] = {
     "tools": tools,
     "denial": denial,
@@ -527,4 +552,5 @@ SCENARIOS: dict[str, Scenario] = {
     "typed_answer": typed_answer,
     "thread": thread,
     "fork": fork,
+    "gated_typed_answer": gated_typed_answer,
 }

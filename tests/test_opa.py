@@ -25,7 +25,9 @@ SEEN: list[dict[str, Any]] = []
 
 def decide(facts: dict[str, Any]) -> dict[str, Any] | None:
     """What the package ``orga.gate`` would answer (the rules a Rego policy would state)."""
-    if facts["action"] == "respond":
+    if facts["action"] == "respond":  # a typed answer's value is there to judge
+        if facts.get("answer", {}).get("amount", 0) > 1000:
+            return {"allow": False, "reason": "refunds over 1000 need a person"}
         return {"allow": True}
     tool, arguments = facts["tool"], facts["arguments"]
     if tool == "add":
@@ -69,6 +71,7 @@ async def test_decisions(opa: str) -> None:
         call("file_read", path="a"),
         call("ghost"),
         PolicyAction(kind="respond"),
+        PolicyAction(kind="respond", answer='{"amount": 5000, "refund_id": "r-1"}'),
     ]
     request = PolicyRequest(
         mode="opa",
@@ -88,7 +91,9 @@ async def test_decisions(opa: str) -> None:
         "deny",
         "deny",
         "allow",
+        "deny",
     ]
+    assert decisions[6].reason == "refunds over 1000 need a person"
     assert decisions[0].policy_ids == ["arith"]
     assert decisions[1].reason == "large transfer"
     assert decisions[3].reason == "no file access for this agent"

@@ -1,7 +1,11 @@
 """Typed answers: a loop names the shape of its answer, gets a validated value, and a model
-that answers badly is shown why, charged for every try, and stopped after its retries."""
+that answers badly is shown why, charged for every try, and stopped after its retries; the
+provider is asked for structured output, and the final-answer gate and the critic judge the
+value."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
@@ -10,9 +14,10 @@ from temporalio.exceptions import ApplicationError
 
 import orga
 from orga.contracts.errors import InvalidConfig
+from orga.contracts.journal import PolicyEvaluated
 from orga.scripted.server import Turn
-from tests.harness import Harness
-from tests.helpers import failure
+from tests.harness import Harness, scripted_settings
+from tests.helpers import critic_agents, failure, refund_policies, verdict
 
 
 class Refund(BaseModel):
@@ -72,3 +77,90 @@ async def test_a_schema_that_is_not_one_is_refused_at_start(harness: Harness) ->
         error = await failure(handle)
     assert error.type == InvalidConfig.__name__
     assert "config.output_schema is not a JSON Schema" in error.message
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+async def test_the_provider_is_asked_for_structured_output(harness: Harness, provider: str) -> None:
+    asked = harness.new_model([Turn(text='{"refund_id": "r-1", "amount": 1}')])
+    plain = harness.new_model([Turn(text='{"refund_id": "r-2", "amount": 2}')])
+    schema = Refund.model_json_schema()
+    async with harness.worker():
+        for model, structured in ((asked, True), (plain, False)):
+            handle = await harness.start(
+                "refund",
+                provider=provider,
+                model=model,
+                output_schema=schema,
+                structured_output=structured,
+            )
+            assert (await handle.result()).value == {"refund_id": f"r-{1 if structured else 2}",
+                                                      "amount": 1 if structured else 2}  # fmt: skip
+    [with_schema] = harness.model.requests_for(asked)
+    [without] = harness.model.requests_for(plain)
+    if provider == "openai":
+        assert with_schema.body["response_format"] == {
+            "type": "json_schema",
+            "json_schema": {"name": "answer", "schema": schema},
+        }
+        assert "response_format" not in without.body
+    else:
+        assert with_schema.body["output_config"] == {
+            "format": {"type": "json_schema", "schema": schema}
+        }
+        assert "output_config" not in without.body
+
+
+async def test_the_final_answer_gate_judges_the_typed_value(
+    harness: Harness, tmp_path: Path
+) -> None:
+    policies = refund_policies(tmp_path / "policies")
+    model = harness.new_model(
+        [
+            Turn(text='{"refund_id": "r-9", "amount": 5000}'),
+            Turn(text='{"refund_id": "r-9", "amount": 1000}'),
+        ]
+    )
+    settings = scripted_settings(harness.model, policy_dir=policies)
+    async with harness.worker(settings=settings):
+        loop = await orga.start_loop(
+            harness.client,
+            "Refund order 9.",
+            orga.LoopConfig(model=model, policy="cedar"),
+            task_queue=harness.task_queue,
+            output_type=Refund,
+        )
+        harness.handles.append(loop.handle)
+        result = await loop.result()
+        journal = await loop.journal()
+    assert result.value == Refund(refund_id="r-9", amount=1000)
+    feedback = harness.model.requests_for(model)[1].user_texts()[-1]
+    assert "a refund over 1000 needs a person" in feedback
+    answers = [
+        d
+        for e in journal.entries
+        if isinstance(e, PolicyEvaluated)
+        for d in e.decisions
+        if d.action == "respond"
+    ]
+    assert [(d.decision, d.policy_ids[:1]) for d in answers] == [
+        ("deny", ["big-refunds"]),
+        ("allow", answers[1].policy_ids[:1]),
+    ]
+
+
+async def test_the_critic_reviews_the_typed_value(harness: Harness, tmp_path: Path) -> None:
+    writer = harness.new_model([Turn(text='```json\n{"amount": 7, "refund_id": "r-3"}\n```')])
+    reviewer = harness.new_model([verdict("approve")])
+    path = critic_agents(tmp_path, writer, reviewer)
+    async with harness.worker(settings=scripted_settings(harness.model, agents_file=path)):
+        handle = await harness.start(
+            "refund order 3",
+            agent_id="writer",
+            critic={"kind": "model", "agent": "critic"},
+            output_schema=Refund.model_json_schema(),
+        )
+        result = await handle.result()
+    assert result.value == {"amount": 7, "refund_id": "r-3"}
+    shown = "\n".join(harness.model.requests_for(reviewer)[0].user_texts())
+    assert '{\n  "amount": 7,\n  "refund_id": "r-3"\n}' in shown  # the value, not the fenced text
+    assert "```" not in shown

@@ -201,6 +201,7 @@ class InferenceActivities:
                     timeout=timeout,
                     on_text=on_text,
                     prompt_cache=request.prompt_cache,
+                    output_schema=request.output_schema,
                 )
             response = response.model_copy(update={"usage": served(response, estimated)})
             span.set_attributes(

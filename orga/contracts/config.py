@@ -139,6 +139,10 @@ class LoopConfig(BaseModel):
     output_retries: int = Field(default=2, ge=0, le=10)
     """How many answers that do not match ``output_schema`` go back to the model, each with
     its validation errors, before the loop ends ``OutputInvalid``."""
+    structured_output: bool = True
+    """With ``output_schema``: ask the provider for an answer that matches it (its structured
+    output: OpenAI-compatible ``response_format``, Anthropic ``output_config.format``). Off for
+    a schema a provider refuses (it answers 400); the answer is validated either way."""
     thread: ThreadConfig | None = None
     """A conversation: after each answer the loop waits for the next message (``orga chat``,
     ``orga say``, ``orga.start_thread``) instead of ending. Its ``max_iterations``,

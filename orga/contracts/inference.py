@@ -9,7 +9,7 @@ a miss). History therefore grows linearly with the number of turns, not quadrati
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -181,6 +181,9 @@ class InferenceRequest(BaseModel):
     their place (``orga.core.context.fit``)."""
     summarised_through: int = Field(default=0, ge=0)
     """How many messages of the conversation ``context_summary`` covers."""
+    output_schema: dict[str, Any] | None = None
+    """A typed loop's answer schema, for the provider's structured output (OpenAI-compatible
+    ``response_format``, Anthropic ``output_config.format``); ``None``: free text."""
 
 
 class InferenceResponse(BaseModel):

@@ -61,6 +61,9 @@ class PolicyAction(BaseModel):
     """For ``approve`` / ``deny``: who decides (an enrolled name, or the caller's claim)."""
     approver_groups: list[str] = Field(default_factory=list[str])
     """For ``approve`` / ``deny``: the enrolled approver's groups."""
+    answer: str | None = None
+    """For ``respond`` of a typed loop (``output_schema``): the answer's value, validated, as
+    JSON text; the gate judges it (Cedar ``context.answer``, OPA ``input.answer``)."""
 
 
 class AncestorGate(BaseModel):

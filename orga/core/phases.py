@@ -223,9 +223,11 @@ class AnswerPolicyCheck:
     def __init__(self, previous: Reasoning, response: InferenceResponse) -> None:
         self.iteration = previous.iteration
         self.response = response
+        self.answer: str | None = None
+        """A typed loop's answer value as JSON text, once validated: the gate judges it."""
 
     def actions(self) -> list[PolicyAction]:
-        return [PolicyAction(kind="respond")]
+        return [PolicyAction(kind="respond", answer=self.answer)]
 
     def gate(self, result: PolicyResult) -> Answered | Observing:
         """An allowed answer completes the loop; a denied one goes back to the model."""

@@ -16,6 +16,8 @@ Request mapping (documented in docs/guides/gate-and-policies.md)::
     action     Action::"approve"   Action::"deny"   (a person's decision on a waiting call)
     resource   Call::"<call id>"
     context    { tool: String, agent: String, arguments: <as for call_tool> }
+    context    of respond: { iteration, tokens_used, and, where the schema declares it,
+                 answer: <a typed loop's answer (output_schema), the attributes declared> }
     context    { arguments: <the call's arguments, only the attributes the schema declares>,
                  iteration: Long, tokens_used: Long,
                  and, where the schema declares them: subject: "loop" | "task",
@@ -60,19 +62,25 @@ class _Policy:
     annotations: dict[str, str]
 
 
-def _attributes(schema: dict[str, Any], namespace: dict[str, Any], node: Any) -> set[str] | None:
-    """Attribute names of a record type (following common-type references), or None."""
+def _record(schema: dict[str, Any], namespace: dict[str, Any], node: Any) -> dict[str, Any] | None:
+    """The attributes of a record type (following common-type references), or None."""
     if not isinstance(node, dict):
         return None
     node = cast(dict[str, Any], node)
     kind = node.get("type")
     if kind == "Record":
-        return set(cast(dict[str, Any], node.get("attributes", {})))
+        return cast(dict[str, Any], node.get("attributes", {}))
     name = node.get("name") if kind == "EntityOrCommon" else kind
     common = cast(dict[str, Any], namespace.get("commonTypes", {}))
     if isinstance(name, str) and name in common:
-        return _attributes(schema, namespace, common[name])
+        return _record(schema, namespace, common[name])
     return None
+
+
+def _attributes(schema: dict[str, Any], namespace: dict[str, Any], node: Any) -> set[str] | None:
+    """Attribute names of a record type (following common-type references), or None."""
+    record = _record(schema, namespace, node)
+    return set(record) if record is not None else None
 
 
 def _arguments(action: PolicyAction) -> dict[str, Any] | None:
@@ -173,6 +181,7 @@ class CedarGate:
             digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
         self.policy_hash = digest.hexdigest()[:16]
         self._argument_names = self._declared_arguments()
+        self._answer_names = self._declared_record("respond", "answer")
         self._context_names = self._declared_context()
         self.decides_approvals = any(
             isinstance(namespace, dict)
@@ -188,13 +197,15 @@ class CedarGate:
             return cedar_id or "(policies)"
         return f"{policy.file} (policy {policy.id!r})"
 
-    def _call_tool_context(self) -> tuple[dict[str, Any], dict[str, Any]] | None:
-        """The schema's namespace and the ``call_tool`` action's context type, if declared."""
+    def _action_context(
+        self, action_id: str = "call_tool"
+    ) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """The schema's namespace and an action's context type, if declared."""
         for namespace in self._schema_json.values():
             if not isinstance(namespace, dict):
                 continue
             namespace = cast(dict[str, Any], namespace)
-            action = cast(dict[str, Any], namespace.get("actions", {})).get("call_tool")
+            action = cast(dict[str, Any], namespace.get("actions", {})).get(action_id)
             if not isinstance(action, dict):
                 continue
             applies = cast(dict[str, Any], cast(dict[str, Any], action).get("appliesTo") or {})
@@ -203,22 +214,25 @@ class CedarGate:
 
     def _declared_context(self) -> set[str]:
         """The optional facts (subject, step, compensation) the schema lets a request carry."""
-        found = self._call_tool_context()
+        found = self._action_context()
         if found is None:
             return set()
         names = _attributes(self._schema_json, found[0], found[1]) or set()
         return names & {"subject", "step", "compensation"}
 
     def _declared_arguments(self) -> set[str] | None:
-        found = self._call_tool_context()
+        return self._declared_record("call_tool", "arguments")
+
+    def _declared_record(self, action_id: str, attribute: str) -> set[str] | None:
+        """The attributes of the record ``attribute`` of an action's context, if declared."""
+        found = self._action_context(action_id)
         if found is None:
             return None
         namespace, context = found
-        attributes = _attributes(self._schema_json, namespace, context)
-        if attributes is None or "arguments" not in attributes:
+        attributes = _record(self._schema_json, namespace, context)
+        if attributes is None or attribute not in attributes:
             return None
-        arguments = cast(dict[str, Any], context.get("attributes", {})).get("arguments")
-        return _attributes(self._schema_json, namespace, arguments)
+        return _attributes(self._schema_json, namespace, attributes[attribute])
 
     def _request(self, action: PolicyAction, request: PolicyRequest) -> dict[str, Any]:
         facts: dict[str, Any] = {
@@ -230,7 +244,7 @@ class CedarGate:
                 "principal": {"type": "Agent", "id": request.agent_id},
                 "action": {"type": "Action", "id": "respond"},
                 "resource": {"type": "Answer", "id": "final"},
-                "context": facts,
+                "context": {**facts, **self._answer(action)},
             }
         if action.kind == "review":  # a critic agent asked to review the final answer
             return {
@@ -270,6 +284,18 @@ class CedarGate:
             "resource": {"type": "Tool", "id": action.tool or ""},
             "context": {"arguments": arguments, **facts},
         }
+
+    def _answer(self, action: PolicyAction) -> dict[str, Any]:
+        """``{"answer": …}``: a typed answer's fields the schema declares (an object's; nulls
+        left out, as Cedar has none), where ``respond``'s context declares ``answer``."""
+        if self._answer_names is None or action.answer is None:
+            return {}
+        value = json.loads(action.answer)
+        if not isinstance(value, dict):
+            return {}
+        fields = cast(dict[str, Any], value)
+        names = self._answer_names
+        return {"answer": {k: v for k, v in fields.items() if k in names and v is not None}}
 
     def decide(self, actions: list[PolicyAction], request: PolicyRequest) -> list[PolicyDecision]:
         """One decision per action (which must already have passed the default checks); a

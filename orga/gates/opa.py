@@ -5,7 +5,8 @@
     {"input": {"agent_id", "workflow_id",
                "action": "call_tool" | "respond" | "review" | "remember",
                "tool" (the tool; the critic agent of a review; the knowledge store of a
-               remember), "arguments" (a tool call's), "iteration", "tokens_used"}}
+               remember), "arguments" (a tool call's), "answer" (a typed loop's answer,
+               its ``output_schema`` value), "iteration", "tokens_used"}}
 
 and reads ``result.allow`` (bool), ``result.reason`` (str), ``result.require_approval`` (bool)
 and, if present, ``result.policy_ids`` (list of str). An undefined result or ``allow`` that is
@@ -16,6 +17,7 @@ not ``true`` is a denial; an unreachable server or an error status is ``PolicyUn
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any, cast
 
 import httpx
@@ -46,6 +48,8 @@ class OpaGate:
         if action.kind == "call_tool":
             facts["tool"] = action.tool
             facts["arguments"] = parse_arguments(action.tool or "", action.arguments)
+        elif action.kind == "respond" and action.answer is not None:
+            facts["answer"] = json.loads(action.answer)
         elif action.kind in ("review", "remember"):
             facts["tool"] = action.tool  # the critic agent; the knowledge store
         return facts

@@ -107,6 +107,7 @@ def build_messages_request(
     temperature: float | None = None,
     source: str | None = None,
     prompt_cache: bool = False,
+    output_schema: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The JSON body of ``POST /v1/messages``.
 
@@ -114,6 +115,7 @@ def build_messages_request(
     keep their wire ids and thinking blocks, every other call gets a translated id
     (``orga.core.ids.wire_ids``). Without it, every call goes under its own id, as given.
     ``prompt_cache``: mark the stable prefix with ``cache_control`` (module docstring).
+    ``output_schema``: the answer's JSON Schema, as structured output (``output_config.format``).
     """
     ids = (
         wire_ids(messages, source)
@@ -167,6 +169,8 @@ def build_messages_request(
             block["cache_control"] = dict(EPHEMERAL)
     if temperature is not None:
         body["temperature"] = temperature
+    if output_schema is not None:
+        body["output_config"] = {"format": {"type": "json_schema", "schema": output_schema}}
     return body
 
 

@@ -55,6 +55,7 @@ async def complete(
     timeout: float,
     on_text: OnText | None = None,
     prompt_cache: bool = False,
+    output_schema: dict[str, Any] | None = None,
 ) -> InferenceResponse:
     """Send one model call and normalise the answer. With ``on_text``, the answer is streamed
     (server-sent events) and ``on_text`` gets each piece of text as it arrives; the answer
@@ -63,6 +64,7 @@ async def complete(
     The request goes to ``<provider>:<model>`` (the answer's ``source``): turns it wrote keep
     their wire ids and reasoning, others are translated (``orga.core.ids``). ``prompt_cache``:
     mark the stable prefix for the provider's cache (Anthropic; others cache by themselves).
+    ``output_schema``: ask for an answer that matches it (the provider's structured output).
 
     Raises:
         ProviderError: the call failed (each subclass says whether Temporal should retry);
@@ -80,6 +82,7 @@ async def complete(
         temperature=temperature,
         source=source,
         prompt_cache=prompt_cache,
+        output_schema=output_schema,
     )
     headers = request_headers(provider)
     # Encoded once, as httpx would: its size bounds the input tokens the answer may report.

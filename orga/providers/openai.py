@@ -48,7 +48,10 @@ from orga.contracts.vocabulary import ProviderName
 from orga.core.ids import wire_id_of, wire_ids
 from orga.providers.usage import token_count
 
-__all__ = ["build_chat_request", "in_band_error", "parse_chat_completion"]
+__all__ = ["ANSWER_SCHEMA_NAME", "build_chat_request", "in_band_error", "parse_chat_completion"]
+
+ANSWER_SCHEMA_NAME = "answer"
+"""The name a typed loop's answer schema goes under in ``response_format``."""
 
 _FINISH_REASONS = {
     "tool_calls": "tool_use",
@@ -111,8 +114,12 @@ def build_chat_request(
     max_output_tokens: int | None = None,
     temperature: float | None = None,
     source: str | None = None,
+    output_schema: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The JSON body of ``POST /chat/completions``.
+
+    ``output_schema``: the answer's JSON Schema, as ``response_format`` (``json_schema``, not
+    strict: strict mode accepts only schemas whose every property is required).
 
     ``source`` (``<provider>:<model>``): where the request goes; calls of turns from the same
     source keep their wire ids and extras, every other call gets a translated id
@@ -143,6 +150,11 @@ def build_chat_request(
         body["max_tokens"] = max_output_tokens
     if temperature is not None:
         body["temperature"] = temperature
+    if output_schema is not None:
+        body["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": ANSWER_SCHEMA_NAME, "schema": output_schema},
+        }
     return body
 
 

@@ -44,6 +44,7 @@ class WireFormat(Protocol):
         temperature: float | None,
         source: str,
         prompt_cache: bool,
+        output_schema: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """The JSON body of a call."""
         ...
@@ -80,6 +81,7 @@ class ChatCompletions:
         temperature: float | None,
         source: str,
         prompt_cache: bool,
+        output_schema: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         del prompt_cache  # these providers cache a stable prefix by themselves
         return build_chat_request(
@@ -89,6 +91,7 @@ class ChatCompletions:
             max_output_tokens=max_output_tokens,
             temperature=temperature,
             source=source,
+            output_schema=output_schema,
         )
 
     def streaming(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -123,6 +126,7 @@ class Messages:
         temperature: float | None,
         source: str,
         prompt_cache: bool,
+        output_schema: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         return build_messages_request(
             messages,
@@ -132,6 +136,7 @@ class Messages:
             temperature=temperature,
             source=source,
             prompt_cache=prompt_cache,
+            output_schema=output_schema,
         )
 
     def streaming(self, body: dict[str, Any]) -> dict[str, Any]:

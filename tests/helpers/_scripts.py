@@ -272,3 +272,50 @@ def decision_policies(directory: Path, policy: str = WHO_DECIDES) -> Path:
     (directory / "people.cedar").write_text(policy)
     (directory / SCHEMA_FILE).write_text(decisions_schema())
     return directory
+
+
+_ANSWER_SCHEMA = {
+    "": {
+        "entityTypes": {"Agent": {}, "Tool": {}, "Answer": {}},
+        "actions": {
+            "call_tool": {"appliesTo": {"principalTypes": ["Agent"], "resourceTypes": ["Tool"]}},
+            "respond": {
+                "appliesTo": {
+                    "principalTypes": ["Agent"],
+                    "resourceTypes": ["Answer"],
+                    "context": {
+                        "type": "Record",
+                        "attributes": {
+                            "iteration": {"type": "Long"},
+                            "tokens_used": {"type": "Long"},
+                            "answer": {
+                                "type": "Record",
+                                "required": False,
+                                "attributes": {
+                                    "amount": {"type": "Long", "required": False},
+                                },
+                            },
+                        },
+                    },
+                }
+            },
+        },
+    }
+}
+_BIG_REFUNDS = """
+permit (principal, action, resource);
+
+@id("big-refunds")
+@reason("a refund over 1000 needs a person: offer at most 1000")
+forbid (principal, action == Action::"respond", resource)
+when { context has answer && context.answer has amount && context.answer.amount > 1000 };
+"""
+
+
+def refund_policies(directory: Path) -> Path:
+    """A Cedar policy set whose final-answer gate judges a typed answer's ``amount``: over 1000
+    is denied (``big-refunds``)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "schema.cedarschema.json").write_text(json.dumps(_ANSWER_SCHEMA))
+    (directory / "refunds.cedar").write_text(_BIG_REFUNDS)
+    return directory

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 from typing import cast
 
 from temporalio import workflow
@@ -80,7 +81,7 @@ from orga.workflows.reasoning.tool_runner import ToolRunner
 from orga.workflows.reasoning.tool_state import ToolState
 from orga.workflows.shared.common import decoded
 from orga.workflows.shared.gate import Gate
-from orga.workflows.shared.patches import ELIDE_REFUSED_ARGUMENTS
+from orga.workflows.shared.patches import ELIDE_REFUSED_ARGUMENTS, GATE_TYPED_ANSWER
 
 __all__ = ["AgentLoop"]
 
@@ -361,13 +362,23 @@ class AgentLoop:
             routed = reasoning.route(await self._reason(reasoning))
             # Gate the answer: allowed ends the loop, denied goes back to the model.
             if isinstance(routed, AnswerPolicyCheck):
+                value = None
+                typed_first = config.output_schema is not None and workflow.patched(
+                    GATE_TYPED_ANSWER
+                )
+                if typed_first:  # a typed answer, or a miss; the gate then judges the value
+                    value, missed = await typed_answer(config, routed, self._misses)
+                    if missed is not None:
+                        self._misses += 1
+                        observing = missed
+                        continue
+                    routed.answer = json.dumps(value, sort_keys=True, ensure_ascii=False)
                 outcome = routed.gate(await self._gate_turn(routed))
                 if isinstance(outcome, Answered) and self.steering.waiting:
                     observing = Observing(outcome.iteration, [outcome.message])
                     continue  # a person spoke while the answer was on its way: go on
                 if isinstance(outcome, Answered):
-                    value = None
-                    if config.output_schema is not None:  # a typed answer, or a miss
+                    if config.output_schema is not None and not typed_first:  # before the patch
                         value, missed = await typed_answer(config, outcome, self._misses)
                         if missed is not None:
                             self._misses += 1
@@ -382,7 +393,7 @@ class AgentLoop:
                         return Finished(outcome.output, "end_turn", value=value)
                     try:
                         reviewed = await review_answer(
-                            parts.critic, self._task(), outcome.output, outcome.iteration
+                            parts.critic, self._task(), outcome.output, outcome.iteration, value
                         )
                     except BudgetExceeded as exceeded:  # the critic's review is the loop's spend
                         raise self._over(exceeded) from None
@@ -453,6 +464,7 @@ class AgentLoop:
             token_budget=parts.limits.max_total_tokens - books.usage.total_tokens,
             context_summary=self._summary.text,
             summarised_through=self._summary.through,
+            output_schema=config.output_schema if config.structured_output else None,
         )
         limit = parts.limits.max_total_tokens
         try:

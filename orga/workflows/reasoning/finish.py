@@ -8,6 +8,7 @@ round again instead (``review_answer``).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -20,7 +21,7 @@ from orga.contracts.errors import OutputInvalid
 from orga.contracts.evidence import ProgressSnapshot
 from orga.contracts.state import LoopResult
 from orga.contracts.vocabulary import ProviderName
-from orga.core.phases import Answered, Observing
+from orga.core.phases import Answered, AnswerPolicyCheck, Observing
 from orga.core.text import cut
 from orga.workflows.reasoning.critic import Critic
 from orga.workflows.reasoning.loop_books import LoopBooks
@@ -84,18 +85,24 @@ class Finished:
 
 
 async def typed_answer(
-    config: LoopConfig, outcome: Answered, misses: int
+    config: LoopConfig, outcome: Answered | AnswerPolicyCheck, misses: int
 ) -> tuple[Any, Observing | None]:
     """A typed loop's answer checked against ``config.output_schema``: its value, or the
-    turn that shows the model why it does not match (a miss).
+    turn that shows the model why it does not match (a miss). Checked before the gate (an
+    ``AnswerPolicyCheck``, so the gate judges the value), or, in a loop that began before
+    that, after it (``Answered``).
 
     Raises:
         OutputInvalid: it does not match, and ``config.output_retries`` misses were shown.
     """
     assert config.output_schema is not None
+    if isinstance(outcome, AnswerPolicyCheck):
+        output, message = outcome.response.text, outcome.response.as_message()
+    else:
+        output, message = outcome.output, outcome.message
     checked = await workflow.execute_local_activity(
         CHECK_ANSWER,
-        AnswerCheck(answer=outcome.output, output_schema=config.output_schema),
+        AnswerCheck(answer=output, output_schema=config.output_schema),
         result_type=CheckedAnswer,
         start_to_close_timeout=SETUP_TIMEOUT,
         retry_policy=SHORT_RETRY,
@@ -107,7 +114,7 @@ async def typed_answer(
         raise OutputInvalid(
             f"the answer did not match output_schema after {misses + 1} answer(s) "
             f"(output_retries={config.output_retries}): {checked.problem}",
-            {"problem": checked.problem, "answer": cut(outcome.output, 2_000)},
+            {"problem": checked.problem, "answer": cut(output, 2_000)},
         )
     feedback = Message(
         role="user",
@@ -116,15 +123,16 @@ async def typed_answer(
             f"{checked.problem}. Answer again with the JSON only."
         ),
     )
-    return None, Observing(outcome.iteration, [outcome.message, feedback])
+    return None, Observing(outcome.iteration, [message, feedback])
 
 
 async def review_answer(
-    critic: Critic, task: str, output: str, iteration: int
+    critic: Critic, task: str, output: str, iteration: int, value: Any = None
 ) -> Finished | Observing:
     """The critic's review of an answer: accepted, rejected for good, or feedback that sends
-    the loop round again."""
-    record = await critic.review(task, output)
+    the loop round again. A typed loop's critic reviews the answer's ``value`` (as JSON)."""
+    shown = output if value is None else json.dumps(value, indent=2, ensure_ascii=False)
+    record = await critic.review(task, shown)
     if record.verdict == "approve":
         return Finished(output, "end_turn")
     if record.verdict == "reject" or critic.rounds_left <= 0:

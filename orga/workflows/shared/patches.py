@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["ELIDE_REFUSED_ARGUMENTS", "SUMMARY_AFTER_FAILURE"]
+__all__ = ["ELIDE_REFUSED_ARGUMENTS", "GATE_TYPED_ANSWER", "SUMMARY_AFTER_FAILURE"]
 
 SUMMARY_AFTER_FAILURE: Final = "summary-after-failure"
 """An ``anchored_summary`` loop whose summary was not made (the summariser failed or answered
@@ -28,3 +28,8 @@ ELIDE_REFUSED_ARGUMENTS: Final = "elide-refused-arguments"
 """A tool call whose arguments were refused unread (too long, too deep, not a JSON object)
 stays in the conversation with a short stand-in for them, so the next model call (and a fold
 of the context) no longer carries them (``AgentLoop._act``; scenario ``refused_arguments``)."""
+
+GATE_TYPED_ANSWER: Final = "gate-typed-answer"
+"""A typed loop's answer is checked against its ``output_schema`` before the final-answer
+gate, so the gate judges the value (Cedar ``context.answer``, OPA ``input.answer``); before
+the patch it was checked after the gate (``AgentLoop._cycle``; scenario ``gated_typed_answer``)."""
