@@ -12,9 +12,9 @@ commands:
 * lines that start with ``#`` at column 0 right after a command are its output as the page shows
   it. They must be found in the command's stdout then stderr, in order: ``…`` elides anything,
   any run of whitespace stands for any whitespace (a wrapped line still matches), a time
-  (``2025-05-01T09:14:02+00:00``) for any time, and the page's example ids — ``loop-`` or
-  ``task-`` and 12 hex digits, a call id ``i1_call_1_0``, a run id cut short ``01a2…`` — for
-  the real ids the walk meets: each is bound to the real id the first time an output shows it
+  (``2025-05-01T09:14:02+00:00``) for any time, and the page's example ids — ``loop-``,
+  ``task-`` or ``thread-`` and 12 hex digits, a call id ``i1_call_1_0``, a run id cut short
+  ``01a2…`` — for the real ids the walk meets: each is bound to the real id the first time an output shows it
   (two example ids never bind the same real id) and replaced by it in every later command.
 
 How each command runs (see ``Walk``): ``uv run orga …`` and ``uv run temporal …`` as written, as
@@ -72,6 +72,7 @@ EXAMPLE_IDS: Final = {
     "run": (r"\b[0-9a-f]{4}…", r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"),
     "loop": (r"\bloop-[0-9a-f]{12}\b", r"loop-[0-9a-f]{12}"),
     "task": (r"\btask-[0-9a-f]{12}\b", r"task-[0-9a-f]{12}"),
+    "thread": (r"\bthread-[0-9a-f]{12}\b", r"thread-[0-9a-f]{12}"),
     "call": (r"\bi\d+_call_\d+_\d+\b", r"i\d+_[^\s'\"]+"),
 }
 """How a page writes an example id, and what the real id it stands for looks like."""
@@ -83,6 +84,7 @@ _PIECES: Final = re.compile(
 _IN_COMMANDS: Final = re.compile("|".join(written for written, _ in EXAMPLE_IDS.values()))
 _STARTED: Final = (
     re.compile(r"^started (\S+)$", re.MULTILINE),  # orga run / orga task start
+    re.compile(r"^forked \S+ after turn \d+ as (\S+)$", re.MULTILINE),  # orga fork
     re.compile(r"^\s*WorkflowId\s+(\S+)$", re.MULTILINE),  # temporal workflow start
     re.compile(r'"workflowId":\s*"([^"]+)"'),  # temporal workflow execute -o json
 )

@@ -38,6 +38,7 @@ from orga.cli.common import (
     print_json,
     settings,
 )
+from orga.cli.loops import print_thread_hint
 from orga.cli.safe_text import one_line
 from orga.cli.views import render_result
 from orga.client import ThreadHandle, start_fork
@@ -205,11 +206,11 @@ def fork(
                 print_json({"workflow_id": handle.id})
             return 0
         if isinstance(handle, ThreadHandle):
-            if say is None:
-                console().print(f"thread {handle.id} waits for its next message", markup=False)
-                return 0
-            turn = await desk.wait_for_turn(client, handle.id, 1)
-            print_json(turn) if as_json else console().print(turn.output, markup=False)
+            if say is not None:
+                turn = await desk.wait_for_turn(client, handle.id, 1)
+                print_json(turn) if as_json else console().print(turn.output, markup=False)
+            if not as_json:
+                print_thread_hint(handle.id)
             return 0
         try:
             result = await handle.result()

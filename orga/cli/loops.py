@@ -224,12 +224,17 @@ async def _first_turn(client: Client, thread_id: str, *, stream: bool, as_json: 
         return 0
     if shown.strip() != turn.output.strip():
         console().print(turn.output, markup=False, highlight=False)
+    print_thread_hint(thread_id)
+    return 0
+
+
+def print_thread_hint(thread_id: str) -> None:
+    """How to go on with a thread that waits for its next message (on stderr)."""
     print(
         "thread {0} waits for your next message: orga say {0} '…' (or orga chat {0}); "
         "orga close {0} ends it".format(one_line(thread_id)),
         file=sys.stderr,
     )
-    return 0
 
 
 def _invoking(config: LoopConfig, workflow_id: str) -> AbstractContextManager[Span]:
