@@ -14,8 +14,9 @@ commands:
   any run of whitespace stands for any whitespace (a wrapped line still matches), a time
   (``2025-05-01T09:14:02+00:00``) for any time, and the page's example ids — ``loop-``,
   ``task-`` or ``thread-`` and 12 hex digits, a call id ``i1_call_1_0``, a run id cut short
-  ``01a2…`` — for the real ids the walk meets: each is bound to the real id the first time an output shows it
-  (two example ids never bind the same real id) and replaced by it in every later command.
+  ``01a2…`` — for the real ids the walk meets: each is bound to the real id the first time an
+  output shows it (two example ids never bind the same real id) and replaced by it in every
+  later command.
 
 How each command runs (see ``Walk``): ``uv run orga …`` and ``uv run temporal …`` as written, as
 processes of the venv's own executables (what ``uv run`` would start, without its start-up;
