@@ -1,4 +1,5 @@
-"""``orga desk`` in a real browser: headless Chromium (Debian's package) approves a waiting loop.
+"""``orga desk`` in a real browser: headless Chromium (Debian's package) approves a waiting loop;
+and its API, which a thread waiting for its next message is answered through.
 
 ``.ci/run`` installs Chromium when it is missing; the test fails, naming it, when it is absent.
 """
@@ -14,8 +15,11 @@ import httpx
 from playwright.async_api import Page, async_playwright
 from temporalio.testing import WorkflowEnvironment
 
+import orga
+from orga.contracts.config import LoopConfig
 from orga.contracts.journal import ApprovalDecided, EscalationResolved, Journal
 from orga.contracts.state import LoopState
+from orga.contracts.threads import ThreadConfig
 from orga.desk.page import TOKEN_HEADER
 from orga.scripted.server import Turn
 from tests.harness import Harness
@@ -23,12 +27,14 @@ from tests.helpers import (
     ask,
     conversation,
     escalated,
+    inbox,
     on,
     pending,
     serving,
     tool_results,
     waiting_review,
 )
+from tests.helpers import orga as orga_command
 from tests.sample_tools import Flaky, transfer
 
 CHROMIUM_FLAGS = [
@@ -291,3 +297,77 @@ async def test_the_desk_shows_every_argument_and_asks_why_before_denying(
         "pat",
         "not to that address",
     )
+
+
+async def test_a_thread_waiting_for_its_next_message_is_on_the_desk(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    model = harness.new_model([Turn(text="hello"), Turn(text="5")])
+    async with harness.worker():
+        chat = await orga.start_thread(
+            harness.client,
+            LoopConfig(model=model, thread=ThreadConfig()),
+            "hi",
+            task_queue=harness.task_queue,
+        )
+        harness.handles.append(chat.handle)
+        await chat.turn(1)
+        [item] = await inbox(env, harness, 1)
+        code, text, err = await orga_command("pending", env=on(env, harness))
+        async with desk(env, harness, "pat") as url, httpx.AsyncClient(timeout=30) as http:
+            base, token = url.split("/?token=")
+            headers = {TOKEN_HEADER: token}
+            listed = (await http.get(f"{base}/api/inbox", headers=headers)).json()
+            said = await http.post(
+                f"{base}/api/say", json={"workflow_id": chat.id, "text": "2+3?"}, headers=headers
+            )
+            second = await chat.turn(2)
+            empty = await http.post(
+                f"{base}/api/say", json={"workflow_id": chat.id, "text": ""}, headers=headers
+            )
+            closed = await http.post(
+                f"{base}/api/close", json={"workflow_id": chat.id}, headers=headers
+            )
+        result = await chat.handle.result()
+    assert (item["kind"], item["item_id"], item["arguments"]) == ("message", "message#2", "hello")
+    assert item["reason"].startswith("the thread waits for message 2; it ends if nobody writes by")
+    assert item["commands"] == [
+        f"orga say {chat.id} '…'",
+        f"orga chat {chat.id}",
+        f"orga close {chat.id}",
+    ]
+    assert code == 0, err
+    assert "message  message#2  (thread)" in text and "answered   hello" in text
+    assert [i["kind"] for i in listed["items"] if i["workflow_id"] == chat.id] == ["message"]
+    assert said.status_code == 200 and said.json()["turn"] == 2
+    assert second.output == "5"
+    assert empty.status_code == 409 and "empty" in empty.json()["error"]  # refused, with why
+    assert closed.status_code == 200 and closed.json()["turns"] == 2
+    assert result.termination_reason == "thread_closed"
+
+
+async def test_answer_a_thread_in_the_browser(env: WorkflowEnvironment, harness: Harness) -> None:
+    model = harness.new_model([Turn(text="hello"), Turn(text="5")])
+    async with harness.worker():
+        chat = await orga.start_thread(
+            harness.client,
+            LoopConfig(model=model, thread=ThreadConfig()),
+            "hi",
+            task_queue=harness.task_queue,
+        )
+        harness.handles.append(chat.handle)
+        await chat.turn(1)
+        async with desk_page(env, harness, "pat") as page:
+            key = f"{chat.id}/message#2"
+            card = page.locator(f'[data-item="{key}"]')
+            await card.wait_for(timeout=20_000)
+            shown = await card.inner_text()
+            await card.locator('[data-action="say"]').click()  # nothing written: nothing sent
+            hint = await card.locator('[data-field="hint"]').inner_text()
+            await click(page, key, "say", "2+3?")
+            second = await chat.turn(2)
+        await chat.close()
+    assert "the thread waits for message 2" in shown and "hello" in shown
+    assert "write the message" in hint
+    assert second.output == "5"
+    assert harness.model.requests_for(model)[1].user_texts() == ["hi", "2+3?"]

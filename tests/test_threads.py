@@ -11,10 +11,11 @@ import threading
 from datetime import timedelta
 
 import pytest
-from temporalio.client import WorkflowUpdateFailedError
+from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 
 import orga
+from orga.contracts import search_attributes as sa
 from orga.contracts.config import LoopConfig
 from orga.contracts.errors import BudgetExceeded
 from orga.contracts.journal import Journal, TurnAnswered
@@ -297,3 +298,40 @@ async def test_orga_chat_streams_asks_approvals_inline_and_leaves_the_thread_wai
     assert len(decided) == 1 and decided[0].approver == "ann"  # type: ignore[union-attr]
     requests = harness.model.requests_for(model)
     assert requests[-1].user_texts() == ["What is 2+3?", "And times 4?"]
+
+
+async def test_a_thread_cancelled_while_it_waits_for_a_message_says_cancelled(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    model = harness.new_model([Turn(text="hello")])
+    async with harness.worker():
+        chat = await orga.start_thread(
+            harness.client,
+            LoopConfig(model=model, thread=ThreadConfig()),
+            "hi",
+            task_queue=harness.task_queue,
+        )
+        harness.handles.append(chat.handle)
+        await chat.turn(1)
+        code, _, err = await orga_command(
+            "cancel", chat.id, "--reason", "done here", env=on(env, harness)
+        )
+        with pytest.raises(WorkflowFailureError):
+            await chat.handle.result()
+        state = await chat.state()
+        listed = await eventually(
+            lambda: _status_listed(harness, chat.id), "the thread is listed as cancelled"
+        )
+    assert code == 0, err
+    assert state.status == "cancelled" and state.thread is not None
+    assert listed == "cancelled"
+
+
+async def _status_listed(harness: Harness, workflow_id: str) -> str | None:
+    """``OrgaStatus`` of ``workflow_id`` once it is no longer ``awaiting_message``."""
+    query = f"WorkflowId = '{workflow_id}'"
+    async for execution in harness.client.list_workflows(query):
+        status = execution.typed_search_attributes.get(sa.STATUS)
+        if status not in (None, "awaiting_message"):
+            return status
+    return None

@@ -127,7 +127,7 @@ class InboxItem(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    kind: Literal["approval", "escalation", "review", "unreadable"]
+    kind: Literal["approval", "escalation", "review", "message", "unreadable"]
     workflow_id: str
     workflow_type: str
     item_id: str | None = None
@@ -318,6 +318,26 @@ def _items_of(
                 decided_by=decided_by(approval),
             )
         )
+    thread = state.thread if isinstance(state, LoopState) else None
+    if thread is not None and thread.waiting_for_message and thread.ended is None:
+        ids = shlex.quote(workflow_id)
+        last = thread.last_turn
+        until = thread.idle_until.isoformat(timespec="seconds") if thread.idle_until else None
+        items.append(
+            InboxItem(
+                kind="message",
+                workflow_id=workflow_id,
+                workflow_type=workflow_type,
+                item_id=f"message#{thread.turn + 1}",
+                tool="(thread)",
+                arguments=last.output if last is not None else "",
+                reason=f"the thread waits for message {thread.turn + 1}"
+                + (f"; it ends if nobody writes by {until}" if until else ""),
+                since=last.ended_at if last is not None else None,
+                options=["say", "close"],
+                commands=[f"orga say {ids} '…'", f"orga chat {ids}", f"orga close {ids}"],
+            )
+        )
     review = state.pending_review if isinstance(state, LoopState) else None
     if review is not None:
         ids = shlex.quote(workflow_id)
@@ -369,7 +389,7 @@ async def inbox(client: Client, *, limit: int = 100) -> list[InboxItem]:
     """
     query = (
         f"WorkflowType IN ('{LOOP}', '{TASK}') AND ExecutionStatus = 'Running' "
-        "AND OrgaStatus IN ('awaiting_approval', 'awaiting_review')"
+        "AND OrgaStatus IN ('awaiting_approval', 'awaiting_review', 'awaiting_message')"
     )
     found: list[InboxItem] = []
     try:

@@ -86,6 +86,16 @@ class _Review(BaseModel):
     feedback: str = ""
 
 
+class _Say(BaseModel):
+    workflow_id: str
+    text: str
+
+
+class _Close(BaseModel):
+    workflow_id: str
+    reason: str | None = None
+
+
 def register(app: typer.Typer) -> None:
     """Add ``desk`` to ``app``."""
     app.command("desk", epilog="Example: orga desk --approver alice")(serve_desk)
@@ -235,6 +245,19 @@ def build_app(
 
         return await decide(request, _Review, act)
 
+    async def say(request: Request) -> Response:
+        async def act(s: _Say) -> BaseModel:
+            return await desk.send_message(client, s.workflow_id, s.text, sender=approver)
+
+        return await decide(request, _Say, act)
+
+    async def close(request: Request) -> Response:
+        async def act(c: _Close) -> BaseModel:
+            reason = (c.reason or "").strip() or "closed at the desk"
+            return await desk.close_thread(client, c.workflow_id, reason=reason, sender=approver)
+
+        return await decide(request, _Close, act)
+
     return Starlette(
         routes=[
             Route("/", page),
@@ -243,6 +266,8 @@ def build_app(
             Route("/api/approve", approve, methods=["POST"]),
             Route("/api/resolve", resolve, methods=["POST"]),
             Route("/api/review", review, methods=["POST"]),
+            Route("/api/say", say, methods=["POST"]),
+            Route("/api/close", close, methods=["POST"]),
         ]
     )
 

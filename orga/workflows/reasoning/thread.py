@@ -170,9 +170,11 @@ class Thread:
                 timeout_summary=f"thread waits for message {self.turn + 1}",
             )
         except TimeoutError:
-            return self._end("idle")
-        finally:
             books.awaiting_message(False)
+            return self._end("idle")
+        # Not in a `finally`: a worker that evicts the waiting workflow closes this coroutine
+        # (GeneratorExit), and workflow code may not run then.
+        books.awaiting_message(False)
         if self._steering.waiting:
             return True  # a message that came before a close is answered first
         return self._end("closed")
