@@ -136,6 +136,13 @@ class OrgaPlugin(SimplePlugin):
         self.settings = settings or Settings.from_env()
         if self.settings.scripted and SCRIPTED not in self.settings.providers:
             self.settings = self._serve_offline_model(self.settings)
+        elif not self.settings.has_a_model():
+            logging.getLogger("orga").warning(
+                "this worker has no model: no provider key is set (OPENROUTER_API_KEY, "
+                "OPENAI_API_KEY, ANTHROPIC_API_KEY) nor a local OPENAI_BASE_URL, so a loop's "
+                "model call here fails; set one, or ORGA_PROVIDER=scripted (worker.py "
+                "--scripted) for the offline model (a worker that only runs tools needs none)"
+            )
         self._store = store
         self._tools = list(tools)
         self._http = http

@@ -3,6 +3,7 @@ users write it, and the typed client helpers — a governed loop with a tool and
 
 from __future__ import annotations
 
+import logging
 import uuid
 
 import pytest
@@ -15,7 +16,9 @@ from temporalio.worker import Worker
 import orga
 from orga.contracts.approvals import PendingApproval
 from orga.contracts.errors import InvalidConfig
+from orga.plugin import OrgaPlugin
 from orga.runtime.converter import OrgaPayloadConverter
+from orga.runtime.settings import Settings
 from orga.scripted.server import ScriptedModelServer, Turn
 from tests.harness import TEST_STORE, replay, scripted_settings
 from tests.helpers import eventually
@@ -105,3 +108,19 @@ def test_payload_converters_share_one_json_converter() -> None:
     )
     [payload] = first.to_payloads([given])
     assert second.from_payloads([payload], [orga.LoopInput]) == [given]
+
+
+def test_a_worker_without_a_model_says_so_once_at_start(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="orga"):
+        OrgaPlugin(settings=Settings.from_env({}), tracing=False)
+        without = [r.getMessage() for r in caplog.records]
+        caplog.clear()
+        OrgaPlugin(settings=Settings.from_env({"OPENAI_API_KEY": "sk-test"}), tracing=False)
+        OrgaPlugin(
+            settings=Settings.from_env({"OPENAI_BASE_URL": "http://127.0.0.1:11434/v1"}),
+            tracing=False,
+        )
+        keyed = [r.getMessage() for r in caplog.records]
+    assert len([m for m in without if m.startswith("this worker has no model")]) == 1
+    assert "ORGA_PROVIDER=scripted" in without[0]
+    assert not any("has no model" in m for m in keyed)

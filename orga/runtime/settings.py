@@ -460,6 +460,10 @@ class Settings(BaseModel):
         """Whether this worker serves the offline scripted model (``ORGA_PROVIDER=scripted``)."""
         return self.default_provider == SCRIPTED
 
+    def has_a_model(self) -> bool:
+        """Whether any provider can be called: a key, a local base URL, or the offline model."""
+        return any(p.api_key is not None or not p.official for p in self.providers.values())
+
     def default_provider_name(self) -> ProviderName:
         """``ORGA_PROVIDER``, else the first provider with a key or a local base URL."""
         if self.default_provider is not None:
