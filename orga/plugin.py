@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, cast
 import httpx
 from temporalio.client import Client
 from temporalio.plugin import SimplePlugin
+from temporalio.service import RPCError
 from temporalio.worker import Interceptor, Replayer, Worker, WorkerConfig
 
 from orga.activities.answers import check_answer
@@ -55,6 +56,7 @@ from orga.knowledge import open_knowledge
 from orga.knowledge.embeddings import embedder
 from orga.knowledge.tools import knowledge_tools
 from orga.runtime.converter import OrgaPayloadConverter, data_converter
+from orga.runtime.presence import identity_with_tools, registries, tools_of
 from orga.runtime.settings import Settings
 from orga.runtime.store import Store
 from orga.runtime.tls import tls
@@ -199,7 +201,17 @@ class OrgaPlugin(SimplePlugin):
                 "with its client's: pass OrgaPlugin to Client.connect(plugins=[...]) (or connect "
                 "with orga.connect())"
             )
-        config["activities"] = [*given, *self.parts(client).activities()]
+        parts = self.parts(client)
+        config["activities"] = [*given, *parts.activities()]
+        names = parts.registry.names()
+        # The identity says what this worker registers: the others of its task queue, and
+        # `orga run --tool`, read it (orga.runtime.presence.tools_of).
+        identity = config.get("identity") or client.identity  # pyright: ignore[reportUnknownMemberType]
+        # A worker with MCP servers: its tools come and go with them, so it lists none.
+        config["identity"] = identity_with_tools(identity, names if self._mcp is None else None)
+        logging.getLogger("orga").info(
+            "this worker registers %d tool(s): %s", len(names), ", ".join(names) or "none"
+        )
         return config
 
     def parts(self, client: Client) -> _Parts:
@@ -218,8 +230,10 @@ class OrgaPlugin(SimplePlugin):
         return found
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
-        """Connect the MCP servers and keep the HTTP client open while the worker runs."""
+        """Connect the MCP servers and keep the HTTP client open while the worker runs; say so
+        when another worker of the task queue registers other tools."""
         async with self._running():
+            await _warn_about_other_registries(worker)
             await super().run_worker(worker, next)
 
     @contextlib.asynccontextmanager
@@ -356,3 +370,30 @@ def _build_agents(settings: Settings, engines: frozenset[PolicyMode]) -> AgentRe
     else:
         agents = AgentRegistry.implicit(settings.policy_floor)
     return agents.with_approvers(settings.approvers_path())
+
+
+async def _warn_about_other_registries(worker: Worker) -> None:
+    """A worker starting beside one that registers other tools says which (each call of a
+    tool one lacks waits for a worker that has it: better to run the same tools on all)."""
+    own = worker.config(active_config=True).get("identity") or ""  # pyright: ignore[reportUnknownMemberType]
+    mine = tools_of(own)
+    if mine is None:
+        return
+    client = worker.client
+    try:
+        others = await registries(client, worker.task_queue)
+    except RPCError:
+        return  # the server could not say: nothing to compare with
+    for identity, tools in sorted(others.items()):
+        if identity == own or tools is None or tools == mine:
+            continue
+        lacking, extra = sorted(tools - mine), sorted(mine - tools)
+        logging.getLogger("orga").warning(
+            "another worker of task queue %s (%s) registers other tools: it has %s that this "
+            "one lacks, and lacks %s; a call of a tool a worker lacks waits for one that has "
+            "it: give every worker of a task queue the same ORGA_TOOL_MODULES",
+            worker.task_queue,
+            identity.split(" orga-tools:")[0],
+            ", ".join(lacking) or "none",
+            ", ".join(extra) or "none",
+        )

@@ -245,7 +245,11 @@ async def test_server_runs_on_sqlite_and_stops_cleanly_on_ctrl_c(tmp_path: Path)
     )
     assert process.stdout is not None
     try:
+        # The dev server's own log lines (`time=… level=…`: "Frontend is not healthy yet"
+        # while it starts) may come first; the banner follows them.
         banner = (await asyncio.wait_for(process.stdout.readline(), 30)).decode()
+        while banner.startswith("time="):
+            banner = (await asyncio.wait_for(process.stdout.readline(), 30)).decode()
         assert banner.startswith(f"Temporal dev server on 127.0.0.1:{port} (SQLite: ")
         assert address_answers(f"127.0.0.1:{port}")
         client = await connect(Settings(temporal_address=f"127.0.0.1:{port}"))

@@ -149,6 +149,7 @@ PUBLIC: dict[str, list[str]] = {
         "ToolFailed",
         "ToolInputError",
         "ToolNotFound",
+        "ToolNotOnThisWorker",
         "ToolPermissionError",
         "ToolUnavailable",
         "UnhandledStopReason",

@@ -15,7 +15,11 @@ from temporalio.client import Client
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
 from orga.contracts.conversation import Message
-from orga.contracts.errors import BudgetExceeded, ConversationUnavailable, InvalidConfig
+from orga.contracts.errors import (
+    BudgetExceeded,
+    ConversationUnavailable,
+    ToolNotOnThisWorker,
+)
 from orga.contracts.inference import (
     CALL_MODEL,
     STREAM_BATCH,
@@ -101,10 +105,11 @@ class InferenceActivities:
                 # makes gets a clear error result from the tool activity.
                 activity.logger.warning("not offering tool %r to the model: %s", name, why)
                 continue
-            if found is None:
-                raise InvalidConfig(
-                    f"tool {name!r} is not registered on this worker; registered: "
-                    f"{self._registry.names()!r}. Run the same tool modules on every worker."
+            if found is None:  # the loop's setup found it: another worker registers it
+                raise ToolNotOnThisWorker(
+                    f"tool {name!r} is not registered on this worker (registered: "
+                    f"{self._registry.names()!r}); the call is retried for a worker that has it. "
+                    "Run the same tool modules on every worker of a task queue."
                 )
             definition = found.definition
             if name in judged:

@@ -10,7 +10,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from orga.contracts.conversation import ToolResult
-from orga.contracts.errors import ToolFailed, ToolNotFound
+from orga.contracts.errors import ToolFailed, ToolNotFound, ToolNotOnThisWorker
 from orga.contracts.evidence import Evidence
 from orga.contracts.tools import (
     RUN_TOOL,
@@ -39,11 +39,15 @@ class ToolActivities:
 
     def _tool(self, name: str) -> Tool:
         found = self._registry.get(name)
+        registered = ", ".join(self._registry.names()) or "none"
+        if found is None and (withdrawn := self._registry.absent(name)) is not None:
+            raise ToolNotFound(f"{withdrawn} (registered: {registered})")
         if found is None:
-            raise ToolNotFound(
-                f"{self._registry.absent(name) or f'there is no tool {name!r} on this worker'} "
-                "(registered: "
-                f"{', '.join(self._registry.names()) or 'none'})"
+            # The loop's setup found it (the workflow runs only tools it resolved): another
+            # worker of this task queue registers it, and the call waits for one.
+            raise ToolNotOnThisWorker(
+                f"tool {name!r} is not registered on this worker (registered: {registered}): "
+                "waiting for a worker that has it"
             )
         return found
 

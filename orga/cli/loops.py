@@ -51,7 +51,7 @@ from orga.cli.views import (
     rows_table,
     shorten,
 )
-from orga.cli.waiting import ensure_worker, reporting
+from orga.cli.waiting import ensure_tools, ensure_worker, reporting
 from orga.contracts import search_attributes as sa
 from orga.contracts.config import LoopConfig
 from orga.contracts.inference import STREAM_TOPIC, StreamedText
@@ -159,6 +159,7 @@ def run(
         with _invoking(request.config, chosen_id) as span:
             client = await client_for(found)
             await ensure_worker(client, found.task_queue, wait=not no_wait, what="loop")
+            await ensure_tools(client, found.task_queue, list(request.config.tools))
             handle = await start_workflow(
                 found,
                 LOOP,

@@ -107,6 +107,13 @@ def render_state(state: LoopState) -> str:
             f"              orga approve {_ids(state.workflow_id, approval.call_id)} --reason '…'",
             f"              orga deny {_ids(state.workflow_id, approval.call_id)} --reason '…'",
         ]
+    for tool in state.waiting_for_workers:
+        lines += [
+            f"waiting for   a worker with `{one_line(tool)}`: the workers of this task queue "
+            "that took the call do not register it",
+            "              start one with the tool's module (ORGA_TOOL_MODULES), or give "
+            "every worker the same tools",
+        ]
     for escalation in state.pending_escalations:
         lines += [
             f"waiting for   an operator: escalation {escalation.escalation_id} "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import difflib
 import sys
 from collections.abc import AsyncGenerator
 from datetime import timedelta
@@ -20,11 +21,12 @@ from typing import Any, cast
 from rich.console import Console
 from rich.status import Status
 from temporalio.client import Client, WorkflowHandle
+from temporalio.service import RPCError
 
 from orga.cli.common import CliError
 from orga.cli.safe_text import one_line
 from orga.contracts.messages import STATE_QUERY
-from orga.runtime.presence import presence, start_hint
+from orga.runtime.presence import presence, registries, start_hint
 
 __all__ = ["ensure_worker", "reporting"]
 
@@ -55,6 +57,34 @@ async def ensure_worker(client: Client, task_queue: str, *, wait: bool, what: st
         )
         + "\n"
     )
+
+
+async def ensure_tools(client: Client, task_queue: str, tools: list[str]) -> None:
+    """Refuse a loop that names a tool no worker of ``task_queue`` registers, with the names
+    it may have meant (workers say what they register in their identity; where none says, or
+    the server cannot list them, nothing is checked here and the loop's setup does it).
+
+    Raises:
+        CliError: (exit 2) a tool no live worker registers. Nothing is started.
+    """
+    try:
+        listed = [t for t in (await registries(client, task_queue)).values() if t is not None]
+    except RPCError:  # the server could not say: the loop's setup checks the tools
+        return
+    if not listed:
+        return
+    known = sorted({name for registry in listed for name in registry})
+    for tool in tools:
+        if any(tool in registry for registry in listed):
+            continue
+        close = difflib.get_close_matches(tool, known, n=3, cutoff=0.5)
+        meant = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        raise CliError(
+            f"no worker of task queue {task_queue!r} registers a tool {tool!r}{meant} "
+            f"(registered: {', '.join(known)}). Nothing was started; a tool of your own needs "
+            "its module on the worker (ORGA_TOOL_MODULES).",
+            code=2,
+        )
 
 
 @contextlib.asynccontextmanager

@@ -26,6 +26,7 @@ it is a property of the class (``retryable``), decided once here:
     ├── PolicyUnavailable ........ an external policy engine (OPA) could not be asked (retryable)
     └── ToolError ................ raised by the tool activity; the model sees it as ``is_error``
         ├── ToolNotFound ......... no tool of that name is registered on this worker
+        │   └── ToolNotOnThisWorker  another worker registers it, this one does not (retryable)
         ├── ToolInputError ....... arguments are not JSON, not an object or not valid for the schema
         ├── ToolPermissionError .. the tool may not do this (raised by tools; never retried)
         ├── ToolFailed ........... the tool function raised (retryable, if the tool asks so)
@@ -73,6 +74,7 @@ __all__ = [
     "ToolFailed",
     "ToolInputError",
     "ToolNotFound",
+    "ToolNotOnThisWorker",
     "ToolPermissionError",
     "ToolUnavailable",
     "UnhandledStopReason",
@@ -197,6 +199,14 @@ class ToolError(OrgaError):
 
 class ToolNotFound(ToolError):
     """No tool of that name is registered on the worker that picked up the call."""
+
+
+class ToolNotOnThisWorker(ToolNotFound):
+    """The loop's setup found the tool, but the worker that picked up the call does not register
+    it (workers of one task queue with different tool modules): the call waits for a worker
+    that has it, and is never given to the model as an error."""
+
+    retryable = True
 
 
 class ToolInputError(ToolError):

@@ -96,6 +96,9 @@ class LoopState(BaseModel):
     breakers: dict[str, Breaker] = Field(default_factory=dict[str, Breaker])
     """One circuit breaker per tool that has run."""
     dead_letters: list[DeadLetterEntry] = Field(default_factory=list[DeadLetterEntry])
+    waiting_for_workers: list[str] = Field(default_factory=list[str])
+    """Tools whose calls wait for a worker that registers them (workers of the task queue with
+    different tool modules): ``waiting for a worker with `issue_refund```."""
     evidence: EvidenceCollection | None = None
     """The information-gain tracker, for loops with evidence tools."""
     advertised: list[str] = Field(default_factory=list[str])

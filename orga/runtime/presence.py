@@ -13,6 +13,7 @@ two things:
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Final
@@ -23,7 +24,16 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest, ListWork
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-__all__ = ["HEARTBEAT_FRESH", "POLLER_FRESH", "Presence", "presence", "start_hint"]
+__all__ = [
+    "HEARTBEAT_FRESH",
+    "POLLER_FRESH",
+    "Presence",
+    "identity_with_tools",
+    "presence",
+    "registries",
+    "start_hint",
+    "tools_of",
+]
 
 HEARTBEAT_FRESH: Final = timedelta(seconds=150)
 """A running worker's heartbeat is at most this old (SDKs send one a minute)."""
@@ -96,6 +106,70 @@ async def _heartbeats(client: Client, task_queue: str) -> tuple[int, dict[str, d
         elif now - at <= HEARTBEAT_FRESH:
             running += 1
     return running, stopped
+
+
+_TOOLS_MARK: Final = " orga-tools:"
+_IDENTITY_LIMIT: Final = 900
+"""Temporal bounds a worker identity (1,000 bytes by default): a longer list is a digest."""
+
+
+def identity_with_tools(identity: str, tools: list[str] | None) -> str:
+    """A worker identity that says which tools the worker registers (``orga-tools:a,b``; a
+    registry too long to list, or not known yet (``None``: MCP servers not connected), is
+    ``orga-tools:#…``), so the others and ``orga run`` can tell what each worker can run."""
+    if tools is None:
+        return f"{identity}{_TOOLS_MARK}#unlisted"
+    listed = ",".join(sorted(tools))
+    if len(identity) + len(_TOOLS_MARK) + len(listed) > _IDENTITY_LIMIT:
+        listed = "#" + hashlib.sha256(listed.encode()).hexdigest()[:16]
+    return f"{identity}{_TOOLS_MARK}{listed}"
+
+
+def tools_of(identity: str) -> frozenset[str] | None:
+    """The tools a worker identity says its worker registers (``None``: it does not list them:
+    not an orga worker, or a registry too long to list)."""
+    _, mark, listed = identity.partition(_TOOLS_MARK)
+    if not mark or listed.startswith("#"):
+        return None
+    return frozenset(name for name in listed.split(",") if name)
+
+
+async def registries(client: Client, task_queue: str) -> dict[str, frozenset[str] | None]:
+    """The live workers of ``task_queue`` (by identity) and the tools each registers (see
+    ``tools_of``): from their heartbeats, else from the recent pollers of its activities."""
+    try:
+        listed = await client.workflow_service.list_workers(
+            ListWorkersRequest(
+                namespace=client.namespace, query=f"TaskQueue = '{_quoted(task_queue)}'"
+            )
+        )
+    except RPCError:
+        listed = None
+    now = datetime.now(UTC)
+    found: dict[str, frozenset[str] | None] = {}
+    if listed is not None:
+        for info in listed.workers_info:
+            beat = info.worker_heartbeat
+            fresh = now - beat.heartbeat_time.ToDatetime(tzinfo=UTC) <= HEARTBEAT_FRESH
+            if (
+                beat.task_queue == task_queue
+                and beat.status == WorkerStatus.WORKER_STATUS_RUNNING
+                and fresh
+            ):
+                found[beat.worker_identity] = tools_of(beat.worker_identity)
+    if found:
+        return found
+    response = await client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=client.namespace,
+            task_queue=TaskQueue(name=task_queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+        )
+    )
+    for poller in response.pollers:
+        if now - poller.last_access_time.ToDatetime(tzinfo=UTC) <= POLLER_FRESH:
+            found[poller.identity] = tools_of(poller.identity)
+    return found
 
 
 def start_hint(task_queue: str) -> str:

@@ -10,6 +10,7 @@ Each use is journaled as ``RecoveryTriggered``. Only ``escalate`` → ``abort`` 
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -38,6 +39,9 @@ from orga.workflows.shared.tool_calls import run_tool
 __all__ = ["CallExecutor", "error_result"]
 
 _FAILURES: frozenset[ToolStatus] = frozenset({"failed", "timed_out"})
+_WORKER_WAIT_FIRST = timedelta(seconds=2)
+_WORKER_WAIT_LONGEST = timedelta(minutes=1)
+"""A call no worker that took it could run waits this long at first, doubling to this."""
 """Statuses that count against a tool's breaker and trigger its recovery strategy."""
 
 
@@ -134,17 +138,36 @@ class CallExecutor:
             knowledge_namespace=self._state.knowledge_namespace,
             knowledge_directory=self._state.knowledge_directory,
         )
-        outcome = await run_tool(
-            invocation,
-            timeout=timeout,
-            retry=retry,
-            summary=f"tool {call.name} · {call.id}",
-            heartbeat=tool_heartbeat_timeout(timeout),
-            cancellation=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+        cancellation = (
+            ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
             if self._state.wait_for_cancelled_tools
-            else ActivityCancellationType.TRY_CANCEL,
-            local=definition.local,  # a short pure tool: in this worker, recorded as a marker
+            else ActivityCancellationType.TRY_CANCEL
         )
+        pause, waiting = _WORKER_WAIT_FIRST, self._state.waiting_for_workers
+        waited = False
+        while True:
+            outcome = await run_tool(
+                invocation,
+                timeout=timeout,
+                retry=retry,
+                summary=f"tool {call.name} · {call.id}",
+                heartbeat=tool_heartbeat_timeout(timeout),
+                cancellation=cancellation,
+                local=definition.local,  # a short pure tool: in this worker, as a marker
+            )
+            if isinstance(outcome, ToolResult) or not outcome.elsewhere:
+                break
+            # No worker that took it registers the tool: wait for one that does (the loop's
+            # timeout bounds the wait), never handing the model an error for it.
+            if not waited:
+                waiting[call.name] = waiting.get(call.name, 0) + 1
+                waited = True
+            await workflow.sleep(pause, summary=f"waiting for a worker with tool {call.name}")
+            pause = min(pause * 2, _WORKER_WAIT_LONGEST)
+        if waited:
+            waiting[call.name] -= 1
+            if not waiting[call.name]:
+                del waiting[call.name]
         if isinstance(outcome, ToolResult):
             return outcome
         if outcome.timed_out:

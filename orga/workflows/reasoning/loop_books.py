@@ -296,6 +296,7 @@ class LoopBooks:
             pending_escalations=list(desk.escalations.values()),
             breakers={name: b.model_copy() for name, b in tools.breakers.items()},
             dead_letters=list(tools.dead_letters),
+            waiting_for_workers=sorted(tools.waiting_for_workers),
             evidence=evidence.model_copy() if evidence is not None else None,
             advertised=list(advertised),
             delegations=list(self.delegations),

@@ -68,6 +68,8 @@ class ToolState:
     breakers: dict[str, Breaker] = field(default_factory=dict[str, Breaker])
     cache: dict[str, CachedEntry] = field(default_factory=dict[str, CachedEntry])
     dead_letters: list[DeadLetterEntry] = field(default_factory=list[DeadLetterEntry])
+    waiting_for_workers: dict[str, int] = field(default_factory=dict[str, int])
+    """Tools whose calls wait for a worker that registers them, and how many calls each."""
 
     def breaker(self, tool: str) -> Breaker:
         return self.breakers.setdefault(tool, Breaker())

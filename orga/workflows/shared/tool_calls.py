@@ -27,6 +27,7 @@ __all__ = ["ToolFailure", "run_tool", "tool_failure"]
 _BY_TYPE: Final[dict[str, tuple[ToolStatus, bool]]] = {
     "ToolInputError": ("invalid_arguments", True),
     "ToolNotFound": ("unknown_tool", True),
+    "ToolNotOnThisWorker": ("failed", False),
     "InvalidConfig": ("failed", True),
     "ToolPermissionError": ("denied", False),
     "ToolFailed": ("failed", False),
@@ -49,6 +50,9 @@ class ToolFailure:
     typed: bool = True
     """An error the tool activity raised on purpose (its message is for the model); False for
     anything else (a cancellation, an unexpected failure)."""
+    elsewhere: bool = False
+    """The workers that took the call do not register the tool: another may
+    (``ToolNotOnThisWorker``); the call waits for one."""
 
 
 def tool_failure(error: BaseException) -> ToolFailure:
@@ -63,6 +67,7 @@ def tool_failure(error: BaseException) -> ToolFailure:
         unrecoverable,
         cancelled=failure.cancelled,
         typed=failure.kind in _BY_TYPE,
+        elsewhere=failure.kind == "ToolNotOnThisWorker",
     )
 
 
