@@ -18,7 +18,7 @@ from orga.contracts.state import LoopState
 from orga.runtime.presence import registries, tools_of
 from orga.scripted.server import Turn
 from tests.harness import Harness
-from tests.helpers import eventually, on, pending
+from tests.helpers import eventually, inbox, on, pending
 from tests.helpers import orga as orga_command
 
 credited: list[tuple[int, str]] = []
@@ -59,11 +59,17 @@ async def test_an_approval_survives_a_swap_to_a_worker_without_the_tool(
 
         state = await eventually(waits_for_a_worker, "the call waits for a worker with the tool")
         code, shown, err = await orga_command("state", handle.id, env=on(env, harness))
+        [item] = await inbox(env, harness, 1)
+        _, listed, _ = await orga_command("pending", env=on(env, harness))
     assert credited == []
     async with harness.worker(tools=[issue_credit]):  # a worker with the tool is back
         result = await handle.result()
         final = await handle.query("state", result_type=LoopState)
     assert state.waiting_for_workers == ["issue_credit"]
+    assert state.status == "awaiting_worker" and final.status == "completed"
+    assert (item["kind"], item["tool"]) == ("worker", "issue_credit")
+    assert "waiting for a worker with `issue_credit`" in item["reason"]
+    assert "worker  tool:issue_credit  issue_credit" in listed
     assert code == 0, err
     assert "waiting for   a worker with `issue_credit`" in shown
     assert credited == [(500, "ann@example.com")]  # once

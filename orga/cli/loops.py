@@ -71,6 +71,7 @@ Status = Literal[
     "awaiting_approval",
     "awaiting_review",
     "awaiting_message",
+    "awaiting_worker",
     "completed",
     "failed",
     "cancelled",

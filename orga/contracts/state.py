@@ -28,13 +28,15 @@ LoopStatus = Literal[
     "awaiting_approval",
     "awaiting_review",
     "awaiting_message",
+    "awaiting_worker",
     "completed",
     "failed",
     "cancelled",
 ]
 """``cancelled``: someone cancelled the loop (``orga cancel``, ``LoopHandle.cancel``, Temporal);
 its reason is the journal's ``Terminated`` message. ``awaiting_message``: a thread answered
-and waits for the next message."""
+and waits for the next message. ``awaiting_worker``: a tool call waits for a worker that
+registers its tool (``waiting_for_workers``)."""
 Phase = Literal[
     "starting",
     "observing",

@@ -127,7 +127,7 @@ class InboxItem(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    kind: Literal["approval", "escalation", "review", "message", "unreadable"]
+    kind: Literal["approval", "escalation", "review", "message", "worker", "unreadable"]
     workflow_id: str
     workflow_type: str
     item_id: str | None = None
@@ -318,6 +318,20 @@ def _items_of(
                 decided_by=decided_by(approval),
             )
         )
+    for tool in state.waiting_for_workers if isinstance(state, LoopState) else []:
+        items.append(
+            InboxItem(
+                kind="worker",
+                workflow_id=workflow_id,
+                workflow_type=workflow_type,
+                item_id=f"tool:{tool}",
+                tool=tool,
+                reason=f"waiting for a worker with `{tool}`: the workers of its task queue that "
+                "took the call do not register it; start one with the tool's module "
+                "(ORGA_TOOL_MODULES), or give every worker the same tools",
+                commands=[f"orga state {shlex.quote(workflow_id)}"],
+            )
+        )
     thread = state.thread if isinstance(state, LoopState) else None
     if thread is not None and thread.waiting_for_message and thread.ended is None:
         ids = shlex.quote(workflow_id)
@@ -389,7 +403,8 @@ async def inbox(client: Client, *, limit: int = 100) -> list[InboxItem]:
     """
     query = (
         f"WorkflowType IN ('{LOOP}', '{TASK}') AND ExecutionStatus = 'Running' "
-        "AND OrgaStatus IN ('awaiting_approval', 'awaiting_review', 'awaiting_message')"
+        "AND OrgaStatus IN ('awaiting_approval', 'awaiting_review', 'awaiting_message', "
+        "'awaiting_worker')"
     )
     found: list[InboxItem] = []
     try:

@@ -121,7 +121,7 @@ def _block(item: InboxItem, full: bool, width: int) -> list[str]:
     )
     if item.decided_by:
         lines += labelled("decides", printable(item.decided_by), width)
-    shown, hidden = argument_lines(item.arguments or "", full=full)
+    shown, hidden = argument_lines(item.arguments or "", full=full) if item.arguments else ([], 0)
     label = {"review": "answer", "message": "answered"}.get(item.kind, "arguments")
     for number, line in enumerate(shown):
         lines += labelled(label if number == 0 else "", line, width)

@@ -153,6 +153,8 @@ class AgentLoop:
             record=books.record,
             stamp=books.stamp,
             gate=self._gate.decide_call,
+            waiting_for_workers=books.waiting_for_workers,
+            worker_wait_changed=books.worker_wait_changed,
         )
         self._decided: tuple[list[tuple[str, str]], PolicyResult] | None = None
         """The last model call's gate decisions, with the actions they are for."""

@@ -162,12 +162,14 @@ class CallExecutor:
             if not waited:
                 waiting[call.name] = waiting.get(call.name, 0) + 1
                 waited = True
+                self._worker_wait_changed()
             await workflow.sleep(pause, summary=f"waiting for a worker with tool {call.name}")
             pause = min(pause * 2, _WORKER_WAIT_LONGEST)
         if waited:
             waiting[call.name] -= 1
             if not waiting[call.name]:
                 del waiting[call.name]
+            self._worker_wait_changed()
         if isinstance(outcome, ToolResult):
             return outcome
         if outcome.timed_out:
@@ -179,6 +181,10 @@ class CallExecutor:
         if not outcome.typed:
             return error_result(call, "failed", f"Tool {call.name!r} failed: {outcome.message}")
         return error_result(call, outcome.status, outcome.message)
+
+    def _worker_wait_changed(self) -> None:
+        if self._state.worker_wait_changed is not None:
+            self._state.worker_wait_changed()
 
     # ---- strategies ----------------------------------------------------------------------
 

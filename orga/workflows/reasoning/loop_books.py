@@ -140,6 +140,9 @@ class LoopBooks:
         """Time spent waiting for people, which the loop's timeout does not count."""
         self._human_wait_since: datetime | None = None
         self._awaiting_message = False
+        self.waiting_for_workers: dict[str, int] = {}
+        """Tools whose calls wait for a worker that registers them, and how many calls each
+        (``ToolState.waiting_for_workers`` is this dict)."""
         """A thread between turns: waiting for a person's next message."""
         self.turn: int | None = None
         """A thread's turn (the Web UI's current details name it)."""
@@ -319,6 +322,7 @@ class LoopBooks:
             pending.append(f"a review of answer {desk.review_pending.round}")
         if self._awaiting_message:
             pending.append("the next message")
+        pending += [f"a worker with tool {tool}" for tool in sorted(self.waiting_for_workers)]
         waiting = f" · waiting for {', '.join(pending)}" if pending else ""
         limits = self.limits
         turn = f"turn {self.turn} · " if self.turn is not None else ""
@@ -342,6 +346,10 @@ class LoopBooks:
             self.set_phase("awaiting_message")
         self._waiting_changed()
 
+    def worker_wait_changed(self) -> None:
+        """A tool call began or ended waiting for a worker with its tool."""
+        self._waiting_changed()
+
     def _waiting_changed(self) -> None:
         waiting = self.desk.waiting or self._awaiting_message
         now = workflow.now()
@@ -357,6 +365,8 @@ class LoopBooks:
             if self.desk.waiting
             else "awaiting_message"
             if self._awaiting_message
+            else "awaiting_worker"
+            if self.waiting_for_workers
             else "running"
         )
         if status != self.status:

@@ -70,6 +70,8 @@ class ToolState:
     dead_letters: list[DeadLetterEntry] = field(default_factory=list[DeadLetterEntry])
     waiting_for_workers: dict[str, int] = field(default_factory=dict[str, int])
     """Tools whose calls wait for a worker that registers them, and how many calls each."""
+    worker_wait_changed: Callable[[], None] | None = None
+    """Told when a call begins or ends waiting for a worker (the loop's status says it)."""
 
     def breaker(self, tool: str) -> Breaker:
         return self.breakers.setdefault(tool, Breaker())
