@@ -3,7 +3,8 @@
 Modules, each named for what it holds:
 
 * ``agent_loop`` — ``AgentLoop``: one run of the loop, its state, the run and the cycle
-* ``loop_books`` — ``LoopBooks``: the conversation, journal, counters, status, ``state``
+* ``loop_books`` — ``LoopBooks``: the journal, counters, status, ``state``
+* ``durable_conversation`` — ``Conversation``: the messages, their digest, what the model saw
 * ``loop_parts`` — ``LoopParts``: the loop's setup (``resolve_loop``), the tools the model sees
 * ``model_call`` — the Reason step's activity call
 * ``tool_runner`` — ``ToolRunner``: acting on a turn's gated calls, one result per call id

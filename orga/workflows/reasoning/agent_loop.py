@@ -67,10 +67,11 @@ from orga.core.phases import (
 )
 from orga.workflows.reasoning import continuation
 from orga.workflows.reasoning.deadline import within
+from orga.workflows.reasoning.durable_conversation import Conversation
 from orga.workflows.reasoning.evidence_judge import evidence_tools
 from orga.workflows.reasoning.finish import Finished, review_answer, typed_answer
 from orga.workflows.reasoning.forks import ForkMarks, start_fork
-from orga.workflows.reasoning.loop_books import Conversation, LoopBooks
+from orga.workflows.reasoning.loop_books import LoopBooks
 from orga.workflows.reasoning.loop_parts import LoopParts, set_up_loop
 from orga.workflows.reasoning.model_call import call_model
 from orga.workflows.reasoning.prehydration import pre_hydrate

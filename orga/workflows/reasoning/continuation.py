@@ -22,7 +22,8 @@ from orga.contracts.evidence import EvidenceCollection
 from orga.contracts.threads import ThreadCarry
 from orga.core.audit import AuditLog
 from orga.core.carry import bounded
-from orga.workflows.reasoning.loop_books import Conversation, LoopBooks
+from orga.workflows.reasoning.durable_conversation import Conversation
+from orga.workflows.reasoning.loop_books import LoopBooks
 from orga.workflows.reasoning.tool_state import ToolState
 from orga.workflows.shared.metrics import count
 

@@ -27,7 +27,8 @@ from orga.contracts.forks import FETCH_FORK_POINT, ForkPoint, ForkPointAsk, Fork
 from orga.contracts.inference import Usage
 from orga.contracts.journal import Forked
 from orga.core.text import cut
-from orga.workflows.reasoning.loop_books import Conversation, LoopBooks
+from orga.workflows.reasoning.durable_conversation import Conversation
+from orga.workflows.reasoning.loop_books import LoopBooks
 from orga.workflows.reasoning.tool_state import ToolState
 from orga.workflows.shared.failures import failure_of
 from orga.workflows.shared.options import SETUP_TIMEOUT, SHORT_RETRY

@@ -1,12 +1,10 @@
-"""What a loop records about itself: its conversation, journal, counters, status and phase.
+"""What a loop records about itself: its journal, counters, status and phase.
 
 Workflow code. ``LoopBooks`` keeps everything the ``state`` and ``journal`` queries show and the
 search attributes and current details the Web UI shows, in one place, so the cycle itself only
 says what happened (``reasoned``, ``observed``, ``completed``, ``failed``). It also owns the
 ``HumanDesk`` (pending approvals and escalations) and the loop's working clock, which stops
 while the loop waits for people: the loop's ``timeout`` counts working time only.
-``Conversation`` is the durable conversation with its rolling digest and the part of it the
-model has not seen yet.
 """
 
 from __future__ import annotations
@@ -23,11 +21,11 @@ from temporalio.exceptions import ApplicationError
 from orga.contracts import search_attributes as sa
 from orga.contracts.audit import AUDITED_KINDS
 from orga.contracts.config import Limits, LoopConfig
-from orga.contracts.conversation import Message, ToolResult, chain_digest
+from orga.contracts.conversation import ToolResult
 from orga.contracts.critic import ReviewRecord
 from orga.contracts.delegation import DelegationRecord
 from orga.contracts.evidence import EvidenceCollection
-from orga.contracts.inference import ConversationSlice, InferenceResponse, Usage
+from orga.contracts.inference import InferenceResponse, Usage
 from orga.contracts.journal import (
     CallOutcome,
     Journal,
@@ -46,7 +44,7 @@ from orga.workflows.shared.common import upsert
 from orga.workflows.shared.human_desk import HumanDesk
 from orga.workflows.shared.metrics import emit_entry
 
-__all__ = ["Conversation", "LoopBooks"]
+__all__ = ["LoopBooks"]
 
 _RECENT_CALLS = 100
 """Tool-call records the ``state`` query keeps (the count covers all of them)."""
@@ -55,39 +53,6 @@ _RECENT_CALLS = 100
 def _first(text: str, limit: int = 300) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-class Conversation:
-    """The durable conversation, its rolling digest, and how much of it the model has seen."""
-
-    def __init__(self) -> None:
-        self.messages: list[Message] = []
-        self.digest = ""
-        self.sent = 0
-        """Messages already sent to the model (the worker caches them)."""
-
-    def append(self, messages: Sequence[Message]) -> None:
-        if messages:
-            self.messages.extend(messages)
-            self.digest = chain_digest(self.digest, messages)
-
-    def reset(self, messages: Sequence[Message]) -> None:
-        """Start over with ``messages`` (before anything was sent to the model)."""
-        self.messages, self.digest, self.sent = [], "", 0
-        self.append(messages)
-
-    def unsent(self, workflow_id: str) -> ConversationSlice:
-        """What the next model call carries: the new messages and the digest of the whole."""
-        return ConversationSlice(
-            workflow_id=workflow_id,
-            start=self.sent,
-            length=len(self.messages),
-            digest=self.digest,
-            messages=self.messages[self.sent :],
-        )
-
-    def mark_sent(self) -> None:
-        self.sent = len(self.messages)
 
 
 _PROGRESS_EVERY: Final = timedelta(minutes=1)

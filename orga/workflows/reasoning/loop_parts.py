@@ -31,9 +31,10 @@ from orga.contracts.vocabulary import ProviderName
 from orga.core.profile import visible_tools
 from orga.workflows.reasoning.critic import Critic
 from orga.workflows.reasoning.delegation import Delegations, introduction
+from orga.workflows.reasoning.durable_conversation import Conversation
 from orga.workflows.reasoning.evidence_judge import EvidenceJudge, evidence_tools
 from orga.workflows.reasoning.knowledge_bridge import KnowledgeBridge
-from orga.workflows.reasoning.loop_books import Conversation, LoopBooks
+from orga.workflows.reasoning.loop_books import LoopBooks
 from orga.workflows.reasoning.tool_state import ToolState
 from orga.workflows.shared import metrics
 from orga.workflows.shared.failures import failure_message
