@@ -389,7 +389,7 @@ async def _warn_about_other_registries(worker: Worker) -> None:
             continue
         lacking, extra = sorted(tools - mine), sorted(mine - tools)
         logging.getLogger("orga").warning(
-            "another worker of task queue %s (%s) registers other tools: it has %s that this "
+            "another worker of task queue %s (%r) registers other tools: it has %s that this "
             "one lacks, and lacks %s; a call of a tool a worker lacks waits for one that has "
             "it: give every worker of a task queue the same ORGA_TOOL_MODULES",
             worker.task_queue,

@@ -16,10 +16,12 @@ from pydantic import SecretStr
 from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 from temporalio.worker import Replayer
 
+from orga.client import ThreadHandle, start_thread
 from orga.contracts.config import LoopConfig, LoopInput
 from orga.contracts.conversation import Message
 from orga.contracts.state import LoopResult
 from orga.contracts.task import TaskInput, TaskResult
+from orga.contracts.threads import ThreadConfig
 from orga.contracts.vocabulary import ProviderName
 from orga.plugin import OrgaPlugin, http_client, replayer
 from orga.runtime.settings import ProviderSettings, Settings
@@ -160,6 +162,18 @@ class Harness:
             for each in workers:
                 await stack.enter_async_context(each)
             yield
+
+    async def start_thread(self, first: str, *, model: str) -> ThreadHandle:
+        """A thread (``config.thread`` with its defaults) on ``model``, its first message
+        ``first``; replayed after the test as every handle is."""
+        chat = await start_thread(
+            self.client,
+            LoopConfig(model=model, thread=ThreadConfig()),
+            first,
+            task_queue=self.task_queue,
+        )
+        self.handles.append(chat.handle)
+        return chat
 
     async def start(
         self,

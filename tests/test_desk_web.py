@@ -15,11 +15,8 @@ import httpx
 from playwright.async_api import Page, async_playwright
 from temporalio.testing import WorkflowEnvironment
 
-import orga
-from orga.contracts.config import LoopConfig
 from orga.contracts.journal import ApprovalDecided, EscalationResolved, Journal
 from orga.contracts.state import LoopState
-from orga.contracts.threads import ThreadConfig
 from orga.desk.page import TOKEN_HEADER
 from orga.scripted.server import Turn
 from tests.harness import Harness
@@ -304,13 +301,7 @@ async def test_a_thread_waiting_for_its_next_message_is_on_the_desk(
 ) -> None:
     model = harness.new_model([Turn(text="hello"), Turn(text="5")])
     async with harness.worker():
-        chat = await orga.start_thread(
-            harness.client,
-            LoopConfig(model=model, thread=ThreadConfig()),
-            "hi",
-            task_queue=harness.task_queue,
-        )
-        harness.handles.append(chat.handle)
+        chat = await harness.start_thread("hi", model=model)
         await chat.turn(1)
         [item] = await inbox(env, harness, 1)
         code, text, err = await orga_command("pending", env=on(env, harness))
@@ -349,13 +340,7 @@ async def test_a_thread_waiting_for_its_next_message_is_on_the_desk(
 async def test_answer_a_thread_in_the_browser(env: WorkflowEnvironment, harness: Harness) -> None:
     model = harness.new_model([Turn(text="hello"), Turn(text="5")])
     async with harness.worker():
-        chat = await orga.start_thread(
-            harness.client,
-            LoopConfig(model=model, thread=ThreadConfig()),
-            "hi",
-            task_queue=harness.task_queue,
-        )
-        harness.handles.append(chat.handle)
+        chat = await harness.start_thread("hi", model=model)
         await chat.turn(1)
         async with desk_page(env, harness, "pat") as page:
             key = f"{chat.id}/message#2"

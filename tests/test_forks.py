@@ -15,7 +15,6 @@ from orga.contracts.audit import AuditChain
 from orga.contracts.config import LoopConfig, LoopInput
 from orga.contracts.forks import ForkRequest
 from orga.contracts.journal import Forked, Journal
-from orga.contracts.threads import ThreadConfig
 from orga.runtime.forks import ForkPointError
 from orga.scripted.server import Turn
 from orga.tools.sdk import ToolContext, tool
@@ -118,13 +117,7 @@ async def test_a_thread_forks_as_a_thread_and_a_turn_that_does_not_exist_is_refu
     model = harness.new_model([Turn(text="one"), Turn(text="two")])
     other = harness.new_model([Turn(text="two, differently")])
     async with harness.worker():
-        chat = await orga.start_thread(
-            harness.client,
-            LoopConfig(model=model, thread=ThreadConfig()),
-            "first",
-            task_queue=harness.task_queue,
-        )
-        harness.handles.append(chat.handle)
+        chat = await harness.start_thread("first", model=model)
         await chat.turn(1)
         await chat.send("second")
         fork = await chat.fork(1, say="second, but differently", model=other)

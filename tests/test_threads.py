@@ -305,13 +305,7 @@ async def test_a_thread_cancelled_while_it_waits_for_a_message_says_cancelled(
 ) -> None:
     model = harness.new_model([Turn(text="hello")])
     async with harness.worker():
-        chat = await orga.start_thread(
-            harness.client,
-            LoopConfig(model=model, thread=ThreadConfig()),
-            "hi",
-            task_queue=harness.task_queue,
-        )
-        harness.handles.append(chat.handle)
+        chat = await harness.start_thread("hi", model=model)
         await chat.turn(1)
         code, _, err = await orga_command(
             "cancel", chat.id, "--reason", "done here", env=on(env, harness)

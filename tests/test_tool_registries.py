@@ -15,7 +15,7 @@ from temporalio.testing import WorkflowEnvironment
 
 import orga
 from orga.contracts.state import LoopState
-from orga.runtime.presence import registries, tools_of
+from orga.runtime.presence import identity_with_tools, registries, tools_of
 from orga.scripted.server import Turn
 from tests.harness import Harness
 from tests.helpers import eventually, inbox, on, pending
@@ -124,3 +124,14 @@ async def test_orga_run_refuses_a_tool_no_worker_registers_and_says_what_was_mea
     assert code == 2, err
     assert "no worker of task queue" in err and "registers a tool 'ad'; did you mean 'add'" in err
     assert "Nothing was started" in err and started == []
+
+
+def test_an_identity_names_only_plain_tool_names() -> None:
+    """Any process that can poll a task queue picks its own identity: a name with a newline or
+    an escape sequence (one meant for a log or a terminal) is not read as a tool."""
+    identity = identity_with_tools("1@host", ["add", "issue_credit"])
+    assert tools_of(identity) == {"add", "issue_credit"}
+    assert tools_of("1@host orga-tools:add,evil\nFAKE LOG LINE,\x1b[2Jx") == {"add"}
+    assert tools_of("1@host") is None and tools_of(identity_with_tools("1@h", None)) is None
+    long = identity_with_tools("1@host", [f"tool_{i:04d}" for i in range(200)])
+    assert len(long) < 1_000 and tools_of(long) is None  # a digest: not listed

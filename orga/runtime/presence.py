@@ -14,6 +14,7 @@ two things:
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Final
@@ -109,6 +110,7 @@ async def _heartbeats(client: Client, task_queue: str) -> tuple[int, dict[str, d
 
 
 _TOOLS_MARK: Final = " orga-tools:"
+_TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 _IDENTITY_LIMIT: Final = 900
 """Temporal bounds a worker identity (1,000 bytes by default): a longer list is a digest."""
 
@@ -131,7 +133,8 @@ def tools_of(identity: str) -> frozenset[str] | None:
     _, mark, listed = identity.partition(_TOOLS_MARK)
     if not mark or listed.startswith("#"):
         return None
-    return frozenset(name for name in listed.split(",") if name)
+    # Any process that can poll the queue chooses its identity: only plain names count.
+    return frozenset(name for name in listed.split(",") if _TOOL_NAME.fullmatch(name))
 
 
 async def registries(client: Client, task_queue: str) -> dict[str, frozenset[str] | None]:
