@@ -15,7 +15,7 @@ every activity they call, and tracing when ``OTEL_*`` is set:
 
     plugin = OrgaPlugin(tools=[lookup])
     client = await Client.connect("localhost:7233", plugins=[plugin])
-    async with Worker(client, task_queue="orga"):  # the client's plugins come along
+    async with Worker(client, task_queue=plugin.settings.task_queue):  # plugins come along
         ...
 
 The worker's settings are the environment's (``Settings.from_env``: providers and their keys,

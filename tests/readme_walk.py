@@ -1,8 +1,11 @@
 """Walk a Markdown page's shell examples as a reader runs them (issue 26: the README; issue 29:
-every page of ``docs/`` too).
+every page of ``docs/`` too; issue 39: the files a page asks the reader to write).
 
-What a page shows in its ```` ```sh ```` and ```` ```bash ```` blocks is read, in order, as
-commands:
+A ```` ```python ```` block whose first line is ``# NAME.py`` is a file the reader writes: the
+walk writes it, at that point of the page, to the repository root (where the page's commands
+run), and removes it at the end; a file of that name that is already there and says something
+else fails the walk. Other Python blocks are fragments, not run. What a page shows in its
+```` ```sh ```` and ```` ```bash ```` blocks is read, in order, as commands:
 
 * a ``\\`` at the end of a line joins the next one, and a quoted string may span lines;
 * ``;`` and ``&&`` separate commands on one line (a pipe is refused: the walker runs none);
@@ -26,13 +29,19 @@ queue and a data directory of its own (``--task-queue orga`` names it), offline 
 ``[VAR=value …] uv run worker.py …`` starts the worker in the background and waits for its
 banner (its output lines, if the page shows some, are found in its start-up log), stopping the
 previous one with Ctrl-C (SIGINT) — unless it is the same command, which is left running as a
-reader's terminal would be. ``<workflow-id>`` and ``<id>`` are the workflow the walk started
-last — or, in a command that also names ``<call-id>``, the walk's oldest call waiting for
-approval, whose id ``<call-id>`` then is; an ``orga`` verb that answers a person's item
-(approve, deny, review, resolve) runs once its workflow waits for a person, as a reader answers
-what the inbox shows. Commands a test lists as skipped are not run, each
-with its reason; a setup a test names for a command runs just before it. Anything else the
-walker cannot run fails the walk, so nothing on the page goes unwalked in silence.
+reader's terminal would be. ``[VAR=value …] uv run python NAME.py`` runs a file the page wrote,
+as a program in a terminal of its own in place of the worker (the page says to stop that one:
+the walk stops it with Ctrl-C): the walk goes on once the program has printed the first output
+line the page shows under it (binding its ids, and noting a workflow it says it ``started``),
+and when the next worker or program starts, or the page ends, waits for the program to end by
+itself, with the exit code and all the output lines the page shows. ``<workflow-id>`` and
+``<id>`` are the workflow the walk started last — or, in a command that also names
+``<call-id>``, the walk's oldest call waiting for approval, whose id ``<call-id>`` then is; an
+``orga`` verb that answers a person's item (approve, deny, review, resolve) runs once its
+workflow waits for a person, as a reader answers what the inbox shows. Commands a test lists
+as skipped are not run, each with its reason; a setup a test names for a command runs just
+before it. Anything else the walker cannot run fails the walk, so nothing on the page goes
+unwalked in silence.
 """
 
 from __future__ import annotations
@@ -46,7 +55,7 @@ import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
 
 from temporalio.client import Client
 from temporalio.service import RPCError
@@ -54,7 +63,7 @@ from temporalio.service import RPCError
 from orga.desk.inbox import LOOP, TASK, inbox
 from orga.server.devserver import temporal_binary
 from tests.harness import replay
-from tests.helpers import ForkedProcess, eventually, forked_orga, start_worker
+from tests.helpers import eventually, forked_orga, start_worker
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 BIN: Final = Path(sys.executable).parent
@@ -65,6 +74,8 @@ SETTLE_WITHIN: Final = 30.0
 started with ``--no-wait`` reaches its approval a moment later)."""
 
 _FENCE: Final = re.compile(r"^```(\w*)\s*$")
+_FILE: Final = re.compile(r"^# (\w+\.py)$")
+"""The first line of a Python block that is a file the reader writes (in the repository root)."""
 _EXIT: Final = re.compile(r"\bexits? (\d+)\b")
 _ASSIGNMENT: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _VARIABLE: Final = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
@@ -124,9 +135,22 @@ class Command:
         return int(said.group(1)) if said else 0
 
 
-def commands(page: Path) -> list[Command]:
-    """The commands of ``page``'s ``sh`` and ``bash`` blocks, in order."""
-    found: list[Command] = []
+@dataclass(frozen=True)
+class PageFile:
+    """A file a page asks the reader to write: a ```` ```python ```` block headed ``# NAME.py``."""
+
+    where: str
+    name: str
+    text: str
+
+
+Step = Command | PageFile
+
+
+def steps(page: Path) -> list[Step]:
+    """The commands of ``page``'s ``sh`` and ``bash`` blocks and the files of its Python blocks,
+    in order."""
+    found: list[Step] = []
     lines = page.read_text().splitlines()
     number = 0
     while number < len(lines):
@@ -139,8 +163,18 @@ def commands(page: Path) -> list[Command]:
             end += 1
         if fence.group(1) in ("sh", "bash"):
             found += _block(_name(page), lines, number, end)
+        elif fence.group(1) == "python" and number < end:
+            named = _FILE.match(lines[number])
+            if named is not None:
+                text = "\n".join(lines[number:end]) + "\n"
+                found.append(PageFile(f"{_name(page)}:{number + 1}", named.group(1), text))
         number = end + 1
     return found
+
+
+def commands(page: Path) -> list[Command]:
+    """The commands of ``page``'s ``sh`` and ``bash`` blocks, in order."""
+    return [step for step in steps(page) if isinstance(step, Command)]
 
 
 def _name(page: Path) -> str:
@@ -281,14 +315,26 @@ def first_missing(expected: Sequence[str], output: str, bound: Mapping[str, str]
 Setup = Callable[["Walk"], Awaitable[None]]
 
 
+class _Process(Protocol):
+    @property
+    def returncode(self) -> int | None: ...
+    def send_signal(self, signal: int, /) -> None: ...
+    def kill(self) -> None: ...
+    async def wait(self) -> int: ...
+
+
 @dataclass
 class Worker:
-    """The worker the walk started last, as the page's command wrote it."""
+    """What runs in the reader's second terminal: the worker the walk started last, or a program
+    the page wrote (``command`` is None for a worker: it runs until Ctrl-C)."""
 
-    command: str
-    process: ForkedProcess
+    text: str
+    """The command as the page wrote it."""
+    process: _Process
     log: list[str]
     reader: asyncio.Task[None]
+    program: Command | None = None
+    """The page's command when it is a program, which ends by itself."""
 
 
 @dataclass
@@ -318,10 +364,23 @@ class Walk:
         return self.env["ORGA_TASK_QUEUE"]
 
     async def walk(self, page: Path) -> None:
-        """Run every command of ``page`` in order; raise ``WalkError`` at the first that does not
-        end as the page says."""
-        for command in commands(page):
-            await self.step(command)
+        """Write every file and run every command of ``page`` in order; raise ``WalkError`` at
+        the first that does not end as the page says."""
+        for step in steps(page):
+            if isinstance(step, PageFile):
+                self.write(step)
+            else:
+                await self.step(step)
+
+    def write(self, file: PageFile) -> None:
+        """Write ``file`` where the page's commands run (removed when the walk is over)."""
+        path = ROOT / file.name
+        if path.exists() and path not in self.written and path.read_text() != file.text:
+            raise WalkError(f"{file.where}: {file.name} is already there and says something else")
+        if not path.exists():
+            self.written.add(path)
+        path.write_text(file.text)
+        self.log.append(f"{file.where}  wrote  {file.name}")
 
     async def step(self, command: Command) -> None:
         how = runner(command, self.skips)
@@ -335,6 +394,8 @@ class Walk:
         assignments, words = _assignments(command.words)
         if how == "worker":
             await self._start_worker(command, assignments, words[3:])
+        elif how == "python":
+            await self._start_program(command, assignments, words[3:])
         else:
             program = BIN / "orga" if how == "orga" else temporal_binary()
             await self._run(command, assignments, [str(program), *words[3:]])
@@ -445,7 +506,7 @@ class Walk:
     async def _start_worker(
         self, command: Command, assignments: dict[str, str], args: Sequence[str]
     ) -> None:
-        if self.worker is not None and self.worker.command == command.text:
+        if self.worker is not None and self.worker.text == command.text:
             self.log.append(f"{command.where}  running  {command.text} (still running as is)")
             return
         await self.stop_worker()
@@ -461,24 +522,99 @@ class Walk:
                 f"{first_missing(command.expected, banner, self.bound)!r}:\n{banner}"
             )
         log = [banner]
-        self.worker = Worker(command.text, process, log, asyncio.create_task(_drain(process, log)))
+        assert process.stderr is not None
+        reader = asyncio.create_task(_drain(process.stderr, log))
+        self.worker = Worker(command.text, process, log, reader)
+        self.log.append(f"{command.where}  started  {command.text}")
+
+    async def _start_program(
+        self, command: Command, assignments: dict[str, str], args: Sequence[str]
+    ) -> None:
+        """A file the page wrote, run as a program in the reader's second terminal."""
+        script = ROOT / args[0] if args else None
+        if script is None or script not in self.written:
+            raise WalkError(f"{command.where}: `{command.text}` runs no file the page wrote")
+        await self.stop_worker()
+        args = await self._substituted(command, list(args))
+        env = {**self.env, **{name: self._expanded(v) for name, v in assignments.items()}}
+        process = await asyncio.create_subprocess_exec(
+            str(BIN / "python"),
+            *args,
+            cwd=ROOT,
+            env={**env, "PYTHONUNBUFFERED": "1"},  # each line at once, as a terminal shows it
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        assert process.stdout is not None
+        log: list[str] = []
+        reader = asyncio.create_task(_drain(process.stdout, log))
+        self.worker = Worker(command.text, process, log, reader, program=command)
+        first = command.expected[:1]
+
+        async def printed() -> tuple[dict[str, str]] | None:
+            found = find_expected(first, "".join(log), self.bound)
+            if found is None and process.returncode is not None:
+                raise WalkError(
+                    f"{command.where}: `{command.text}` ended {process.returncode} without "
+                    f"printing {first[0]!r}:\n{''.join(log)}"
+                )
+            return None if found is None else (found,)
+
+        try:
+            (found,) = await eventually(printed, command.text, timeout=COMMAND_TIMEOUT)
+        except AssertionError:
+            raise WalkError(
+                f"{command.where}: `{command.text}` did not print {first[0]!r}:\n{''.join(log)}"
+            ) from None
+        self.bound.update(found)
+        await self._track("".join(log))
         self.log.append(f"{command.where}  started  {command.text}")
 
     async def stop_worker(self) -> None:
-        """Ctrl-C to the running worker; it must stop cleanly."""
+        """Ctrl-C to the running worker, which must stop cleanly; or, for a program, wait for it
+        to end as the page says."""
         worker, self.worker = self.worker, None
         if worker is None:
             return
-        worker.process.send_signal(signal.SIGINT)
-        code = await asyncio.wait_for(worker.process.wait(), 60)
+        if worker.program is None:
+            worker.process.send_signal(signal.SIGINT)
+            code = await asyncio.wait_for(worker.process.wait(), 60)
+            await worker.reader
+            if code != 0:
+                raise WalkError(f"`{worker.text}` ended {code} on Ctrl-C:\n{''.join(worker.log)}")
+            return
+        command = worker.program
+        try:
+            code = await asyncio.wait_for(worker.process.wait(), COMMAND_TIMEOUT)
+        except TimeoutError:
+            worker.process.kill()
+            await worker.process.wait()
+            code = None
         await worker.reader
-        if code != 0:
-            raise WalkError(f"`{worker.command}` ended {code} on Ctrl-C:\n{''.join(worker.log)}")
+        output = "".join(worker.log)
+        found = find_expected(command.expected, output, self.bound)
+        missing = first_missing(command.expected, output, self.bound)
+        if code == command.exit_code and found is not None:
+            self.bound.update(found)
+            started = f"{command.where}  started  {command.text}"
+            self.log[self.log.index(started)] = f"{command.where}  exit {code}  {command.text}"
+            return
+        raise WalkError(
+            f"{command.where}: `{command.text}` did not end as the page says\n"
+            + (
+                f"it ran past {COMMAND_TIMEOUT:.0f} s and was killed\n"
+                if code is None
+                else f"exit code {code} (the page says {command.exit_code})\n"
+            )
+            + (f"the output does not show: {missing!r}\n" if found is None else "")
+            + f"--- its output ---\n{output}"
+        )
 
     def _worker_log(self) -> str:
         if self.worker is None:
             return ""
-        return f"--- the worker ({self.worker.command}), last lines ---\n" + "".join(
+        return f"--- the worker ({self.worker.text}), last lines ---\n" + "".join(
             self.worker.log[-30:]
         )
 
@@ -514,7 +650,8 @@ class Walk:
 
 
 def runner(command: Command, skips: Sequence[tuple[str, str]]) -> str:
-    """How the walk runs ``command``: ``worker``, ``orga``, ``temporal``, or ``skip: <reason>``.
+    """How the walk runs ``command``: ``worker``, ``python`` (a file the page wrote), ``orga``,
+    ``temporal``, or ``skip: <reason>``.
 
     Raises:
         WalkError: none of them: the walker would have to be taught, or the test to skip it.
@@ -525,6 +662,8 @@ def runner(command: Command, skips: Sequence[tuple[str, str]]) -> str:
     words = _assignments(command.words)[1]
     if words[:2] == ("uv", "run") and words[2:3] in (("worker.py",), ("orga",), ("temporal",)):
         return words[2].removesuffix(".py")
+    if words[:3] == ("uv", "run", "python") and _FILE.match(f"# {' '.join(words[3:4])}"):
+        return "python"
     raise WalkError(
         f"{command.where}: the walker does not know how to run `{command.text}`: teach it, or "
         "list the command among the test's skips with the reason"
@@ -563,10 +702,9 @@ async def _execute(argv: list[str], env: dict[str, str]) -> tuple[int, str, str]
     return process.returncode or 0, out.decode(), err.decode()
 
 
-async def _drain(process: ForkedProcess, log: list[str]) -> None:
-    """Keep reading the worker's log, so a full pipe never blocks it."""
-    assert process.stderr is not None
-    while line := await process.stderr.readline():
+async def _drain(stream: asyncio.StreamReader, log: list[str]) -> None:
+    """Keep reading what a worker or program writes, so a full pipe never blocks it."""
+    while line := await stream.readline():
         log.append(line.decode())
 
 

@@ -12,6 +12,7 @@ import inspect
 import pkgutil
 import re
 from pathlib import Path
+from typing import get_args
 
 import pytest
 
@@ -527,3 +528,16 @@ def test_the_api_pages_show_no_rest_literal_markers() -> None:
             if line.rstrip().endswith("::"):
                 found.append(f"{name} line {number}: {line.strip()}")
     assert found == []
+
+
+def test_the_running_loops_page_names_every_status_and_journal_entry() -> None:
+    """The queries table of docs/guides/running-loops.md is what a reader checks a loop's state
+    and journal against: a status or an entry added later is named there."""
+    from orga.contracts.journal import JournalEntry
+    from orga.contracts.state import LoopStatus
+
+    page = (ROOT / "docs" / "guides" / "running-loops.md").read_text()
+    rows = {row.split("|")[1].strip(): row for row in page.splitlines() if row.startswith("| `")}
+    entries = get_args(get_args(JournalEntry)[0])
+    assert not [s for s in get_args(LoopStatus) if f"`{s}`" not in rows["`state`"]]
+    assert not [e.__name__ for e in entries if f"`{e.__name__}`" not in rows["`journal`"]]

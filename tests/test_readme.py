@@ -19,11 +19,13 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.readme_walk import (
     ROOT,
+    PageFile,
     Walk,
     WalkError,
     commands,
     find_expected,
     runner,
+    steps,
     walk_env,
 )
 
@@ -62,7 +64,7 @@ SKIPPED: list[tuple[str, str]] = [
         r"^temporal worker deployment\b",
         "needs a Worker Deployment of two builds: tests/test_rollout.py drives one",
     ),
-    (r"^uv run (python|--group)\b", "a benchmark, run by hand (bench/)"),
+    (r"^uv run (python (bench/|-m )|--group)", "a benchmark, run by hand (bench/)"),
     (
         r"^uv run mkdocs\b",
         "serves the docs site until Ctrl-C: .ci/run builds it with `mkdocs build --strict`",
@@ -113,8 +115,20 @@ async def test_the_page_walks_top_to_bottom(
         print("\n".join(walk.log))  # what ran, how it ended, how long it took
         await walk.clean_up()
     await walk.replay_all()
-    steps = [line for line in walk.log if not line.startswith("setup ")]
-    assert len(steps) == len(commands(page)), walk.log  # each ran, or was skipped with a reason
+    done = [line for line in walk.log if not line.startswith("setup ")]
+    assert len(done) == len(steps(page)), walk.log  # each ran, or was skipped with a reason
+
+
+def test_pages_walked_side_by_side_write_files_of_their_own() -> None:
+    """The walks run in parallel, each writing its page's files where the commands run: no two
+    pages may write one file."""
+    writers: dict[str, str] = {}
+    for page in WALKED:
+        for step in steps(page):
+            if isinstance(step, PageFile):
+                assert writers.setdefault(step.name, step.where).split(":")[0] == str(
+                    page.relative_to(ROOT)
+                ), f"{step.where} writes {step.name}, as {writers[step.name]} does"
 
 
 def test_a_page_walked_once_shows_the_same_commands_as_the_page_walked() -> None:
@@ -221,7 +235,7 @@ def test_every_command_is_either_run_or_skipped_with_a_reason() -> None:
     """What the walk cannot run is a choice written in SKIPPED, never a silent gap; the pages
     together run most of what they show."""
     ways = [runner(command, SKIPPED).split(":")[0] for page in PAGES for command in commands(page)]
-    assert {"worker", "orga", "temporal", "skip"} == set(ways)
+    assert {"worker", "python", "orga", "temporal", "skip"} == set(ways)
     assert ways.count("orga") + ways.count("temporal") >= 60, ways
     assert README in WALKED and len(WALKED) >= 10, WALKED
 
@@ -242,3 +256,49 @@ def test_every_example_file_is_used_by_a_test() -> None:
         names = {str(p) for p in [relative, *relative.parents][:-2]}
         names.add(str(relative.with_suffix("")).replace("/", "."))  # a module: examples.shop
         assert any(n in tests or n in walked for n in names), f"no test uses {relative}"
+
+
+async def test_a_file_the_page_writes_runs_as_a_program_that_ends_as_the_page_says(
+    env: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    """A ``# NAME.py`` block is written where the commands run and removed afterwards; the
+    program that runs it goes on in its own terminal, and what it prints later and how it
+    ends are checked when it ends."""
+    name = f"walk_probe_{uuid.uuid4().hex[:8]}.py"
+    program = f"""\
+```python
+# {name}
+import sys
+
+print("first line")
+print("second line")
+sys.exit(3)
+```
+
+```sh
+uv run python {name}   # exit 3
+# first line
+# {{second}}
+```
+"""
+    settings = walk_env(env.client.service_client.config.target_host, "nowhere", tmp_path / "d")
+    page = tmp_path / "page.md"
+    for second, fails in (("second line", None), ("third line", "does not show: 'third line'")):
+        page.write_text(program.replace("{second}", second))
+        walk = Walk(client=env.client, env=settings)
+        await walk.walk(page)
+        assert (ROOT / name).read_text().startswith(f"# {name}\nimport sys\n")
+        if fails is None:
+            await walk.clean_up()
+            assert walk.log[-1] == f"page.md:11  exit 3  uv run python {name}", walk.log
+        else:
+            with pytest.raises(WalkError, match=fails):
+                await walk.clean_up()
+        assert not (ROOT / name).exists()
+    (ROOT / name).write_text("# something of the reader's own\n")
+    try:
+        with pytest.raises(WalkError, match=f"{name} is already there and says something else"):
+            await Walk(client=env.client, env=settings).walk(page)
+        assert (ROOT / name).read_text() == "# something of the reader's own\n"
+    finally:
+        (ROOT / name).unlink()
