@@ -43,6 +43,7 @@ from tests.helpers import (
     refund_policies,
     verdict,
     waiting_review,
+    waits_for_a_worker,
 )
 from tests.sample_tools import Flaky, Shop, transfer
 
@@ -531,6 +532,47 @@ async def gated_typed_answer(h: Harness) -> WorkflowHandle[Any, Any]:
     return handle
 
 
+async def _decided_while_away(
+    h: Harness, handle: WorkflowHandle[Any, Any], call_id: str, approved: bool
+) -> WorkflowHandle[Any, Any]:
+    """Decide ``call_id`` while only a worker without ``transfer`` runs; once the workflow waits
+    for a worker with it, bring one back and let it end."""
+    async with h.worker():
+        decision = ApprovalDecision(
+            call_id=call_id, approved=approved, reason="r", approver="scenario"
+        )
+        await handle.execute_update("approve", decision)
+        await waits_for_a_worker(handle, "transfer")
+    async with h.worker(tools=[transfer]):
+        await handle.result()
+    return handle
+
+
+async def model_waits_for_worker(h: Harness) -> WorkflowHandle[Any, Any]:
+    """A call denied while only a worker without its tool runs: the next model call (offering
+    the tool) waits for a worker with it, then the loop answers."""
+    model = h.new_model(
+        [Turn(tool_calls=[("transfer", {"amount": 7, "to": "c"})]), Turn(text="not sent")]
+    )
+    async with h.worker(tools=[transfer]):
+        handle = await h.start(
+            "pay", model=model, tools=["transfer"], workflow_id="history-model-waits-for-worker"
+        )
+        [waiting] = (await pending(handle)).pending_approvals
+    return await _decided_while_away(h, handle, waiting.call_id, approved=False)
+
+
+async def task_waits_for_worker(h: Harness) -> WorkflowHandle[Any, Any]:
+    """A task's step approved while only a worker without its tool runs waits for a worker
+    with it, then completes."""
+    step = {"id": "pay", "action": {"kind": "tool", "tool": "transfer"}}
+    step["action"]["arguments"] = {"amount": 8, "to": "d"}
+    async with h.worker(tools=[transfer]):
+        handle = await h.start_task([step], workflow_id="history-task-waits-for-worker")
+        [waiting] = await _waiting(handle, TaskState, "pending_approvals")
+    return await _decided_while_away(h, handle, waiting.call_id, approved=True)
+
+
 SCENARIOS: dict[str, Scenario] = {
     "tools": tools,
     "denial": denial,
@@ -553,4 +595,6 @@ SCENARIOS: dict[str, Scenario] = {
     "thread": thread,
     "fork": fork,
     "gated_typed_answer": gated_typed_answer,
+    "model_waits_for_worker": model_waits_for_worker,
+    "task_waits_for_worker": task_waits_for_worker,
 }

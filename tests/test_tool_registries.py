@@ -8,17 +8,20 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from typing import Any
 
 import pytest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 import orga
+from orga.contracts.approvals import PendingApproval
 from orga.contracts.state import LoopState
+from orga.contracts.task import TaskState
 from orga.runtime.presence import identity_with_tools, registries, tools_of
 from orga.scripted.server import Turn
 from tests.harness import Harness
-from tests.helpers import eventually, inbox, on, pending
+from tests.helpers import eventually, inbox, on, pending, waits_for_a_worker
 from tests.helpers import orga as orga_command
 
 credited: list[tuple[int, str]] = []
@@ -36,28 +39,38 @@ def issue_credit(amount: int, email: str, ctx: orga.ToolContext) -> str:
     return f"credited {amount} cents to {email}"
 
 
+async def _credit_waiting(
+    harness: Harness, amount: int, email: str, answer: str
+) -> tuple[WorkflowHandle[Any, Any], PendingApproval]:
+    """A loop whose ``issue_credit`` call waits for approval (then it answers ``answer``),
+    started on a worker with the tool, which has stopped since."""
+    call = ("issue_credit", {"amount": amount, "email": email})
+    model = harness.new_model([Turn(tool_calls=[call]), Turn(text=answer)])
+    async with harness.worker(tools=[issue_credit]):
+        handle = await harness.start(f"credit {email}", model=model, tools=["issue_credit"])
+        [waiting] = (await pending(handle)).pending_approvals
+    return handle, waiting
+
+
+async def _waiting_for_a_worker(handle: WorkflowHandle[Any, Any]) -> LoopState:
+    """The loop's state once a call of it waits for a worker with its tool."""
+
+    async def probe() -> LoopState | None:
+        state = await handle.query("state", result_type=LoopState)
+        return state if state.waiting_for_workers else None
+
+    return await eventually(probe, f"{handle.id} waiting for a worker with its tool")
+
+
 async def test_an_approval_survives_a_swap_to_a_worker_without_the_tool(
     env: WorkflowEnvironment, harness: Harness
 ) -> None:
-    model = harness.new_model(
-        [
-            Turn(tool_calls=[("issue_credit", {"amount": 500, "email": "ann@example.com"})]),
-            Turn(text="credited"),
-        ]
-    )
-    async with harness.worker(tools=[issue_credit]):
-        handle = await harness.start("credit ann", model=model, tools=["issue_credit"])
-        [call] = (await pending(handle)).pending_approvals
+    handle, call = await _credit_waiting(harness, 500, "ann@example.com", "credited")
     async with harness.worker():  # the same queue, without the tool's module
         await orga.loop(harness.client, handle.id).approve(
             call.call_id, approver="pat", reason="fine"
         )
-
-        async def waits_for_a_worker() -> LoopState | None:
-            state = await handle.query("state", result_type=LoopState)
-            return state if state.waiting_for_workers else None
-
-        state = await eventually(waits_for_a_worker, "the call waits for a worker with the tool")
+        state = await _waiting_for_a_worker(handle)
         code, shown, err = await orga_command("state", handle.id, env=on(env, harness))
         [item] = await inbox(env, harness, 1)
         _, listed, _ = await orga_command("pending", env=on(env, harness))
@@ -135,3 +148,52 @@ def test_an_identity_names_only_plain_tool_names() -> None:
     assert tools_of("1@host") is None and tools_of(identity_with_tools("1@h", None)) is None
     long = identity_with_tools("1@host", [f"tool_{i:04d}" for i in range(200)])
     assert len(long) < 1_000 and tools_of(long) is None  # a digest: not listed
+
+
+async def test_a_model_call_waits_for_a_worker_with_the_loops_tools(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    """Denied while only a worker without the tool runs, the loop's next model call (which
+    offers the tool) waits for a worker that has it instead of failing the loop."""
+    handle, call = await _credit_waiting(harness, 900, "bo@example.com", "no credit then")
+    async with harness.worker():  # the same queue, without the tool's module
+        await orga.loop(harness.client, handle.id).deny(call.call_id, approver="pat", reason="no")
+        state = await _waiting_for_a_worker(handle)
+        await waits_for_a_worker(handle, "issue_credit")  # a durable timer, shown in the UI
+    async with harness.worker(tools=[issue_credit]):
+        result = await handle.result()
+        final = await handle.query("state", result_type=LoopState)
+    assert (state.status, state.waiting_for_workers) == ("awaiting_worker", ["issue_credit"])
+    assert (result.output, final.status, final.waiting_for_workers) == (
+        "no credit then",
+        "completed",
+        [],
+    )
+
+
+async def test_a_task_step_waits_for_a_worker_with_its_tool(harness: Harness) -> None:
+    """Approved while only a worker without the tool runs, a task's step waits for a worker
+    that has it: not a failed attempt (which would count towards the step's limit)."""
+    credited.clear()
+    arguments = {"amount": 300, "email": "cy@example.com"}
+    step = {
+        "id": "credit",
+        "action": {"kind": "tool", "tool": "issue_credit", "arguments": arguments},
+    }
+    async with harness.worker(tools=[issue_credit]):
+        handle = await harness.start_task([step], policy={"max_reattempts_per_step": 0})
+
+        async def approval() -> TaskState | None:
+            state = await handle.query("state", result_type=TaskState)
+            return state if state.pending_approvals else None
+
+        [call] = (await eventually(approval, "the step waits for approval")).pending_approvals
+    async with harness.worker():  # the same queue, without the tool's module
+        await orga.loop(harness.client, handle.id).approve(call.call_id, approver="pat")
+        await waits_for_a_worker(handle, "issue_credit")  # not a failed attempt: a wait
+    assert credited == []
+    async with harness.worker(tools=[issue_credit]):
+        result = await handle.result()
+    assert result.status == "completed" and credited == [(300, "cy@example.com")]
+    [report] = result.steps
+    assert (report.status, report.attempts) == ("completed", 1)

@@ -106,10 +106,14 @@ class InferenceActivities:
                 activity.logger.warning("not offering tool %r to the model: %s", name, why)
                 continue
             if found is None:  # the loop's setup found it: another worker registers it
+                # Not retried by Temporal: the loop waits for a worker with the tool, durably
+                # and visibly (status awaiting_worker), then asks again.
                 raise ToolNotOnThisWorker(
                     f"tool {name!r} is not registered on this worker (registered: "
-                    f"{self._registry.names()!r}); the call is retried for a worker that has it. "
-                    "Run the same tool modules on every worker of a task queue."
+                    f"{self._registry.names()!r}); the call waits for a worker that has it. "
+                    "Run the same tool modules on every worker of a task queue.",
+                    {"tool": name},
+                    non_retryable=True,
                 )
             definition = found.definition
             if name in judged:

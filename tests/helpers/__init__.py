@@ -80,6 +80,7 @@ from tests.helpers._waiting import (
     task_state,
     tool_results,
     waiting_review,
+    waits_for_a_worker,
 )
 
 __all__ = [
@@ -144,5 +145,6 @@ __all__ = [
     "total",
     "verdict",
     "waiting_review",
+    "waits_for_a_worker",
     "worker_process",
 ]

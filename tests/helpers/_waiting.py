@@ -167,3 +167,19 @@ async def started_tool(client: Client, workflow_id: str) -> None:
         )
 
     await eventually(probe, f"a tool of {workflow_id} started")
+
+
+async def waits_for_a_worker(handle: WorkflowHandle[Any, Any], tool: str) -> None:
+    """Until ``handle``'s history shows a call (a tool's, a step's, a model call's) waiting for
+    a worker with ``tool``: the durable timer the Web UI shows."""
+    shown = f'"waiting for a worker with tool {tool}"'.encode()
+
+    async def waits() -> bool:
+        history = await handle.fetch_history()
+        return any(
+            e.user_metadata.summary.data == shown
+            for e in history.events
+            if e.HasField("timer_started_event_attributes")
+        )
+
+    await eventually(waits, f"{handle.id} waiting for a worker with {tool}")

@@ -471,7 +471,13 @@ class AgentLoop:
         )
         limit = parts.limits.max_total_tokens
         try:
-            response = await call_model(request, config.model_timeout, parts.model_task_queue)
+            response = await call_model(
+                request,
+                config.model_timeout,
+                parts.model_task_queue,
+                waiting=books.waiting_for_workers,
+                waiting_changed=books.worker_wait_changed,
+            )
         except BudgetExceeded as refused:
             raise self._budget(
                 "max_total_tokens",

@@ -10,7 +10,6 @@ Each use is journaled as ``RecoveryTriggered``. Only ``escalate`` → ``abort`` 
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -34,14 +33,11 @@ from orga.core import breaker as breakers
 from orga.workflows.reasoning.tool_state import ToolState, cache_key
 from orga.workflows.shared.metrics import count
 from orga.workflows.shared.options import TOOL_RETRY, non_retryable, tool_heartbeat_timeout
-from orga.workflows.shared.tool_calls import run_tool
+from orga.workflows.shared.tool_calls import WorkerWait, run_tool
 
 __all__ = ["CallExecutor", "error_result"]
 
 _FAILURES: frozenset[ToolStatus] = frozenset({"failed", "timed_out"})
-_WORKER_WAIT_FIRST = timedelta(seconds=2)
-_WORKER_WAIT_LONGEST = timedelta(minutes=1)
-"""A call no worker that took it could run waits this long at first, doubling to this."""
 """Statuses that count against a tool's breaker and trigger its recovery strategy."""
 
 
@@ -143,8 +139,9 @@ class CallExecutor:
             if self._state.wait_for_cancelled_tools
             else ActivityCancellationType.TRY_CANCEL
         )
-        pause, waiting = _WORKER_WAIT_FIRST, self._state.waiting_for_workers
-        waited = False
+        # No worker that took it registers the tool: wait for one that does (the loop's
+        # timeout bounds the wait), never handing the model an error for it.
+        wait = WorkerWait(call.name, self._state.waiting_for_workers, self._worker_wait_changed)
         while True:
             outcome = await run_tool(
                 invocation,
@@ -157,19 +154,8 @@ class CallExecutor:
             )
             if isinstance(outcome, ToolResult) or not outcome.elsewhere:
                 break
-            # No worker that took it registers the tool: wait for one that does (the loop's
-            # timeout bounds the wait), never handing the model an error for it.
-            if not waited:
-                waiting[call.name] = waiting.get(call.name, 0) + 1
-                waited = True
-                self._worker_wait_changed()
-            await workflow.sleep(pause, summary=f"waiting for a worker with tool {call.name}")
-            pause = min(pause * 2, _WORKER_WAIT_LONGEST)
-        if waited:
-            waiting[call.name] -= 1
-            if not waiting[call.name]:
-                del waiting[call.name]
-            self._worker_wait_changed()
+            await wait.pause()
+        wait.end()
         if isinstance(outcome, ToolResult):
             return outcome
         if outcome.timed_out:

@@ -2,51 +2,90 @@
 
 Workflow code. The request carries only the messages the model has not seen (the worker keeps
 the rest, checked by the digest); the call heartbeats while the provider thinks; after
-Temporal's retries a failure ends the loop with ``ModelCallFailed`` naming the cause.
+Temporal's retries a failure ends the loop with ``ModelCallFailed`` naming the cause — except
+a call the workers that took it could not make because they lack a tool the loop names, which
+waits for a worker that has it and is made again (patch ``model-waits-for-worker``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from datetime import timedelta
+from typing import Any, cast
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
-from orga.contracts.errors import BudgetExceeded, ModelCallFailed
+from orga.contracts.errors import BudgetExceeded, ModelCallFailed, ToolNotOnThisWorker
 from orga.contracts.inference import CALL_MODEL, InferenceRequest, InferenceResponse
 from orga.workflows.shared.failures import failure_of
 from orga.workflows.shared.options import MODEL_HEARTBEAT_TIMEOUT, MODEL_RETRY
+from orga.workflows.shared.patches import MODEL_WAITS_FOR_WORKER
+from orga.workflows.shared.tool_calls import WorkerWait
 
 __all__ = ["call_model"]
 
 
 async def call_model(
-    request: InferenceRequest, timeout: timedelta, task_queue: str | None = None
+    request: InferenceRequest,
+    timeout: timedelta,
+    task_queue: str | None = None,
+    *,
+    waiting: dict[str, int] | None = None,
+    waiting_changed: Callable[[], None] | None = None,
 ) -> InferenceResponse:
     """The model's response to ``request`` (asked on ``task_queue``: the loop's by default).
+
+    ``waiting`` / ``waiting_changed``: the loop's count of calls waiting for a worker with a
+    tool (``waiting_for_workers``) and what to tell when it changes.
 
     Raises:
         BudgetExceeded: the call could not fit in ``request.token_budget`` and was not made.
         ModelCallFailed: the inference activity failed for good (the cause is chained).
     """
     model = request.model or f"{request.provider or 'default provider'}'s default model"
-    try:
-        return await workflow.execute_activity(
-            CALL_MODEL,
-            request,
-            result_type=InferenceResponse,
-            start_to_close_timeout=timeout,
-            heartbeat_timeout=MODEL_HEARTBEAT_TIMEOUT,
-            retry_policy=MODEL_RETRY,
-            task_queue=task_queue,
-            summary=f"model {model} · iteration {request.iteration}",
-        )
-    except ActivityError as error:
-        failure = failure_of(error)
-        kind, message = failure.kind, failure.message
-        if kind == BudgetExceeded.__name__:  # refused before the provider was asked
-            raise BudgetExceeded(message, {"iteration": request.iteration}) from error
-        raise ModelCallFailed(
-            f"the model call at iteration {request.iteration} failed for good ({kind}): {message}",
-            {"iteration": request.iteration, "error_type": kind, "error": message},
-        ) from error
+    wait: WorkerWait | None = None
+    while True:
+        try:
+            response = await workflow.execute_activity(
+                CALL_MODEL,
+                request,
+                result_type=InferenceResponse,
+                start_to_close_timeout=timeout,
+                heartbeat_timeout=MODEL_HEARTBEAT_TIMEOUT,
+                retry_policy=MODEL_RETRY,
+                task_queue=task_queue,
+                summary=f"model {model} · iteration {request.iteration}",
+            )
+            break
+        except ActivityError as error:
+            failure = failure_of(error)
+            tool = _missing_tool(failure.kind, failure.details)
+            if tool is not None and workflow.patched(MODEL_WAITS_FOR_WORKER):
+                if wait is None or wait.tool != tool:
+                    if wait is not None:
+                        wait.end()
+                    wait = WorkerWait(tool, waiting, waiting_changed)
+                await wait.pause()
+                continue
+            if wait is not None:
+                wait.end()
+            kind, message = failure.kind, failure.message
+            if kind == BudgetExceeded.__name__:  # refused before the provider was asked
+                raise BudgetExceeded(message, {"iteration": request.iteration}) from error
+            raise ModelCallFailed(
+                f"the model call at iteration {request.iteration} failed for good ({kind}): "
+                f"{message}",
+                {"iteration": request.iteration, "error_type": kind, "error": message},
+            ) from error
+    if wait is not None:
+        wait.end()
+    return response
+
+
+def _missing_tool(kind: str, details: Sequence[Any]) -> str | None:
+    """The tool the workers that took the call lack, when that is why it failed."""
+    if kind != ToolNotOnThisWorker.__name__ or not details or not isinstance(details[0], dict):
+        return None
+    tool = cast(dict[str, Any], details[0]).get("tool")
+    return tool if isinstance(tool, str) else None

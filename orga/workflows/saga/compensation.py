@@ -26,7 +26,6 @@ from typing import Literal
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.workflow import ActivityCancellationType
 
 from orga.contracts.approvals import EscalationAction, PendingEscalation
 from orga.contracts.conversation import ToolCall
@@ -35,8 +34,8 @@ from orga.contracts.task import Step, StepReport, TaskOutcome
 from orga.contracts.tools import ToolInvocation
 from orga.core.template import fill_template
 from orga.workflows.saga.steps import TaskClearance
-from orga.workflows.shared.options import non_retryable, tool_heartbeat_timeout
-from orga.workflows.shared.tool_calls import ToolFailure, run_tool
+from orga.workflows.shared.options import non_retryable
+from orga.workflows.shared.tool_calls import ToolFailure, run_task_tool
 
 __all__ = ["Saga"]
 
@@ -209,9 +208,10 @@ class Saga:
 
     async def _run(self, step_id: str, call: ToolCall, retry: RetryPolicy) -> str | None:
         """One compensation activity (with its retries): ``None`` when it succeeded, else the
-        error; a cancellation waits for an attempt in flight and counts as its failure."""
+        error; a cancellation waits for an attempt in flight and counts as its failure. The
+        workers that took it lacking the tool is no failure: it waits for one that has it."""
         try:
-            done = await run_tool(
+            done = await run_task_tool(
                 ToolInvocation(
                     call=call,
                     workflow_id=self._workflow_id,
@@ -222,8 +222,6 @@ class Saga:
                 timeout=self._timeout,
                 retry=retry,
                 summary=f"compensate {step_id} · {call.name}",
-                heartbeat=tool_heartbeat_timeout(self._timeout),
-                cancellation=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
             )
             if isinstance(done, ToolFailure):
                 return done.message

@@ -21,7 +21,7 @@ from temporalio import workflow
 from temporalio.exceptions import (
     ChildWorkflowError,
 )
-from temporalio.workflow import ActivityCancellationType, ChildWorkflowCancellationType
+from temporalio.workflow import ChildWorkflowCancellationType
 
 from orga.contracts.conversation import ToolCall
 from orga.contracts.policy import PolicyAction
@@ -30,8 +30,8 @@ from orga.contracts.task import LoopStep, Step
 from orga.contracts.tools import ToolInvocation
 from orga.workflows.shared.gate import Gate
 from orga.workflows.shared.human_desk import HumanDesk
-from orga.workflows.shared.options import TOOL_RETRY, tool_heartbeat_timeout
-from orga.workflows.shared.tool_calls import ToolFailure, run_tool, tool_failure
+from orga.workflows.shared.options import TOOL_RETRY
+from orga.workflows.shared.tool_calls import ToolFailure, run_task_tool, tool_failure
 
 __all__ = ["StepFailed", "StepRunner", "TaskClearance"]
 
@@ -138,7 +138,7 @@ class StepRunner:
         # The idempotency key stays <workflow id>/<first run id>/<step id> on every attempt.
         call = call.model_copy(update={"arguments": cleared.arguments})
         self._scheduled(step.id)
-        done = await run_tool(
+        done = await run_task_tool(
             ToolInvocation(
                 call=call,
                 workflow_id=self._workflow_id,
@@ -147,8 +147,6 @@ class StepRunner:
             timeout=self._timeout,
             retry=TOOL_RETRY,
             summary=f"step {step.id} · {action.tool} · attempt {attempt}",
-            heartbeat=tool_heartbeat_timeout(self._timeout),
-            cancellation=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
         )
         if isinstance(done, ToolFailure):
             if done.cancelled:  # the task's cancellation: compensation, not re-attempts

@@ -17,7 +17,13 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["ELIDE_REFUSED_ARGUMENTS", "GATE_TYPED_ANSWER", "SUMMARY_AFTER_FAILURE"]
+__all__ = [
+    "ELIDE_REFUSED_ARGUMENTS",
+    "GATE_TYPED_ANSWER",
+    "MODEL_WAITS_FOR_WORKER",
+    "SUMMARY_AFTER_FAILURE",
+    "TASK_WAITS_FOR_WORKER",
+]
 
 SUMMARY_AFTER_FAILURE: Final = "summary-after-failure"
 """An ``anchored_summary`` loop whose summary was not made (the summariser failed or answered
@@ -33,3 +39,14 @@ GATE_TYPED_ANSWER: Final = "gate-typed-answer"
 """A typed loop's answer is checked against its ``output_schema`` before the final-answer
 gate, so the gate judges the value (Cedar ``context.answer``, OPA ``input.answer``); before
 the patch it was checked after the gate (``AgentLoop._cycle``; scenario ``gated_typed_answer``)."""
+
+MODEL_WAITS_FOR_WORKER: Final = "model-waits-for-worker"
+"""A model call that no worker which took it could make, as none registers a tool the loop
+names (``ToolNotOnThisWorker`` after the call's retries), waits for a worker that does (status
+``awaiting_worker``) and is made again, instead of failing the loop ``ModelCallFailed``
+(``call_model``; scenario ``model_waits_for_worker``)."""
+
+TASK_WAITS_FOR_WORKER: Final = "task-waits-for-worker"
+"""A task's step or compensation whose tool the workers that took it do not register waits for
+a worker that does and runs again, instead of counting as a failed attempt (``StepRunner``,
+``Compensation``; scenario ``task_waits_for_worker``)."""

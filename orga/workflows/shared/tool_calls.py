@@ -4,11 +4,13 @@ task's steps and their compensations.
 Workflow code. ``run_tool`` schedules ``run_tool`` (an activity, or a local activity for a
 short pure tool) and returns the tool's result, or a ``ToolFailure`` read from the failure's
 root cause by one table: the status the model or the task sees, and whether another attempt
-could do better.
+could do better. ``WorkerWait`` is the wait of a call (or a model call naming the tool) that
+no worker which took it could run, for a worker that registers its tool.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Final
@@ -21,8 +23,21 @@ from temporalio.workflow import ActivityCancellationType
 from orga.contracts.conversation import ToolResult, ToolStatus
 from orga.contracts.tools import LOCAL_TOOL_TIMEOUT, RUN_TOOL, ToolInvocation
 from orga.workflows.shared.failures import failure_of
+from orga.workflows.shared.options import tool_heartbeat_timeout
+from orga.workflows.shared.patches import TASK_WAITS_FOR_WORKER
 
-__all__ = ["ToolFailure", "run_tool", "tool_failure"]
+__all__ = [
+    "WORKER_WAIT_FIRST",
+    "WORKER_WAIT_LONGEST",
+    "ToolFailure",
+    "WorkerWait",
+    "run_tool",
+    "tool_failure",
+]
+
+WORKER_WAIT_FIRST: Final = timedelta(seconds=2)
+WORKER_WAIT_LONGEST: Final = timedelta(minutes=1)
+"""A call no worker that took it could run waits this long at first, doubling to this."""
 
 _BY_TYPE: Final[dict[str, tuple[ToolStatus, bool]]] = {
     "ToolInputError": ("invalid_arguments", True),
@@ -109,3 +124,70 @@ async def run_tool(
     except (ActivityError, ApplicationError, TimeoutError) as error:
         # A local activity's failure may arrive as the error itself, not wrapped.
         return tool_failure(error)
+
+
+async def run_task_tool(
+    invocation: ToolInvocation, *, timeout: timedelta, retry: RetryPolicy, summary: str
+) -> ToolResult | ToolFailure:
+    """A task's step or compensation: ``run_tool``, its cancellation waited for; when only
+    the workers that took it lack the tool, it waits for one that has it and runs again rather
+    than failing (patch ``task-waits-for-worker``: before it, that counted as a failure)."""
+    wait = WorkerWait(invocation.call.name)
+    while True:
+        done = await run_tool(
+            invocation,
+            timeout=timeout,
+            retry=retry,
+            summary=summary,
+            heartbeat=tool_heartbeat_timeout(timeout),
+            cancellation=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+        )
+        if not (
+            isinstance(done, ToolFailure)
+            and done.elsewhere
+            and workflow.patched(TASK_WAITS_FOR_WORKER)
+        ):
+            return done
+        await wait.pause()
+
+
+class WorkerWait:
+    """A call's wait for a worker that registers ``tool``: a durable timer between tries (2 s,
+    doubling to a minute; the loop's timeout bounds it), counted in ``waiting`` (tool → calls
+    waiting: a loop's ``waiting_for_workers``) while it lasts, with ``changed`` told when the
+    count starts and ends."""
+
+    def __init__(
+        self,
+        tool: str,
+        waiting: dict[str, int] | None = None,
+        changed: Callable[[], None] | None = None,
+    ) -> None:
+        self.tool = tool
+        self._waiting = waiting if waiting is not None else {}
+        self._changed = changed
+        self._pause = WORKER_WAIT_FIRST
+        self._counted = False
+
+    async def pause(self) -> None:
+        """Wait before the next try (counted from the first)."""
+        if not self._counted:
+            self._waiting[self.tool] = self._waiting.get(self.tool, 0) + 1
+            self._counted = True
+            self._tell()
+        await workflow.sleep(self._pause, summary=f"waiting for a worker with tool {self.tool}")
+        self._pause = min(self._pause * 2, WORKER_WAIT_LONGEST)
+
+    def end(self) -> None:
+        """The call ran (or failed otherwise): it no longer waits."""
+        if not self._counted:
+            return
+        self._counted = False
+        self._waiting[self.tool] -= 1
+        if not self._waiting[self.tool]:
+            del self._waiting[self.tool]
+        self._tell()
+
+    def _tell(self) -> None:
+        if self._changed is not None:
+            self._changed()
