@@ -30,7 +30,6 @@ from pydantic import BaseModel
 from temporalio.client import Client, WorkflowHandle
 
 from orga.contracts.approvals import (
-    ApprovalDecision,
     ApprovalRecord,
     EscalationAction,
     EscalationRecord,
@@ -52,9 +51,8 @@ from orga.contracts.messages import (
 )
 from orga.contracts.state import LoopResult, LoopState
 from orga.contracts.threads import CloseThread, ThreadClosed, ThreadConfig, TurnResult
-from orga.desk.inbox import await_turn, edited_arguments
+from orga.desk.inbox import approval_decision, await_turn
 from orga.runtime.approver_keys import load_key as load_approver_key
-from orga.runtime.approver_keys import sign_decision
 from orga.runtime.connect import connect as _connect
 from orga.runtime.forks import start_fork_run
 from orga.runtime.settings import Settings
@@ -344,20 +342,22 @@ class LoopHandle:
         key: Ed25519PrivateKey | None,
         arguments: Mapping[str, Any] | None,
     ) -> ApprovalRecord:
-        decision = ApprovalDecision(
+        configured = Settings.from_env().approver_key_path()
+        key = key or (load_approver_key(configured) if configured is not None else None)
+        pending = None
+        if key is not None:  # signed over the call as it waits; if none waits, the update
+            state = await self.state()  # refuses the decision, naming what waits
+            pending = next((p for p in state.pending_approvals if p.call_id == call_id), None)
+        decision = approval_decision(
+            self.id,
+            pending,
             call_id=call_id,
             approved=approved,
             reason=reason,
             approver=approver,
-            arguments=edited_arguments(arguments),
+            arguments=arguments,
+            key=key,
         )
-        configured = Settings.from_env().approver_key_path()
-        key = key or (load_approver_key(configured) if configured is not None else None)
-        if key is not None:
-            state = await self.state()
-            pending = next((p for p in state.pending_approvals if p.call_id == call_id), None)
-            if pending is not None:  # else the update refuses it, naming what waits
-                decision = sign_decision(decision, workflow_id=self.id, pending=pending, key=key)
         return await self._update(APPROVE_UPDATE, decision, ApprovalRecord)
 
     async def _update(self, name: str, payload: BaseModel, answer: type[_M]) -> _M:

@@ -7,6 +7,7 @@ import contextlib
 import json
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
+from dataclasses import dataclass
 
 import httpx
 from opentelemetry.trace import SpanKind
@@ -34,7 +35,7 @@ from orga.contracts.messages import CONVERSATION_QUERY
 from orga.contracts.policy import PolicyAction, PolicyRequest, PolicyResult
 from orga.contracts.tools import ToolDefinition
 from orga.core.budget import OutOfBudget, output_cap, served
-from orga.core.context import fit
+from orga.core.context import Fitted, fit
 from orga.core.evidence import with_judgement
 from orga.core.knowledge import with_knowledge
 from orga.core.text import estimate_tokens
@@ -58,6 +59,19 @@ def _cache_attributes(usage: Usage) -> dict[str, int]:
         "gen_ai.usage.cache_creation.input_tokens": usage.cache_creation_input_tokens,
     }
     return {name: count for name, count in counts.items() if count > 0}
+
+
+@dataclass(frozen=True)
+class _Prompt:
+    """What one model call sends, built within the loop's budgets."""
+
+    fitted: Fitted
+    tools: list[ToolDefinition]
+    estimated: int
+    """Input tokens, as orga estimates them (calibrated by what the provider counted)."""
+    max_output: int | None
+    capped: bool
+    """The output cap is what the token budget leaves, below the configured one."""
 
 
 class InferenceActivities:
@@ -159,7 +173,19 @@ class InferenceActivities:
 
     @activity.defn(name=CALL_MODEL)
     async def call_model(self, request: InferenceRequest) -> InferenceResponse:
-        """Ask the model for its next turn."""
+        """Ask the model for its next turn: the prompt built within the budgets, the provider
+        asked, the answer gated (the ``default`` gate) and bounded."""
+        prompt = await self._prompt(request)
+        response = await self._ask(request, prompt)
+        return await self._answer(request, prompt, response)
+
+    async def _prompt(self, request: InferenceRequest) -> _Prompt:
+        """The conversation (the worker's copy, topped up), fitted to the context budget, the
+        tools' definitions, and the output cap the token budget leaves.
+
+        Raises:
+            BudgetExceeded: the call cannot fit in what the budget leaves (not asked).
+        """
         conversation = await self.cache.resolve(request.conversation)
         fitted = fit(
             with_knowledge(conversation, request.knowledge),
@@ -180,6 +206,11 @@ class InferenceActivities:
             )
         except OutOfBudget as error:  # the provider is not asked: the loop ends BudgetExceeded
             raise BudgetExceeded(str(error), {"estimated_input_tokens": estimated}) from error
+        return _Prompt(fitted, tools, estimated, max_output, capped)
+
+    async def _ask(self, request: InferenceRequest, prompt: _Prompt) -> InferenceResponse:
+        """The provider's answer, heartbeating and streaming while it comes, in a GenAI span,
+        charged what was served (else the estimate)."""
         provider = self._settings.provider(request.provider)
         model = request.model or provider.default_model
         info = activity.info()
@@ -195,24 +226,28 @@ class InferenceActivities:
                 "gen_ai.provider.name": provider.name,
                 "gen_ai.request.model": model,
                 # Only a limit that was sent: none is the provider's own, not 0.
-                **({} if max_output is None else {"gen_ai.request.max_tokens": max_output}),
+                **(
+                    {}
+                    if prompt.max_output is None
+                    else {"gen_ai.request.max_tokens": prompt.max_output}
+                ),
             },
         ) as span:
             async with heartbeating(), self._publisher(request) as on_text:
                 response = await complete(
                     self._http,
                     provider,
-                    fitted.messages,
-                    tools,
+                    prompt.fitted.messages,
+                    prompt.tools,
                     model=model,
-                    max_output_tokens=max_output,
+                    max_output_tokens=prompt.max_output,
                     temperature=request.temperature,
                     timeout=timeout,
                     on_text=on_text,
                     prompt_cache=request.prompt_cache,
                     output_schema=request.output_schema,
                 )
-            response = response.model_copy(update={"usage": served(response, estimated)})
+            response = response.model_copy(update={"usage": served(response, prompt.estimated)})
             span.set_attributes(
                 {
                     "gen_ai.response.model": response.model,
@@ -229,17 +264,24 @@ class InferenceActivities:
             provider=provider.name,
             model=model,
         )
+        return response
+
+    async def _answer(
+        self, request: InferenceRequest, prompt: _Prompt, response: InferenceResponse
+    ) -> InferenceResponse:
+        """The response as the loop takes it: gated here under the ``default`` gate, a long
+        answer in the blob store, and what the prompt cost and dropped."""
         gate = await self._gate(request, response) if request.gate else None
         text, reference = self._blobs.guard(response.text, request.max_response_bytes, "answer")
         return response.model_copy(
             update={
                 "text": text,
                 "blob_ref": reference,
-                "estimated_input_tokens": estimated,
-                "context_dropped": fitted.dropped,
-                "context_masked": fitted.masked,
+                "estimated_input_tokens": prompt.estimated,
+                "context_dropped": prompt.fitted.dropped,
+                "context_masked": prompt.fitted.masked,
                 "gate": gate,
-                "budget_capped": capped,
+                "budget_capped": prompt.capped,
             }
         )
 

@@ -80,6 +80,7 @@ __all__ = [
     "DeskError",
     "InboxItem",
     "WorkflowFacts",
+    "approval_decision",
     "approve",
     "await_turn",
     "cancel",
@@ -536,6 +537,48 @@ async def approve(
         DeskError: not recorded, and why.
     """
     facts = await _ready_for_a_decision(client, workflow_id)
+    # _ready_for_a_decision found a worker on its queue: not asked again
+    pending = await waiting_call(client, facts, call_id, served={facts.task_queue: True})
+    decision = approval_decision(
+        workflow_id,
+        pending,
+        call_id=call_id,
+        approved=approved,
+        reason=reason,
+        approver=approver,
+        via=via,
+        arguments=arguments,
+        key=key,
+    )
+    if key is None and pending.signatures_required:
+        raise DeskError(
+            f"approvers are enrolled on the worker of {workflow_id!r}: a decision must be signed "
+            "by your enrolled key. Set ORGA_APPROVER_KEY to your private key (`orga approver "
+            "keygen` writes one; the operator enrolls its public key). Nothing was recorded."
+        )
+    return await _update(client, APPROVE_UPDATE, decision, ApprovalRecord, facts, wait)
+
+
+def approval_decision(
+    workflow_id: str,
+    pending: PendingApproval | None,
+    *,
+    call_id: str,
+    approved: bool,
+    reason: str | None,
+    approver: str,
+    via: DecisionChannel | None = None,
+    arguments: str | Mapping[str, Any] | None = None,
+    key: Ed25519PrivateKey | None = None,
+) -> ApprovalDecision:
+    """The decision every client sends (the CLI, the desk, MCP, ``LoopHandle``), built in this
+    one place: edited arguments as a JSON object's text, and — with the approver's ``key`` and
+    the call as it waits (``pending``) — signed over this workflow, the call, its arguments,
+    the verdict and the reason.
+
+    Raises:
+        DeskError: the edited arguments are not a JSON object.
+    """
     decision = ApprovalDecision(
         call_id=call_id,
         approved=approved,
@@ -544,17 +587,9 @@ async def approve(
         via=via,
         arguments=edited_arguments(arguments),
     )
-    # _ready_for_a_decision found a worker on its queue: not asked again
-    pending = await waiting_call(client, facts, call_id, served={facts.task_queue: True})
-    if key is not None:
-        decision = sign_decision(decision, workflow_id=workflow_id, pending=pending, key=key)
-    elif pending.signatures_required:
-        raise DeskError(
-            f"approvers are enrolled on the worker of {workflow_id!r}: a decision must be signed "
-            "by your enrolled key. Set ORGA_APPROVER_KEY to your private key (`orga approver "
-            "keygen` writes one; the operator enrolls its public key). Nothing was recorded."
-        )
-    return await _update(client, APPROVE_UPDATE, decision, ApprovalRecord, facts, wait)
+    if key is None or pending is None:
+        return decision
+    return sign_decision(decision, workflow_id=workflow_id, pending=pending, key=key)
 
 
 def edited_arguments(arguments: str | Mapping[str, Any] | None) -> str | None:
