@@ -45,7 +45,7 @@ from tests.helpers import (
     waiting_review,
     waits_for_a_worker,
 )
-from tests.sample_tools import Flaky, Shop, transfer
+from tests.sample_tools import Flaky, Shop, log_search_tools, transfer
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "policies"
 
@@ -573,6 +573,25 @@ async def task_waits_for_worker(h: Harness) -> WorkflowHandle[Any, Any]:
     return await _decided_while_away(h, handle, waiting.call_id, approved=True)
 
 
+async def gate_by_action(h: Harness) -> WorkflowHandle[Any, Any]:
+    """Under the default gate, a turn one of whose calls the evidence tracker answers (a
+    search without its judgement): the other call's decision is the model call's, with no
+    policy call."""
+    model = h.new_model(
+        [
+            Turn(tool_calls=[("search_logs", {"query": "timeout"})]),
+            Turn(tool_calls=[("search_logs", {"query": "disk"}), ("add", {"a": 2, "b": 3})]),
+            Turn(text="5, and the logs say timeout"),
+        ]
+    )
+    async with h.worker(tools=log_search_tools([])):
+        handle = await h.start(
+            "why?", model=model, tools=["search_logs", "add"], workflow_id="history-gate-by-action"
+        )
+        await handle.result()
+    return handle
+
+
 SCENARIOS: dict[str, Scenario] = {
     "tools": tools,
     "denial": denial,
@@ -597,4 +616,5 @@ SCENARIOS: dict[str, Scenario] = {
     "gated_typed_answer": gated_typed_answer,
     "model_waits_for_worker": model_waits_for_worker,
     "task_waits_for_worker": task_waits_for_worker,
+    "gate_by_action": gate_by_action,
 }

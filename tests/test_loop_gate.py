@@ -14,6 +14,7 @@ from orga.scripted.server import Turn
 from orga.worker.serve import build_workers
 from tests.harness import Harness, scripted_settings
 from tests.helpers import POLICY_EXAMPLES, conversation
+from tests.sample_tools import log_search_tools
 
 
 async def test_a_denied_answer_goes_back_to_the_model(harness: Harness) -> None:
@@ -100,3 +101,37 @@ async def test_a_modified_call_runs_as_modified_and_the_model_sees_it(
     assert result.status == "ok" and len(result.content) == 20_000
     sent = harness.model.requests_for(model)[1].body["messages"][1]["tool_calls"][0]
     assert '"max_chars": 20000' in sent["function"]["arguments"]
+
+
+async def test_the_default_gate_decides_each_call_once_where_the_model_call_ran(
+    harness: Harness,
+) -> None:
+    """Under the default gate the model call decides its answer's calls on its worker; the
+    loop takes each call's decision by what it was about, so a turn one of whose calls the
+    evidence tracker answered (a search without its judgement) needs no policy call, and a
+    call the loop runs with other arguments than the model's (judgement stripped) is decided
+    again by the policy activity, as it will run."""
+    model = harness.new_model(
+        [
+            Turn(tool_calls=[("search_logs", {"query": "timeout"})]),
+            Turn(tool_calls=[("search_logs", {"query": "disk"}), ("add", {"a": 2, "b": 3})]),
+            Turn(tool_calls=[("search_logs", {"query": "disk", "previous_gain": "GAINED"})]),
+            Turn(text="5, and the logs say timeout"),
+        ]
+    )
+    async with harness.worker(tools=log_search_tools([])):
+        handle = await harness.start("why?", model=model, tools=["search_logs", "add"])
+        result = await handle.result()
+        journal = await handle.query("journal", result_type=Journal)
+    assert result.output == "5, and the logs say timeout"
+    gates = {e.iteration: e for e in journal.entries if isinstance(e, PolicyEvaluated)}
+    assert [(d.tool, d.decision) for d in gates[2].decisions] == [("add", "allow")]
+    assert [(d.tool, d.decision) for d in gates[3].decisions] == [("search_logs", "allow")]
+    history = await handle.fetch_history()
+    policy_calls = [
+        e.event_id
+        for e in history.events
+        if e.HasField("marker_recorded_event_attributes")
+        and b"evaluate_policy" in e.marker_recorded_event_attributes.SerializeToString()
+    ]
+    assert len(policy_calls) == 1  # turn 3's, with the judgement stripped; none for 1 and 2

@@ -292,10 +292,7 @@ class InferenceActivities:
         own rules (``None`` when this worker cannot decide here: the loop asks the gate)."""
         if self._decide is None:
             return None
-        actions = [
-            PolicyAction(kind="call_tool", call_id=c.id, tool=c.name, arguments=c.arguments)
-            for c in response.tool_calls
-        ] or [PolicyAction(kind="respond")]
+        actions = PolicyAction.of_turn(response.tool_calls)
         info = activity.info()
         return await self._decide(
             PolicyRequest(

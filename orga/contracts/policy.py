@@ -8,10 +8,12 @@ answers one decision per action, in the same order. A decision is ``allow``, ``d
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from orga.contracts.conversation import ToolCall
 from orga.contracts.inference import Usage
 from orga.contracts.verdicts import Decision, PolicyDecision, PolicyResult
 from orga.contracts.vocabulary import PolicyMode
@@ -64,6 +66,21 @@ class PolicyAction(BaseModel):
     answer: str | None = None
     """For ``respond`` of a typed loop (``output_schema``): the answer's value, validated, as
     JSON text; the gate judges it (Cedar ``context.answer``, OPA ``input.answer``)."""
+
+    @classmethod
+    def of_call(cls, call: ToolCall) -> PolicyAction:
+        """The action of a tool call: what every gate decides about a call, built only here."""
+        return cls(kind="call_tool", call_id=call.id, tool=call.name, arguments=call.arguments)
+
+    @classmethod
+    def of_turn(cls, calls: Sequence[ToolCall]) -> list[PolicyAction]:
+        """The actions of a model's turn: its calls in order, else its final answer."""
+        return [cls.of_call(c) for c in calls] or [cls(kind="respond")]
+
+    @property
+    def key(self) -> tuple[str, str | None, str | None, str]:
+        """What a decision about this action was about: its kind, call, tool and arguments."""
+        return (self.kind, self.call_id, self.tool, self.arguments)
 
 
 class AncestorGate(BaseModel):

@@ -127,10 +127,7 @@ class ToolPolicyCheck:
 
     def actions(self) -> list[PolicyAction]:
         """The actions the gate must decide, one per gated call, in the model's order."""
-        return [
-            PolicyAction(kind="call_tool", call_id=c.id, tool=c.name, arguments=c.arguments)
-            for c in self.gated()
-        ]
+        return [PolicyAction.of_call(c) for c in self.gated()]
 
     def gate(self, result: PolicyResult) -> ToolDispatching:
         """Apply the gate's decisions. A malformed verdict denies everything (fail closed)."""

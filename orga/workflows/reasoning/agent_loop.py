@@ -51,7 +51,7 @@ from orga.contracts.conversation import Message
 from orga.contracts.errors import BudgetExceeded, InvalidConfig, LoopFailure
 from orga.contracts.forks import ForkPoint, ForkPointAsk
 from orga.contracts.inference import InferenceRequest, InferenceResponse
-from orga.contracts.policy import PolicyAction, PolicyResult
+from orga.contracts.policy import PolicyResult
 from orga.contracts.state import LoopResult, LoopState
 from orga.contracts.threads import THREAD_MEMO, CloseThread, ThreadClosed, TurnResult, TurnWait
 from orga.core.genai import invocation_attributes
@@ -81,7 +81,7 @@ from orga.workflows.reasoning.thread import Thread
 from orga.workflows.reasoning.tool_runner import ToolRunner
 from orga.workflows.reasoning.tool_state import ToolState
 from orga.workflows.shared.common import decoded
-from orga.workflows.shared.gate import Gate
+from orga.workflows.shared.gate import Gate, ModelCallDecisions
 from orga.workflows.shared.patches import ELIDE_REFUSED_ARGUMENTS, GATE_TYPED_ANSWER
 
 __all__ = ["AgentLoop"]
@@ -157,8 +157,8 @@ class AgentLoop:
             waiting_for_workers=books.waiting_for_workers,
             worker_wait_changed=books.worker_wait_changed,
         )
-        self._decided: tuple[list[tuple[str, str]], PolicyResult] | None = None
-        """The last model call's gate decisions, with the actions they are for."""
+        self._decided: ModelCallDecisions | None = None
+        """The ``default`` gate's decisions the last model call made, until the gate asks."""
         self._calibration = 1.0
         self._runs = 1
         self._summary = RunningSummary(books)
@@ -486,10 +486,8 @@ class AgentLoop:
                 f"at iteration {reasoning.iteration}, not enough for its next model call: "
                 f"{refused.message}",
             ) from None
-        self._decided = None
-        if response.gate is not None:
-            self._decided = (_signature_of_answer(response), response.gate)
         response = with_internal_ids(response, reasoning.iteration)  # providers may repeat ids
+        self._decided = ModelCallDecisions.of(response)
         self.conversation.mark_sent()
         if response.estimated_input_tokens > 0 and response.usage.input_tokens > 0:
             # Calibrate the byte-based estimate by what the provider counted (bounded).
@@ -514,12 +512,8 @@ class AgentLoop:
 
     async def _gate_turn(self, check: ToolPolicyCheck | AnswerPolicyCheck) -> PolicyResult:
         self.books.set_phase("policy_check")
-        actions = check.actions()
-        decided = None
-        if self._decided is not None and self._decided[0] == _signature(actions):
-            decided = self._decided[1]  # the model call decided exactly these actions
-        self._decided = None
-        return await self._gate.decide(actions, list(self._parts.advertised), decided)
+        decided, self._decided = self._decided, None
+        return await self._gate.decide(check.actions(), list(self._parts.advertised), decided)
 
     async def _act(self, dispatching: ToolDispatching) -> Observing:
         self.books.set_phase("dispatching")
@@ -619,14 +613,3 @@ def _of_which(others: int) -> str:
         if others
         else ""
     )
-
-
-def _signature(actions: list[PolicyAction]) -> list[tuple[str, str]]:
-    """What a gate decision is about: each action's kind or tool, and its arguments."""
-    return [(a.tool or a.kind, a.arguments if a.kind == "call_tool" else "") for a in actions]
-
-
-def _signature_of_answer(response: InferenceResponse) -> list[tuple[str, str]]:
-    if response.tool_calls:
-        return [(c.name, c.arguments) for c in response.tool_calls]
-    return [("respond", "")]

@@ -60,10 +60,7 @@ async def pre_hydrate(
         planned.append((reference, call))
     resolved: list[tuple[Reference, str]] = []
     if planned:
-        actions = [
-            PolicyAction(kind="call_tool", call_id=c.id, tool=c.name, arguments=c.arguments)
-            for _, c in planned
-        ]
+        actions = [PolicyAction.of_call(c) for _, c in planned]
         verdict = await gate.decide(actions, advertised)
         executor = CallExecutor(tools, books.iteration)
 

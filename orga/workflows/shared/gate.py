@@ -5,18 +5,24 @@ pre-hydration and fallbacks make — and every step and compensation of a task i
 all actions of a turn at once, by the ``evaluate_policy`` local activity (one marker event per
 turn). When the policy check itself fails (an engine down, a timeout), every action is
 denied: the gate never fails open.
+
+Under the ``default`` gate a loop's model call is decided on the worker that made it, by the
+policy activity's own function, for the actions of its answer (``PolicyAction.of_turn``):
+``ModelCallDecisions`` holds them by what each was about (kind, call id, tool, arguments), and
+``Gate.decide`` takes an action's decision from there, journaled as any other — an action no
+decision was made for is asked of the policy activity as usual.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 from temporalio import workflow
 from temporalio.exceptions import FailureError
 
 from orga.contracts.conversation import ToolCall
-from orga.contracts.inference import Usage
+from orga.contracts.inference import InferenceResponse, Usage
 from orga.contracts.journal import DecisionRecord, JournalEntry, PolicyEvaluated, Stamp
 from orga.contracts.policy import (
     EVALUATE_POLICY,
@@ -29,8 +35,53 @@ from orga.contracts.policy import (
 from orga.contracts.vocabulary import PolicyMode
 from orga.workflows.shared.failures import failure_of
 from orga.workflows.shared.options import POLICY_RETRY, POLICY_TIMEOUT
+from orga.workflows.shared.patches import GATE_BY_ACTION
 
-__all__ = ["Gate"]
+__all__ = ["Gate", "ModelCallDecisions"]
+
+
+class ModelCallDecisions:
+    """The ``default`` gate's decisions a model call made for the actions of its answer (its
+    calls named by the ids the loop gives them, ``with_internal_ids``)."""
+
+    def __init__(self, actions: Sequence[PolicyAction], result: PolicyResult) -> None:
+        self._actions = list(actions)
+        self._result = result
+        self._by_key = (
+            {a.key: d for a, d in zip(actions, result.decisions, strict=True)}
+            if len(actions) == len(result.decisions)
+            else {}  # a malformed answer decides nothing here: the policy activity is asked
+        )
+
+    @classmethod
+    def of(cls, response: InferenceResponse) -> ModelCallDecisions | None:
+        """What ``response`` (its ids the loop's) was decided, if its model call gated it."""
+        if response.gate is None:
+            return None
+        return cls(PolicyAction.of_turn(response.tool_calls), response.gate)
+
+    def for_actions(self, actions: Sequence[PolicyAction]) -> PolicyResult | None:
+        """The decisions on exactly ``actions``, or None when one was not decided here.
+
+        ``respond`` is looked up without its answer's value: the ``default`` gate allows every
+        final answer, whatever its value."""
+        decisions: list[PolicyDecision] = []
+        for action in actions:
+            key = action.key if action.kind != "respond" else PolicyAction(kind="respond").key
+            found = self._by_key.get(key)
+            if found is None:
+                return None
+            decisions.append(found)
+        return self._result.model_copy(update={"decisions": decisions})
+
+    def same_turn(self, actions: Sequence[PolicyAction]) -> bool:
+        """``actions`` are all of the answer's, in order (the rule before patch
+        ``gate-by-action``, under which only then were the decisions taken)."""
+
+        def about(given: Sequence[PolicyAction]) -> list[tuple[str, str]]:
+            return [(a.tool or a.kind, a.arguments if a.kind == "call_tool" else "") for a in given]
+
+        return about(actions) == about(self._actions)
 
 
 class Gate:
@@ -63,16 +114,19 @@ class Gate:
         self,
         actions: list[PolicyAction],
         advertised: list[str],
-        decided: PolicyResult | None = None,
+        decided: ModelCallDecisions | None = None,
     ) -> PolicyResult:
         """One decision per action, in order (no actions: no policy call at all). ``decided``:
-        the decisions the model call already made for exactly these actions (the ``default``
-        gate, on the worker): journaled as they are, with no policy call."""
+        the decisions the model call made (the ``default`` gate, on the worker): when they
+        cover every action, they are the gate's, journaled, with no policy call."""
         if not actions:  # every call was answered before the gate (the evidence tracker)
             return PolicyResult(engine=self.policy, decisions=[])
-        if decided is not None and len(decided.decisions) == len(actions):
-            self._journal(actions, decided)
-            return decided
+        found = decided.for_actions(actions) if decided is not None else None
+        if found is not None and (
+            (decided is not None and decided.same_turn(actions)) or workflow.patched(GATE_BY_ACTION)
+        ):
+            self._journal(actions, found)
+            return found
         iteration, usage = self._facts()
         request = PolicyRequest(
             mode=self.policy,
@@ -127,10 +181,7 @@ class Gate:
 
     async def decide_call(self, call: ToolCall) -> PolicyDecision:
         """Gate one call the loop itself makes (a fallback), as if ``call.name`` were advertised."""
-        action = PolicyAction(
-            kind="call_tool", call_id=call.id, tool=call.name, arguments=call.arguments
-        )
-        return await self.decide_one(action, [call.name])
+        return await self.decide_one(PolicyAction.of_call(call), [call.name])
 
     async def decide_one(self, action: PolicyAction, advertised: list[str]) -> PolicyDecision:
         """Gate one action (a person's decision, say: ``approve`` / ``deny``)."""

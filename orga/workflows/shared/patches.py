@@ -19,6 +19,7 @@ from typing import Final
 
 __all__ = [
     "ELIDE_REFUSED_ARGUMENTS",
+    "GATE_BY_ACTION",
     "GATE_TYPED_ANSWER",
     "MODEL_WAITS_FOR_WORKER",
     "SUMMARY_AFTER_FAILURE",
@@ -50,3 +51,10 @@ TASK_WAITS_FOR_WORKER: Final = "task-waits-for-worker"
 """A task's step or compensation whose tool the workers that took it do not register waits for
 a worker that does and runs again, instead of counting as a failed attempt (``StepRunner``,
 ``Compensation``; scenario ``task_waits_for_worker``)."""
+
+GATE_BY_ACTION: Final = "gate-by-action"
+"""The ``default`` gate's decisions made in the model call are taken action by action (kind,
+call id, tool, arguments: ``ModelCallDecisions``), so a turn some of whose calls were
+answered before the gate (the evidence tracker) needs no policy call; before the patch they
+were taken only for the whole turn as the model answered it (``Gate.decide``; scenario
+``gate_by_action``)."""
