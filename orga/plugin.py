@@ -277,6 +277,7 @@ class _Parts:
             opa=opa,
             allow_permissive=settings.allow_permissive,
             allow_hidden=settings.file_read_hidden,
+            blobs=blobs,
         )
         self.inference = InferenceActivities(
             settings=settings,

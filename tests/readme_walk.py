@@ -103,7 +103,8 @@ _STARTED: Final = (
 _ANSWERS: Final = frozenset({"approve", "deny", "review", "resolve"})
 """``orga`` verbs that answer what waits for a person."""
 _READ_ONLY: Final = re.compile(
-    r"^(orga (pending|state|journal|list|task state|knowledge (list|search)|schedule list)"
+    r"^(orga (pending|state|journal|list|task state|knowledge (list|search)|schedule list"
+    r"|policy (what-if|test|record))"
     r"|temporal (workflow (list|query|describe)|schedule (list|describe)))\b"
 )
 """Commands that change nothing, so asking again until their output settles is safe."""
@@ -413,7 +414,7 @@ class Walk:
         self.written |= {
             ROOT / argv[i + 1]
             for i, word in enumerate(argv[:-1])
-            if word == "--export" and not (ROOT / argv[i + 1]).exists()
+            if word in ("--export", "--out") and not (ROOT / argv[i + 1]).exists()
         }
         began = asyncio.get_running_loop().time()
         settle = began + self.settle_within

@@ -336,7 +336,13 @@ PUBLIC: dict[str, list[str]] = {
         "ToolProfile",
         "idempotency_key",
     ],
-    "orga.contracts.verdicts": ["Decision", "PolicyDecision", "PolicyResult"],
+    "orga.contracts.verdicts": [
+        "ASKED_LIMIT",
+        "AskedPolicy",
+        "Decision",
+        "PolicyDecision",
+        "PolicyResult",
+    ],
     "orga.contracts.vocabulary": ["PROVIDERS", "SCRIPTED", "PolicyMode", "ProviderName"],
     "orga.tools": [],
     "orga.tools.sdk": [

@@ -33,12 +33,14 @@ from orga.contracts.policy import (
     PolicyRequest,
     PolicyResult,
 )
+from orga.contracts.verdicts import ASKED_LIMIT, AskedPolicy
 from orga.contracts.vocabulary import PolicyMode
 from orga.gates.cedar import CedarGate
 from orga.gates.default import combine, default_decision, inherit, normalise_paths
 from orga.gates.opa import OpaGate
 from orga.runtime.tracing import tracer
 from orga.tools.sdk import ToolRegistry
+from orga.worker.blobs import BlobStore
 
 __all__ = ["PolicyActivities"]
 
@@ -54,8 +56,10 @@ class PolicyActivities:
         opa: OpaGate | None = None,
         allow_permissive: bool = False,
         allow_hidden: bool = False,
+        blobs: BlobStore | None = None,
     ) -> None:
         self._registry = registry
+        self._blobs = blobs
         self._cedar = cedar
         self._opa = opa
         self._allow_permissive = allow_permissive
@@ -93,6 +97,7 @@ class PolicyActivities:
                         reason="path normalised before the policy judged it",
                         arguments=check.arguments,
                         policy_ids=[*decision.policy_ids, "default.path"],
+                        asked=decision.asked,
                     )
                 )
             else:
@@ -100,10 +105,16 @@ class PolicyActivities:
         return result.model_copy(update={"decisions": decisions})
 
     async def _decide(self, request: PolicyRequest) -> PolicyResult:
-        result = await self._own(request)
+        own = result = await self._own(request)
         for ancestor in request.ancestors:
             result = await self._inherit(request, result, ancestor)
-        return result
+        if own is result:
+            return result
+        decisions = [  # what the loop's own engine was asked stays with each decision
+            d if o.asked is None else d.model_copy(update={"asked": o.asked})
+            for d, o in zip(result.decisions, own.decisions, strict=True)
+        ]
+        return result.model_copy(update={"decisions": decisions})
 
     async def _inherit(
         self, request: PolicyRequest, result: PolicyResult, ancestor: AncestorGate
@@ -182,9 +193,38 @@ class PolicyActivities:
                 ],
             )
         verdicts, policy_hash = engine
+        gate = self._cedar if request.mode == "cedar" else self._opa
         for index, verdict in zip(passed, verdicts, strict=True):
-            decisions[index] = combine(decisions[index], verdict)
+            default, action = decisions[index], request.actions[index]
+            combined = combine(default, verdict)
+            asked = gate.asked(action, request) if gate is not None else None
+            if asked is not None:
+                record = AskedPolicy(
+                    engine=request.mode,
+                    policy_hash=policy_hash,
+                    request=asked,
+                    action=action.model_dump(mode="json", exclude_defaults=True),
+                    agent_id=request.agent_id,
+                    workflow_id=request.workflow_id,
+                    subject=request.subject,
+                    iteration=request.iteration,
+                    tokens_used=request.usage.total_tokens,
+                    default=default.decision,
+                    default_ids=list(default.policy_ids),
+                    decision=combined.decision,
+                    reason=combined.reason,
+                    arguments=combined.arguments,
+                )
+                combined = combined.model_copy(update={"asked": self._bounded(record)})
+            decisions[index] = combined
         return PolicyResult(engine=request.mode, policy_hash=policy_hash, decisions=decisions)
+
+    def _bounded(self, asked: AskedPolicy) -> AskedPolicy:
+        """``asked``, or a stand-in holding its reference in orga's store when it is long."""
+        text = asked.model_dump_json()
+        if len(text) <= ASKED_LIMIT or self._blobs is None:
+            return asked
+        return asked.model_copy(update={"request": {}, "action": {}, "ref": self._blobs.put(text)})
 
 
 def _unconfigured(mode: PolicyMode) -> str:

@@ -18,6 +18,7 @@ Modules:
 * ``http_guard`` — who may talk to an HTTP server the CLI runs (``orga desk``, ``orga codec``)
 * ``schedule``, ``schedule_spec`` — ``orga schedule``; ``--cron`` and ``--every``
 * ``knowledge`` — ``orga knowledge``
+* ``policy`` — ``orga policy what-if``, ``test``, ``record``: a policy set tried before it ships
 * ``audit``, ``audit_runs``, ``capture`` — ``orga audit``; every run of a workflow id, resets
   included; the workflow instance a replay builds
 * ``codec`` — ``orga codec``, the Web UI's codec endpoint

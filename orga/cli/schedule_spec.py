@@ -38,17 +38,18 @@ def schedule_spec(cron: str | None, every: str | None) -> ScheduleSpec:
 _DURATION = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 
 
-def parse_duration(text: str) -> timedelta:
-    """``30s``, ``5m``, ``1h``, ``1d`` or a combination in that order (``1h30m``)."""
+def parse_duration(text: str, option: str = "--every") -> timedelta:
+    """``30s``, ``5m``, ``1h``, ``1d`` or a combination in that order (``1h30m``), at least a
+    second (``option`` names the flag in the error)."""
     match = _DURATION.fullmatch(text.strip())
     if not match or not any(match.groups()):
         raise CliError(
-            f"invalid --every {text!r}: write a duration such as 30s, 5m, 1h or 1h30m", 2
+            f"invalid {option} {text!r}: write a duration such as 30s, 5m, 1h, 7d or 1h30m", 2
         )
     days, hours, minutes, seconds = (int(part or 0) for part in match.groups())
     duration = timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
     if duration < timedelta(seconds=1):
-        raise CliError(f"invalid --every {text!r}: a schedule fires at most once a second", 2)
+        raise CliError(f"invalid {option} {text!r}: at least a second", 2)
     return duration
 
 

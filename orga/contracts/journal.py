@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from orga.contracts.approvals import DecisionProof
 from orga.contracts.inference import Usage
 from orga.contracts.policy import ActionKind, Decision
+from orga.contracts.verdicts import AskedPolicy
 
 __all__ = [
     "ApprovalDecided",
@@ -104,6 +105,8 @@ class DecisionRecord(BaseModel):
     decision: Decision
     reason: str = ""
     policy_ids: list[str] = Field(default_factory=list[str])
+    asked: AskedPolicy | None = Field(default=None, exclude_if=lambda v: v is None)
+    """What the policy engine was asked (Cedar, OPA): ``orga policy what-if`` asks it again."""
 
 
 class PolicyEvaluated(_Event):

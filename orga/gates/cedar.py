@@ -297,6 +297,14 @@ class CedarGate:
         names = self._answer_names
         return {"answer": {k: v for k, v in fields.items() if k in names and v is not None}}
 
+    def asked(self, action: PolicyAction, request: PolicyRequest) -> dict[str, Any] | None:
+        """The Cedar request ``decide`` evaluates for ``action`` (principal, action, resource,
+        context), or None when it passes unjudged (a person's decision, unless the policies
+        decide approvals)."""
+        if action.kind in DECISION_KINDS and not self.decides_approvals:
+            return None
+        return self._request(action, request)
+
     def decide(self, actions: list[PolicyAction], request: PolicyRequest) -> list[PolicyDecision]:
         """One decision per action (which must already have passed the default checks); a
         person's decision passes unjudged unless the policies decide approvals."""

@@ -54,6 +54,11 @@ class OpaGate:
             facts["tool"] = action.tool  # the critic agent; the knowledge store
         return facts
 
+    def asked(self, action: PolicyAction, request: PolicyRequest) -> dict[str, Any] | None:
+        """The ``input`` document ``decide`` sends for ``action``, or None when it passes
+        unjudged (a person's decision)."""
+        return None if action.kind in DECISION_KINDS else self._input(action, request)
+
     async def _ask(self, action: PolicyAction, request: PolicyRequest) -> PolicyDecision:
         try:
             reply = await self._http.post(

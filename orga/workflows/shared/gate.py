@@ -173,6 +173,7 @@ class Gate:
                         decision=decision.decision,
                         reason=decision.reason,
                         policy_ids=list(decision.policy_ids),
+                        asked=decision.asked,
                     )
                     for action, decision in zip(actions, result.decisions, strict=False)
                 ],

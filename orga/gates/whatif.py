@@ -1,0 +1,193 @@
+"""Asking a policy set again what an engine was asked: ``orga policy what-if`` and ``test``.
+
+Every decision a Cedar or OPA gate made carries what it was asked (``AskedPolicy``: the orga
+action it judged, with the loop's facts, and what the default checks said before it). Here a
+candidate policy set is asked the same question through the same gate code — the request is
+built again from the action, so a candidate whose schema declares other attributes sees what
+it declares — and its verdict joins the recorded default checks as the gate joins them
+(``combine``). ``flip`` names what changed: ``allow→deny``, ``deny→allow``, ``approval
+needed``, ``approval no longer needed`` or ``modification changed``.
+
+A policy test case (``PolicyCase``, one JSON object per line of a cases file) is the same
+question with the answer it must get; ``orga policy record`` writes them from recorded
+decisions, so a what-if that looks right becomes a regression test.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from orga.contracts.errors import InvalidConfig
+from orga.contracts.inference import Usage
+from orga.contracts.policy import Decision, PolicyAction, PolicyDecision, PolicyRequest
+from orga.contracts.verdicts import AskedPolicy
+from orga.gates.cedar import CedarGate
+from orga.gates.default import combine
+
+__all__ = ["FLIP_KINDS", "CaseResult", "PolicyCase", "ask_again", "flip", "read_cases", "run_cases"]
+
+FLIP_KINDS = (
+    "allow→deny",
+    "deny→allow",
+    "approval needed",
+    "approval no longer needed",
+    "modification changed",
+)
+"""What a candidate policy set can change about one recorded decision."""
+
+
+def ask_again(gate: CedarGate, asked: AskedPolicy) -> PolicyDecision:
+    """What ``gate`` decides for the question ``asked`` records, joined with the recorded
+    default checks as the gate joins them.
+
+    Raises:
+        InvalidConfig: the record does not hold an action (a long one whose store is gone).
+    """
+    try:
+        action = PolicyAction.model_validate(asked.action)
+    except ValidationError as error:
+        raise InvalidConfig(f"the recorded request holds no action ({error})") from error
+    request = PolicyRequest(
+        mode="cedar",
+        agent_id=asked.agent_id,
+        workflow_id=asked.workflow_id,
+        subject=asked.subject,
+        iteration=asked.iteration,
+        usage=Usage(total_tokens=asked.tokens_used),
+        advertised=[action.tool] if action.tool else [],
+        actions=[action],
+    )
+    [verdict] = gate.decide([action], request)
+    default = PolicyDecision(decision=asked.default, policy_ids=list(asked.default_ids))
+    return combine(default, verdict) if default.decision != "deny" else default
+
+
+def flip(before: Decision, before_arguments: str | None, after: PolicyDecision) -> str | None:
+    """What changed from the recorded decision to ``after`` (one of ``FLIP_KINDS``), or None."""
+    permits = ("allow", "modify")
+    if before == "require_approval" and after.decision != "require_approval":
+        return "approval no longer needed"
+    if after.decision == "require_approval" and before != "require_approval":
+        return "approval needed"
+    if before in permits and after.decision == "deny":
+        return "allow→deny"
+    if before == "deny" and after.decision in permits:
+        return "deny→allow"
+    before_run = _arguments(before_arguments if before == "modify" else None)
+    after_run = _arguments(after.arguments if after.decision == "modify" else None)
+    if before in permits and after.decision in permits and before_run != after_run:
+        return "modification changed"
+    return None
+
+
+def _arguments(text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+class PolicyCase(BaseModel):
+    """One line of a policy test file: a question for the policy set and the answer it must
+    get. The question is what a gate decision records (``AskedPolicy``: the action, the loop's
+    facts, the default checks' verdict); the answer is ``expect`` (and, for ``modify``, the
+    ``arguments`` the call must run with)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = ""
+    action: dict[str, Any]
+    """A ``PolicyAction``: ``{"kind": "call_tool", "tool": "file_read", "arguments": "{…}"}``."""
+    agent_id: str = "default"
+    subject: Literal["loop", "task"] = "loop"
+    iteration: int = 1
+    tokens_used: int = 0
+    default: Decision = "allow"
+    """What the default checks say first (``require_approval`` for a tool that needs one)."""
+    default_ids: list[str] = Field(default_factory=list[str])
+    expect: Decision
+    arguments: str | None = None
+    """For ``expect: modify``: the arguments, as JSON text."""
+
+    def asked(self) -> AskedPolicy:
+        return AskedPolicy(
+            engine="cedar",
+            action=self.action,
+            agent_id=self.agent_id,
+            subject=self.subject,
+            iteration=self.iteration,
+            tokens_used=self.tokens_used,
+            default=self.default,
+            default_ids=self.default_ids,
+            decision=self.expect,
+            arguments=self.arguments,
+        )
+
+    @classmethod
+    def of(cls, asked: AskedPolicy, name: str = "") -> PolicyCase:
+        """The case that ``asked`` gets the decision it got."""
+        return cls(
+            name=name,
+            action=asked.action,
+            agent_id=asked.agent_id,
+            subject=asked.subject,
+            iteration=asked.iteration,
+            tokens_used=asked.tokens_used,
+            default=asked.default,
+            default_ids=asked.default_ids,
+            expect=asked.decision,
+            arguments=asked.arguments,
+        )
+
+
+def read_cases(path: Path) -> list[PolicyCase]:
+    """The cases of a file (JSON Lines; blank lines and ``#`` comments skipped).
+
+    Raises:
+        InvalidConfig: a line is not a case, naming the line.
+    """
+    cases: list[PolicyCase] = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as error:
+        raise InvalidConfig(f"cannot read the cases file {str(path)!r}: {error}") from error
+    for number, line in enumerate(lines, 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            case = PolicyCase.model_validate_json(line)
+        except ValidationError as error:
+            problem = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'line'}: {e['msg']}"
+                for e in error.errors()
+            )
+            raise InvalidConfig(f"{path.name}:{number}: not a policy case ({problem})") from None
+        cases.append(case.model_copy(update={"name": case.name or f"{path.name}:{number}"}))
+    return cases
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """How one case fared."""
+
+    case: PolicyCase
+    got: PolicyDecision
+
+    @property
+    def passed(self) -> bool:
+        return flip(self.case.expect, self.case.arguments, self.got) is None and (
+            self.got.decision == self.case.expect
+        )
+
+
+def run_cases(gate: CedarGate, cases: Iterable[PolicyCase]) -> list[CaseResult]:
+    """Each case asked of ``gate``."""
+    return [CaseResult(case, ask_again(gate, case.asked())) for case in cases]
