@@ -180,28 +180,28 @@ async def test_an_invalid_candidate_or_case_file_is_exit_2(
     assert code == 2 and "invalid --since 'soon'" in err
 
 
-def test_a_case_asks_as_the_gate_does_and_names_each_flip() -> None:
+async def test_a_case_asks_as_the_gate_does_and_names_each_flip() -> None:
     gate = CedarGate(POLICY_EXAMPLES)
     web = PolicyCase(
         action={"kind": "call_tool", "tool": "web_fetch", "arguments": '{"url": "https://x"}'},
         expect="require_approval",
     )
-    assert ask_again(gate, web.asked()).decision == "require_approval"
+    assert (await ask_again(gate, web.asked())).decision == "require_approval"
     # The default checks' approval joins an engine's allow, as the gate joins them.
     add = PolicyCase(
         action={"kind": "call_tool", "tool": "add", "arguments": '{"a": 1, "b": 1}'},
         default="require_approval",
         expect="require_approval",
     )
-    assert ask_again(gate, add.asked()).decision == "require_approval"
+    assert (await ask_again(gate, add.asked())).decision == "require_approval"
     # Late in a loop's budget the ceiling forbids every call.
     late = add.model_copy(update={"default": "allow", "tokens_used": 60_000, "expect": "deny"})
-    assert ask_again(gate, late.asked()).reason.startswith("this agent has used its token")
-    allowed = ask_again(gate, add.model_copy(update={"default": "allow"}).asked())
+    assert (await ask_again(gate, late.asked())).reason.startswith("this agent has used its token")
+    allowed = await ask_again(gate, add.model_copy(update={"default": "allow"}).asked())
     assert flip("deny", None, allowed) == "deny→allow"
     assert flip("allow", None, allowed) is None
     assert flip("modify", '{"a": 1}', allowed) == "modification changed"
     assert flip("require_approval", None, allowed) == "approval no longer needed"
     record = AskedPolicy(engine="cedar", action={}, decision="allow")
     with pytest.raises(InvalidConfig, match="holds no action"):  # said, not guessed
-        ask_again(gate, record)
+        await ask_again(gate, record)

@@ -155,7 +155,7 @@ class PolicyActivities:
         if mode == "cedar" and self._cedar is not None:
             return self._cedar.decide(actions, request), self._cedar.policy_hash
         if mode == "opa" and self._opa is not None:
-            return await self._opa.decide(actions, request), None
+            return await self._opa.decide_with_revision(actions, request)
         return None
 
     async def _own(self, request: PolicyRequest) -> PolicyResult:

@@ -1,8 +1,10 @@
-"""``orga policy``: test a Cedar policy set before it ships.
+"""``orga policy``: test a policy set (Cedar, or OPA) before it ships.
 
 ``what-if POLICY_DIR`` finds the loops and tasks of a period through Temporal's visibility,
 reads from each run's history the requests its Cedar gate was asked (each policy decision's
-``AskedPolicy``, in the ``evaluate_policy`` results), asks the candidate set the same (the gate's
+``AskedPolicy``, in the ``evaluate_policy`` results), asks the candidate set the same (a Cedar
+directory, or the URL of an OPA decision endpoint serving the candidate: then the requests
+OPA gates were asked) (the gate's
 own code, ``orga.gates.whatif``) and lists every decision that would flip, then a summary.
 Exit 0: nothing flips; 1: something does; 2: the candidate set is invalid. ``record`` writes
 the same requests as test cases with the decisions they got; ``test CASES`` runs a cases file
@@ -14,13 +16,16 @@ Histories are read, never replayed, and no worker is needed; a request kept in o
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, cast
 
+import httpx
 import typer
 from temporalio.api.common.v1 import Payload
 from temporalio.api.history.v1 import HistoryEvent
@@ -30,11 +35,20 @@ from orga.cli.common import CliError, Json, client_for, console, execute, print_
 from orga.cli.safe_text import json_text, one_line
 from orga.cli.schedule_spec import parse_duration
 from orga.contracts import search_attributes as sa
-from orga.contracts.errors import InvalidConfig
+from orga.contracts.errors import InvalidConfig, PolicyUnavailable
 from orga.contracts.policy import EVALUATE_POLICY, PolicyDecision, PolicyResult
 from orga.contracts.verdicts import AskedPolicy
 from orga.gates.cedar import CedarGate
-from orga.gates.whatif import FLIP_KINDS, PolicyCase, ask_again, flip, read_cases, run_cases
+from orga.gates.opa import OpaGate
+from orga.gates.whatif import (
+    FLIP_KINDS,
+    Candidate,
+    PolicyCase,
+    ask_again,
+    flip,
+    read_cases,
+    run_cases,
+)
 
 __all__ = ["register"]
 
@@ -77,15 +91,38 @@ class Recorded:
     asked: AskedPolicy
 
 
-def _candidate(directory: Path) -> CedarGate:
+@contextlib.asynccontextmanager
+async def _candidate(where: str | Path) -> AsyncGenerator[Candidate]:
+    """The policy set to ask: an OPA decision endpoint (a URL), else a Cedar directory."""
+    if str(where).startswith(("http://", "https://")):
+        async with httpx.AsyncClient() as http:
+            try:
+                yield OpaGate(str(where), http)
+            except PolicyUnavailable as error:
+                raise CliError(f"the candidate OPA is unavailable: {error.message}", 2) from error
+        return
     try:
-        return CedarGate(directory)
+        gate = CedarGate(Path(where))
     except InvalidConfig as error:
         raise CliError(f"the candidate policies are invalid: {error.message}", 2) from error
+    yield gate
+
+
+def _engine(gate: Candidate) -> str:
+    return "cedar" if isinstance(gate, CedarGate) else "opa"
+
+
+def _name(gate: Candidate) -> str | None:
+    return gate.policy_hash if isinstance(gate, CedarGate) else gate.url
 
 
 def what_if(
-    policy_dir: Annotated[Path, typer.Argument(help="The candidate Cedar policy directory.")],
+    policy_dir: Annotated[
+        str,
+        typer.Argument(
+            help="The candidate: a Cedar policy directory, or an OPA decision endpoint's URL."
+        ),
+    ],
     since: Since = "7d",
     agent: Agent = None,
     workflow: WorkflowId = None,
@@ -96,19 +133,21 @@ def what_if(
     running loops and tasks: every flip, then a summary (exit 1 when anything flips)."""
 
     async def body() -> int:
-        gate = _candidate(policy_dir)
-        recorded, workflows = await _recorded(since, agent, workflow, task_queue)
-        flips: list[dict[str, Any]] = []
-        for each in recorded:
-            after = ask_again(gate, each.asked)
-            kind = flip(each.asked.decision, each.asked.arguments, after)
-            if kind is not None:
-                flips.append(_flip(each, after, kind))
+        async with _candidate(policy_dir) as gate:
+            recorded, workflows = await _recorded(since, agent, workflow, task_queue)
+            recorded = [r for r in recorded if r.asked.engine == _engine(gate)]
+            flips: list[dict[str, Any]] = []
+            for each in recorded:
+                after = await ask_again(gate, each.asked)
+                kind = flip(each.asked.decision, each.asked.arguments, after)
+                if kind is not None:
+                    flips.append(_flip(each, after, kind))
+            name = _name(gate)
         counts = {k: sum(f["flip"] == k for f in flips) for k in FLIP_KINDS}
         by_kind = {k: n for k, n in counts.items() if n}
         summary: dict[str, Any] = {
             "policy_dir": str(policy_dir),
-            "policy_hash": gate.policy_hash,
+            "policy_hash": name,
             "workflows": workflows,
             "requests": len(recorded),
             "flips": by_kind,
@@ -140,8 +179,12 @@ def what_if(
 def check_cases(
     cases: Annotated[Path, typer.Argument(help="The cases file (JSON Lines).")],
     policy_dir: Annotated[
-        Path | None,
-        typer.Option("--policy-dir", help="The Cedar policy set (default: ORGA_POLICY_DIR)."),
+        str | None,
+        typer.Option(
+            "--policy-dir",
+            help="The Cedar policy set, or an OPA decision endpoint's URL (default: "
+            "ORGA_POLICY_DIR).",
+        ),
     ] = None,
     as_json: Json = False,
 ) -> None:
@@ -152,12 +195,12 @@ def check_cases(
         directory = policy_dir or settings().policy_dir
         if directory is None:
             raise CliError("no policy directory: give --policy-dir or set ORGA_POLICY_DIR", 2)
-        gate = _candidate(directory)
         try:
             found = read_cases(cases)
         except InvalidConfig as error:
             raise CliError(error.message, 2) from error
-        results = run_cases(gate, found)
+        async with _candidate(directory) as gate:
+            results = await run_cases(gate, found)
         failed = [r for r in results if not r.passed]
         if as_json:
             print_json(
@@ -210,9 +253,10 @@ def record(
             ).model_dump_json(exclude_defaults=True)
             for each in recorded
         ]
-        text = "".join(f"{json_text(line)}\n" for line in lines)  # the same JSON, safe to show
+        text = "".join(f"{line}\n" for line in lines)
         if out is None:
-            sys.stdout.write(text)  # the cases themselves: JSON Lines, with or without --json
+            # the cases themselves (JSON Lines, with or without --json), safe to show
+            sys.stdout.write(json_text(text))
         else:
             out.write_text(text, encoding="utf-8")
             if as_json:
@@ -287,7 +331,7 @@ async def _asked_in(
             d.asked,
         )
         for d in decided.decisions
-        if d.asked is not None and d.asked.engine == "cedar"
+        if d.asked is not None
     ]
 
 

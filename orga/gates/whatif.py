@@ -1,5 +1,6 @@
 """Asking a policy set again what an engine was asked: ``orga policy what-if`` and ``test``.
 
+Either engine: a Cedar directory, or an OPA decision endpoint serving the candidate policies.
 Every decision a Cedar or OPA gate made carries what it was asked (``AskedPolicy``: the orga
 action it judged, with the loop's facts, and what the default checks said before it). Here a
 candidate policy set is asked the same question through the same gate code — the request is
@@ -29,8 +30,21 @@ from orga.contracts.policy import Decision, PolicyAction, PolicyDecision, Policy
 from orga.contracts.verdicts import AskedPolicy
 from orga.gates.cedar import CedarGate
 from orga.gates.default import combine
+from orga.gates.opa import OpaGate
 
-__all__ = ["FLIP_KINDS", "CaseResult", "PolicyCase", "ask_again", "flip", "read_cases", "run_cases"]
+__all__ = [
+    "FLIP_KINDS",
+    "Candidate",
+    "CaseResult",
+    "PolicyCase",
+    "ask_again",
+    "flip",
+    "read_cases",
+    "run_cases",
+]
+
+Candidate = CedarGate | OpaGate
+"""A policy set to ask: a Cedar directory, or an OPA decision endpoint."""
 
 FLIP_KINDS = (
     "allow→deny",
@@ -42,7 +56,7 @@ FLIP_KINDS = (
 """What a candidate policy set can change about one recorded decision."""
 
 
-def ask_again(gate: CedarGate, asked: AskedPolicy) -> PolicyDecision:
+async def ask_again(gate: Candidate, asked: AskedPolicy) -> PolicyDecision:
     """What ``gate`` decides for the question ``asked`` records, joined with the recorded
     default checks as the gate joins them.
 
@@ -54,7 +68,7 @@ def ask_again(gate: CedarGate, asked: AskedPolicy) -> PolicyDecision:
     except ValidationError as error:
         raise InvalidConfig(f"the recorded request holds no action ({error})") from error
     request = PolicyRequest(
-        mode="cedar",
+        mode="cedar" if isinstance(gate, CedarGate) else "opa",
         agent_id=asked.agent_id,
         workflow_id=asked.workflow_id,
         subject=asked.subject,
@@ -63,7 +77,10 @@ def ask_again(gate: CedarGate, asked: AskedPolicy) -> PolicyDecision:
         advertised=[action.tool] if action.tool else [],
         actions=[action],
     )
-    [verdict] = gate.decide([action], request)
+    if isinstance(gate, CedarGate):
+        [verdict] = gate.decide([action], request)
+    else:
+        [verdict] = await gate.decide([action], request)
     default = PolicyDecision(decision=asked.default, policy_ids=list(asked.default_ids))
     return combine(default, verdict) if default.decision != "deny" else default
 
@@ -188,6 +205,6 @@ class CaseResult:
         )
 
 
-def run_cases(gate: CedarGate, cases: Iterable[PolicyCase]) -> list[CaseResult]:
+async def run_cases(gate: Candidate, cases: Iterable[PolicyCase]) -> list[CaseResult]:
     """Each case asked of ``gate``."""
-    return [CaseResult(case, ask_again(gate, case.asked())) for case in cases]
+    return [CaseResult(case, await ask_again(gate, case.asked())) for case in cases]
