@@ -361,7 +361,7 @@ PUBLIC: dict[str, list[str]] = {
         "Turn",
         "serve_offline_model",
     ],
-    "orga.runtime.settings": ["ProviderSettings", "Settings"],
+    "orga.runtime.settings": ["ModelPrice", "ProviderSettings", "Settings"],
 }
 
 

@@ -24,6 +24,7 @@ from orga.core.budget import OutOfBudget, output_cap, served
 from orga.core.context import estimate_message_tokens
 from orga.core.text import estimate_tokens
 from orga.providers.client import complete
+from orga.providers.prices import priced
 from orga.runtime.settings import Settings
 from orga.worker.heartbeat import heartbeating
 
@@ -90,10 +91,11 @@ class CriticActivities:
             max_output, capped = output_cap(None, request.token_budget, estimated)
         except OutOfBudget as error:  # the critic is not asked: the loop ends BudgetExceeded
             raise BudgetExceeded(str(error), {"estimated_input_tokens": estimated}) from error
+        provider = self._settings.provider(request.provider)
         async with heartbeating():
             response = await complete(
                 self._http,
-                self._settings.provider(request.provider),
+                provider,
                 messages,
                 [REVIEW_DEFINITION],
                 model=request.model,
@@ -101,7 +103,10 @@ class CriticActivities:
                 temperature=None,
                 timeout=timeout,
             )
-        usage = served(response, estimated)
+        model = request.model or provider.default_model
+        usage = priced(
+            served(response, estimated), provider.name, model, self._settings.model_prices
+        )
         if capped and response.stop_reason == "max_tokens":
             raise BudgetExceeded(
                 f"the critic's review was cut at the {max_output} tokens the loop had left",

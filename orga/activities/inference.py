@@ -40,6 +40,7 @@ from orga.core.evidence import with_judgement
 from orga.core.knowledge import with_knowledge
 from orga.core.text import estimate_tokens
 from orga.providers.client import complete
+from orga.providers.prices import priced
 from orga.runtime.settings import Settings
 from orga.runtime.tracing import tracer
 from orga.tools.sdk import ToolRegistry
@@ -247,7 +248,13 @@ class InferenceActivities:
                     prompt_cache=request.prompt_cache,
                     output_schema=request.output_schema,
                 )
-            response = response.model_copy(update={"usage": served(response, prompt.estimated)})
+            usage = priced(
+                served(response, prompt.estimated),
+                provider.name,
+                model,
+                self._settings.model_prices,
+            )
+            response = response.model_copy(update={"usage": usage})
             span.set_attributes(
                 {
                     "gen_ai.response.model": response.model,
@@ -256,6 +263,7 @@ class InferenceActivities:
                     "gen_ai.usage.output_tokens": response.usage.output_tokens,
                     "orga.stop_reason": response.stop_reason,
                     **_cache_attributes(response.usage),
+                    **({"orga.cost_usd": usage.cost_usd} if not usage.unpriced_calls else {}),
                 }
             )
         observe(
@@ -264,6 +272,10 @@ class InferenceActivities:
             provider=provider.name,
             model=model,
         )
+        if not response.usage.unpriced_calls:
+            observe(
+                "orga_model_call_cost", response.usage.cost_usd, provider=provider.name, model=model
+            )
         return response
 
     async def _answer(

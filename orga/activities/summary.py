@@ -23,6 +23,7 @@ from orga.core.budget import OutOfBudget, output_cap, served
 from orga.core.context import estimate_message_tokens, summarised
 from orga.core.text import BYTES_PER_TOKEN, cut
 from orga.providers.client import complete
+from orga.providers.prices import priced
 from orga.runtime.settings import Settings
 from orga.worker.conversation_cache import ConversationCache
 from orga.worker.heartbeat import heartbeating
@@ -122,7 +123,12 @@ class SummaryActivities:
         limit = request.max_output_tokens * BYTES_PER_TOKEN * 2  # a provider that ignores it
         return SummaryResponse(
             text=cut(text, limit, "summary"),
-            usage=served(response, estimated),
+            usage=priced(
+                served(response, estimated),
+                provider.name,
+                request.model or provider.default_model,
+                self._settings.model_prices,
+            ),
             model=response.model,
             folded=len(leaving),
             cut=response.stop_reason == "max_tokens" or len(text) > limit,

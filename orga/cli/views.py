@@ -10,6 +10,7 @@ from datetime import datetime
 from rich.table import Table
 
 from orga.cli.safe_text import one_line, printable
+from orga.contracts.inference import Usage
 from orga.contracts.journal import (
     ApprovalDecided,
     CompensationSettled,
@@ -77,6 +78,7 @@ def render_state(state: LoopState) -> str:
         + (f", {usage.cache_read_input_tokens} cached" if usage.cache_read_input_tokens else "")
         + ")"
         + (" estimated" if usage.estimated else ""),
+        f"cost          {_cost(usage)}",
         f"stop reason   {state.last_stop_reason or '-'}",
         f"tool calls    {state.tool_call_count}",
         f"messages      {state.messages}",
@@ -375,3 +377,11 @@ def _steps(steps: Iterable[StepReport]) -> list[str]:
             f"  {step.id:<16} {step.status:<20} attempts {step.attempts:<3} {shorten(detail, 80)}"
         )
     return lines
+
+
+def _cost(usage: Usage) -> str:
+    """What the loop's calls cost, and how many the price table could not price."""
+    said = f"{usage.cost_usd:.6f} USD"
+    if usage.unpriced_calls:
+        said += f" + {usage.unpriced_calls} call(s) of a model with no known price"
+    return said

@@ -61,6 +61,13 @@ class LoopConfig(BaseModel):
     """Hard cap on tokens (input + output, as the provider reports them) over the whole loop.
     Default 100 000, or the agent's ceiling if lower."""
 
+    max_cost: float | None = Field(default=None, gt=0)
+    """Hard cap on what the loop's model calls cost, in USD (its own, its critic's, its
+    context summaries' and its children's), priced by the worker's price table (genai-prices,
+    cache reads and writes at their own prices; ``ORGA_MODEL_PRICES`` for a model it does not
+    know). Past it the loop ends ``BudgetExceeded`` naming the cost; a call of a model whose
+    price is unknown ends it too (it is never counted as free). Default: no cap."""
+
     timeout: timedelta | None = Field(default=None, gt=timedelta(0))
     """Hard cap on the loop's working time, measured on the workflow clock (time spent waiting
     for a person's approval or an operator is not counted). JSON: seconds or an ISO 8601

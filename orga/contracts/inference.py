@@ -86,6 +86,12 @@ class Usage(BaseModel):
     """Input tokens written to the provider's prompt cache (Anthropic
     ``cache_creation_input_tokens``, OpenAI ``prompt_tokens_details.cache_write_tokens``);
     part of ``input_tokens``."""
+    cost_usd: float = Field(default=0.0, exclude_if=lambda v: v == 0)
+    """What the priced calls cost, in USD (the worker's price table: genai-prices, or
+    ``ORGA_MODEL_PRICES``; cache reads and writes at their own prices)."""
+    unpriced_calls: int = Field(default=0, exclude_if=lambda v: v == 0)
+    """Calls of a model whose price is unknown: never counted as free (``max_cost`` cannot
+    be kept past one)."""
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -96,6 +102,8 @@ class Usage(BaseModel):
             cache_read_input_tokens=self.cache_read_input_tokens + other.cache_read_input_tokens,
             cache_creation_input_tokens=self.cache_creation_input_tokens
             + other.cache_creation_input_tokens,
+            cost_usd=self.cost_usd + other.cost_usd,
+            unpriced_calls=self.unpriced_calls + other.unpriced_calls,
         )
 
     def since(self, earlier: Usage) -> Usage:
@@ -108,6 +116,8 @@ class Usage(BaseModel):
             cache_read_input_tokens=self.cache_read_input_tokens - earlier.cache_read_input_tokens,
             cache_creation_input_tokens=self.cache_creation_input_tokens
             - earlier.cache_creation_input_tokens,
+            cost_usd=self.cost_usd - earlier.cost_usd,
+            unpriced_calls=self.unpriced_calls - earlier.unpriced_calls,
         )
 
 

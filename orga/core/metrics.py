@@ -44,6 +44,11 @@ METRICS: Final[dict[str, MetricSpec]] = {
     "orga_model_call_latency": MetricSpec(
         "histogram", "Model call latency (one attempt), by provider and model", "ms"
     ),
+    "orga_model_call_cost": MetricSpec(
+        "histogram",
+        "What a priced model call cost (the worker's price table), by provider and model",
+        "USD",
+    ),
     "orga_tool_calls": MetricSpec("counter", "Tool calls, by tool and outcome"),
     "orga_tool_call_latency": MetricSpec("histogram", "Tool call latency (one attempt)", "ms"),
     "orga_policy_decisions": MetricSpec(

@@ -8,6 +8,7 @@ Modules:
 * ``anthropic`` — the Anthropic Messages API
 * ``streaming`` — streamed answers (server-sent events), assembled into the whole body
 * ``usage`` — token usage as reported, checked: negative or absurd counts are refused
+* ``prices`` — what a call cost in USD: the genai-prices table, or ``ORGA_MODEL_PRICES``
 * ``http_errors`` — what a provider's HTTP error means, retryable or not
 * ``embeddings`` — vectors for hybrid knowledge search, from ``/embeddings``
 

@@ -31,6 +31,9 @@ Variables (generated from the fields; do not edit by hand):
 * ``ANTHROPIC_API_KEY`` / ``ANTHROPIC_MODEL`` / ``ANTHROPIC_BASE_URL`` — The Anthropic Messages
   API: its API key, default model and base URL. (default: model ``claude-sonnet-4-5``,
   ``https://api.anthropic.com``)
+* ``ORGA_MODEL_PRICES`` — Prices of models the price table (genai-prices) does not know, or that
+  a deal changes: JSON, ``{"my-model": {"input": 0.5, "output": 1.5, "cache_read": 0.05,
+  "cache_write": 0.6}}``, USD per million tokens. (default: none)
 * ``ORGA_TOOL_MODULES`` — Modules whose ``@tool`` functions the worker registers. (default:
   none)
 * ``ORGA_EMBEDDINGS`` — The provider and model whose ``/embeddings`` make knowledge search
@@ -105,10 +108,11 @@ Variables (generated from the fields; do not edit by hand):
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 from pydantic.fields import FieldInfo
@@ -129,7 +133,7 @@ from orga.runtime.variables import (
 if TYPE_CHECKING:  # SQLAlchemy is imported when a store is opened, not by every CLI verb
     from orga.runtime.store import Store
 
-__all__ = ["ProviderSettings", "Settings"]
+__all__ = ["ModelPrice", "ProviderSettings", "Settings"]
 
 
 class ProviderSettings(BaseModel):
@@ -200,6 +204,32 @@ def _embeddings(value: str) -> tuple[ProviderName, str]:
     return provider, model.strip()
 
 
+class ModelPrice(BaseModel):
+    """What a model costs, in USD per million tokens (``ORGA_MODEL_PRICES``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cache_read: float | None = Field(default=None, ge=0)
+    """Cached input tokens read (default: the input price)."""
+    cache_write: float | None = Field(default=None, ge=0)
+    """Input tokens written to the cache (default: the input price)."""
+
+
+def _model_prices(value: str) -> dict[str, ModelPrice]:
+    try:
+        raw = json.loads(value)
+        if not isinstance(raw, dict):
+            raise ValueError("not a JSON object")
+        return {str(k): ModelPrice.model_validate(v) for k, v in cast(dict[str, Any], raw).items()}
+    except (ValueError, ValidationError) as error:
+        raise InvalidConfig(
+            f"ORGA_MODEL_PRICES is not a JSON object of model prices ({error}); for example "
+            '{"my-model": {"input": 0.5, "output": 1.5}} (USD per million tokens)'
+        ) from None
+
+
 class Settings(BaseModel):
     """Everything a worker or the CLI reads from its environment (one field per variable)."""
 
@@ -226,6 +256,12 @@ class Settings(BaseModel):
     )
     """Each provider's key, default model and base URL (``OPENROUTER_*``, ``OPENAI_*``,
     ``ANTHROPIC_*``: ``_API_KEY``, ``_MODEL``, ``_BASE_URL``)."""
+    model_prices: Annotated[
+        dict[str, ModelPrice], Env("ORGA_MODEL_PRICES", default="none", parse=_model_prices)
+    ] = Field(default_factory=dict[str, ModelPrice])
+    """Prices of models the price table (genai-prices) does not know, or that a deal changes:
+    JSON, ``{"my-model": {"input": 0.5, "output": 1.5, "cache_read": 0.05, "cache_write":
+    0.6}}``, USD per million tokens. A loop's ``max_cost`` is counted with them."""
     tool_modules: Annotated[list[str], Env("ORGA_TOOL_MODULES", default="none")] = Field(
         default_factory=list[str]
     )

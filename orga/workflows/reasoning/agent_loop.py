@@ -508,7 +508,35 @@ class AgentLoop:
                 f"the loop used {books.usage.total_tokens} tokens, over max_total_tokens="
                 f"{limit}, at iteration {books.iteration}",
             )
+        if config.max_cost is not None:
+            self._keep_max_cost(config.max_cost, response)
         return response
+
+    def _keep_max_cost(self, max_cost: float, response: InferenceResponse) -> None:
+        """End the loop once what its calls cost passes ``max_cost`` (USD), or once a call's
+        price is unknown: it cannot be kept then."""
+        usage, iteration = self.books.usage, self.books.iteration
+        if usage.unpriced_calls:
+            raise self._budget(
+                "max_cost",
+                max_cost,
+                f"max_cost={max_cost:g} USD cannot be kept: the price of "
+                + (
+                    f"model {response.model!r}"
+                    if response.usage.unpriced_calls
+                    else "a model its critic, summaries or children called"
+                )
+                + " is unknown to the worker's price table (give it in "
+                f"ORGA_MODEL_PRICES); {usage.cost_usd:.6f} USD counted so far, at iteration "
+                f"{iteration}",
+            )
+        if usage.cost_usd > max_cost:
+            raise self._budget(
+                "max_cost",
+                max_cost,
+                f"the loop cost {usage.cost_usd:.6f} USD, over max_cost={max_cost:g} USD, at "
+                f"iteration {iteration}",
+            )
 
     async def _gate_turn(self, check: ToolPolicyCheck | AnswerPolicyCheck) -> PolicyResult:
         self.books.set_phase("policy_check")
@@ -588,7 +616,7 @@ class AgentLoop:
         first = next((m for m in self.conversation.messages if m.role == "user"), None)
         return first.content if first is not None else ""
 
-    def _budget(self, budget: str, limit: int, message: str) -> BudgetExceeded:
+    def _budget(self, budget: str, limit: float, message: str) -> BudgetExceeded:
         message += self._turn_note()
         return BudgetExceeded(message, {"budget": budget, "limit": limit, "state": self.state()})
 

@@ -1,0 +1,69 @@
+"""What a model call cost, in USD: from the price table ``genai-prices`` maintains (the major
+providers and models, cache reads and writes at their own prices), or from the worker's
+``ORGA_MODEL_PRICES`` for a model it does not know (which also overrides it).
+
+Worker-side: the inference, critic and summary activities price what was served
+(``priced``), and the ``Usage`` they return carries the cost to the loop, which adds it up as
+it adds up tokens (a child's and a critic's included) and ends at ``LoopConfig.max_cost``. A
+model whose price is unknown is counted as an unpriced call, never as free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Final
+
+import genai_prices
+
+from orga.contracts.inference import Usage
+from orga.runtime.settings import ModelPrice
+
+__all__ = ["price_of", "priced"]
+
+_TABLE_PROVIDERS: Final = {"openai": "openai", "anthropic": "anthropic", "openrouter": "openrouter"}
+"""orga's provider names as the price table names them (a local Ollama model has no price)."""
+_MILLION: Final = 1_000_000
+
+
+def price_of(
+    usage: Usage, provider: str, model: str, prices: Mapping[str, ModelPrice]
+) -> float | None:
+    """What ``usage`` of ``model`` at ``provider`` cost in USD, or None when no price is known."""
+    own = prices.get(model) or prices.get(f"{provider}:{model}")
+    if own is not None:
+        cached = usage.cache_read_input_tokens + usage.cache_creation_input_tokens
+        total = (
+            (usage.input_tokens - cached) * own.input
+            + usage.cache_read_input_tokens
+            * (own.cache_read if own.cache_read is not None else own.input)
+            + usage.cache_creation_input_tokens
+            * (own.cache_write if own.cache_write is not None else own.input)
+            + usage.output_tokens * own.output
+        )
+        return total / _MILLION
+    table = _TABLE_PROVIDERS.get(provider)
+    if table is None:
+        return None
+    try:
+        found = genai_prices.calc_price(
+            genai_prices.Usage(
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                cache_read_tokens=usage.cache_read_input_tokens,
+                cache_write_tokens=usage.cache_creation_input_tokens,
+            ),
+            model,
+            provider_id=table,
+        )
+    except LookupError:
+        return None
+    return float(Decimal(found.total_price))
+
+
+def priced(usage: Usage, provider: str, model: str, prices: Mapping[str, ModelPrice]) -> Usage:
+    """``usage`` (one call's) with its cost, or counted as an unpriced call."""
+    cost = price_of(usage, provider, model, prices)
+    if cost is None:
+        return usage.model_copy(update={"unpriced_calls": usage.unpriced_calls + 1})
+    return usage.model_copy(update={"cost_usd": usage.cost_usd + cost})

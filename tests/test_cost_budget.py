@@ -1,0 +1,90 @@
+"""Budgets in money (issue 37): a loop's calls are priced by the worker's price table
+(genai-prices, or ORGA_MODEL_PRICES for a model it does not know), the cost is in the state,
+the journal and the result, and ``max_cost`` ends the loop ``BudgetExceeded`` naming it; a
+model whose price is unknown is never counted as free."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import genai_prices
+import pytest
+
+from orga.contracts.journal import Journal, ReasoningComplete
+from orga.contracts.state import LoopState
+from orga.runtime.settings import ModelPrice
+from orga.scripted.server import Turn
+from tests.harness import Harness, scripted_settings
+from tests.helpers import failure
+
+PRICED = "gpt-4o-mini-2024-07-18"
+"""A model the price table knows (the scripted server answers for any name it is given)."""
+INPUT, OUTPUT = 4_000, 2_000
+"""The tokens of each call."""
+
+
+def _table_price() -> float:
+    found = genai_prices.calc_price(
+        genai_prices.Usage(input_tokens=INPUT, output_tokens=OUTPUT), PRICED, provider_id="openai"
+    )
+    return float(Decimal(found.total_price))
+
+
+async def test_max_cost_stops_the_loop_at_the_price_the_table_gives(harness: Harness) -> None:
+    per_call = _table_price()
+    assert per_call > 0
+    turns = [
+        Turn(tool_calls=[("add", {"a": i, "b": 1})], input_tokens=INPUT, output_tokens=OUTPUT)
+        for i in range(6)
+    ]
+    harness.model.script(PRICED, turns)
+    limit = per_call * 2.5  # the third call passes it
+    async with harness.worker():
+        handle = await harness.start(
+            "keep adding", provider="openai", model=PRICED, tools=["add"],
+            max_cost=limit, max_total_tokens=10_000_000,
+        )  # fmt: skip
+        stopped = await failure(handle, "BudgetExceeded")
+        state = await handle.query("state", result_type=LoopState)
+        journal = await handle.query("journal", result_type=Journal)
+    assert stopped.message.startswith(f"the loop cost {per_call * 3:.6f} USD, over max_cost=")
+    assert "at iteration 3" in stopped.message
+    assert stopped.details[0]["budget"] == "max_cost"
+    assert state.usage.cost_usd == pytest.approx(per_call * 3)
+    assert state.usage.unpriced_calls == 0
+    calls = [e for e in journal.entries if isinstance(e, ReasoningComplete)]
+    assert [c.usage.cost_usd for c in calls] == pytest.approx([per_call] * 3)
+
+
+async def test_a_model_without_a_price_is_never_free(harness: Harness) -> None:
+    model = harness.new_model([Turn(tool_calls=[("add", {"a": 1, "b": 1})]), Turn(text="2")])
+    async with harness.worker():
+        handle = await harness.start("1+1", model=model, tools=["add"], max_cost=5.0)
+        stopped = await failure(handle, "BudgetExceeded")
+    assert stopped.message.startswith(
+        f"max_cost=5 USD cannot be kept: the price of model {model!r} is unknown"
+    )
+    assert "ORGA_MODEL_PRICES" in stopped.message and "at iteration 1" in stopped.message
+    # Without max_cost the loop runs, and says what it could not price.
+    model = harness.new_model([Turn(text="2")])
+    async with harness.worker():
+        result = await harness.run("1+1", model=model)
+    assert result.usage.unpriced_calls == 1 and result.usage.cost_usd == 0
+
+
+async def test_the_workers_own_prices_count_for_a_model_the_table_does_not_know(
+    harness: Harness,
+) -> None:
+    model = harness.new_model(
+        [
+            Turn(tool_calls=[("add", {"a": 1, "b": 1})], input_tokens=2_000, output_tokens=500),
+            Turn(text="2", input_tokens=3_000, output_tokens=100),
+        ]
+    )
+    prices = {model: ModelPrice(input=1.0, output=4.0)}  # USD per million tokens
+    settings = scripted_settings(harness.model, model_prices=prices)
+    async with harness.worker(settings=settings):
+        result = await harness.run("1+1", model=model, tools=["add"], max_cost=1.0)
+    expected = (2_000 * 1.0 + 500 * 4.0 + 3_000 * 1.0 + 100 * 4.0) / 1_000_000
+    assert result.output == "2"
+    assert result.usage.cost_usd == pytest.approx(expected) and result.usage.unpriced_calls == 0
