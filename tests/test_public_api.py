@@ -67,7 +67,7 @@ PUBLIC: dict[str, list[str]] = {
     "orga.plugin": ["WORKFLOWS", "OrgaPlugin", "http_client", "replayer"],
     "orga.contracts": [],
     "orga.contracts.answers": ["CHECK_ANSWER", "AnswerCheck", "CheckedAnswer"],
-    "orga.contracts.agents": ["IMPLICIT_AGENT", "AgentSpec", "PolicyFloor"],
+    "orga.contracts.agents": ["IMPLICIT_AGENT", "AgentSpec", "ModelChoice", "PolicyFloor"],
     "orga.contracts.approvals": [
         "ApprovalDecision",
         "ApprovalRecord",
@@ -206,6 +206,7 @@ PUBLIC: dict[str, list[str]] = {
         "KnowledgeRecalled",
         "KnowledgeStored",
         "MessageReceived",
+        "ModelSwitched",
         "ObservationsCollected",
         "PolicyEvaluated",
         "PreHydrationComplete",

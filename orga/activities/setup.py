@@ -116,10 +116,19 @@ class SetupActivities:
                 self._offer,
                 f" — the critic (agent {critic.id!r}) would send it the loop's conversation",
             )
+        fallbacks: list[tuple[ProviderName, str]] = []
+        chosen = request.config.fallbacks
+        for choice in agent.fallbacks if chosen is None else chosen:
+            provider = choice.provider or resolved.provider
+            model = choice.model or self._default_model(provider)  # refuses one not served
+            # The conversation leaves through a fallback too: within the agent's lists.
+            check_model(agent, provider, model, self._offer, " — a fallback of the loop")
+            fallbacks.append((provider, model))
         return LoopSetup(
             tools=tools,
             provider=resolved.provider,
             model=resolved.model,
+            fallbacks=fallbacks,
             policy=resolved.policy,
             limits=resolved.limits,
             agent=agent,

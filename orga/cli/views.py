@@ -26,6 +26,7 @@ from orga.contracts.journal import (
     KnowledgeRecalled,
     KnowledgeStored,
     MessageReceived,
+    ModelSwitched,
     ObservationsCollected,
     PolicyEvaluated,
     PreHydrationComplete,
@@ -192,6 +193,11 @@ def _detail(entry: JournalEntry) -> str:
             )
         case RecoveryTriggered():
             return f"{entry.tool}: {entry.strategy} after {entry.error}"
+        case ModelSwitched():
+            return (
+                f"{entry.from_provider}:{entry.from_model} → {entry.to_provider}:{entry.to_model}"
+                f" after {entry.error}"
+            )
         case StepLimitReached():
             return f"step {entry.step_id} after {entry.attempts} attempts: {entry.reason}"
         case PreHydrationComplete():

@@ -26,13 +26,23 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from orga.contracts.vocabulary import ProviderName
 
-__all__ = ["IMPLICIT_AGENT", "AgentSpec", "PolicyFloor"]
+__all__ = ["IMPLICIT_AGENT", "AgentSpec", "ModelChoice", "PolicyFloor"]
 
 PolicyFloor = Literal["default", "cedar", "opa"]
 """The weakest gate an agent's loops may run under."""
 
 IMPLICIT_AGENT: Final = "*"
 """The id of the one agent a worker without ``ORGA_AGENTS`` has: any ``agent_id`` runs as it."""
+
+
+class ModelChoice(BaseModel):
+    """A provider and a model (either may be left to the default: the worker's provider, the
+    provider's default model)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    provider: ProviderName | None = None
+    model: str | None = Field(default=None, min_length=1, max_length=200)
 
 
 class AgentSpec(BaseModel):
@@ -59,6 +69,10 @@ class AgentSpec(BaseModel):
     """Its loops' provider when they name none (else the worker's default)."""
     model: str | None = None
     """Its loops' model when they name none (else the provider's default)."""
+    fallbacks: list[ModelChoice] = Field(default_factory=list[ModelChoice], max_length=5)
+    """Models its loops turn to, in order, when theirs is unavailable after its retries (5xx,
+    429, timeouts — never a 4xx the request caused); each within ``providers`` and
+    ``models``."""
     system_prompt: str | None = None
     """Put before the loop's own messages (and before the config's system prompt)."""
     knowledge: str | None = Field(default=None, min_length=1, max_length=200)

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from orga.contracts.agents import ModelChoice
 from orga.contracts.carry import LoopCarry
 from orga.contracts.conversation import Message
 from orga.contracts.critic import CriticConfig
@@ -156,6 +157,11 @@ class LoopConfig(BaseModel):
     ``max_total_tokens`` and ``timeout`` are then each turn's; the ``ThreadConfig`` bounds the
     whole thread and sets the idle timeout (default a week). Off unless set (``{}`` turns it on
     with the defaults)."""
+    fallbacks: list[ModelChoice] | None = Field(default=None, max_length=5)
+    """Models to turn to, in order, when the loop's is unavailable after its retries (5xx, 429,
+    timeouts — never a 4xx the request caused): the loop goes on with the first that answers,
+    journaled as ``ModelSwitched`` and counted in the same budgets. Default: its agent's
+    ``fallbacks``; each must be a provider and model its agent may use."""
     critic: CriticConfig | None = None
     """Review the final answer before it is accepted: a critic model (``{"kind": "model",
     "agent": "<id>"}``) or a person (``{"kind": "human"}``); ``revise`` sends the feedback back

@@ -39,6 +39,7 @@ __all__ = [
     "KnowledgeRecalled",
     "KnowledgeStored",
     "MessageReceived",
+    "ModelSwitched",
     "ObservationsCollected",
     "PolicyEvaluated",
     "PreHydrationComplete",
@@ -147,6 +148,18 @@ class RecoveryTriggered(_Event):
     tool: str
     strategy: str
     error: str
+
+
+class ModelSwitched(_Event):
+    """The loop's model was unavailable after its retries: it goes on with a fallback."""
+
+    kind: Literal["ModelSwitched"] = "ModelSwitched"
+    from_provider: str | None = None
+    from_model: str | None = None
+    to_provider: str
+    to_model: str
+    error: str
+    """Why: the failure of the last call to the model it left."""
 
 
 class StepLimitReached(_Event):
@@ -384,6 +397,7 @@ JournalEntry = Annotated[
     | ToolsDispatched
     | ObservationsCollected
     | RecoveryTriggered
+    | ModelSwitched
     | StepLimitReached
     | PreHydrationComplete
     | ApprovalDecided

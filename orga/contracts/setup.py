@@ -64,6 +64,10 @@ class LoopSetup(BaseModel):
     against the registry, the knowledge tools left out) within what this loop may use — a
     child is never wider than its parent — and ``delegate`` where the child may delegate on.
     A child runs with these, or fewer if the call asks."""
+    fallbacks: list[tuple[ProviderName, str]] = Field(
+        default_factory=list[tuple[ProviderName, str]]
+    )
+    """The provider and model of each fallback, resolved and checked against the agent."""
     critic_provider: ProviderName | None = None
     critic_model: str | None = None
     """With a model critic: the provider and model its agent answers with."""

@@ -40,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from typing import cast
+from typing import Final, cast
 
 from temporalio import workflow
 from temporalio.common import RawValue
@@ -48,9 +48,10 @@ from temporalio.contrib.workflow_streams import WorkflowStream
 
 from orga.contracts.config import Limits, LoopInput
 from orga.contracts.conversation import Message
-from orga.contracts.errors import BudgetExceeded, InvalidConfig, LoopFailure
+from orga.contracts.errors import BudgetExceeded, InvalidConfig, LoopFailure, ModelCallFailed
 from orga.contracts.forks import ForkPoint, ForkPointAsk
 from orga.contracts.inference import InferenceRequest, InferenceResponse
+from orga.contracts.journal import ModelSwitched
 from orga.contracts.policy import PolicyResult
 from orga.contracts.state import LoopResult, LoopState
 from orga.contracts.threads import THREAD_MEMO, CloseThread, ThreadClosed, TurnResult, TurnWait
@@ -471,13 +472,7 @@ class AgentLoop:
         )
         limit = parts.limits.max_total_tokens
         try:
-            response = await call_model(
-                request,
-                config.model_timeout,
-                parts.model_task_queue,
-                waiting=books.waiting_for_workers,
-                waiting_changed=books.worker_wait_changed,
-            )
+            response = await self._call_model(request)
         except BudgetExceeded as refused:
             raise self._budget(
                 "max_total_tokens",
@@ -511,6 +506,43 @@ class AgentLoop:
         if config.max_cost is not None:
             self._keep_max_cost(config.max_cost, response)
         return response
+
+    async def _call_model(self, request: InferenceRequest) -> InferenceResponse:
+        """The model's answer; when the loop's model is unavailable after its retries (not
+        for a request it refused), the next fallback's, which the loop keeps from then on."""
+        parts, books = self._parts, self.books
+        while True:
+            try:
+                return await call_model(
+                    request,
+                    self._config.model_timeout,
+                    parts.model_task_queue,
+                    waiting=books.waiting_for_workers,
+                    waiting_changed=books.worker_wait_changed,
+                )
+            except ModelCallFailed as failed:
+                details: object = failed.details[0] if failed.details else None
+                kind = (
+                    cast(dict[str, object], details).get("error_type")
+                    if isinstance(details, dict)
+                    else None
+                )
+                if kind not in _UNAVAILABLE or not parts.fallbacks:
+                    raise
+                provider, model = parts.fallbacks.pop(0)
+                books.record(
+                    ModelSwitched(
+                        **books.stamp(),
+                        from_provider=parts.provider,
+                        from_model=parts.model,
+                        to_provider=provider,
+                        to_model=model,
+                        error=failed.message,
+                    )
+                )
+                parts.provider, parts.model = provider, model
+                books.provider = provider
+                request = request.model_copy(update={"provider": provider, "model": model})
 
     def _keep_max_cost(self, max_cost: float, response: InferenceResponse) -> None:
         """End the loop once what its calls cost passes ``max_cost`` (USD), or once a call's
@@ -633,6 +665,11 @@ class AgentLoop:
         limits = self._parts.limits
         limit = limits.max_iterations if budget == "max_iterations" else limits.max_total_tokens
         return self._budget(budget, limit, exceeded.message)
+
+
+_UNAVAILABLE: Final = frozenset({"ProviderUnavailable", "TimeoutError"})
+"""Failures of a model call after its retries that a fallback model may not share (5xx, 429,
+network errors, timeouts); never a refusal of the request itself (4xx, bad credentials)."""
 
 
 def _of_which(others: int) -> str:

@@ -65,6 +65,10 @@ class LoopParts:
     arrives (the loop then needs no policy call for that turn)."""
     model_task_queue: str | None = None
     """Where model calls run (the worker's ``ORGA_MODEL_TASK_QUEUE``), else the loop's."""
+    fallbacks: list[tuple[ProviderName, str]] = field(
+        default_factory=list[tuple[ProviderName, str]]
+    )
+    """The models still to turn to when the loop's is unavailable, in order."""
     advertised: list[str] = field(default_factory=list[str])
     """The tools the model sees."""
     evidence: EvidenceJudge | None = None
@@ -99,6 +103,7 @@ async def set_up_loop(
     tools.definitions = {d.name: d for d in setup.tools}
     parts.provider, parts.model = setup.provider, setup.model
     parts.model_task_queue = setup.model_task_queue
+    parts.fallbacks = list(setup.fallbacks)
     books.provider = setup.provider
     gate.policy = setup.policy
     books.desk.enroll(setup.approvers, setup.agent.approvals_needed if setup.agent else {})
