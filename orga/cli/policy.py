@@ -200,7 +200,10 @@ def check_cases(
         except InvalidConfig as error:
             raise CliError(error.message, 2) from error
         async with _candidate(directory) as gate:
-            results = await run_cases(gate, found)
+            try:
+                results = await run_cases(gate, found)
+            except InvalidConfig as error:  # a case whose action is not one
+                raise CliError(f"{cases.name}: {error.message}", 2) from error
         failed = [r for r in results if not r.passed]
         if as_json:
             print_json(

@@ -67,7 +67,8 @@ class LoopConfig(BaseModel):
     context summaries' and its children's), priced by the worker's price table (genai-prices,
     cache reads and writes at their own prices; ``ORGA_MODEL_PRICES`` for a model it does not
     know). Past it the loop ends ``BudgetExceeded`` naming the cost; a call of a model whose
-    price is unknown ends it too (it is never counted as free). Default: no cap."""
+    price is unknown ends it too (it is never counted as free). In a thread, each turn's.
+    Default: no cap."""
 
     timeout: timedelta | None = Field(default=None, gt=timedelta(0))
     """Hard cap on the loop's working time, measured on the workflow clock (time spent waiting

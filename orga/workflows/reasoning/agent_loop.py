@@ -548,6 +548,8 @@ class AgentLoop:
         """End the loop once what its calls cost passes ``max_cost`` (USD), or once a call's
         price is unknown: it cannot be kept then."""
         usage, iteration = self.books.usage, self.books.iteration
+        if self._thread is not None:  # a thread's budgets are each turn's
+            usage = usage.since(self._thread.spent_before)
         if usage.unpriced_calls:
             raise self._budget(
                 "max_cost",

@@ -97,6 +97,11 @@ class Thread:
         self._base_usage = books.usage
         self._base_working = books.working_seconds()
 
+    @property
+    def spent_before(self) -> Usage:
+        """What the thread had spent when this turn began (a turn's budgets count from it)."""
+        return self._base_usage
+
     def limits(self, turn: Limits) -> Limits:
         """The loop's limits while this turn runs: what was spent before it plus the turn's
         budgets (``turn``), within the thread's."""
