@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import statistics
 from typing import Any
 
 from temporalio.client import WorkflowHandle
@@ -64,6 +65,16 @@ async def test_a_long_loop_continues_as_new_and_looks_the_same(harness: Harness)
     assert len(calibrations) == runs and calibrations[0][0] == 1.0
     for before, after in itertools.pairwise(calibrations):
         assert after[0] == before[-1] != 1.0
+    # Flat in length (issue 38): a turn at the end writes what a turn at the start wrote —
+    # the same events, and bytes within 10 % (ids and counters grow a digit) — through three
+    # continues: nothing a turn records grows with the loop's age.
+    turns = await turns_written(harness, handle)
+    assert len(turns) >= ITERATIONS - 2 * runs, len(turns)
+    early, late = turns[:10], turns[-10:]
+    assert {events for events, _ in late} == {events for events, _ in early}, (early, late)
+    early_bytes = statistics.median(size for _, size in early)
+    late_bytes = statistics.median(size for _, size in late)
+    assert late_bytes <= 1.1 * early_bytes, (early_bytes, late_bytes)
 
 
 async def calibrations_per_run(
@@ -86,6 +97,30 @@ async def calibrations_per_run(
         last = history.events[-1]
         run_id = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
     return found
+
+
+async def turns_written(
+    harness: Harness, handle: WorkflowHandle[Any, Any]
+) -> list[tuple[int, int]]:
+    """``(events, bytes)`` of the history each whole turn wrote, in order across every run:
+    from one model call's scheduling to the next's, each run's first and last turn left out
+    (its setup, its continue or its answer)."""
+    run_id = handle.first_execution_run_id
+    turns: list[tuple[int, int]] = []
+    while run_id:
+        history = await harness.client.get_workflow_handle(handle.id, run_id=run_id).fetch_history()
+        starts = [
+            i
+            for i, event in enumerate(history.events)
+            if event.HasField("activity_task_scheduled_event_attributes")
+            and event.activity_task_scheduled_event_attributes.activity_type.name == CALL_MODEL
+        ]
+        for begin, end in itertools.pairwise(starts[1:]):  # the run's first turn left out
+            written = history.events[begin:end]
+            turns.append((len(written), sum(e.ByteSize() for e in written)))
+        last = history.events[-1]
+        run_id = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+    return turns
 
 
 BIG = 40
