@@ -14,6 +14,7 @@ from orga.contracts.errors import InvalidConfig
 from orga.contracts.inference import Usage
 from orga.contracts.policy import AncestorGate, PolicyAction, PolicyRequest
 from orga.gates.cedar import SCHEMA_FILE, CedarGate
+from orga.gates.whatif import ask_again, flip
 from orga.tools.sdk import ToolRegistry, tool
 from tests.helpers import POLICY_EXAMPLES
 from tests.sample_tools import explode
@@ -232,6 +233,15 @@ async def test_a_delegated_loop_passes_every_gate_up_its_tree(gate: CedarGate) -
     assert arithmetic.decision == "allow"
     assert arithmetic.policy_ids == ["default.allow", "arithmetic"]
     assert result.engine == "default" and result.policy_hash == gate.policy_hash
+    # What the lead's gate was asked is recorded with each decision, and asked again (what-if)
+    # the same policies decide the same, joined as the tree joins them.
+    for decision in result.decisions:
+        [above] = decision.asked_above
+        assert above.engine == "cedar" and above.inherits and above.agent_id == "lead"
+        assert above.request["principal"] == {"type": "Agent", "id": "lead"}
+        again = await ask_again(gate, above)
+        assert flip(above.decision, above.arguments, again) is None, (above, again)
+        assert again.decision == decision.decision
     alone = await activities.evaluate_policy(child.model_copy(update={"ancestors": []}))
     assert [d.decision for d in alone.decisions] == ["allow", "allow", "allow", "allow"]
     unknown = child.model_copy(update={"ancestors": [AncestorGate(agent_id="x", policy="opa")]})

@@ -98,6 +98,7 @@ class PolicyActivities:
                         arguments=check.arguments,
                         policy_ids=[*decision.policy_ids, "default.path"],
                         asked=decision.asked,
+                        asked_above=decision.asked_above,
                     )
                 )
             else:
@@ -142,8 +143,33 @@ class PolicyActivities:
             verdicts, policy_hash = [refused for _ in asked], None
         else:
             verdicts, policy_hash = engine
-        for index, verdict in zip(open_, verdicts, strict=True):
-            decisions[index] = inherit(decisions[index], verdict, gate)
+        judge = self._cedar if ancestor.policy == "cedar" else self._opa
+        for index, action, verdict in zip(open_, asked, verdicts, strict=True):
+            before = decisions[index]
+            after = inherit(before, verdict, gate)
+            question = judge.asked(action, judged) if engine is not None and judge else None
+            above = list(before.asked_above)
+            if question is not None:
+                record = AskedPolicy(
+                    engine=ancestor.policy,
+                    policy_hash=policy_hash,
+                    request=question,
+                    action=action.model_dump(mode="json", exclude_defaults=True),
+                    agent_id=ancestor.agent_id,
+                    workflow_id=request.workflow_id,
+                    subject=request.subject,
+                    iteration=request.iteration,
+                    tokens_used=request.usage.total_tokens,
+                    default=before.decision,
+                    default_ids=list(before.policy_ids),
+                    default_arguments=before.arguments,
+                    inherits=True,
+                    decision=after.decision,
+                    reason=after.reason,
+                    arguments=after.arguments,
+                )
+                above.append(self._bounded(record))
+            decisions[index] = after.model_copy(update={"asked_above": above})
         return result.model_copy(
             update={"decisions": decisions, "policy_hash": result.policy_hash or policy_hash}
         )

@@ -328,13 +328,13 @@ async def _asked_in(
         Recorded(
             workflow_id,
             run_id,
-            d.asked.action.get("call_id"),
-            d.asked.action.get("tool"),
-            str(d.asked.action.get("kind", "")),
-            d.asked,
+            asked.action.get("call_id"),
+            asked.action.get("tool"),
+            str(asked.action.get("kind", "")),
+            asked,
         )
         for d in decided.decisions
-        if d.asked is not None
+        for asked in ([d.asked] if d.asked is not None else []) + list(d.asked_above)
     ]
 
 

@@ -108,6 +108,10 @@ class DecisionRecord(BaseModel):
     policy_ids: list[str] = Field(default_factory=list[str])
     asked: AskedPolicy | None = Field(default=None, exclude_if=lambda v: v is None)
     """What the policy engine was asked (Cedar, OPA): ``orga policy what-if`` asks it again."""
+    asked_above: list[AskedPolicy] = Field(
+        default_factory=list[AskedPolicy], exclude_if=lambda v: not v
+    )
+    """What the gates up a delegated loop's tree were asked, nearest first."""
 
 
 class PolicyEvaluated(_Event):

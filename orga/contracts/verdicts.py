@@ -39,8 +39,14 @@ class AskedPolicy(BaseModel):
     iteration: int = 0
     tokens_used: int = 0
     default: Decision = "allow"
-    """What the default checks said before the engine (``allow`` or ``require_approval``)."""
+    """What the default checks said before the engine (``allow`` or ``require_approval``); for
+    a gate up a delegation tree (``inherits``), the decision it was asked to judge."""
     default_ids: list[str] = Field(default_factory=list[str])
+    default_arguments: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """For ``inherits``: the arguments of the decision judged (a ``modify``)."""
+    inherits: bool = Field(default=False, exclude_if=lambda v: not v)
+    """The gate of a loop up the delegation tree: its verdict joins by ``inherit`` (a deny
+    wins, then either's approval, then its rewrite), not as the loop's own engine's does."""
     decision: Decision = "deny"
     """The gate's decision from the engine's verdict and the default checks (before any gate up
     a delegation tree)."""
@@ -66,6 +72,10 @@ class PolicyDecision(BaseModel):
     """Which policies determined the decision (Cedar policy ids, rule names)."""
     asked: AskedPolicy | None = Field(default=None, exclude_if=lambda v: v is None)
     """What a policy engine was asked for it (none for the default and permissive gates)."""
+    asked_above: list[AskedPolicy] = Field(
+        default_factory=list[AskedPolicy], exclude_if=lambda v: not v
+    )
+    """What the gates up a delegated loop's tree were asked for it, nearest first."""
 
     @property
     def permits(self) -> bool:

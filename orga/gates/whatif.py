@@ -29,7 +29,7 @@ from orga.contracts.inference import Usage
 from orga.contracts.policy import Decision, PolicyAction, PolicyDecision, PolicyRequest
 from orga.contracts.verdicts import AskedPolicy
 from orga.gates.cedar import CedarGate
-from orga.gates.default import combine
+from orga.gates.default import combine, inherit
 from orga.gates.opa import OpaGate
 
 __all__ = [
@@ -81,7 +81,13 @@ async def ask_again(gate: Candidate, asked: AskedPolicy) -> PolicyDecision:
         [verdict] = gate.decide([action], request)
     else:
         [verdict] = await gate.decide([action], request)
-    default = PolicyDecision(decision=asked.default, policy_ids=list(asked.default_ids))
+    default = PolicyDecision(
+        decision=asked.default,
+        policy_ids=list(asked.default_ids),
+        arguments=asked.default_arguments,
+    )
+    if asked.inherits:  # a gate up a delegation tree, as the policy activity joins it
+        return inherit(default, verdict, f"the {asked.engine} gate of {asked.agent_id!r}")
     return combine(default, verdict) if default.decision != "deny" else default
 
 

@@ -174,6 +174,7 @@ class Gate:
                         reason=decision.reason,
                         policy_ids=list(decision.policy_ids),
                         asked=decision.asked,
+                        asked_above=list(decision.asked_above),
                     )
                     for action, decision in zip(actions, result.decisions, strict=False)
                 ],
