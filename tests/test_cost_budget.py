@@ -6,16 +6,19 @@ model whose price is unknown is never counted as free."""
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 import genai_prices
 import pytest
 
+import orga
 from orga.contracts.journal import Journal, ReasoningComplete
 from orga.contracts.state import LoopState
+from orga.contracts.threads import ThreadConfig
 from orga.runtime.settings import ModelPrice
 from orga.scripted.server import Turn
 from tests.harness import Harness, scripted_settings
-from tests.helpers import failure
+from tests.helpers import eventually, failure
 
 PRICED = "gpt-4o-mini-2024-07-18"
 """A model the price table knows (the scripted server answers for any name it is given)."""
@@ -88,3 +91,33 @@ async def test_the_workers_own_prices_count_for_a_model_the_table_does_not_know(
     expected = (2_000 * 1.0 + 500 * 4.0 + 3_000 * 1.0 + 100 * 4.0) / 1_000_000
     assert result.output == "2"
     assert result.usage.cost_usd == pytest.approx(expected) and result.usage.unpriced_calls == 0
+
+
+async def test_a_threads_turns_each_have_max_cost_and_the_thread_its_own(
+    harness: Harness,
+) -> None:
+    """In a thread the config's ``max_cost`` is each turn's (as its other budgets are), and
+    ``ThreadConfig.max_cost`` bounds the whole thread: no turn may walk past it."""
+    model = harness.new_model(
+        [Turn(text="one", input_tokens=1_000, output_tokens=1)] * 3  # 0.001001 USD each
+    )
+    prices = {model: ModelPrice(input=1.0, output=1.0)}
+    settings = scripted_settings(harness.model, model_prices=prices)
+    async with harness.worker(settings=settings):
+        handle = await harness.start(
+            "first", model=model, max_cost=0.0015,
+            thread=ThreadConfig(max_cost=0.0025),
+        )  # fmt: skip
+        loop = orga.loop(harness.client, handle.id)
+        for text in ("second", "third"):  # each turn alone is within the turn's max_cost
+            await eventually(lambda: _waiting_for_a_message(handle), "the thread waits")
+            await loop.say(text)
+        stopped = await failure(handle, "BudgetExceeded")
+    assert stopped.details[0]["budget"] == "thread.max_cost"
+    assert stopped.message.startswith("the thread cost 0.003003 USD, over thread.max_cost=0.0025")
+    assert "at iteration 3 (turn 3 of a thread" in stopped.message
+
+
+async def _waiting_for_a_message(handle: Any) -> bool:
+    state = await handle.query("state", result_type=LoopState)
+    return state.status == "awaiting_message"

@@ -60,6 +60,9 @@ class ThreadConfig(BaseModel):
     max_iterations: int | None = Field(default=None, ge=1)
     """Model calls over the whole thread (each turn also has the config's
     ``max_iterations``). Default: no bound beyond ``max_turns`` turns of the turn budget."""
+    max_cost: float | None = Field(default=None, gt=0)
+    """USD over the whole thread (each turn also has the config's ``max_cost``), priced as
+    ``LoopConfig.max_cost`` is. Default: no bound beyond ``max_turns`` turns of the turn's."""
 
 
 class TurnWait(BaseModel):

@@ -505,6 +505,9 @@ class AgentLoop:
             )
         if config.max_cost is not None:
             self._keep_max_cost(config.max_cost, response)
+        thread = self._thread
+        if thread is not None and thread.config.max_cost is not None:
+            self._keep_max_cost(thread.config.max_cost, response, whole_thread=True)
         return response
 
     async def _call_model(self, request: InferenceRequest) -> InferenceResponse:
@@ -544,17 +547,21 @@ class AgentLoop:
                 books.provider = provider
                 request = request.model_copy(update={"provider": provider, "model": model})
 
-    def _keep_max_cost(self, max_cost: float, response: InferenceResponse) -> None:
+    def _keep_max_cost(
+        self, max_cost: float, response: InferenceResponse, *, whole_thread: bool = False
+    ) -> None:
         """End the loop once what its calls cost passes ``max_cost`` (USD), or once a call's
-        price is unknown: it cannot be kept then."""
+        price is unknown: it cannot be kept then. In a thread, the config's ``max_cost`` is
+        each turn's; ``whole_thread``: the thread's own (``ThreadConfig.max_cost``)."""
         usage, iteration = self.books.usage, self.books.iteration
-        if self._thread is not None:  # a thread's budgets are each turn's
+        if self._thread is not None and not whole_thread:  # a thread's budgets are each turn's
             usage = usage.since(self._thread.spent_before)
+        budget = "thread.max_cost" if whole_thread else "max_cost"
         if usage.unpriced_calls:
             raise self._budget(
-                "max_cost",
+                budget,
                 max_cost,
-                f"max_cost={max_cost:g} USD cannot be kept: the price of "
+                f"{budget}={max_cost:g} USD cannot be kept: the price of "
                 + (
                     f"model {response.model!r}"
                     if response.usage.unpriced_calls
@@ -565,10 +572,11 @@ class AgentLoop:
                 f"{iteration}",
             )
         if usage.cost_usd > max_cost:
+            spent = "the thread" if whole_thread else "the loop"
             raise self._budget(
-                "max_cost",
+                budget,
                 max_cost,
-                f"the loop cost {usage.cost_usd:.6f} USD, over max_cost={max_cost:g} USD, at "
+                f"{spent} cost {usage.cost_usd:.6f} USD, over {budget}={max_cost:g} USD, at "
                 f"iteration {iteration}",
             )
 
