@@ -6,6 +6,7 @@ model whose price is unknown is never counted as free."""
 from __future__ import annotations
 
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import genai_prices
@@ -18,7 +19,7 @@ from orga.contracts.threads import ThreadConfig
 from orga.runtime.settings import ModelPrice
 from orga.scripted.server import Turn
 from tests.harness import Harness, scripted_settings
-from tests.helpers import eventually, failure
+from tests.helpers import agents_file, eventually, failure
 
 PRICED = "gpt-4o-mini-2024-07-18"
 """A model the price table knows (the scripted server answers for any name it is given)."""
@@ -121,3 +122,41 @@ async def test_a_threads_turns_each_have_max_cost_and_the_thread_its_own(
 async def _waiting_for_a_message(handle: Any) -> bool:
     state = await handle.query("state", result_type=LoopState)
     return state.status == "awaiting_message"
+
+
+async def test_a_delegated_child_gets_its_share_of_the_parents_max_cost(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """The parent's money is shared as its tokens are: the child runs under what is left of
+    the parent's ``max_cost`` and stops there; the parent pays for what it spent, and ends
+    ``BudgetExceeded`` at its next call once the whole tree's cost passes its own cap."""
+
+    def priced_turn(**turn: Any) -> Turn:  # 0.001001 USD a call, at 1 USD per Mtok
+        return Turn(input_tokens=1_000, output_tokens=1, **turn)
+
+    models = {
+        "lead": harness.new_model(
+            [
+                priced_turn(tool_calls=[("delegate", {"agent": "research", "task": "Count."})]),
+                priced_turn(text="the child ran out of money"),
+            ]
+        ),
+        "research": harness.new_model(
+            [priced_turn(tool_calls=[("add", {"a": i, "b": 1})]) for i in range(10)]
+        ),
+        "writer": harness.new_model([]),
+    }
+    prices = {model: ModelPrice(input=1.0, output=1.0) for model in models.values()}
+    settings = scripted_settings(
+        harness.model, agents_file=agents_file(tmp_path, models), model_prices=prices
+    )
+    async with harness.worker(settings=settings):
+        handle = await harness.start("Write a short report.", agent_id="lead", max_cost=0.0045)
+        stopped = await failure(handle, "BudgetExceeded")
+        state = await handle.query("state", result_type=LoopState)
+    [child] = state.delegations
+    assert child.status == "failed" and "BudgetExceeded" in (child.error or "")
+    assert "over max_cost=0.003499" in (child.error or "")  # 0.0045 less the parent's call
+    assert child.usage.cost_usd == pytest.approx(4 * 0.001001)  # stopped at its fourth call
+    assert stopped.message.startswith("the loop cost 0.006006 USD, over max_cost=0.0045")
+    assert state.usage.cost_usd == pytest.approx(6 * 0.001001)  # the child's, charged back

@@ -94,6 +94,7 @@ class Delegations:
         self._delegates = {a.id: a for a in delegates}
         self._tools = {agent: list(names) for agent, names in tools.items()}
         self._reserved_tokens = 0
+        self._reserved_cost = 0.0
         self._reserved_iterations = 0
         self._unstarted = 0
         """``delegate`` calls of this turn that have not been given a budget yet."""
@@ -156,17 +157,28 @@ class Delegations:
         )
         if spec.timeout is not None:
             left_seconds = min(left_seconds, spec.timeout.total_seconds())
-        if tokens < MIN_DELEGATION_TOKENS or calls < 1 or left_seconds < 1:
+        money: float | None = None  # the parent's max_cost, shared as its tokens are
+        if self._config.max_cost is not None:
+            left_money = self._config.max_cost - books.usage.cost_usd - self._reserved_cost
+            money = left_money / share
+        if (
+            tokens < MIN_DELEGATION_TOKENS
+            or calls < 1
+            or left_seconds < 1
+            or (money is not None and money <= 0)
+        ):
             why = (
                 f"the parent has {max(left_tokens, 0)} token(s), {max(left_calls, 0)} model "
                 f"call(s) and {max(left_seconds, 0):.0f} s left to share (a child needs at least "
                 f"{MIN_DELEGATION_TOKENS} tokens, one model call and a second)"
             )
+            if money is not None and money <= 0:
+                why = f"the parent has no money left of its max_cost={self._config.max_cost:g} USD"
             self._finish(call, asked.agent, None, "refused", Usage(), 0, why)
             return error_result(
                 call, "denied", f"The delegation to {asked.agent!r} was refused: {why}."
             )
-        return await self._child(call, asked, tools, tokens, calls, left_seconds)
+        return await self._child(call, asked, tools, tokens, calls, left_seconds, money)
 
     async def _child(
         self,
@@ -176,6 +188,7 @@ class Delegations:
         tokens: int,
         calls: int,
         seconds: float,
+        money: float | None = None,
     ) -> ToolResult:
         books = self._books
         child_id = f"{self._workflow_id}/delegate/{call.id}"
@@ -201,6 +214,7 @@ class Delegations:
         books.delegations.append(running)
         self._reserved_tokens += tokens
         self._reserved_iterations += calls
+        self._reserved_cost += money or 0.0
         try:
             result = await workflow.execute_child_workflow(
                 "ReasoningLoop",
@@ -211,6 +225,7 @@ class Delegations:
                         tools=tools,
                         max_total_tokens=tokens,
                         max_iterations=calls,
+                        max_cost=money,
                         timeout=timedelta(seconds=seconds),
                         delegation_depth=self._config.delegation_depth + 1,
                         ancestor_gates=self._gates,
@@ -240,6 +255,7 @@ class Delegations:
         finally:
             self._reserved_tokens -= tokens
             self._reserved_iterations -= calls
+            self._reserved_cost -= money or 0.0
         spent_calls = max(result.model_calls, result.iterations)  # results before model_calls
         self._finish(call, asked.agent, child_id, "completed", result.usage, spent_calls, None)
         return ToolResult(call_id=call.id, name=call.name, content=result.output)
