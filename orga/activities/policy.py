@@ -143,32 +143,14 @@ class PolicyActivities:
             verdicts, policy_hash = [refused for _ in asked], None
         else:
             verdicts, policy_hash = engine
-        judge = self._cedar if ancestor.policy == "cedar" else self._opa
         for index, action, verdict in zip(open_, asked, verdicts, strict=True):
             before = decisions[index]
             after = inherit(before, verdict, gate)
-            question = judge.asked(action, judged) if engine is not None and judge else None
             above = list(before.asked_above)
-            if question is not None:
-                record = AskedPolicy(
-                    engine=ancestor.policy,
-                    policy_hash=policy_hash,
-                    request=question,
-                    action=action.model_dump(mode="json", exclude_defaults=True),
-                    agent_id=ancestor.agent_id,
-                    workflow_id=request.workflow_id,
-                    subject=request.subject,
-                    iteration=request.iteration,
-                    tokens_used=request.usage.total_tokens,
-                    default=before.decision,
-                    default_ids=list(before.policy_ids),
-                    default_arguments=before.arguments,
-                    inherits=True,
-                    decision=after.decision,
-                    reason=after.reason,
-                    arguments=after.arguments,
-                )
-                above.append(self._bounded(record))
+            if engine is not None and (
+                record := self._asked(action, judged, before, after, policy_hash, inherits=True)
+            ):
+                above.append(record)
             decisions[index] = after.model_copy(update={"asked_above": above})
         return result.model_copy(
             update={"decisions": decisions, "policy_hash": result.policy_hash or policy_hash}
@@ -219,31 +201,51 @@ class PolicyActivities:
                 ],
             )
         verdicts, policy_hash = engine
-        gate = self._cedar if request.mode == "cedar" else self._opa
         for index, verdict in zip(passed, verdicts, strict=True):
             default, action = decisions[index], request.actions[index]
             combined = combine(default, verdict)
-            asked = gate.asked(action, request) if gate is not None else None
-            if asked is not None:
-                record = AskedPolicy(
-                    engine=request.mode,
-                    policy_hash=policy_hash,
-                    request=asked,
-                    action=action.model_dump(mode="json", exclude_defaults=True),
-                    agent_id=request.agent_id,
-                    workflow_id=request.workflow_id,
-                    subject=request.subject,
-                    iteration=request.iteration,
-                    tokens_used=request.usage.total_tokens,
-                    default=default.decision,
-                    default_ids=list(default.policy_ids),
-                    decision=combined.decision,
-                    reason=combined.reason,
-                    arguments=combined.arguments,
-                )
-                combined = combined.model_copy(update={"asked": self._bounded(record)})
+            if record := self._asked(action, request, default, combined, policy_hash):
+                combined = combined.model_copy(update={"asked": record})
             decisions[index] = combined
         return PolicyResult(engine=request.mode, policy_hash=policy_hash, decisions=decisions)
+
+    def _asked(
+        self,
+        action: PolicyAction,
+        request: PolicyRequest,
+        before: PolicyDecision,
+        after: PolicyDecision,
+        policy_hash: str | None,
+        *,
+        inherits: bool = False,
+    ) -> AskedPolicy | None:
+        """What ``request``'s engine was asked about ``action`` (None: it passed unjudged),
+        ``before`` the decision it was asked to judge (the default checks', or for a gate up
+        the tree, the loop's own), ``after`` what the gate made of its verdict."""
+        gate = self._cedar if request.mode == "cedar" else self._opa
+        question = gate.asked(action, request) if gate is not None else None
+        if question is None:
+            return None
+        return self._bounded(
+            AskedPolicy(
+                engine=request.mode,
+                policy_hash=policy_hash,
+                request=question,
+                action=action.model_dump(mode="json", exclude_defaults=True),
+                agent_id=request.agent_id,
+                workflow_id=request.workflow_id,
+                subject=request.subject,
+                iteration=request.iteration,
+                tokens_used=request.usage.total_tokens,
+                default=before.decision,
+                default_ids=list(before.policy_ids),
+                default_arguments=before.arguments if inherits else None,
+                inherits=inherits,
+                decision=after.decision,
+                reason=after.reason,
+                arguments=after.arguments,
+            )
+        )
 
     def _bounded(self, asked: AskedPolicy) -> AskedPolicy:
         """``asked``, or a stand-in holding its reference in orga's store when it is long."""
