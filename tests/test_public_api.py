@@ -345,6 +345,7 @@ PUBLIC: dict[str, list[str]] = {
         "PolicyResult",
     ],
     "orga.contracts.vocabulary": ["PROVIDERS", "SCRIPTED", "PolicyMode", "ProviderName"],
+    "orga.contracts.wire": ["Compact", "Tagged"],
     "orga.tools": [],
     "orga.tools.sdk": [
         "Tool",

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
+
+from orga.contracts.wire import Compact
 
 __all__ = ["CHECK_ANSWER", "AnswerCheck", "CheckedAnswer"]
 
@@ -17,7 +19,7 @@ CHECK_ANSWER: Final = "check_answer"
 """Name of the local activity that checks an answer against the schema."""
 
 
-class AnswerCheck(BaseModel):
+class AnswerCheck(Compact):
     """The input of ``check_answer``."""
 
     model_config = ConfigDict(frozen=True)
@@ -26,7 +28,7 @@ class AnswerCheck(BaseModel):
     output_schema: dict[str, Any]
 
 
-class CheckedAnswer(BaseModel):
+class CheckedAnswer(Compact):
     """What ``check_answer`` found."""
 
     model_config = ConfigDict(frozen=True)

@@ -25,6 +25,7 @@ from orga.contracts.resilience import BreakerConfig, RecoveryConfig
 from orga.contracts.threads import ThreadConfig
 from orga.contracts.tools import ToolProfile
 from orga.contracts.vocabulary import PolicyMode, ProviderName
+from orga.contracts.wire import Compact
 
 __all__ = ["Limits", "LoopConfig", "LoopInput"]
 
@@ -232,7 +233,7 @@ class Limits(BaseModel):
         return cls.model_validate({k: v for k, v in named.items() if v is not None})
 
 
-class LoopInput(BaseModel):
+class LoopInput(Compact):
     """The input of the ``ReasoningLoop`` workflow."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

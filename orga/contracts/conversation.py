@@ -15,6 +15,8 @@ from typing import Final, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from orga.contracts.wire import Compact
+
 __all__ = [
     "USER_MESSAGE_LIMIT",
     "Message",
@@ -78,7 +80,7 @@ class ToolCall(BaseModel):
     Gemini's ``extra_content`` with its thought signature. Sent only to the same source."""
 
 
-class ToolResult(BaseModel):
+class ToolResult(Compact):
     """The one result a call id gets, whatever happened to the call."""
 
     model_config = ConfigDict(frozen=True)

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from orga.contracts.inference import Usage
 from orga.contracts.vocabulary import ProviderName
+from orga.contracts.wire import Compact, Tagged
 
 __all__ = [
     "CRITIQUE",
@@ -40,7 +41,7 @@ REVIEW_TOOL: Final = "submit_review"
 Verdict = Literal["approve", "revise"]
 
 
-class ModelCritic(BaseModel):
+class ModelCritic(Tagged):
     """A critic model: one model call of the worker's agent ``agent`` per review."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -53,7 +54,7 @@ class ModelCritic(BaseModel):
     """Reviews at most; the last ``revise`` ends the loop ``critic_rejected``."""
 
 
-class HumanCritic(BaseModel):
+class HumanCritic(Tagged):
     """A person reviews each final answer (the ``review`` update; ``orga review``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -107,7 +108,7 @@ class ReviewRecord(BaseModel):
     at: datetime
 
 
-class CritiqueRequest(BaseModel):
+class CritiqueRequest(Compact):
     """The input of the ``critique`` activity."""
 
     model_config = ConfigDict(frozen=True)
@@ -122,7 +123,7 @@ class CritiqueRequest(BaseModel):
     """Tokens the loop has left: the review must fit (``InferenceRequest.token_budget``)."""
 
 
-class CritiqueVerdict(BaseModel):
+class CritiqueVerdict(Compact):
     """A critic model's structured verdict."""
 
     model_config = ConfigDict(frozen=True)

@@ -18,6 +18,7 @@ from orga.contracts.carry import ToolStateSnapshot
 from orga.contracts.conversation import USER_MESSAGE_LIMIT, Message
 from orga.contracts.evidence import EvidenceCollection
 from orga.contracts.inference import Usage
+from orga.contracts.wire import Compact
 
 __all__ = ["FETCH_FORK_POINT", "FORK_MEMO", "ForkPoint", "ForkPointAsk", "ForkRequest"]
 
@@ -27,7 +28,7 @@ FORK_MEMO: Final = "orga_forked_from"
 """The memo key a fork is started with: ``{"workflow_id", "run_id", "at"}`` of its source."""
 
 
-class ForkRequest(BaseModel):
+class ForkRequest(Compact):
     """Where a fork starts: a loop, the turn after which, and what is said there."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from orga.contracts.conversation import Message, Reasoning, ToolCall
 from orga.contracts.verdicts import PolicyResult
 from orga.contracts.vocabulary import ProviderName
+from orga.contracts.wire import Compact
 
 __all__ = [
     "CALL_MODEL",
@@ -147,7 +148,7 @@ class ConversationRange(BaseModel):
     """Exclusive; ``None`` means to the end."""
 
 
-class InferenceRequest(BaseModel):
+class InferenceRequest(Compact):
     """The input of the ``call_model`` activity."""
 
     model_config = ConfigDict(frozen=True)
@@ -196,7 +197,7 @@ class InferenceRequest(BaseModel):
     ``response_format``, Anthropic ``output_config.format``); ``None``: free text."""
 
 
-class InferenceResponse(BaseModel):
+class InferenceResponse(Compact):
     """One model turn, normalised. The workflow routes on ``stop_reason`` and nothing else."""
 
     model_config = ConfigDict(frozen=True)
@@ -245,7 +246,7 @@ class InferenceResponse(BaseModel):
         )
 
 
-class SummaryRequest(BaseModel):
+class SummaryRequest(Compact):
     """The input of the ``summarise_context`` activity: fold messages ``[start, through)``
     (less the anchors: ``orga.core.context.summarised``) into the summary so far."""
 
@@ -271,7 +272,7 @@ class SummaryRequest(BaseModel):
     """Tokens the loop has left (as ``InferenceRequest.token_budget``)."""
 
 
-class SummaryResponse(BaseModel):
+class SummaryResponse(Compact):
     """The new running summary and what making it spent (an empty ``text``: the summariser
     answered nothing, and what it spent is charged all the same)."""
 

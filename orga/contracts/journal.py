@@ -20,6 +20,7 @@ from orga.contracts.approvals import DecisionProof
 from orga.contracts.inference import Usage
 from orga.contracts.policy import ActionKind, Decision
 from orga.contracts.verdicts import AskedPolicy
+from orga.contracts.wire import Tagged
 
 __all__ = [
     "ApprovalDecided",
@@ -64,7 +65,7 @@ class Stamp(TypedDict):
     iteration: int
 
 
-class _Event(BaseModel):
+class _Event(Tagged):
     model_config = ConfigDict(frozen=True)
 
     seq: int

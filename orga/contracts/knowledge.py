@@ -16,6 +16,8 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from orga.contracts.wire import Compact
+
 __all__ = [
     "KNOWLEDGE_MARKER",
     "MAX_ITEM_CHARS",
@@ -108,7 +110,7 @@ class KnowledgeItem(BaseModel):
     hybrid search, the larger of that and its cosine similarity to the query."""
 
 
-class KnowledgeQuery(BaseModel):
+class KnowledgeQuery(Compact):
     """The input of ``search_knowledge``."""
 
     model_config = ConfigDict(frozen=True)
@@ -128,7 +130,7 @@ class KnowledgeQuery(BaseModel):
     of this one and its parents, and language conventions, stay). ``None``: all of them."""
 
 
-class KnowledgeHits(BaseModel):
+class KnowledgeHits(Compact):
     """What a search found, best first."""
 
     model_config = ConfigDict(frozen=True)
@@ -139,7 +141,7 @@ class KnowledgeHits(BaseModel):
     that answered), or full-text alone."""
 
 
-class KnowledgeWrite(BaseModel):
+class KnowledgeWrite(Compact):
     """The input of ``write_knowledge``: one item to store (an equal one is kept once)."""
 
     model_config = ConfigDict(frozen=True)
@@ -156,7 +158,7 @@ class KnowledgeWrite(BaseModel):
     source: str | None = None
 
 
-class KnowledgeWritten(BaseModel):
+class KnowledgeWritten(Compact):
     """What ``write_knowledge`` did."""
 
     model_config = ConfigDict(frozen=True)

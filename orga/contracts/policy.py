@@ -17,6 +17,7 @@ from orga.contracts.conversation import ToolCall
 from orga.contracts.inference import Usage
 from orga.contracts.verdicts import Decision, PolicyDecision, PolicyResult
 from orga.contracts.vocabulary import PolicyMode
+from orga.contracts.wire import Compact
 
 __all__ = [
     "DECISION_KINDS",
@@ -96,7 +97,7 @@ class AncestorGate(BaseModel):
     """The gate it runs under (its client's choice within its agent's floor)."""
 
 
-class PolicyRequest(BaseModel):
+class PolicyRequest(Compact):
     """The input of the ``evaluate_policy`` activity: one turn's proposed actions."""
 
     model_config = ConfigDict(frozen=True)

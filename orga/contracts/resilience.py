@@ -14,6 +14,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from orga.contracts.wire import Tagged
+
 __all__ = [
     "Breaker",
     "BreakerConfig",
@@ -58,7 +60,7 @@ class Breaker(BaseModel):
     times_opened: int = 0
 
 
-class _Strategy(BaseModel):
+class _Strategy(Tagged):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from typing import Final
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from orga.contracts.agents import AgentSpec
 from orga.contracts.approvals import EnrolledApprover
 from orga.contracts.config import Limits, LoopConfig
 from orga.contracts.tools import ToolDefinition
 from orga.contracts.vocabulary import PolicyMode, ProviderName
+from orga.contracts.wire import Compact
 
 __all__ = [
     "RESOLVE_LOOP",
@@ -32,7 +33,7 @@ RESOLVE_TASK: Final = "resolve_task"
 """Name of the local activity that resolves a task's setup."""
 
 
-class LoopSetupRequest(BaseModel):
+class LoopSetupRequest(Compact):
     """The input of ``resolve_loop``."""
 
     model_config = ConfigDict(frozen=True)
@@ -42,7 +43,7 @@ class LoopSetupRequest(BaseModel):
     """Every tool the loop may run: its own and the fallbacks'."""
 
 
-class LoopSetup(BaseModel):
+class LoopSetup(Compact):
     """What the worker resolved for a loop."""
 
     model_config = ConfigDict(frozen=True)
@@ -83,7 +84,7 @@ class LoopSetup(BaseModel):
     """The gate's policies judge each decision (Cedar ``Action::"approve"`` / ``"deny"``)."""
 
 
-class TaskSetupRequest(BaseModel):
+class TaskSetupRequest(Compact):
     """The input of ``resolve_task``."""
 
     model_config = ConfigDict(frozen=True)
@@ -95,7 +96,7 @@ class TaskSetupRequest(BaseModel):
     """The agents its loop steps run as (each must exist on the worker)."""
 
 
-class TaskSetup(BaseModel):
+class TaskSetup(Compact):
     """What the worker resolved for a task."""
 
     model_config = ConfigDict(frozen=True)

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from orga.contracts.approvals import PendingApproval, PendingEscalation
 from orga.contracts.config import LoopInput
+from orga.contracts.wire import Compact, Tagged
 
 __all__ = [
     "Compensation",
@@ -71,7 +72,7 @@ class StepPolicy(BaseModel):
     """``skip_step`` (and its dependents), ``abort_task`` (and compensate) or ``escalate``."""
 
 
-class ToolStep(BaseModel):
+class ToolStep(Tagged):
     """Call one tool."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -81,7 +82,7 @@ class ToolStep(BaseModel):
     arguments: dict[str, Any] = Field(default_factory=dict[str, Any])
 
 
-class LoopStep(BaseModel):
+class LoopStep(Tagged):
     """Run a reasoning loop as a child workflow."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -129,7 +130,7 @@ class Step(BaseModel):
         return value
 
 
-class TaskInput(BaseModel):
+class TaskInput(Compact):
     """The input of the ``Task`` workflow."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -14,6 +14,7 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict, Field
 
 from orga.contracts.conversation import ToolCall
+from orga.contracts.wire import Compact
 
 __all__ = [
     "LOCAL_TOOL_TIMEOUT",
@@ -84,7 +85,7 @@ class ToolProfile(BaseModel):
     """Keep at most the first N tools left."""
 
 
-class ToolInvocation(BaseModel):
+class ToolInvocation(Compact):
     """The input of the ``run_tool`` activity."""
 
     model_config = ConfigDict(frozen=True)

@@ -8,6 +8,8 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from orga.contracts.wire import Compact
+
 __all__ = ["ASKED_LIMIT", "AskedPolicy", "Decision", "PolicyDecision", "PolicyResult"]
 
 Decision = Literal["allow", "deny", "modify", "require_approval"]
@@ -83,7 +85,7 @@ class PolicyDecision(BaseModel):
         return self.decision in ("allow", "modify")
 
 
-class PolicyResult(BaseModel):
+class PolicyResult(Compact):
     """The output of ``evaluate_policy``: one decision per action, in the request's order."""
 
     model_config = ConfigDict(frozen=True)

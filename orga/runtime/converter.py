@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from temporalio.api.common.v1 import Payload
 from temporalio.api.sdk.v1 import ExternalStorageReference
@@ -32,12 +32,15 @@ from temporalio.converter import (
     StorageDriverStoreContext,
 )
 
+from orga.contracts.wire import Compact
+
 if TYPE_CHECKING:  # opened when a payload is first stored or read, not by every client
     from orga.runtime.store import Store
 
 __all__ = [
     "DRIVER_NAME",
     "THRESHOLD",
+    "CompactJSONPayloadConverter",
     "OrgaPayloadConverter",
     "StoreDriver",
     "data_converter",
@@ -135,12 +138,26 @@ def resolve(payload: Payload, store: Store) -> Payload:
     return load(store, reference.claim_data["key"])
 
 
-_SHARED_JSON: Final = PydanticJSONPlainPayloadConverter()
+class CompactJSONPayloadConverter(PydanticJSONPlainPayloadConverter):
+    """Temporal's pydantic JSON converter, writing a ``Compact`` model without the fields at
+    their default (``orga.contracts.wire``): an activity's input or result in history carries
+    what the loop set, not the whole contract. Reading is unchanged: the reader fills in the
+    defaults."""
+
+    def to_payload(self, value: Any) -> Payload | None:
+        if isinstance(value, Compact):
+            data = value.__pydantic_serializer__.to_json(value, exclude_defaults=True)
+            return Payload(metadata={"encoding": b"json/plain"}, data=data)
+        return super().to_payload(value)
+
+
+_SHARED_JSON: Final = CompactJSONPayloadConverter()
 """One pydantic JSON converter, and one cache of type adapters, for every payload converter."""
 
 
 class OrgaPayloadConverter(PydanticPayloadConverter):
-    """Temporal's pydantic payload converter, whose instances share one JSON converter.
+    """Temporal's pydantic payload converter, whose instances share one JSON converter, which
+    leaves out fields at their default (``CompactJSONPayloadConverter``).
 
     Temporal makes a payload converter for every workflow run; the stock one builds its own
     cache of pydantic type adapters each time, which a run waiting for a person then holds
