@@ -15,7 +15,7 @@ from typing import Any
 
 from temporalio import workflow
 
-__all__ = ["MinimalLoopWorkflow"]
+__all__ = ["MinimalApprovalWorkflow", "MinimalLoopWorkflow"]
 
 
 @workflow.defn(name="MinimalLoop")
@@ -40,3 +40,27 @@ class MinimalLoopWorkflow:
                     start_to_close_timeout=timedelta(seconds=30),
                 )
                 messages.append({"role": "tool", "tool_call_id": call["id"], "content": content})
+
+
+@workflow.defn(name="MinimalApproval")
+class MinimalApprovalWorkflow:
+    """The baseline of an approval: wait for a signal, then run one tool call."""
+
+    def __init__(self) -> None:
+        self._decision: dict[str, Any] | None = None
+
+    @workflow.signal
+    def approve(self, decision: dict[str, Any]) -> None:
+        self._decision = decision
+
+    @workflow.query
+    def waiting(self) -> bool:
+        return self._decision is None
+
+    @workflow.run
+    async def run(self, call: dict[str, Any]) -> str:
+        await workflow.wait_condition(lambda: self._decision is not None)
+        content: str = await workflow.execute_activity(
+            "minimal_run_tool", call, start_to_close_timeout=timedelta(seconds=30)
+        )
+        return content

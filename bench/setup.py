@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bare import BareInput, BareLoopWorkflow
 from bench.bare_activities import BareActivities
-from bench.minimal import MinimalLoopWorkflow
+from bench.minimal import MinimalApprovalWorkflow, MinimalLoopWorkflow
 from bench.minimal_activities import MinimalActivities
 from orga.contracts.config import LoopConfig, LoopInput
 from orga.contracts.conversation import Message
@@ -150,7 +150,7 @@ async def bench(
                 minimal_worker = Worker(
                     plain,
                     task_queue="bench-minimal",
-                    workflows=[MinimalLoopWorkflow],
+                    workflows=[MinimalLoopWorkflow, MinimalApprovalWorkflow],
                     activities=[minimal.call_model, minimal.run_tool],
                 )
                 async with orga_worker, bare_worker, minimal_worker:

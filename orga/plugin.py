@@ -27,6 +27,7 @@ It is the one wiring every orga process uses: ``worker.py`` / ``orga worker``
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import weakref
@@ -56,7 +57,7 @@ from orga.knowledge import open_knowledge
 from orga.knowledge.embeddings import embedder
 from orga.knowledge.tools import knowledge_tools
 from orga.runtime.converter import OrgaPayloadConverter, data_converter
-from orga.runtime.presence import identity_with_tools, registries, tools_of
+from orga.runtime.presence import identity_with_tools, publish_tools, registries, tools_of
 from orga.runtime.settings import Settings
 from orga.runtime.store import Store
 from orga.runtime.tls import tls
@@ -209,6 +210,8 @@ class OrgaPlugin(SimplePlugin):
         identity = config.get("identity") or client.identity  # pyright: ignore[reportUnknownMemberType]
         # A worker with MCP servers: its tools come and go with them, so it lists none.
         config["identity"] = identity_with_tools(identity, names if self._mcp is None else None)
+        if self._mcp is None:
+            publish_tools(self.store(), config["identity"], names)
         logging.getLogger("orga").info(
             "this worker registers %d tool(s): %s", len(names), ", ".join(names) or "none"
         )
@@ -233,7 +236,7 @@ class OrgaPlugin(SimplePlugin):
         """Connect the MCP servers and keep the HTTP client open while the worker runs; say so
         when another worker of the task queue registers other tools."""
         async with self._running():
-            await _warn_about_other_registries(worker)
+            await _warn_about_other_registries(worker, self.store())
             await super().run_worker(worker, next)
 
     @contextlib.asynccontextmanager
@@ -373,16 +376,16 @@ def _build_agents(settings: Settings, engines: frozenset[PolicyMode]) -> AgentRe
     return agents.with_approvers(settings.approvers_path())
 
 
-async def _warn_about_other_registries(worker: Worker) -> None:
+async def _warn_about_other_registries(worker: Worker, store: Store) -> None:
     """A worker starting beside one that registers other tools says which (each call of a
     tool one lacks waits for a worker that has it: better to run the same tools on all)."""
     own = worker.config(active_config=True).get("identity") or ""  # pyright: ignore[reportUnknownMemberType]
-    mine = tools_of(own)
+    mine = await asyncio.to_thread(tools_of, own, store)
     if mine is None:
         return
     client = worker.client
     try:
-        others = await registries(client, worker.task_queue)
+        others = await registries(client, worker.task_queue, store)
     except RPCError:
         return  # the server could not say: nothing to compare with
     for identity, tools in sorted(others.items()):

@@ -18,9 +18,9 @@ import orga
 from orga.contracts.approvals import PendingApproval
 from orga.contracts.state import LoopState
 from orga.contracts.task import TaskState
-from orga.runtime.presence import identity_with_tools, registries, tools_of
+from orga.runtime.presence import identity_with_tools, publish_tools, registries, tools_of
 from orga.scripted.server import Turn
-from tests.harness import Harness
+from tests.harness import TEST_STORE, Harness
 from tests.helpers import eventually, inbox, on, pending, waits_for_a_worker
 from tests.helpers import orga as orga_command
 
@@ -97,7 +97,7 @@ async def test_a_worker_beside_one_with_other_tools_says_which(
     async with harness.worker(tools=[issue_credit]):
 
         async def listed() -> dict[str, frozenset[str] | None] | None:
-            found = await registries(harness.client, harness.task_queue)
+            found = await registries(harness.client, harness.task_queue, TEST_STORE)
             return (
                 found
                 if any(t is not None and "issue_credit" in t for t in found.values())
@@ -116,7 +116,7 @@ async def test_a_worker_beside_one_with_other_tools_says_which(
             async with beside.worker():
                 pass
     [identity] = first
-    assert "orga-tools:" in identity and "issue_credit" in (tools_of(identity) or ())
+    assert "orga-tools:#" in identity and "issue_credit" in (tools_of(identity, TEST_STORE) or ())
     [warning] = [
         r.getMessage() for r in caplog.records if "registers other tools" in r.getMessage()
     ]
@@ -140,14 +140,32 @@ async def test_orga_run_refuses_a_tool_no_worker_registers_and_says_what_was_mea
 
 
 def test_an_identity_names_only_plain_tool_names() -> None:
-    """Any process that can poll a task queue picks its own identity: a name with a newline or
-    an escape sequence (one meant for a log or a terminal) is not read as a tool."""
+    """Any process that can poll a task queue (or write the store) says what it likes: a name
+    with a newline or an escape sequence (one meant for a log or a terminal) is not read as a
+    tool."""
+    store = TEST_STORE
     identity = identity_with_tools("1@host", ["add", "issue_credit"])
-    assert tools_of(identity) == {"add", "issue_credit"}
-    assert tools_of("1@host orga-tools:add,evil\nFAKE LOG LINE,\x1b[2Jx") == {"add"}
-    assert tools_of("1@host") is None and tools_of(identity_with_tools("1@h", None)) is None
-    long = identity_with_tools("1@host", [f"tool_{i:04d}" for i in range(200)])
-    assert len(long) < 1_000 and tools_of(long) is None  # a digest: not listed
+    publish_tools(store, identity, ["add", "issue_credit"])
+    assert tools_of(identity, store) == {"add", "issue_credit"}
+    assert tools_of("1@host orga-tools:add,evil\nFAKE LOG LINE,\x1b[2Jx", store) == {"add"}
+    assert tools_of("1@host", store) is None
+    assert tools_of(identity_with_tools("1@h", None), store) is None
+    forged, broken = identity_with_tools("2@host", ["x"]), identity_with_tools("2@host", ["y"])
+    store.put(f"worker-tools:{forged.rsplit(':', 1)[1]}", b'["ok", "evil\\u001b[2J", 7]')
+    assert tools_of(forged, store) == {"ok", "7"}
+    store.put(f"worker-tools:{broken.rsplit(':', 1)[1]}", b"not json")
+    assert tools_of(broken, store) is None
+    assert tools_of(identity_with_tools("3@host", ["never", "published"]), store) is None
+
+
+def test_an_identity_stays_short_whatever_the_registry() -> None:
+    """Temporal writes a worker's identity into nearly every event of every loop it runs: a
+    worker with 200 tools must not make each of them longer."""
+    tools = [f"tool_{i:04d}" for i in range(200)]
+    identity = identity_with_tools("1@host", tools)
+    assert len(identity) <= len("1@host") + 25
+    publish_tools(TEST_STORE, identity, tools)
+    assert tools_of(identity, TEST_STORE) == set(tools)
 
 
 async def test_a_model_call_waits_for_a_worker_with_the_loops_tools(

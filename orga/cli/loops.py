@@ -160,7 +160,8 @@ def run(
         with _invoking(request.config, chosen_id) as span:
             client = await client_for(found)
             await ensure_worker(client, found.task_queue, wait=not no_wait, what="loop")
-            await ensure_tools(client, found.task_queue, list(request.config.tools))
+            with found.store() as store:
+                await ensure_tools(client, found.task_queue, list(request.config.tools), store)
             handle = await start_workflow(
                 found,
                 LOOP,

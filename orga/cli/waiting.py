@@ -16,7 +16,7 @@ import difflib
 import sys
 from collections.abc import AsyncGenerator
 from datetime import timedelta
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.console import Console
 from rich.status import Status
@@ -27,6 +27,9 @@ from orga.cli.common import CliError
 from orga.cli.safe_text import one_line
 from orga.contracts.messages import STATE_QUERY
 from orga.runtime.presence import presence, registries, start_hint
+
+if TYPE_CHECKING:
+    from orga.runtime.store import Store
 
 __all__ = ["ensure_worker", "reporting"]
 
@@ -59,16 +62,18 @@ async def ensure_worker(client: Client, task_queue: str, *, wait: bool, what: st
     )
 
 
-async def ensure_tools(client: Client, task_queue: str, tools: list[str]) -> None:
+async def ensure_tools(client: Client, task_queue: str, tools: list[str], store: Store) -> None:
     """Refuse a loop that names a tool no worker of ``task_queue`` registers, with the names
-    it may have meant (workers say what they register in their identity; where none says, or
-    the server cannot list them, nothing is checked here and the loop's setup does it).
+    it may have meant (workers say what they register in their identity, by a digest of a
+    list ``store`` holds; where none says, or the server cannot list them, nothing is checked
+    here and the loop's setup does it).
 
     Raises:
         CliError: (exit 2) a tool no live worker registers. Nothing is started.
     """
     try:
-        listed = [t for t in (await registries(client, task_queue)).values() if t is not None]
+        found = await registries(client, task_queue, store)
+        listed = [t for t in found.values() if t is not None]
     except RPCError:  # the server could not say: the loop's setup checks the tools
         return
     if not listed:

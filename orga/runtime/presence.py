@@ -13,11 +13,13 @@ two things:
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import json
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Final
+from typing import TYPE_CHECKING, Final, cast
 
 from temporalio.api.enums.v1 import TaskQueueType, WorkerStatus
 from temporalio.api.taskqueue.v1 import TaskQueue
@@ -25,12 +27,16 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest, ListWork
 from temporalio.client import Client
 from temporalio.service import RPCError
 
+if TYPE_CHECKING:
+    from orga.runtime.store import Store
+
 __all__ = [
     "HEARTBEAT_FRESH",
     "POLLER_FRESH",
     "Presence",
     "identity_with_tools",
     "presence",
+    "publish_tools",
     "registries",
     "start_hint",
     "tools_of",
@@ -111,35 +117,63 @@ async def _heartbeats(client: Client, task_queue: str) -> tuple[int, dict[str, d
 
 _TOOLS_MARK: Final = " orga-tools:"
 _TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
-_IDENTITY_LIMIT: Final = 900
-"""Temporal bounds a worker identity (1,000 bytes by default): a longer list is a digest."""
+_DIGEST: Final = re.compile(r"#[0-9a-f]{12}")
+
+
+def _registry_key(digest: str) -> str:
+    return f"worker-tools:{digest}"
 
 
 def identity_with_tools(identity: str, tools: list[str] | None) -> str:
-    """A worker identity that says which tools the worker registers (``orga-tools:a,b``; a
-    registry too long to list, or not known yet (``None``: MCP servers not connected), is
-    ``orga-tools:#…``), so the others and ``orga run`` can tell what each worker can run."""
+    """A worker identity that names the tools the worker registers by a short digest
+    (``orga-tools:#…``; ``#unlisted`` when they are not known yet: MCP servers not connected),
+    so the others and ``orga run`` can tell what each worker can run (``tools_of``). The list
+    itself is in the store (``publish_tools``): Temporal writes the identity into nearly every
+    event of every loop the worker runs, so it stays short whatever the registry."""
     if tools is None:
         return f"{identity}{_TOOLS_MARK}#unlisted"
-    listed = ",".join(sorted(tools))
-    if len(identity) + len(_TOOLS_MARK) + len(listed) > _IDENTITY_LIMIT:
-        listed = "#" + hashlib.sha256(listed.encode()).hexdigest()[:16]
-    return f"{identity}{_TOOLS_MARK}{listed}"
+    digest = hashlib.sha256(",".join(sorted(tools)).encode()).hexdigest()[:12]
+    return f"{identity}{_TOOLS_MARK}#{digest}"
 
 
-def tools_of(identity: str) -> frozenset[str] | None:
-    """The tools a worker identity says its worker registers (``None``: it does not list them:
-    not an orga worker, or a registry too long to list)."""
+def publish_tools(store: Store, identity: str, tools: list[str]) -> None:
+    """Keep the tool list the digest of ``identity`` (``identity_with_tools``) stands for."""
     _, mark, listed = identity.partition(_TOOLS_MARK)
-    if not mark or listed.startswith("#"):
+    if mark and _DIGEST.fullmatch(listed):
+        store.put(_registry_key(listed), json.dumps(sorted(tools)).encode())
+
+
+def tools_of(identity: str, store: Store) -> frozenset[str] | None:
+    """The tools a worker identity says its worker registers (``None``: it does not say: not
+    an orga worker, MCP servers not connected yet, or a list the store does not hold). An
+    identity of an earlier release lists them in itself (``orga-tools:a,b``)."""
+    _, mark, listed = identity.partition(_TOOLS_MARK)
+    if not mark:
         return None
-    # Any process that can poll the queue chooses its identity: only plain names count.
+    if _DIGEST.fullmatch(listed):
+        data = store.get(_registry_key(listed))
+        if data is None:
+            return None
+        try:
+            names: object = json.loads(data)
+        except ValueError:
+            return None
+        if not isinstance(names, list):
+            return None
+        listed = ",".join(str(n) for n in cast(list[object], names))
+    elif listed.startswith("#"):
+        return None
+    # Any process that can poll the queue (or write the store) chooses what it says: only
+    # plain names count.
     return frozenset(name for name in listed.split(",") if _TOOL_NAME.fullmatch(name))
 
 
-async def registries(client: Client, task_queue: str) -> dict[str, frozenset[str] | None]:
+async def registries(
+    client: Client, task_queue: str, store: Store
+) -> dict[str, frozenset[str] | None]:
     """The live workers of ``task_queue`` (by identity) and the tools each registers (see
-    ``tools_of``): from their heartbeats, else from the recent pollers of its activities."""
+    ``tools_of``; ``store`` holds the lists): from their heartbeats, else from the recent
+    pollers of its activities."""
     try:
         listed = await client.workflow_service.list_workers(
             ListWorkersRequest(
@@ -159,9 +193,16 @@ async def registries(client: Client, task_queue: str) -> dict[str, frozenset[str
                 and beat.status == WorkerStatus.WORKER_STATUS_RUNNING
                 and fresh
             ):
-                found[beat.worker_identity] = tools_of(beat.worker_identity)
-    if found:
-        return found
+                found[beat.worker_identity] = None
+    if not found:
+        found = await _pollers(client, task_queue, now)
+    return await asyncio.to_thread(lambda: {i: tools_of(i, store) for i in found})
+
+
+async def _pollers(
+    client: Client, task_queue: str, now: datetime
+) -> dict[str, frozenset[str] | None]:
+    found: dict[str, frozenset[str] | None] = {}
     response = await client.workflow_service.describe_task_queue(
         DescribeTaskQueueRequest(
             namespace=client.namespace,
@@ -171,7 +212,7 @@ async def registries(client: Client, task_queue: str) -> dict[str, frozenset[str
     )
     for poller in response.pollers:
         if now - poller.last_access_time.ToDatetime(tzinfo=UTC) <= POLLER_FRESH:
-            found[poller.identity] = tools_of(poller.identity)
+            found[poller.identity] = None
     return found
 
 

@@ -27,7 +27,7 @@ from typing import Any, Literal
 from temporalio.testing import WorkflowEnvironment
 
 from orga.server.devserver import temporal_binary
-from tests.harness import Harness
+from tests.harness import TEST_STORE, Harness
 from tests.helpers._waiting import eventually
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -137,10 +137,11 @@ async def serving(*args: str, env: dict[str, str], announce: str) -> AsyncIterat
 
 
 def on(env: WorkflowEnvironment, harness: Harness) -> dict[str, str]:
-    """The environment that points ``orga`` at this test's server and task queue."""
+    """The environment that points ``orga`` at this test's server, task queue and store."""
     return {
         "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
         "ORGA_TASK_QUEUE": harness.task_queue,
+        "ORGA_STORE_URL": TEST_STORE.url,  # what the harness's workers use
     }
 
 
