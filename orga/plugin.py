@@ -27,7 +27,6 @@ It is the one wiring every orga process uses: ``worker.py`` / ``orga worker``
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import weakref
@@ -37,7 +36,6 @@ from typing import TYPE_CHECKING, Any, cast
 import httpx
 from temporalio.client import Client
 from temporalio.plugin import SimplePlugin
-from temporalio.service import RPCError
 from temporalio.worker import Interceptor, Replayer, Worker, WorkerConfig
 
 from orga.activities.answers import check_answer
@@ -57,7 +55,7 @@ from orga.knowledge import open_knowledge
 from orga.knowledge.embeddings import embedder
 from orga.knowledge.tools import knowledge_tools
 from orga.runtime.converter import OrgaPayloadConverter, data_converter
-from orga.runtime.presence import identity_with_tools, publish_tools, registries, tools_of
+from orga.runtime.presence import identity_with_tools, publish_tools, warn_about_other_registries
 from orga.runtime.settings import Settings
 from orga.runtime.store import Store
 from orga.runtime.tls import tls
@@ -236,7 +234,8 @@ class OrgaPlugin(SimplePlugin):
         """Connect the MCP servers and keep the HTTP client open while the worker runs; say so
         when another worker of the task queue registers other tools."""
         async with self._running():
-            await _warn_about_other_registries(worker, self.store())
+            own = worker.config(active_config=True).get("identity") or ""  # pyright: ignore[reportUnknownMemberType]
+            await warn_about_other_registries(worker.client, worker.task_queue, own, self.store())
             await super().run_worker(worker, next)
 
     @contextlib.asynccontextmanager
@@ -374,30 +373,3 @@ def _build_agents(settings: Settings, engines: frozenset[PolicyMode]) -> AgentRe
     else:
         agents = AgentRegistry.implicit(settings.policy_floor)
     return agents.with_approvers(settings.approvers_path())
-
-
-async def _warn_about_other_registries(worker: Worker, store: Store) -> None:
-    """A worker starting beside one that registers other tools says which (each call of a
-    tool one lacks waits for a worker that has it: better to run the same tools on all)."""
-    own = worker.config(active_config=True).get("identity") or ""  # pyright: ignore[reportUnknownMemberType]
-    mine = await asyncio.to_thread(tools_of, own, store)
-    if mine is None:
-        return
-    client = worker.client
-    try:
-        others = await registries(client, worker.task_queue, store)
-    except RPCError:
-        return  # the server could not say: nothing to compare with
-    for identity, tools in sorted(others.items()):
-        if identity == own or tools is None or tools == mine:
-            continue
-        lacking, extra = sorted(tools - mine), sorted(mine - tools)
-        logging.getLogger("orga").warning(
-            "another worker of task queue %s (%r) registers other tools: it has %s that this "
-            "one lacks, and lacks %s; a call of a tool a worker lacks waits for one that has "
-            "it: give every worker of a task queue the same ORGA_TOOL_MODULES",
-            worker.task_queue,
-            identity.split(" orga-tools:")[0],
-            ", ".join(lacking) or "none",
-            ", ".join(extra) or "none",
-        )

@@ -13,9 +13,11 @@ import genai_prices
 import pytest
 
 import orga
+from orga.contracts.inference import Usage
 from orga.contracts.journal import Journal, ReasoningComplete
 from orga.contracts.state import LoopState
 from orga.contracts.threads import ThreadConfig
+from orga.providers.prices import price_of
 from orga.runtime.settings import ModelPrice
 from orga.scripted.server import Turn
 from tests.harness import Harness, scripted_settings
@@ -160,3 +162,23 @@ async def test_a_delegated_child_gets_its_share_of_the_parents_max_cost(
     assert child.usage.cost_usd == pytest.approx(4 * 0.001001)  # stopped at its fourth call
     assert stopped.message.startswith("the loop cost 0.006006 USD, over max_cost=0.0045")
     assert state.usage.cost_usd == pytest.approx(6 * 0.001001)  # the child's, charged back
+
+
+def test_a_model_the_table_lacks_is_looked_for_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Looking for a model the table lacks scans all it has: the worker remembers the miss."""
+    asked: list[str] = []
+    real, expected = genai_prices.calc_price, _table_price()
+
+    def counting(usage: Any, model: str, **kwargs: Any) -> Any:
+        asked.append(model)
+        return real(usage, model, **kwargs)
+
+    monkeypatch.setattr(genai_prices, "calc_price", counting)
+    usage = Usage(input_tokens=INPUT, output_tokens=OUTPUT, total_tokens=INPUT + OUTPUT)
+    unknown = f"no-such-model-{len(asked)}-{id(asked)}"
+    assert price_of(usage, "openai", unknown, {}) is None
+    assert price_of(usage, "openai", unknown, {}) is None
+    assert asked == [unknown]
+    assert price_of(usage, "openai", PRICED, {}) == pytest.approx(expected)
+    assert price_of(usage, "openai", PRICED, {}) == pytest.approx(expected)
+    assert asked == [unknown, PRICED, PRICED]  # a known one is priced every time

@@ -24,6 +24,10 @@ __all__ = ["price_of", "priced"]
 _TABLE_PROVIDERS: Final = {"openai": "openai", "anthropic": "anthropic", "openrouter": "openrouter"}
 """orga's provider names as the price table names them (a local Ollama model has no price)."""
 _MILLION: Final = 1_000_000
+_MISSES: Final[set[tuple[str, str]]] = set()
+"""Models the table does not know, per provider: the table remembers the ones it found, not
+the ones it did not, and looking for one scans every model it has (~2 ms a call)."""
+_MAX_MISSES: Final = 4096
 
 
 def price_of(
@@ -43,7 +47,7 @@ def price_of(
         )
         return total / _MILLION
     table = _TABLE_PROVIDERS.get(provider)
-    if table is None:
+    if table is None or (table, model) in _MISSES:
         return None
     try:
         found = genai_prices.calc_price(
@@ -57,6 +61,8 @@ def price_of(
             provider_id=table,
         )
     except LookupError:
+        if len(_MISSES) < _MAX_MISSES:
+            _MISSES.add((table, model))
         return None
     return float(Decimal(found.total_price))
 

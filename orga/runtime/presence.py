@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -40,6 +41,7 @@ __all__ = [
     "registries",
     "start_hint",
     "tools_of",
+    "warn_about_other_registries",
 ]
 
 HEARTBEAT_FRESH: Final = timedelta(seconds=150)
@@ -214,6 +216,34 @@ async def _pollers(
         if now - poller.last_access_time.ToDatetime(tzinfo=UTC) <= POLLER_FRESH:
             found[poller.identity] = None
     return found
+
+
+async def warn_about_other_registries(
+    client: Client, task_queue: str, own: str, store: Store
+) -> None:
+    """A worker (identity ``own``) starting beside one that registers other tools says which
+    (each call of a tool one lacks waits for a worker that has it: better to run the same tools
+    on all)."""
+    mine = await asyncio.to_thread(tools_of, own, store)
+    if mine is None:
+        return
+    try:
+        others = await registries(client, task_queue, store)
+    except RPCError:
+        return  # the server could not say: nothing to compare with
+    for identity, tools in sorted(others.items()):
+        if identity == own or tools is None or tools == mine:
+            continue
+        lacking, extra = sorted(tools - mine), sorted(mine - tools)
+        logging.getLogger("orga").warning(
+            "another worker of task queue %s (%r) registers other tools: it has %s that this "
+            "one lacks, and lacks %s; a call of a tool a worker lacks waits for one that has "
+            "it: give every worker of a task queue the same ORGA_TOOL_MODULES",
+            task_queue,
+            identity.split(_TOOLS_MARK)[0],
+            ", ".join(lacking) or "none",
+            ", ".join(extra) or "none",
+        )
 
 
 def start_hint(task_queue: str) -> str:

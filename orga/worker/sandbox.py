@@ -22,7 +22,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from temporalio.converter import SerializationContext, StorageDriverStoreContext
+from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+from temporalio.worker.workflow_sandbox import _runner as sandbox_runner  # pyright: ignore[reportPrivateUsage]
 
 __all__ = ["PASSTHROUGH", "STRICT_PASSTHROUGH", "workflow_runner"]
 
@@ -66,3 +69,35 @@ class _Runner(SandboxedWorkflowRunner):
         if defn.cls not in self._validated:
             super().prepare_workflow(defn)
             self._validated.add(defn.cls)
+
+    def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
+        return _Instance(det, self.runner_class, self.restrictions)
+
+
+class _Instance(sandbox_runner._Instance):  # pyright: ignore[reportPrivateUsage]
+    """Temporal's sandboxed instance, asked for a payload's serialisation and store contexts
+    directly.
+
+    Temporal asks the instance for both for every payload of every activation (twice for the
+    store's), and the stock instance answers each by ``exec``-ing a line of code inside the
+    sandbox's import context: ~0.3 ms each, a sixth of a governed loop's worker CPU, measured
+    by ``bench/profile_turn.py``. The answer is the in-sandbox workflow instance's — a plain
+    lookup of its pending commands, which imports nothing and runs no workflow code — so it
+    is asked for it outright. ``tests/test_sandbox_contexts.py`` holds the two ways equal."""
+
+    def get_serialization_context(self, command_info: Any) -> SerializationContext | None:
+        inner = self._inner()
+        if inner is None:
+            return super().get_serialization_context(command_info)
+        return inner.get_serialization_context(command_info)
+
+    def get_external_store_context(self, command_info: Any) -> StorageDriverStoreContext:
+        inner = self._inner()
+        if inner is None:
+            return super().get_external_store_context(command_info)
+        return inner.get_external_store_context(command_info)
+
+    def _inner(self) -> WorkflowInstance | None:
+        in_sandbox = self.globals_and_locals.get("__temporal_in_sandbox")
+        inner = getattr(in_sandbox, "instance", None)
+        return inner if isinstance(inner, WorkflowInstance) else None
