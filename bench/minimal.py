@@ -44,7 +44,7 @@ class MinimalLoopWorkflow:
 
 @workflow.defn(name="MinimalApproval")
 class MinimalApprovalWorkflow:
-    """The baseline of an approval: wait for a signal, then run one tool call."""
+    """The baseline of an approval: wait for a signal, then run the tool call (a payment)."""
 
     def __init__(self) -> None:
         self._decision: dict[str, Any] | None = None
@@ -61,6 +61,6 @@ class MinimalApprovalWorkflow:
     async def run(self, call: dict[str, Any]) -> str:
         await workflow.wait_condition(lambda: self._decision is not None)
         content: str = await workflow.execute_activity(
-            "minimal_run_tool", call, start_to_close_timeout=timedelta(seconds=30)
+            "minimal_pay", call, start_to_close_timeout=timedelta(seconds=30)
         )
         return content

@@ -4,12 +4,16 @@ and the ``add`` tool, on plain dicts."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import httpx
 from temporalio import activity
 
-__all__ = ["MinimalActivities"]
+__all__ = ["PAYMENTS", "MinimalActivities"]
+
+PAYMENTS: list[float] = []
+"""When each payment ran (``time.perf_counter``): the approval benchmark's finish line."""
 
 
 ADD = {
@@ -50,3 +54,9 @@ class MinimalActivities:
         arguments = json.loads(function["arguments"] or "{}")
         total = arguments["a"] + arguments["b"]
         return str(int(total) if float(total).is_integer() else total)
+
+    @activity.defn(name="minimal_pay")
+    async def pay(self, call: dict[str, Any]) -> str:
+        """The approved tool call: a payment, noted in ``PAYMENTS``."""
+        PAYMENTS.append(time.perf_counter())
+        return f"paid {call['arguments']}"

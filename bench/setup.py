@@ -151,7 +151,7 @@ async def bench(
                     plain,
                     task_queue="bench-minimal",
                     workflows=[MinimalLoopWorkflow, MinimalApprovalWorkflow],
-                    activities=[minimal.call_model, minimal.run_tool],
+                    activities=[minimal.call_model, minimal.run_tool, minimal.pay],
                 )
                 async with orga_worker, bare_worker, minimal_worker:
                     yield Bench(client, plain)
