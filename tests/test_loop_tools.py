@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
+from temporalio.api.enums.v1 import EventType
+
 from orga.contracts.state import LoopState
 from orga.scripted.server import Turn
 from tests.harness import Harness
@@ -184,3 +188,33 @@ async def test_tool_context_and_timeouts(harness: Harness) -> None:
     assert attempt == "1"
     assert results[1].status == "timed_out"
     assert "0.5 s" in results[1].content
+
+
+async def test_the_setup_names_each_tool_schema_by_digest_and_the_model_sees_it_whole(
+    harness: Harness,
+) -> None:
+    """The workflow never reads a tool's schema: its history names it by digest, once, and
+    the worker shows the model its registry's schema."""
+    model = harness.new_model([Turn(tool_calls=[("add", {"a": 1, "b": 2})]), Turn(text="3")])
+    async with harness.worker():
+        handle = await harness.start("1+2?", model=model, tools=["add"])
+        assert (await handle.result()).output == "3"
+        history = await handle.fetch_history()
+    [setup] = [
+        e.marker_recorded_event_attributes.details["result"].payloads[0].data
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+        and b'"resolve_loop"' in e.marker_recorded_event_attributes.details["data"].payloads[0].data
+    ]
+    [tool] = json.loads(setup)["tools"]
+    assert tool["name"] == "add" and tool["parameters"] == {}
+    assert tool["schema_digest"].startswith("sha256:")
+    inputs = [
+        payload.data
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        for payload in e.activity_task_scheduled_event_attributes.input.payloads
+    ]
+    assert inputs and not any(b'"properties"' in data for data in [setup, *inputs])
+    [shown] = harness.model.requests_for(model)[0].body["tools"]
+    assert set(shown["function"]["parameters"]["properties"]) == {"a", "b"}

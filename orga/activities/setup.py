@@ -125,7 +125,7 @@ class SetupActivities:
             check_model(agent, provider, model, self._offer, " — a fallback of the loop")
             fallbacks.append((provider, model))
         return LoopSetup(
-            tools=tools,
+            tools=[t.referenced() for t in tools],  # the schemas stay on the worker
             provider=resolved.provider,
             model=resolved.model,
             fallbacks=fallbacks,

@@ -8,6 +8,8 @@ activity.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from datetime import timedelta
 from typing import Any, Final
 
@@ -60,6 +62,16 @@ class ToolDefinition(BaseModel):
     path_arguments: list[str] = Field(default_factory=list[str])
     """Arguments naming a file under a root: the gate judges (and the call runs with) them
     normalised, and refuses absolute paths, escapes and hidden files (``orga.core.paths``)."""
+    schema_digest: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """``sha256:`` of ``parameters`` (canonical JSON) where a loop's setup left the schema
+    itself out (``referenced``): the workflow never reads a schema — the worker shows the
+    model its own registry's — so its history names each schema once, by digest."""
+
+    def referenced(self) -> ToolDefinition:
+        """This definition with its schema named by digest instead of written out."""
+        canonical = json.dumps(self.parameters, sort_keys=True, separators=(",", ":"))
+        digest = "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()[:32]
+        return self.model_copy(update={"parameters": {}, "schema_digest": digest})
 
 
 class ToolProfile(BaseModel):
