@@ -209,7 +209,7 @@ class OrgaPlugin(SimplePlugin):
         # A worker with MCP servers: its tools come and go with them, so it lists none.
         config["identity"] = identity_with_tools(identity, names if self._mcp is None else None)
         if self._mcp is None:
-            publish_tools(self.store(), config["identity"], names)
+            publish_tools(self.store(), names)
         logging.getLogger("orga").info(
             "this worker registers %d tool(s): %s", len(names), ", ".join(names) or "none"
         )

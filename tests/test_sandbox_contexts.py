@@ -21,16 +21,20 @@ from tests.helpers import agents_file
 
 asked: list[str] = []
 """Each question and whether orga's answer matched the stock one."""
+direct: list[bool] = []
+"""For each question: whether orga answered it from the workflow instance (not the sandbox)."""
 
 
 class _Checked(sandbox._Instance):  # pyright: ignore[reportPrivateUsage]
     def get_serialization_context(self, command_info: Any) -> Any:
+        direct.append(self._inner() is not None)
         ours = super().get_serialization_context(command_info)
         theirs = stock._Instance.get_serialization_context(self, command_info)  # pyright: ignore[reportPrivateUsage]
         asked.append(f"serialization {'same' if ours == theirs else f'{ours} != {theirs}'}")
         return theirs
 
     def get_external_store_context(self, command_info: Any) -> Any:
+        direct.append(self._inner() is not None)
         ours = super().get_external_store_context(command_info)
         theirs = stock._Instance.get_external_store_context(self, command_info)  # pyright: ignore[reportPrivateUsage]
         asked.append(f"store {'same' if ours == theirs else f'{ours} != {theirs}'}")
@@ -42,6 +46,7 @@ async def test_orga_answers_each_payloads_contexts_as_the_sandbox_would(
 ) -> None:
     monkeypatch.setattr(sandbox, "_Instance", _Checked)
     asked.clear()
+    direct.clear()
     long = "4" * (THRESHOLD + 1000)  # an answer large enough for the store
     models = {
         "lead": harness.new_model(
@@ -61,3 +66,4 @@ async def test_orga_answers_each_payloads_contexts_as_the_sandbox_would(
     assert result.output == long and result.tool_call_count == 2
     assert len(asked) > 20 and {a.split()[0] for a in asked} == {"serialization", "store"}
     assert [a for a in asked if not a.endswith("same")] == []
+    assert all(direct) and len(direct) == len(asked)  # every one answered the direct way

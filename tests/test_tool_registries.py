@@ -145,7 +145,7 @@ def test_an_identity_names_only_plain_tool_names() -> None:
     tool."""
     store = TEST_STORE
     identity = identity_with_tools("1@host", ["add", "issue_credit"])
-    publish_tools(store, identity, ["add", "issue_credit"])
+    publish_tools(store, ["add", "issue_credit"])
     assert tools_of(identity, store) == {"add", "issue_credit"}
     assert tools_of("1@host orga-tools:add,evil\nFAKE LOG LINE,\x1b[2Jx", store) == {"add"}
     assert tools_of("1@host", store) is None
@@ -164,7 +164,7 @@ def test_an_identity_stays_short_whatever_the_registry() -> None:
     tools = [f"tool_{i:04d}" for i in range(200)]
     identity = identity_with_tools("1@host", tools)
     assert len(identity) <= len("1@host") + 25
-    publish_tools(TEST_STORE, identity, tools)
+    publish_tools(TEST_STORE, tools)
     assert tools_of(identity, TEST_STORE) == set(tools)
 
 

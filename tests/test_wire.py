@@ -10,7 +10,9 @@ again with ``uv run python -m tests.test_wire``.
 
 from __future__ import annotations
 
+import importlib
 import json
+import pkgutil
 import sys
 import typing
 from collections.abc import Iterator
@@ -38,9 +40,6 @@ PINS = Path(__file__).with_name("wire_defaults.json")
 
 
 def _compact_models() -> list[type[Compact]]:
-    import importlib
-    import pkgutil
-
     for module in pkgutil.iter_modules(contracts_package.__path__):
         importlib.import_module(f"orga.contracts.{module.name}")
     found: list[type[Compact]] = []

@@ -147,7 +147,7 @@ class CompactJSONPayloadConverter(PydanticJSONPlainPayloadConverter):
     def to_payload(self, value: Any) -> Payload | None:
         if isinstance(value, Compact):
             data = value.__pydantic_serializer__.to_json(value, exclude_defaults=True)
-            return Payload(metadata={"encoding": b"json/plain"}, data=data)
+            return Payload(metadata={"encoding": self.encoding.encode()}, data=data)
         return super().to_payload(value)
 
 

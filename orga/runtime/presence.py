@@ -122,6 +122,10 @@ _TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 _DIGEST: Final = re.compile(r"#[0-9a-f]{12}")
 
 
+def _digest(tools: list[str]) -> str:
+    return "#" + hashlib.sha256(",".join(sorted(tools)).encode()).hexdigest()[:12]
+
+
 def _registry_key(digest: str) -> str:
     return f"worker-tools:{digest}"
 
@@ -132,17 +136,12 @@ def identity_with_tools(identity: str, tools: list[str] | None) -> str:
     so the others and ``orga run`` can tell what each worker can run (``tools_of``). The list
     itself is in the store (``publish_tools``): Temporal writes the identity into nearly every
     event of every loop the worker runs, so it stays short whatever the registry."""
-    if tools is None:
-        return f"{identity}{_TOOLS_MARK}#unlisted"
-    digest = hashlib.sha256(",".join(sorted(tools)).encode()).hexdigest()[:12]
-    return f"{identity}{_TOOLS_MARK}#{digest}"
+    return f"{identity}{_TOOLS_MARK}{'#unlisted' if tools is None else _digest(tools)}"
 
 
-def publish_tools(store: Store, identity: str, tools: list[str]) -> None:
-    """Keep the tool list the digest of ``identity`` (``identity_with_tools``) stands for."""
-    _, mark, listed = identity.partition(_TOOLS_MARK)
-    if mark and _DIGEST.fullmatch(listed):
-        store.put(_registry_key(listed), json.dumps(sorted(tools)).encode())
+def publish_tools(store: Store, tools: list[str]) -> None:
+    """Keep the tool list an identity's digest stands for (``identity_with_tools``)."""
+    store.put(_registry_key(_digest(tools)), json.dumps(sorted(tools)).encode())
 
 
 def tools_of(identity: str, store: Store) -> frozenset[str] | None:
@@ -153,21 +152,24 @@ def tools_of(identity: str, store: Store) -> frozenset[str] | None:
     if not mark:
         return None
     if _DIGEST.fullmatch(listed):
-        data = store.get(_registry_key(listed))
-        if data is None:
-            return None
-        try:
-            names: object = json.loads(data)
-        except ValueError:
-            return None
-        if not isinstance(names, list):
-            return None
-        listed = ",".join(str(n) for n in cast(list[object], names))
-    elif listed.startswith("#"):
+        names = _stored(store, listed)
+    else:  # ``#unlisted``, or an earlier release's digest of a list too long to name
+        names = None if listed.startswith("#") else listed.split(",")
+    if names is None:
         return None
     # Any process that can poll the queue (or write the store) chooses what it says: only
     # plain names count.
-    return frozenset(name for name in listed.split(",") if _TOOL_NAME.fullmatch(name))
+    return frozenset(name for name in names if _TOOL_NAME.fullmatch(name))
+
+
+def _stored(store: Store, digest: str) -> list[str] | None:
+    """The tool list the store keeps for ``digest``; None when it keeps none, or no list."""
+    data = store.get(_registry_key(digest))
+    try:
+        names: object = json.loads(data) if data is not None else None
+    except ValueError:
+        return None
+    return [str(n) for n in cast(list[object], names)] if isinstance(names, list) else None
 
 
 async def registries(
