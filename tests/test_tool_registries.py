@@ -155,6 +155,9 @@ def test_an_identity_names_only_plain_tool_names() -> None:
     assert tools_of(forged, store) == {"ok", "7"}
     store.put(f"worker-tools:{broken.rsplit(':', 1)[1]}", b"not json")
     assert tools_of(broken, store) is None
+    joined = identity_with_tools("2@host", ["z"])
+    store.put(f"worker-tools:{joined.rsplit(':', 1)[1]}", b'["a,b", "c"]')
+    assert tools_of(joined, store) == {"c"}  # one stored name is one name, never two
     assert tools_of(identity_with_tools("3@host", ["never", "published"]), store) is None
 
 
