@@ -62,7 +62,7 @@ def test_a_value_a_field_does_not_take_names_the_variable() -> None:
         {"ORGA_APPROVER": " ann ", "ORGA_UI_URL": "http://ui:8080", "ORGA_DEBUG": "1"}
     )
     assert (read.approver, read.ui_url, read.debug) == ("ann", "http://ui:8080", True)
-    assert (read.sticky_timeout, read.graceful_shutdown) == (3.0, 30.0)
+    assert (read.sticky_timeout, read.graceful_shutdown) == (10.0, 30.0)
 
 
 _READS = {"get", "getenv", "pop", "setdefault"}

@@ -91,7 +91,7 @@ Variables (generated from the fields; do not edit by hand):
 * ``ORGA_BUILD_ID`` — This worker's build within its deployment (a git commit, an image tag);
   required with ``ORGA_DEPLOYMENT_NAME``. (default: unset)
 * ``ORGA_STICKY_TIMEOUT`` — How long a workflow task waits for the worker that has the loop
-  cached before any worker may take it. (default: 3 s)
+  cached before any worker may take it (and replays the loop from its history). (default: 10 s)
 * ``ORGA_GRACEFUL_SHUTDOWN`` — How long a stopping worker lets running activities finish before
   cancelling them. (default: 30 s)
 * ``ORGA_APPROVER`` — Who approves, denies, resolves and reviews (``orga approve`` …, ``orga
@@ -367,10 +367,13 @@ class Settings(BaseModel):
     """This worker's build within its deployment (a git commit, an image tag); required with
     ``ORGA_DEPLOYMENT_NAME``."""
     sticky_timeout: Annotated[float, Env("ORGA_STICKY_TIMEOUT", unit="s")] = Field(
-        default=3.0, gt=0
+        default=10.0, gt=0
     )
     """How long a workflow task waits for the worker that has the loop cached before any
-    worker may take it. Short, so a dead worker costs seconds, not ten."""
+    worker may take it (and replays the loop from its history). Temporal's default: a dead
+    worker is routed around anyway once it has not polled for 10 s, while a shorter timeout
+    makes a busy worker replay loops it still holds (3 s: half of 300 loops approved at
+    once)."""
     graceful_shutdown: Annotated[float, Env("ORGA_GRACEFUL_SHUTDOWN", unit="s")] = Field(
         default=30.0, ge=0
     )
