@@ -14,20 +14,23 @@ __all__ = ["heartbeating"]
 @contextlib.asynccontextmanager
 async def heartbeating(every: float = 1.0) -> AsyncGenerator[None]:
     """Heartbeat in the background while the body waits (so a dead worker is noticed); a
-    local activity cannot heartbeat, and does nothing here."""
+    local activity cannot heartbeat, and does nothing here.
+
+    A timer callback, not a task: most calls end within ``every`` and never heartbeat, and a
+    callback costs them nothing but the timer (it runs in the activity's context, copied when
+    it is scheduled)."""
     if activity.info().is_local:
         yield
         return
+    loop = asyncio.get_running_loop()
 
-    async def beat() -> None:
-        while True:  # a call that ends within ``every`` never heartbeats: nothing to send
-            await asyncio.sleep(every)
-            activity.heartbeat()
+    def beat() -> None:
+        nonlocal timer
+        activity.heartbeat()
+        timer = loop.call_later(every, beat)
 
-    task = asyncio.create_task(beat())
+    timer = loop.call_later(every, beat)
     try:
         yield
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        timer.cancel()

@@ -106,7 +106,10 @@ class ToolRunner:
             finally:
                 finished[planned.index].set()
 
-        await asyncio.gather(*(one(p) for p in runnable))
+        if len(runnable) == 1:
+            await one(runnable[0])  # the usual turn: no task to gather
+        else:
+            await asyncio.gather(*(one(p) for p in runnable))
         for planned in runnable:
             dispatching.record(outcomes[planned.index])
 
