@@ -54,6 +54,7 @@ from orga.gates.opa import OpaGate
 from orga.knowledge import open_knowledge
 from orga.knowledge.embeddings import embedder
 from orga.knowledge.tools import knowledge_tools
+from orga.runtime.connect import StartAttributes
 from orga.runtime.converter import OrgaPayloadConverter, data_converter
 from orga.runtime.presence import identity_with_tools, publish_tools, warn_about_other_registries
 from orga.runtime.settings import Settings
@@ -158,7 +159,10 @@ class OrgaPlugin(SimplePlugin):
             data_converter=data_converter(self.store),
             workflows=WORKFLOWS,
             workflow_runner=workflow_runner(),
-            interceptors=tracing_interceptors() if self.tracer_provider is not None else None,
+            interceptors=[
+                StartAttributes(),
+                *(tracing_interceptors() if self.tracer_provider is not None else ()),
+            ],
         )
 
     def _serve_offline_model(self, settings: Settings) -> Settings:

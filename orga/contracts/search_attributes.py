@@ -3,7 +3,9 @@
 ``temporal workflow list --query "OrgaStatus='awaiting_approval'"`` is an inbox of loops
 waiting for a person; the Web UI filters on the same attributes. They must be registered on
 the namespace before a worker runs loops (``orga server`` and the worker register them on a
-dev server; on a cluster, ``temporal operator search-attribute create``).
+dev server; on a cluster, ``temporal operator search-attribute create``). Clients made by
+``orga.runtime.connect.connect`` or with ``OrgaPlugin`` start loops with them set
+(``StartAttributes``), which saves each loop its first upsert.
 """
 
 from __future__ import annotations

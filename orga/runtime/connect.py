@@ -4,18 +4,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Final
 
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import (
     AddSearchAttributesRequest,
     ListSearchAttributesRequest,
 )
-from temporalio.client import Client, Interceptor
+from temporalio.client import (
+    Client,
+    Interceptor,
+    OutboundInterceptor,
+    StartWorkflowInput,
+    WorkflowHandle,
+)
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.service import RPCError
 
 from orga.contracts import search_attributes as sa
+from orga.contracts.config import LoopInput
 from orga.contracts.errors import InvalidConfig
 from orga.runtime.converter import data_converter
 from orga.runtime.settings import Settings
@@ -23,7 +31,9 @@ from orga.runtime.settings import Settings
 if TYPE_CHECKING:
     from orga.runtime.store import Store
 
-__all__ = ["connect", "ensure_search_attributes", "metrics_runtime"]
+__all__ = ["StartAttributes", "connect", "ensure_search_attributes", "metrics_runtime"]
+
+_LOOP: Final = "ReasoningLoop"
 
 
 async def connect(
@@ -39,7 +49,8 @@ async def connect(
 
     ``metrics``: a worker's client, serving the SDK's and orga's metrics to Prometheus on
     ``settings.metrics_address`` (when set). ``interceptors``: the client's (and its
-    workers'), such as tracing.
+    workers'), such as tracing, after ``StartAttributes`` (loops start with their search
+    attributes).
     """
     api_key = settings.temporal_api_key.get_secret_value() if settings.temporal_api_key else None
     runtime = metrics_runtime(settings.metrics_address) if metrics else None
@@ -51,7 +62,7 @@ async def connect(
         data_converter=data_converter(lambda: store or settings.store()),
         connect_timeout=timedelta(seconds=timeout),
         runtime=runtime,
-        interceptors=interceptors,
+        interceptors=[StartAttributes(), *interceptors],
     )
 
 
@@ -94,12 +105,7 @@ async def ensure_search_attributes(client: Client) -> list[str]:
         ListSearchAttributesRequest(namespace=namespace)
     )
     known = set(listed.custom_attributes) | set(listed.system_attributes)
-    # SearchAttributeIndexedValueType mirrors the API enum's numbers.
-    missing = {
-        key.name: IndexedValueType.ValueType(int(key.indexed_value_type))
-        for key in sa.ALL
-        if key.name not in known
-    }
+    missing = {name: kind for name, kind in _kinds().items() if name not in known}
     if not missing:
         return []
     try:
@@ -107,14 +113,83 @@ async def ensure_search_attributes(client: Client) -> list[str]:
             AddSearchAttributesRequest(namespace=namespace, search_attributes=missing)
         )
     except RPCError as error:
-        commands = "; ".join(
-            f"temporal operator search-attribute create --namespace {namespace} --name {name} "
-            f"--type {'Keyword' if kind == IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD else 'Int'}"
-            for name, kind in missing.items()
-        )
+        commands = _register_commands(missing, namespace)
         raise InvalidConfig(
             f"orga's search attributes {sorted(missing)!r} are not registered on namespace "
             f"{namespace!r} and this client may not add them ({error.message}). "
             f"Register them once: {commands}"
         ) from error
     return sorted(missing)
+
+
+def _register_commands(
+    kinds: dict[str, IndexedValueType.ValueType], namespace: str | None = None
+) -> str:
+    """The Temporal CLI commands that register these search attributes."""
+    where = f" --namespace {namespace}" if namespace else ""
+    return "; ".join(
+        f"temporal operator search-attribute create{where} --name {name} "
+        f"--type {'Keyword' if kind == IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD else 'Int'}"
+        for name, kind in kinds.items()
+    )
+
+
+def _kinds() -> dict[str, IndexedValueType.ValueType]:
+    # SearchAttributeIndexedValueType mirrors the API enum's numbers.
+    return {key.name: IndexedValueType.ValueType(int(key.indexed_value_type)) for key in sa.ALL}
+
+
+class StartAttributes(Interceptor):
+    """Loops started through this client carry their search attributes from the start.
+
+    A loop keeps ``OrgaAgentId``, ``OrgaStatus``, ``OrgaIteration`` and ``OrgaTotalTokens``
+    current, and upserts them in its first workflow task unless it was started with them:
+    setting them at start saves each loop an event and a visibility write. The loop still
+    compares them with its own and upserts any that differ (a thread that waits for its first
+    message is ``awaiting_message``). Left alone: a start whose memo turns search attributes
+    off (``NO_SEARCH_ATTRIBUTES_MEMO``), one with untyped attributes, and keys already given.
+    On a namespace without orga's attributes the start fails, naming the commands that
+    register them (the loop would otherwise fail its first workflow task until they are).
+    """
+
+    def intercept_client(self, next: OutboundInterceptor) -> OutboundInterceptor:
+        return _StartAttributesOutbound(next)
+
+
+class _StartAttributesOutbound(OutboundInterceptor):
+    async def start_workflow(self, input: StartWorkflowInput) -> WorkflowHandle[Any, Any]:
+        given = input.search_attributes
+        if (
+            input.workflow != _LOOP
+            or (input.memo or {}).get(sa.NO_SEARCH_ATTRIBUTES_MEMO) is False
+            or not (given is None or isinstance(given, TypedSearchAttributes))
+            or len(input.args) != 1
+        ):
+            return await super().start_workflow(input)
+        [loop] = input.args
+        if not isinstance(loop, LoopInput):
+            return await super().start_workflow(input)
+        pairs: list[SearchAttributePair[Any]] = [
+            SearchAttributePair(sa.AGENT_ID, loop.config.agent_id),
+            SearchAttributePair(sa.STATUS, "running"),
+            SearchAttributePair(sa.ITERATION, 0),
+            SearchAttributePair(sa.TOTAL_TOKENS, 0),
+        ]
+        existing: list[SearchAttributePair[Any]] = (
+            list(given.search_attributes) if given else []  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType]
+        )
+        present = {pair.key.name for pair in existing}
+        input.search_attributes = TypedSearchAttributes(
+            [*existing, *(pair for pair in pairs if pair.key.name not in present)]
+        )
+        try:
+            return await super().start_workflow(input)
+        except RPCError as error:
+            if not any(key.name in error.message for key in sa.ALL):
+                raise
+            raise InvalidConfig(
+                f"the loop was not started: orga's search attributes are not registered on "
+                f"this namespace ({error.message}). Register them once: "
+                f"{_register_commands(_kinds())} (`orga server` and the worker register "
+                "them on a dev server)"
+            ) from error

@@ -60,6 +60,10 @@ _PROGRESS_EVERY: Final = timedelta(minutes=1)
 when nothing else about it changed."""
 
 
+_KEPT: Final = (sa.AGENT_ID, sa.STATUS, sa.ITERATION, sa.TOTAL_TOKENS)
+"""The search attributes a loop keeps current."""
+
+
 def _current_search_attributes() -> dict[str, object]:
     given = workflow.info().typed_search_attributes
     found: dict[str, object] = {}
@@ -114,7 +118,13 @@ class LoopBooks:
         self._published: dict[str, object] = _current_search_attributes()
         """The search attributes as the server has them (a run after continue-as-new keeps its
         predecessor's)."""
-        self._published_at: datetime | None = None
+        self._published_at: datetime | None = (
+            started_at
+            if workflow.info().continued_run_id is None and len(self._published) == len(_KEPT)
+            else None
+        )
+        """When they were last upserted: a loop its client started with all of them
+        (``orga.runtime.connect.StartAttributes``) counts its start as that upsert."""
         self.desk = HumanDesk(on_change=self._waiting_changed, record=self.record, stamp=self.stamp)
 
     # ---- journal -------------------------------------------------------------------------
