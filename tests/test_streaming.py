@@ -4,6 +4,7 @@ result in history, and a broken stream falling back to the retried call."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
@@ -13,8 +14,11 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.testing import WorkflowEnvironment
 
+import orga as orga_api
+from orga.contracts.config import LoopConfig
 from orga.contracts.errors import ProviderError, ProviderRejected, ProviderUnavailable
 from orga.contracts.inference import STREAM_TOPIC, StreamedText
+from orga.contracts.threads import ThreadConfig
 from orga.providers.anthropic import parse_message
 from orga.providers.openai import parse_chat_completion
 from orga.providers.streaming import (
@@ -26,7 +30,7 @@ from orga.providers.streaming import (
 from orga.scripted.server import Turn, Wire, stream_events
 from tests.fixtures import body, raw_text
 from tests.harness import TEST_STORE, Harness
-from tests.helpers import conversation, on, orga, tool_results
+from tests.helpers import conversation, eventually, on, orga, tool_results
 
 
 async def _lines(text: str) -> AsyncIterator[str]:
@@ -224,3 +228,46 @@ async def test_orga_journal_follow_prints_the_text_too(
     assert code == 0, err
     assert f"      … {ANSWER}" in out.splitlines()
     assert "Terminated" in out and "ToolsDispatched" in out
+
+
+async def test_a_reader_that_went_away_mid_poll_does_not_keep_the_loop_from_ending(
+    harness: Harness,
+) -> None:
+    """``orga chat`` stops following a turn's stream once the answer is in, and a reader may be
+    killed: either leaves its long poll (an update) waiting in the workflow for text that never
+    comes. The thread closes and ends all the same (it used to wait for that poll forever)."""
+    model = harness.new_model([Turn(text="hello there")])
+    config = LoopConfig(model=model, stream=True, thread=ThreadConfig())
+    async with harness.worker():
+        chat = await orga_api.start_thread(
+            harness.client, config, "hi", task_queue=harness.task_queue
+        )
+        harness.handles.append(chat.handle)
+        await chat.turn(1)
+        reader = WorkflowStreamClient.create(harness.client, chat.id)
+        offset = await reader.get_offset()
+
+        async def follow() -> None:
+            async for _ in reader.subscribe([STREAM_TOPIC], offset, result_type=StreamedText):
+                pass
+
+        following = asyncio.ensure_future(follow())
+
+        async def poll_waits() -> bool:
+            async for event in chat.handle.fetch_history_events():
+                accepted = event.workflow_execution_update_accepted_event_attributes
+                if (
+                    event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED
+                    and "stream_poll" in accepted.accepted_request.input.name
+                ):
+                    return True
+            return False
+
+        await eventually(poll_waits, "the reader's poll waits in the workflow")
+        following.cancel()  # the reader goes away; its poll stays
+        await asyncio.gather(following, return_exceptions=True)
+        await chat.close("done")
+        result = await asyncio.wait_for(chat.handle.result(), 30)
+    assert result.output == "hello there"
+    status = (await chat.handle.describe()).status
+    assert status == WorkflowExecutionStatus.COMPLETED

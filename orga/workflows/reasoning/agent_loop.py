@@ -302,6 +302,8 @@ class AgentLoop:
             books.failed(error)  # a cancellation by a user is journaled, then let through
             raise
         books.completed(finished.output, finished.reason, finished.message)
+        if self._stream is not None:  # a reader that went away mid-poll leaves its poll waiting
+            self._stream.detach_pollers()
         await workflow.wait_condition(workflow.all_handlers_finished)
         return finished.result(
             books,
