@@ -19,7 +19,9 @@ from temporalio.testing import WorkflowEnvironment
 from orga.client import start_loop, start_thread
 from orga.contracts import search_attributes as sa
 from orga.contracts.config import LoopConfig, LoopInput
+from orga.contracts.conversation import Message
 from orga.contracts.errors import InvalidConfig
+from orga.contracts.state import LoopResult
 from orga.contracts.threads import ThreadConfig
 from orga.runtime.connect import connect
 from orga.runtime.settings import Settings
@@ -116,3 +118,35 @@ async def test_a_namespace_without_the_attributes_refuses_the_start_saying_how_t
     client = await connect(Settings(temporal_address=address), store=TEST_STORE)
     with pytest.raises(InvalidConfig, match=r"temporal operator search-attribute create"):
         await start_loop(client, "hi", LoopConfig(model="any"), task_queue="nobody-polls")
+
+
+async def test_values_a_client_forged_at_start_are_corrected_in_the_first_task(
+    harness: Harness,
+) -> None:
+    """A client may start a loop with any attributes: only the values the loop itself would
+    set count as its first upsert; others are overwritten at once, not a minute later."""
+    model = harness.new_model([Turn(text="hello")])
+    forged = TypedSearchAttributes(
+        [
+            SearchAttributePair(sa.AGENT_ID, LoopConfig().agent_id),
+            SearchAttributePair(sa.STATUS, "running"),
+            SearchAttributePair(sa.ITERATION, 999),
+            SearchAttributePair(sa.TOTAL_TOKENS, 0),
+        ]
+    )
+    async with harness.worker():
+        handle = await harness.client.start_workflow(
+            "ReasoningLoop",
+            LoopInput(
+                messages=[Message(role="user", content="hi")], config=LoopConfig(model=model)
+            ),
+            id=f"forged-{harness.task_queue}",
+            task_queue=harness.task_queue,
+            search_attributes=forged,
+            result_type=LoopResult,
+        )
+        harness.handles.append(handle)
+        assert (await handle.result()).output == "hello"
+    first, last = await upserts(handle)
+    assert first == {"OrgaIteration"}  # in the first workflow task, before the model call
+    assert "OrgaStatus" in last

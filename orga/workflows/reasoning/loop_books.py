@@ -60,10 +60,6 @@ _PROGRESS_EVERY: Final = timedelta(minutes=1)
 when nothing else about it changed."""
 
 
-_KEPT: Final = (sa.AGENT_ID, sa.STATUS, sa.ITERATION, sa.TOTAL_TOKENS)
-"""The search attributes a loop keeps current."""
-
-
 def _current_search_attributes() -> dict[str, object]:
     given = workflow.info().typed_search_attributes
     found: dict[str, object] = {}
@@ -120,11 +116,12 @@ class LoopBooks:
         predecessor's)."""
         self._published_at: datetime | None = (
             started_at
-            if workflow.info().continued_run_id is None and len(self._published) == len(_KEPT)
+            if workflow.info().continued_run_id is None and self._published == self._wanted()
             else None
         )
-        """When they were last upserted: a loop its client started with all of them
-        (``orga.runtime.connect.StartAttributes``) counts its start as that upsert."""
+        """When they were last upserted: a loop its client started with them as the loop would
+        set them (``orga.runtime.connect.StartAttributes``) counts its start as that upsert;
+        any other value given at start is corrected at once, as before."""
         self.desk = HumanDesk(on_change=self._waiting_changed, record=self.record, stamp=self.stamp)
 
     # ---- journal -------------------------------------------------------------------------
@@ -351,19 +348,23 @@ class LoopBooks:
 
     # ---- search attributes -----------------------------------------------------------------
 
+    def _wanted(self) -> dict[str, object]:
+        """The search attributes as the loop would have them now."""
+        return {
+            sa.AGENT_ID.name: self.config.agent_id,
+            sa.STATUS.name: self.status,
+            sa.ITERATION.name: self.iteration,
+            sa.TOTAL_TOKENS.name: self.usage.total_tokens,
+        }
+
     def _publish(self) -> None:
         """Keep the loop's search attributes current where readers filter on them: every
         change when the agent or the status changes (the loop starts, waits for a person, goes
         on, ends); iteration and tokens alone at most once a minute in between (one history
         event per upsert: a per-turn upsert would add one to every turn). Live progress is in
         the ``state`` query and the Web UI's current details."""
-        wanted: list[tuple[str, str | int]] = [
-            (sa.AGENT_ID.name, self.config.agent_id),
-            (sa.STATUS.name, self.status),
-            (sa.ITERATION.name, self.iteration),
-            (sa.TOTAL_TOKENS.name, self.usage.total_tokens),
-        ]
-        changed = {name: value for name, value in wanted if self._published.get(name) != value}
+        wanted = self._wanted()
+        changed = {n: v for n, v in wanted.items() if self._published.get(n) != v}
         if not changed:
             return
         now = workflow.now()
