@@ -14,39 +14,31 @@ and waited for (a tool activity until it has stopped, a child loop until it has 
 the saga (``orga.workflows.saga.compensation``) undoes every attempted step, shielded from
 cancellation, and the outcome says whether all of it was undone.
 
-Over 400 lines: one workflow class — its state, queries and handlers, the steps' order and
-attempts; a step's attempt and the saga are ``orga.workflows.saga``.
+One workflow class — its state, queries and handlers, the steps' order; the setup, a step's
+attempts, one attempt and the saga are ``orga.workflows.saga``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import json
 from collections.abc import Awaitable
 from typing import TypeVar
 
 from temporalio import workflow
 from temporalio.common import RawValue
-from temporalio.exceptions import FailureError
 
 from orga.contracts import search_attributes as sa
-from orga.contracts.approvals import PendingEscalation
 from orga.contracts.audit import AUDITED_KINDS, AuditChain
 from orga.contracts.errors import InvalidConfig, TaskAborted
-from orga.contracts.inference import Usage
 from orga.contracts.journal import (
     Journal,
     JournalEntry,
     Stamp,
-    StepLimitReached,
     Terminated,
 )
 from orga.contracts.messages import AUDIT_QUERY, JOURNAL_QUERY, STATE_QUERY
-from orga.contracts.setup import RESOLVE_TASK, TaskSetup, TaskSetupRequest
 from orga.contracts.task import (
-    LoopStep,
     Step,
     StepReport,
     StepStatus,
@@ -58,25 +50,17 @@ from orga.contracts.task import (
     ToolStep,
 )
 from orga.core.audit import AuditLog
-from orga.core.progress import StepTracker
+from orga.workflows.saga.attempts import StepAttempts, StopTask
 from orga.workflows.saga.compensation import Saga
-from orga.workflows.saga.steps import StepFailed, StepRunner, TaskClearance
+from orga.workflows.saga.setup import set_up_task
+from orga.workflows.saga.steps import StepRunner, TaskClearance
 from orga.workflows.shared.common import decoded, upsert
-from orga.workflows.shared.failures import failure_message
-from orga.workflows.shared.gate import Gate
 from orga.workflows.shared.human_desk import DeskHandlers, HumanDesk
-from orga.workflows.shared.metrics import emit_entry, know
-from orga.workflows.shared.options import SETUP_TIMEOUT, SHORT_RETRY
+from orga.workflows.shared.metrics import emit_entry
 
 __all__ = ["TaskWorkflow"]
 
 T = TypeVar("T")
-
-
-class _Abort(Exception):
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 @workflow.defn(name="Task")
@@ -109,6 +93,15 @@ class TaskWorkflow(DeskHandlers):
         )
         self._runner = StepRunner(
             self._workflow_id, task.tool_timeout, self._clearance, scheduled=self._scheduled
+        )
+        self._attempts = StepAttempts(
+            self._runner,
+            self._desk,
+            task.policy,
+            record=self._record,
+            stamp=self._stamp,
+            mark=self._mark,
+            completed=self._completed,
         )
         self._saga = Saga(
             workflow_id=self._workflow_id,
@@ -176,6 +169,10 @@ class TaskWorkflow(DeskHandlers):
         report.status = status
         self._show()
 
+    def _completed(self, step_id: str) -> None:
+        self._order.append(step_id)
+        self._clearance.progress = len(self._order)
+
     def _scheduled(self, step_id: str) -> None:
         """A step's activity or child loop is being scheduled: it is attempted from now on."""
         report = self._reports[step_id]
@@ -188,7 +185,15 @@ class TaskWorkflow(DeskHandlers):
     @workflow.run
     async def run(self, input: RawValue) -> TaskResult:
         if self._invalid is None:
-            self._invalid = await self._set_up()
+            self._invalid = await set_up_task(
+                self._input,
+                self._clearance,
+                self._desk,
+                workflow_id=self._workflow_id,
+                record=self._record,
+                stamp=self._stamp,
+                done=lambda: len(self._order),
+            )
         if self._invalid is not None:
             self._status = "failed"
             self._message = self._invalid
@@ -198,7 +203,7 @@ class TaskWorkflow(DeskHandlers):
         self._show()
         try:
             await self._run_steps()
-        except _Abort as abort:
+        except StopTask as abort:
             await self._stop()
             self._status = "aborted"
             message = f"the task stopped: {abort.reason}; {self._saga.undone()}"
@@ -244,13 +249,13 @@ class TaskWorkflow(DeskHandlers):
             tasks = [asyncio.create_task(self._run_step(step)) for step in batch]
             try:
                 await asyncio.gather(*tasks)
-            except (asyncio.CancelledError, _Abort, Exception):
+            except (asyncio.CancelledError, StopTask, Exception):
                 # One step aborted, or the task was cancelled: stop the batch's other steps.
                 # (Any other BaseException is the worker evicting this workflow: touch nothing.)
                 for task in tasks:
                     task.cancel()
                 for task in tasks:
-                    with contextlib.suppress(asyncio.CancelledError, _Abort):
+                    with contextlib.suppress(asyncio.CancelledError, StopTask):
                         await task
                 raise
 
@@ -267,129 +272,12 @@ class TaskWorkflow(DeskHandlers):
             self._mark(report, "skipped")
             return
         try:
-            await self._attempts(step, report)
+            await self._attempts.run(step, report)
         except asyncio.CancelledError:
             if report.status in ("running", "awaiting_operator"):
                 report.errors.append("cancelled while running")
                 self._mark(report, "cancelled")
             raise
-
-    async def _attempts(self, step: Step, report: StepReport) -> None:
-        """Attempt the step until it completes, is skipped, or aborts the task."""
-        tracker = StepTracker()
-        escalations = 0
-        while True:
-            self._mark(report, "running")
-            report.attempts += 1
-            try:
-                result = await self._runner.attempt(step, report.attempts)
-            except StepFailed as failure:
-                report.errors.append(failure.message)
-                decision = tracker.failed(
-                    failure.message, self._input.policy, unrecoverable=failure.unrecoverable
-                )
-                if decision.action == "continue":
-                    continue
-                self._record(
-                    StepLimitReached(
-                        **self._stamp(),
-                        step_id=step.id,
-                        attempts=tracker.attempts,
-                        reason=decision.reason,
-                    )
-                )
-                action = self._input.policy.on_limit_reached
-                if action == "escalate":
-                    escalations += 1
-                    self._mark(report, "awaiting_operator")
-                    record = await self._desk.escalation(
-                        PendingEscalation(
-                            escalation_id=f"{step.id}#{escalations}",
-                            tool=step.action.tool
-                            if not isinstance(step.action, LoopStep)
-                            else "ReasoningLoop",
-                            arguments=json.dumps(
-                                step.action.arguments
-                                if not isinstance(step.action, LoopStep)
-                                else {}
-                            ),
-                            error=decision.reason,
-                            since=workflow.now(),
-                            options=["retry", "skip", "abort"],  # a step has no result to give
-                        )
-                    )
-                    if record.action == "retry":
-                        tracker.reset()
-                        continue
-                    if record.action == "abort":
-                        self._mark(report, "failed")
-                        who = record.operator or "an operator"
-                        why = f": {record.reason}" if record.reason else ""
-                        raise _Abort(
-                            f"{who} aborted it at step {step.id!r}{why} (the step had failed: "
-                            f"{decision.reason})"
-                        ) from None
-                    action = "skip_step"
-                if action == "skip_step":
-                    self._mark(report, "skipped")
-                    return
-                self._mark(report, "failed")
-                raise _Abort(f"step {step.id!r} failed: {decision.reason}") from None
-            report.result = result
-            self._mark(report, "completed")
-            self._order.append(step.id)
-            self._clearance.progress = len(self._order)
-            return
-
-    async def _set_up(self) -> str | None:
-        """Resolve the task's agent, tools and gate; why it cannot run, or ``None``."""
-        names: list[str] = []
-        loop_agents: list[str] = []
-        for step in self._input.steps:
-            action = step.action
-            if isinstance(action, LoopStep):
-                loop_agents.append(action.input.config.agent_id)
-                wanted = list(action.input.config.tools)
-            else:
-                wanted = [action.tool]
-            if step.compensation is not None:
-                wanted.append(step.compensation.tool)
-            names += [n for n in wanted if n not in names]
-        request = TaskSetupRequest(
-            agent_id=self._input.agent_id, tools=names, loop_agents=loop_agents
-        )
-        try:
-            setup = await workflow.execute_local_activity(
-                RESOLVE_TASK,
-                request,
-                result_type=TaskSetup,
-                start_to_close_timeout=SETUP_TIMEOUT,
-                retry_policy=SHORT_RETRY,
-                summary=f"resolve the task's setup · {len(names)} tool(s)",
-            )
-        except FailureError as error:
-            why = failure_message(error).rstrip(".")
-            return f"the task cannot run on this worker: {why}. Nothing was run."
-        self._clearance.gate = Gate(
-            policy=setup.policy,
-            agent_id=self._input.agent_id,
-            workflow_id=self._workflow_id,
-            record=self._record,
-            stamp=self._stamp,
-            facts=lambda: (len(self._order), Usage()),
-            subject="task",
-        )
-        self._clearance.tools = [t.name for t in setup.tools]
-        self._desk.enroll(setup.approvers, setup.agent.approvals_needed if setup.agent else {})
-        self._desk.check_edit = self._clearance.gate.decide_call
-        if setup.approvals_by_policy:
-            self._desk.judge = functools.partial(self._clearance.gate.decide_one, advertised=[])
-        know(
-            tools=set(self._clearance.tools),
-            agents={self._input.agent_id, *loop_agents},
-            runs_as=setup.agent,
-        )
-        return None
 
     async def _shielded(self, work: Awaitable[T]) -> T:
         """Run ``work`` to the end even if the task is cancelled (again) meanwhile."""

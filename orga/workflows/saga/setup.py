@@ -1,0 +1,83 @@
+"""A task's setup: its agent, the tools its steps name, and its gate, resolved on the worker.
+
+Workflow code. ``set_up_task`` runs the ``resolve_task`` local activity and arms what the task
+works with from its answer: the gate its steps pass, the tools it may call, the approvers its
+desk enrols. A task naming an unknown agent or a tool the worker lacks fails before any step
+runs.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+from temporalio import workflow
+from temporalio.exceptions import FailureError
+
+from orga.contracts.inference import Usage
+from orga.contracts.journal import JournalEntry, Stamp
+from orga.contracts.setup import RESOLVE_TASK, TaskSetup, TaskSetupRequest
+from orga.contracts.task import LoopStep, TaskInput
+from orga.workflows.saga.steps import TaskClearance
+from orga.workflows.shared.failures import failure_message
+from orga.workflows.shared.gate import Gate
+from orga.workflows.shared.human_desk import HumanDesk
+from orga.workflows.shared.metrics import know
+from orga.workflows.shared.options import SETUP_TIMEOUT, SHORT_RETRY
+
+__all__ = ["set_up_task"]
+
+
+async def set_up_task(
+    task: TaskInput,
+    clearance: TaskClearance,
+    desk: HumanDesk,
+    *,
+    workflow_id: str,
+    record: Callable[[JournalEntry], None],
+    stamp: Callable[[], Stamp],
+    done: Callable[[], int],
+) -> str | None:
+    """Resolve the task's agent, tools and gate; why it cannot run, or ``None``. ``done``:
+    how many steps have completed (the gate's facts)."""
+    names: list[str] = []
+    loop_agents: list[str] = []
+    for step in task.steps:
+        action = step.action
+        if isinstance(action, LoopStep):
+            loop_agents.append(action.input.config.agent_id)
+            wanted = list(action.input.config.tools)
+        else:
+            wanted = [action.tool]
+        if step.compensation is not None:
+            wanted.append(step.compensation.tool)
+        names += [n for n in wanted if n not in names]
+    request = TaskSetupRequest(agent_id=task.agent_id, tools=names, loop_agents=loop_agents)
+    try:
+        setup = await workflow.execute_local_activity(
+            RESOLVE_TASK,
+            request,
+            result_type=TaskSetup,
+            start_to_close_timeout=SETUP_TIMEOUT,
+            retry_policy=SHORT_RETRY,
+            summary=f"resolve the task's setup · {len(names)} tool(s)",
+        )
+    except FailureError as error:
+        why = failure_message(error).rstrip(".")
+        return f"the task cannot run on this worker: {why}. Nothing was run."
+    clearance.gate = gate = Gate(
+        policy=setup.policy,
+        agent_id=task.agent_id,
+        workflow_id=workflow_id,
+        record=record,
+        stamp=stamp,
+        facts=lambda: (done(), Usage()),
+        subject="task",
+    )
+    clearance.tools = [t.name for t in setup.tools]
+    desk.enroll(setup.approvers, setup.agent.approvals_needed if setup.agent else {})
+    desk.check_edit = gate.decide_call
+    if setup.approvals_by_policy:
+        desk.judge = functools.partial(gate.decide_one, advertised=[])
+    know(tools=set(clearance.tools), agents={task.agent_id, *loop_agents}, runs_as=setup.agent)
+    return None
