@@ -44,7 +44,11 @@ class MinimalLoopWorkflow:
 
 @workflow.defn(name="MinimalApproval")
 class MinimalApprovalWorkflow:
-    """The baseline of an approval: wait for a signal, then run the tool call (a payment)."""
+    """The baseline of an approval: wait for a decision, then run the tool call (a payment).
+
+    The decision comes as the ``approve`` signal (the issue's baseline) or as the ``decide``
+    update (what an update costs on its own: the server serves an update's workflow task
+    differently from a signal's), the update's validator refusing a second decision."""
 
     def __init__(self) -> None:
         self._decision: dict[str, Any] | None = None
@@ -52,6 +56,16 @@ class MinimalApprovalWorkflow:
     @workflow.signal
     def approve(self, decision: dict[str, Any]) -> None:
         self._decision = decision
+
+    @workflow.update
+    def decide(self, decision: dict[str, Any]) -> bool:
+        self._decision = decision
+        return True
+
+    @decide.validator
+    def _check(self, decision: dict[str, Any]) -> None:
+        if self._decision is not None:
+            raise ValueError("already decided")
 
     @workflow.query
     def waiting(self) -> bool:

@@ -56,7 +56,7 @@ from orga.knowledge.embeddings import embedder
 from orga.knowledge.tools import knowledge_tools
 from orga.runtime.connect import StartAttributes
 from orga.runtime.converter import OrgaPayloadConverter, data_converter
-from orga.runtime.presence import identity_with_tools, publish_tools, warn_about_other_registries
+from orga.runtime.presence import publish_tools, warn_about_other_registries
 from orga.runtime.settings import Settings
 from orga.runtime.store import Store
 from orga.runtime.tls import tls
@@ -207,13 +207,12 @@ class OrgaPlugin(SimplePlugin):
         parts = self.parts(client)
         config["activities"] = [*given, *parts.activities()]
         names = parts.registry.names()
-        # The identity says what this worker registers: the others of its task queue, and
-        # `orga run --tool`, read it (orga.runtime.presence.tools_of).
+        # The store says what the worker of this identity registers: the others of its task
+        # queue, and `orga run --tool`, read it (orga.runtime.presence.tools_of). A worker with
+        # MCP servers: its tools come and go with them, so it lists none.
         identity = config.get("identity") or client.identity  # pyright: ignore[reportUnknownMemberType]
-        # A worker with MCP servers: its tools come and go with them, so it lists none.
-        config["identity"] = identity_with_tools(identity, names if self._mcp is None else None)
-        if self._mcp is None:
-            publish_tools(self.store(), names)
+        task_queue = cast(str, config.get("task_queue"))  # pyright: ignore[reportUnknownMemberType]
+        publish_tools(self.store(), task_queue, identity, names if self._mcp is None else None)
         logging.getLogger("orga").info(
             "this worker registers %d tool(s): %s", len(names), ", ".join(names) or "none"
         )
@@ -238,7 +237,7 @@ class OrgaPlugin(SimplePlugin):
         """Connect the MCP servers and keep the HTTP client open while the worker runs; say so
         when another worker of the task queue registers other tools."""
         async with self._running():
-            own = worker.config(active_config=True).get("identity") or ""  # pyright: ignore[reportUnknownMemberType]
+            own = worker.config(active_config=True).get("identity") or worker.client.identity  # pyright: ignore[reportUnknownMemberType]
             await warn_about_other_registries(worker.client, worker.task_queue, own, self.store())
             await super().run_worker(worker, next)
 

@@ -126,6 +126,8 @@ class Harness:
     handles: list[WorkflowHandle[Any, Any]] = field(default_factory=list[WorkflowHandle[Any, Any]])
     mcp: McpHub | None = None
     """The MCP servers of the running worker (``settings.mcp_servers_file``)."""
+    plugin: OrgaPlugin | None = None
+    """The plugin of the running worker (its activities: ``plugin.parts(client)``)."""
     memo: dict[str, Any] = field(default_factory=dict[str, Any])
     """Memo of every loop started here (the time-skipping harness turns search attributes off)."""
 
@@ -158,6 +160,7 @@ class Harness:
                 mcp=mcp,
                 tracing=False,
             )
+            self.plugin = plugin
             workers = build_workers(self.client, settings, plugin, task_queue=self.task_queue)
             for each in workers:
                 await stack.enter_async_context(each)

@@ -56,12 +56,19 @@ async def test_a_long_loop_continues_as_new_and_looks_the_same(harness: Harness)
     assert journal.dropped > 0  # the oldest entries made room, and are counted
     assert journal.dropped + len(journal.entries) == journal.next_seq - 1
     assert [e.kind for e in journal.entries].count("Started") <= 1
-    # Every model call after the first carried only what was new.
+    # Every model call after the first carried only what was new — not even the model's own
+    # turn, which the worker kept when it answered — and the model saw the whole conversation,
+    # read back from the workflow not once.
     sizes = [len(r.body["messages"]) for r in harness.model.requests_for(model)]
     assert sizes[-1] == result.messages - 1
+    requests = await requests_per_run(harness, handle)
+    carried = [tuple(m.role for m in r.conversation.messages) for run in requests for r in run]
+    assert carried[0] == ("user",) and set(carried[1:]) == {("tool",)}, carried
+    assert harness.plugin is not None
+    assert harness.plugin.parts(harness.client).inference.cache.misses == 0
     # The token calibration learnt from the provider's counts crossed every continue: each
     # run's first model call uses what the run before it had learnt.
-    calibrations = await calibrations_per_run(harness, handle)
+    calibrations = [[r.token_calibration for r in run] for run in requests]
     assert len(calibrations) == runs and calibrations[0][0] == 1.0
     for before, after in itertools.pairwise(calibrations):
         assert after[0] == before[-1] != 1.0
@@ -77,22 +84,22 @@ async def test_a_long_loop_continues_as_new_and_looks_the_same(harness: Harness)
     assert late_bytes <= 1.1 * early_bytes, (early_bytes, late_bytes)
 
 
-async def calibrations_per_run(
+async def requests_per_run(
     harness: Harness, handle: WorkflowHandle[Any, Any]
-) -> list[list[float]]:
-    """The ``token_calibration`` of every model call, run by run (from the histories)."""
+) -> list[list[InferenceRequest]]:
+    """The request of every model call, run by run (from the histories)."""
     converter = harness.client.data_converter
     run_id = handle.first_execution_run_id
-    found: list[list[float]] = []
+    found: list[list[InferenceRequest]] = []
     while run_id:
         history = await harness.client.get_workflow_handle(handle.id, run_id=run_id).fetch_history()
-        calls: list[float] = []
+        calls: list[InferenceRequest] = []
         for event in history.events:
             if event.HasField("activity_task_scheduled_event_attributes"):
                 scheduled = event.activity_task_scheduled_event_attributes
                 if scheduled.activity_type.name == CALL_MODEL:
                     [request] = await converter.decode(scheduled.input.payloads, [InferenceRequest])
-                    calls.append(request.token_calibration)
+                    calls.append(request)
         found.append(calls)
         last = history.events[-1]
         run_id = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id

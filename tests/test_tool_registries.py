@@ -18,7 +18,7 @@ import orga
 from orga.contracts.approvals import PendingApproval
 from orga.contracts.state import LoopState
 from orga.contracts.task import TaskState
-from orga.runtime.presence import identity_with_tools, publish_tools, registries, tools_of
+from orga.runtime.presence import publish_tools, registries, tools_of
 from orga.scripted.server import Turn
 from tests.harness import TEST_STORE, Harness
 from tests.helpers import eventually, inbox, on, pending, waits_for_a_worker
@@ -105,18 +105,22 @@ async def test_a_worker_beside_one_with_other_tools_says_which(
             )
 
         first = await eventually(listed, "the first worker's registry is listed")
-        # A second process's worker: its own client (one client runs one worker per queue).
+        # A second process's worker: its own client (one client runs one worker per queue),
+        # with its own identity (another process's pid).
         other = await Client.connect(
             harness.client.service_client.config.target_host,
             namespace=harness.client.namespace,
             data_converter=harness.client.data_converter,
+            identity=f"other-{harness.client.identity}",
         )
         beside = dataclasses.replace(harness, client=other, handles=[])
         with caplog.at_level(logging.WARNING, logger="orga"):
             async with beside.worker():
                 pass
     [identity] = first
-    assert "orga-tools:#" in identity and "issue_credit" in (tools_of(identity, TEST_STORE) or ())
+    # The identity Temporal writes into the loops' events is its own; the store says the rest.
+    assert identity == harness.client.identity
+    assert "issue_credit" in (tools_of(identity, TEST_STORE, harness.task_queue) or ())
     [warning] = [
         r.getMessage() for r in caplog.records if "registers other tools" in r.getMessage()
     ]
@@ -139,36 +143,39 @@ async def test_orga_run_refuses_a_tool_no_worker_registers_and_says_what_was_mea
     assert "Nothing was started" in err and started == []
 
 
-def test_an_identity_names_only_plain_tool_names() -> None:
+def test_a_registry_names_only_plain_tool_names() -> None:
     """Any process that can poll a task queue (or write the store) says what it likes: a name
     with a newline or an escape sequence (one meant for a log or a terminal) is not read as a
-    tool."""
+    tool, and one stored name is one name."""
     store = TEST_STORE
-    identity = identity_with_tools("1@host", ["add", "issue_credit"])
-    publish_tools(store, ["add", "issue_credit"])
-    assert tools_of(identity, store) == {"add", "issue_credit"}
-    assert tools_of("1@host orga-tools:add,evil\nFAKE LOG LINE,\x1b[2Jx", store) == {"add"}
-    assert tools_of("1@host", store) is None
-    assert tools_of(identity_with_tools("1@h", None), store) is None
-    forged, broken = identity_with_tools("2@host", ["x"]), identity_with_tools("2@host", ["y"])
-    store.put(f"worker-tools:{forged.rsplit(':', 1)[1]}", b'["ok", "evil\\u001b[2J", 7]')
-    assert tools_of(forged, store) == {"ok", "7"}
-    store.put(f"worker-tools:{broken.rsplit(':', 1)[1]}", b"not json")
-    assert tools_of(broken, store) is None
-    joined = identity_with_tools("2@host", ["z"])
-    store.put(f"worker-tools:{joined.rsplit(':', 1)[1]}", b'["a,b", "c"]')
-    assert tools_of(joined, store) == {"c"}  # one stored name is one name, never two
-    assert tools_of(identity_with_tools("3@host", ["never", "published"]), store) is None
+    publish_tools(store, "q", "1@host", ["add", "issue_credit"])
+    assert tools_of("1@host", store, "q") == {"add", "issue_credit"}
+    assert tools_of("1@host", store, "other-queue") is None  # said for its own queue only
+    assert tools_of("9@host", store, "q") is None  # says nothing
+    publish_tools(store, "q", "2@host", None)  # a worker with MCP servers
+    assert tools_of("2@host", store, "q") is None
+    publish_tools(store, "q", "3@host", ["x"])
+    store.replace("worker-tools-of:q:3@host", b'["ok", "evil\\u001b[2J", 7, "a,b"]')
+    assert tools_of("3@host", store, "q") == {"ok", "7"}
+    store.replace("worker-tools-of:q:3@host", b"not json")
+    assert tools_of("3@host", store, "q") is None
 
 
-def test_an_identity_stays_short_whatever_the_registry() -> None:
-    """Temporal writes a worker's identity into nearly every event of every loop it runs: a
-    worker with 200 tools must not make each of them longer."""
-    tools = [f"tool_{i:04d}" for i in range(200)]
-    identity = identity_with_tools("1@host", tools)
-    assert len(identity) <= len("1@host") + 25
-    publish_tools(TEST_STORE, tools)
-    assert tools_of(identity, TEST_STORE) == set(tools)
+def test_a_worker_starting_again_under_its_identity_says_its_tools_again() -> None:
+    publish_tools(TEST_STORE, "q", "4@host", ["add"])
+    publish_tools(TEST_STORE, "q", "4@host", ["add", "pay"])
+    assert tools_of("4@host", TEST_STORE, "q") == {"add", "pay"}
+
+
+def test_identities_of_earlier_releases_are_still_read() -> None:
+    """A worker of an earlier release named its tools in its identity: by a digest of the list
+    its store kept, or listed; only plain names count there too."""
+    store = TEST_STORE
+    store.put("worker-tools:#0123456789ab", b'["add", "issue_credit"]')
+    assert tools_of("1@host orga-tools:#0123456789ab", store, "q") == {"add", "issue_credit"}
+    assert tools_of("1@host orga-tools:#ba9876543210", store, "q") is None  # not kept
+    assert tools_of("1@host orga-tools:#unlisted", store, "q") is None
+    assert tools_of("1@host orga-tools:add,evil\nFAKE LOG LINE,\x1b[2Jx", store, "q") == {"add"}
 
 
 async def test_a_model_call_waits_for_a_worker_with_the_loops_tools(

@@ -37,6 +37,7 @@ from orga.contracts.tools import ToolDefinition
 from orga.core.budget import OutOfBudget, output_cap, served
 from orga.core.context import Fitted, fit
 from orga.core.evidence import with_judgement
+from orga.core.ids import with_internal_ids
 from orga.core.knowledge import with_knowledge
 from orga.core.text import estimate_tokens
 from orga.providers.client import complete
@@ -175,10 +176,16 @@ class InferenceActivities:
     @activity.defn(name=CALL_MODEL)
     async def call_model(self, request: InferenceRequest) -> InferenceResponse:
         """Ask the model for its next turn: the prompt built within the budgets, the provider
-        asked, the answer gated (the ``default`` gate) and bounded."""
+        asked, the answer gated (the ``default`` gate) and bounded, and kept in the worker's
+        copy of the conversation as the loop will record it."""
         prompt = await self._prompt(request)
         response = await self._ask(request, prompt)
-        return await self._answer(request, prompt, response)
+        answered = await self._answer(request, prompt, response)
+        # The loop records the answer as its next message (its ids): keep it, so the next call
+        # need not carry it back (orga.workflows.reasoning.durable_conversation).
+        turn = with_internal_ids(answered, request.iteration).as_message()
+        self.cache.expect(request.conversation, turn)
+        return answered
 
     async def _prompt(self, request: InferenceRequest) -> _Prompt:
         """The conversation (the worker's copy, topped up), fitted to the context budget, the

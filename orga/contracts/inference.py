@@ -1,9 +1,11 @@
 """Contracts of the inference activity: what the loop asks a model and what comes back.
 
 The request does not carry the whole conversation. The workflow holds it; each request carries
-only the messages added since the previous call plus a digest of the whole, and the worker
-keeps the conversation in memory (rebuilding it from the workflow's ``conversation`` query on
-a miss). History therefore grows linearly with the number of turns, not quadratically.
+only the messages added since the previous call plus a digest of the whole — not the model's
+own last turn, which the worker that made that call keeps as the loop records it — and the
+worker keeps the conversation in memory (rebuilding it from the workflow's ``conversation``
+query on a miss). History therefore grows linearly with the number of turns, not
+quadratically, and holds the model's answers once.
 """
 
 from __future__ import annotations

@@ -14,7 +14,6 @@ two things:
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
 import re
@@ -35,7 +34,6 @@ __all__ = [
     "HEARTBEAT_FRESH",
     "POLLER_FRESH",
     "Presence",
-    "identity_with_tools",
     "presence",
     "publish_tools",
     "registries",
@@ -122,37 +120,38 @@ _TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 _DIGEST: Final = re.compile(r"#[0-9a-f]{12}")
 
 
-def _digest(tools: list[str]) -> str:
-    return "#" + hashlib.sha256(",".join(sorted(tools)).encode()).hexdigest()[:12]
-
-
 def _registry_key(digest: str) -> str:
+    """Where an earlier release kept the list an identity's digest stood for."""
     return f"worker-tools:{digest}"
 
 
-def identity_with_tools(identity: str, tools: list[str] | None) -> str:
-    """A worker identity that names the tools the worker registers by a short digest
-    (``orga-tools:#…``; ``#unlisted`` when they are not known yet: MCP servers not connected),
-    so the others and ``orga run`` can tell what each worker can run (``tools_of``). The list
-    itself is in the store (``publish_tools``): Temporal writes the identity into nearly every
-    event of every loop the worker runs, so it stays short whatever the registry."""
-    return f"{identity}{_TOOLS_MARK}{'#unlisted' if tools is None else _digest(tools)}"
+def _identity_key(task_queue: str, identity: str) -> str:
+    return f"worker-tools-of:{task_queue}:{identity}"
 
 
-def publish_tools(store: Store, tools: list[str]) -> None:
-    """Keep the tool list an identity's digest stands for (``identity_with_tools``)."""
-    store.put(_registry_key(_digest(tools)), json.dumps(sorted(tools)).encode())
+def publish_tools(store: Store, task_queue: str, identity: str, tools: list[str] | None) -> None:
+    """Say in the store what the worker of ``identity`` on ``task_queue`` registers (``None``:
+    it does not say, as a worker with MCP servers, whose tools come and go), so the others and
+    ``orga run`` can tell what each worker can run (``tools_of``). A worker starting again under
+    the same identity says it again.
+
+    The identity itself stays Temporal's (``pid@host``): Temporal writes it into nearly every
+    event of every loop the worker runs (an earlier release named the tools in it)."""
+    listed = None if tools is None else sorted(tools)
+    store.replace(_identity_key(task_queue, identity), json.dumps(listed).encode())
 
 
-def tools_of(identity: str, store: Store) -> frozenset[str] | None:
-    """The tools a worker identity says its worker registers (``None``: it does not say: not
-    an orga worker, MCP servers not connected yet, or a list the store does not hold). An
-    identity of an earlier release lists them in itself (``orga-tools:a,b``)."""
+def tools_of(identity: str, store: Store, task_queue: str) -> frozenset[str] | None:
+    """The tools the worker of ``identity`` on ``task_queue`` says it registers (``None``: it
+    does not say: not
+    an orga worker, one with MCP servers, or one whose list the store does not hold). An
+    identity of an earlier release names them in itself: by a digest of the list the store
+    keeps (``orga-tools:#…``), or listed (``orga-tools:a,b``)."""
     _, mark, listed = identity.partition(_TOOLS_MARK)
     if not mark:
-        return None
-    if _DIGEST.fullmatch(listed):
-        names = _stored(store, listed)
+        names = _stored(store, _identity_key(task_queue, identity))
+    elif _DIGEST.fullmatch(listed):
+        names = _stored(store, _registry_key(listed))
     else:  # ``#unlisted``, or an earlier release's digest of a list too long to name
         names = None if listed.startswith("#") else listed.split(",")
     if names is None:
@@ -162,9 +161,9 @@ def tools_of(identity: str, store: Store) -> frozenset[str] | None:
     return frozenset(name for name in names if _TOOL_NAME.fullmatch(name))
 
 
-def _stored(store: Store, digest: str) -> list[str] | None:
-    """The tool list the store keeps for ``digest``; None when it keeps none, or no list."""
-    data = store.get(_registry_key(digest))
+def _stored(store: Store, key: str) -> list[str] | None:
+    """The tool list the store keeps under ``key``; None when it keeps none, or no list."""
+    data = store.get(key)
     try:
         names: object = json.loads(data) if data is not None else None
     except ValueError:
@@ -200,7 +199,7 @@ async def registries(
                 found[beat.worker_identity] = None
     if not found:
         found = await _pollers(client, task_queue, now)
-    return await asyncio.to_thread(lambda: {i: tools_of(i, store) for i in found})
+    return await asyncio.to_thread(lambda: {i: tools_of(i, store, task_queue) for i in found})
 
 
 async def _pollers(
@@ -226,7 +225,7 @@ async def warn_about_other_registries(
     """A worker (identity ``own``) starting beside one that registers other tools says which
     (each call of a tool one lacks waits for a worker that has it: better to run the same tools
     on all)."""
-    mine = await asyncio.to_thread(tools_of, own, store)
+    mine = await asyncio.to_thread(tools_of, own, store, task_queue)
     if mine is None:
         return
     try:

@@ -168,13 +168,24 @@ class Store:
         """Keep ``data`` under ``key`` (a key already kept keeps its data: content-addressed).
         Writing it again makes it new again: retention counts from the newest write, so a
         payload a new history refers to is not pruned for the age of its first writer."""
+        self._write(key, data, replace=False)
+
+    def replace(self, key: str, data: bytes) -> None:
+        """Keep ``data`` under ``key`` instead of what was kept there: for the few values that
+        change (what a worker registers), never for content-addressed ones."""
+        self._write(key, data, replace=True)
+
+    def _write(self, key: str, data: bytes, *, replace: bool) -> None:
         now = time.time()
         values = {"key": key, "data": data, "size": len(data), "created_at": now}
         insert = (postgresql.insert if self.dialect == "postgresql" else sqlite.insert)(PAYLOADS)
+        changed: dict[str, object] = {"created_at": now}
+        if replace:
+            changed |= {"data": data, "size": len(data)}
         with self.engine.begin() as connection:
             connection.execute(
                 insert.values(**values).on_conflict_do_update(
-                    index_elements=[PAYLOADS.c.key], set_={"created_at": now}
+                    index_elements=[PAYLOADS.c.key], set_=changed
                 )
             )
 

@@ -120,6 +120,20 @@ class ConversationCache:
         self._touch(window.workflow_id, entry)
         return list(entry.messages)
 
+    def expect(self, window: ConversationSlice, answer: Message) -> None:
+        """After a model call on ``window``: the assistant turn ``answer`` (the loop's ids) will
+        follow it in the conversation, as the loop records it unless it changes it — the next
+        call then carries only what follows (``Conversation.expect``); when the loop recorded
+        something else, that call's digest does not match and the conversation is read back."""
+        entry = self._entries.get(window.workflow_id)
+        if entry is None or len(entry.messages) != window.length:
+            return
+        if entry.digests[-1] != window.digest:
+            return
+        before = entry.size
+        entry.extend([answer])
+        self._bytes += entry.size - before
+
     def _touch(self, workflow_id: str, entry: _Entry) -> None:
         self._entries[workflow_id] = entry
         self._entries.move_to_end(workflow_id)

@@ -486,6 +486,7 @@ class AgentLoop:
         response = with_internal_ids(response, reasoning.iteration)  # providers may repeat ids
         self._decided = ModelCallDecisions.of(response)
         self.conversation.mark_sent()
+        self.conversation.expect(response.as_message())
         if response.estimated_input_tokens > 0 and response.usage.input_tokens > 0:
             # Calibrate the byte-based estimate by what the provider counted (bounded).
             ratio = response.usage.input_tokens / response.estimated_input_tokens
