@@ -193,8 +193,9 @@ async def test_tool_context_and_timeouts(harness: Harness) -> None:
 async def test_the_setup_names_each_tool_schema_by_digest_and_the_model_sees_it_whole(
     harness: Harness,
 ) -> None:
-    """The workflow never reads a tool's schema: its history names it by digest, once, and
-    the worker shows the model its registry's schema."""
+    """The workflow never reads a tool's schema nor its description: its history names the
+    schema by digest, once, and leaves the description out; the worker shows the model its
+    registry's schema and description."""
     model = harness.new_model([Turn(tool_calls=[("add", {"a": 1, "b": 2})]), Turn(text="3")])
     async with harness.worker():
         handle = await harness.start("1+2?", model=model, tools=["add"])
@@ -207,7 +208,7 @@ async def test_the_setup_names_each_tool_schema_by_digest_and_the_model_sees_it_
         and b'"resolve_loop"' in e.marker_recorded_event_attributes.details["data"].payloads[0].data
     ]
     [tool] = json.loads(setup)["tools"]
-    assert tool["name"] == "add" and tool["parameters"] == {}
+    assert tool["name"] == "add" and tool["parameters"] == {} and tool["description"] == ""
     assert tool["schema_digest"].startswith("sha256:")
     inputs = [
         payload.data
@@ -218,3 +219,5 @@ async def test_the_setup_names_each_tool_schema_by_digest_and_the_model_sees_it_
     assert inputs and not any(b'"properties"' in data for data in [setup, *inputs])
     [shown] = harness.model.requests_for(model)[0].body["tools"]
     assert set(shown["function"]["parameters"]["properties"]) == {"a", "b"}
+    assert shown["function"]["description"].startswith("Add two numbers")
+    assert b"Add two numbers" not in setup

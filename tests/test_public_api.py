@@ -332,6 +332,7 @@ PUBLIC: dict[str, list[str]] = {
     "orga.contracts.tools": [
         "LOCAL_TOOL_TIMEOUT",
         "RUN_TOOL",
+        "VERIFIED_MARK",
         "ToolDefinition",
         "ToolInvocation",
         "ToolProfile",

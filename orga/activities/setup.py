@@ -125,7 +125,7 @@ class SetupActivities:
             check_model(agent, provider, model, self._offer, " — a fallback of the loop")
             fallbacks.append((provider, model))
         return LoopSetup(
-            tools=[t.referenced() for t in tools],  # the schemas stay on the worker
+            tools=[t.referenced() for t in tools],  # schemas and descriptions stay on the worker
             provider=resolved.provider,
             model=resolved.model,
             fallbacks=fallbacks,
@@ -178,7 +178,10 @@ class SetupActivities:
         return TaskSetup(
             approvers=self._agents.approvers,
             approvals_by_policy=self._approval_policy and policy == "cedar",
-            tools=self._registry.definitions(request.tools, named_by="the task"),
+            tools=[  # names and flags only: the schemas and descriptions stay on the worker
+                t.referenced()
+                for t in self._registry.definitions(request.tools, named_by="the task")
+            ],
             policy=policy,
             agent=agent,
         )

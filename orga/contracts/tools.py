@@ -21,6 +21,7 @@ from orga.contracts.wire import Compact
 __all__ = [
     "LOCAL_TOOL_TIMEOUT",
     "RUN_TOOL",
+    "VERIFIED_MARK",
     "ToolDefinition",
     "ToolInvocation",
     "ToolProfile",
@@ -30,6 +31,9 @@ __all__ = [
 RUN_TOOL = "run_tool"
 """Name of the tool activity."""
 """Name of the activity that resolves tool names into definitions."""
+VERIFIED_MARK: Final = "[verified]"
+"""The mark in a tool's description that a tool profile's ``require_verified`` looks for
+(only orga writes it: ``orga.tools.mcp``)."""
 LOCAL_TOOL_TIMEOUT: Final = timedelta(seconds=10)
 """The longest attempt a local tool may take (and its default): a local activity holds the
 loop's workflow task while it runs."""
@@ -66,12 +70,24 @@ class ToolDefinition(BaseModel):
     """``sha256:`` of ``parameters`` (canonical JSON) where a loop's setup left the schema
     itself out (``referenced``): the workflow never reads a schema — the worker shows the
     model its own registry's — so its history names each schema once, by digest."""
+    verified: bool = Field(default=False, exclude_if=lambda v: not v)
+    """Where a setup left the description out (``referenced``): whether it carried
+    ``VERIFIED_MARK``."""
 
     def referenced(self) -> ToolDefinition:
-        """This definition with its schema named by digest instead of written out."""
+        """This definition as a loop's or a task's setup records it: its schema named by digest
+        instead of written out, its description left out (whether it carries
+        ``VERIFIED_MARK`` kept as ``verified``)."""
         canonical = json.dumps(self.parameters, sort_keys=True, separators=(",", ":"))
         digest = "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()[:32]
-        return self.model_copy(update={"parameters": {}, "schema_digest": digest})
+        return self.model_copy(
+            update={
+                "parameters": {},
+                "schema_digest": digest,
+                "description": "",
+                "verified": self.verified or VERIFIED_MARK in self.description,
+            }
+        )
 
 
 class ToolProfile(BaseModel):

@@ -7,11 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from orga.contracts.tools import ToolDefinition, ToolProfile
+from orga.contracts.tools import VERIFIED_MARK, ToolDefinition, ToolProfile
 
 __all__ = ["VERIFIED_MARK", "glob_matches", "visible_tools"]
-
-VERIFIED_MARK = "[verified]"
 
 
 def glob_matches(glob: str, name: str) -> bool:
@@ -47,6 +45,6 @@ def visible_tools(profile: ToolProfile, tools: Sequence[ToolDefinition]) -> list
         for t in tools
         if (not profile.include or any(glob_matches(g, t.name) for g in profile.include))
         and not any(glob_matches(g, t.name) for g in profile.exclude)
-        and (not profile.require_verified or VERIFIED_MARK in t.description)
+        and (not profile.require_verified or t.verified or VERIFIED_MARK in t.description)
     ]
     return kept if profile.max_tools is None else kept[: profile.max_tools]
