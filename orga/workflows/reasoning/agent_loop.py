@@ -490,7 +490,8 @@ class AgentLoop:
         if response.estimated_input_tokens > 0 and response.usage.input_tokens > 0:
             # Calibrate the byte-based estimate by what the provider counted (bounded).
             ratio = response.usage.input_tokens / response.estimated_input_tokens
-            self._calibration = min(4.0, max(0.25, ratio))
+            # Four digits are plenty for an estimate, and each later request carries it.
+            self._calibration = round(min(4.0, max(0.25, ratio)), 4)
         books.reasoned(response)
         if response.budget_capped and response.stop_reason == "max_tokens":
             raise self._budget(
