@@ -4,13 +4,27 @@ from __future__ import annotations
 
 import itertools
 import statistics
+import sys
+from collections.abc import AsyncIterator
+from types import FrameType
 from typing import Any
 
-from temporalio.client import WorkflowHandle
+from temporalio.bridge.proto.workflow_activation import WorkflowActivation
+from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
+from temporalio.client import WorkflowHandle, WorkflowHistory
+from temporalio.converter import SerializationContext, StorageDriverStoreContext
+from temporalio.worker import (
+    Replayer,
+    UnsandboxedWorkflowRunner,
+    WorkflowInstance,
+    WorkflowInstanceDetails,
+)
+from temporalio.workflow import Info
 
 from orga.contracts.inference import CALL_MODEL, InferenceRequest
 from orga.contracts.journal import Journal
 from orga.contracts.state import LoopState
+from orga.plugin import WORKFLOWS
 from orga.scripted.server import RecordedRequest, Turn
 from tests.harness import Harness, replay
 
@@ -82,6 +96,26 @@ async def test_a_long_loop_continues_as_new_and_looks_the_same(harness: Harness)
     early_bytes = statistics.median(size for _, size in early)
     late_bytes = statistics.median(size for _, size in late)
     assert late_bytes <= 1.1 * early_bytes, (early_bytes, late_bytes)
+    # And the workflow code does the same work for a turn at the end as at the start: the calls
+    # its workflow tasks make (Python's and C's, counted as they run) do not grow with the
+    # conversation, the journal or the run count — overhead that grows with a run's length
+    # would show here first, deterministically, where a timing would not.
+    calls = await calls_per_activation(harness, handle)
+    early_calls = statistics.median(calls[0][3:23])
+    late_calls = statistics.median(calls[-1][-22:-2])
+    assert late_calls <= 1.1 * early_calls, (early_calls, late_calls)
+
+
+async def runs(
+    harness: Harness, handle: WorkflowHandle[Any, Any]
+) -> AsyncIterator[WorkflowHistory]:
+    """The history of every run of a loop, in order (following continue-as-new)."""
+    run_id = handle.first_execution_run_id
+    while run_id:
+        history = await harness.client.get_workflow_handle(handle.id, run_id=run_id).fetch_history()
+        yield history
+        last = history.events[-1]
+        run_id = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
 
 
 async def requests_per_run(
@@ -89,10 +123,8 @@ async def requests_per_run(
 ) -> list[list[InferenceRequest]]:
     """The request of every model call, run by run (from the histories)."""
     converter = harness.client.data_converter
-    run_id = handle.first_execution_run_id
     found: list[list[InferenceRequest]] = []
-    while run_id:
-        history = await harness.client.get_workflow_handle(handle.id, run_id=run_id).fetch_history()
+    async for history in runs(harness, handle):
         calls: list[InferenceRequest] = []
         for event in history.events:
             if event.HasField("activity_task_scheduled_event_attributes"):
@@ -101,8 +133,6 @@ async def requests_per_run(
                     [request] = await converter.decode(scheduled.input.payloads, [InferenceRequest])
                     calls.append(request)
         found.append(calls)
-        last = history.events[-1]
-        run_id = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
     return found
 
 
@@ -112,10 +142,8 @@ async def turns_written(
     """``(events, bytes)`` of the history each whole turn wrote, in order across every run:
     from one model call's scheduling to the next's, each run's first and last turn left out
     (its setup, its continue or its answer)."""
-    run_id = handle.first_execution_run_id
     turns: list[tuple[int, int]] = []
-    while run_id:
-        history = await harness.client.get_workflow_handle(handle.id, run_id=run_id).fetch_history()
+    async for history in runs(harness, handle):
         starts = [
             i
             for i, event in enumerate(history.events)
@@ -125,9 +153,67 @@ async def turns_written(
         for begin, end in itertools.pairwise(starts[1:]):  # the run's first turn left out
             written = history.events[begin:end]
             turns.append((len(written), sum(e.ByteSize() for e in written)))
-        last = history.events[-1]
-        run_id = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
     return turns
+
+
+async def calls_per_activation(
+    harness: Harness, handle: WorkflowHandle[Any, Any]
+) -> list[list[int]]:
+    """The calls each workflow task of the loop makes when replayed, run by run."""
+    found: list[list[int]] = []
+    async for history in runs(harness, handle):
+        runner = CountingRunner()
+        replayer = Replayer(
+            workflows=WORKFLOWS,
+            workflow_runner=runner,
+            data_converter=harness.client.data_converter,
+        )
+        await replayer.replay_workflow(history)
+        found.append(runner.calls)
+    return found
+
+
+class CountingRunner(UnsandboxedWorkflowRunner):
+    """Runs orga's workflow code as a worker does, outside the sandbox (whose own machinery
+    would be counted too), counting the calls — Python functions and C functions alike —
+    that each activation makes in its thread."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[int] = []
+
+    def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
+        return _Counted(super().create_instance(det), self.calls)
+
+
+class _Counted(WorkflowInstance):
+    def __init__(self, inner: WorkflowInstance, calls: list[int]) -> None:
+        self._inner = inner
+        self._calls = calls
+
+    def activate(self, act: WorkflowActivation) -> WorkflowActivationCompletion:
+        made = 0
+
+        def count(frame: FrameType, event: str, arg: object) -> None:
+            nonlocal made
+            if event in ("call", "c_call"):
+                made += 1
+
+        sys.setprofile(count)
+        try:
+            return self._inner.activate(act)
+        finally:
+            sys.setprofile(None)
+            self._calls.append(made)
+
+    def get_serialization_context(self, command_info: Any) -> SerializationContext | None:
+        return self._inner.get_serialization_context(command_info)
+
+    def get_external_store_context(self, command_info: Any) -> StorageDriverStoreContext:
+        return self._inner.get_external_store_context(command_info)
+
+    def get_info(self) -> Info:
+        return self._inner.get_info()
 
 
 BIG = 40
