@@ -20,7 +20,6 @@ from temporalio.api.common.v1 import Payload
 from temporalio.api.sdk.v1 import ExternalStorageReference
 from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter, PydanticPayloadConverter
 from temporalio.converter import (
-    CompositePayloadConverter,
     DataConverter,
     DefaultPayloadConverter,
     ExternalStorage,
@@ -155,22 +154,28 @@ _SHARED_JSON: Final = CompactJSONPayloadConverter()
 """One pydantic JSON converter, and one cache of type adapters, for every payload converter."""
 
 
+_CONVERTERS: Final = {
+    c.encoding.encode(): c
+    for c in (
+        _SHARED_JSON if isinstance(c, JSONPlainPayloadConverter) else c
+        for c in DefaultPayloadConverter.default_encoding_payload_converters
+    )
+}
+"""The encoding converters every ``OrgaPayloadConverter`` delegates to, by encoding."""
+
+
 class OrgaPayloadConverter(PydanticPayloadConverter):
     """Temporal's pydantic payload converter, whose instances share one JSON converter, which
     leaves out fields at their default (``CompactJSONPayloadConverter``).
 
-    Temporal makes a payload converter for every workflow run; the stock one builds its own
-    cache of pydantic type adapters each time, which a run waiting for a person then holds
-    (~7 KiB each). The converter is stateless but for that cache, which is thread-safe."""
+    Temporal makes a payload converter for every workflow run, and another each time it
+    copies a data converter (a few per workflow task); the stock one builds its own cache of
+    pydantic type adapters each time, which a run waiting for a person then holds (~7 KiB
+    each), and its own table of encodings. The converters are stateless but for that cache,
+    which is thread-safe: every instance shares one table of them."""
 
     def __init__(self) -> None:
-        CompositePayloadConverter.__init__(
-            self,
-            *(
-                _SHARED_JSON if isinstance(c, JSONPlainPayloadConverter) else c
-                for c in DefaultPayloadConverter.default_encoding_payload_converters
-            ),
-        )
+        self.converters = _CONVERTERS
 
 
 def data_converter(store: Callable[[], Store]) -> DataConverter:
