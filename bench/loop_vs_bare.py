@@ -334,6 +334,44 @@ async def approve_all(b: Bench, way: Way, loops: int) -> Approvals:
     )
 
 
+ALONE = 40
+"""Approvals made one at a time, per way, for the decision path's own cost."""
+
+
+async def approve_alone(b: Bench, way: Way) -> tuple[float, float, float]:
+    """Start one workflow, wait until it waits, approve it: the time from the approval until
+    its payment ran, and the worker's and the server's CPU meanwhile (seconds)."""
+    workflow_id = await way.start(b)
+    need = await way.ready(b, workflow_id)
+    PAYMENTS.clear()
+    started, cpu, server = time.perf_counter(), time.process_time(), children_cpu()
+    approving = asyncio.ensure_future(way.approve(b, workflow_id, need))
+    # The payment is noted by a tool that may run in a worker thread: polled, every 0.5 ms.
+    while not PAYMENTS:  # noqa: ASYNC110
+        await asyncio.sleep(0.0005)
+    paid = PAYMENTS[0] - started
+    figures = (paid, time.process_time() - cpu, children_cpu() - server)
+    await approving  # the workflow finishes (not timed)
+    return figures
+
+
+async def one_at_a_time(b: Bench) -> dict[str, tuple[float, float, float]]:
+    """``ALONE`` approvals per way, one at a time, alternating ways: the median time from an
+    approval to its payment, and the mean worker and server CPU until then."""
+    found: dict[str, list[tuple[float, float, float]]] = {name: [] for name in WAYS}
+    for _ in range(ALONE):
+        for name, way in WAYS.items():
+            found[name].append(await approve_alone(b, way))
+    return {
+        name: (
+            statistics.median(r[0] for r in results),
+            statistics.mean(r[1] for r in results),
+            statistics.mean(r[2] for r in results),
+        )
+        for name, results in found.items()
+    }
+
+
 async def approvals(b: Bench, loops: int, rounds: int) -> dict[str, Approvals]:
     """Every way, ``rounds`` times in turn; per way the median of each figure over the rounds
     (memory: the first round's, before freed workflows are reused)."""
@@ -388,6 +426,13 @@ async def main(runs: int, concurrent: int, ks: list[int], waiting: int, rounds: 
                     f"{ratio(m.history_bytes, base.history_bytes):>5} {m.throughput:>8.1f} "
                     f"{ratio(m.throughput, base.throughput):>5}"
                 )
+        alone = await one_at_a_time(b)
+        for name, (paid, worker, server) in alone.items():
+            print(
+                f"{name}, one approval at a time ({ALONE}): paid {paid * 1000:.1f} ms after the "
+                f"approval (median), using {worker * 1000:.1f} ms of worker CPU and "
+                f"{server * 1000:.1f} ms of Temporal server CPU (mean) until then"
+            )
         found = await approvals(b, waiting, rounds)
         for name, result in found.items():
             print(
@@ -430,6 +475,11 @@ async def main(runs: int, concurrent: int, ks: list[int], waiting: int, rounds: 
         print(f"{label:<44} {value:<28} ≤ 1.2x the minimal by signal ({signal.decided:.1f} s)")
         value = f"{orga.decided:.1f} s, {orga.decided / update.decided:.2f}x"
         print(f"{'':<44} {value:<28} (the minimal by update: {update.decided:.1f} s)")
+        label = "one approval at a time, until it paid"
+        ratio_alone = alone["orga, update"][0] / alone["minimal, signal"][0]
+        value = f"{alone['orga, update'][0] * 1000:.1f} ms, {ratio_alone:.2f}x"
+        print(f"{label:<44} {value:<28} (the minimal by signal; by update: ", end="")
+        print(f"{alone['orga, update'][0] / alone['minimal, update'][0]:.2f}x)")
         label = f"{waiting} approvals at once, until all finished"
         value = f"{orga.seconds:.1f} s, {orga.seconds / signal.seconds:.2f}x"
         print(f"{label:<44} {value:<28} (the loop's model then reads the result)")

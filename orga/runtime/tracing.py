@@ -20,6 +20,7 @@ activities open are the OpenTelemetry API's no-ops.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Generator, Mapping
 from typing import TYPE_CHECKING
@@ -46,8 +47,10 @@ __all__ = [
 _EXPORTERS = ("otlp", "console")
 
 
+@functools.cache
 def tracer() -> Tracer:
-    """orga's tracer (a no-op until a tracer provider is installed)."""
+    """orga's tracer (a no-op until a tracer provider is installed: OpenTelemetry's proxy
+    tracer follows the provider installed later, so one is made once, not per span)."""
     return trace.get_tracer("orga")
 
 

@@ -15,13 +15,15 @@ __all__ = ["add", "builtin_tools", "delegate"]
 
 
 @tool
-def add(a: float, b: float) -> int | float:
+async def add(a: float, b: float) -> int | float:
     """Add two numbers and return the sum.
 
     Args:
         a: the first number.
         b: the second number.
     """
+    # Async: it blocks on nothing, so it runs on the worker's event loop instead of taking a
+    # thread for a sum (a sync tool runs in one).
     total = a + b
     return int(total) if total.is_integer() else total  # 2 + 3 is 5, not 5.0
 
