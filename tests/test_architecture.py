@@ -122,24 +122,19 @@ def test_activities_and_runtime_stay_out_of_workflow_code() -> None:
                     assert not name.startswith("orga.cli"), (module, name)
 
 
-SHARED_HELPERS = ("orga.workflows.reasoning", "orga.workflows.saga", "orga.workflows.shared")
-
-
 def test_what_is_shared_with_the_sandbox() -> None:
-    """Workers share the pure packages and the workflows' helpers across runs; the two workflow
-    definitions are sandboxed on every run; the strict runner (what tests replay with) shares
-    only the pure packages, so the helpers are checked as they run."""
+    """Workers share the pure packages and all of orga's workflow code across runs; the strict
+    runner (what tests replay with) shares only the pure packages, so the workflow code is
+    imported per run and checked as it runs."""
     assert sorted(m for m in PASSTHROUGH if first_party(m)) == [
         "orga.contracts",
         "orga.core",
-        *SHARED_HELPERS,
+        "orga.workflows",
     ]
     assert sorted(m for m in STRICT_PASSTHROUGH if first_party(m)) == [
         "orga.contracts",
         "orga.core",
     ]
-    for definition in ("orga.workflows", "orga.workflows.loop", "orga.workflows.task"):
-        assert not any(definition == m or definition.startswith(m + ".") for m in PASSTHROUGH)
 
 
 MUTABLE_CALLS = {"dict", "list", "set", "defaultdict", "OrderedDict", "deque", "Counter"}
@@ -155,8 +150,8 @@ def _mutable(value: ast.expr | None) -> bool:
     )
 
 
-@pytest.mark.parametrize("module", [m for p in SHARED_HELPERS for m in modules_of(p)])
-def test_shared_helpers_keep_no_state_of_their_own(module: str) -> None:
+@pytest.mark.parametrize("module", modules_of("orga.workflows"))
+def test_workflow_code_keeps_no_state_of_its_own(module: str) -> None:
     """A module every run shares must not carry one run's state into another: no ``global``
     and no mutable module-level value except a ``Final`` constant (per-run state lives on the
     workflow instance)."""
@@ -251,7 +246,7 @@ async def test_a_helper_that_reads_the_clock_fails_its_workflow(
     env: WorkflowEnvironment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, strict: bool
 ) -> None:
     """A helper that is not passed through is imported per run, so the sandbox checks what it
-    does (the strict runner treats orga's workflow helpers so)."""
+    does (the strict runner treats orga's workflow code so)."""
     package = tmp_path / "clockprobe"
     package.mkdir()
     (package / "__init__.py").write_text("")

@@ -6,15 +6,16 @@ memory for every run a worker starts or brings back into its cache, so stateless
 held to determinism some other way is shared across runs instead ("passed through"):
 third-party packages (Temporal's defaults: the standard library, pydantic, temporalio; and
 ``rapidfuzz``, ``re2``, ``opentelemetry``, ``cryptography``), ``orga.contracts`` and
-``orga.core``, and the workflows' helpers (``orga.workflows.reasoning``, ``orga.workflows.saga``,
-``orga.workflows.shared``).
+``orga.core``, and orga's workflow code (``orga.workflows``: the two definitions and their
+helpers). Re-importing the definitions alone cost ~6 ms of CPU for every run a worker started
+or replayed (performance guide).
 
 What holds the shared code to determinism: a lint rule (``ruff-deterministic.toml``) bans
 clocks, randomness, environment reads and I/O in all of it; ``tests/test_architecture.py``
 imports every module in a sandbox that shares nothing of orga's and refuses module-level state
-in the shared helpers; and every integration test replays its workflows with the ``strict``
-runner, in which the helpers are imported per run and checked by the sandbox as they run. The
-two workflow definitions (``orga.workflows.loop``, ``orga.workflows.task``) are always sandboxed.
+in the workflow code; and every integration test replays its workflows with the ``strict``
+runner, in which all of ``orga.workflows`` is imported per run and checked by the sandbox as
+it runs.
 """
 
 from __future__ import annotations
@@ -37,14 +38,9 @@ STRICT_PASSTHROUGH: Final = (
     "opentelemetry",
     "cryptography",
 )
-"""Shared with every run by the strict runner: the workflows' helpers are checked per run."""
+"""Shared with every run by the strict runner: orga's workflow code is checked per run."""
 
-PASSTHROUGH: Final = (
-    *STRICT_PASSTHROUGH,
-    "orga.workflows.reasoning",
-    "orga.workflows.saga",
-    "orga.workflows.shared",
-)
+PASSTHROUGH: Final = (*STRICT_PASSTHROUGH, "orga.workflows")
 """Modules shared by every workflow run (with their submodules) on workers and replayers."""
 
 

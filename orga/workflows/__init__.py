@@ -1,4 +1,4 @@
-"""Temporal workflow definitions: orchestration only, checked by the sandbox on every run.
+"""Temporal workflow definitions: orchestration only, shared by every run a worker runs.
 
 ``ReasoningLoopWorkflow`` (type ``ReasoningLoop``) runs one agent loop; ``TaskWorkflow`` (type
 ``Task``) runs a multi-step task with saga compensation. Modules: ``loop`` and ``task`` (the
@@ -7,13 +7,15 @@ two workflows), ``reasoning`` (the loop's parts), ``saga`` (the task's parts) an
 ``workflows`` modules only; a lint rule (``orga/workflows/ruff.toml``) keeps clocks, randomness,
 environment reads and I/O out of it.
 
-Nothing is imported here eagerly: the sandbox imports this package for every workflow run.
+Workers pass all of it through the sandbox (one import per worker, not per run); the strict
+runner that tests replay with imports it anew for every run and checks what it does
+(``orga.worker.sandbox``). Nothing is imported here eagerly.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from orga.workflows.loop import ReasoningLoopWorkflow
@@ -21,7 +23,10 @@ if TYPE_CHECKING:
 
 __all__ = ["ReasoningLoopWorkflow", "TaskWorkflow"]
 
-_HOMES = {"ReasoningLoopWorkflow": "orga.workflows.loop", "TaskWorkflow": "orga.workflows.task"}
+_HOMES: Final = {
+    "ReasoningLoopWorkflow": "orga.workflows.loop",
+    "TaskWorkflow": "orga.workflows.task",
+}
 
 
 def __getattr__(name: str) -> Any:

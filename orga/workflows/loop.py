@@ -1,8 +1,8 @@
 """The ``ReasoningLoop`` workflow: Observe → Reason → Gate → Act until the model answers.
 
 The definition only: what Temporal starts, queries and asks. The loop itself — its state, the
-run and the cycle — is ``orga.workflows.reasoning.agent_loop.AgentLoop``, which every run
-shares with the others instead of importing it anew (``orga.worker.sandbox``).
+run and the cycle — is ``orga.workflows.reasoning.agent_loop.AgentLoop``. Every run shares
+both with the others instead of importing them anew (``orga.worker.sandbox``).
 """
 
 from __future__ import annotations
