@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import Callable, Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
 from temporalio.api.common.v1 import Payload
@@ -154,14 +155,17 @@ _SHARED_JSON: Final = CompactJSONPayloadConverter()
 """One pydantic JSON converter, and one cache of type adapters, for every payload converter."""
 
 
-_CONVERTERS: Final = {
-    c.encoding.encode(): c
-    for c in (
-        _SHARED_JSON if isinstance(c, JSONPlainPayloadConverter) else c
-        for c in DefaultPayloadConverter.default_encoding_payload_converters
-    )
-}
-"""The encoding converters every ``OrgaPayloadConverter`` delegates to, by encoding."""
+_CONVERTERS: Final = MappingProxyType(
+    {
+        c.encoding.encode(): c
+        for c in (
+            _SHARED_JSON if isinstance(c, JSONPlainPayloadConverter) else c
+            for c in DefaultPayloadConverter.default_encoding_payload_converters
+        )
+    }
+)
+"""The encoding converters every ``OrgaPayloadConverter`` delegates to, by encoding (read-only:
+every instance shares it)."""
 
 
 class OrgaPayloadConverter(PydanticPayloadConverter):

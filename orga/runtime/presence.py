@@ -143,10 +143,9 @@ def publish_tools(store: Store, task_queue: str, identity: str, tools: list[str]
 
 def tools_of(identity: str, store: Store, task_queue: str) -> frozenset[str] | None:
     """The tools the worker of ``identity`` on ``task_queue`` says it registers (``None``: it
-    does not say: not
-    an orga worker, one with MCP servers, or one whose list the store does not hold). An
-    identity of an earlier release names them in itself: by a digest of the list the store
-    keeps (``orga-tools:#…``), or listed (``orga-tools:a,b``)."""
+    does not say: not an orga worker, one with MCP servers, or one whose list the store does
+    not hold). An identity of an earlier release names them in itself: by a digest of the list
+    the store keeps (``orga-tools:#…``), or listed (``orga-tools:a,b``)."""
     _, mark, listed = identity.partition(_TOOLS_MARK)
     if not mark:
         names = _stored(store, _identity_key(task_queue, identity))

@@ -126,10 +126,8 @@ class ConversationCache:
         call then carries only what follows (``Conversation.expect``); when the loop recorded
         something else, that call's digest does not match and the conversation is read back."""
         entry = self._entries.get(window.workflow_id)
-        if entry is None or len(entry.messages) != window.length:
-            return
-        if entry.digests[-1] != window.digest:
-            return
+        if entry is None or entry.digests[-1] != window.digest:
+            return  # not the conversation that call was made on (evicted, or moved on since)
         before = entry.size
         entry.extend([answer])
         self._bytes += entry.size - before
