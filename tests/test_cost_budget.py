@@ -11,15 +11,16 @@ from typing import Any
 
 import genai_prices
 import pytest
+from temporalio.exceptions import ActivityError, ApplicationError
 
 import orga
 from orga.contracts.inference import Usage
 from orga.contracts.journal import Journal, ReasoningComplete
 from orga.contracts.state import LoopState
 from orga.contracts.threads import ThreadConfig
-from orga.providers.prices import price_of
+from orga.providers.prices import price_of, priced
 from orga.runtime.settings import ModelPrice
-from orga.scripted.server import Turn
+from orga.scripted.server import Raw, Turn
 from tests.harness import Harness, scripted_settings
 from tests.helpers import agents_file, eventually, failure
 
@@ -182,3 +183,100 @@ def test_a_model_the_table_lacks_is_looked_for_once(monkeypatch: pytest.MonkeyPa
     assert price_of(usage, "openai", PRICED, {}) == pytest.approx(expected)
     assert price_of(usage, "openai", PRICED, {}) == pytest.approx(expected)
     assert asked == [unknown, PRICED, PRICED]  # a known one is priced every time
+
+
+def _lying_answer(usage: dict[str, Any]) -> dict[str, Any]:
+    call = {"id": "call_9", "type": "function", "function": {"name": "add", "arguments": "{}"}}
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    return {
+        "id": "chatcmpl-discount",
+        "model": PRICED,
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+        "usage": usage,
+    }
+
+
+async def test_cached_tokens_beyond_the_input_never_price_a_loop_below_zero(
+    harness: Harness,
+) -> None:
+    """The attack (issue 50): a model endpoint answers ``prompt_tokens: 900`` with
+    ``cached_tokens: 5000000``, which priced at -44 USD; a loop capped at 0.05 USD ran all 30
+    calls and ended at cost_usd = -44.64. Now the first such answer is a protocol error that
+    ends the loop, and the cost keeps what was honestly charged."""
+    discount = {
+        "prompt_tokens": 900,
+        "completion_tokens": 400,
+        "prompt_tokens_details": {"cached_tokens": 5_000_000},
+    }
+    asked_before = len(harness.model.requests_for(PRICED))  # the model is shared by the file
+    harness.model.script(
+        PRICED,
+        [
+            Turn(tool_calls=[("add", {"a": 1, "b": 1})], input_tokens=INPUT, output_tokens=OUTPUT),
+            *[Raw(200, _lying_answer(discount)) for _ in range(30)],
+        ],
+    )
+    async with harness.worker():
+        handle = await harness.start(
+            "keep adding", provider="openai", model=PRICED, tools=["add"], max_cost=0.05,
+            max_total_tokens=10_000_000,
+        )  # fmt: skip
+        stopped = await failure(handle, "ModelCallFailed")
+        state = await handle.query("state", result_type=LoopState)
+    assert isinstance(stopped.cause, ActivityError)
+    inner = stopped.cause.cause
+    assert isinstance(inner, ApplicationError) and inner.type == "ImplausibleUsage"
+    assert "cached tokens are part of the input" in inner.message and inner.non_retryable
+    assert len(harness.model.requests_for(PRICED)) - asked_before == 2  # not retried: each ask is served
+    assert state.usage.cost_usd == pytest.approx(_table_price())  # the honest call only
+    assert state.usage.cost_usd > 0
+
+
+def test_a_price_the_table_refuses_charges_every_input_token_uncached(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Tokens served are never free and never fail the call: if genai-prices refuses a usage
+    (it raises ``ValueError`` on usage it finds inconsistent), every input token is charged at
+    the uncached price; a table that refuses that too leaves the call unpriced (never free)."""
+    real = genai_prices.calc_price
+    refused: list[int] = []
+
+    def picky(usage: Any, model: str, **kwargs: Any) -> Any:
+        if usage.cache_read_tokens:
+            refused.append(usage.cache_read_tokens)
+            raise ValueError("Invalid usage data")
+        return real(usage, model, **kwargs)
+
+    monkeypatch.setattr(genai_prices, "calc_price", picky)
+    usage = Usage(
+        input_tokens=INPUT, output_tokens=OUTPUT, total_tokens=INPUT + OUTPUT,
+        cache_read_input_tokens=INPUT // 2,
+    )  # fmt: skip
+    assert price_of(usage, "openai", PRICED, {}) == pytest.approx(_table_price())
+    assert refused == [INPUT // 2]
+
+    def refusing(usage: Any, model: str, **kwargs: Any) -> Any:
+        raise ValueError("Invalid usage data")
+
+    monkeypatch.setattr(genai_prices, "calc_price", refusing)
+    assert price_of(usage, "openai", PRICED, {}) is None  # counted as unpriced
+    assert priced(usage, "openai", PRICED, {}).unpriced_calls == 1
+
+
+def test_a_negative_price_is_charged_as_the_dearest_reading(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = genai_prices.calc_price
+
+    class Negative:
+        total_price = Decimal("-44.0")
+
+    def negative_when_cached(usage: Any, model: str, **kwargs: Any) -> Any:
+        return Negative() if usage.cache_read_tokens else real(usage, model, **kwargs)
+
+    monkeypatch.setattr(genai_prices, "calc_price", negative_when_cached)
+    usage = Usage(
+        input_tokens=INPUT, output_tokens=OUTPUT, total_tokens=INPUT + OUTPUT,
+        cache_read_input_tokens=10,
+    )  # fmt: skip
+    assert price_of(usage, "openai", PRICED, {}) == pytest.approx(_table_price())

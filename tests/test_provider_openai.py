@@ -17,6 +17,7 @@ from orga.contracts.errors import (
 )
 from orga.contracts.tools import ToolDefinition
 from orga.providers.openai import build_chat_request, parse_chat_completion
+from orga.providers.usage import check_usage
 from tests.fixtures import body
 
 
@@ -161,6 +162,23 @@ def test_usage_that_is_not_a_count_is_a_protocol_error(usage: dict[str, Any]) ->
     answer = {**body("openai_09_stop_DOCS.json"), "usage": usage}
     with pytest.raises(ImplausibleUsage, match="a token count is a non-negative integer") as error:
         parse_chat_completion(answer, "openai")
+    assert error.value.non_retryable
+
+
+@pytest.mark.parametrize(
+    "details",
+    [{"cached_tokens": 5_000_000}, {"cached_tokens": 600, "cache_write_tokens": 400}],
+)
+def test_more_cached_tokens_than_input_is_a_protocol_error_never_a_discount(
+    details: dict[str, Any],
+) -> None:
+    """The attack: ``cached_tokens: 5000000`` of ``prompt_tokens: 900`` priced a call at -44
+    USD, and a loop capped at 0.05 USD ran all its calls. Cached tokens are part of the input."""
+    usage = {"prompt_tokens": 900, "completion_tokens": 5, "prompt_tokens_details": details}
+    answer = {**body("openai_09_stop_DOCS.json"), "usage": usage}
+    parsed = parse_chat_completion(answer, "openai")  # the wire format itself is kept
+    with pytest.raises(ImplausibleUsage, match="cached tokens are part of the input") as error:
+        check_usage(parsed.usage, 10_000, "openai")
     assert error.value.non_retryable
 
 

@@ -6,6 +6,12 @@ Worker-side: the inference, critic and summary activities price what was served
 (``priced``), and the ``Usage`` they return carries the cost to the loop, which adds it up as
 it adds up tokens (a child's and a critic's included) and ends at ``LoopConfig.max_cost``. A
 model whose price is unknown is counted as an unpriced call, never as free.
+
+A price is never below zero and never fails a call whose tokens were served: the usage was
+checked before (``orga.providers.usage``: cached tokens within the input), and should the table
+still refuse it (genai-prices raises ``ValueError`` on usage it finds inconsistent) or a price
+come out negative, the call is charged conservatively: every input token at the uncached
+input price.
 """
 
 from __future__ import annotations
@@ -33,7 +39,23 @@ _MAX_MISSES: Final = 4096
 def price_of(
     usage: Usage, provider: str, model: str, prices: Mapping[str, ModelPrice]
 ) -> float | None:
-    """What ``usage`` of ``model`` at ``provider`` cost in USD, or None when no price is known."""
+    """What ``usage`` of ``model`` at ``provider`` cost in USD (never below zero), or None when
+    no price is known."""
+    cost = _price(usage, provider, model, prices)
+    if cost is None or cost >= 0:
+        return cost
+    dearest = _price(_uncached(usage), provider, model, prices)
+    return dearest if dearest is not None and dearest >= 0 else None
+
+
+def _uncached(usage: Usage) -> Usage:
+    """``usage`` as if nothing came from or went to the cache (its dearest reading)."""
+    return usage.model_copy(update={"cache_read_input_tokens": 0, "cache_creation_input_tokens": 0})
+
+
+def _price(
+    usage: Usage, provider: str, model: str, prices: Mapping[str, ModelPrice]
+) -> float | None:
     own = prices.get(model) or prices.get(f"{provider}:{model}")
     if own is not None:
         cached = usage.cache_read_input_tokens + usage.cache_creation_input_tokens
@@ -50,21 +72,31 @@ def price_of(
     if table is None or (table, model) in _MISSES:
         return None
     try:
-        found = genai_prices.calc_price(
-            genai_prices.Usage(
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                cache_read_tokens=usage.cache_read_input_tokens,
-                cache_write_tokens=usage.cache_creation_input_tokens,
-            ),
-            model,
-            provider_id=table,
-        )
+        found = _table_price(usage, model, table)
     except LookupError:
         if len(_MISSES) < _MAX_MISSES:
             _MISSES.add((table, model))
         return None
+    except ValueError:
+        # The table finds the usage inconsistent; the tokens were served all the same.
+        try:
+            found = _table_price(_uncached(usage), model, table)
+        except ValueError:
+            return None  # counted as an unpriced call: never free
     return float(Decimal(found.total_price))
+
+
+def _table_price(usage: Usage, model: str, table: str) -> genai_prices.types.PriceCalculation:
+    return genai_prices.calc_price(
+        genai_prices.Usage(
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_read_tokens=usage.cache_read_input_tokens,
+            cache_write_tokens=usage.cache_creation_input_tokens,
+        ),
+        model,
+        provider_id=table,
+    )
 
 
 def priced(usage: Usage, provider: str, model: str, prices: Mapping[str, ModelPrice]) -> Usage:

@@ -3,10 +3,12 @@
 Budgets are kept in the provider's own counts (``orga.contracts.inference.Usage``), and the
 provider may be a self-hosted server or a proxy. A count that is negative or not an integer
 (``prompt_tokens: -1000000``) would credit the loop's budget, and more input than the request
-could hold is a number no call was sent; both are ``ImplausibleUsage``, a protocol error the
-call fails with (never retried: every attempt would be served and none could be charged). A
-count left out is zero, and the activity charges its estimate instead (``orga.core.budget.
-served``).
+could hold is a number no call was sent, and so are more cached (read or written) input tokens
+than input tokens (``cached_tokens: 5000000`` of ``prompt_tokens: 900`` would price the call
+below zero, a discount on every later call's budget); all are ``ImplausibleUsage``, a protocol
+error the call fails with (never retried: every attempt would be served and none could be
+charged). A count left out is zero, and the activity charges its estimate instead
+(``orga.core.budget.served``).
 """
 
 from __future__ import annotations
@@ -44,12 +46,23 @@ def token_count(value: Any, field: str, provider: str) -> int:
 
 
 def check_usage(usage: Usage, request_bytes: int, provider: str) -> None:
-    """Refuse input counts more than a request of ``request_bytes`` bytes could hold.
+    """Refuse input counts more than a request of ``request_bytes`` bytes could hold, and
+    cached input tokens beyond the input.
 
     Raises:
         ImplausibleUsage: ``usage.input_tokens`` exceeds the request's bytes by more than
-            ``PROMPT_SLACK_TOKENS``.
+            ``PROMPT_SLACK_TOKENS``, or the cache reads and writes exceed it.
     """
+    cached = usage.cache_read_input_tokens + usage.cache_creation_input_tokens
+    if cached > usage.input_tokens:
+        raise ImplausibleUsage(
+            f"{provider} reported {usage.cache_read_input_tokens} input tokens read from its "
+            f"cache and {usage.cache_creation_input_tokens} written to it, of "
+            f"{usage.input_tokens} input tokens in all: cached tokens are part of the input, "
+            "and more of them than the input would price the call below zero. The server (or "
+            "a proxy in front of it) does not follow the wire format; fix it or point the "
+            "provider's base URL past it."
+        )
     ceiling = request_bytes + PROMPT_SLACK_TOKENS
     if usage.input_tokens > ceiling:
         raise ImplausibleUsage(
