@@ -20,7 +20,8 @@ from orga.contracts.journal import ApprovalDecided, Journal, PolicyEvaluated
 from orga.desk import inbox as desk
 from orga.runtime.approver_keys import generate_key, public_key_of, sign_decision
 from orga.scripted.server import Turn
-from orga.worker.agent_registry import load_approvers
+from orga.worker import agent_registry
+from orga.worker.agent_registry import AgentRegistry, load_approvers
 from tests.harness import TEST_STORE, Harness, scripted_settings
 from tests.helpers import PEOPLE_DECIDE, conversation, decision_policies, on, orga, pending
 from tests.sample_tools import transfer
@@ -257,6 +258,68 @@ async def test_four_eyes_needs_two_distinct_approvers_and_any_deny_stops_it(
         journal = await handle.query("journal", result_type=Journal)
     [decided] = [e for e in journal.entries if isinstance(e, ApprovalDecided)]
     assert [p.approver for p in decided.decisions] == ["alice", "bob"] and decided.verified
+
+
+def test_one_key_under_two_names_is_refused_by_the_worker(tmp_path: Path) -> None:
+    """The attack (issue 50): ``carol`` and ``carol-phone`` enrolled with one public key
+    counted as two approvers. Every file that enrolls approvers refuses it."""
+    twins = approvers_file(tmp_path, carol=ALICE, **{"carol-phone": ALICE})
+    with pytest.raises(InvalidConfig, match="'carol' and 'carol-phone' are enrolled with one key"):
+        load_approvers(twins)
+    agents = tmp_path / "agents.toml"
+    agents.write_text(
+        '[agents.pay]\ntools = ["transfer"]\n\n'
+        f'[approvers.carol]\nkey = "{public_key_of(ALICE)}"\n'
+        f'[approvers.carol-phone]\nkey = "{public_key_of(ALICE)}"\n'
+    )
+    with pytest.raises(InvalidConfig, match="enrolled with one key"):
+        AgentRegistry.load(agents, frozenset({"default"}))
+    # Across the agents file and the approvers file too.
+    agents.write_text(
+        f'[agents.pay]\ntools = ["transfer"]\n\n[approvers.carol]\nkey = "{public_key_of(ALICE)}"\n'
+    )
+    phone = approvers_file(tmp_path, **{"carol-phone": ALICE})
+    with pytest.raises(InvalidConfig, match="enrolled with one key"):
+        AgentRegistry.load(agents, frozenset({"default"})).with_approvers(phone)
+
+
+async def test_four_eyes_counts_keys_not_names_even_where_a_worker_enrolled_one_key_twice(
+    harness: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Were a worker to enroll one key under two names anyway (an older worker, a file that
+    skipped the check), the loop itself refuses the second approval by that key: two
+    approvals signed by one key never run a call that needs two."""
+    monkeypatch.setattr(agent_registry, "one_key_each", lambda *_: None)
+    agents = tmp_path / "agents.toml"
+    agents.write_text(
+        '[agents.pay]\ntools = ["transfer"]\napprovals_needed = { "trans*" = 2 }\n\n'
+        f'[approvers.carol]\nkey = "{public_key_of(ALICE)}"\n'
+        f'[approvers.carol-phone]\nkey = "{public_key_of(ALICE)}"\n'
+        f'[approvers.bob]\nkey = "{public_key_of(BOB)}"\n'
+    )
+    settings = scripted_settings(harness.model, agents_file=agents)
+    pay = Turn(tool_calls=[("transfer", {"amount": 950_000, "to": "eve"})])
+    model = harness.new_model([pay, Turn(text="sent")])
+    async with harness.worker(settings=settings, tools=[transfer]):
+        handle = await harness.start("pay", model=model, tools=["transfer"], agent_id="pay")
+        [waiting] = (await pending(handle)).pending_approvals
+        first = await desk.approve(
+            harness.client, handle.id, waiting.call_id, approved=True, reason=None,
+            approver="carol", key=ALICE,
+        )  # fmt: skip
+        assert not first.complete
+        [still] = (await pending(handle)).pending_approvals
+        why = await refused(handle, signed(handle.id, still, ALICE, approver="carol-phone"))
+        assert "already approved call" in why and "as 'carol'" in why
+        assert "one key is one approver" in why
+        [still] = (await pending(handle)).pending_approvals
+        assert still.approved_by == ["carol"]  # nothing recorded; the call still waits
+        second = await desk.approve(
+            harness.client, handle.id, waiting.call_id, approved=True, reason="ok",
+            approver="bob", key=BOB,
+        )  # fmt: skip
+        assert second.complete and second.approver == "carol, bob"
+        assert (await handle.result()).output == "sent"
 
 
 def test_an_approvers_file_that_is_wrong_stops_the_worker(tmp_path: Path) -> None:

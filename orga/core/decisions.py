@@ -24,7 +24,7 @@ from orga.contracts.approvals import (
 from orga.core.arguments import try_parse_arguments
 from orga.core.signatures import fingerprint, proof_problem
 
-__all__ = ["SIGNATURE_SKEW", "check_decision"]
+__all__ = ["SIGNATURE_SKEW", "check_decision", "key_approved_as"]
 
 SIGNATURE_SKEW: Final = timedelta(minutes=5)
 """How far a signature's time may lie outside the time its call waited (clocks differ)."""
@@ -122,3 +122,18 @@ def check_decision(
             "recorded"
         )
     return checked
+
+
+def key_approved_as(
+    proof: DecisionProof, pending: PendingApproval, approvers: Mapping[str, EnrolledApprover]
+) -> str | None:
+    """The name under which the key that signed ``proof`` (an approval) already approved
+    ``pending``, or None. Four eyes counts keys, not names: one key enrolled under two names
+    (``carol``, ``carol-phone``) is one approver."""
+    if not proof.approved or proof.key_fingerprint is None:
+        return None
+    for name in pending.approved_by:
+        enrolled = approvers.get(name)
+        if enrolled is not None and fingerprint(enrolled.public_key) == proof.key_fingerprint:
+            return name
+    return None

@@ -25,9 +25,9 @@ from orga.contracts.agents import IMPLICIT_AGENT, AgentSpec, PolicyFloor
 from orga.contracts.approvals import EnrolledApprover
 from orga.contracts.errors import InvalidConfig, describe_validation_error
 from orga.contracts.vocabulary import PolicyMode
-from orga.core.signatures import public_key_problem
+from orga.core.signatures import fingerprint, public_key_problem
 
-__all__ = ["AgentRegistry", "load_approvers"]
+__all__ = ["AgentRegistry", "load_approvers", "one_key_each"]
 
 
 def _document(path: Path, origin: str, what: str) -> dict[str, Any]:
@@ -63,7 +63,27 @@ def _approvers(table: Any, origin: str) -> list[EnrolledApprover]:
         if problem := public_key_problem(approver.public_key):
             raise InvalidConfig(f"{origin}: approver {name!r}: the key is {problem}")
         found.append(approver)
+    one_key_each(found, origin)
     return found
+
+
+def one_key_each(approvers: list[EnrolledApprover], origin: str) -> None:
+    """Refuse one key enrolled under two names: four eyes counts keys, not names, so two
+    names with one key would let one person count as two approvers.
+
+    Raises:
+        InvalidConfig: naming both approvers and the key's fingerprint.
+    """
+    holders: dict[str, str] = {}
+    for approver in approvers:
+        key = fingerprint(approver.public_key)
+        if (first := holders.setdefault(key, approver.name)) != approver.name:
+            raise InvalidConfig(
+                f"{origin}: approvers {first!r} and {approver.name!r} are enrolled with one key "
+                f"({key}): one key is one person, and a call that needs two approvers must "
+                "have two. Enroll each person once, with a key of their own (`orga approver "
+                "keygen` writes one)"
+            )
 
 
 def load_approvers(path: Path) -> list[EnrolledApprover]:
@@ -125,6 +145,7 @@ class AgentRegistry:
                     f"ORGA_APPROVERS={self._roll}: approver(s) {twice!r} are enrolled in "
                     f"{self.origin} too: enroll each person once"
                 )
+            one_key_each([*self._own, *more], f"{self.origin} with ORGA_APPROVERS={self._roll}")
             self._read = (changed, more)
         return [*self._own, *self._read[1]]
 

@@ -50,10 +50,11 @@ from orga.contracts.messages import (
     REVIEW_UPDATE,
 )
 from orga.contracts.policy import PolicyAction, PolicyDecision
-from orga.core.decisions import check_decision
+from orga.core.decisions import check_decision, key_approved_as
 from orga.core.profile import glob_matches
 from orga.core.signatures import sha256_text
 from orga.workflows.shared.metrics import count
+from orga.workflows.shared.patches import ONE_KEY_ONE_APPROVER
 
 __all__ = ["DeskHandlers", "HumanDesk"]
 
@@ -114,10 +115,13 @@ class HumanDesk:
     def check_approval(self, decision: ApprovalDecision) -> None:
         """Raise ``ValueError`` unless the decision answers a pending approval, says who
         decided, and — where approvers are enrolled — is signed by that approver, for this
-        call and these arguments, while the call waits, with a signature not used before."""
-        self._proof(decision, "update")
+        call and these arguments, while the call waits, with a signature not used before, by
+        a key that has not approved it yet."""
+        self._proof(decision, "update", validating=True)
 
-    def _proof(self, decision: ApprovalDecision, source: DecisionSource) -> DecisionProof:
+    def _proof(
+        self, decision: ApprovalDecision, source: DecisionSource, *, validating: bool = False
+    ) -> DecisionProof:
         approver = (decision.approver or "").strip()
         if not approver:
             raise ValueError(
@@ -137,7 +141,7 @@ class HumanDesk:
                 "a policy judges who may decide here: send the decision by the approve update "
                 "(orga approve, the desk, LoopHandle.approve), which can answer a refusal"
             )
-        return check_decision(
+        proof = check_decision(
             decision,
             pending,
             source=source,
@@ -147,6 +151,16 @@ class HumanDesk:
             now=workflow.now(),
             edits=self.check_edit is not None,
         )
+        twin = key_approved_as(proof, pending, self.approvers)
+        # A validator never asks for a patch (it runs only for new updates, never on replay).
+        if twin is not None and (validating or workflow.patched(ONE_KEY_ONE_APPROVER)):
+            raise ValueError(
+                f"{approver!r} signs with the key ({proof.key_fingerprint}) that already "
+                f"approved call {decision.call_id!r} as {twin!r}: it needs "
+                f"{pending.approvals_needed} distinct approvers, and one key is one approver. "
+                "Another person must approve it with their own key"
+            )
+        return proof
 
     async def decide_update(self, decision: ApprovalDecision) -> ApprovalRecord:
         """The ``approve`` update: record the decision; an approval with edited arguments first

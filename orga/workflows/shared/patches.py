@@ -22,6 +22,7 @@ __all__ = [
     "GATE_BY_ACTION",
     "GATE_TYPED_ANSWER",
     "MODEL_WAITS_FOR_WORKER",
+    "ONE_KEY_ONE_APPROVER",
     "SUMMARY_AFTER_FAILURE",
     "TASK_WAITS_FOR_WORKER",
 ]
@@ -58,3 +59,9 @@ call id, tool, arguments: ``ModelCallDecisions``), so a turn some of whose calls
 answered before the gate (the evidence tracker) needs no policy call; before the patch they
 were taken only for the whole turn as the model answered it (``Gate.decide``; scenario
 ``gate_by_action``)."""
+
+ONE_KEY_ONE_APPROVER: Final = "one-key-one-approver"
+"""A second approval of a call that needs several, signed by a key that already approved it
+under another enrolled name, is refused (``HumanDesk._proof``; four eyes counts keys, not
+names). Asked only when that happens, so a history records the marker only where the rule
+refused something; histories recorded before it replay as they ran."""
