@@ -358,6 +358,84 @@ async def test_a_child_gets_what_its_parent_may_use_and_passes_its_parent_s_gate
     assert wired == []
 
 
+LEAST_PRIVILEGE_AGENTS = """
+[agents.lead]
+description = "Plans and hands out work: it sums nothing itself"
+tools = ["plus"]
+delegates = ["worker-b"]
+model = "{lead}"
+
+[agents.worker-b]
+description = "Sums lists of integers"
+tools = ["sum_ints"]
+model = "{worker}"
+"""
+
+
+def sum_ints_tool(summed: list[list[int]]) -> Tool:
+    @tool
+    def sum_ints(values: list[int]) -> int:
+        """Sum integers.
+
+        Args:
+            values: the integers.
+        """
+        summed.append(values)
+        return sum(values)
+
+    return sum_ints
+
+
+async def test_an_orchestrator_hands_on_tools_it_does_not_hold_itself(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """Least privilege (issue 50): ``lead`` holds no ``sum_ints``, yet its child of agent
+    ``worker-b`` is offered and runs it — a child's tools are its own agent's. A client that
+    started ``lead`` naming ``plus`` and ``delegate`` still keeps ``sum_ints`` from the child:
+    what the client at the top named bounds the whole tree."""
+    summed: list[list[int]] = []
+    delegating = Turn(tool_calls=[("delegate", {"agent": "worker-b", "task": "Sum 1, 2, 3."})])
+    models = {
+        "lead": harness.new_model(
+            [delegating, Turn(text="wide: 6"), delegating, Turn(text="narrowed: done")]
+        ),
+        "worker": harness.new_model(
+            [
+                Turn(tool_calls=[("sum_ints", {"values": [1, 2, 3]})]),
+                Turn(text="6"),
+                Turn(tool_calls=[("sum_ints", {"values": [4, 5]})]),
+                Turn(text="could not"),
+            ]
+        ),
+    }
+    agents = tmp_path / "agents.toml"
+    agents.write_text(LEAST_PRIVILEGE_AGENTS.format(**models))
+    settings = scripted_settings(harness.model, agents_file=agents)
+    plus, _ = money_tools([])
+    async with harness.worker(settings=settings, tools=[plus, sum_ints_tool(summed)]):
+        wide = await harness.start("Sum 1, 2, 3.", agent_id="lead")
+        assert (await wide.result()).output == "wide: 6"
+        wide_child = await child_of(harness, wide)
+        narrowed = await harness.start("Sum.", agent_id="lead", tools=["plus", "delegate"])
+        assert (await narrowed.result()).output == "narrowed: done"
+        narrow_child = await child_of(harness, narrowed)
+        wide_config = await started_config(wide_child)
+        narrow_config = await started_config(narrow_child)
+    assert wide_config.tools == ["sum_ints"] and wide_config.client_tools is None
+    assert narrow_config.tools == [] and narrow_config.client_tools == ["plus", "delegate"]
+    wide_first, wide_second, narrow_first, narrow_second = harness.model.requests_for(
+        models["worker"]
+    )
+    assert offered(wide_first) == ["sum_ints"]
+    assert wide_second.tool_result_texts() == ["6"]
+    assert offered(narrow_first) == []
+    [refused] = narrow_second.tool_result_texts()
+    assert "'sum_ints' is not available to this agent" in refused
+    assert summed == [[1, 2, 3]]  # the narrowed tree's child never ran it
+    # lead itself is never offered sum_ints
+    assert all("sum_ints" not in offered(r) for r in harness.model.requests_for(models["lead"]))
+
+
 async def child_of(harness: Harness, parent: WorkflowHandle[Any, Any]) -> WorkflowHandle[Any, Any]:
     [record] = (await parent.query("state", result_type=LoopState)).delegations
     child = harness.client.get_workflow_handle(record.workflow_id)

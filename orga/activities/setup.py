@@ -31,7 +31,7 @@ from orga.core.agents import (
     check_model,
     check_tools,
     choose_policy,
-    narrows_tools,
+    delegation_bound,
     offers_delegation,
     resolve_loop,
 )
@@ -90,10 +90,9 @@ class SetupActivities:
         max_depth = resolved.limits.max_delegation_depth
         if offers_delegation(agent, request.config, max_depth):
             delegates = [self._agents.get(d) for d in agent.delegates]
-            # What this loop may use: its tools when they are narrowed, else its agent's.
-            reach = set(request.tools if narrows_tools(request.config) else self._tools_of(agent))
+            bound = delegation_bound(request.config)
             depth = request.config.delegation_depth + 1
-            delegate_tools = {d.id: self._handed_to(d, reach, depth, max_depth) for d in delegates}
+            delegate_tools = {d.id: self._handed_to(d, bound, depth, max_depth) for d in delegates}
             if DELEGATE_TOOL not in request.tools:
                 tools += self._registry.definitions([DELEGATE_TOOL], named_by="delegates")
         # An agent's knowledge is its own (or the store its agent file names); the implicit
@@ -143,12 +142,13 @@ class SetupActivities:
         )
 
     def _handed_to(
-        self, child: AgentSpec, reach: set[str], depth: int, max_depth: int
+        self, child: AgentSpec, bound: list[str] | None, depth: int, max_depth: int
     ) -> list[str]:
-        """A delegated child's tools, never wider than its parent's: its agent's within what
-        the parent may use (``reach``), and ``delegate`` where it may delegate on at
-        ``depth`` (below the parent's and its own agent's ``max_delegation_depth``)."""
-        tools = [name for name in self._tools_of(child) if name in reach]
+        """A delegated child's tools: its own agent's (least privilege: the parent's agent
+        need not hold them), within what the client at the top named (``bound``, when it
+        named any), and ``delegate`` where it may delegate on at ``depth`` (below the
+        parent's and its own agent's ``max_delegation_depth``)."""
+        tools = [name for name in self._tools_of(child) if bound is None or name in bound]
         if child.delegates and depth < min(max_depth, child.max_delegation_depth):
             tools.append(DELEGATE_TOOL)
         return tools

@@ -131,6 +131,12 @@ class LoopConfig(BaseModel):
     """How deep this loop is in a chain of delegations (set by the parent; 0 at the top). A
     loop below the top is a delegated child: its ``tools`` are exactly what it may use."""
 
+    client_tools: list[str] | None = None
+    """The tools the client that started the top of a delegation tree named (set by a parent
+    for its delegated child: its own ``tools`` at the top, else its ``client_tools``; None: the
+    client named none). What a loop hands on to its children stays within them; a parent's
+    agent never needs its children's tools. A client may set it to narrow further."""
+
     ancestor_gates: list[AncestorGate] = Field(default_factory=list[AncestorGate], max_length=10)
     """The gates of the loops that delegated to this one, nearest first (set by the parent: its
     own gate and its ancestors'). Every action of this loop passes them too, each judging as

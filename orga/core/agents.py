@@ -6,9 +6,12 @@ defined:
 
 * **tools** — every tool a loop or task may run must match one of the agent's globs (an agent
   with ``delegates`` may also name ``delegate``). A top-level loop that names no tools may
-  use — and hand on to its delegated children — what its agent may; one that names tools, or a
-  delegated child, may use just those (``narrows_tools``), and is offered ``delegate`` only
-  when they include it (``offers_delegation``);
+  use what its agent may; one that names tools, or a delegated child, may use just those
+  (``narrows_tools``), and is offered ``delegate`` only when they include it
+  (``offers_delegation``). A delegated child gets its own agent's tools — not its parent's:
+  an orchestrator need not hold what its specialists use — within what the client at the top
+  of the tree named, when it named any (``delegation_bound``); every ancestor's gate still
+  judges its calls;
 * **policy** — no policy: the agent's floor. A stronger gate is allowed (``default`` →
   ``cedar``/``opa``), a weaker one is not; ``cedar`` and ``opa`` are different engines, so a
   floor of one refuses the other; an engine the worker has not configured is refused;
@@ -44,6 +47,7 @@ __all__ = [
     "check_model",
     "check_tools",
     "choose_policy",
+    "delegation_bound",
     "narrows_tools",
     "offers_delegation",
     "resolve_loop",
@@ -100,6 +104,18 @@ def narrows_tools(config: LoopConfig) -> bool:
     delegated child (its parent set them). A top-level loop that names none advertises none,
     yet may hand on its agent's tools to the children it delegates to."""
     return bool(config.tools) or config.delegation_depth > 0
+
+
+def delegation_bound(config: LoopConfig) -> list[str] | None:
+    """The tools a loop's delegated children may have at most: what the client at the top of
+    the delegation tree named (its ``tools`` at the top, carried down as ``client_tools``), or
+    None where it named none (each child then has its own agent's tools)."""
+    if config.delegation_depth == 0 and config.tools:
+        named = list(config.tools)
+        return (
+            named if config.client_tools is None else [t for t in named if t in config.client_tools]
+        )
+    return None if config.client_tools is None else list(config.client_tools)
 
 
 def offers_delegation(agent: AgentSpec, config: LoopConfig, max_depth: int) -> bool:

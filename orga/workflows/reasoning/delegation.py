@@ -6,10 +6,11 @@ what the parent has left — tokens and model calls not yet spent (by the parent
 earlier children) *or reserved by a sibling running in the same turn*, and working time —
 capped by the child agent's own ceilings and by what the call asks for; a child that would get
 less than ``MIN_DELEGATION_TOKENS`` tokens or no model call is refused. The child is a
-``ReasoningLoop`` child workflow (``<parent>/delegate/<call id>``) of that agent at depth + 1,
-never wider than its parent: with that agent's tools within what the parent may use (as the
-worker resolved them for the parent: ``LoopSetup.delegate_tools``; the call may ask for fewer,
-never others), that agent's gate *and* the parent's and every ancestor's
+``ReasoningLoop`` child workflow (``<parent>/delegate/<call id>``) of that agent at depth + 1:
+with that agent's own tools within what the client at the top of the tree named (as the worker
+resolved them for the parent: ``LoopSetup.delegate_tools``; the call may ask for fewer, never
+others; ``LoopConfig.client_tools`` carries the client's narrowing down the tree), that
+agent's gate *and* the parent's and every ancestor's
 (``LoopConfig.ancestor_gates``: each judges the child's calls as its own agent, a forbid
 anywhere up the tree wins), its models and system prompt; cancelling the parent cancels it
 (and waits). What it spent — tokens and model calls — is charged to the parent when it
@@ -45,6 +46,7 @@ from orga.contracts.journal import DelegationFinished, DelegationStarted
 from orga.contracts.policy import AncestorGate
 from orga.contracts.state import LoopResult
 from orga.contracts.vocabulary import PolicyMode
+from orga.core.agents import delegation_bound
 from orga.workflows.reasoning.call_executor import error_result
 from orga.workflows.reasoning.loop_books import LoopBooks
 from orga.workflows.shared.failures import failure_of
@@ -229,6 +231,7 @@ class Delegations:
                         timeout=timedelta(seconds=seconds),
                         delegation_depth=self._config.delegation_depth + 1,
                         ancestor_gates=self._gates,
+                        client_tools=delegation_bound(self._config),
                         max_delegation_depth=min(
                             self._limits().max_delegation_depth,
                             self._delegates[asked.agent].max_delegation_depth,
