@@ -508,6 +508,26 @@ async def fork(h: Harness) -> WorkflowHandle[Any, Any]:
     return forked.handle
 
 
+async def fork_own_prompts(h: Harness) -> WorkflowHandle[Any, Any]:
+    """A fork of an agent's loop with a system prompt: it checks the state it read and opens
+    with its own system messages (patch ``fork-own-prompts``)."""
+    agents = Path(tempfile.mkdtemp(prefix="orga-history-")) / "agents.toml"
+    agents.write_text('[agents.adder]\ntools = ["add"]\nsystem_prompt = "You add numbers."\n')
+    model = h.new_model([Turn(tool_calls=[("add", {"a": 2, "b": 3})]), Turn(text="5")])
+    other = h.new_model([Turn(tool_calls=[("add", {"a": 2, "b": 4})]), Turn(text="6")])
+    async with h.worker(settings=scripted_settings(h.model, agents_file=agents)):
+        source = await h.start(
+            "2+3?", model=model, tools=["add"], agent_id="adder", system_prompt="Be brief.",
+            workflow_id="history-own-prompts-source",
+        )  # fmt: skip
+        await source.result()
+        forked = await orga.loop(h.client, source.id).fork(
+            1, say="make it 2+4", model=other, workflow_id="history-own-prompts-fork"
+        )
+        await forked.result()
+    return forked.handle
+
+
 async def gated_typed_answer(h: Harness) -> WorkflowHandle[Any, Any]:
     """A typed loop under Cedar: its first answer's value is denied by the final-answer gate
     (an amount over 1000), the second passes."""
@@ -613,6 +633,7 @@ SCENARIOS: dict[str, Scenario] = {
     "typed_answer": typed_answer,
     "thread": thread,
     "fork": fork,
+    "fork_own_prompts": fork_own_prompts,
     "gated_typed_answer": gated_typed_answer,
     "model_waits_for_worker": model_waits_for_worker,
     "task_waits_for_worker": task_waits_for_worker,

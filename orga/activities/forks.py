@@ -2,7 +2,9 @@
 
 The worker asks the source itself (``orga.runtime.forks``: the ``fork_point`` query, which
 Temporal answers from the source's history even when it has ended, through its runs), so the
-state a fork starts from never comes from the client that asked for the fork.
+state a fork starts from never comes from the client that asked for the fork — and only from
+a loop of orga's type that ran on the task queue this worker serves (the fork's own), for the
+run that was asked, with a state a loop could have recorded.
 """
 
 from __future__ import annotations
@@ -22,11 +24,16 @@ async def fetch_fork_point(request: ForkRequest) -> ForkPoint:
     """The source's state after turn ``request.at``.
 
     Raises:
-        ApplicationError: (non-retryable) no such loop, or no run of it holds that turn.
+        ApplicationError: (non-retryable) no such loop, not an orga loop of this worker's task
+            queue, a state no loop records, or no run of it holds that turn.
     """
     try:
         return await read_fork_point(
-            activity.client(), request.workflow_id, request.at, request.run_id
+            activity.client(),
+            request.workflow_id,
+            request.at,
+            request.run_id,
+            task_queues={activity.info().task_queue},
         )
     except ForkPointError as error:
         raise ApplicationError(

@@ -1,4 +1,5 @@
-"""The names of the messages orga's workflows answer: queries, updates and signals.
+"""The names of orga's workflow types and of the messages they answer: queries, updates and
+signals.
 
 One list, shared by the workflows that define the handlers and by every client that sends
 them (``orga.client``, the desk, the CLI, ``orga mcp``, the inference activity). The names are
@@ -18,13 +19,20 @@ __all__ = [
     "CONVERSATION_QUERY",
     "FORK_QUERY",
     "JOURNAL_QUERY",
+    "LOOP_WORKFLOW",
     "MESSAGE_SIGNAL",
     "MESSAGE_UPDATE",
     "RESOLVE_ESCALATION",
     "REVIEW_UPDATE",
     "STATE_QUERY",
+    "TASK_WORKFLOW",
     "TURN_UPDATE",
 ]
+
+LOOP_WORKFLOW: Final = "ReasoningLoop"
+"""The workflow type of a loop (and a thread, a fork, a delegated child)."""
+TASK_WORKFLOW: Final = "Task"
+"""The workflow type of a multi-step task (the saga coordinator)."""
 
 STATE_QUERY: Final = "state"
 """A loop's ``LoopState`` or a task's ``TaskState``."""

@@ -14,6 +14,7 @@ imports only ``orga.contracts`` and other core modules. Import from the modules:
     decisions    a person's decision on a waiting call, checked: proof, four eyes, edits
     dispatch     which calls of a turn wait for which
     evidence     information-gain judging of evidence calls
+    fork_points  whether a fork point is a state some loop could have recorded
     genai        the OpenTelemetry GenAI attributes of an agent invocation
     ids          a loop's own call ids, and idempotency keys across reused ids
     knowledge    what the knowledge bridge searches for, and how it shows what was found

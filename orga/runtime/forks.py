@@ -3,12 +3,20 @@
 Shared by the worker's ``fetch_fork_point`` activity (the state a fork starts from) and the
 client that starts a fork (``start_fork_run``, behind ``LoopHandle.fork`` and ``orga fork``: it
 checks the turn and takes the source's config and task queue).
+
+Whoever can reach the namespace can start a workflow of any type on a task queue of its own,
+with a worker of its own that answers the ``fork_point`` query as it likes. So each run read is
+first described by the server: it must be of orga's loop type (``ReasoningLoop``), run under
+the workflow id that was asked and — where the reader says which (the fork's worker: its own
+queue) — on a task queue the reader serves; the query then goes to that very run, its answer
+must name it, and what it answers must be a state a loop could have recorded
+(``orga.core.fork_points``). Anything else is refused, saying why.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
@@ -18,8 +26,9 @@ from temporalio.service import RPCError
 from orga.contracts import search_attributes as sa
 from orga.contracts.config import LoopConfig, LoopInput
 from orga.contracts.forks import FORK_MEMO, ForkPoint, ForkPointAsk, ForkRequest
-from orga.contracts.messages import FORK_QUERY
+from orga.contracts.messages import FORK_QUERY, LOOP_WORKFLOW
 from orga.contracts.state import LoopResult
+from orga.core.fork_points import fork_point_problem
 from orga.runtime.settings import Settings
 
 __all__ = ["ForkPointError", "read_fork_point", "start_fork_run"]
@@ -33,21 +42,42 @@ class ForkPointError(Exception):
 
 
 async def read_fork_point(
-    client: Client, workflow_id: str, at: int, run_id: str | None = None
+    client: Client,
+    workflow_id: str,
+    at: int,
+    run_id: str | None = None,
+    *,
+    task_queues: Collection[str] | None = None,
 ) -> ForkPoint:
     """The state of loop ``workflow_id`` after turn ``at``: asked of ``run_id`` (default: its
-    newest run), then of the runs it continued, until one holds the turn.
+    newest run), then of the runs it continued, until one holds the turn. Each run must be an
+    orga loop (and, with ``task_queues``, have run on one of them); its ``task_queue`` is the
+    one the server recorded.
 
     Raises:
-        ForkPointError: no such loop, no worker answers its queries, or no run holds the turn.
+        ForkPointError: no such loop, not an orga loop, not on a queue of ``task_queues``, no
+            worker answers its queries, an answer that is not that run's or a state no loop
+            records, or no run holds the turn.
     """
     for _ in range(_RUNS):
-        handle = client.get_workflow_handle(workflow_id, run_id=run_id)
+        handle = await _source_run(client, workflow_id, run_id, task_queues)
         try:
             point = await handle.query(FORK_QUERY, ForkPointAsk(at=at), result_type=ForkPoint)
         except (RPCError, WorkflowQueryFailedError) as error:
             raise ForkPointError(f"the loop {workflow_id!r} cannot be read: {error}") from error
+        if (point.workflow_id, point.run_id) != (workflow_id, handle.run_id):
+            raise ForkPointError(
+                f"the loop {workflow_id!r} (run {handle.run_id}) answered for another run "
+                f"({point.workflow_id!r}, run {point.run_id}): a fork starts only from the "
+                "state its source's own run records"
+            )
+        point = point.model_copy(update={"task_queue": handle.task_queue})
         if point.found:
+            if (problem := fork_point_problem(point)) is not None:
+                raise ForkPointError(
+                    f"the state of {workflow_id!r} after turn {at} is not one a loop records "
+                    f"({problem}): nothing was forked"
+                )
             return point
         if point.earlier_run_id is None:
             raise ForkPointError(
@@ -56,6 +86,45 @@ async def read_fork_point(
             )
         run_id = point.earlier_run_id
     raise ForkPointError(f"no run of {workflow_id!r} holds turn {at}")
+
+
+class _Run:
+    """One described run of a fork's source: its handle, pinned to the run."""
+
+    def __init__(self, handle: WorkflowHandle[Any, Any], run_id: str, task_queue: str) -> None:
+        self.query = handle.query
+        self.run_id = run_id
+        self.task_queue = task_queue
+
+
+async def _source_run(
+    client: Client, workflow_id: str, run_id: str | None, task_queues: Collection[str] | None
+) -> _Run:
+    """The run ``run_id`` of ``workflow_id`` (default: its newest) as the server describes it,
+    once it is known to be an orga loop on a queue of ``task_queues``.
+
+    Raises:
+        ForkPointError: it cannot be described, is of another type, or on another queue.
+    """
+    which = f"{workflow_id!r}" + (f" (run {run_id})" if run_id else "")
+    try:
+        described = await client.get_workflow_handle(workflow_id, run_id=run_id).describe()
+    except RPCError as error:
+        raise ForkPointError(f"the loop {which} cannot be read: {error.message}") from error
+    if described.workflow_type != LOOP_WORKFLOW:
+        raise ForkPointError(
+            f"{which} is a {described.workflow_type!r} workflow, not an orga loop "
+            f"({LOOP_WORKFLOW!r}): a fork starts only from a loop"
+        )
+    if task_queues is not None and described.task_queue not in task_queues:
+        raise ForkPointError(
+            f"the loop {which} ran on task queue {described.task_queue!r}, which this worker "
+            f"does not serve ({', '.join(sorted(task_queues))}): a fork starts only from a "
+            "loop its own worker's queue ran, so that its state is a loop's of this "
+            "deployment. Fork it on its own queue."
+        )
+    pinned = client.get_workflow_handle(workflow_id, run_id=described.run_id)
+    return _Run(pinned, described.run_id, described.task_queue)
 
 
 async def start_fork_run(

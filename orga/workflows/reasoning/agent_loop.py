@@ -71,7 +71,7 @@ from orga.workflows.reasoning.deadline import within
 from orga.workflows.reasoning.durable_conversation import Conversation
 from orga.workflows.reasoning.evidence_judge import evidence_tools
 from orga.workflows.reasoning.finish import Finished, review_answer, typed_answer
-from orga.workflows.reasoning.forks import ForkMarks, start_fork
+from orga.workflows.reasoning.forks import ForkMarks, forked_summary, start_fork
 from orga.workflows.reasoning.loop_books import LoopBooks
 from orga.workflows.reasoning.loop_parts import LoopParts, set_up_loop
 from orga.workflows.reasoning.model_call import call_model
@@ -259,16 +259,10 @@ class AgentLoop:
         if self._thread is not None and self._input.carry is None:
             workflow.upsert_memo({THREAD_MEMO: True})  # `orga list` shows it as a thread
         try:
-            evidence = None
+            evidence, point = None, None
             if (fork := self._input.fork) is not None and self._input.carry is None:
                 point = await start_fork(fork, books, self.conversation, self._tools)
                 evidence, self._calibration = point.evidence, point.calibration
-                self._summary = RunningSummary(
-                    books,
-                    point.context_summary,
-                    point.summarised_through,
-                    point.unsummarised_through,
-                )
                 if self._thread is not None and fork.say is None:
                     self._thread.wait_for_first()  # forked after an answer: it waits
             self._parts = parts = await set_up_loop(
@@ -281,6 +275,8 @@ class AgentLoop:
                 evidence=evidence,
             )
             self._turn_limits = parts.limits
+            if point is not None:
+                self._summary = forked_summary(books, point, self.conversation)
             if self._thread is None:
                 cycle = self._cycle(first=self._input.fork is None)
                 finished = await within(cycle, books, parts.limits.timeout.total_seconds())

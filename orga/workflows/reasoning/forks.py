@@ -4,10 +4,14 @@ Workflow code. ``ForkMarks`` notes, at every Observe and at the answer, how long
 conversation was and what the budgets had spent after that turn — a few numbers per turn, kept
 in memory only (a replay rebuilds them, so a loop that has ended still answers the
 ``fork_point`` query). A fork's run starts with ``start_fork``: the worker reads the source's
-state (``fetch_fork_point``, never the client's word for it), the fork journals ``Forked``
-(an audit record: source, run, turn, state hash) before anything else, and goes on from there
-with budgets spent as the source had spent them. Its tool calls are new calls of a new workflow
-(new idempotency keys); nothing of the source runs again.
+state (``fetch_fork_point``, never the client's word for it: only from an orga loop that ran on
+the fork's own task queue, for the run asked), the fork checks it is a state a loop records
+(``orga.core.fork_points``), journals ``Forked`` (an audit record: source, run, turn, state
+hash) before anything else, and goes on from there with budgets spent as the source had spent
+them. The conversation's opening system messages are the fork's own — its config's prompt, and
+its agent's, which its setup puts before them as any loop's does — never the source's copies
+(which doubled the agent's prompt, and which a forged source could have written). Its tool
+calls are new calls of a new workflow (new idempotency keys); nothing of the source runs again.
 """
 
 from __future__ import annotations
@@ -26,14 +30,17 @@ from orga.contracts.evidence import EvidenceCollection
 from orga.contracts.forks import FETCH_FORK_POINT, ForkPoint, ForkPointAsk, ForkRequest
 from orga.contracts.inference import Usage
 from orga.contracts.journal import Forked
+from orga.core.fork_points import fork_point_problem, leading_system
 from orga.core.text import cut
 from orga.workflows.reasoning.durable_conversation import Conversation
 from orga.workflows.reasoning.loop_books import LoopBooks
+from orga.workflows.reasoning.running_summary import RunningSummary
 from orga.workflows.reasoning.tool_state import ToolState
 from orga.workflows.shared.failures import failure_of
 from orga.workflows.shared.options import SETUP_TIMEOUT, SHORT_RETRY
+from orga.workflows.shared.patches import FORK_OWN_PROMPTS
 
-__all__ = ["ForkMarks", "start_fork", "state_hash"]
+__all__ = ["ForkMarks", "forked_summary", "start_fork", "state_hash"]
 
 
 @dataclass(frozen=True)
@@ -158,6 +165,17 @@ async def start_fork(
     except ActivityError as error:
         raise InvalidConfig(f"cannot fork: {failure_of(error).message}") from None
     messages = list(point.messages)
+    if workflow.patched(FORK_OWN_PROMPTS):
+        problem = fork_point_problem(point)
+        if point.workflow_id != request.workflow_id:
+            problem = f"it names another loop, {point.workflow_id!r}"
+        if problem is not None:
+            raise InvalidConfig(
+                f"cannot fork: the state read for {request.workflow_id!r} is not one a loop "
+                f"records ({problem})"
+            )
+        own = conversation.messages[: leading_system(conversation.messages)]
+        messages = [*own, *messages[leading_system(messages) :]]
     if request.say is not None:
         said = Message(role="user", content=request.say)
         if request.replace:
@@ -174,7 +192,7 @@ async def start_fork(
     books.record(
         Forked(
             **books.stamp(),
-            source_workflow_id=point.workflow_id,
+            source_workflow_id=request.workflow_id,
             source_run_id=point.run_id,
             turn=point.at,
             state_hash=point.state_hash,
@@ -189,3 +207,24 @@ async def start_fork(
     conversation.reset(messages)
     tools.restore(point.tools)
     return point
+
+
+def forked_summary(
+    books: LoopBooks, point: ForkPoint, conversation: Conversation
+) -> RunningSummary:
+    """The fork's running summary (``anchored_summary``), once its setup has put its own
+    opening system messages in place: the source's marks, moved by how many more (or fewer)
+    opening messages the fork has than its source had."""
+    shift = 0
+    if workflow.patched(FORK_OWN_PROMPTS):
+        shift = leading_system(conversation.messages) - leading_system(point.messages)
+
+    def moved(index: int) -> int:
+        return max(0, index + shift) if index else 0
+
+    return RunningSummary(
+        books,
+        point.context_summary,
+        moved(point.summarised_through),
+        moved(point.unsummarised_through),
+    )

@@ -19,6 +19,7 @@ from typing import Final
 
 __all__ = [
     "ELIDE_REFUSED_ARGUMENTS",
+    "FORK_OWN_PROMPTS",
     "GATE_BY_ACTION",
     "GATE_TYPED_ANSWER",
     "MODEL_WAITS_FOR_WORKER",
@@ -64,4 +65,12 @@ ONE_KEY_ONE_APPROVER: Final = "one-key-one-approver"
 """A second approval of a call that needs several, signed by a key that already approved it
 under another enrolled name, is refused (``HumanDesk._proof``; four eyes counts keys, not
 names). Asked only when that happens, so a history records the marker only where the rule
-refused something; histories recorded before it replay as they ran."""
+refused something; histories recorded before it replay as they ran. No scenario records it:
+a worker refuses one key under two names since the same change, so only a loop set up by an
+older worker can reach it (``tests/test_signed_approvals.py`` plays that worker)."""
+
+FORK_OWN_PROMPTS: Final = "fork-own-prompts"
+"""A fork checks the state it read is one a loop records (``orga.core.fork_points``) and opens
+its conversation with its own system messages, not the source's copies (which doubled the
+agent's prompt), its running summary's marks moved to match (``start_fork``,
+``forked_summary``; scenario ``fork``)."""
