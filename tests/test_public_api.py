@@ -244,11 +244,13 @@ PUBLIC: dict[str, list[str]] = {
         "CONVERSATION_QUERY",
         "FORK_QUERY",
         "JOURNAL_QUERY",
+        "LOOP_WORKFLOW",
         "MESSAGE_SIGNAL",
         "MESSAGE_UPDATE",
         "RESOLVE_ESCALATION",
         "REVIEW_UPDATE",
         "STATE_QUERY",
+        "TASK_WORKFLOW",
         "TURN_UPDATE",
     ],
     "orga.contracts.policy": [

@@ -23,6 +23,7 @@ imports only ``orga.contracts`` and other core modules. Import from the modules:
     phases       the ORGA cycle as typestate
     prehydration reference extraction and rendering
     profile      tool profiles and globs
+    speakers     orga's notices begin with a mark a person's message cannot carry
     signatures   signed decisions: what an approver signs, checked against an enrolled key
     progress     the step reattempt tracker (stuck detection)
     routing      the routing table on stop_reason

@@ -249,6 +249,8 @@ class AgentLoop:
     async def run(self) -> LoopResult:
         """The loop, from its setup to its result (or its typed failure)."""
         books = self.books
+        if self._invalid is None:
+            self._invalid = self.steering.refused_task(self._input.messages)
         if self._invalid is not None:
             invalid = InvalidConfig(self._invalid)
             books.failed(invalid)
@@ -261,7 +263,7 @@ class AgentLoop:
         try:
             evidence, point = None, None
             if (fork := self._input.fork) is not None and self._input.carry is None:
-                point = await start_fork(fork, books, self.conversation, self._tools)
+                point = await start_fork(fork, books, self.conversation, self._tools, self.steering)
                 evidence, self._calibration = point.evidence, point.calibration
                 if self._thread is not None and fork.say is None:
                     self._thread.wait_for_first()  # forked after an answer: it waits

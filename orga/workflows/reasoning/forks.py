@@ -35,6 +35,7 @@ from orga.core.text import cut
 from orga.workflows.reasoning.durable_conversation import Conversation
 from orga.workflows.reasoning.loop_books import LoopBooks
 from orga.workflows.reasoning.running_summary import RunningSummary
+from orga.workflows.reasoning.steering import Steering
 from orga.workflows.reasoning.tool_state import ToolState
 from orga.workflows.shared.failures import failure_of
 from orga.workflows.shared.options import SETUP_TIMEOUT, SHORT_RETRY
@@ -142,7 +143,11 @@ class ForkMarks:
 
 
 async def start_fork(
-    request: ForkRequest, books: LoopBooks, conversation: Conversation, tools: ToolState
+    request: ForkRequest,
+    books: LoopBooks,
+    conversation: Conversation,
+    tools: ToolState,
+    steering: Steering,
 ) -> ForkPoint:
     """Read the source's state after turn ``request.at`` (on the worker), journal ``Forked``,
     and take that state on: the conversation, with the fork's message, budgets spent and the
@@ -153,6 +158,8 @@ async def start_fork(
         InvalidConfig: the source or its turn cannot be read, or the turn is an answer and the
             fork says nothing after it.
     """
+    if request.say is not None and (refused := steering.refused([request.say])):
+        raise InvalidConfig(f"cannot fork: {refused}")
     try:
         point = await workflow.execute_activity(
             FETCH_FORK_POINT,

@@ -1,7 +1,8 @@
 """Messages a person sends a running loop: taken at once, seen by the model before its next call.
 
 Workflow code. The ``message`` update (validated: not empty, not too long, not once the loop has
-answered or is moving to its next run) or signal puts a message in the loop's inbox; at the next
+answered or is moving to its next run, not beginning with a mark of orga's own notices, not
+past ``MAX_WAITING`` messages waiting) or signal puts a message in the loop's inbox; at the next
 Observe — never in the middle of a running tool or model call — the inbox joins the conversation
 as user messages, each journaled (``MessageReceived``). A message that arrives while the last
 answer is on its way is not lost: the loop goes on with the answer and the message instead of
@@ -10,14 +11,23 @@ ending.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Final
+
 from temporalio import workflow
 
 from orga.contracts.conversation import Message, MessageAccepted, UserMessage
 from orga.contracts.journal import MessageReceived
+from orga.core.speakers import imitation_problem, people_texts
 from orga.core.text import cut
 from orga.workflows.reasoning.loop_books import LoopBooks
+from orga.workflows.shared.patches import MESSAGE_LIMITS
 
-__all__ = ["Steering"]
+__all__ = ["MAX_WAITING", "Steering"]
+
+MAX_WAITING: Final = 100
+"""Messages that may wait for the loop's next Observe: a flood of messages is refused past it,
+not kept without bound in the loop's state (and carried into every next run)."""
 
 _JOURNALED = 2_000
 """Characters of a message the journal keeps (the conversation keeps it whole)."""
@@ -40,21 +50,42 @@ class Steering:
     def waiting(self) -> int:
         return len(self._inbox)
 
-    def check(self, message: UserMessage) -> None:
-        """Raise ``ValueError`` unless the loop can take ``message``."""
+    def check(self, message: UserMessage, *, validating: bool = True) -> None:
+        """Raise ``ValueError`` unless the loop can take ``message``. ``validating``: the
+        update's validator asks (it never runs on replay); else the handler does, and the
+        newer rules refuse only behind their patch (asked only when they would refuse)."""
         if not message.text.strip():
             raise ValueError("the message is empty: say something")
         if self.closed is not None:
             raise ValueError(f"the loop takes no message now: {self.closed}")
+        problem = imitation_problem([message.text])
+        if problem is None and len(self._inbox) >= MAX_WAITING:
+            problem = (
+                f"{MAX_WAITING} messages already wait for the loop to read them (before its "
+                "next model call): send this one once it has"
+            )
+        if problem is not None and (validating or workflow.patched(MESSAGE_LIMITS)):
+            raise ValueError(problem)
 
     def receive(self, message: UserMessage) -> MessageAccepted:
         """Put ``message`` in the inbox (the validator, or the signal handler, checked it)."""
-        self.check(message)
+        self.check(message, validating=False)
         self.received += 1
         self._inbox.append((self.received, message))
         return MessageAccepted(
             seq=self.received, at=workflow.now(), waiting=len(self._inbox), turn=self.turn
         )
+
+    def refused(self, texts: Sequence[str]) -> str | None:
+        """Why a person's ``texts`` that reach the loop outside the inbox (its task, a fork's
+        message) are refused (behind the patch, asked only when they would be), or None."""
+        problem = imitation_problem(texts)
+        return problem if problem is not None and workflow.patched(MESSAGE_LIMITS) else None
+
+    def refused_task(self, messages: Sequence[Message]) -> str | None:
+        """Why the loop's task (its input's user messages) is refused, or None."""
+        problem = self.refused(people_texts(messages))
+        return f"the task is refused: {problem} Nothing was run." if problem else None
 
     def receive_by_signal(self, message: UserMessage) -> None:
         try:

@@ -22,6 +22,7 @@ __all__ = [
     "FORK_OWN_PROMPTS",
     "GATE_BY_ACTION",
     "GATE_TYPED_ANSWER",
+    "MESSAGE_LIMITS",
     "MODEL_WAITS_FOR_WORKER",
     "ONE_KEY_ONE_APPROVER",
     "SUMMARY_AFTER_FAILURE",
@@ -74,3 +75,10 @@ FORK_OWN_PROMPTS: Final = "fork-own-prompts"
 its conversation with its own system messages, not the source's copies (which doubled the
 agent's prompt), its running summary's marks moved to match (``start_fork``,
 ``forked_summary``; scenario ``fork``)."""
+
+MESSAGE_LIMITS: Final = "message-limits"
+"""A person's message (the task, a steering or thread message by signal, a fork's) that begins
+with a mark of orga's own notices (``orga.core.speakers``) is refused, and so is a message past
+``MAX_WAITING`` waiting (``Steering.check``, ``AgentLoop.run``, ``start_fork``). Asked only
+when a rule would refuse (the ``message`` update's validator refuses without it), so histories
+record the marker only where it refused something; scenario ``message_limits``."""
