@@ -413,3 +413,42 @@ async def test_a_fork_opens_with_its_own_system_messages_once(
         m for m in first.body["messages"] if m["role"] == "system"
     ]
     assert first.user_texts() == ["2+3?", "3+3?"]
+
+
+async def test_a_fork_cannot_ask_for_more_than_its_sources_agent_allows(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """Tried as an attacker (issue 50): a fork that asks for a model, a budget or a gate its
+    source's agent would not allow is refused as a loop asking for them would be, and a fork
+    cannot run as another agent (which would hand that agent the source's conversation)."""
+    source_model = harness.new_model([Turn(tool_calls=[("add", {"a": 2, "b": 3})]), Turn(text="5")])
+    agents = tmp_path / "agents.toml"
+    agents.write_text(
+        f'[agents.careful]\ntools = ["add"]\nmodels = ["{source_model}"]\n'
+        "max_total_tokens = 5000\n\n"
+        '[agents.wide]\ntools = ["add", "wire_money"]\n'
+    )
+    settings = scripted_settings(harness.model, agents_file=agents, allow_permissive=False)
+    async with harness.worker(settings=settings):
+        source = await harness.start("2+3?", model=source_model, tools=["add"], agent_id="careful")
+        await source.result()
+        reasons: list[str] = []
+        for overrides in (
+            {"model": "another-model"},
+            {"max_total_tokens": 1_000_000},
+            {"policy": "permissive"},
+            {"agent_id": "wide"},
+        ):
+            fork = await orga.loop(harness.client, source.id).fork(1, say="again", **overrides)
+            harness.handles.append(fork.handle)
+            with pytest.raises(WorkflowFailureError) as refused:
+                await fork.result()
+            cause = refused.value.cause
+            assert isinstance(cause, ApplicationError) and cause.type == "InvalidConfig"
+            reasons.append(cause.message)
+    model, budget, gate, agent = reasons
+    assert "another-model" in model and "careful" in model
+    assert "max_total_tokens" in budget and "5000" in budget
+    assert "permissive" in gate
+    assert "a fork runs as its source's agent ('careful')" in agent
+    assert len(harness.model.requests_for(source_model)) == 2  # the source's calls only

@@ -176,6 +176,13 @@ async def start_fork(
         problem = fork_point_problem(point)
         if point.workflow_id != request.workflow_id:
             problem = f"it names another loop, {point.workflow_id!r}"
+        source_agent = point.config.get("agent_id", LoopConfig().agent_id)
+        if problem is None and source_agent != books.config.agent_id:
+            raise InvalidConfig(
+                f"cannot fork {request.workflow_id!r} as agent {books.config.agent_id!r}: a "
+                f"fork runs as its source's agent ({source_agent!r}), within that agent's "
+                "tools, models, gate and ceilings; start a new loop to ask another agent"
+            )
         if problem is not None:
             raise InvalidConfig(
                 f"cannot fork: the state read for {request.workflow_id!r} is not one a loop "
