@@ -5,6 +5,7 @@ closed, idle, or out of turns."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import threading
@@ -12,13 +13,14 @@ from datetime import timedelta
 
 import pytest
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 import orga
 from orga.contracts import search_attributes as sa
 from orga.contracts.config import LoopConfig
 from orga.contracts.errors import BudgetExceeded
-from orga.contracts.journal import Journal, TurnAnswered
+from orga.contracts.journal import Journal, MessageReceived, TurnAnswered
 from orga.contracts.state import LoopResult, LoopState
 from orga.contracts.threads import ThreadConfig, TurnResult, TurnWait
 from orga.scripted.server import RecordedRequest, Turn
@@ -329,3 +331,51 @@ async def _status_listed(harness: Harness, workflow_id: str) -> str | None:
         if status not in (None, "awaiting_message"):
             return status
     return None
+
+
+async def test_a_flood_of_messages_to_a_thread_is_bounded_and_loses_nothing_it_took(
+    harness: Harness,
+) -> None:
+    """Tried as an attacker (issue 50): 60 messages sent to a thread at once. Each is either
+    taken (and then read by the model, journaled) or refused with a reason — the inbox's bound,
+    or Temporal's own limit on updates in flight — and the thread stays whole: it still answers
+    the next message, and its history does not grow with what it refused."""
+    model = harness.new_model([])
+    harness.model.script(model, [Turn(text=f"answer {n}") for n in range(60)])
+    config = LoopConfig(model=model, thread=ThreadConfig())
+    async with harness.worker():
+        chat = await _start(harness, config, "hello")
+        await _waiting(chat, 1)
+        loop = orga.loop(harness.client, chat.id)
+
+        async def send(n: int) -> str:
+            try:
+                await loop.say(f"flood {n}")
+            except WorkflowUpdateFailedError as error:
+                return f"refused: {error.cause}"
+            except RPCError as error:
+                return f"server: {error.status.name}"
+            return "taken"
+
+        outcomes = await asyncio.gather(*(send(n) for n in range(60)))
+        taken = outcomes.count("taken")
+        state = await eventually(lambda: _waiting_any(chat), "the thread waits again")
+        answer = await chat.send("are you still there?")
+        journal = await chat.handle.query("journal", result_type=Journal)
+        events = len((await chat.handle.fetch_history()).events)
+        await chat.close()
+    others = {o for o in outcomes if o != "taken"}
+    assert taken >= 1
+    assert all("messages already wait" in o or o.startswith("server:") for o in others), others
+    received = [e.text for e in journal.entries if isinstance(e, MessageReceived)]
+    assert sorted(t for t in received if t.startswith("flood")) == sorted(
+        f"flood {n}" for n, o in enumerate(outcomes) if o == "taken"
+    )
+    assert answer.output.startswith("answer")
+    assert state.status == "awaiting_message"
+    assert events < 20 * taken + 200  # what was refused left nothing in history
+
+
+async def _waiting_any(chat: orga.ThreadHandle) -> LoopState | None:
+    state = await chat.state()
+    return state if state.status == "awaiting_message" else None
