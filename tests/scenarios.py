@@ -497,6 +497,33 @@ async def thread(h: Harness) -> WorkflowHandle[Any, Any]:
     return h.client.get_workflow_handle(chat.id, run_id=first_run)
 
 
+async def turn_budget(h: Harness) -> WorkflowHandle[Any, Any]:
+    """A thread whose second turn runs out of its own max_iterations: the turn ends
+    unanswered, the thread answers the next message (patch ``turn-budget-ends-turn``)."""
+    model = h.new_model(
+        [
+            Turn(text="hello"),
+            Turn(tool_calls=[("add", {"a": 2, "b": 3})]),
+            Turn(text="5"),
+        ]
+    )
+    async with h.worker():
+        chat = await orga.start_thread(
+            h.client,
+            LoopConfig(model=model, tools=["add"], max_iterations=1, thread=ThreadConfig()),
+            "hi",
+            workflow_id="history-turn-budget",
+            task_queue=h.task_queue,
+        )
+        await chat.turn(1)
+        await chat.send("2+3?")
+        await chat.send("just say it")
+        await chat.close()
+        await chat.handle.result()
+        first_run = (await chat.handle.describe()).run_id
+    return h.client.get_workflow_handle(chat.id, run_id=first_run)
+
+
 async def fork(h: Harness) -> WorkflowHandle[Any, Any]:
     """A fork after turn 1 of a finished two-turn loop, with another message."""
     model = h.new_model([Turn(tool_calls=[("add", {"a": 2, "b": 3})]), Turn(text="5")])
@@ -666,6 +693,7 @@ SCENARIOS: dict[str, Scenario] = {
     "typed_answer": typed_answer,
     "thread": thread,
     "fork": fork,
+    "turn_budget": turn_budget,
     "fork_own_prompts": fork_own_prompts,
     "message_limits": message_limits,
     "gated_typed_answer": gated_typed_answer,

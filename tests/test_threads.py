@@ -158,6 +158,40 @@ async def test_each_turn_has_its_budget_and_the_thread_has_its_own(harness: Harn
     assert "turn 3 of a thread" in error.message, error.message
 
 
+async def test_a_turn_over_its_budget_ends_the_turn_not_the_thread(harness: Harness) -> None:
+    """Seen with a real model (issue 51): it called ``add`` once too often, turn 2 hit its
+    per-turn ``max_iterations``, and the whole thread failed. Now the turn ends unanswered,
+    saying why; the person writes again and the next turn, with budgets of its own, answers.
+    The model is told its last turn was cut."""
+    model = harness.new_model(
+        [
+            Turn(tool_calls=[("add", {"a": 2, "b": 3})]),
+            Turn(text="5"),
+            Turn(tool_calls=[("add", {"a": 5, "b": 1})]),
+            Turn(tool_calls=[("add", {"a": 6, "b": 1})]),  # the turn's last model call
+            Turn(text="7"),
+        ]
+    )
+    config = LoopConfig(model=model, tools=["add"], max_iterations=2, thread=ThreadConfig())
+    async with harness.worker():
+        chat = await _start(harness, config, "2+3?")
+        assert (await chat.turn(1)).output == "5"
+        cut_short = await chat.send("now add 1, twice")
+        state = await _waiting(chat, 2)
+        again = await chat.send("just give me the number")
+        journal = await chat.handle.query("journal", result_type=Journal)
+        await chat.close()
+    assert cut_short.reason == "budget_exceeded" and cut_short.output == ""
+    assert cut_short.unanswered is not None and "max_iterations=" in cut_short.unanswered
+    assert "turn 2 of a thread" in cut_short.unanswered
+    assert state.status == "awaiting_message"
+    assert again.output == "7" and again.turn == 3
+    last = harness.model.requests_for(model)[-1]
+    assert any(t.startswith("[orga] Your last turn ended unanswered") for t in last.user_texts())
+    [_, second, _] = [e for e in journal.entries if isinstance(e, TurnAnswered)]
+    assert second.reason == "budget_exceeded" and "max_iterations" in second.output
+
+
 async def test_a_closed_thread_takes_no_message_and_an_idle_one_ends(harness: Harness) -> None:
     asked, release = threading.Event(), threading.Event()
 

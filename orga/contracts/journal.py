@@ -364,11 +364,14 @@ class MessageReceived(_Event):
 class TurnAnswered(_Event):
     kind: Literal["TurnAnswered"] = "TurnAnswered"
     turn: int
-    """The thread's turn (from 1) whose answer passed the gate; the thread now waits."""
+    """The thread's turn (from 1) whose answer passed the gate, or that ended unanswered; the
+    thread now waits."""
     reason: str
-    """``end_turn``, ``saturated`` or ``critic_rejected``."""
+    """``end_turn``, ``saturated``, ``critic_rejected``, or ``budget_exceeded`` (the turn's
+    own budget ran out: ``output`` says which)."""
     output: str
-    """The answer, cut to 2 000 characters (the conversation holds it whole)."""
+    """The answer (or why there is none), cut to 2 000 characters (the conversation holds the
+    answer whole)."""
     iterations: int
     """Model calls of the turn."""
     tokens: int

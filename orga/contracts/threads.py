@@ -84,7 +84,12 @@ class TurnResult(BaseModel):
     value: Any = None
     """A typed loop's answer, parsed (``config.output_schema``)."""
     reason: str
-    """How the turn ended: ``end_turn``, ``saturated`` or ``critic_rejected``."""
+    """How the turn ended: ``end_turn``, ``saturated``, ``critic_rejected``, or
+    ``budget_exceeded`` (one of the turn's own budgets ran out: no answer, ``unanswered`` says
+    why, and the thread waits for the next message)."""
+    unanswered: str | None = None
+    """Why the turn ended without an answer (``reason`` ``budget_exceeded``): the budget that
+    ran out, as ``BudgetExceeded`` says it. Write again to go on: the next turn has its own."""
     iterations: int
     """Model calls the turn made (its own Reason steps)."""
     usage: Usage

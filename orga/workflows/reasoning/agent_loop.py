@@ -83,7 +83,11 @@ from orga.workflows.reasoning.tool_runner import ToolRunner
 from orga.workflows.reasoning.tool_state import ToolState
 from orga.workflows.shared.common import decoded
 from orga.workflows.shared.gate import Gate, ModelCallDecisions
-from orga.workflows.shared.patches import ELIDE_REFUSED_ARGUMENTS, GATE_TYPED_ANSWER
+from orga.workflows.shared.patches import (
+    ELIDE_REFUSED_ARGUMENTS,
+    GATE_TYPED_ANSWER,
+    TURN_BUDGET_ENDS_TURN,
+)
 
 __all__ = ["AgentLoop"]
 
@@ -288,12 +292,7 @@ class AgentLoop:
             if parts.knowledge is not None and parts.knowledge.config.auto_persist:
                 await parts.knowledge.remember(self._task(), finished.output)
         except TimeoutError:
-            limit = self._parts.limits.timeout.total_seconds()
-            failure = BudgetExceeded(
-                f"the loop ran out of time: timeout is {limit:g} s "
-                f"(config.timeout), reached at iteration {books.iteration}{self._turn_note()}",
-                {"budget": "timeout", "limit": limit, "state": self.state()},
-            )
+            failure = self._timed_out()
             books.failed(failure)
             raise failure from None
         except (LoopFailure, InvalidConfig, asyncio.CancelledError) as error:
@@ -327,9 +326,14 @@ class AgentLoop:
         """One turn of a thread, within its budgets; a long history then starts afresh."""
         self._misses = 0
         self._parts.limits = self.books.limits = thread.limits(self._turn_limits)
-        finished = await within(
-            self._cycle(first=first), self.books, thread.deadline(self._turn_limits)
-        )
+        try:
+            finished = await within(
+                self._cycle(first=first), self.books, thread.deadline(self._turn_limits)
+            )
+        except TimeoutError:
+            finished = self._turn_over(thread, self._timed_out())
+        except BudgetExceeded as exceeded:
+            finished = self._turn_over(thread, exceeded)
         thread.answer(finished)
         if continuation.should_continue_as_new(self.books, self._config):
             await self._continue_as_new()  # between turns: the next run waits on
@@ -412,9 +416,9 @@ class AgentLoop:
                     "max_iterations",
                     limits.max_iterations,
                     f"the model asked for {len(routed.calls)} tool call(s) at iteration "
-                    f"{books.iteration}, the last one max_iterations allows {_of_which(others)}"
-                    "; they were not run because no model call would be left to read their "
-                    "results",
+                    f"{books.iteration}, the last one max_iterations={limits.max_iterations} "
+                    f"allows {_of_which(others)}— they were not run because no model call "
+                    "would be left to read their results",
                 )
             # Gate the calls (evidence calls are judged first), then Act on what passed.
             if evidence is not None and evidence.track(routed):
@@ -666,6 +670,39 @@ class AgentLoop:
 
     def _turn_note(self) -> str:
         return self._thread.describe() if self._thread is not None else ""
+
+    def _timed_out(self) -> BudgetExceeded:
+        limit = self._parts.limits.timeout.total_seconds()
+        return BudgetExceeded(
+            f"the loop ran out of time: timeout is {limit:g} s (config.timeout), reached at "
+            f"iteration {self.books.iteration}{self._turn_note()}",
+            {"budget": "timeout", "limit": limit, "state": self.state()},
+        )
+
+    def _turn_over(self, thread: Thread, exceeded: BudgetExceeded) -> Finished:
+        """A thread's turn ran out of a budget: of its own, it ends unanswered (the model is
+        told at its next turn) and the thread waits on; of the thread's, it ends the thread.
+
+        Raises:
+            BudgetExceeded: ``exceeded``, when it is the thread's budget (or before the patch).
+        """
+        details: object = exceeded.details[0] if exceeded.details else None
+        named = (
+            cast(dict[str, object], details).get("budget") if isinstance(details, dict) else None
+        )
+        if thread.binds(str(named or "max_total_tokens"), self._turn_limits) or not (
+            workflow.patched(TURN_BUDGET_ENDS_TURN)
+        ):
+            raise exceeded
+        self.conversation.append(
+            [
+                Message(
+                    role="user",
+                    content=f"[orga] Your last turn ended unanswered: {exceeded.message}",
+                )
+            ]
+        )
+        return Finished("", "budget_exceeded", unanswered=exceeded.message)
 
     def _over(self, exceeded: BudgetExceeded) -> BudgetExceeded:
         """``exceeded`` (raised by a part of the loop) with the limit and the loop's state."""

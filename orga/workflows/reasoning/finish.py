@@ -39,11 +39,13 @@ class Finished:
     """How the cycle ended, when it ended normally."""
 
     output: str
-    reason: Literal["end_turn", "saturated", "critic_rejected"] | ThreadEnding
+    reason: Literal["end_turn", "saturated", "critic_rejected", "budget_exceeded"] | ThreadEnding
     snapshot: ProgressSnapshot | None = None
     critique: str | None = None
     value: Any = None
     """A typed loop's answer, parsed and validated (``config.output_schema``)."""
+    unanswered: str | None = None
+    """A thread's turn that ended without an answer (``budget_exceeded``): why."""
 
     @property
     def message(self) -> str:
@@ -52,6 +54,7 @@ class Finished:
             "end_turn": "the model answered",
             "saturated": "evidence stopped telling the model anything new",
             "critic_rejected": f"the critic did not accept the answer: {self.critique}",
+            "budget_exceeded": f"the turn ended unanswered: {self.unanswered}",
             "thread_closed": "the thread was closed",
             "thread_idle": "the thread waited for a message past its idle_timeout",
             "thread_max_turns": "the thread answered its max_turns turns",

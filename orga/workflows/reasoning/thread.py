@@ -12,8 +12,10 @@ Each turn's budgets are the config's (``max_iterations``, ``max_total_tokens``, 
 counted from what the thread had spent when it began, and never past the thread's own
 (``ThreadConfig``): the loop's limits are shifted to "spent so far + the turn's", so every
 check the loop already makes (model calls, tokens, its critic's and children's shares) bounds
-the turn. Answers stay readable by the ``turn`` update; a thread that continues as new carries
-its turns (``ThreadCarry``).
+the turn. A turn whose own budget runs out ends unanswered (``TurnResult.unanswered`` says
+why) and the thread waits for the next message, which gets a turn's budgets of its own; only
+the thread's budgets end the thread (``binds``). Answers stay readable by the ``turn`` update;
+a thread that continues as new carries its turns (``ThreadCarry``).
 """
 
 from __future__ import annotations
@@ -117,6 +119,23 @@ class Thread:
         """The working seconds at which the turn runs out of time (``timeout`` per turn)."""
         return self._base_working + turn.timeout.total_seconds()
 
+    def binds(self, budget: str, turn: Limits) -> bool:
+        """Whether ``budget`` (as ``BudgetExceeded`` names it) ran out as the thread's own
+        budget — which ends the thread — rather than the turn's (``turn``: the per-turn
+        budgets), which ends only the turn."""
+        config = self.config
+        if budget == "max_iterations":
+            return (
+                config.max_iterations is not None
+                and config.max_iterations <= self._base_calls + turn.max_iterations
+            )
+        if budget == "max_total_tokens":
+            return (
+                config.max_total_tokens is not None
+                and config.max_total_tokens <= self._base_usage.total_tokens + turn.max_total_tokens
+            )
+        return budget.startswith("thread.")
+
     def describe(self) -> str:
         """A budget failure's note: the thread's budgets count from where the turn began."""
         if self.turn == 1:
@@ -136,6 +155,7 @@ class Thread:
             output=finished.output,
             value=finished.value,
             reason=finished.reason,
+            unanswered=finished.unanswered,
             iterations=books.iteration - self._base_iteration,
             usage=usage,
             thread_usage=books.usage,
@@ -148,7 +168,7 @@ class Thread:
                 **books.stamp(),
                 turn=self.turn,
                 reason=finished.reason,
-                output=cut(finished.output, _JOURNALED),
+                output=cut(finished.unanswered or finished.output, _JOURNALED),
                 iterations=result.iterations,
                 tokens=usage.total_tokens,
             )

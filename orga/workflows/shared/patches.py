@@ -27,6 +27,7 @@ __all__ = [
     "ONE_KEY_ONE_APPROVER",
     "SUMMARY_AFTER_FAILURE",
     "TASK_WAITS_FOR_WORKER",
+    "TURN_BUDGET_ENDS_TURN",
 ]
 
 SUMMARY_AFTER_FAILURE: Final = "summary-after-failure"
@@ -82,3 +83,9 @@ with a mark of orga's own notices (``orga.core.speakers``) is refused, and so is
 ``MAX_WAITING`` waiting (``Steering.check``, ``AgentLoop.run``, ``start_fork``). Asked only
 when a rule would refuse (the ``message`` update's validator refuses without it), so histories
 record the marker only where it refused something; scenario ``message_limits``."""
+
+TURN_BUDGET_ENDS_TURN: Final = "turn-budget-ends-turn"
+"""In a thread, a turn whose own budget (``max_iterations``, ``max_total_tokens``, ``max_cost``,
+``timeout`` of the config: each turn's) runs out ends unanswered and the thread waits for the
+next message; only the thread's budgets end it (``AgentLoop._turn``, ``Thread.binds``). Asked
+only when a turn's budget runs out; scenario ``turn_budget``."""
