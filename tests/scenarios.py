@@ -524,6 +524,30 @@ async def turn_budget(h: Harness) -> WorkflowHandle[Any, Any]:
     return h.client.get_workflow_handle(chat.id, run_id=first_run)
 
 
+async def typed_answer_with_tools(h: Harness) -> WorkflowHandle[Any, Any]:
+    """A typed loop with a tool: it calls the tool, answers prose, and is shown the schema in
+    the retry (patch ``schema-in-retry``), then answers JSON."""
+    schema = {
+        "type": "object",
+        "properties": {"sum": {"type": "integer"}},
+        "required": ["sum"],
+    }
+    model = h.new_model(
+        [
+            Turn(tool_calls=[("add", {"a": 2, "b": 3})]),
+            Turn(text="It is 5."),
+            Turn(text='{"sum": 5}'),
+        ]
+    )
+    async with h.worker():
+        handle = await h.start(
+            "2+3?", model=model, tools=["add"], output_schema=schema,
+            workflow_id="history-typed-answer-with-tools",
+        )  # fmt: skip
+        await handle.result()
+    return handle
+
+
 async def fork(h: Harness) -> WorkflowHandle[Any, Any]:
     """A fork after turn 1 of a finished two-turn loop, with another message."""
     model = h.new_model([Turn(tool_calls=[("add", {"a": 2, "b": 3})]), Turn(text="5")])
@@ -694,6 +718,7 @@ SCENARIOS: dict[str, Scenario] = {
     "thread": thread,
     "fork": fork,
     "turn_budget": turn_budget,
+    "typed_answer_with_tools": typed_answer_with_tools,
     "fork_own_prompts": fork_own_prompts,
     "message_limits": message_limits,
     "gated_typed_answer": gated_typed_answer,

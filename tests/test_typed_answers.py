@@ -15,7 +15,8 @@ from temporalio.exceptions import ApplicationError
 import orga
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.journal import PolicyEvaluated
-from orga.scripted.server import Turn
+from orga.core.typed_answers import schema_text
+from orga.scripted.server import RecordedRequest, Turn
 from tests.harness import Harness, scripted_settings
 from tests.helpers import critic_agents, failure, refund_policies, verdict
 
@@ -164,3 +165,54 @@ async def test_the_critic_reviews_the_typed_value(harness: Harness, tmp_path: Pa
     shown = "\n".join(harness.model.requests_for(reviewer)[0].user_texts())
     assert '{\n  "amount": 7,\n  "refund_id": "r-3"\n}' in shown  # the value, not the fenced text
     assert "```" not in shown
+
+
+class Sum(BaseModel):
+    a: int
+    b: int
+    sum: int
+
+
+def _system_texts(request: RecordedRequest) -> list[str]:
+    return [m["content"] for m in request.body["messages"] if m["role"] == "system"]
+
+
+async def test_a_typed_loop_with_tools_still_calls_them_and_always_sees_the_schema(
+    harness: Harness,
+) -> None:
+    """Seen with a real model on llama.cpp's server (issue 51): orga asked for structured
+    output on every call, the server constrained every reply to the schema, and the model never
+    called ``add`` — it answered the sum from its head. Now a loop that offers tools asks the
+    provider to constrain only the retry after an answer that did not match; the schema is
+    shown to the model in every call and in the retry message."""
+    schema = Sum.model_json_schema()
+    model = harness.new_model(
+        [
+            Turn(tool_calls=[("add", {"a": 17, "b": 25})]),
+            Turn(text="The sum is 42."),  # prose: not the JSON asked for
+            Turn(text='{"a": 17, "b": 25, "sum": 42}'),
+        ]
+    )
+    plain = harness.new_model([Turn(text="42"), Turn(text='{"a": 1, "b": 2, "sum": 3}')])
+    async with harness.worker():
+        handle = await harness.start(
+            "What is 17+25?", model=model, tools=["add"], output_schema=schema
+        )
+        result = await handle.result()
+        unstructured = await harness.start(
+            "1+2?", model=plain, output_schema=schema, structured_output=False
+        )
+        assert (await unstructured.result()).value == {"a": 1, "b": 2, "sum": 3}
+    assert result.value == {"a": 17, "b": 25, "sum": 42}
+    first, after_tool, retry = harness.model.requests_for(model)
+    assert "response_format" not in first.body and "response_format" not in after_tool.body
+    assert [t["function"]["name"] for t in first.body["tools"]] == ["add"]
+    assert retry.body["response_format"]["json_schema"]["schema"] == schema
+    for request in (first, after_tool, retry):
+        [notice] = [t for t in _system_texts(request) if t.startswith("[orga]")]
+        assert schema_text(schema) in notice
+    assert schema_text(schema) in retry.user_texts()[-1]  # the retry message shows it too
+    for request in harness.model.requests_for(plain):  # structured_output=False: only shown
+        assert "response_format" not in request.body
+        assert any(schema_text(schema) in t for t in _system_texts(request))
+    assert schema_text(schema) in harness.model.requests_for(plain)[1].user_texts()[-1]

@@ -40,6 +40,7 @@ from orga.core.evidence import with_judgement
 from orga.core.ids import with_internal_ids
 from orga.core.knowledge import with_knowledge
 from orga.core.text import estimate_tokens
+from orga.core.typed_answers import with_schema
 from orga.providers.client import complete
 from orga.providers.prices import priced
 from orga.runtime.settings import Settings
@@ -196,7 +197,7 @@ class InferenceActivities:
         """
         conversation = await self.cache.resolve(request.conversation)
         fitted = fit(
-            with_knowledge(conversation, request.knowledge),
+            with_knowledge(with_schema(conversation, request.output_schema), request.knowledge),
             request.context_token_budget,
             request.context_strategy,
             request.token_calibration,
@@ -253,7 +254,7 @@ class InferenceActivities:
                     timeout=timeout,
                     on_text=on_text,
                     prompt_cache=request.prompt_cache,
-                    output_schema=request.output_schema,
+                    output_schema=request.output_schema if request.constrain_output else None,
                 )
             usage = priced(
                 served(response, prompt.estimated),

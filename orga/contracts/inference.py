@@ -195,8 +195,12 @@ class InferenceRequest(Compact):
     summarised_through: int = Field(default=0, ge=0)
     """How many messages of the conversation ``context_summary`` covers."""
     output_schema: dict[str, Any] | None = None
-    """A typed loop's answer schema, for the provider's structured output (OpenAI-compatible
+    """A typed loop's answer schema: shown to the model (``orga.core.typed_answers``) and, with
+    ``constrain_output``, asked of the provider's structured output (OpenAI-compatible
     ``response_format``, Anthropic ``output_config.format``); ``None``: free text."""
+    constrain_output: bool = True
+    """Ask the provider to constrain the answer to ``output_schema``; False: only show it (the
+    loop constrains only where the model is to answer: ``typed_answers.constrains``)."""
 
 
 class InferenceResponse(Compact):

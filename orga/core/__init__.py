@@ -28,6 +28,7 @@ imports only ``orga.contracts`` and other core modules. Import from the modules:
     progress     the step reattempt tracker (stuck detection)
     routing      the routing table on stop_reason
     template     compensation arguments that refer to a step's result
+    typed_answers what a typed loop's model is told of its answer's shape, and when it is held to it
     text         cutting text and estimating tokens
 """
 

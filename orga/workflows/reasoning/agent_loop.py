@@ -66,6 +66,7 @@ from orga.core.phases import (
     ToolDispatching,
     ToolPolicyCheck,
 )
+from orga.core.typed_answers import constrains
 from orga.workflows.reasoning import continuation
 from orga.workflows.reasoning.deadline import within
 from orga.workflows.reasoning.durable_conversation import Conversation
@@ -472,7 +473,12 @@ class AgentLoop:
             token_budget=parts.limits.max_total_tokens - books.usage.total_tokens,
             context_summary=self._summary.text,
             summarised_through=self._summary.through,
-            output_schema=config.output_schema if config.structured_output else None,
+            output_schema=config.output_schema,
+            constrain_output=constrains(
+                structured_output=config.structured_output,
+                tools_offered=bool(parts.advertised),
+                misses=self._misses,
+            ),
         )
         limit = parts.limits.max_total_tokens
         try:

@@ -23,9 +23,11 @@ from orga.contracts.state import LoopResult
 from orga.contracts.vocabulary import ProviderName
 from orga.core.phases import Answered, AnswerPolicyCheck, Observing
 from orga.core.text import cut
+from orga.core.typed_answers import schema_text
 from orga.workflows.reasoning.critic import Critic
 from orga.workflows.reasoning.loop_books import LoopBooks
 from orga.workflows.shared.options import SETUP_TIMEOUT, SHORT_RETRY
+from orga.workflows.shared.patches import SCHEMA_IN_RETRY
 
 __all__ = ["Finished", "ThreadEnding", "review_answer", "typed_answer"]
 
@@ -119,13 +121,13 @@ async def typed_answer(
             f"(output_retries={config.output_retries}): {checked.problem}",
             {"problem": checked.problem, "answer": cut(output, 2_000)},
         )
-    feedback = Message(
-        role="user",
-        content=(
-            "[orga] Your final answer must be JSON matching the output schema, and it does not: "
-            f"{checked.problem}. Answer again with the JSON only."
-        ),
+    content = (
+        "[orga] Your final answer must be JSON matching the output schema, and it does not: "
+        f"{checked.problem}. Answer again with the JSON only."
     )
+    if workflow.patched(SCHEMA_IN_RETRY):
+        content += f" The schema: {schema_text(config.output_schema)}"
+    feedback = Message(role="user", content=content)
     return None, Observing(outcome.iteration, [message, feedback])
 
 

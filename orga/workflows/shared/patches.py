@@ -25,6 +25,7 @@ __all__ = [
     "MESSAGE_LIMITS",
     "MODEL_WAITS_FOR_WORKER",
     "ONE_KEY_ONE_APPROVER",
+    "SCHEMA_IN_RETRY",
     "SUMMARY_AFTER_FAILURE",
     "TASK_WAITS_FOR_WORKER",
     "TURN_BUDGET_ENDS_TURN",
@@ -89,3 +90,9 @@ TURN_BUDGET_ENDS_TURN: Final = "turn-budget-ends-turn"
 ``timeout`` of the config: each turn's) runs out ends unanswered and the thread waits for the
 next message; only the thread's budgets end it (``AgentLoop._turn``, ``Thread.binds``). Asked
 only when a turn's budget runs out; scenario ``turn_budget``."""
+
+SCHEMA_IN_RETRY: Final = "schema-in-retry"
+"""A typed loop's answer that does not match its ``output_schema`` goes back to the model with
+the schema itself, not only the validation error (``typed_answer``): the model must see the
+schema even where the provider is not asked to constrain the answer. Asked only on a miss;
+scenario ``typed_answer_with_tools``."""
