@@ -88,20 +88,20 @@ class ReasoningLoopWorkflow(DeskHandlers):
     @workflow.update(name=TURN_UPDATE)
     async def turn(self, wait: TurnWait) -> TurnResult:
         """A thread's turn's answer: waits until the turn has one."""
-        return await self._loop.turn_result(wait)
+        return await self._loop.a_thread().result_of(wait, self._loop.ended)
 
     @turn.validator
     def _check_turn(self, wait: TurnWait) -> None:
-        self._loop.check_turn(wait)
+        self._loop.a_thread().check_wait(wait)
 
     @workflow.update(name=CLOSE_UPDATE)
     def close(self, close: CloseThread) -> ThreadClosed:
         """Close a thread: it ends now, or once the turn it works on is answered."""
-        return self._loop.close(close)
+        return self._loop.a_thread().close(close)
 
     @close.validator
     def _check_close(self, close: CloseThread) -> None:
-        self._loop.check_close(close)
+        self._loop.a_thread().check_close(close)
 
     def trace_root(self) -> dict[str, str]:
         """The GenAI attributes of the span this loop's trace starts with when its start

@@ -40,7 +40,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from typing import Final, cast
 
 from temporalio import workflow
 from temporalio.common import RawValue
@@ -48,13 +47,12 @@ from temporalio.contrib.workflow_streams import WorkflowStream
 
 from orga.contracts.config import Limits, LoopInput
 from orga.contracts.conversation import Message
-from orga.contracts.errors import BudgetExceeded, InvalidConfig, LoopFailure, ModelCallFailed
+from orga.contracts.errors import BudgetExceeded, InvalidConfig, LoopFailure
 from orga.contracts.forks import ForkPoint, ForkPointAsk
-from orga.contracts.inference import InferenceRequest, InferenceResponse
-from orga.contracts.journal import ModelSwitched
+from orga.contracts.inference import InferenceResponse
 from orga.contracts.policy import PolicyResult
 from orga.contracts.state import LoopResult, LoopState
-from orga.contracts.threads import THREAD_MEMO, CloseThread, ThreadClosed, TurnResult, TurnWait
+from orga.contracts.threads import THREAD_MEMO
 from orga.core.genai import invocation_attributes
 from orga.core.ids import with_internal_ids
 from orga.core.knowledge import with_knowledge
@@ -63,10 +61,8 @@ from orga.core.phases import (
     AnswerPolicyCheck,
     Observing,
     Reasoning,
-    ToolDispatching,
     ToolPolicyCheck,
 )
-from orga.core.typed_answers import constrains
 from orga.workflows.reasoning import continuation
 from orga.workflows.reasoning.deadline import within
 from orga.workflows.reasoning.durable_conversation import Conversation
@@ -74,20 +70,18 @@ from orga.workflows.reasoning.evidence_judge import evidence_tools
 from orga.workflows.reasoning.finish import Finished, review_answer, typed_answer
 from orga.workflows.reasoning.forks import ForkMarks, forked_summary, start_fork
 from orga.workflows.reasoning.loop_books import LoopBooks
-from orga.workflows.reasoning.loop_parts import LoopParts, set_up_loop
-from orga.workflows.reasoning.model_call import call_model
-from orga.workflows.reasoning.prehydration import pre_hydrate
+from orga.workflows.reasoning.loop_budgets import LoopBudgets, of_which
+from orga.workflows.reasoning.loop_parts import LoopParts, loop_tool_state, set_up_loop
+from orga.workflows.reasoning.model_call import call_with_fallbacks
+from orga.workflows.reasoning.prehydration import pre_hydrate_loop
 from orga.workflows.reasoning.running_summary import RunningSummary
 from orga.workflows.reasoning.steering import Steering
 from orga.workflows.reasoning.thread import Thread
-from orga.workflows.reasoning.tool_runner import ToolRunner
-from orga.workflows.reasoning.tool_state import ToolState
+from orga.workflows.reasoning.tool_runner import act
 from orga.workflows.shared.common import decoded
 from orga.workflows.shared.gate import Gate, ModelCallDecisions
 from orga.workflows.shared.patches import (
-    ELIDE_REFUSED_ARGUMENTS,
     GATE_TYPED_ANSWER,
-    TURN_BUDGET_ENDS_TURN,
 )
 
 __all__ = ["AgentLoop"]
@@ -103,19 +97,7 @@ class AgentLoop:
         self._config = config = loop.config
         info = workflow.info()
         self._workflow_id = info.workflow_id
-        if loop.carry is not None and info.continued_run_id is None and self._invalid is None:
-            self._invalid = (
-                "the loop input carries state (carry) but this run continues no earlier one: "
-                "carry is set by a loop for its next run, never by a client. Nothing was run."
-            )
-        if info.cron_schedule and self._invalid is None:
-            # Each cron run "continues" the one before with the client's input: a carry in it
-            # would pass for the loop's own. Schedules start fresh loops instead.
-            self._invalid = (
-                f"loops do not run on a cron schedule ({info.cron_schedule!r}): start them "
-                "from a Temporal Schedule (`orga schedule create`), which starts a fresh loop "
-                "each time. Nothing was run."
-            )
+        self._invalid = self._invalid or continuation.start_problem(loop, info)
         self._stream = WorkflowStream() if config.stream and self._invalid is None else None
         """Where the model's text is published while it arrives (``config.stream``)."""
         self._parts = LoopParts(Limits.of(config), config.provider, config.model)
@@ -126,6 +108,8 @@ class AgentLoop:
         """Messages people send while the loop runs (``steering``)."""
         self._thread = Thread(config.thread, books, self.steering) if config.thread else None
         """A conversation's turns, for loops with ``config.thread``."""
+        self._budgets = LoopBudgets(books, lambda: self._parts.limits, self._thread, self.state)
+        """Where its budgets end it (``loop_budgets``)."""
         if self._thread is not None and not loop.messages and loop.carry is None and not loop.fork:
             self._thread.wait_for_first()
         self._marks = ForkMarks()
@@ -147,21 +131,12 @@ class AgentLoop:
             stamp=books.stamp,
             facts=lambda: (books.iteration, books.usage),
         )
-        self._tools = ToolState(
+        self._tools = loop_tool_state(
+            config,
+            books,
+            self._gate,
             workflow_id=self._workflow_id,
-            definitions={},
-            breaker_config=config.circuit_breaker,
-            recovery=config.recovery,
-            desk=books.desk,
             max_concurrent=self._parts.limits.max_concurrent_tools,
-            default_timeout=config.tool_timeout,
-            approval_timeout=config.approval_timeout,
-            max_payload_bytes=config.max_payload_bytes,
-            record=books.record,
-            stamp=books.stamp,
-            gate=self._gate.decide_call,
-            waiting_for_workers=books.waiting_for_workers,
-            worker_wait_changed=books.worker_wait_changed,
         )
         self._decided: ModelCallDecisions | None = None
         """The ``default`` gate's decisions the last model call made, until the gate asks."""
@@ -199,24 +174,9 @@ class AgentLoop:
             thread=thread,
         )
 
-    # ---- a thread's updates ----------------------------------------------------------------
-
-    def check_turn(self, wait: TurnWait) -> None:
-        """Raise ``ValueError`` unless the ``turn`` update can wait for ``wait.turn``."""
-        self._a_thread().check_wait(wait)
-
-    async def turn_result(self, wait: TurnWait) -> TurnResult:
-        """Turn ``wait.turn``'s answer, once the thread has it."""
-        return await self._a_thread().result_of(
-            wait, lambda: self.books.status in ("completed", "failed", "cancelled")
-        )
-
-    def check_close(self, close: CloseThread) -> None:
-        """Raise ``ValueError`` unless the thread can be closed."""
-        self._a_thread().check_close(close)
-
-    def close(self, close: CloseThread) -> ThreadClosed:
-        return self._a_thread().close(close)
+    def ended(self) -> bool:
+        """Whether the loop has ended (a waiting ``turn`` update then lets go)."""
+        return self.books.status in ("completed", "failed", "cancelled")
 
     def fork_point(self, ask: ForkPointAsk) -> ForkPoint:
         """This loop's state after turn ``ask.at`` (``orga fork``)."""
@@ -224,7 +184,6 @@ class AgentLoop:
 
     def _mark(self, *, answered: bool) -> None:
         """This turn ends here: note its state for a fork after it."""
-        summary = self._summary
         evidence = self._parts.evidence
         self._marks.note(
             self.books,
@@ -232,11 +191,16 @@ class AgentLoop:
             answered=answered,
             tools=self._tools,
             evidence=evidence.collection if evidence is not None else None,
-            summary=(summary.text, summary.through, summary.unsummarised_through),
+            summary=self._summary.marks,
             calibration=self._calibration,
         )
 
-    def _a_thread(self) -> Thread:
+    def a_thread(self) -> Thread:
+        """This loop's thread (for a thread's updates).
+
+        Raises:
+            ValueError: the loop is not a thread.
+        """
         if self._thread is None:
             raise ValueError(
                 "this loop is not a thread (config.thread): it answers once, and its answer "
@@ -293,7 +257,7 @@ class AgentLoop:
             if parts.knowledge is not None and parts.knowledge.config.auto_persist:
                 await parts.knowledge.remember(self._task(), finished.output)
         except TimeoutError:
-            failure = self._timed_out()
+            failure = self._budgets.timed_out()
             books.failed(failure)
             raise failure from None
         except (LoopFailure, InvalidConfig, asyncio.CancelledError) as error:
@@ -332,9 +296,11 @@ class AgentLoop:
                 self._cycle(first=first), self.books, thread.deadline(self._turn_limits)
             )
         except TimeoutError:
-            finished = self._turn_over(thread, self._timed_out())
+            finished = self._budgets.turn_over(
+                self._budgets.timed_out(), self._turn_limits, self.conversation
+            )
         except BudgetExceeded as exceeded:
-            finished = self._turn_over(thread, exceeded)
+            finished = self._budgets.turn_over(exceeded, self._turn_limits, self.conversation)
         thread.answer(finished)
         if continuation.should_continue_as_new(self.books, self._config):
             await self._continue_as_new()  # between turns: the next run waits on
@@ -344,7 +310,14 @@ class AgentLoop:
         config, books, parts = self._config, self.books, self._parts
         limits, evidence = parts.limits, parts.evidence
         if config.pre_hydration is not None and self._input.carry is None and first:
-            await self._pre_hydrate()
+            await pre_hydrate_loop(
+                config.pre_hydration,
+                self.conversation,
+                tools=self._tools,
+                gate=self._gate,
+                books=books,
+                advertised=list(parts.advertised),
+            )
         observing = Observing(books.iteration)
         while True:
             # Observe: the last turn joins the conversation, then what people sent meanwhile;
@@ -361,75 +334,83 @@ class AgentLoop:
             reasoning = observing.reason()
             others = books.other_calls
             if reasoning.iteration + others > limits.max_iterations:
-                raise self._budget(
+                raise self._budgets.exceeded(
                     "max_iterations",
                     limits.max_iterations,
                     f"the loop reached max_iterations={limits.max_iterations} model calls "
-                    f"{_of_which(others)}without a final answer",
+                    f"{of_which(others)}without a final answer",
                 )
             books.iteration = reasoning.iteration
             routed = reasoning.route(await self._reason(reasoning))
             # Gate the answer: allowed ends the loop, denied goes back to the model.
             if isinstance(routed, AnswerPolicyCheck):
-                value = None
-                typed_first = config.output_schema is not None and workflow.patched(
-                    GATE_TYPED_ANSWER
-                )
-                if typed_first:  # a typed answer, or a miss; the gate then judges the value
-                    value, missed = await typed_answer(config, routed, self._misses)
-                    if missed is not None:
-                        self._misses += 1
-                        observing = missed
-                        continue
-                    routed.answer = json.dumps(value, sort_keys=True, ensure_ascii=False)
-                outcome = routed.gate(await self._gate_turn(routed))
-                if isinstance(outcome, Answered) and self.steering.waiting:
-                    observing = Observing(outcome.iteration, [outcome.message])
-                    continue  # a person spoke while the answer was on its way: go on
-                if isinstance(outcome, Answered):
-                    if config.output_schema is not None and not typed_first:  # before the patch
-                        value, missed = await typed_answer(config, outcome, self._misses)
-                        if missed is not None:
-                            self._misses += 1
-                            observing = missed
-                            continue
-                    self.conversation.append([outcome.message])
-                    self._mark(answered=True)
-                    if evidence is not None and evidence.saturated:
-                        snapshot = evidence.tracker.snapshot()
-                        return Finished(outcome.output, "saturated", snapshot, value=value)
-                    if parts.critic is None:
-                        return Finished(outcome.output, "end_turn", value=value)
-                    try:
-                        reviewed = await review_answer(
-                            parts.critic, self._task(), outcome.output, outcome.iteration, value
-                        )
-                    except BudgetExceeded as exceeded:  # the critic's review is the loop's spend
-                        raise self._over(exceeded) from None
-                    if isinstance(reviewed, Finished):
-                        return dataclasses.replace(reviewed, value=value)
-                    outcome = reviewed
-                observing = outcome
+                answered = await self._answer(routed)
+                if isinstance(answered, Finished):
+                    return answered
+                observing = answered
                 continue
             others = books.other_calls
             if books.iteration + others >= limits.max_iterations:
-                raise self._budget(
+                raise self._budgets.exceeded(
                     "max_iterations",
                     limits.max_iterations,
                     f"the model asked for {len(routed.calls)} tool call(s) at iteration "
                     f"{books.iteration}, the last one max_iterations={limits.max_iterations} "
-                    f"allows {_of_which(others)}— they were not run because no model call "
+                    f"allows {of_which(others)}— they were not run because no model call "
                     "would be left to read their results",
                 )
             # Gate the calls (evidence calls are judged first), then Act on what passed.
             if evidence is not None and evidence.track(routed):
                 return self._saturated(routed)
             dispatching = routed.gate(await self._gate_turn(routed))
-            observing = await self._act(dispatching)
+            observing = await act(
+                dispatching, self._tools, books, list(parts.advertised), parts.knowledge
+            )
             if evidence is not None:
                 evidence.observe(dispatching, observing, routed)
 
     # ---- the steps -------------------------------------------------------------------------
+
+    async def _answer(self, routed: AnswerPolicyCheck) -> Finished | Observing:
+        """Gate an answer (a typed one checked against its schema first): one that passes
+        ends the cycle, once its critic accepts it; a denied one, a miss, a rejection or a
+        message a person sent meanwhile goes back to the model."""
+        config, parts = self._config, self._parts
+        evidence = parts.evidence
+        value = None
+        typed_first = config.output_schema is not None and workflow.patched(GATE_TYPED_ANSWER)
+        if typed_first:  # a typed answer, or a miss; the gate then judges the value
+            value, missed = await typed_answer(config, routed, self._misses)
+            if missed is not None:
+                self._misses += 1
+                return missed
+            routed.answer = json.dumps(value, sort_keys=True, ensure_ascii=False)
+        outcome = routed.gate(await self._gate_turn(routed))
+        if isinstance(outcome, Answered) and self.steering.waiting:
+            return Observing(outcome.iteration, [outcome.message])  # a person spoke: go on
+        if isinstance(outcome, Answered):
+            if config.output_schema is not None and not typed_first:  # before the patch
+                value, missed = await typed_answer(config, outcome, self._misses)
+                if missed is not None:
+                    self._misses += 1
+                    return missed
+            self.conversation.append([outcome.message])
+            self._mark(answered=True)
+            if evidence is not None and evidence.saturated:
+                snapshot = evidence.tracker.snapshot()
+                return Finished(outcome.output, "saturated", snapshot, value=value)
+            if parts.critic is None:
+                return Finished(outcome.output, "end_turn", value=value)
+            try:
+                reviewed = await review_answer(
+                    parts.critic, self._task(), outcome.output, outcome.iteration, value
+                )
+            except BudgetExceeded as exceeded:  # the critic's review is the loop's spend
+                raise self._budgets.over(exceeded) from None
+            if isinstance(reviewed, Finished):
+                return dataclasses.replace(reviewed, value=value)
+            outcome = reviewed
+        return outcome
 
     async def _reason(self, reasoning: Reasoning) -> InferenceResponse:
         config, books, parts = self._config, self.books, self._parts
@@ -452,39 +433,28 @@ class AgentLoop:
                 task_queue=parts.model_task_queue,
                 iteration=reasoning.iteration,
             )
-        request = InferenceRequest(
-            provider=parts.provider,
-            model=parts.model,
+        request = parts.request(
+            config,
             iteration=reasoning.iteration,
             conversation=conversation,
-            tools=list(parts.advertised),
             judged_tools=evidence_tools(self._tools.definitions, parts.advertised),
-            max_output_tokens=config.max_output_tokens,
-            temperature=config.temperature,
-            context_token_budget=config.context_token_budget,
-            context_strategy=config.context_strategy,
-            token_calibration=self._calibration,
-            max_response_bytes=config.max_payload_bytes,
             knowledge=knowledge,
             stream=self._stream is not None,
-            gate=parts.gate_in_model_call,
-            agent_id=config.agent_id,
-            prompt_cache=config.prompt_cache,
             token_budget=parts.limits.max_total_tokens - books.usage.total_tokens,
-            context_summary=self._summary.text,
-            summarised_through=self._summary.through,
-            output_schema=config.output_schema,
-            constrain_output=constrains(
-                structured_output=config.structured_output,
-                tools_offered=bool(parts.advertised),
-                misses=self._misses,
-            ),
+            summary=self._summary,
+            calibration=self._calibration,
+            misses=self._misses,
         )
         limit = parts.limits.max_total_tokens
         try:
-            response = await self._call_model(request)
+            response = await call_with_fallbacks(
+                request,
+                self._config.model_timeout,
+                parts,
+                books,
+            )
         except BudgetExceeded as refused:
-            raise self._budget(
+            raise self._budgets.exceeded(
                 "max_total_tokens",
                 limit,
                 f"the loop has {request.token_budget} of max_total_tokens={limit} tokens left "
@@ -501,128 +471,13 @@ class AgentLoop:
             # Four digits are plenty for an estimate, and each later request carries it.
             self._calibration = round(min(4.0, max(0.25, ratio)), 4)
         books.reasoned(response)
-        if response.budget_capped and response.stop_reason == "max_tokens":
-            raise self._budget(
-                "max_total_tokens",
-                limit,
-                f"the model's answer at iteration {books.iteration} was cut at the tokens left "
-                f"of max_total_tokens={limit} ({books.usage.total_tokens} used)",
-            )
-        if books.usage.total_tokens > limit:
-            raise self._budget(
-                "max_total_tokens",
-                limit,
-                f"the loop used {books.usage.total_tokens} tokens, over max_total_tokens="
-                f"{limit}, at iteration {books.iteration}",
-            )
-        if config.max_cost is not None:
-            self._keep_max_cost(config.max_cost, response)
-        thread = self._thread
-        if thread is not None and thread.config.max_cost is not None:
-            self._keep_max_cost(thread.config.max_cost, response, whole_thread=True)
+        self._budgets.check_spent(response, config)
         return response
-
-    async def _call_model(self, request: InferenceRequest) -> InferenceResponse:
-        """The model's answer; when the loop's model is unavailable after its retries (not
-        for a request it refused), the next fallback's, which the loop keeps from then on."""
-        parts, books = self._parts, self.books
-        while True:
-            try:
-                return await call_model(
-                    request,
-                    self._config.model_timeout,
-                    parts.model_task_queue,
-                    waiting=books.waiting_for_workers,
-                    waiting_changed=books.worker_wait_changed,
-                )
-            except ModelCallFailed as failed:
-                details: object = failed.details[0] if failed.details else None
-                kind = (
-                    cast(dict[str, object], details).get("error_type")
-                    if isinstance(details, dict)
-                    else None
-                )
-                if kind not in _UNAVAILABLE or not parts.fallbacks:
-                    raise
-                provider, model = parts.fallbacks.pop(0)
-                books.record(
-                    ModelSwitched(
-                        **books.stamp(),
-                        from_provider=parts.provider,
-                        from_model=parts.model,
-                        to_provider=provider,
-                        to_model=model,
-                        error=failed.message,
-                    )
-                )
-                parts.provider, parts.model = provider, model
-                books.provider = provider
-                request = request.model_copy(update={"provider": provider, "model": model})
-
-    def _keep_max_cost(
-        self, max_cost: float, response: InferenceResponse, *, whole_thread: bool = False
-    ) -> None:
-        """End the loop once what its calls cost passes ``max_cost`` (USD), or once a call's
-        price is unknown: it cannot be kept then. In a thread, the config's ``max_cost`` is
-        each turn's; ``whole_thread``: the thread's own (``ThreadConfig.max_cost``)."""
-        usage, iteration = self.books.usage, self.books.iteration
-        if self._thread is not None and not whole_thread:  # a thread's budgets are each turn's
-            usage = usage.since(self._thread.spent_before)
-        budget = "thread.max_cost" if whole_thread else "max_cost"
-        if usage.unpriced_calls:
-            raise self._budget(
-                budget,
-                max_cost,
-                f"{budget}={max_cost:g} USD cannot be kept: the price of "
-                + (
-                    f"model {response.model!r}"
-                    if response.usage.unpriced_calls
-                    else "a model its critic, summaries or children called"
-                )
-                + " is unknown to the worker's price table (give it in "
-                f"ORGA_MODEL_PRICES); {usage.cost_usd:.6f} USD counted so far, at iteration "
-                f"{iteration}",
-            )
-        if usage.cost_usd > max_cost:
-            spent = "the thread" if whole_thread else "the loop"
-            raise self._budget(
-                budget,
-                max_cost,
-                f"{spent} cost {usage.cost_usd:.6f} USD, over {budget}={max_cost:g} USD, at "
-                f"iteration {iteration}",
-            )
 
     async def _gate_turn(self, check: ToolPolicyCheck | AnswerPolicyCheck) -> PolicyResult:
         self.books.set_phase("policy_check")
         decided, self._decided = self._decided, None
         return await self._gate.decide(check.actions(), list(self._parts.advertised), decided)
-
-    async def _act(self, dispatching: ToolDispatching) -> Observing:
-        self.books.set_phase("dispatching")
-        runner = ToolRunner(self._tools, self.books.iteration)
-        await runner.run_turn(dispatching, list(self._parts.advertised))
-        # Refused arguments (a 5 MB one) leave the conversation: no later call could pay for them.
-        elide = dispatching.refused_arguments() and workflow.patched(ELIDE_REFUSED_ARGUMENTS)
-        observed = dispatching.collect(elide)
-        results = observed.new_messages[-1].tool_results
-        self.books.observed(results)
-        if self._parts.knowledge is not None:
-            self._parts.knowledge.observed([p.call for p in dispatching.planned], results)
-        return observed
-
-    async def _pre_hydrate(self) -> None:
-        assert self._config.pre_hydration is not None
-        self.books.set_phase("observing")
-        message = await pre_hydrate(
-            self._config.pre_hydration,
-            self.conversation.messages,
-            tools=self._tools,
-            gate=self._gate,
-            books=self.books,
-            advertised=list(self._parts.advertised),
-        )
-        if message is not None:
-            self.conversation.append([message])
 
     def _saturated(self, check: ToolPolicyCheck) -> Finished:
         assert self._parts.evidence is not None
@@ -633,103 +488,33 @@ class AgentLoop:
     # ---- helpers ---------------------------------------------------------------------------
 
     async def _continue_as_new(self) -> None:
-        # Messages that arrive while the run waits for its handlers are refused, to be sent
-        # again to the next run: the carried conversation is sealed by its digest.
-        self.steering.closed = "it is moving to its next run: send the message again"
-        parts = self._parts
-        collection = parts.evidence.collection if parts.evidence is not None else None
         thread = self._thread
-        if thread is not None:
-            thread.moving = True  # waiting `turn` updates let go: they ask the next run
-        carry = continuation.carried(
-            self._runs,
-            self.books,
-            self.conversation,
-            self._tools,
-            collection,
-            self._calibration,
-            summary=(self._summary.text, self._summary.through, self._summary.unsummarised_through),
-            thread=thread.carry() if thread is not None else None,
+        await continuation.next_run(
+            continuation.carried(
+                self._runs,
+                self.books,
+                self.conversation,
+                self._tools,
+                self._parts.evidence.collection if self._parts.evidence is not None else None,
+                self._calibration,
+                summary=(
+                    self._summary.text,
+                    self._summary.through,
+                    self._summary.unsummarised_through,
+                ),
+                thread=thread.carry() if thread is not None else None,
+            ),
+            self._config,
+            self._parts,
+            policy=self._gate.policy,
+            turn_limits=self._turn_limits,
+            conversation=self.conversation,
+            steering=self.steering,
+            thread=thread,
+            stream=self._stream,
         )
-        # The next run keeps this run's gate, budgets, provider and model, whatever its
-        # worker's defaults (its setup is resolved again, and can only narrow them).
-        pinned = self._config.model_copy(
-            update={
-                "provider": parts.provider,
-                "model": parts.model,
-                "policy": self._gate.policy,
-                **self._turn_limits.model_dump(),  # a thread's per turn, not shifted
-            }
-        )
-        if self._stream is not None:  # release long-polling readers: they follow the next run
-            self._stream.detach_pollers()
-        await continuation.continue_as_new(pinned, self.conversation, carry)
 
     def _task(self) -> str:
         """What the loop was asked: its first user message."""
         first = next((m for m in self.conversation.messages if m.role == "user"), None)
         return first.content if first is not None else ""
-
-    def _budget(self, budget: str, limit: float, message: str) -> BudgetExceeded:
-        message += self._turn_note()
-        return BudgetExceeded(message, {"budget": budget, "limit": limit, "state": self.state()})
-
-    def _turn_note(self) -> str:
-        return self._thread.describe() if self._thread is not None else ""
-
-    def _timed_out(self) -> BudgetExceeded:
-        limit = self._parts.limits.timeout.total_seconds()
-        return BudgetExceeded(
-            f"the loop ran out of time: timeout is {limit:g} s (config.timeout), reached at "
-            f"iteration {self.books.iteration}{self._turn_note()}",
-            {"budget": "timeout", "limit": limit, "state": self.state()},
-        )
-
-    def _turn_over(self, thread: Thread, exceeded: BudgetExceeded) -> Finished:
-        """A thread's turn ran out of a budget: of its own, it ends unanswered (the model is
-        told at its next turn) and the thread waits on; of the thread's, it ends the thread.
-
-        Raises:
-            BudgetExceeded: ``exceeded``, when it is the thread's budget (or before the patch).
-        """
-        details: object = exceeded.details[0] if exceeded.details else None
-        named = (
-            cast(dict[str, object], details).get("budget") if isinstance(details, dict) else None
-        )
-        if thread.binds(str(named or "max_total_tokens"), self._turn_limits) or not (
-            workflow.patched(TURN_BUDGET_ENDS_TURN)
-        ):
-            raise exceeded
-        self.conversation.append(
-            [
-                Message(
-                    role="user",
-                    content=f"[orga] Your last turn ended unanswered: {exceeded.message}",
-                )
-            ]
-        )
-        return Finished("", "budget_exceeded", unanswered=exceeded.message)
-
-    def _over(self, exceeded: BudgetExceeded) -> BudgetExceeded:
-        """``exceeded`` (raised by a part of the loop) with the limit and the loop's state."""
-        details: object = exceeded.details[0] if exceeded.details else None
-        named = (
-            cast(dict[str, object], details).get("budget") if isinstance(details, dict) else None
-        )
-        budget = str(named or "max_total_tokens")
-        limits = self._parts.limits
-        limit = limits.max_iterations if budget == "max_iterations" else limits.max_total_tokens
-        return self._budget(budget, limit, exceeded.message)
-
-
-_UNAVAILABLE: Final = frozenset({"ProviderUnavailable", "TimeoutError"})
-"""Failures of a model call after its retries that a fallback model may not share (5xx, 429,
-network errors, timeouts); never a refusal of the request itself (4xx, bad credentials)."""
-
-
-def _of_which(others: int) -> str:
-    return (
-        f"({others} of them by its critic and delegated children or its context summaries) "
-        if others
-        else ""
-    )

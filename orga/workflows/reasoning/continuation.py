@@ -14,24 +14,55 @@ from __future__ import annotations
 from typing import NoReturn
 
 from temporalio import workflow
+from temporalio.contrib.workflow_streams import WorkflowStream
 
 from orga.contracts.carry import LoopCarry
-from orga.contracts.config import LoopConfig, LoopInput
+from orga.contracts.config import Limits, LoopConfig, LoopInput
 from orga.contracts.errors import StateTooLarge
 from orga.contracts.evidence import EvidenceCollection
 from orga.contracts.threads import ThreadCarry
+from orga.contracts.vocabulary import PolicyMode
 from orga.core.audit import AuditLog
 from orga.core.carry import bounded
 from orga.workflows.reasoning.durable_conversation import Conversation
 from orga.workflows.reasoning.loop_books import LoopBooks
+from orga.workflows.reasoning.loop_parts import LoopParts
+from orga.workflows.reasoning.steering import Steering
+from orga.workflows.reasoning.thread import Thread
 from orga.workflows.reasoning.tool_state import ToolState
 from orga.workflows.shared.metrics import count
 
-__all__ = ["carried", "continue_as_new", "restore", "should_continue_as_new"]
+__all__ = [
+    "carried",
+    "continue_as_new",
+    "next_run",
+    "restore",
+    "should_continue_as_new",
+    "start_problem",
+]
 
 
 _DELEGATIONS = 50
 """Finished delegations carried into the next run (the newest)."""
+
+
+def start_problem(loop: LoopInput, info: workflow.Info) -> str | None:
+    """Why a run may not start with ``loop`` (a carry no earlier run gave it, a cron
+    schedule), or None."""
+    if loop.carry is not None and info.continued_run_id is None:
+        return (
+            "the loop input carries state (carry) but this run continues no earlier one: "
+            "carry is set by a loop for its next run, never by a client. Nothing was run."
+        )
+    if info.cron_schedule:
+        # Each cron run "continues" the one before with the client's input: a carry in it
+        # would pass for the loop's own. Schedules start fresh loops instead.
+        return (
+            f"loops do not run on a cron schedule ({info.cron_schedule!r}): start them "
+            "from a Temporal Schedule (`orga schedule create`), which starts a fresh loop "
+            "each time. Nothing was run."
+        )
+    return None
 
 
 def should_continue_as_new(books: LoopBooks, config: LoopConfig) -> bool:
@@ -85,6 +116,39 @@ def carried(
         thread=thread,
     )
     return bounded(carry)
+
+
+async def next_run(
+    carry: LoopCarry,
+    config: LoopConfig,
+    parts: LoopParts,
+    *,
+    policy: PolicyMode,
+    turn_limits: Limits,
+    conversation: Conversation,
+    steering: Steering,
+    thread: Thread | None,
+    stream: WorkflowStream | None,
+) -> NoReturn:
+    """Move the loop to its next run with ``carry``, keeping this run's gate (``policy``),
+    budgets (a thread's per turn: ``turn_limits``), provider and model, whatever its worker's
+    defaults (its setup is resolved again, and can only narrow them)."""
+    # Messages that arrive while the run waits for its handlers are refused, to be sent
+    # again to the next run: the carried conversation is sealed by its digest.
+    steering.closed = "it is moving to its next run: send the message again"
+    if thread is not None:
+        thread.moving = True  # waiting `turn` updates let go: they ask the next run
+    pinned = config.model_copy(
+        update={
+            "provider": parts.provider,
+            "model": parts.model,
+            "policy": policy,
+            **turn_limits.model_dump(),  # a thread's per turn, not shifted
+        }
+    )
+    if stream is not None:  # release long-polling readers: they follow the next run
+        stream.detach_pollers()
+    await continue_as_new(pinned, conversation, carry)
 
 
 async def continue_as_new(

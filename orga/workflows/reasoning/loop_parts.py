@@ -23,18 +23,21 @@ from orga.contracts.conversation import Message
 from orga.contracts.delegation import DELEGATE_TOOL
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.evidence import EvidenceCollection
+from orga.contracts.inference import ConversationSlice, InferenceRequest
 from orga.contracts.journal import Started
 from orga.contracts.knowledge import RECALL_TOOL, STORE_TOOL
 from orga.contracts.setup import RESOLVE_LOOP, LoopSetup, LoopSetupRequest
 from orga.contracts.tools import ToolDefinition
 from orga.contracts.vocabulary import ProviderName
 from orga.core.profile import visible_tools
+from orga.core.typed_answers import constrains
 from orga.workflows.reasoning.critic import Critic
 from orga.workflows.reasoning.delegation import Delegations, introduction
 from orga.workflows.reasoning.durable_conversation import Conversation
 from orga.workflows.reasoning.evidence_judge import EvidenceJudge, evidence_tools
 from orga.workflows.reasoning.knowledge_bridge import KnowledgeBridge
 from orga.workflows.reasoning.loop_books import LoopBooks
+from orga.workflows.reasoning.running_summary import RunningSummary
 from orga.workflows.reasoning.tool_state import ToolState
 from orga.workflows.shared import metrics
 from orga.workflows.shared.failures import failure_message
@@ -44,6 +47,7 @@ from orga.workflows.shared.options import SETUP_TIMEOUT, SHORT_RETRY
 __all__ = [
     "LoopParts",
     "advertised_tools",
+    "loop_tool_state",
     "loop_tools",
     "resolve_loop",
     "set_up_loop",
@@ -77,6 +81,75 @@ class LoopParts:
     """Reviews final answers, for loops with ``config.critic``."""
     knowledge: KnowledgeBridge | None = None
     """The agent's knowledge, for loops with ``config.knowledge`` (set up by the worker)."""
+
+    def request(
+        self,
+        config: LoopConfig,
+        *,
+        iteration: int,
+        conversation: ConversationSlice,
+        judged_tools: list[str],
+        knowledge: str | None,
+        stream: bool,
+        token_budget: int,
+        summary: RunningSummary,
+        calibration: float,
+        misses: int,
+    ) -> InferenceRequest:
+        """The model call of ``iteration``: what the model sees and may do, within what is
+        left (``token_budget``), asking the provider to hold a typed answer to its schema only
+        where the model is to answer (``orga.core.typed_answers``)."""
+        return InferenceRequest(
+            provider=self.provider,
+            model=self.model,
+            iteration=iteration,
+            conversation=conversation,
+            tools=list(self.advertised),
+            judged_tools=judged_tools,
+            max_output_tokens=config.max_output_tokens,
+            temperature=config.temperature,
+            context_token_budget=config.context_token_budget,
+            context_strategy=config.context_strategy,
+            token_calibration=calibration,
+            max_response_bytes=config.max_payload_bytes,
+            knowledge=knowledge,
+            stream=stream,
+            gate=self.gate_in_model_call,
+            agent_id=config.agent_id,
+            prompt_cache=config.prompt_cache,
+            token_budget=token_budget,
+            context_summary=summary.text,
+            summarised_through=summary.through,
+            output_schema=config.output_schema,
+            constrain_output=constrains(
+                structured_output=config.structured_output,
+                tools_offered=bool(self.advertised),
+                misses=misses,
+            ),
+        )
+
+
+def loop_tool_state(
+    config: LoopConfig, books: LoopBooks, gate: Gate, *, workflow_id: str, max_concurrent: int
+) -> ToolState:
+    """A loop's tool state before its setup: its config's breakers, recovery and timeouts,
+    reporting to its ``books`` and asking its ``gate`` (the definitions come at setup)."""
+    return ToolState(
+        workflow_id=workflow_id,
+        definitions={},
+        breaker_config=config.circuit_breaker,
+        recovery=config.recovery,
+        desk=books.desk,
+        max_concurrent=max_concurrent,
+        default_timeout=config.tool_timeout,
+        approval_timeout=config.approval_timeout,
+        max_payload_bytes=config.max_payload_bytes,
+        record=books.record,
+        stamp=books.stamp,
+        gate=gate.decide_call,
+        waiting_for_workers=books.waiting_for_workers,
+        worker_wait_changed=books.worker_wait_changed,
+    )
 
 
 async def set_up_loop(

@@ -4,26 +4,35 @@ Workflow code. The request carries only the messages the model has not seen (the
 the rest, checked by the digest); the call heartbeats while the provider thinks; after
 Temporal's retries a failure ends the loop with ``ModelCallFailed`` naming the cause — except
 a call the workers that took it could not make because they lack a tool the loop names, which
-waits for a worker that has it and is made again (patch ``model-waits-for-worker``).
+waits for a worker that has it and is made again (patch ``model-waits-for-worker``). A loop
+whose model is unavailable after its retries asks its next fallback model
+(``call_with_fallbacks``), and keeps it from then on.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Any, cast
+from typing import Any, Final, cast
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 from orga.contracts.errors import BudgetExceeded, ModelCallFailed, ToolNotOnThisWorker
 from orga.contracts.inference import CALL_MODEL, InferenceRequest, InferenceResponse
+from orga.contracts.journal import ModelSwitched
+from orga.workflows.reasoning.loop_books import LoopBooks
+from orga.workflows.reasoning.loop_parts import LoopParts
 from orga.workflows.shared.failures import failure_of
 from orga.workflows.shared.options import MODEL_HEARTBEAT_TIMEOUT, MODEL_RETRY
 from orga.workflows.shared.patches import MODEL_WAITS_FOR_WORKER
 from orga.workflows.shared.tool_calls import WorkerWait
 
-__all__ = ["call_model"]
+__all__ = ["call_model", "call_with_fallbacks"]
+
+_UNAVAILABLE: Final = frozenset({"ProviderUnavailable", "TimeoutError"})
+"""Failures of a model call after its retries that a fallback model may not share (5xx, 429,
+network errors, timeouts); never a refusal of the request itself (4xx, bad credentials)."""
 
 
 async def call_model(
@@ -89,3 +98,47 @@ def _missing_tool(kind: str, details: Sequence[Any]) -> str | None:
         return None
     tool = cast(dict[str, Any], details[0]).get("tool")
     return tool if isinstance(tool, str) else None
+
+
+async def call_with_fallbacks(
+    request: InferenceRequest, timeout: timedelta, parts: LoopParts, books: LoopBooks
+) -> InferenceResponse:
+    """The model's answer; when the loop's model is unavailable after its retries (not for a
+    request it refused), the next fallback's (``parts.fallbacks``), which the loop keeps from
+    then on (``parts.provider``/``model``, journaled ``ModelSwitched``).
+
+    Raises:
+        BudgetExceeded, ModelCallFailed: as ``call_model``, once no fallback is left.
+    """
+    while True:
+        try:
+            return await call_model(
+                request,
+                timeout,
+                parts.model_task_queue,
+                waiting=books.waiting_for_workers,
+                waiting_changed=books.worker_wait_changed,
+            )
+        except ModelCallFailed as failed:
+            details: object = failed.details[0] if failed.details else None
+            kind = (
+                cast(dict[str, object], details).get("error_type")
+                if isinstance(details, dict)
+                else None
+            )
+            if kind not in _UNAVAILABLE or not parts.fallbacks:
+                raise
+            provider, model = parts.fallbacks.pop(0)
+            books.record(
+                ModelSwitched(
+                    **books.stamp(),
+                    from_provider=parts.provider,
+                    from_model=parts.model,
+                    to_provider=provider,
+                    to_model=model,
+                    error=failed.message,
+                )
+            )
+            parts.provider, parts.model = provider, model
+            books.provider = provider
+            request = request.model_copy(update={"provider": provider, "model": model})

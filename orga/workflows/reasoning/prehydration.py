@@ -21,11 +21,12 @@ from orga.contracts.prehydration import PreHydrationConfig
 from orga.core.prehydration import Reference, extract, render
 from orga.core.text import estimate_tokens
 from orga.workflows.reasoning.call_executor import CallExecutor
+from orga.workflows.reasoning.durable_conversation import Conversation
 from orga.workflows.reasoning.loop_books import LoopBooks
 from orga.workflows.reasoning.tool_state import ToolState
 from orga.workflows.shared.gate import Gate
 
-__all__ = ["pre_hydrate"]
+__all__ = ["pre_hydrate", "pre_hydrate_loop"]
 
 
 async def pre_hydrate(
@@ -99,3 +100,27 @@ async def pre_hydrate(
         )
     )
     return message
+
+
+async def pre_hydrate_loop(
+    config: PreHydrationConfig,
+    conversation: Conversation,
+    *,
+    tools: ToolState,
+    gate: Gate,
+    books: LoopBooks,
+    advertised: list[str],
+) -> None:
+    """Before a loop's first reasoning step: what its task refers to joins ``conversation``
+    (the ``[PRE_HYDRATED_CONTEXT]`` message), if anything resolved."""
+    books.set_phase("observing")
+    message = await pre_hydrate(
+        config,
+        conversation.messages,
+        tools=tools,
+        gate=gate,
+        books=books,
+        advertised=advertised,
+    )
+    if message is not None:
+        conversation.append([message])

@@ -63,6 +63,12 @@ class RunningSummary:
         """Where the last fold that was not made would have ended: past ``through``, the
         summariser is not asked again until turns past it must leave."""
 
+    @property
+    def marks(self) -> tuple[str | None, int, int]:
+        """What a fork point and the next run carry of it: its text, the messages it covers,
+        and where the last fold not made would have ended."""
+        return (self.text, self.through, self.unsummarised_through)
+
     async def prepare(
         self,
         seen: list[Message],

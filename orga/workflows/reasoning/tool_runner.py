@@ -12,15 +12,42 @@ from __future__ import annotations
 
 import asyncio
 
+from temporalio import workflow
+
 from orga.contracts.conversation import ToolResult
 from orga.contracts.delegation import DELEGATE_TOOL
 from orga.contracts.journal import ToolsDispatched
 from orga.core.dispatch import predecessors
-from orga.core.phases import PlannedCall, ToolDispatching
+from orga.core.phases import Observing, PlannedCall, ToolDispatching
 from orga.workflows.reasoning.call_executor import CallExecutor, error_result
+from orga.workflows.reasoning.knowledge_bridge import KnowledgeBridge
+from orga.workflows.reasoning.loop_books import LoopBooks
 from orga.workflows.reasoning.tool_state import ToolState
+from orga.workflows.shared.patches import ELIDE_REFUSED_ARGUMENTS
 
-__all__ = ["ToolRunner"]
+__all__ = ["ToolRunner", "act"]
+
+
+async def act(
+    dispatching: ToolDispatching,
+    tools: ToolState,
+    books: LoopBooks,
+    advertised: list[str],
+    knowledge: KnowledgeBridge | None,
+) -> Observing:
+    """Act on a loop's gated turn: run what passed, and observe one result per call id
+    (journaled; the knowledge bridge sees them too)."""
+    books.set_phase("dispatching")
+    runner = ToolRunner(tools, books.iteration)
+    await runner.run_turn(dispatching, advertised)
+    # Refused arguments (a 5 MB one) leave the conversation: no later call could pay for them.
+    elide = dispatching.refused_arguments() and workflow.patched(ELIDE_REFUSED_ARGUMENTS)
+    observed = dispatching.collect(elide)
+    results = observed.new_messages[-1].tool_results
+    books.observed(results)
+    if knowledge is not None:
+        knowledge.observed([p.call for p in dispatching.planned], results)
+    return observed
 
 
 class ToolRunner:
