@@ -4,9 +4,11 @@ Modules, each named for what it holds:
 
 * ``agent_loop`` — ``AgentLoop``: one run of the loop, its state, the run and the cycle
 * ``loop_books`` — ``LoopBooks``: the journal, counters, status, ``state``
+* ``loop_budgets`` — ``LoopBudgets``: where budgets end a loop, and a thread's turn
 * ``durable_conversation`` — ``Conversation``: the messages, their digest, what the model saw
 * ``loop_parts`` — ``LoopParts``: the loop's setup (``resolve_loop``), the tools the model sees
-* ``model_call`` — the Reason step's activity call
+* ``model_call`` — the Reason step's activity call, and its fallback models
+* ``answering`` — ``FinalAnswers``: a final answer checked, gated and reviewed
 * ``tool_runner`` — ``ToolRunner``: acting on a turn's gated calls, one result per call id
 * ``call_executor`` — ``CallExecutor``: one call through its breaker and recovery strategy
 * ``tool_state`` — ``ToolState``: the state tool dispatching reads and changes

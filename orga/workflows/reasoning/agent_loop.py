@@ -26,20 +26,20 @@ typestate phases of ``orga.core.phases``::
 Every exit is journaled as ``Terminated`` first: an answer that passed the gate (the result), a
 ``LoopFailure`` (``UnhandledStopReason``, ``BudgetExceeded``, ``ModelCallFailed``,
 ``Aborted``), ``InvalidConfig``, or cancellation. The parts live beside this module: the books
-and the ``state`` query (``loop_books``), the setup and the tools a loop has (``loop_parts``),
-the timeout (``deadline``), acting (``tool_runner``, ``call_executor``), pre-hydration,
-evidence judging and continue-as-new; the gate and people (``gate``, ``human_desk``) are
+and the ``state`` query (``loop_books``), the setup, the tools a loop has and its model call's
+request (``loop_parts``), where budgets end it (``loop_budgets``), the model call and its
+fallbacks (``model_call``), the answer branch (``answering``), the timeout (``deadline``),
+acting (``tool_runner``, ``call_executor``), pre-hydration, evidence judging, threads, forks
+and continue-as-new; the gate and people (``gate``, ``human_desk``) are
 ``orga.workflows.shared``.
 
-Over 400 lines: the loop's state, the run and the cycle on one screen, with the budget checks
-that end it; everything else is in the other modules of ``orga.workflows.reasoning``.
+Over 400 lines: the loop's state, the run, the cycle and the Reason step on one screen; each
+other step is in its own module of ``orga.workflows.reasoning``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import json
 
 from temporalio import workflow
 from temporalio.common import RawValue
@@ -57,17 +57,17 @@ from orga.core.genai import invocation_attributes
 from orga.core.ids import with_internal_ids
 from orga.core.knowledge import with_knowledge
 from orga.core.phases import (
-    Answered,
     AnswerPolicyCheck,
     Observing,
     Reasoning,
     ToolPolicyCheck,
 )
 from orga.workflows.reasoning import continuation
+from orga.workflows.reasoning.answering import FinalAnswers
 from orga.workflows.reasoning.deadline import within
 from orga.workflows.reasoning.durable_conversation import Conversation
 from orga.workflows.reasoning.evidence_judge import evidence_tools
-from orga.workflows.reasoning.finish import Finished, review_answer, typed_answer
+from orga.workflows.reasoning.finish import Finished
 from orga.workflows.reasoning.forks import ForkMarks, forked_summary, start_fork
 from orga.workflows.reasoning.loop_books import LoopBooks
 from orga.workflows.reasoning.loop_budgets import LoopBudgets, of_which
@@ -80,9 +80,6 @@ from orga.workflows.reasoning.thread import Thread
 from orga.workflows.reasoning.tool_runner import act
 from orga.workflows.shared.common import decoded
 from orga.workflows.shared.gate import Gate, ModelCallDecisions
-from orga.workflows.shared.patches import (
-    GATE_TYPED_ANSWER,
-)
 
 __all__ = ["AgentLoop"]
 
@@ -116,13 +113,21 @@ class AgentLoop:
         """Where each turn of this run ended (the ``fork_point`` query)."""
         self._turn_limits = self._parts.limits
         """The budgets of the loop (of each turn, in a thread) once it is set up."""
-        self._misses = 0
-        """Answers of a typed loop that did not match its ``output_schema``, this turn."""
         self.conversation = Conversation()
         """The durable conversation."""
         if config.system_prompt and loop.carry is None:
             self.conversation.append([Message(role="system", content=config.system_prompt)])
         self.conversation.append(loop.messages)
+        self._answers = FinalAnswers(
+            config,
+            self.conversation,
+            self.steering,
+            self._budgets,
+            gate=self._gate_turn,
+            mark=lambda: self._mark(answered=True),
+            task=self._task,
+        )
+        """Its final answers: checked, gated, reviewed (``answering``)."""
         self._gate = Gate(
             policy=config.policy or "default",
             agent_id=config.agent_id,
@@ -289,7 +294,7 @@ class AgentLoop:
 
     async def _turn(self, thread: Thread, *, first: bool) -> None:
         """One turn of a thread, within its budgets; a long history then starts afresh."""
-        self._misses = 0
+        self._answers.misses = 0
         self._parts.limits = self.books.limits = thread.limits(self._turn_limits)
         try:
             finished = await within(
@@ -344,7 +349,7 @@ class AgentLoop:
             routed = reasoning.route(await self._reason(reasoning))
             # Gate the answer: allowed ends the loop, denied goes back to the model.
             if isinstance(routed, AnswerPolicyCheck):
-                answered = await self._answer(routed)
+                answered = await self._answers.judge(routed, parts)
                 if isinstance(answered, Finished):
                     return answered
                 observing = answered
@@ -370,47 +375,6 @@ class AgentLoop:
                 evidence.observe(dispatching, observing, routed)
 
     # ---- the steps -------------------------------------------------------------------------
-
-    async def _answer(self, routed: AnswerPolicyCheck) -> Finished | Observing:
-        """Gate an answer (a typed one checked against its schema first): one that passes
-        ends the cycle, once its critic accepts it; a denied one, a miss, a rejection or a
-        message a person sent meanwhile goes back to the model."""
-        config, parts = self._config, self._parts
-        evidence = parts.evidence
-        value = None
-        typed_first = config.output_schema is not None and workflow.patched(GATE_TYPED_ANSWER)
-        if typed_first:  # a typed answer, or a miss; the gate then judges the value
-            value, missed = await typed_answer(config, routed, self._misses)
-            if missed is not None:
-                self._misses += 1
-                return missed
-            routed.answer = json.dumps(value, sort_keys=True, ensure_ascii=False)
-        outcome = routed.gate(await self._gate_turn(routed))
-        if isinstance(outcome, Answered) and self.steering.waiting:
-            return Observing(outcome.iteration, [outcome.message])  # a person spoke: go on
-        if isinstance(outcome, Answered):
-            if config.output_schema is not None and not typed_first:  # before the patch
-                value, missed = await typed_answer(config, outcome, self._misses)
-                if missed is not None:
-                    self._misses += 1
-                    return missed
-            self.conversation.append([outcome.message])
-            self._mark(answered=True)
-            if evidence is not None and evidence.saturated:
-                snapshot = evidence.tracker.snapshot()
-                return Finished(outcome.output, "saturated", snapshot, value=value)
-            if parts.critic is None:
-                return Finished(outcome.output, "end_turn", value=value)
-            try:
-                reviewed = await review_answer(
-                    parts.critic, self._task(), outcome.output, outcome.iteration, value
-                )
-            except BudgetExceeded as exceeded:  # the critic's review is the loop's spend
-                raise self._budgets.over(exceeded) from None
-            if isinstance(reviewed, Finished):
-                return dataclasses.replace(reviewed, value=value)
-            outcome = reviewed
-        return outcome
 
     async def _reason(self, reasoning: Reasoning) -> InferenceResponse:
         config, books, parts = self._config, self.books, self._parts
@@ -443,16 +407,11 @@ class AgentLoop:
             token_budget=parts.limits.max_total_tokens - books.usage.total_tokens,
             summary=self._summary,
             calibration=self._calibration,
-            misses=self._misses,
+            misses=self._answers.misses,
         )
         limit = parts.limits.max_total_tokens
         try:
-            response = await call_with_fallbacks(
-                request,
-                self._config.model_timeout,
-                parts,
-                books,
-            )
+            response = await call_with_fallbacks(request, config.model_timeout, parts, books)
         except BudgetExceeded as refused:
             raise self._budgets.exceeded(
                 "max_total_tokens",
