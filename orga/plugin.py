@@ -68,7 +68,7 @@ from orga.tools.mcp.config import load_mcp_config
 from orga.tools.sdk import Tool, ToolRegistry, ToolSource
 from orga.worker.agent_registry import AgentRegistry
 from orga.worker.blobs import BlobStore
-from orga.worker.ledger import Ledger
+from orga.tools.ledger import Ledger
 from orga.worker.sandbox import workflow_runner
 from orga.workflows.loop import ReasoningLoopWorkflow
 from orga.workflows.task import TaskWorkflow

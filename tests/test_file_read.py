@@ -151,7 +151,7 @@ def test_what_the_worker_writes_is_its_own(tmp_path: Path) -> None:
 
     from orga.runtime.store import Store
     from orga.worker.blobs import BlobStore
-    from orga.worker.ledger import Ledger
+    from orga.tools.ledger import Ledger
 
     def mode(path: Path) -> int:
         return stat.S_IMODE(path.stat().st_mode)

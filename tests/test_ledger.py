@@ -13,7 +13,7 @@ from sqlalchemy import Connection, text
 
 from orga.contracts.errors import InvalidConfig
 from orga.runtime.store import PAYLOADS, Store
-from orga.worker.ledger import Ledger
+from orga.tools.ledger import Ledger
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -148,7 +148,7 @@ def test_a_compensation_fences_a_step_that_has_not_paid_yet(tmp_path: Path) -> N
 
     from examples.payments import FENCED, record_payment, refund_payment
     from orga.tools.sdk import ToolContext
-    from orga.worker.ledger import Ledger
+    from orga.tools.ledger import Ledger
 
     with Store(f"sqlite:///{tmp_path / 'store.db'}") as store:
         ledger = Ledger(store)

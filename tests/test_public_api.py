@@ -350,6 +350,7 @@ PUBLIC: dict[str, list[str]] = {
     "orga.contracts.vocabulary": ["PROVIDERS", "SCRIPTED", "PolicyMode", "ProviderName"],
     "orga.contracts.wire": ["Compact", "Tagged"],
     "orga.tools": [],
+    "orga.tools.ledger": ["Ledger"],
     "orga.tools.sdk": [
         "Tool",
         "ToolContext",

@@ -19,7 +19,7 @@ import pytest
 from orga.contracts.errors import InvalidConfig
 from orga.runtime.store import Store
 from orga.server.devserver import DevServer
-from orga.worker.ledger import Ledger
+from orga.tools.ledger import Ledger
 from tests.helpers import orga
 
 ROOT = Path(__file__).resolve().parent.parent

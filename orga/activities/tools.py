@@ -23,7 +23,7 @@ from orga.tools._loading import render_value
 from orga.tools.sdk import Tool, ToolContext, ToolRegistry, parse_arguments
 from orga.worker.blobs import BlobStore
 from orga.worker.heartbeat import heartbeating
-from orga.worker.ledger import Ledger
+from orga.tools.ledger import Ledger
 from orga.worker.metrics import observe
 
 __all__ = ["ToolActivities"]

@@ -11,7 +11,7 @@ One transactional database, chosen by ``ORGA_STORE_URL``:
 It holds, keyed by content (SHA-256), the payloads Temporal's External Storage keeps out of
 history (``orga.runtime.converter``: continue-as-new inputs, large results and answers) and the
 full texts the payload guard cut before the model saw them (``blob:sha256:…``); and the
-idempotency ledger (``orga.worker.ledger``). Retention is opt-in (``ORGA_STORE_RETENTION`` in
+idempotency ledger (``orga.tools.ledger``). Retention is opt-in (``ORGA_STORE_RETENTION`` in
 days): keep payloads longer than the namespace keeps histories plus the longest run, since a
 replay reads them back. SQLite files are 0600 in a 0700 directory; one another user owns or may
 write, or in a directory another user can swap it in, is refused (``orga.runtime.files``).

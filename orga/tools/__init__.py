@@ -3,6 +3,7 @@
 Modules:
 
 * ``sdk`` — the ``@tool`` decorator, ``ToolContext``, ``Tool`` and the worker's registry
+* ``ledger`` — ``Ledger``: exactly-once side effects for tool authors (``ToolContext.ledger``)
 * ``mcp`` — MCP servers as tool sources (a package; internal)
 
 Private modules, used by the worker: ``_loading`` (the modules ``ORGA_TOOL_MODULES`` names; how

@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from orga.contracts.errors import InvalidConfig, ToolInputError, describe_validation_error
 from orga.contracts.tools import LOCAL_TOOL_TIMEOUT, ToolDefinition
 from orga.core.arguments import parse_arguments
-from orga.worker.ledger import Ledger
+from orga.tools.ledger import Ledger
 
 __all__ = ["Tool", "ToolContext", "ToolRegistry", "ToolSource", "parse_arguments", "tool"]
 
@@ -62,7 +62,7 @@ class ToolContext:
     attempt: int = 1
     """Temporal's attempt number of this call (1 on the first try)."""
     ledger: Ledger | None = None
-    """The worker's idempotency ledger (``orga.worker.ledger``), in the store every worker
+    """The worker's idempotency ledger (``orga.tools.ledger``), in the store every worker
     shares: ``ctx.ledger.once(ctx.idempotency_key, effect)``."""
     knowledge_namespace: str | None = None
     """The loop's knowledge store (``config.knowledge``): what ``recall_knowledge`` and

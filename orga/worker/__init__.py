@@ -5,7 +5,7 @@ I/O, never imported by workflow code. Modules:
 * ``serve`` — the worker process (``orga worker``, ``worker.py``)
 * ``sandbox`` — the workflow sandbox and its passthrough list
 * ``agent_registry`` — the worker's agents from ``ORGA_AGENTS``
-* ``blobs``, ``ledger`` — texts the payload guard cut; the idempotency ledger
+* ``blobs`` — texts the payload guard cut
 * ``conversation_cache`` — each loop's conversation on the worker, so model calls carry deltas
 * ``heartbeat``, ``metrics`` — what activities share: heartbeating while waiting; histograms
 * ``loop_traces`` — a loop's own trace when its start had none
