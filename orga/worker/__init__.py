@@ -8,7 +8,6 @@ I/O, never imported by workflow code. Modules:
 * ``blobs`` — texts the payload guard cut
 * ``conversation_cache`` — each loop's conversation on the worker, so model calls carry deltas
 * ``heartbeat``, ``metrics`` — what activities share: heartbeating while waiting; histograms
-* ``loop_traces`` — a loop's own trace when its start had none
 """
 
 __all__: list[str] = []

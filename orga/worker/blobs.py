@@ -39,7 +39,8 @@ class BlobStore:
 
         Raises:
             ValueError: ``reference`` is not a blob reference.
-            LookupError: nothing is kept under it (another store, or pruned).
+            LookupError: nothing is kept under it (another store, or pruned), or something
+                else than the text it names.
         """
         digest = reference.removeprefix(_PREFIX)
         if (
@@ -51,6 +52,12 @@ class BlobStore:
         data = self.store.get(reference)
         if data is None:
             raise LookupError(f"{reference} is not in the store at {self.store.safe_url}")
+        if hashlib.sha256(data).hexdigest() != digest:  # written or changed by someone else
+            raise LookupError(
+                f"the store at {self.store.safe_url} holds under {reference} something else "
+                "than the text that reference names (its SHA-256): not read; restore the "
+                "store's entry from a backup"
+            )
         return data.decode("utf-8")
 
     def guard(self, text: str, limit: int, what: str) -> tuple[str, str | None]:

@@ -1,4 +1,4 @@
-"""One trace per loop, whoever started it: the worker's side of ``orga.runtime.tracing``.
+"""One trace per loop, whoever started it: the interceptor of ``orga.runtime.tracing``.
 
 A client that traces sends its trace context with the start, and Temporal's
 ``TracingInterceptor`` hangs the loop's spans under the client's span. A start that carries
