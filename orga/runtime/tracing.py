@@ -4,7 +4,7 @@
 Every loop is one trace, whoever started it. A client that traces (``orga run``, ``orga mcp``,
 a ``Client`` with ``tracing_interceptors()``) sends its trace context with the start and is the
 trace's root; a loop whose start carried none gets its root from the worker
-(``orga.worker.loop_traces``). Under it, Temporal's ``TracingInterceptor`` adds a span per
+(``orga.runtime.loop_traces``). Under it, Temporal's ``TracingInterceptor`` adds a span per
 workflow step (``RunWorkflow``, ``StartActivity``, ``StartChildWorkflow``, …) and carries the
 context to activities, child loops and the next run; inside the activities orga adds a span
 per model call (``chat <model>``), gate decision (``orga.gate``) and tool call
@@ -33,7 +33,7 @@ from orga.contracts.errors import InvalidConfig
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
 
-    from orga.worker.loop_traces import LoopTracingInterceptor
+    from orga.runtime.loop_traces import LoopTracingInterceptor
 
 __all__ = [
     "client_interceptors",
@@ -102,7 +102,7 @@ def tracer_provider(service: str) -> TracerProvider:
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
 
-    from orga.worker.loop_traces import ConversationIds, LoopIds
+    from orga.runtime.loop_traces import ConversationIds, LoopIds
 
     provider = TracerProvider(
         resource=Resource.create({"service.name": service}), id_generator=LoopIds()
@@ -127,7 +127,7 @@ def traced_process(service: str) -> Generator[None]:
 def tracing_interceptors() -> list[LoopTracingInterceptor]:
     """The client interceptor that traces workflows and activities (the workers of a client
     carry it too). Loops started by a client that does not trace still get their own trace."""
-    from orga.worker.loop_traces import LoopTracingInterceptor
+    from orga.runtime.loop_traces import LoopTracingInterceptor
 
     return [LoopTracingInterceptor()]
 
