@@ -8,6 +8,7 @@ answers one decision per action, in the same order. A decision is ``allow``, ``d
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Final, Literal
 
@@ -68,15 +69,65 @@ class PolicyAction(BaseModel):
     """For ``respond`` of a typed loop (``output_schema``): the answer's value, validated, as
     JSON text; the gate judges it (Cedar ``context.answer``, OPA ``input.answer``)."""
 
+    # One builder per kind: an action is built only by these.
+
     @classmethod
-    def of_call(cls, call: ToolCall) -> PolicyAction:
-        """The action of a tool call: what every gate decides about a call, built only here."""
-        return cls(kind="call_tool", call_id=call.id, tool=call.name, arguments=call.arguments)
+    def of_call(
+        cls, call: ToolCall, *, step: str | None = None, compensation: bool = False
+    ) -> PolicyAction:
+        """The action of a tool call: what every gate decides about a call (a task's
+        ``step``, or its ``compensation``)."""
+        return cls(
+            kind="call_tool",
+            call_id=call.id,
+            tool=call.name,
+            arguments=call.arguments,
+            step=step,
+            compensation=compensation,
+        )
 
     @classmethod
     def of_turn(cls, calls: Sequence[ToolCall]) -> list[PolicyAction]:
         """The actions of a model's turn: its calls in order, else its final answer."""
-        return [cls.of_call(c) for c in calls] or [cls(kind="respond")]
+        return [cls.of_call(c) for c in calls] or [cls.of_answer()]
+
+    @classmethod
+    def of_answer(cls, answer: str | None = None) -> PolicyAction:
+        """The final answer (``respond``); a typed loop's validated value as JSON text."""
+        return cls(kind="respond", answer=answer)
+
+    @classmethod
+    def of_review(cls, critic: str) -> PolicyAction:
+        """A critic model (the agent ``critic``) asked to review the final answer."""
+        return cls(kind="review", tool=critic)
+
+    @classmethod
+    def of_memory(cls, store: str, content: str) -> PolicyAction:
+        """The loop's task and answer written to its agent's knowledge ``store``."""
+        return cls(
+            kind="remember",
+            tool=store,
+            arguments=json.dumps({"content": content}, ensure_ascii=False),
+        )
+
+    @classmethod
+    def of_decision(
+        cls,
+        call: ToolCall,
+        *,
+        approved: bool,
+        approver: str,
+        groups: Sequence[str] = (),
+    ) -> PolicyAction:
+        """A person's decision on the waiting ``call`` (as it would run): who may decide what."""
+        return cls(
+            kind="approve" if approved else "deny",
+            call_id=call.id,
+            tool=call.name,
+            arguments=call.arguments,
+            approver=approver,
+            approver_groups=list(groups),
+        )
 
     @property
     def key(self) -> tuple[str, str | None, str | None, str]:

@@ -224,7 +224,7 @@ class AnswerPolicyCheck:
         """A typed loop's answer value as JSON text, once validated: the gate judges it."""
 
     def actions(self) -> list[PolicyAction]:
-        return [PolicyAction(kind="respond", answer=self.answer)]
+        return [PolicyAction.of_answer(self.answer)]
 
     def gate(self, result: PolicyResult) -> Answered | Observing:
         """An allowed answer completes the loop; a denied one goes back to the model."""

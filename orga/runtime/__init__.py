@@ -12,7 +12,7 @@ I/O, never imported by workflow code. Modules:
 * ``files`` — 0700 directories, 0600 files, and refusing files others prepared
 * ``tls`` — the one TLS context of a process's HTTP clients
 * ``tracing`` — OpenTelemetry through Temporal's integration
-* ``loop_traces`` — one trace per loop, whoever started it (the interceptor clients and workers carry)
+* ``loop_traces`` — one trace per loop, whoever started it (clients and workers carry it)
 * ``presence`` — is a worker there? (heartbeats and pollers of a task queue)
 * ``schemas`` — JSON Schemas of a loop's input and a task file
 * ``forks`` — reading a loop's state after one of its turns (a fork point)

@@ -129,7 +129,7 @@ class Critic:
                 f"max_iterations={limits.max_iterations} model calls used)",
                 {"budget": budget},
             )
-        action = PolicyAction(kind="review", tool=critic)
+        action = PolicyAction.of_review(critic)
         [decision] = (await self._gate.decide([action], [])).decisions
         if not decision.permits:
             raise CriticFailed(

@@ -17,7 +17,6 @@ journaled.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import timedelta
 
@@ -113,11 +112,7 @@ class KnowledgeBridge:
         """Store the loop's task and answer as working memory (``auto_persist``)."""
         books = self._books
         content = f"Task: {cut(task, _MEMORY_QUESTION, 'task')}\nAnswer: {answer}"
-        action = PolicyAction(
-            kind="remember",
-            tool=self.namespace,
-            arguments=json.dumps({"content": content}, ensure_ascii=False),
-        )
+        action = PolicyAction.of_memory(self.namespace, content)
         [decision] = (await self._gate.decide([action], [])).decisions
         if not decision.permits:
             # Nobody waits at the end of a loop for a memory write: not allowed, not stored.

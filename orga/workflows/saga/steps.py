@@ -61,14 +61,7 @@ class TaskClearance:
     async def clear(self, call: ToolCall, step: str, compensation: bool) -> ToolCall | str:
         """The call to run (possibly rewritten by the policy), or why it may not run."""
         assert self.gate is not None, "a task is set up before its first step"
-        action = PolicyAction(
-            kind="call_tool",
-            call_id=call.id,
-            tool=call.name,
-            arguments=call.arguments,
-            step=step,
-            compensation=compensation,
-        )
+        action = PolicyAction.of_call(call, step=step, compensation=compensation)
         [decision] = (await self.gate.decide([action], self.tools)).decisions
         what = "compensation of step" if compensation else "step"
         if decision.decision == "deny":

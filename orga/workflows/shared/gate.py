@@ -67,7 +67,7 @@ class ModelCallDecisions:
         final answer, whatever its value."""
         decisions: list[PolicyDecision] = []
         for action in actions:
-            key = action.key if action.kind != "respond" else PolicyAction(kind="respond").key
+            key = action.key if action.kind != "respond" else PolicyAction.of_answer().key
             found = self._by_key.get(key)
             if found is None:
                 return None

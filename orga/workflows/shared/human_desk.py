@@ -199,13 +199,13 @@ class HumanDesk:
         enrolled = self.approvers.get(approver)
         verb = "approve" if decision.approved else "deny"
         verdict = await self.judge(
-            PolicyAction(
-                kind=verb,
-                call_id=pending.call_id,
-                tool=pending.tool,
-                arguments=runs or pending.arguments,
+            PolicyAction.of_decision(
+                ToolCall(
+                    id=pending.call_id, name=pending.tool, arguments=runs or pending.arguments
+                ),
+                approved=decision.approved,
                 approver=approver,
-                approver_groups=list(enrolled.groups) if enrolled is not None else [],
+                groups=enrolled.groups if enrolled is not None else (),
             )
         )
         if not verdict.permits:
