@@ -44,6 +44,7 @@ from orga.contracts.messages import (
     APPROVE_UPDATE,
     CLOSE_UPDATE,
     JOURNAL_QUERY,
+    LOOP_WORKFLOW,
     MESSAGE_UPDATE,
     RESOLVE_ESCALATION,
     REVIEW_UPDATE,
@@ -72,7 +73,6 @@ __all__ = [
 
 _M = TypeVar("_M", bound=BaseModel)
 
-LOOP_WORKFLOW = "ReasoningLoop"
 """The loop's workflow type, as Temporal knows it."""
 
 

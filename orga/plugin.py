@@ -14,13 +14,15 @@ every activity they call, and tracing when ``OTEL_*`` is set:
         ...
 
     plugin = OrgaPlugin(tools=[lookup])
-    client = await Client.connect("localhost:7233", plugins=[plugin])
+    client = await Client.connect(**plugin.connect_config(), plugins=[plugin])
     async with Worker(client, task_queue=plugin.settings.task_queue):  # plugins come along
         ...
 
 The worker's settings are the environment's (``Settings.from_env``: providers and their keys,
-agents, policies, the store…) unless given. The plugin opens what its activities need when the
-worker runs — an HTTP client, the MCP servers of ``ORGA_MCP_SERVERS`` — and closes it after.
+agents, policies, the store…) unless given; ``connect_config()`` reaches the Temporal they
+name as every orga process does (``TEMPORAL_ADDRESS``, else ``localhost:7233``). The plugin
+opens what its activities need when the worker runs — an HTTP client, the MCP servers of
+``ORGA_MCP_SERVERS`` — and closes it after.
 It is the one wiring every orga process uses: ``worker.py`` / ``orga worker``
 (``orga.worker.serve``), ``orga demo``, the tests and the benchmarks.
 """
@@ -35,6 +37,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import httpx
 from temporalio.client import Client
+from temporalio.envconfig import ClientConnectConfig
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import Interceptor, Replayer, Worker, WorkerConfig
 
@@ -54,7 +57,7 @@ from orga.gates.opa import OpaGate
 from orga.knowledge import open_knowledge
 from orga.knowledge.embeddings import embedder
 from orga.knowledge.tools import knowledge_tools
-from orga.runtime.connect import StartAttributes
+from orga.runtime.connect import StartAttributes, connect_config
 from orga.runtime.converter import OrgaPayloadConverter, data_converter
 from orga.runtime.presence import publish_tools, warn_about_other_registries
 from orga.runtime.settings import Settings
@@ -64,11 +67,11 @@ from orga.runtime.tracing import configure_tracing, tracing_interceptors
 from orga.scripted.offline import LABEL, OFFLINE_MODEL, serve_offline_model
 from orga.tools._builtin import builtin_tools
 from orga.tools._loading import load_tool_modules
+from orga.tools.ledger import Ledger
 from orga.tools.mcp.config import load_mcp_config
 from orga.tools.sdk import Tool, ToolRegistry, ToolSource
 from orga.worker.agent_registry import AgentRegistry
 from orga.worker.blobs import BlobStore
-from orga.tools.ledger import Ledger
 from orga.worker.sandbox import workflow_runner
 from orga.workflows.loop import ReasoningLoopWorkflow
 from orga.workflows.task import TaskWorkflow
@@ -184,6 +187,15 @@ class OrgaPlugin(SimplePlugin):
         if self._store is None:
             self._store = self.settings.store()
         return self._store
+
+    def connect_config(self) -> ClientConnectConfig:
+        """The Temporal the plugin's settings name, as ``Client.connect`` takes it — the
+        address (``TEMPORAL_ADDRESS``, default ``localhost:7233``), namespace, API key and TLS
+        every orga process connects with::
+
+            client = await Client.connect(**plugin.connect_config(), plugins=[plugin])
+        """
+        return connect_config(self.settings)
 
     # ---- workers --------------------------------------------------------------------------
 

@@ -20,10 +20,10 @@ from orga.contracts.tools import (
 from orga.core.text import cut
 from orga.runtime.tracing import tracer
 from orga.tools._loading import render_value
+from orga.tools.ledger import Ledger
 from orga.tools.sdk import Tool, ToolContext, ToolRegistry, parse_arguments
 from orga.worker.blobs import BlobStore
 from orga.worker.heartbeat import heartbeating
-from orga.tools.ledger import Ledger
 from orga.worker.metrics import observe
 
 __all__ = ["ToolActivities"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import (
@@ -19,21 +19,27 @@ from temporalio.client import (
     WorkflowHandle,
 )
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.envconfig import ClientConnectConfig
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.service import RPCError
 
 from orga.contracts import search_attributes as sa
 from orga.contracts.config import LoopInput
 from orga.contracts.errors import InvalidConfig
+from orga.contracts.messages import LOOP_WORKFLOW
 from orga.runtime.converter import data_converter
 from orga.runtime.settings import Settings
 
 if TYPE_CHECKING:
     from orga.runtime.store import Store
 
-__all__ = ["StartAttributes", "connect", "ensure_search_attributes", "metrics_runtime"]
-
-_LOOP: Final = "ReasoningLoop"
+__all__ = [
+    "StartAttributes",
+    "connect",
+    "connect_config",
+    "ensure_search_attributes",
+    "metrics_runtime",
+]
 
 
 async def connect(
@@ -52,18 +58,29 @@ async def connect(
     workers'), such as tracing, after ``StartAttributes`` (loops start with their search
     attributes).
     """
-    api_key = settings.temporal_api_key.get_secret_value() if settings.temporal_api_key else None
     runtime = metrics_runtime(settings.metrics_address) if metrics else None
     return await Client.connect(
-        settings.temporal_address,
-        namespace=settings.temporal_namespace,
-        api_key=api_key,
-        tls=bool(api_key or settings.temporal_tls),
+        **connect_config(settings),
         data_converter=data_converter(lambda: store or settings.store()),
         connect_timeout=timedelta(seconds=timeout),
         runtime=runtime,
         interceptors=[StartAttributes(), *interceptors],
     )
+
+
+def connect_config(settings: Settings) -> ClientConnectConfig:
+    """Where and how to reach Temporal, as ``Client.connect`` takes it: the settings' address
+    (``TEMPORAL_ADDRESS``, default ``localhost:7233``), namespace, API key, and TLS (with an API
+    key, or ``TEMPORAL_TLS``) — what every orga process connects with."""
+    api_key = settings.temporal_api_key.get_secret_value() if settings.temporal_api_key else None
+    found = ClientConnectConfig(
+        target_host=settings.temporal_address,
+        namespace=settings.temporal_namespace,
+        tls=bool(api_key or settings.temporal_tls),
+    )
+    if api_key:
+        found["api_key"] = api_key
+    return found
 
 
 _runtimes: dict[str, Runtime] = {}
@@ -160,7 +177,7 @@ class _StartAttributesOutbound(OutboundInterceptor):
     async def start_workflow(self, input: StartWorkflowInput) -> WorkflowHandle[Any, Any]:
         given = input.search_attributes
         if (
-            input.workflow != _LOOP
+            input.workflow != LOOP_WORKFLOW
             or (input.memo or {}).get(sa.NO_SEARCH_ATTRIBUTES_MEMO) is False
             or not (given is None or isinstance(given, TypedSearchAttributes))
             or len(input.args) != 1

@@ -36,6 +36,8 @@ from temporalio import activity, workflow
 from temporalio.contrib.opentelemetry import TracingInterceptor, TracingWorkflowInboundInterceptor
 from temporalio.worker import WorkflowInterceptorClassInput
 
+from orga.contracts.messages import LOOP_WORKFLOW
+
 __all__ = ["ConversationIds", "LoopIds", "LoopTracingInterceptor", "root_span_ids"]
 
 _ROOT = "__orga_trace_root"
@@ -78,7 +80,7 @@ class ConversationIds(SpanProcessor):
         if not activity.in_activity() or not (span.attributes or {}).get("gen_ai.operation.name"):
             return
         info = activity.info()
-        if info.workflow_type == "ReasoningLoop" and info.workflow_id:
+        if info.workflow_type == LOOP_WORKFLOW and info.workflow_id:
             span.set_attribute("gen_ai.conversation.id", info.workflow_id)
 
 

@@ -21,6 +21,7 @@ from orga.contracts.messages import (
     CONVERSATION_QUERY,
     FORK_QUERY,
     JOURNAL_QUERY,
+    LOOP_WORKFLOW,
     MESSAGE_SIGNAL,
     MESSAGE_UPDATE,
     STATE_QUERY,
@@ -34,7 +35,7 @@ from orga.workflows.shared.human_desk import DeskHandlers
 __all__ = ["ReasoningLoopWorkflow"]
 
 
-@workflow.defn(name="ReasoningLoop")
+@workflow.defn(name=LOOP_WORKFLOW)
 class ReasoningLoopWorkflow(DeskHandlers):
     """One agent loop. Start it with a ``LoopInput``; it returns a ``LoopResult``."""
 

@@ -37,7 +37,7 @@ from orga.contracts.journal import (
     Stamp,
     Terminated,
 )
-from orga.contracts.messages import AUDIT_QUERY, JOURNAL_QUERY, STATE_QUERY
+from orga.contracts.messages import AUDIT_QUERY, JOURNAL_QUERY, STATE_QUERY, TASK_WORKFLOW
 from orga.contracts.task import (
     Step,
     StepReport,
@@ -63,7 +63,7 @@ __all__ = ["TaskWorkflow"]
 T = TypeVar("T")
 
 
-@workflow.defn(name="Task")
+@workflow.defn(name=TASK_WORKFLOW)
 class TaskWorkflow(DeskHandlers):
     """A multi-step task with saga compensation. Input ``TaskInput``, result ``TaskResult``."""
 

@@ -43,6 +43,7 @@ from orga.contracts.delegation import (
 from orga.contracts.errors import describe_validation_error
 from orga.contracts.inference import Usage
 from orga.contracts.journal import DelegationFinished, DelegationStarted
+from orga.contracts.messages import LOOP_WORKFLOW
 from orga.contracts.policy import AncestorGate
 from orga.contracts.state import LoopResult
 from orga.contracts.vocabulary import PolicyMode
@@ -219,7 +220,7 @@ class Delegations:
         self._reserved_cost += money or 0.0
         try:
             result = await workflow.execute_child_workflow(
-                "ReasoningLoop",
+                LOOP_WORKFLOW,
                 LoopInput(
                     messages=[Message(role="user", content=asked.task)],
                     config=LoopConfig(

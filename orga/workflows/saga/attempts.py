@@ -15,6 +15,7 @@ from temporalio import workflow
 
 from orga.contracts.approvals import PendingEscalation
 from orga.contracts.journal import JournalEntry, Stamp, StepLimitReached
+from orga.contracts.messages import LOOP_WORKFLOW
 from orga.contracts.task import LoopStep, Step, StepPolicy, StepReport, StepStatus
 from orga.core.progress import StepTracker
 from orga.workflows.saga.steps import StepFailed, StepRunner
@@ -90,7 +91,7 @@ class StepAttempts:
                             escalation_id=f"{step.id}#{escalations}",
                             tool=step.action.tool
                             if not isinstance(step.action, LoopStep)
-                            else "ReasoningLoop",
+                            else LOOP_WORKFLOW,
                             arguments=json.dumps(
                                 step.action.arguments
                                 if not isinstance(step.action, LoopStep)

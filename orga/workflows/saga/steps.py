@@ -24,6 +24,7 @@ from temporalio.exceptions import (
 from temporalio.workflow import ChildWorkflowCancellationType
 
 from orga.contracts.conversation import ToolCall
+from orga.contracts.messages import LOOP_WORKFLOW
 from orga.contracts.policy import PolicyAction
 from orga.contracts.state import LoopResult
 from orga.contracts.task import LoopStep, Step
@@ -109,7 +110,7 @@ class StepRunner:
             self._scheduled(step.id)
             try:
                 result = await workflow.execute_child_workflow(
-                    "ReasoningLoop",
+                    LOOP_WORKFLOW,
                     action.input,
                     id=f"{self._workflow_id}/{step.id}/{attempt}",
                     result_type=LoopResult,
