@@ -4,6 +4,7 @@ I/O, never imported by workflow code. Modules:
 
 * ``settings`` — settings from the environment (the one reader of ``ORGA_*``)
 * ``variables`` — what a ``Settings`` field read from the environment is, and how it shows
+* ``setting_values`` — what settings are read into: providers, model prices, checked values
 * ``settings_docs`` — the environment and loop config reference, written from the fields
 * ``connect`` — connecting to Temporal with orga's data converter; search attributes
 * ``converter`` — orga's data converter: payloads out of history (External Storage) on the store

@@ -108,11 +108,10 @@ Variables (generated from the fields; do not edit by hand):
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 from pydantic.fields import FieldInfo
@@ -120,6 +119,8 @@ from pydantic.fields import FieldInfo
 from orga.contracts.agents import PolicyFloor
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.vocabulary import PROVIDERS, SCRIPTED, ProviderName
+from orga.runtime import setting_values as parsed
+from orga.runtime.setting_values import ModelPrice, ProviderSettings
 from orga.runtime.variables import (
     Env,
     Variable,
@@ -134,100 +135,6 @@ if TYPE_CHECKING:  # SQLAlchemy is imported when a store is opened, not by every
     from orga.runtime.store import Store
 
 __all__ = ["ModelPrice", "ProviderSettings", "Settings"]
-
-
-class ProviderSettings(BaseModel):
-    """Where one provider lives and the key the worker uses for it."""
-
-    model_config = ConfigDict(frozen=True)
-
-    name: ProviderName
-    base_url: str
-    api_key: SecretStr | None = None
-    api_key_env: str
-    """The variable the key comes from; error messages name it, never the key."""
-    default_model: str
-    official: bool = True
-    """True when ``base_url`` is the provider's own service, which always needs a key."""
-
-
-_DEFAULTS: dict[ProviderName, tuple[str, str]] = {
-    "openrouter": ("https://openrouter.ai/api/v1", "openai/gpt-4o-mini"),
-    "openai": ("https://api.openai.com/v1", "gpt-4o-mini"),
-    "anthropic": ("https://api.anthropic.com", "claude-sonnet-4-5"),
-}
-_PROVIDER_MEANING: dict[ProviderName, str] = {
-    "openrouter": "OpenRouter (the default provider): its API key, default model and base URL.",
-    "openai": "OpenAI, or any compatible server (vLLM, Ollama, llama.cpp: set the base URL; "
-    "no key needed): its API key, default model and base URL.",
-    "anthropic": "The Anthropic Messages API: its API key, default model and base URL.",
-}
-
-
-def _provider(value: str) -> str:
-    if value not in (*PROVIDERS, SCRIPTED):
-        raise InvalidConfig(
-            f"ORGA_PROVIDER={value!r} is not a provider; use one of {[*PROVIDERS, SCRIPTED]!r}"
-        )
-    return value
-
-
-def _policy_floor(value: str) -> str:
-    if value not in ("default", "cedar", "opa"):
-        raise InvalidConfig(
-            f"ORGA_POLICY={value!r} is not a policy floor; use default, cedar or opa"
-        )
-    return value
-
-
-def _tuner(value: str) -> str:
-    if value not in ("resource", "fixed"):
-        raise InvalidConfig(
-            f"ORGA_WORKER_TUNER={value!r}: use resource (as many tasks as CPU and memory "
-            "allow) or fixed (the SDK's slot counts)"
-        )
-    return value
-
-
-def _embeddings(value: str) -> tuple[ProviderName, str]:
-    provider, _, model = value.partition(":")
-    if provider == "anthropic":
-        raise InvalidConfig(
-            f"ORGA_EMBEDDINGS={value!r}: Anthropic has no embeddings endpoint; use an "
-            "OpenAI-compatible one (openai:<model>, with OPENAI_BASE_URL for Ollama or vLLM)"
-        )
-    if provider not in PROVIDERS or not model.strip():
-        raise InvalidConfig(
-            f"ORGA_EMBEDDINGS={value!r} is not <provider>:<model>; for example "
-            "openai:text-embedding-3-small or openrouter:openai/text-embedding-3-small"
-        )
-    return provider, model.strip()
-
-
-class ModelPrice(BaseModel):
-    """What a model costs, in USD per million tokens (``ORGA_MODEL_PRICES``)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    input: float = Field(ge=0)
-    output: float = Field(ge=0)
-    cache_read: float | None = Field(default=None, ge=0)
-    """Cached input tokens read (default: the input price)."""
-    cache_write: float | None = Field(default=None, ge=0)
-    """Input tokens written to the cache (default: the input price)."""
-
-
-def _model_prices(value: str) -> dict[str, ModelPrice]:
-    try:
-        raw = json.loads(value)
-        if not isinstance(raw, dict):
-            raise ValueError("not a JSON object")
-        return {str(k): ModelPrice.model_validate(v) for k, v in cast(dict[str, Any], raw).items()}
-    except (ValueError, ValidationError) as error:
-        raise InvalidConfig(
-            f"ORGA_MODEL_PRICES is not a JSON object of model prices ({error}); for example "
-            '{"my-model": {"input": 0.5, "output": 1.5}} (USD per million tokens)'
-        ) from None
 
 
 class Settings(BaseModel):
@@ -247,7 +154,7 @@ class Settings(BaseModel):
     """The task queue of loops, tasks and their activities."""
     default_provider: Annotated[
         ProviderName | None,
-        Env("ORGA_PROVIDER", default="the first provider with a key", parse=_provider),
+        Env("ORGA_PROVIDER", default="the first provider with a key", parse=parsed.provider),
     ] = None
     """The provider of loops whose config names none. ``scripted``: the worker serves the
     offline scripted model (like ``worker.py --scripted``)."""
@@ -257,7 +164,8 @@ class Settings(BaseModel):
     """Each provider's key, default model and base URL (``OPENROUTER_*``, ``OPENAI_*``,
     ``ANTHROPIC_*``: ``_API_KEY``, ``_MODEL``, ``_BASE_URL``)."""
     model_prices: Annotated[
-        dict[str, ModelPrice], Env("ORGA_MODEL_PRICES", default="none", parse=_model_prices)
+        dict[str, ModelPrice],
+        Env("ORGA_MODEL_PRICES", default="none", parse=parsed.model_prices),
     ] = Field(default_factory=dict[str, ModelPrice])
     """Prices of models the price table (genai-prices) does not know, or that a deal changes:
     JSON, ``{"my-model": {"input": 0.5, "output": 1.5, "cache_read": 0.05, "cache_write":
@@ -273,7 +181,7 @@ class Settings(BaseModel):
             default="unset: full-text search alone",
             shape="``<provider>:<model>``",
             cli=True,
-            parse=_embeddings,
+            parse=parsed.embeddings,
         ),
     ] = None
     """The provider and model whose ``/embeddings`` make knowledge search hybrid (SQLite), e.g.
@@ -309,7 +217,9 @@ class Settings(BaseModel):
     """At most this many model calls per second over every worker of the model task queue
     together: the Temporal server holds the rate (a short burst, then the rate), so a
     provider's rate limit is shared by any number of workers instead of answered with 429s."""
-    tuner: Annotated[Literal["resource", "fixed"], Env("ORGA_WORKER_TUNER", parse=_tuner)] = "fixed"
+    tuner: Annotated[Literal["resource", "fixed"], Env("ORGA_WORKER_TUNER", parse=parsed.tuner)] = (
+        "fixed"
+    )
     """How many tasks a worker takes at once: ``fixed``, the SDK's slot counts; ``resource``,
     only while its machine's CPU and memory are under ``ORGA_TARGET_CPU`` /
     ``ORGA_TARGET_MEMORY`` (Temporal's resource-based tuner: backpressure at the task queue,
@@ -321,7 +231,7 @@ class Settings(BaseModel):
     target_memory: Annotated[float, Env("ORGA_TARGET_MEMORY")] = Field(default=0.8, gt=0, le=1)
     """The resource tuner's memory target: the share of the machine's memory above which the
     worker takes no more tasks."""
-    policy_floor: Annotated[PolicyFloor, Env("ORGA_POLICY", parse=_policy_floor)] = "default"
+    policy_floor: Annotated[PolicyFloor, Env("ORGA_POLICY", parse=parsed.policy_floor)] = "default"
     """The policy floor of the implicit agent (no ``ORGA_AGENTS``): no loop runs under a
     weaker gate."""
     allow_permissive: Annotated[bool, Env("ORGA_ALLOW_PERMISSIVE", default="off: refused")] = False
@@ -417,7 +327,7 @@ class Settings(BaseModel):
             value = env.get(name, "").strip()
             return value or None
 
-        values: dict[str, Any] = {"providers": _providers(get)}
+        values: dict[str, Any] = {"providers": parsed.providers(get)}
         read: dict[str, tuple[str, str]] = {}  # field -> (variable, its text)
         for field, info, variable in _fields():
             text = get(variable.name)
@@ -438,7 +348,7 @@ class Settings(BaseModel):
         found: list[Variable] = []
         for field, info in cls.model_fields.items():
             if field == "providers":
-                found += _provider_variables()
+                found += parsed.provider_variables()
                 continue
             variable = env_of(info)
             if variable is not None:
@@ -466,7 +376,7 @@ class Settings(BaseModel):
                 "real provider in the loop's config"
             )
         if found is None:
-            url, model = _DEFAULTS[chosen]
+            url, model = parsed.PROVIDER_DEFAULTS[chosen]
             found = ProviderSettings(
                 name=chosen,
                 base_url=url,
@@ -519,35 +429,3 @@ def _fields() -> Iterator[tuple[str, FieldInfo, Env]]:
         variable = env_of(info)
         if variable is not None:
             yield field, info, variable
-
-
-def _providers(get: Callable[[str], str | None]) -> dict[ProviderName, ProviderSettings]:
-    providers: dict[ProviderName, ProviderSettings] = {}
-    for name in PROVIDERS:
-        prefix = name.upper()
-        default_url, default_model = _DEFAULTS[name]
-        base_url = (get(f"{prefix}_BASE_URL") or default_url).rstrip("/")
-        key = get(f"{prefix}_API_KEY")
-        providers[name] = ProviderSettings(
-            name=name,
-            base_url=base_url,
-            api_key=SecretStr(key) if key else None,
-            api_key_env=f"{prefix}_API_KEY",
-            default_model=get(f"{prefix}_MODEL") or default_model,
-            official=base_url == default_url,
-        )
-    return providers
-
-
-def _provider_variables() -> list[Variable]:
-    return [
-        Variable(
-            names=tuple(f"{name.upper()}_{part}" for part in ("API_KEY", "MODEL", "BASE_URL")),
-            shape="secret, text, URL",
-            default=f"model ``{model}``, ``{url}``",
-            bounds="",
-            meaning=_PROVIDER_MEANING[name],
-            cli=False,
-        )
-        for name, (url, model) in _DEFAULTS.items()
-    ]
