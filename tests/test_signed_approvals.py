@@ -93,6 +93,11 @@ async def test_where_approvers_are_enrolled_only_their_signed_decision_is_record
         assert "does not hold for alice's enrolled key" in await refused(
             handle, signed(handle.id, waiting, MALLORY, approver="alice")
         )
+        # An answer to orga mcp's form, signed with alice's key (as orga mcp once did with the
+        # operator's key, whatever the MCP client app answered): never a person's decision.
+        assert "an answer to orga mcp's form is the MCP client app's" in await refused(
+            handle, signed(handle.id, waiting, ALICE, approver="alice", via="mcp-elicitation")
+        )
         # Alice's real signature, moved: made for a call of that id in another workflow.
         moved = signed(other.id, waiting, ALICE, approver="alice")
         assert "does not hold" in await refused(handle, moved)

@@ -30,7 +30,7 @@ from orga.contracts.messages import (
 from orga.contracts.state import LoopResult, LoopState
 from orga.contracts.threads import CloseThread, ThreadClosed, TurnResult, TurnWait
 from orga.workflows.reasoning.agent_loop import AgentLoop
-from orga.workflows.shared.human_desk import DeskHandlers
+from orga.workflows.shared.desk_handlers import DeskHandlers
 
 __all__ = ["ReasoningLoopWorkflow"]
 

@@ -55,7 +55,8 @@ from orga.workflows.saga.compensation import Saga
 from orga.workflows.saga.setup import set_up_task
 from orga.workflows.saga.steps import StepRunner, TaskClearance
 from orga.workflows.shared.common import decoded, upsert
-from orga.workflows.shared.human_desk import DeskHandlers, HumanDesk
+from orga.workflows.shared.desk_handlers import DeskHandlers
+from orga.workflows.shared.human_desk import HumanDesk
 from orga.workflows.shared.metrics import emit_entry
 
 __all__ = ["TaskWorkflow"]

@@ -6,6 +6,7 @@ Modules:
 * ``failures`` — what an activity or child workflow failure says, read one way everywhere
 * ``gate`` — one policy decision per turn, journaled, failing closed
 * ``human_desk`` — ``HumanDesk``: waiting for people durably, approvals and escalations
+* ``desk_handlers`` — ``DeskHandlers``: the people's signals and updates of both workflows
 * ``metrics`` — replay-safe metrics from workflow code
 * ``options`` — timeouts and retry policies of the activities
 * ``patches`` — every ``workflow.patched`` id, and what it guards

@@ -43,20 +43,14 @@ from orga.contracts.approvals import (
 from orga.contracts.conversation import ToolCall
 from orga.contracts.critic import PendingReview, Review
 from orga.contracts.journal import ApprovalDecided, EscalationResolved, JournalEntry, Stamp
-from orga.contracts.messages import (
-    APPROVAL_SIGNAL,
-    APPROVE_UPDATE,
-    RESOLVE_ESCALATION,
-    REVIEW_UPDATE,
-)
 from orga.contracts.policy import PolicyAction, PolicyDecision
 from orga.core.decisions import check_decision, key_approved_as
 from orga.core.profile import glob_matches
 from orga.core.signatures import sha256_text
 from orga.workflows.shared.metrics import count
-from orga.workflows.shared.patches import ONE_KEY_ONE_APPROVER
+from orga.workflows.shared.patches import MCP_ANSWERS_ARE_CLAIMS, ONE_KEY_ONE_APPROVER
 
-__all__ = ["DeskHandlers", "HumanDesk"]
+__all__ = ["HumanDesk"]
 
 
 class HumanDesk:
@@ -140,6 +134,16 @@ class HumanDesk:
             raise ValueError(
                 "a policy judges who may decide here: send the decision by the approve update "
                 "(orga approve, the desk, LoopHandle.approve), which can answer a refusal"
+            )
+        if (
+            self.approvers
+            and decision.via == "mcp-elicitation"
+            and (validating or workflow.patched(MCP_ANSWERS_ARE_CLAIMS))
+        ):
+            raise ValueError(
+                "approvers are enrolled here: an answer to orga mcp's form is the MCP client "
+                "app's, not a person's signed decision, and is not recorded. Decide with your "
+                "own key (orga approve, orga desk)"
             )
         proof = check_decision(
             decision,
@@ -455,50 +459,3 @@ class HumanDesk:
 def _refused(why: str) -> ApplicationError:
     """A decision refused by its update's handler (after waiting on the gate)."""
     return ApplicationError(why, type="DecisionRefused", non_retryable=True)
-
-
-class DeskHandlers:
-    """The ``approval``/``approve`` and ``resolve_escalation`` signals and updates, for a
-    workflow with a ``_desk``."""
-
-    _desk: HumanDesk
-
-    @workflow.signal(name=RESOLVE_ESCALATION)
-    def resolve_escalation_signal(self, resolution: EscalationResolution) -> None:
-        """Resolve a parked step with one of its options (``retry``, ``skip``, …)."""
-        self._desk.resolve_by_signal(resolution)
-
-    @workflow.update(name=RESOLVE_ESCALATION)
-    def resolve_escalation(self, resolution: EscalationResolution) -> EscalationRecord:
-        """Resolve a parked step; returns the resolution as recorded."""
-        return self._desk.resolve(resolution, "update")
-
-    @resolve_escalation.validator
-    def _check_resolution(self, resolution: EscalationResolution) -> None:
-        self._desk.check_resolution(resolution)
-
-    @workflow.update(name=REVIEW_UPDATE)
-    def review(self, review: Review) -> Review:
-        """Review the final answer that waits (``{"verdict", "feedback"?, "reviewer"}``);
-        returns the review as recorded."""
-        self._desk.record_review(review)
-        return review
-
-    @review.validator
-    def _check_review(self, review: Review) -> None:
-        self._desk.check_review(review)
-
-    @workflow.signal(name=APPROVAL_SIGNAL)
-    def approval(self, decision: ApprovalDecision) -> None:
-        """Approve or deny a pending call (``{"call_id", "approved", "reason"?, "approver"}``)."""
-        self._desk.decide_by_signal(decision)
-
-    @workflow.update(name=APPROVE_UPDATE)
-    async def approve(self, decision: ApprovalDecision) -> ApprovalRecord:
-        """Approve or deny a pending call (an approval may edit its arguments); returns the
-        decision as recorded."""
-        return await self._desk.decide_update(decision)
-
-    @approve.validator
-    def _check_approve(self, decision: ApprovalDecision) -> None:
-        self._desk.check_approval(decision)

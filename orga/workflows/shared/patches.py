@@ -22,6 +22,7 @@ __all__ = [
     "FORK_OWN_PROMPTS",
     "GATE_BY_ACTION",
     "GATE_TYPED_ANSWER",
+    "MCP_ANSWERS_ARE_CLAIMS",
     "MESSAGE_LIMITS",
     "MODEL_WAITS_FOR_WORKER",
     "ONE_KEY_ONE_APPROVER",
@@ -96,3 +97,11 @@ SCHEMA_IN_RETRY: Final = "schema-in-retry"
 the schema itself, not only the validation error (``typed_answer``): the model must see the
 schema even where the provider is not asked to constrain the answer. Asked only on a miss;
 scenario ``typed_answer_with_tools``."""
+
+MCP_ANSWERS_ARE_CLAIMS: Final = "mcp-answers-are-claims"
+"""Where approvers are enrolled, a decision that came through ``orga mcp``'s form (``via``
+``mcp-elicitation``) is refused, signed or not: the MCP client app answers the form, and
+earlier ``orga mcp`` signed its answer with the operator's key (``HumanDesk._proof``). Asked
+only when such a decision arrives by signal (the ``approve`` update's validator refuses it
+without the patch); no scenario: ``orga mcp`` no longer sends one where approvers are
+enrolled."""
