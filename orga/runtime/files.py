@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
@@ -32,7 +31,6 @@ __all__ = [
     "check_private_file",
     "private_directory",
     "private_file",
-    "write_private",
 ]
 
 SQLITE_COMPANIONS: Final = ("-wal", "-shm", "-journal")
@@ -159,19 +157,3 @@ def private_file(path: Path, setting: str = _CHOOSE, companions: Sequence[str] =
         _check_file(path, setting)
     path.chmod(0o600)
     return path
-
-
-def write_private(path: Path, data: bytes) -> None:
-    """Write ``path`` atomically, 0600: a temporary file of this writer's own, then a rename
-    (two writers never share a partial file)."""
-    private_directory(path.parent)
-    descriptor, temporary = tempfile.mkstemp(
-        dir=path.parent, prefix=f".{path.name}.", suffix=".part"
-    )
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(data)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
