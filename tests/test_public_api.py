@@ -553,3 +553,19 @@ def test_the_running_loops_page_names_every_status_and_journal_entry() -> None:
     entries = get_args(get_args(JournalEntry)[0])
     assert not [s for s in get_args(LoopStatus) if f"`{s}`" not in rows["`state`"]]
     assert not [e.__name__ for e in entries if f"`{e.__name__}`" not in rows["`journal`"]]
+
+
+def test_every_import_stable_module_has_an_api_page() -> None:
+    """What a user may import (the pinned modules) is shown in the API reference: each is
+    rendered (``::: module``) on a page of docs/reference that the site's navigation lists."""
+    rendered: dict[str, Path] = {}
+    for page in sorted((ROOT / "docs" / "reference").rglob("*.md")):
+        for line in page.read_text(encoding="utf-8").splitlines():
+            if line.startswith("::: "):
+                rendered.setdefault(line.removeprefix("::: ").strip(), page)
+    assert sorted(set(PUBLIC) - set(rendered)) == [], "import-stable modules with no API page"
+    nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    unlisted = [
+        str(page) for page in rendered.values() if str(page.relative_to(ROOT / "docs")) not in nav
+    ]
+    assert unlisted == [], "API pages the site's navigation does not list"

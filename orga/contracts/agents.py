@@ -3,7 +3,7 @@
 An agent is the worker operator's decision, read from the TOML file ``ORGA_AGENTS`` names
 (``orga.worker.agent_registry``). A loop names its agent (``config.agent_id``); its config may only
 narrow what the agent allows (``orga.core.agents``). The resolved agent is recorded in the
-loop's history with the loop's setup. Example::
+loop's history with the loop's setup. Example:
 
     [agents.support]
     description = "Answers customer questions from the docs"

@@ -8,7 +8,7 @@ the same transaction** — the effect and the record commit together or not at a
 lives in the worker's store (``ORGA_STORE_URL``), so a retry on another worker of a cluster
 finds what the first one recorded. Effects in that database are exactly-once; for an effect
 elsewhere (an HTTP call), pass the key on as that system's own idempotency key and record its
-answer here::
+answer here:
 
     @tool(serial=True)
     def pay(amount: int, to: str, ctx: ToolContext) -> str:
