@@ -23,7 +23,7 @@ from orga.providers.http_errors import (
 )
 from orga.providers.streaming import OnText, server_sent_events
 from orga.providers.usage import check_usage
-from orga.providers.wire import wire_format
+from orga.providers.wire import CallOptions, wire_format
 from orga.runtime.settings import ProviderSettings
 
 __all__ = ["complete", "request_headers"]
@@ -74,16 +74,8 @@ async def complete(
     wire = wire_format(provider)
     source = f"{provider.name}:{model}"
     url = wire.url(provider)
-    body = wire.request(
-        messages,
-        tools,
-        model=model,
-        max_output_tokens=max_output_tokens,
-        temperature=temperature,
-        source=source,
-        prompt_cache=prompt_cache,
-        output_schema=output_schema,
-    )
+    call = CallOptions(model, max_output_tokens, temperature, source, prompt_cache, output_schema)
+    body = wire.request(messages, tools, call)
     headers = request_headers(provider)
     # Encoded once, as httpx would: its size bounds the input tokens the answer may report.
     content = json.dumps(

@@ -10,6 +10,7 @@ Anthropic Messages API. A provider's format is chosen once, by ``wire_format``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from orga.contracts.conversation import Message
@@ -20,7 +21,22 @@ from orga.providers.openai import build_chat_request, parse_chat_completion
 from orga.providers.streaming import ChatStream, MessageStream, OnText
 from orga.runtime.settings import ProviderSettings
 
-__all__ = ["ChatCompletions", "Messages", "WireFormat", "wire_format"]
+__all__ = ["CallOptions", "ChatCompletions", "Messages", "WireFormat", "wire_format"]
+
+
+@dataclass(frozen=True)
+class CallOptions:
+    """What one call asks of the model besides the conversation and the tools."""
+
+    model: str
+    max_output_tokens: int | None
+    temperature: float | None
+    source: str
+    """``<provider>:<model>``: turns it wrote keep their wire ids and reasoning."""
+    prompt_cache: bool = False
+    """Mark the stable prefix for the provider's cache (Anthropic; others cache by themselves)."""
+    output_schema: dict[str, Any] | None = None
+    """Ask for an answer that matches it (the provider's structured output)."""
 
 
 class WireFormat(Protocol):
@@ -35,16 +51,7 @@ class WireFormat(Protocol):
         ...
 
     def request(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolDefinition],
-        *,
-        model: str,
-        max_output_tokens: int | None,
-        temperature: float | None,
-        source: str,
-        prompt_cache: bool,
-        output_schema: dict[str, Any] | None = None,
+        self, messages: Sequence[Message], tools: Sequence[ToolDefinition], call: CallOptions
     ) -> dict[str, Any]:
         """The JSON body of a call."""
         ...
@@ -72,26 +79,17 @@ class ChatCompletions:
         return {"authorization": f"Bearer {key}"} if key is not None else {}
 
     def request(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolDefinition],
-        *,
-        model: str,
-        max_output_tokens: int | None,
-        temperature: float | None,
-        source: str,
-        prompt_cache: bool,
-        output_schema: dict[str, Any] | None = None,
+        self, messages: Sequence[Message], tools: Sequence[ToolDefinition], call: CallOptions
     ) -> dict[str, Any]:
-        del prompt_cache  # these providers cache a stable prefix by themselves
+        # These providers cache a stable prefix by themselves: call.prompt_cache asks nothing.
         return build_chat_request(
             messages,
             tools,
-            model=model,
-            max_output_tokens=max_output_tokens,
-            temperature=temperature,
-            source=source,
-            output_schema=output_schema,
+            model=call.model,
+            max_output_tokens=call.max_output_tokens,
+            temperature=call.temperature,
+            source=call.source,
+            output_schema=call.output_schema,
         )
 
     def streaming(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -117,26 +115,17 @@ class Messages:
         return headers
 
     def request(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolDefinition],
-        *,
-        model: str,
-        max_output_tokens: int | None,
-        temperature: float | None,
-        source: str,
-        prompt_cache: bool,
-        output_schema: dict[str, Any] | None = None,
+        self, messages: Sequence[Message], tools: Sequence[ToolDefinition], call: CallOptions
     ) -> dict[str, Any]:
         return build_messages_request(
             messages,
             tools,
-            model=model,
-            max_output_tokens=max_output_tokens,
-            temperature=temperature,
-            source=source,
-            prompt_cache=prompt_cache,
-            output_schema=output_schema,
+            model=call.model,
+            max_output_tokens=call.max_output_tokens,
+            temperature=call.temperature,
+            source=call.source,
+            prompt_cache=call.prompt_cache,
+            output_schema=call.output_schema,
         )
 
     def streaming(self, body: dict[str, Any]) -> dict[str, Any]:
