@@ -9,6 +9,8 @@ with other defaults pick it up later.
 
 from __future__ import annotations
 
+import asyncio
+
 from temporalio import activity
 
 from orga.activities.answers import schema_problem
@@ -77,12 +79,14 @@ class SetupActivities:
 
         Raises:
             InvalidConfig: the config asks for more than its agent allows, a tool is not
-                registered here, or its provider is not served here.
+                registered here, its provider is not served here, or its ``output_schema``
+                is refused (``orga.runtime.json_schema.schema_problem``).
         """
         agent = self._agents.get(request.config.agent_id)
         schema = request.config.output_schema
-        if schema is not None and (problem := schema_problem(schema)):
-            raise InvalidConfig(f"config.output_schema is not a JSON Schema: {problem}")
+        # A client's schema: checked in a thread (bounded, but up to about a second).
+        if schema is not None and (problem := await asyncio.to_thread(schema_problem, schema)):
+            raise InvalidConfig(f"config.output_schema {problem}")
         resolved = resolve_loop(agent, request.config, request.tools, self._offer)
         tools = self._registry.definitions(request.tools, named_by="config.tools")
         delegates: list[AgentSpec] = []

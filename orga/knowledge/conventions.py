@@ -216,7 +216,9 @@ def guess_language(directory: Path) -> str | None:
 
 
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(.*)$")
-_HEADING = re.compile(r"^\s*#{1,6}\s+(.*?)\s*#*\s*$")
+_HEADING = re.compile(r"^\s*+#{1,6}\s+(.*)$")
+"""A heading; its closing ``#``s are cut in code: a lazy ``(.*?)\\s*#*\\s*$`` took cubic time
+on a long line of spaces, and a convention file may come from a repository of strangers."""
 
 
 def _markdown(text: str) -> list[str]:
@@ -241,7 +243,7 @@ def _markdown(text: str) -> list[str]:
             continue
         if match := _HEADING.match(line):
             flush()
-            heading = match.group(1)
+            heading = match.group(1).rstrip().rstrip("#").rstrip()
         elif match := _BULLET.match(line):
             flush()
             paragraph.append(match.group(1))

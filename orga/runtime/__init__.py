@@ -16,6 +16,8 @@ I/O, never imported by workflow code. Modules:
 * ``loop_traces`` — one trace per loop, whoever started it (clients and workers carry it)
 * ``presence`` — is a worker there? (heartbeats and pollers of a task queue)
 * ``schemas`` — JSON Schemas of a loop's input and a task file
+* ``json_schema`` — a JSON Schema validator whose regexes run in RE2 and whose work is bounded
+  (a loop's ``output_schema``, an MCP tool's input schema)
 * ``forks`` — reading a loop's state after one of its turns (a fork point)
 
 The worker's own infrastructure is ``orga.worker``; the embedded Temporal dev server is

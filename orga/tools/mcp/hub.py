@@ -30,8 +30,6 @@ from typing import Any
 
 import httpx2
 import mcp_types as types
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -41,6 +39,7 @@ from pydantic import BaseModel
 from orga.contracts.errors import InvalidConfig, ToolInputError, ToolUnavailable
 from orga.contracts.tools import ToolDefinition
 from orga.core.profile import VERIFIED_MARK
+from orga.runtime.json_schema import JsonSchema, SchemaRefused
 from orga.tools.mcp.config import McpConfig, McpServerSpec, expand, load_mcp_config
 from orga.tools.mcp.names import (
     SEPARATOR,
@@ -84,20 +83,25 @@ class McpTool(Tool):
         super().__init__(self._call, definition, BaseModel, None)
         self.server = server
         self.remote = remote
-        try:
-            self._schema = Draft202012Validator(definition.parameters)
-        except SchemaError as error:
+        try:  # RE2 regexes, bounded work, no $ref fetched (the server's schema, the model's args)
+            self._schema = JsonSchema(definition.parameters)
+        except SchemaRefused as refused:
             raise InvalidConfig(
-                f"MCP server {server.name!r}: tool {remote!r} has an invalid input schema "
-                f"({error.message})"
-            ) from error
+                f"MCP server {server.name!r}: the input schema of tool {remote!r} {refused}; "
+                "orga does not offer the tool until the server's schema is fixed"
+            ) from refused
 
     def __repr__(self) -> str:
         return f"<McpTool {self.name!r} of {self.server.name!r}>"
 
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        found: list[Any] = list(self._schema.iter_errors(arguments))  # pyright: ignore[reportUnknownMemberType]
-        problems = sorted(found, key=lambda e: [str(p) for p in e.path])
+        try:
+            problems = self._schema.errors(arguments)
+        except SchemaRefused as refused:
+            raise ToolInputError(
+                f"arguments for tool {self.name!r} could not be checked: its input schema "
+                f"{refused}. Call another tool, or answer without this one."
+            ) from refused
         if problems:
             described = "; ".join(
                 f"{'.'.join(str(p) for p in e.path) or 'arguments'}: {e.message}"
@@ -276,14 +280,17 @@ class _Server:
         except NameCollision as error:  # the SDK wraps what the session raises: keep it here
             self.fatal = str(error)
             raise
-        fresh = {
-            name: McpTool(self, remote, self._definition(name, offered[remote]))
-            for name, remote in binding.names.items()
-        }
-        for name, why in binding.refused.items():
+        fresh: dict[str, McpTool] = {}
+        refused = dict(binding.refused)
+        for name, remote in binding.names.items():
+            try:
+                fresh[name] = McpTool(self, remote, self._definition(name, offered[remote]))
+            except InvalidConfig as error:  # its schema is refused: the others still serve
+                refused[name] = error.message
+        for name, why in refused.items():
             if self.refused.get(name) != why:
                 log.warning("%s", why)
-        self.refused = binding.refused
+        self.refused = refused
         self.bound.update(binding.names)
         gone = set(self.tools) - set(fresh)
         if gone and self.tools:
