@@ -11,8 +11,10 @@ import jsonschema
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
 from orga.core.knowledge import search_terms
+from orga.core.typed_answers import schema_text, with_schema
 from orga.knowledge import Knowledge
 from orga.knowledge.tools import knowledge_tools
 from orga.scripted.arguments import Filling, fill_arguments
@@ -514,3 +516,246 @@ def test_anthropic_wire_too() -> None:
         body={"model": OFFLINE_MODEL, "tools": tools, "messages": after},
     )
     assert offline_model(second).text == f"{LABEL} 40 + 2 = 42 (by the add tool)."
+
+
+# ---- threads, forks and steering: the turn it answers -----------------------------------------
+
+
+def answered(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": text}
+
+
+FIRST_TURN = [
+    user("What is 2+3?"),
+    called("add", {"a": 2, "b": 3}),
+    returned("5"),
+]
+
+
+@pytest.mark.parametrize(
+    ("said", "call"),
+    [
+        ("And what is 4+4?", {"a": 4, "b": 4}),
+        ("Now add 8 to that", {"a": 5, "b": 8}),
+        ("What is the result plus 10?", {"a": 5, "b": 10}),
+        ("Add it to 7", {"a": 5, "b": 7}),
+    ],
+)
+def test_a_thread_s_next_message_and_a_fork_s_are_answered(said: str, call: dict[str, Any]) -> None:
+    tools = advertised(add)
+    after_answer = [*FIRST_TURN, answered(f"{LABEL} 2 + 3 = 5 (by the add tool)."), user(said)]
+    after_call = [*FIRST_TURN, user(said)]  # a fork after turn 1, which called add
+    for messages in (after_answer, after_call):
+        assert offline_model(request(tools, *messages)).tool_calls == [("add", call)]
+        done = offline_model(
+            request(tools, *messages, called("add", call, 2), returned(str(sum(call.values())), 2))
+        )
+        assert (
+            done.text
+            == f"{LABEL} {call['a']} + {call['b']} = {sum(call.values())} (by the add tool)."
+        )
+
+
+def test_that_is_the_newest_number_an_answer_or_a_tool_gave() -> None:
+    tools = advertised(add)
+    typed = [*FIRST_TURN, answered('{"a": 2, "b": 3, "sum": 5}'), user("What is 17+25?")]
+    typed += [called("add", {"a": 17, "b": 25}, 2), returned("42", 2)]
+    typed += [answered('{"a": 17, "b": 25, "sum": 42}'), user("Now add 8 to that")]
+    assert offline_model(request(tools, *typed)).tool_calls == [("add", {"a": 42, "b": 8})]
+    # Nothing to refer back to: it says so, as for any task that lacks a number.
+    alone = offline_model(request(tools, user("Now add 8 to that")))
+    assert not alone.tool_calls and "no number for 'b'" in alone.text
+    # "it" in a question that needs no number is not one.
+    clock = ("time__get_current_time", TIMEZONE)
+    asked = [*FIRST_TURN, answered("5"), user("What time is it in UTC?")]
+    assert offline_model(request(advertised(add, clock), *asked)).tool_calls == [
+        ("time__get_current_time", {"timezone": "UTC"})
+    ]
+
+
+def test_a_steering_message_that_gives_the_tools_nothing_lets_the_turn_go_on() -> None:
+    tools = advertised(
+        add,
+        (
+            "file_read",
+            {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+        ),
+    )
+    steered = [*FIRST_TURN, user("Keep it short, please")]
+    turn = offline_model(request(tools, *steered))
+    assert not turn.tool_calls
+    assert turn.text == f"{LABEL} 2 + 3 = 5 (by the add tool)."  # the turn it joined
+    # orga's own notices never begin a turn: the answer after a gate's word is the same turn's.
+    notice = user("[orga gate] The call was denied: not today")
+    assert offline_model(request(tools, *FIRST_TURN, notice)).text == turn.text
+
+
+# ---- typed answers -----------------------------------------------------------------------------
+
+
+SUM = {
+    "type": "object",
+    "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}, "sum": {"type": "integer"}},
+    "required": ["a", "b", "sum"],
+}
+
+
+def typed_request(
+    schema: dict[str, Any], *messages: dict[str, Any], how: str = "shown", tools: bool = True
+) -> RecordedRequest:
+    """A request of a typed loop: the schema shown in orga's system message, given as the
+    provider's structured output, or shown again after an answer that did not match."""
+    body: dict[str, Any] = {"model": OFFLINE_MODEL, "messages": list(messages)}
+    if tools:
+        body["tools"] = advertised(add)
+    if how == "shown":
+        body["messages"] = [m.model_dump() for m in with_schema([], schema)] + body["messages"]
+    elif how == "constrained":
+        body["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": "answer", "schema": schema},
+        }
+    else:
+        retry = (
+            "[orga] Your final answer must be JSON matching the output schema, and it does not: "
+            "the answer is not JSON. Answer again with the JSON only. The schema: "
+        )
+        retry += schema_text(schema)
+        body["messages"] += [answered("42"), user(retry)]
+    return RecordedRequest(wire="openai", path="/v1/chat/completions", headers={}, body=body)
+
+
+@pytest.mark.parametrize("how", ["shown", "constrained", "retried"])
+def test_a_typed_answer_calls_the_tool_then_answers_json_that_validates(how: str) -> None:
+    task = user("What is 17+25?")
+    first = offline_model(typed_request(SUM, task, how=how))
+    if how != "retried":  # the tool first, as an untyped loop
+        assert first.tool_calls == [("add", {"a": 17, "b": 25})]
+    done = offline_model(
+        typed_request(SUM, task, called("add", {"a": 17, "b": 25}), returned("42"), how=how)
+    )
+    assert not done.tool_calls
+    assert json.loads(done.text) == {"a": 17, "b": 25, "sum": 42}
+
+
+def test_a_typed_answer_without_tools_takes_the_task_s_values() -> None:
+    class Refund(BaseModel):
+        refund_id: str
+        amount: int
+
+    schema = Refund.model_json_schema()
+    answer = offline_model(typed_request(schema, user("Refund order 7"), tools=False))
+    refund = Refund.model_validate_json(answer.text)
+    assert refund.amount == 7 and refund.refund_id.startswith("refund")
+    nested = {
+        "type": "object",
+        "$defs": {
+            "Line": {
+                "type": "object",
+                "properties": {
+                    "sku": {"type": "string", "pattern": "^[A-Z]{2}-"},
+                    "qty": {"type": "integer", "minimum": 1},
+                },
+                "required": ["sku", "qty"],
+            }
+        },
+        "properties": {
+            "lines": {"type": "array", "items": {"$ref": "#/$defs/Line"}, "minItems": 1},
+            "status": {"enum": ["open", "shipped", "closed"]},
+            "email": {"type": "string", "format": "email"},
+            "note": {"anyOf": [{"type": "string", "maxLength": 30}, {"type": "null"}]},
+            "urgent": {"type": "boolean"},
+        },
+        "required": ["lines", "status", "email"],
+    }
+    task = "Ship 3 of XY-12 to ann@example.com, the order is shipped"
+    value = json.loads(offline_model(typed_request(nested, user(task), tools=False)).text)
+    jsonschema.validate(value, nested)
+    assert value["lines"] == [{"sku": "XY-12", "qty": 3}]
+    assert (value["status"], value["email"]) == ("shipped", "ann@example.com")
+    assert value["note"].startswith(LABEL[:25])
+
+
+_NAMES = ["a", "b", "sum", "total", "refund_id", "email", "summary", "count", "tags", "url", "when"]
+
+
+def _schemas() -> st.SearchStrategy[dict[str, Any]]:
+    bounds = st.integers(-5, 50)
+    leaves = st.one_of(
+        st.tuples(bounds, bounds).map(
+            lambda b: {"type": "integer", "minimum": min(b), "maximum": max(b)}
+        ),
+        st.just({"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1}),
+        st.tuples(st.integers(0, 5), st.integers(0, 40)).map(
+            lambda n: {"type": "string", "minLength": min(n), "maxLength": max(n)}
+        ),
+        st.just({"type": "string", "format": "date"}),
+        st.just({"enum": ["low", "high"]}),
+        st.just({"type": "boolean"}),
+        st.just({"type": "null"}),
+        st.just({"const": 3}),
+        st.just({"type": "integer", "multipleOf": 5, "minimum": 1}),
+    )
+    return st.recursive(
+        leaves,
+        lambda inner: st.one_of(
+            st.dictionaries(st.sampled_from(_NAMES), inner, max_size=4).flatmap(
+                lambda properties: st.lists(
+                    st.sampled_from(sorted(properties) or ["a"]), unique=True
+                ).map(
+                    lambda required: {
+                        "type": "object",
+                        "properties": properties,
+                        "required": [r for r in required if r in properties],
+                    }
+                )
+            ),
+            st.tuples(inner, st.integers(0, 2), st.integers(0, 2)).map(
+                lambda t: {
+                    "type": "array",
+                    "items": t[0],
+                    "minItems": min(t[1:]),
+                    "maxItems": max(t[1:]),
+                }
+            ),
+            inner.map(lambda s: {"anyOf": [s, {"type": "null"}]}),
+        ),
+        max_leaves=8,
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(_schemas(), st.lists(st.sampled_from(PIECES), max_size=10), st.booleans())
+def test_whatever_the_schema_a_typed_answer_validates(
+    schema: dict[str, Any], pieces: list[str], with_call: bool
+) -> None:
+    task = user(" ".join(pieces) or "hello")
+    messages = [task, called("add", {"a": 2, "b": 3}), returned("5")] if with_call else [task]
+    answer = offline_model(typed_request(schema, *messages, tools=with_call))
+    jsonschema.validate(json.loads(answer.text), schema)
+
+
+def test_anthropic_wire_a_fork_s_message_shares_the_results_message() -> None:
+    """On the Anthropic wire a message after a turn's results can share their user message."""
+    tools = [{"name": "add", "input_schema": schema(add)}]
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": "What is 2+3?"}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "add", "input": {"a": 2, "b": 3}}],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "5"},
+                {"type": "text", "text": "Now add 8 to that"},
+            ],
+        },
+    ]
+    forked = RecordedRequest(
+        wire="anthropic",
+        path="/v1/messages",
+        headers={},
+        body={"model": OFFLINE_MODEL, "tools": tools, "messages": messages},
+    )
+    assert offline_model(forked).tool_calls == [("add", {"a": 5, "b": 8})]

@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import re
-import signal
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,22 +18,9 @@ from orga.contracts.state import LoopResult, LoopState
 from orga.scripted.offline import LABEL, OFFLINE_MODEL, offline_model
 from orga.scripted.server import RecordedRequest
 from tests.harness import replay
-from tests.helpers import TIME, conversation, orga, start_worker
+from tests.helpers import TIME, calls_of, offline_env, offline_worker, orga
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@asynccontextmanager
-async def offline_worker(env: dict[str, str], *args: str) -> AsyncIterator[None]:
-    """``uv run worker.py --scripted`` as a user runs it; stopped with Ctrl-C."""
-    process, banner = await start_worker({**os.environ, **env}, *args)
-    assert "serving the offline scripted model" in banner
-    try:
-        yield
-    finally:
-        process.send_signal(signal.SIGINT)
-        await asyncio.wait_for(process.communicate(), 60)
-        assert process.returncode == 0
 
 
 async def test_run_a_loop_with_the_offline_worker(env: WorkflowEnvironment) -> None:
@@ -115,27 +97,6 @@ def test_the_offline_model_fills_arguments_from_the_task() -> None:
 
 
 # ---- the README's examples, with what the tools returned in the answers -----------------
-
-
-def offline_env(env: WorkflowEnvironment, tmp_path: Path, **more: str) -> dict[str, str]:
-    """A fresh task queue and data directory (store, blobs) for the offline worker and CLI."""
-    return {
-        "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
-        "ORGA_TASK_QUEUE": f"offline-{uuid.uuid4().hex[:8]}",
-        "ORGA_DATA_DIR": str(tmp_path / "data"),
-        "OPENROUTER_API_KEY": "",
-        "OPENAI_API_KEY": "",
-        "ANTHROPIC_API_KEY": "",
-        **more,
-    }
-
-
-async def calls_of(env: WorkflowEnvironment, workflow_id: str) -> list[tuple[str, Any]]:
-    """The tool calls a finished loop made, ``(name, arguments)``; its history replays."""
-    handle = env.client.get_workflow_handle(workflow_id)
-    messages = await conversation(handle)
-    await replay(handle, env.client)
-    return [(c.name, json.loads(c.arguments)) for m in messages for c in m.tool_calls]
 
 
 async def test_readme_file_and_time_examples_answer_with_what_the_tools_returned(

@@ -8,6 +8,9 @@ Modules:
 * ``offline`` — the offline scripted model (``worker.py --scripted``, ``orga demo``,
   ``OrgaPlugin`` with ``ORGA_PROVIDER=scripted``)
 * ``arguments``, ``clues`` — how the offline model fills a tool's arguments from the task
+* ``reading`` — what the offline model reads in a request: the turn it answers, what a
+  follow-up refers back to, the answer's schema
+* ``answers`` — its typed answer: a JSON value built from the answer's schema
 * ``embeddings`` — vectors without a model, for the scripted server's ``/embeddings``
 
 What tests of one's own tools and policies use is re-exported by ``orga.testing``.

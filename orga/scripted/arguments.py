@@ -28,10 +28,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, cast
 
+from orga.contracts.prehydration import compile_pattern
 from orga.core.knowledge import search_terms
 from orga.scripted.clues import NUMBER, Clues
 
-__all__ = ["Filling", "fill_arguments", "key_words", "words_of"]
+__all__ = [
+    "Filling",
+    "Kind",
+    "fill_arguments",
+    "fits",
+    "key_words",
+    "kind_of",
+    "shortened",
+    "types_of",
+    "words_of",
+]
 
 Kind = Literal[
     "url", "email", "timezone", "path", "directory", "date", "time", "query", "text", "identifier"
@@ -77,7 +88,9 @@ _SYNONYMS: Final = {
     "seconds": ("seconds", "second", "secs"),
 }
 _UNIT: Final = re.compile(r"\bin (cents|seconds|minutes|hours|days|bytes|characters|words)\b")
-_DESCRIBED_DEFAULT: Final = re.compile(r"\b[Uu]se\s+['\"]([^'\"]{1,64})['\"][^.]*?\bif\s+no\b")
+_DESCRIBED_DEFAULT: Final = compile_pattern(r"\b[Uu]se\s+['\"]([^'\"]{1,64})['\"][^.]*?\bif\s+no\b")
+"""In RE2: a tool's description is the server's, and Python's ``re`` takes quadratic time on
+it (each "use '…'" scanned to the next full stop)."""
 _WHAT: Final[dict[Kind, str]] = {
     "url": "URL",
     "email": "email address",
@@ -122,18 +135,22 @@ def key_words(task: str, leave_out: set[str] | frozenset[str] = frozenset()) -> 
     return " ".join([t for t in terms if t not in leave_out] or terms)
 
 
-def _types(spec: Mapping[str, Any]) -> set[str]:
+def types_of(spec: Mapping[str, Any]) -> set[str]:
+    """The JSON types ``spec`` allows (``anyOf``/``oneOf`` options and an ``enum``'s values
+    counted), ``null`` left out."""
     raw = spec.get("type")
     found = {raw} if isinstance(raw, str) else set(cast(list[str], raw or []))
     for option in cast(list[dict[str, Any]], spec.get("anyOf") or spec.get("oneOf") or []):
-        found |= _types(option)
+        found |= types_of(option)
     if not found and spec.get("enum"):
         values = cast(list[Any], spec["enum"])
         found = {"string" if isinstance(v, str) else "number" for v in values}
     return found - {"null"}
 
 
-def _kind(name: str, spec: Mapping[str, Any]) -> Kind | None:
+def kind_of(name: str, spec: Mapping[str, Any]) -> Kind | None:
+    """What kind of value a string named ``name`` holds, by its format, name or description
+    (``None``: none this module knows)."""
     if (kind := _FORMATS.get(str(spec.get("format", "")))) is not None:
         return kind
     words = words_of(name)
@@ -176,24 +193,25 @@ def _fits_string(value: str, spec: Mapping[str, Any]) -> bool:
     if "maxLength" in spec and len(value) > int(spec["maxLength"]):
         return False
     pattern = spec.get("pattern")
-    try:
-        return not isinstance(pattern, str) or re.search(pattern, value) is not None
-    except re.error:  # a pattern Python cannot read: the tool's own check decides
+    try:  # the tool's schema (an MCP server's): in RE2, never Python's backtracking re
+        return not isinstance(pattern, str) or compile_pattern(pattern).search(value) is not None
+    except ValueError:  # a pattern RE2 cannot run: the tool's own check decides
         return True
 
 
-def _fits(value: Any, spec: Mapping[str, Any]) -> bool:
+def fits(value: Any, spec: Mapping[str, Any]) -> bool:
+    """Whether ``value`` keeps ``spec``'s enum, lengths, pattern and bounds."""
     enum = spec.get("enum")
     if isinstance(enum, list) and value not in enum:
         return False
     if isinstance(value, str):
         return _fits_string(value, spec)
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return _fits_number(value, spec, _types(spec) or {"number"})
+        return _fits_number(value, spec, types_of(spec) or {"number"})
     return True
 
 
-def _shortened(value: str, spec: Mapping[str, Any]) -> str:
+def shortened(value: str, spec: Mapping[str, Any]) -> str:
     """``value`` cut at a word boundary to the schema's ``maxLength``."""
     limit = spec.get("maxLength")
     if not isinstance(limit, int) or len(value) <= limit:
@@ -211,7 +229,7 @@ _RANGE: Final = re.compile(
 
 def _with_described_bounds(spec: dict[str, Any]) -> dict[str, Any]:
     """``spec`` with the bounds its description states, where the schema states none."""
-    if not _types(spec) & {"number", "integer"} or {"minimum", "maximum"} & spec.keys():
+    if not types_of(spec) & {"number", "integer"} or {"minimum", "maximum"} & spec.keys():
         return spec
     found = _RANGE.search(str(spec.get("description", "")))
     if found is None:
@@ -262,7 +280,7 @@ class _Filler:
             for match in re.finditer(pattern, self.clues.rest, re.IGNORECASE):
                 value = _number(match.group(1))
                 if ("number", match.start(1)) not in self.clues.used and _fits_number(
-                    value, spec, _types(spec)
+                    value, spec, types_of(spec)
                 ):
                     self.clues.used.add(("number", match.start(1)))
                     return value
@@ -272,14 +290,14 @@ class _Filler:
         for position, text in self.clues.numbers:
             value = _number(text)
             if ("number", position) not in self.clues.used and _fits_number(
-                value, spec, _types(spec)
+                value, spec, types_of(spec)
             ):
                 self.clues.used.add(("number", position))
                 return value
         return None
 
     def value(self, name: str, spec: dict[str, Any], required: bool) -> Any:
-        types = _types(spec)
+        types = types_of(spec)
         if "const" in spec:
             return spec["const"] if required else _OMIT
         if isinstance(enum := spec.get("enum"), list) and enum:
@@ -318,14 +336,14 @@ class _Filler:
         if not required:
             return _OMIT
         described = _DESCRIBED_DEFAULT.search(str(spec.get("description", "")))
-        if described is not None and _fits(described.group(1), spec):
+        if described is not None and fits(described.group(1), spec):
             return described.group(1)
         if "default" in spec:
             return spec["default"]
         raise _Unfillable(f"the task gives no {what} for {name!r}")
 
     def string(self, name: str, spec: dict[str, Any], required: bool) -> Any:
-        kind = _kind(name, spec)
+        kind = kind_of(name, spec)
         if kind in _POOLED:
             value = self.clues.take(kind, self.pool(kind))
             if value is None or not _fits_string(value, spec):
@@ -334,7 +352,7 @@ class _Filler:
         if not required:
             return _OMIT
         if kind == "text":
-            value = _shortened(self.task.strip(), spec)
+            value = shortened(self.task.strip(), spec)
         elif kind == "identifier":
             value = None
             if (words_of(name) | words_of(str(spec.get("description", "")))) & _ID_WORDS:
@@ -347,7 +365,7 @@ class _Filler:
                     "none (the whole task is no such value)"
                 )
         else:  # a query, or a short value of an unknown kind: the task's key words
-            value = _shortened(key_words(self.task, self.tool_words), spec)
+            value = shortened(key_words(self.task, self.tool_words), spec)
         if not value or not _fits_string(value, spec):
             return self.fallback(name, spec, required, f"{_WHAT[kind or 'query']} that fit")
         return value
@@ -361,10 +379,10 @@ class _Filler:
     def array(self, name: str, spec: dict[str, Any]) -> list[Any]:
         items = self.resolve(spec.get("items"))
         values: list[Any] = []
-        if _types(items) & {"number", "integer"}:
+        if types_of(items) & {"number", "integer"}:
             while (number := self.next_number(items)) is not None:
                 values.append(number)
-        elif (kind := _kind(name, items) or _kind(name, {})) in _POOLED:
+        elif (kind := kind_of(name, items) or kind_of(name, {})) in _POOLED:
             while (value := self.clues.take(kind, self.pool(kind))) is not None:
                 values.append(value)
         values = values[: int(spec.get("maxItems", len(values)))]
@@ -399,7 +417,7 @@ def fill_arguments(
     chosen: dict[str, Any] = {}
     for name in order:
         spec = filler.resolve(properties[name])
-        if not _types(spec) & {"number", "integer"} or (given is not None and name in given):
+        if not types_of(spec) & {"number", "integer"} or (given is not None and name in given):
             continue
         if (found := filler.labelled(name, spec)) is not None:
             filler.labels[name] = found
@@ -407,7 +425,7 @@ def fill_arguments(
         for name in order:
             spec = filler.resolve(properties[name])
             if given is not None and name in given:
-                if not _fits(given[name], spec):
+                if not fits(given[name], spec):
                     raise _Unfillable(f"{given[name]!r} does not fit {name!r}")
                 value = given[name]
             else:

@@ -3,7 +3,8 @@
 ``uv run worker.py --scripted`` (or ``ORGA_PROVIDER=scripted``) starts a ``ScriptedModelServer``
 on 127.0.0.1 in the worker's process and serves it as the provider ``scripted``, model
 ``orga-offline-scripted-model``; ``orga demo`` uses it when no key is configured. It is not a
-language model and says so: every answer starts with ``[offline scripted model]``.
+language model and says so: every answer in prose starts with ``[offline scripted model]``
+(a typed answer is JSON only; its free-text fields say it).
 
 How it answers, deterministically:
 
@@ -15,11 +16,19 @@ How it answers, deterministically:
   remember something ("Remember that ann prefers tea" → ``ann`` / ``prefers`` / ``tea``; then
   it does not ``recall_knowledge``), nor ``delegate`` unless the task names an agent it may
   hand work to;
-* in a thread (a conversation of several turns) each turn is a task of its own: the newest
-  user message that follows an answer, with the calls made since;
+* it answers the newest message a person wrote, with the calls made since
+  (``orga.scripted.reading``): a thread's next message, a fork's (``--say``) after an answer
+  or after a turn that called tools — never orga's own notices. A message that refers back
+  ("now add 8 to that", "the result plus 10") is read with the newest number of the
+  conversation before it, an answer's or a tool's. A message in the middle of a turn that
+  gives the tools nothing (a steering message) lets the turn it joined go on;
 * then it answers with what the tools returned: ``add`` as ``a + b = sum``, a JSON object as
   its fields, text by its first lines; a failed or denied call as the error it got. When it
-  called nothing, it says why for each tool.
+  called nothing, it says why for each tool;
+* a typed loop's answer (its schema shown by orga or asked of the provider) is only a JSON
+  value built from that schema (``orga.scripted.answers``): the calls' arguments, the tools'
+  results and the task's values where the names fit (``{"a": 17, "b": 25, "sum": 42}`` after
+  ``add``), the prose answer above for free text. Tools are called first, as in any loop.
 """
 
 from __future__ import annotations
@@ -36,8 +45,19 @@ from orga.contracts.delegation import DELEGATE_TOOL
 from orga.contracts.knowledge import RECALL_TOOL, STORE_TOOL
 from orga.contracts.vocabulary import SCRIPTED
 from orga.runtime.settings import ProviderSettings, Settings
+from orga.scripted.answers import typed_answer
 from orga.scripted.arguments import Filling, fill_arguments
 from orga.scripted.clues import fact_to_remember
+from orga.scripted.reading import (
+    ERROR,
+    answer_schema,
+    asked,
+    calls_in,
+    results_in,
+    system_texts,
+    tools_of,
+    with_referent,
+)
 from orga.scripted.server import RecordedRequest, ScriptedModelServer, Turn
 
 __all__ = [
@@ -52,89 +72,13 @@ OFFLINE_MODEL: Final = "orga-offline-scripted-model"
 LABEL: Final = "[offline scripted model]"
 
 _AGENT_LINE: Final = re.compile(r"^- ([\w.-]+): ", re.MULTILINE)
-_ERROR: Final = "ERROR: "
 _SHOWN_LINES: Final = 5
 _LINE_CHARS: Final = 200
 
 
-def _tools(request: RecordedRequest) -> list[tuple[str, dict[str, Any]]]:
-    """The advertised tools as ``(name, JSON schema)``, in either wire format."""
-    found: list[tuple[str, dict[str, Any]]] = []
-    for item in cast(list[dict[str, Any]], request.body.get("tools") or []):
-        function = cast(dict[str, Any], item.get("function") or item)
-        schema = cast(dict[str, Any], function.get("parameters") or function.get("input_schema"))
-        found.append((str(function.get("name", "")), schema or {}))
-    return found
-
-
-def _this_turn(request: RecordedRequest) -> list[dict[str, Any]]:
-    """The messages of the turn being answered: from the newest user message that follows an
-    answer (a thread's next message; not orga's own feedback, ``[orga …]``), else all of them
-    (the task is then the first user message)."""
-    messages = cast(list[dict[str, Any]], request.body.get("messages") or [])
-    start = None
-    for index in range(1, len(messages)):
-        before, message = messages[index - 1], messages[index]
-        answered = before.get("role") == "assistant" and not _calls([before])
-        text = message.get("content")
-        spoken = isinstance(text, str) and not text.startswith("[orga")
-        if answered and message.get("role") == "user" and spoken:
-            start = index
-    return messages if start is None else messages[start:]
-
-
-def _calls(messages: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
-    """The tool calls made in ``messages``, ``(name, arguments)``, in order."""
-    calls: list[tuple[str, dict[str, Any]]] = []
-    for message in messages:
-        for call in cast(list[dict[str, Any]], message.get("tool_calls") or []):
-            function = cast(dict[str, Any], call.get("function") or {})
-            try:
-                arguments: Any = json.loads(str(function.get("arguments") or "{}"))
-            except json.JSONDecodeError:
-                arguments = {}
-            calls.append((str(function.get("name", "")), _object(arguments)))
-        content = message.get("content")
-        if isinstance(content, list):
-            for block in cast(list[dict[str, Any]], content):
-                if block.get("type") == "tool_use":
-                    calls.append((str(block.get("name", "")), _object(block.get("input"))))
-    return calls
-
-
-def _object(value: Any) -> dict[str, Any]:
-    return cast(dict[str, Any], value) if isinstance(value, dict) else {}
-
-
-def _results(messages: list[dict[str, Any]]) -> list[tuple[str, bool]]:
-    """The tool results in ``messages``, ``(text, is_error)``, in order."""
-    found: list[tuple[str, bool]] = []
-    for message in messages:
-        content = message.get("content")
-        if message.get("role") == "tool":
-            text = _text(content)
-            found.append((text.removeprefix(_ERROR), text.startswith(_ERROR)))
-        elif isinstance(content, list):
-            for block in cast(list[dict[str, Any]], content):
-                if block.get("type") == "tool_result":
-                    found.append((_text(block.get("content")), bool(block.get("is_error"))))
-    return found
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, list):
-        blocks = cast(list[Any], content)
-        return "\n".join(str(_object(b).get("text", "")) for b in blocks)
-    return "" if content is None else str(content)
-
-
 def _delegates(request: RecordedRequest) -> list[str]:
     """The agents the system messages say this loop may hand work to."""
-    system = request.body.get("system")
-    texts = [_text(system)] if system is not None else []
-    for message in cast(list[dict[str, Any]], request.body.get("messages") or []):
-        if message.get("role") == "system":
-            texts.append(_text(message.get("content")))
+    texts = system_texts(request)
     return [agent for text in texts if DELEGATE_TOOL in text for agent in _AGENT_LINE.findall(text)]
 
 
@@ -164,40 +108,77 @@ def _plan(name: str, schema: dict[str, Any], task: str, request: RecordedRequest
 
 def offline_model(request: RecordedRequest) -> Turn:
     """The scripted model's next turn for ``request`` (see the module docstring)."""
-    messages = _this_turn(request)
-    turn = messages[0] if messages and messages[0].get("role") == "user" else None
-    task = _text(turn.get("content")) if turn is not None else request.first_user_text()
-    calls = _calls(messages)
-    called = {name for name, _ in calls}
-    tools = _tools(request)
+    tools = tools_of(request)
+    turns = asked(request)
+    index = 0
+    while True:
+        turn = turns[index]
+        calls = calls_in(turn.since)
+        task = with_referent(turn.task, turn.earlier) or turn.task
+        call, skipped = _next_call(turn.task, task, tools, {name for name, _ in calls}, request)
+        if call is not None:
+            return Turn(text=f"{LABEL} Calling {call[0]}.", tool_calls=[call])
+        if calls or turn.after_answer or index == len(turns) - 1:
+            break
+        index += 1  # a message in the middle of a turn that gives the tools nothing (a
+        # steering message): the turn it joined goes on
+    results = results_in(turn.since)
+    prose = _prose(turn.task, tools, skipped, calls, results)
+    schema = answer_schema(request)
+    if schema is None:
+        return Turn(text=prose)
+    return Turn(text=typed_answer(schema, task=task, prose=prose, calls=calls, results=results))
+
+
+def _next_call(
+    task: str,
+    resolved: str,
+    tools: list[tuple[str, dict[str, Any]]],
+    called: set[str],
+    request: RecordedRequest,
+) -> tuple[tuple[str, dict[str, Any]] | None, list[tuple[str, str]]]:
+    """The next call to make for ``task`` (``resolved``: with what it refers back to), or
+    none and why each tool not called yet was left alone."""
     skipped: list[tuple[str, str]] = []
     for name, schema in tools:
         if name in called:
             continue
         filling = _plan(name, schema, task, request)
+        if filling.missing is not None and resolved != task:
+            filling = _plan(name, schema, resolved, request)  # "add 8 to that": that is 5
         if filling.missing is None:
-            return Turn(text=f"{LABEL} Calling {name}.", tool_calls=[(name, filling.arguments)])
+            return (name, filling.arguments), skipped
         skipped.append((name, filling.missing))
+    return None, skipped
+
+
+def _prose(
+    task: str,
+    tools: list[tuple[str, dict[str, Any]]],
+    skipped: list[tuple[str, str]],
+    calls: list[tuple[str, dict[str, Any]]],
+    results: list[tuple[str, bool]],
+) -> str:
+    """The answer in words: what the tools returned, or why none was called."""
     if not tools:
-        return Turn(text=f"{LABEL} No tools were given to me; the task was: {task}")
+        return f"{LABEL} No tools were given to me; the task was: {task}"
     if not calls:
         lines = [f"{LABEL} I called no tool, as I could not tell what to pass:"]
         lines += [f"- {name}: {why}." for name, why in skipped]
-        return Turn(text="\n".join([*lines, f"The task was: {task}"]))
-    results = _results(messages)
+        return "\n".join([*lines, f"The task was: {task}"])
     if len(calls) == 1 and calls[0][0] == "add" and results and not results[0][1]:
-        return Turn(text=f"{LABEL} {_shown(calls[0], results[0])} (by the add tool).")
+        return f"{LABEL} {_shown(calls[0], results[0])} (by the add tool)."
     lines = [f"{LABEL} What the tools returned:"]
     for call, result in zip(calls, results, strict=False):
         lines.append(f"- {call[0]}: {_shown(call, result)}")
-    return Turn(text="\n".join(lines))
+    return "\n".join(lines)
 
 
 def _shown(call: tuple[str, dict[str, Any]], result: tuple[str, bool]) -> str:
     """What a call returned, as the answer reports it."""
     (name, arguments), (text, failed) = call, result
     if failed:
-        return f"{_ERROR}{_lines(text)}"
+        return f"{ERROR}{_lines(text)}"
     if name == "add" and {"a", "b"} <= arguments.keys():
         return f"{arguments['a']} + {arguments['b']} = {text.strip()}"
     try:
