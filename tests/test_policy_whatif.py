@@ -178,7 +178,7 @@ async def test_an_invalid_candidate_or_case_file_is_exit_2(
     assert code == 2 and "cases.jsonl:2: not a policy case (expect:" in err
     cases.write_text('{"action": {"kind": "launch_missiles"}, "expect": "deny"}\n')
     code, _, err = await orga("policy", "test", str(cases), "--policy-dir", str(POLICY_EXAMPLES))
-    assert code == 2 and "cases.jsonl: the recorded request holds no action" in err
+    assert code == 2 and "cases.jsonl:1: not a policy case (action: holds no action" in err
     code, _, err = await orga("policy", "what-if", str(POLICY_EXAMPLES), "--since", "soon")
     assert code == 2 and "invalid --since 'soon'" in err
 

@@ -6,7 +6,8 @@ served only with ``--decisions``, and then ask the person by MCP elicitation
 
 Over stdio by default (the client starts ``orga mcp``); ``--http`` serves streamable HTTP on
 127.0.0.1. Decisions are recorded under one name (``--approver``, else ``ORGA_APPROVER``, else
-the operating-system user), as with ``orga approve``: whoever reaches the server reads the
+the operating-system user), unverified and never signed: an answer to the form is the MCP
+client application's claim (``orga.cli.mcp_decisions``). Whoever reaches the server reads the
 inbox, and with ``--decisions`` may ask that person to decide, so over HTTP every request must
 bear a token (generated and printed at start, or
 ``--token-env VAR``, which serving beyond this machine needs) and name this server in its
@@ -55,7 +56,6 @@ from orga.desk import inbox as desk
 from orga.runtime.settings import Settings
 
 if TYPE_CHECKING:
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
     from mcp.server.mcpserver import MCPServer
 
 __all__ = ["build_server", "register"]
@@ -110,8 +110,9 @@ def serve_mcp(
         typer.Option(
             "--decisions",
             help="Serve approve and deny. Each asks the person through MCP elicitation (their "
-            "client shows a form) and records only what they confirm; a client that cannot "
-            "elicit is refused. Without it the inbox is read-only over MCP.",
+            "client shows a form) and records only what they confirm, as the client's claim "
+            "(unverified, never signed: where approvers are enrolled, it refuses); a client "
+            "that cannot elicit is refused. Without it the inbox is read-only over MCP.",
         ),
     ] = False,
     token_env: Annotated[
@@ -135,8 +136,7 @@ def serve_mcp(
                 code=2,
             )
         config = settings()
-        key = desk.signing_key(config) if decisions else None
-        server = build_server(config, who, decisions=decisions, key=key)
+        server = build_server(config, who, decisions=decisions)
         if not http:
             await server.run_stdio_async()
             return 0
@@ -157,7 +157,8 @@ def serve_mcp(
                     flush=True,
                 )
             said = (
-                f"approve/deny ask the person by elicitation; recorded as {who!r}"
+                f"approve/deny ask the person by elicitation; recorded as {who!r}, unverified "
+                "(the MCP client's claim, never signed)"
                 if decisions
                 else "no decisions over MCP (--decisions serves them)"
             )
@@ -183,16 +184,10 @@ def _token(variable: str) -> str:
     return value
 
 
-def build_server(
-    config: Settings,
-    approver: str,
-    *,
-    decisions: bool = False,
-    key: Ed25519PrivateKey | None = None,
-) -> MCPServer:
+def build_server(config: Settings, approver: str, *, decisions: bool = False) -> MCPServer:
     """The MCP server: its tools talk to Temporal with ``config``. With ``decisions``, also
-    ``approve`` and ``deny``, which ask the person by elicitation and record their answer
-    under ``approver``, signed with ``key``."""
+    ``approve`` and ``deny``, which ask the person by elicitation and record the answer under
+    ``approver``, unverified (the client application's claim: never signed)."""
     from mcp.server.mcpserver import MCPServer  # the SDK, loaded when a server is built
     from mcp.server.mcpserver.exceptions import ToolError
 
@@ -308,7 +303,7 @@ def build_server(
     if decisions:
         from orga.cli.mcp_decisions import serve_decisions
 
-        serve_decisions(server, client, approver, key)
+        serve_decisions(server, client, approver)
     return server
 
 

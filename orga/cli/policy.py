@@ -6,38 +6,33 @@ reads from each run's history the requests its Cedar gate was asked (each policy
 directory, or the URL of an OPA decision endpoint serving the candidate: then the requests
 OPA gates were asked) (the gate's
 own code, ``orga.gates.whatif``) and lists every decision that would flip, then a summary.
-Exit 0: nothing flips; 1: something does; 2: the candidate set is invalid. ``record`` writes
+Exit 0: nothing flips; 1: something does, or a record could not be read; 2: the candidate
+set is invalid. ``record`` writes
 the same requests as test cases with the decisions they got; ``test CASES`` runs a cases file
 against a policy set, one line per failing case, with the same exit codes.
 
-Histories are read, never replayed, and no worker is needed; a request kept in orga's store
-(one over ``ASKED_LIMIT``) is read from the store the settings name.
+Histories are read, never replayed, and no worker is needed (``orga.cli.policy_history``); a
+record that cannot be read — a history is data, and any worker of the namespace can write one —
+is set aside and listed, and the answer says it is incomplete (exit 1), never a crash. What is
+printed is bounded: each field of a flip is cut short (``--json`` carries it whole).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import Annotated, Any, Final
 
 import httpx
 import typer
-from temporalio.api.common.v1 import Payload
-from temporalio.api.history.v1 import HistoryEvent
-from temporalio.client import Client
 
-from orga.cli.common import CliError, Json, client_for, console, execute, print_json, settings
+from orga.cli.common import CliError, Json, console, execute, print_json, settings
+from orga.cli.policy_history import Recorded, Unreadable, read_histories, warn, why
 from orga.cli.safe_text import json_text, one_line
-from orga.cli.schedule_spec import parse_duration
-from orga.contracts import search_attributes as sa
 from orga.contracts.errors import InvalidConfig, PolicyUnavailable
-from orga.contracts.policy import EVALUATE_POLICY, PolicyDecision, PolicyResult
-from orga.contracts.verdicts import AskedPolicy
+from orga.contracts.policy import PolicyDecision
 from orga.gates.cedar import CedarGate
 from orga.gates.opa import OpaGate
 from orga.gates.whatif import (
@@ -65,6 +60,8 @@ WorkflowId = Annotated[str | None, typer.Option("--workflow", help="Only this wo
 TaskQueue = Annotated[
     str | None, typer.Option("--task-queue", help="Only the workflows of this task queue.")
 ]
+SHOWN: Final = 300
+"""Characters of one field of a flip or a failing case a person is shown (``--json``: all)."""
 
 
 def register(app: typer.Typer) -> None:
@@ -77,18 +74,6 @@ def register(app: typer.Typer) -> None:
         record
     )
     app.add_typer(policy_app, name="policy")
-
-
-@dataclass(frozen=True)
-class Recorded:
-    """One request a Cedar gate was asked, where it was asked."""
-
-    workflow_id: str
-    run_id: str
-    call_id: str | None
-    tool: str | None
-    kind: str
-    asked: AskedPolicy
 
 
 @contextlib.asynccontextmanager
@@ -130,15 +115,23 @@ def what_if(
     as_json: Json = False,
 ) -> None:
     """What a candidate policy set would have decided on the recorded requests of closed and
-    running loops and tasks: every flip, then a summary (exit 1 when anything flips)."""
+    running loops and tasks: every flip, then a summary (exit 1 when anything flips, or when a
+    recorded request cannot be read)."""
 
     async def body() -> int:
         async with _candidate(policy_dir) as gate:
-            recorded, workflows = await _recorded(since, agent, workflow, task_queue)
-            recorded = [r for r in recorded if r.asked.engine == _engine(gate)]
+            read = await read_histories(since, agent, workflow, task_queue)
+            recorded = [r for r in read.recorded if r.asked.engine == _engine(gate)]
+            unreadable = read.unreadable
             flips: list[dict[str, Any]] = []
+            asked = 0
             for each in recorded:
-                after = await ask_again(gate, each.asked)
+                try:
+                    after = await ask_again(gate, each.asked)
+                except InvalidConfig as error:  # a record no gate wrote
+                    unreadable.append(_set_aside(each, error))
+                    continue
+                asked += 1
                 kind = flip(each.asked.decision, each.asked.arguments, after)
                 if kind is not None:
                     flips.append(_flip(each, after, kind))
@@ -148,30 +141,45 @@ def what_if(
         summary: dict[str, Any] = {
             "policy_dir": str(policy_dir),
             "policy_hash": name,
-            "workflows": workflows,
-            "requests": len(recorded),
+            "workflows": read.workflows,
+            "requests": asked,
             "flips": by_kind,
+            "unreadable": len(unreadable),
         }
+        failed = 1 if flips or unreadable else 0
         if as_json:
-            print_json({"summary": summary, "flips": flips})
-            return 1 if flips else 0
+            print_json(
+                {
+                    "summary": summary,
+                    "flips": flips,
+                    "unreadable": [u.as_json() for u in unreadable],
+                }
+            )
+            return failed
+        warn(unreadable)
         out = console()
         for each in flips:
             out.print(
-                f"{each['flip']}  {each['workflow_id']}  {each['call_id'] or each['kind']}  "
-                f"{each['tool'] or ''}  (iteration {each['iteration']})",
+                f"{each['flip']}  {_shown(each['workflow_id'])}  "
+                f"{_shown(each['call_id'] or each['kind'])}  {_shown(each['tool'] or '')}  "
+                f"(iteration {each['iteration']})",
                 markup=False,
                 highlight=False,
             )
-            out.print(f"  before  {each['before']}", markup=False, highlight=False)
-            out.print(f"  after   {each['after']}", markup=False, highlight=False)
-        read = f"{len(recorded)} recorded request(s) of {workflows} workflow(s)"
+            out.print(f"  before  {_shown(each['before'])}", markup=False, highlight=False)
+            out.print(f"  after   {_shown(each['after'])}", markup=False, highlight=False)
+        said = f"{asked} recorded request(s) of {read.workflows} workflow(s)"
+        if unreadable:
+            said += (
+                f", and {len(unreadable)} that could not be read (set aside, listed on stderr): "
+                "the what-if is incomplete"
+            )
         if not flips:
-            out.print(f"nothing flips: {read} decide the same under {policy_dir}", markup=False)
-            return 0
+            out.print(f"nothing flips: {said} decide the same under {policy_dir}", markup=False)
+            return failed
         kinds = ", ".join(f"{k} {n}" for k, n in by_kind.items())
-        out.print(f"{len(flips)} flip(s) in {read}: {kinds}", markup=False, highlight=False)
-        return 1
+        out.print(f"{len(flips)} flip(s) in {said}: {kinds}", markup=False, highlight=False)
+        return failed
 
     execute(body, as_json=as_json)
 
@@ -219,9 +227,9 @@ def check_cases(
         out = console()
         for result in failed:
             out.print(
-                f"FAIL  {one_line(result.case.name)}: expected {result.case.expect}"
-                + (f" {result.case.arguments}" if result.case.arguments else "")
-                + f", got {_said(result.got)}",
+                f"FAIL  {_shown(result.case.name)}: expected {result.case.expect}"
+                + (f" {_shown(result.case.arguments)}" if result.case.arguments else "")
+                + f", got {_shown(_said(result.got))}",
                 markup=False,
                 highlight=False,
             )
@@ -249,118 +257,42 @@ def record(
     it got: a what-if that looks right becomes a regression test (`orga policy test`)."""
 
     async def body() -> int:
-        recorded, _ = await _recorded(since, agent, workflow, task_queue)
+        read = await read_histories(since, agent, workflow, task_queue)
         lines = [
             PolicyCase.of(
                 each.asked, f"{each.workflow_id} {each.call_id or each.kind} {each.tool or ''}"
             ).model_dump_json(exclude_defaults=True)
-            for each in recorded
+            for each in read.recorded
         ]
         text = "".join(f"{line}\n" for line in lines)
+        warn(read.unreadable)  # on stderr: stdout may be the cases
+        failed = 1 if read.unreadable else 0
         if out is None:
             # the cases themselves (JSON Lines, with or without --json), safe to show
             sys.stdout.write(json_text(text))
         else:
             out.write_text(text, encoding="utf-8")
             if as_json:
-                print_json({"wrote": len(lines), "out": str(out)})
+                print_json(
+                    {"wrote": len(lines), "out": str(out), "unreadable": len(read.unreadable)}
+                )
             else:
                 console().print(f"wrote {len(lines)} case(s) to {out}", markup=False)
-        return 0
+        return failed
 
     execute(body, as_json=as_json)
 
 
-# ---- reading what was asked ---------------------------------------------------------------
+def _set_aside(each: Recorded, error: InvalidConfig) -> Unreadable:
+    return Unreadable(each.workflow_id, each.run_id, each.event_id, why(error))
 
 
-async def _recorded(
-    since: str, agent: str | None, workflow: str | None, task_queue: str | None
-) -> tuple[list[Recorded], int]:
-    """The Cedar requests recorded by the loops and tasks that started in the period, and how
-    many workflow runs were read."""
-    start = datetime.now(UTC) - parse_duration(since, "--since")
-    query = (
-        "WorkflowType IN ('ReasoningLoop', 'Task') "
-        f"AND StartTime >= '{start.isoformat(timespec='seconds').replace('+00:00', 'Z')}'"
-    )
-    if agent is not None:
-        query += f" AND {sa.AGENT_ID.name} = {json.dumps(agent)}"
-    if workflow is not None:
-        query += f" AND WorkflowId = {json.dumps(workflow)}"
-    if task_queue is not None:
-        query += f" AND TaskQueue = {json.dumps(task_queue)}"
-    found = settings()
-    client = await client_for(found)
-    recorded: list[Recorded] = []
-    runs = 0
-    async for execution in client.list_workflows(query):
-        runs += 1
-        handle = client.get_workflow_handle(execution.id, run_id=execution.run_id)
-        history = await handle.fetch_history()
-        for event in history.events:
-            recorded += await _asked_in(client, execution.id, execution.run_id, event)
-    return [_loaded(found, r) for r in recorded], runs
-
-
-async def _asked_in(
-    client: Client, workflow_id: str, run_id: str, event: HistoryEvent
-) -> list[Recorded]:
-    """The Cedar requests ``event`` records, if it is an ``evaluate_policy`` result."""
-    if not event.HasField("marker_recorded_event_attributes"):
-        return []
-    details = event.marker_recorded_event_attributes.details
-    data, result = details.get("data"), details.get("result")
-    if data is None or result is None or not data.payloads or not result.payloads:
-        return []
-    try:
-        facts: Any = json.loads(data.payloads[0].data)
-    except ValueError:
-        return []
-    if not isinstance(facts, dict) or cast(dict[str, Any], facts).get("activity_type") != (
-        EVALUATE_POLICY
-    ):
-        return []
-    payload: Payload = result.payloads[0]
-    [decided] = await client.data_converter.decode([payload], [PolicyResult])
-    assert isinstance(decided, PolicyResult)
-    return [
-        Recorded(
-            workflow_id,
-            run_id,
-            asked.action.get("call_id"),
-            asked.action.get("tool"),
-            str(asked.action.get("kind", "")),
-            asked,
-        )
-        for d in decided.decisions
-        for asked in ([d.asked] if d.asked is not None else []) + list(d.asked_above)
-    ]
-
-
-def _loaded(found: Any, each: Recorded) -> Recorded:
-    """``each`` with a request kept in orga's store read back."""
-    if each.asked.ref is None:
-        return each
-    from orga.worker.blobs import BlobStore
-
-    try:
-        text = BlobStore(found.store()).get(each.asked.ref)
-    except (LookupError, ValueError) as error:
-        raise CliError(
-            f"{each.workflow_id}: a recorded request is kept in orga's store under "
-            f"{each.asked.ref}, which this store does not hold ({error}); run with the "
-            "workers' ORGA_STORE_URL"
-        ) from error
-    asked = AskedPolicy.model_validate_json(text)
-    return Recorded(
-        each.workflow_id,
-        each.run_id,
-        asked.action.get("call_id"),
-        asked.action.get("tool"),
-        str(asked.action.get("kind", "")),
-        asked,
-    )
+def _shown(text: str) -> str:
+    """``text`` on one line, cut to ``SHOWN`` characters saying how many more there are."""
+    line = one_line(text)
+    if len(line) <= SHOWN:
+        return line
+    return f"{line[:SHOWN]}… ({len(line) - SHOWN} more characters; --json shows all)"
 
 
 def _flip(each: Recorded, after: PolicyDecision, kind: str) -> dict[str, Any]:

@@ -12,36 +12,49 @@ needed``, ``approval no longer needed`` or ``modification changed``.
 A policy test case (``PolicyCase``, one JSON object per line of a cases file) is the same
 question with the answer it must get; ``orga policy record`` writes them from recorded
 decisions, so a what-if that looks right becomes a regression test.
+
+A record or a case is data to check (a history can be written by any worker of the namespace,
+a cases file by anyone who edits the repository): ``question`` holds its action to what a gate
+is ever asked — an orga action whose arguments are a JSON object within ``orga.core.arguments``'
+bounds — and a cases file is read line by line, each at most ``CASE_LINE_LIMIT`` characters.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from orga.contracts.errors import InvalidConfig
+from orga.contracts.errors import InvalidConfig, ToolInputError
 from orga.contracts.inference import Usage
 from orga.contracts.policy import Decision, PolicyAction, PolicyDecision, PolicyRequest
 from orga.contracts.verdicts import AskedPolicy
+from orga.core.arguments import parse_arguments
 from orga.gates.cedar import CedarGate
 from orga.gates.default import combine, inherit
 from orga.gates.opa import OpaGate
 
 __all__ = [
+    "CASE_LINE_LIMIT",
     "FLIP_KINDS",
     "Candidate",
     "CaseResult",
     "PolicyCase",
     "ask_again",
     "flip",
+    "problems",
+    "question",
     "read_cases",
     "run_cases",
 ]
+
+CASE_LINE_LIMIT: Final = 16 * 1024 * 1024
+"""Characters of one line of a cases file (a case's arguments are at most 1 Mi characters,
+each written as up to six in JSON)."""
 
 Candidate = CedarGate | OpaGate
 """A policy set to ask: a Cedar directory, or an OPA decision endpoint."""
@@ -56,17 +69,49 @@ FLIP_KINDS = (
 """What a candidate policy set can change about one recorded decision."""
 
 
+def problems(error: ValidationError, limit: int = 3) -> str:
+    """A validation error in one bounded line: its first ``limit`` problems, each ``field:
+    message`` (a field named by the input is cut short: it may be anything)."""
+    found = error.errors()
+    said = "; ".join(
+        f"{'.'.join(str(p) for p in e['loc'])[:60] or 'value'}: {e['msg'][:200]}"
+        for e in found[:limit]
+    )
+    return said + (f"; and {len(found) - limit} more" if len(found) > limit else "")
+
+
+def question(action: Mapping[str, Any]) -> PolicyAction:
+    """The orga action a record or a case holds, as a gate is ever asked one: a
+    ``PolicyAction`` whose arguments are a JSON object within ``orga.core.arguments``' bounds
+    (a call whose arguments are not was refused before any engine was asked).
+
+    Raises:
+        ValueError: it is not such an action, and why.
+    """
+    try:
+        checked = PolicyAction.model_validate(action)
+    except ValidationError as error:
+        raise ValueError(f"holds no action ({problems(error)})") from None
+    try:
+        parse_arguments(checked.tool or "", checked.arguments)
+    except ToolInputError as error:
+        said = error.message.split(". Call it again")[0]  # the model's advice: not here
+        raise ValueError(f"holds arguments no gate is asked ({said[:300]})") from None
+    return checked
+
+
 async def ask_again(gate: Candidate, asked: AskedPolicy) -> PolicyDecision:
     """What ``gate`` decides for the question ``asked`` records, joined with the recorded
     default checks as the gate joins them.
 
     Raises:
-        InvalidConfig: the record does not hold an action (a long one whose store is gone).
+        InvalidConfig: the record does not hold an action a gate is asked (a long one whose
+            store is gone, or a record no gate wrote).
     """
     try:
-        action = PolicyAction.model_validate(asked.action)
-    except ValidationError as error:
-        raise InvalidConfig(f"the recorded request holds no action ({error})") from error
+        action = question(asked.action)
+    except ValueError as error:
+        raise InvalidConfig(f"the recorded request {error}") from error
     request = PolicyRequest(
         mode="cedar" if isinstance(gate, CedarGate) else "opa",
         agent_id=asked.agent_id,
@@ -172,29 +217,42 @@ class PolicyCase(BaseModel):
 
 
 def read_cases(path: Path) -> list[PolicyCase]:
-    """The cases of a file (JSON Lines; blank lines and ``#`` comments skipped).
+    """The cases of a file (JSON Lines; blank lines and ``#`` comments skipped), read a line
+    at a time.
 
     Raises:
-        InvalidConfig: a line is not a case, naming the line.
+        InvalidConfig: the file cannot be read, or a line is not a case (too long, not JSON,
+            not a case's fields, an action no gate is asked), naming the line.
     """
     cases: list[PolicyCase] = []
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as error:
+        with path.open(encoding="utf-8", newline=None) as lines:
+            number = 0
+            while line := lines.readline(CASE_LINE_LIMIT + 1):
+                number += 1
+                if len(line.rstrip("\n")) > CASE_LINE_LIMIT:
+                    raise InvalidConfig(
+                        f"{path.name}:{number}: not a policy case (longer than "
+                        f"{CASE_LINE_LIMIT} characters: no case a gate was asked is as long)"
+                    )
+                if line.strip() and not line.lstrip().startswith("#"):
+                    cases.append(_case(path, number, line))
+    except (OSError, UnicodeDecodeError) as error:
         raise InvalidConfig(f"cannot read the cases file {str(path)!r}: {error}") from error
-    for number, line in enumerate(lines, 1):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        try:
-            case = PolicyCase.model_validate_json(line)
-        except ValidationError as error:
-            problem = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or 'line'}: {e['msg']}"
-                for e in error.errors()
-            )
-            raise InvalidConfig(f"{path.name}:{number}: not a policy case ({problem})") from None
-        cases.append(case.model_copy(update={"name": case.name or f"{path.name}:{number}"}))
     return cases
+
+
+def _case(path: Path, number: int, line: str) -> PolicyCase:
+    try:
+        case = PolicyCase.model_validate_json(line)
+        question(case.action)
+    except ValidationError as error:
+        raise InvalidConfig(
+            f"{path.name}:{number}: not a policy case ({problems(error)})"
+        ) from None
+    except ValueError as error:
+        raise InvalidConfig(f"{path.name}:{number}: not a policy case (action: {error})") from None
+    return case.model_copy(update={"name": case.name or f"{path.name}:{number}"})
 
 
 @dataclass(frozen=True)

@@ -107,13 +107,23 @@ class StoreDriver(StorageDriver):
 
 
 def load(store: Store, key: str) -> Payload:
-    """The payload stored under ``key``; a clear ``LookupError`` when the store lacks it."""
+    """The payload stored under ``key``; a clear ``LookupError`` when the store lacks it, or
+    holds under it something else than the payload the key names (its SHA-256): whoever can
+    write the store could otherwise hand a loop a conversation, a result or a continued run's
+    state of their own under a reference its history holds."""
     data = store.get(key)
     if data is None:
         raise LookupError(
             f"the stored payload {key} is not in the store at {store.safe_url}: "
             "every worker and client must use the same ORGA_STORE_URL (and its "
             "retention must outlast the histories that refer to it)"
+        )
+    if payload_key(data) != key:
+        raise LookupError(
+            f"the store at {store.safe_url} holds under {key[:120]!r} something else than the "
+            "payload that key names (its SHA-256): it was written by someone other than a "
+            "worker or client of orga, or changed since. Not read; restore the store's entry "
+            "from a backup"
         )
     payload = Payload()
     payload.ParseFromString(data)
