@@ -227,7 +227,8 @@ async def test_cached_tokens_beyond_the_input_never_price_a_loop_below_zero(
     inner = stopped.cause.cause
     assert isinstance(inner, ApplicationError) and inner.type == "ImplausibleUsage"
     assert "cached tokens are part of the input" in inner.message and inner.non_retryable
-    assert len(harness.model.requests_for(PRICED)) - asked_before == 2  # not retried: each ask is served
+    asked = len(harness.model.requests_for(PRICED)) - asked_before
+    assert asked == 2  # not retried: each ask is served
     assert state.usage.cost_usd == pytest.approx(_table_price())  # the honest call only
     assert state.usage.cost_usd > 0
 

@@ -150,8 +150,8 @@ def test_what_the_worker_writes_is_its_own(tmp_path: Path) -> None:
     import stat
 
     from orga.runtime.store import Store
-    from orga.worker.blobs import BlobStore
     from orga.tools.ledger import Ledger
+    from orga.worker.blobs import BlobStore
 
     def mode(path: Path) -> int:
         return stat.S_IMODE(path.stat().st_mode)

@@ -433,12 +433,13 @@ async def test_a_fork_cannot_ask_for_more_than_its_sources_agent_allows(
         source = await harness.start("2+3?", model=source_model, tools=["add"], agent_id="careful")
         await source.result()
         reasons: list[str] = []
-        for overrides in (
+        overridden: tuple[dict[str, Any], ...] = (
             {"model": "another-model"},
             {"max_total_tokens": 1_000_000},
             {"policy": "permissive"},
             {"agent_id": "wide"},
-        ):
+        )
+        for overrides in overridden:
             fork = await orga.loop(harness.client, source.id).fork(1, say="again", **overrides)
             harness.handles.append(fork.handle)
             with pytest.raises(WorkflowFailureError) as refused:

@@ -147,8 +147,8 @@ def test_a_compensation_fences_a_step_that_has_not_paid_yet(tmp_path: Path) -> N
     from sqlalchemy import text
 
     from examples.payments import FENCED, record_payment, refund_payment
-    from orga.tools.sdk import ToolContext
     from orga.tools.ledger import Ledger
+    from orga.tools.sdk import ToolContext
 
     with Store(f"sqlite:///{tmp_path / 'store.db'}") as store:
         ledger = Ledger(store)
