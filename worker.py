@@ -6,9 +6,15 @@ worker can take instead (see the README, "orga in your own worker").
 
 from __future__ import annotations
 
+import os
 import sys
 
 from orga.worker.serve import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # As every `orga` verb leaves: temporalio can crash the interpreter while it finalises
+    # (sdk-python#300), after a worker that stopped cleanly.
+    os._exit(code)

@@ -191,10 +191,8 @@ class OrgaPlugin(SimplePlugin):
     def connect_config(self) -> ClientConnectConfig:
         """The Temporal the plugin's settings name, as ``Client.connect`` takes it — the
         address (``TEMPORAL_ADDRESS``, default ``localhost:7233``), namespace, API key and TLS
-        every orga process connects with::
-
-            client = await Client.connect(**plugin.connect_config(), plugins=[plugin])
-        """
+        every orga process connects with:
+        ``await Client.connect(**plugin.connect_config(), plugins=[plugin])``."""
         return connect_config(self.settings)
 
     # ---- workers --------------------------------------------------------------------------

@@ -4,6 +4,12 @@ process (``uv run pytest`` runs the suite in parallel processes, pytest-xdist's 
 Every integration test gets a worker on a task queue of its own and, when it finishes, each
 workflow it started is replayed from its history with ``Replayer``. A test marked ``alone`` (a
 load test) runs while no other test of the run does, in any process.
+
+Nothing of the machine's reaches a test (issue 51: the suite went red after following the
+README): the run starts without the variables that point orga elsewhere (``ORGA_*``,
+``TEMPORAL_*``, ``OTEL_*``, the providers' keys and URLs) and with a data directory of its own
+(``ORGA_DATA_DIR``), so no worker or command a test starts reads the checkout's ``.orga/`` (an
+approver's key and the approvers ``orga approver keygen`` enrolled there) or writes its store.
 """
 
 from __future__ import annotations
@@ -26,7 +32,19 @@ from tests.harness import TEST_STORE, Harness, replay_all
 
 LOCKS = "ORGA_TEST_LOCKS"
 """The folder of the run's locks (made by the main process, inherited by its workers)."""
+MACHINE: tuple[str, ...] = (
+    "ORGA_",
+    "TEMPORAL_",
+    "OTEL_",
+    "OPENROUTER_",
+    "OPENAI_",
+    "ANTHROPIC_",
+)
+"""Prefixes of the variables that point orga at servers, stores, keys and models: a test sets
+what it uses, the machine's never reach it (``ORGA_TEST_*`` are the suite's own)."""
 _made = pytest.StashKey[str]()
+_data = pytest.StashKey[str]()
+_machine = pytest.StashKey[dict[str, str]]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -35,6 +53,21 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     if not hasattr(config, "workerinput") and LOCKS not in os.environ:
         os.environ[LOCKS] = config.stash[_made] = tempfile.mkdtemp(prefix="orga-test-locks-")
+        _isolate(config)
+
+
+def _isolate(config: pytest.Config) -> None:
+    """The run's environment without the machine's orga variables, with a data directory of
+    its own (the main process's, inherited by its workers and every process a test starts)."""
+    machine = {
+        name: value
+        for name, value in os.environ.items()
+        if name.startswith(MACHINE) and not name.startswith("ORGA_TEST_")
+    }
+    for name in machine:
+        del os.environ[name]
+    config.stash[_machine] = machine
+    os.environ["ORGA_DATA_DIR"] = config.stash[_data] = tempfile.mkdtemp(prefix="orga-test-data-")
 
 
 @pytest.hookimpl(optionalhook=True)  # an xdist hook: `-p no:xdist` runs without it
@@ -49,6 +82,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if _made in config.stash:
         shutil.rmtree(config.stash[_made], ignore_errors=True)
         del os.environ[LOCKS]
+    if _data in config.stash:
+        shutil.rmtree(config.stash[_data], ignore_errors=True)
+        os.environ.pop("ORGA_DATA_DIR", None)
+        os.environ.update(config.stash[_machine])
 
 
 @pytest.fixture(autouse=True)

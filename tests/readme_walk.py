@@ -1,10 +1,13 @@
 """Walk a Markdown page's shell examples as a reader runs them (issue 26: the README; issue 29:
 every page of ``docs/`` too; issue 39: the files a page asks the reader to write).
 
-A ```` ```python ```` block whose first line is ``# NAME.py`` is a file the reader writes: the
-walk writes it, at that point of the page, to the repository root (where the page's commands
-run), and removes it at the end; a file of that name that is already there and says something
-else fails the walk. Other Python blocks are fragments, not run. What a page shows in its
+Every command runs in a fresh clone (``tests/readme_shell.py`` makes it, and the environments):
+a directory of its own holding what the repository tracks — none of the files a reader of the
+checkout made, no ``.orga/`` — as a reader who has just cloned the repository runs it. A
+```` ```python ```` block whose first line is ``# NAME.py`` is a file the reader writes: the
+walk writes it, at that point of the page, to the clone's root (where the page's commands run),
+and removes it at the end; a file of that name that is already there and says something else
+fails the walk. Other Python blocks are fragments, not run. What a page shows in its
 ```` ```sh ```` and ```` ```bash ```` blocks is read, in order, as commands:
 
 * a ``\\`` at the end of a line joins the next one, and a quoted string may span lines;
@@ -24,8 +27,14 @@ else fails the walk. Other Python blocks are fragments, not run. What a page sho
 How each command runs (see ``Walk``): ``uv run orga …`` and ``uv run temporal …`` as written, as
 processes of the venv's own executables (what ``uv run`` would start, without its start-up;
 ``orga`` forked from the CLI imported once, as every test's ``orga`` command is), in the
-repository root with ``$PWD`` the repository root, on the walk's Temporal server, a task
-queue and a data directory of its own (``--task-queue orga`` names it), offline (no API key);
+clone with ``$PWD`` the clone, offline (no API key). The README is walked as a newcomer's
+shell runs it (``newcomer_env``): no variable the page does not set — no ``TEMPORAL_ADDRESS``,
+task queue or data directory — so orga's defaults are what is walked: ``uv run orga demo``
+starts its embedded server on ``localhost:7233``, ``uv run orga server`` is the reader's first
+terminal (started in the background, stopped with Ctrl-C at the end), and every command and
+program reaches it there (``default_address`` holds those ports for one walk at a time on the
+machine). Other pages are walked side by side on the session's server, each with a task queue
+and a data directory of its own (``walk_env``; ``--task-queue orga`` names its queue).
 ``[VAR=value …] uv run worker.py …`` starts the worker in the background and waits for its
 banner (its output lines, if the page shows some, are found in its start-up log), stopping the
 previous one with Ctrl-C (SIGINT) — unless it is the same command, which is left running as a
@@ -47,11 +56,9 @@ unwalked in silence.
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import shlex
 import signal
-import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,12 +68,13 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from orga.desk.inbox import LOOP, TASK, inbox
+from orga.runtime.connect import connect
+from orga.runtime.settings import Settings
 from orga.server.devserver import temporal_binary
 from tests.harness import replay
 from tests.helpers import eventually, forked_orga, start_worker
+from tests.readme_shell import BIN, ROOT
 
-ROOT: Final = Path(__file__).resolve().parent.parent
-BIN: Final = Path(sys.executable).parent
 COMMAND_TIMEOUT: Final = 90.0
 """Seconds one command may take (``orga run`` waits for its loop's answer)."""
 SETTLE_WITHIN: Final = 30.0
@@ -100,6 +108,8 @@ _STARTED: Final = (
     re.compile(r"^\s*WorkflowId\s+(\S+)$", re.MULTILINE),  # temporal workflow start
     re.compile(r'"workflowId":\s*"([^"]+)"'),  # temporal workflow execute -o json
 )
+_BANNER: Final = "Temporal dev server on "
+"""What ``orga server`` prints once its server answers."""
 _ANSWERS: Final = frozenset({"approve", "deny", "review", "resolve"})
 """``orga`` verbs that answer what waits for a person."""
 _READ_ONLY: Final = re.compile(
@@ -342,9 +352,14 @@ class Worker:
 class Walk:
     """The state of a walk: the server, the bindings of example ids, the workflows it started."""
 
-    client: Client
+    client: Client | None
+    """A client of the walk's server; None until the page's ``uv run orga server`` starts it
+    (a newcomer's walk)."""
     env: dict[str, str]
-    """The environment every command runs with (the walk's server, task queue, data directory)."""
+    """The environment every command runs with (``newcomer_env``, or ``walk_env``: the session's
+    server, a task queue and a data directory of the walk's own)."""
+    root: Path
+    """Where the commands run and the page's files are written: a fresh clone."""
     skips: Sequence[tuple[str, str]] = ()
     """``(pattern, reason)``: commands matching ``pattern`` (re.search) are not run."""
     setups: Sequence[tuple[str, Setup]] = ()
@@ -356,13 +371,26 @@ class Walk:
     """One line per command: where, what, and how it ended (or why it was skipped)."""
     settle_within: float = SETTLE_WITHIN
     worker: Worker | None = None
+    server: Worker | None = None
+    """``uv run orga server``, the reader's first terminal, once the page started it."""
     written: set[Path] = field(default_factory=set[Path])
     """Files the walk's commands named that did not exist before: removed at the end."""
     _done_setups: set[str] = field(default_factory=set[str])
 
     @property
     def task_queue(self) -> str:
-        return self.env["ORGA_TASK_QUEUE"]
+        return self.env.get("ORGA_TASK_QUEUE", "orga")  # orga's default
+
+    @property
+    def reached(self) -> Client:
+        """The client of the walk's server.
+
+        Raises:
+            WalkError: no server runs yet (a newcomer's page must start one first).
+        """
+        if self.client is None:
+            raise WalkError("a command needs Temporal before the page started a server")
+        return self.client
 
     async def walk(self, page: Path) -> None:
         """Write every file and run every command of ``page`` in order; raise ``WalkError`` at
@@ -375,7 +403,7 @@ class Walk:
 
     def write(self, file: PageFile) -> None:
         """Write ``file`` where the page's commands run (removed when the walk is over)."""
-        path = ROOT / file.name
+        path = self.root / file.name
         if path.exists() and path not in self.written and path.read_text() != file.text:
             raise WalkError(f"{file.where}: {file.name} is already there and says something else")
         if not path.exists():
@@ -393,7 +421,9 @@ class Walk:
                 self._done_setups.add(pattern)
                 await setup(self)
         assignments, words = _assignments(command.words)
-        if how == "worker":
+        if how == "server":
+            await self._start_server(command, assignments, words[4:])
+        elif how == "worker":
             await self._start_worker(command, assignments, words[3:])
         elif how == "python":
             await self._start_program(command, assignments, words[3:])
@@ -412,15 +442,15 @@ class Walk:
         argv = await self._substituted(command, argv)
         env = {**self.env, **{name: self._expanded(v) for name, v in assignments.items()}}
         self.written |= {
-            ROOT / argv[i + 1]
+            self.root / argv[i + 1]
             for i, word in enumerate(argv[:-1])
-            if word in ("--export", "--out") and not (ROOT / argv[i + 1]).exists()
+            if word in ("--export", "--out") and not (self.root / argv[i + 1]).exists()
         }
         began = asyncio.get_running_loop().time()
         settle = began + self.settle_within
         shown = " ".join([Path(argv[0]).name, *argv[1:]])
         while True:
-            code, out, err = await _execute(argv, env)
+            code, out, err = await _execute(argv, env, self.root)
             found = find_expected(command.expected, out + "\n" + err, self.bound)
             if code == command.exit_code and found is not None:
                 await self._track(out + "\n" + err)
@@ -478,7 +508,7 @@ class Walk:
         ours = {workflow_id for workflow_id, _ in self.started}
 
         async def probe() -> tuple[str, str] | None:
-            for item in await inbox(self.client):
+            for item in await inbox(self.reached):
                 if item.kind == "approval" and item.workflow_id in ours and item.item_id:
                     return item.workflow_id, item.item_id
             return None
@@ -489,7 +519,7 @@ class Walk:
         """Until ``workflow_id`` waits for a person (a reader answers what the inbox shows)."""
 
         async def probe() -> bool | None:
-            return any(i.workflow_id == workflow_id for i in await inbox(self.client)) or None
+            return any(i.workflow_id == workflow_id for i in await inbox(self.reached)) or None
 
         await eventually(probe, f"{workflow_id} waiting for a person")
 
@@ -499,7 +529,7 @@ class Walk:
         seen = [m.group(1) for pattern in _STARTED for m in pattern.finditer(output)]
         for workflow_id in dict.fromkeys(seen):
             if workflow_id not in known:
-                description = await self.client.get_workflow_handle(workflow_id).describe()
+                description = await self.reached.get_workflow_handle(workflow_id).describe()
                 self.started.append((workflow_id, description.workflow_type))
 
     # ---- the worker ------------------------------------------------------------------------
@@ -514,7 +544,7 @@ class Walk:
         args = await self._substituted(command, list(args))
         assignments = {name: self._expanded(value) for name, value in assignments.items()}
         try:
-            process, banner = await start_worker({**self.env, **assignments}, *args)
+            process, banner = await start_worker({**self.env, **assignments}, *args, cwd=self.root)
         except AssertionError as exited:
             raise WalkError(f"{command.where}: `{command.text}` did not start: {exited}") from None
         if find_expected(command.expected, banner, self.bound) is None:
@@ -532,7 +562,7 @@ class Walk:
         self, command: Command, assignments: dict[str, str], args: Sequence[str]
     ) -> None:
         """A file the page wrote, run as a program in the reader's second terminal."""
-        script = ROOT / args[0] if args else None
+        script = self.root / args[0] if args else None
         if script is None or script not in self.written:
             raise WalkError(f"{command.where}: `{command.text}` runs no file the page wrote")
         await self.stop_worker()
@@ -541,7 +571,7 @@ class Walk:
         process = await asyncio.create_subprocess_exec(
             str(BIN / "python"),
             *args,
-            cwd=ROOT,
+            cwd=self.root,
             env={**env, "PYTHONUNBUFFERED": "1"},  # each line at once, as a terminal shows it
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
@@ -571,6 +601,66 @@ class Walk:
         self.bound.update(found)
         await self._track("".join(log))
         self.log.append(f"{command.where}  started  {command.text}")
+
+    async def _start_server(
+        self, command: Command, assignments: dict[str, str], args: Sequence[str]
+    ) -> None:
+        """``uv run orga server``: the reader's first terminal, running until the walk ends;
+        the walk's client connects to it once it says it serves."""
+        if self.server is not None:
+            raise WalkError(f"{command.where}: a second `orga server`; one runs already")
+        env = {**self.env, **{name: self._expanded(v) for name, v in assignments.items()}}
+        process = await asyncio.create_subprocess_exec(
+            str(BIN / "orga"),
+            "server",
+            *await self._substituted(command, list(args)),
+            cwd=self.root,
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        assert process.stdout is not None
+        log: list[str] = []
+        reader = asyncio.create_task(_drain(process.stdout, log))
+        self.server = Worker(command.text, process, log, reader)
+
+        def up() -> str | None:
+            if process.returncode is not None:
+                raise WalkError(
+                    f"{command.where}: `{command.text}` ended {process.returncode}:\n"
+                    + "".join(log)
+                )
+            said = "".join(log)
+            return said if _BANNER in said else None
+
+        try:
+            said = await eventually(up, command.text, timeout=60)
+        except AssertionError:
+            said = "".join(log)
+            raise WalkError(f"{command.where}: `{command.text}` never served:\n{said}") from None
+        if find_expected(command.expected, said, self.bound) is None:
+            raise WalkError(
+                f"{command.where}: `{command.text}` started without saying "
+                f"{first_missing(command.expected, said, self.bound)!r}:\n{said}"
+            )
+        served = Settings.from_env(env).temporal_address
+        self.client = await connect(
+            Settings(temporal_address=served, data_dir=self.root / ".orga"), timeout=30
+        )
+        self.log.append(f"{command.where}  started  {command.text} (on {served})")
+
+    async def stop_server(self) -> None:
+        """Ctrl-C to ``orga server``, which must stop cleanly (the walk's last step)."""
+        server, self.server = self.server, None
+        if server is None:
+            return
+        if server.process.returncode is None:
+            server.process.send_signal(signal.SIGINT)
+        code = await asyncio.wait_for(server.process.wait(), 60)
+        await server.reader
+        if code != 0:
+            raise WalkError(f"`{server.text}` ended {code} on Ctrl-C:\n{''.join(server.log)}")
 
     async def stop_worker(self) -> None:
         """Ctrl-C to the running worker, which must stop cleanly; or, for a program, wait for it
@@ -622,20 +712,27 @@ class Walk:
     # ---- afterwards -------------------------------------------------------------------------
 
     async def clean_up(self) -> None:
-        """Stop the worker, end what the walk left running, delete its schedules and files."""
+        """Stop the worker, end what the walk left running, delete its schedules and files
+        (the server, if the page started one, runs on until ``stop_server``)."""
         try:
             await self.stop_worker()
         finally:
-            query = f"TaskQueue = '{self.task_queue}' AND ExecutionStatus = 'Running'"
-            async for execution in self.client.list_workflows(query):
-                await self.client.get_workflow_handle(execution.id).terminate("the walk is over")
-            async for listed in await self.client.list_schedules():
-                handle = self.client.get_schedule_handle(listed.id)
-                action = (await handle.describe()).schedule.action
-                if getattr(action, "task_queue", None) == self.task_queue:
-                    await handle.delete()
-            for path in self.written:
-                path.unlink(missing_ok=True)
+            try:
+                if self.client is not None:
+                    await self._end_what_runs(self.client)
+            finally:
+                for path in self.written:
+                    path.unlink(missing_ok=True)
+
+    async def _end_what_runs(self, client: Client) -> None:
+        query = f"TaskQueue = '{self.task_queue}' AND ExecutionStatus = 'Running'"
+        async for execution in client.list_workflows(query):
+            await client.get_workflow_handle(execution.id).terminate("the walk is over")
+        async for listed in await client.list_schedules():
+            handle = client.get_schedule_handle(listed.id)
+            action = (await handle.describe()).schedule.action
+            if getattr(action, "task_queue", None) == self.task_queue:
+                await handle.delete()
 
     async def replay_all(self) -> int:
         """Replay every workflow the walk started from its history; how many were replayed."""
@@ -643,7 +740,7 @@ class Walk:
         for workflow_id, workflow_type in self.started:
             if workflow_type in (LOOP, TASK):
                 try:
-                    await replay(self.client.get_workflow_handle(workflow_id), self.client)
+                    await replay(self.reached.get_workflow_handle(workflow_id), self.reached)
                 except RPCError as error:
                     raise WalkError(f"{workflow_id}: its history was not read: {error}") from error
                 replayed += 1
@@ -651,8 +748,8 @@ class Walk:
 
 
 def runner(command: Command, skips: Sequence[tuple[str, str]]) -> str:
-    """How the walk runs ``command``: ``worker``, ``python`` (a file the page wrote), ``orga``,
-    ``temporal``, or ``skip: <reason>``.
+    """How the walk runs ``command``: ``server`` (``orga server``, in the background), ``worker``,
+    ``python`` (a file the page wrote), ``orga``, ``temporal``, or ``skip: <reason>``.
 
     Raises:
         WalkError: none of them: the walker would have to be taught, or the test to skip it.
@@ -661,6 +758,8 @@ def runner(command: Command, skips: Sequence[tuple[str, str]]) -> str:
         if re.search(pattern, command.text):
             return f"skip: {reason}"
     words = _assignments(command.words)[1]
+    if words[:4] == ("uv", "run", "orga", "server"):
+        return "server"
     if words[:2] == ("uv", "run") and words[2:3] in (("worker.py",), ("orga",), ("temporal",)):
         return words[2].removesuffix(".py")
     if words[:3] == ("uv", "run", "python") and _FILE.match(f"# {' '.join(words[3:4])}"):
@@ -680,15 +779,15 @@ def _assignments(words: tuple[str, ...]) -> tuple[dict[str, str], tuple[str, ...
     return assigned, words[count:]
 
 
-async def _execute(argv: list[str], env: dict[str, str]) -> tuple[int, str, str]:
+async def _execute(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str, str]:
     if argv[0] == str(BIN / "orga"):  # the CLI forked, imported once (tests/helpers/_commands)
         try:
-            return await forked_orga(argv[1:], env, ROOT, COMMAND_TIMEOUT)
+            return await forked_orga(argv[1:], env, cwd, COMMAND_TIMEOUT)
         except TimeoutError as killed:
             return -signal.SIGKILL, "", str(killed)
     process = await asyncio.create_subprocess_exec(
         *argv,
-        cwd=ROOT,
+        cwd=cwd,
         env=env,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
@@ -707,27 +806,3 @@ async def _drain(stream: asyncio.StreamReader, log: list[str]) -> None:
     """Keep reading what a worker or program writes, so a full pipe never blocks it."""
     while line := await stream.readline():
         log.append(line.decode())
-
-
-def walk_env(server: str, task_queue: str, data_dir: Path) -> dict[str, str]:
-    """The environment of a walk: this process's, without anything that points elsewhere (other
-    servers, stores, keys, tokens), then the walk's server, task queue and data directory, empty
-    API keys (offline) and a name for the decisions it records (``ORGA_APPROVER``)."""
-    kept = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("ORGA_", "TEMPORAL_", "OTEL_", "OPENAI_", "OPENROUTER_", "ANTHROPIC_"))
-        and k != "GITHUB_TOKEN"
-    }
-    return {
-        **kept,
-        "PATH": f"{BIN}{os.pathsep}{kept.get('PATH', '')}",  # as `uv run` has it
-        "PWD": str(ROOT),
-        "TEMPORAL_ADDRESS": server,
-        "ORGA_TASK_QUEUE": task_queue,
-        "ORGA_DATA_DIR": str(data_dir),
-        "ORGA_APPROVER": "readme-walk",
-        "OPENROUTER_API_KEY": "",
-        "OPENAI_API_KEY": "",
-        "ANTHROPIC_API_KEY": "",
-    }

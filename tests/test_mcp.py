@@ -37,6 +37,7 @@ from tests.helpers import (
     ORGA,
     POLICY_EXAMPLES,
     TIME,
+    children,
     conversation,
     eventually,
     failure,
@@ -52,18 +53,7 @@ from tests.sample_tools import transfer
 
 def time_server_pids() -> set[int]:
     """The ``mcp-server-time`` processes this test process started."""
-    found: set[int] = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text().split()
-            command = Path(f"/proc/{entry}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if int(stat[3]) == os.getpid() and b"mcp-server-time" in command:
-            found.add(int(entry))
-    return found
+    return children(os.getpid(), b"mcp-server-time")
 
 
 # ---- pure: names, results, the file ----------------------------------------------------------

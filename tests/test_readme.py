@@ -2,11 +2,14 @@
 offline (issues 26 and 29).
 
 Every command of a page's ``sh``/``bash`` blocks runs as written (tests/readme_walk.py says how)
-on the session's dev server with the offline worker, and ends as the page says: its exit code,
-and the output lines the page shows under it. Each page is walked on its own (a task queue, a
-data directory and example ids of its own), so a page's steps must set up what they use, as a
-reader who opened only that page would. What is not run is listed in ``SKIPPED`` with the
-reason; what a page's own steps do not set up is in ``SETUPS``.
+in a fresh clone of its own, offline, and ends as the page says: its exit code, and the output
+lines the page shows under it. The README is walked as a newcomer's shell runs it (issue 51):
+nothing set that the page does not set — no ``TEMPORAL_ADDRESS``, task queue or data directory —
+so its ``orga demo`` and ``orga server`` run at orga's defaults and every command, worker and
+program must find them there. The other pages are walked side by side on the session's dev
+server, each with a task queue, a data directory and example ids of its own, so a page's steps
+must set up what they use, as a reader who opened only that page would. What is not run is
+listed in ``SKIPPED`` with the reason; what a page's own steps do not set up is in ``SETUPS``.
 """
 
 from __future__ import annotations
@@ -17,8 +20,8 @@ from pathlib import Path
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
+from tests.readme_shell import ROOT, default_address, fresh_clone, newcomer_env, walk_env
 from tests.readme_walk import (
-    ROOT,
     PageFile,
     Walk,
     WalkError,
@@ -26,7 +29,6 @@ from tests.readme_walk import (
     find_expected,
     runner,
     steps,
-    walk_env,
 )
 
 README = ROOT / "README.md"
@@ -37,14 +39,24 @@ SAME_AS = {ROOT / "docs" / "getting-started.md": README}
 walked page runs them, so they run once."""
 WALKED = [page for page in PAGES if commands(page) and page not in SAME_AS]
 """The pages that show commands: each is walked."""
+NEWCOMERS = [README]
+"""Pages walked as a newcomer's shell runs them, on orga's default address (one at a time on a
+machine): their `orga demo` and `orga server` run as written."""
 
-SKIPPED: list[tuple[str, str]] = [
+ON_THE_SESSION_SERVER: list[tuple[str, str]] = [
     (
         r"^uv run orga demo$",
         "its point is the embedded server it starts when none answers, and the walk's server "
-        "answers: tests/test_cli.py::test_demo_offline_end_to_end runs it as written, offline",
+        "answers: the README's walk runs it as a newcomer does, tests/test_cli.py offline",
     ),
-    (r"^uv run orga server$", "the session's dev server stands in for it (one per test run)"),
+    (
+        r"^uv run orga server$",
+        "the session's dev server stands in for it (the README's walk runs it as written)",
+    ),
+]
+"""Commands a page walked on the session's server does not run."""
+
+SKIPPED: list[tuple[str, str]] = [
     (
         r"^uv run orga server --codec-endpoint",
         "a server that runs until Ctrl-C (tests/test_cli.py runs `orga server` and stops it; "
@@ -99,22 +111,43 @@ SETUPS = [
 async def test_the_page_walks_top_to_bottom(
     env: WorkflowEnvironment, tmp_path: Path, page: Path
 ) -> None:
-    walk = Walk(
-        client=env.client,
-        env=walk_env(
-            env.client.service_client.config.target_host,
-            f"walk-{uuid.uuid4().hex[:8]}",
-            tmp_path / "data",
-        ),
-        skips=SKIPPED,
-        setups=SETUPS,
+    clone = fresh_clone(tmp_path / "clone")
+    if page not in NEWCOMERS:
+        await _walk(page, _on_the_session_server(env, clone, tmp_path))
+        return
+    async with default_address() as taken:
+        if taken is None:
+            await _walk(page, Walk(None, newcomer_env(clone, tmp_path / "home"), clone, SKIPPED))
+            return
+    await _walk(page, _on_the_session_server(env, clone, tmp_path))
+    pytest.skip(  # walked, but not as a newcomer: say so rather than pass as if it had been
+        f"{page.name} walked on the session's server with TEMPORAL_ADDRESS set, not at orga's "
+        f"default address: {taken}"
     )
+
+
+def _on_the_session_server(env: WorkflowEnvironment, clone: Path, tmp_path: Path) -> Walk:
+    """A walk on the session's dev server, on a task queue and data directory of its own."""
+    host = env.client.service_client.config.target_host
+    return Walk(
+        client=env.client,
+        env=walk_env(host, f"walk-{uuid.uuid4().hex[:8]}", tmp_path / "data", clone),
+        root=clone,
+        skips=[*SKIPPED, *ON_THE_SESSION_SERVER],
+    )
+
+
+async def _walk(page: Path, walk: Walk) -> None:
+    walk.setups = SETUPS
     try:
-        await walk.walk(page)
+        try:
+            await walk.walk(page)
+        finally:
+            print("\n".join(walk.log))  # what ran, how it ended, how long it took
+            await walk.clean_up()
+        await walk.replay_all()
     finally:
-        print("\n".join(walk.log))  # what ran, how it ended, how long it took
-        await walk.clean_up()
-    await walk.replay_all()
+        await walk.stop_server()
     done = [line for line in walk.log if not line.startswith("setup ")]
     assert len(done) == len(steps(page)), walk.log  # each ran, or was skipped with a reason
 
@@ -211,8 +244,10 @@ async def test_a_step_that_ends_otherwise_fails_with_what_it_printed(
     env: WorkflowEnvironment, tmp_path: Path
 ) -> None:
     page = tmp_path / "page.md"
-    settings = walk_env(env.client.service_client.config.target_host, "nowhere", tmp_path / "d")
-    walk = Walk(client=env.client, env=settings, settle_within=0)
+    clone = fresh_clone(tmp_path / "clone")
+    host = env.client.service_client.config.target_host
+    settings = walk_env(host, "nowhere", tmp_path / "d", clone)
+    walk = Walk(client=env.client, env=settings, root=clone, settle_within=0)
     page.write_text(
         '```sh\nuv run orga knowledge add -a notes "ann prefers tea"\n# stored: #99\n```\n'
     )
@@ -235,7 +270,7 @@ def test_every_command_is_either_run_or_skipped_with_a_reason() -> None:
     """What the walk cannot run is a choice written in SKIPPED, never a silent gap; the pages
     together run most of what they show."""
     ways = [runner(command, SKIPPED).split(":")[0] for page in PAGES for command in commands(page)]
-    assert {"worker", "python", "orga", "temporal", "skip"} == set(ways)
+    assert {"server", "worker", "python", "orga", "temporal", "skip"} == set(ways)
     assert ways.count("orga") + ways.count("temporal") >= 60, ways
     assert README in WALKED and len(WALKED) >= 10, WALKED
 
@@ -281,24 +316,41 @@ uv run python {name}   # exit 3
 # {{second}}
 ```
 """
-    settings = walk_env(env.client.service_client.config.target_host, "nowhere", tmp_path / "d")
+    clone = fresh_clone(tmp_path / "clone")
+    host = env.client.service_client.config.target_host
+    settings = walk_env(host, "nowhere", tmp_path / "d", clone)
     page = tmp_path / "page.md"
     for second, fails in (("second line", None), ("third line", "does not show: 'third line'")):
         page.write_text(program.replace("{second}", second))
-        walk = Walk(client=env.client, env=settings)
+        walk = Walk(client=env.client, env=settings, root=clone)
         await walk.walk(page)
-        assert (ROOT / name).read_text().startswith(f"# {name}\nimport sys\n")
+        assert (clone / name).read_text().startswith(f"# {name}\nimport sys\n")
         if fails is None:
             await walk.clean_up()
             assert walk.log[-1] == f"page.md:11  exit 3  uv run python {name}", walk.log
         else:
             with pytest.raises(WalkError, match=fails):
                 await walk.clean_up()
-        assert not (ROOT / name).exists()
-    (ROOT / name).write_text("# something of the reader's own\n")
+        assert not (clone / name).exists()
+    (clone / name).write_text("# something of the reader's own\n")
+    with pytest.raises(WalkError, match=f"{name} is already there and says something else"):
+        await Walk(client=env.client, env=settings, root=clone).walk(page)
+    assert (clone / name).read_text() == "# something of the reader's own\n"
+
+
+def test_a_walk_runs_in_a_fresh_clone_with_nothing_of_the_checkout_s_own(tmp_path: Path) -> None:
+    """What a reader of this checkout made in it — their ``mytools.py`` from the README, the
+    key ``orga approver keygen`` wrote in ``.orga/`` — is not in the clone a walk runs in (it
+    failed the README's walk: "mytools.py is already there and says something else")."""
+    own = ROOT / f"walk_probe_{uuid.uuid4().hex[:8]}.py"  # untracked, as a reader's file is
+    own.write_text("# a reader's own tools\n")
     try:
-        with pytest.raises(WalkError, match=f"{name} is already there and says something else"):
-            await Walk(client=env.client, env=settings).walk(page)
-        assert (ROOT / name).read_text() == "# something of the reader's own\n"
+        clone = fresh_clone(tmp_path / "clone")
     finally:
-        (ROOT / name).unlink()
+        own.unlink()
+    names = {entry.name for entry in clone.iterdir()}
+    assert {"README.md", "worker.py", "examples", "orga", "pyproject.toml"} <= names
+    assert own.name not in names and ".orga" not in names and ".venv" not in names
+    shell = newcomer_env(clone, tmp_path / "home")
+    assert shell["PWD"] == str(clone) and shell["HOME"] == str(tmp_path / "home")
+    assert not [k for k in shell if k.startswith(("ORGA_", "TEMPORAL_", "PYTEST_"))], shell

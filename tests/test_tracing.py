@@ -43,9 +43,9 @@ from orga.contracts.conversation import Message
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.state import LoopResult, LoopState
 from orga.plugin import replayer
+from orga.runtime.loop_traces import root_span_ids
 from orga.runtime.tracing import configure_tracing, tracer_provider, tracing_interceptors
 from orga.scripted.server import Turn
-from orga.runtime.loop_traces import root_span_ids
 from tests.harness import TEST_STORE, Harness, scripted_settings
 from tests.helpers import ORGA, agents_file, eventually, on, orga, pending, temporal
 from tests.otlp_receiver import Received, Receiver, receiving

@@ -18,13 +18,15 @@ Modules:
 * ``http_guard`` — who may talk to an HTTP server the CLI runs (``orga desk``, ``orga codec``)
 * ``schedule``, ``schedule_spec`` — ``orga schedule``; ``--cron`` and ``--every``
 * ``knowledge`` — ``orga knowledge``
-* ``policy`` — ``orga policy what-if``, ``test``, ``record``: a policy set tried before it ships
+* ``policy``, ``policy_history`` — ``orga policy what-if``, ``test``, ``record``: a policy set
+  tried before it ships; what the gates were asked, read back from histories record by record
 * ``audit``, ``audit_runs``, ``capture`` — ``orga audit``; every run of a workflow id, resets
   included; the workflow instance a replay builds
 * ``codec`` — ``orga codec``, the Web UI's codec endpoint
 * ``store`` — ``orga blob``
 * ``mcp``, ``mcp_decisions`` — ``orga mcp``, orga as an MCP server; its approve and deny
-  (``--decisions``), which ask the person by elicitation
+  (``--decisions``), which ask the person by elicitation and record the answer as the MCP
+  client's claim (unverified, never signed)
 * ``server``, ``demo`` — ``orga server`` and ``orga demo``
 """
 

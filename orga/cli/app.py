@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import sys
+import traceback
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -22,6 +26,8 @@ from orga.cli import (
     store,
     tasks,
 )
+from orga.cli.common import exit_process
+from orga.cli.safe_text import one_line
 from orga.desk import page
 from orga.runtime.settings_docs import cli_variables
 
@@ -66,6 +72,48 @@ for module in (
     module.register(app)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """Entry point of the ``orga`` command."""
-    app(args=list(argv) if argv is not None else None, prog_name="orga")
+def _print_version(asked: bool) -> None:
+    if asked:
+        try:
+            found = version("orga")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            found = "unknown (not installed)"
+        print(one_line(f"orga {found}"))
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print orga's version (the installed package's) and exit.",
+        ),
+    ] = False,
+) -> None:
+    # The application's options (its help is HELP): each verb is a command of its own.
+    del show_version
+
+
+def main(argv: Sequence[str] | None = None) -> NoReturn:
+    """Entry point of the ``orga`` command. Every verb ends here: its output flushed, the
+    process leaves with ``os._exit`` (``common.exit_process``), never through the
+    interpreter's finalisation, in which temporalio's threads can still run and crash it
+    (``Fatal Python error: PyGILState_Release``, sdk-python#300) after the verb succeeded."""
+    code = 1
+    try:
+        app(args=list(argv) if argv is not None else None, prog_name="orga")
+        code = 0
+    except SystemExit as stop:
+        if isinstance(stop.code, int) or stop.code is None:
+            code = stop.code or 0
+        else:  # a message instead of a code: what the interpreter would print, then 1
+            print(one_line(str(stop.code)), file=sys.stderr)
+    except KeyboardInterrupt:
+        code = 130
+    except BaseException:  # reported as the interpreter would: a traceback, exit status 1
+        traceback.print_exc()
+    exit_process(code)

@@ -33,6 +33,7 @@ from temporalio.service import RPCError
 from orga.cli.audit_runs import Execution, read_execution
 from orga.cli.common import CliError, Json, client_for, console, execute, print_json, settings
 from orga.cli.views import render_entry
+from orga.cli.waiting import ensure_answering
 from orga.contracts import search_attributes as sa
 from orga.contracts.audit import AuditChain, AuditEntry, Effect, ExportedEntry, ResetRun
 from orga.contracts.forks import FORK_MEMO
@@ -446,9 +447,18 @@ async def _held_chains(
     with ``every_run`` the reset-away runs' too.
 
     Raises:
-        CliError: no worker answers (the chain can still be rebuilt: ``--verify``).
+        CliError: no worker answers (said at once when none polls the workflow's task queue,
+            rather than after the query's timeout).
     """
     surviving = execution.surviving
+    task_queue = (await client.get_workflow_handle(execution.workflow_id).describe()).task_queue
+    await ensure_answering(
+        client,
+        execution.workflow_id,
+        task_queue,
+        held="the chain",
+        otherwise=", or check an export against the history without one: --verify --chain FILE",
+    )
     chains: dict[str, list[AuditEntry]] = {}
     for run_id in [run.run_id for run in execution.runs] if every_run else surviving:
         handle = client.get_workflow_handle(execution.workflow_id, run_id=run_id)

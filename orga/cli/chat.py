@@ -5,14 +5,18 @@ Without an id it starts a thread (``config.thread``, streaming on) on the worker
 with one it joins that thread. Each line typed is the next message (the ``message`` update);
 the model's text prints while it arrives; a call that waits for approval is shown with its
 arguments and asked ``approve? [y/N]`` (the decision is signed with ``ORGA_APPROVER_KEY`` when
-set, as ``orga approve``'s). ``/close`` ends the thread; Ctrl-D or Ctrl-C leaves it waiting,
-durably, for ``orga chat ID`` (or ``orga say ID``) to go on.
+set, as ``orga approve``'s). ``/help`` lists the slash commands; ``/close`` ends the thread;
+Ctrl-D or Ctrl-C leaves it waiting, durably, for ``orga chat ID`` (or ``orga say ID``) to go on.
+
+It joins any thread, whatever started it: a thread without a stream (``orga run --thread``,
+``orga.start_thread`` without ``config.stream``) shows each answer when it arrives.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import sys
 import threading
 import uuid
@@ -20,7 +24,7 @@ from datetime import timedelta
 from typing import Annotated
 
 import typer
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
 from orga.cli.common import (
@@ -47,6 +51,15 @@ __all__ = ["register"]
 
 _LOOK = 0.3
 """Seconds between two looks at the thread's state while a turn runs (for approvals)."""
+
+_COMMANDS = {
+    "/help": "list these commands",
+    "/close": "end the thread (its last answer is its result)",
+}
+"""The slash commands ``orga chat`` understands, with what each does (``/help`` lists them)."""
+_COMMAND = re.compile(r"/[a-z][a-z-]*")
+"""What a line's first word looks like when it is meant as a command (a path is a message)."""
+_HINT = "type a message; /help lists the commands; Ctrl-D or Ctrl-C leaves the thread waiting"
 
 
 def register(app: typer.Typer) -> None:
@@ -99,10 +112,8 @@ def chat(
             await _join(client, thread_id)
         lines = _Lines()
         say = console().print
-        say(
-            "type a message; /close ends the thread; Ctrl-D or Ctrl-C leaves it waiting",
-            markup=False,
-        )
+        say(_HINT, markup=False)
+        streams = _Streams()
         try:
             while True:
                 line = await lines.next("you> ")
@@ -111,6 +122,9 @@ def chat(
                     return 0
                 text = line.strip()
                 if not text:
+                    continue
+                if text == "/help":
+                    say(_help(thread_id), markup=False)
                     continue
                 if text == "/close":
                     await desk.close_thread(
@@ -121,16 +135,29 @@ def chat(
                     ).result()
                     say(f"thread {thread_id} closed ({result.termination_reason})", markup=False)
                     return 0
+                word = text.split()[0]
+                if _COMMAND.fullmatch(word) and word not in _COMMANDS:  # not `/etc/hosts …`
+                    say(f"no command {word!r}: {_help(thread_id)}", markup=False)
+                    continue
                 taken = await desk.send_message(client, thread_id, text, sender=who)
                 if taken.turn is None:
                     say("this loop is not a thread: the message steers it", markup=False)
                     continue
-                await _turn(client, thread_id, taken.turn, lines, who)
+                await _turn(client, thread_id, taken.turn, lines, who, streams)
         except asyncio.CancelledError:  # Ctrl-C: this command stops, the thread waits on
             print(printable(_left(thread_id)), file=sys.stderr, flush=True)
             raise
 
     execute(body)
+
+
+def _help(thread_id: str) -> str:
+    shown = one_line(thread_id)
+    listed = "; ".join(f"{name}: {what}" for name, what in _COMMANDS.items())
+    return (
+        f"{listed}. Any other line is your next message to thread {shown}; Ctrl-D or Ctrl-C "
+        f"leaves it waiting for you (orga chat {shown} goes on)"
+    )
 
 
 def _left(thread_id: str) -> str:
@@ -192,12 +219,39 @@ async def _join(client: Client, thread_id: str) -> None:
         console().print(f"thread {thread_id}, turn {last.turn}: {last.output}", markup=False)
 
 
-async def _turn(client: Client, thread_id: str, turn: int, lines: _Lines, who: str) -> None:
-    """Follow one turn: its text as it streams, its approvals asked, then its answer."""
+class _Streams:
+    """Whether the thread streams its model's text (``config.stream``), learnt at the first
+    turn: a thread without a stream has no offset to read (the query is unknown to it)."""
+
+    def __init__(self) -> None:
+        self.streaming: bool | None = None
+
+    async def offset(self, reader: WorkflowStreamClient) -> int | None:
+        """Where the next turn's text begins in the stream; None without a stream."""
+        if self.streaming is False:
+            return None
+        try:
+            found = await reader.get_offset()
+        except WorkflowQueryFailedError:
+            if self.streaming:  # it had one: a failure of its own
+                raise
+            self.streaming = False
+            return None
+        self.streaming = True
+        return found
+
+
+async def _turn(
+    client: Client, thread_id: str, turn: int, lines: _Lines, who: str, streams: _Streams
+) -> None:
+    """Follow one turn: its text as it streams (a thread with a stream), its approvals asked,
+    then its answer."""
     printer = TextPrinter(prefix="orga> ")
     reader = WorkflowStreamClient.create(client, thread_id)
-    start = await reader.get_offset()
-    streaming = asyncio.ensure_future(printer.follow(reader, start))
+    start = await streams.offset(reader)
+    streaming = asyncio.ensure_future(
+        printer.follow(reader, start) if start is not None else _nothing()
+    )
     answer = asyncio.ensure_future(desk.wait_for_turn(client, thread_id, turn))
     asked: set[str] = set()
     try:
@@ -219,6 +273,10 @@ async def _turn(client: Client, thread_id: str, turn: int, lines: _Lines, who: s
         await asyncio.gather(streaming, answer, return_exceptions=True)
     if printer.last.strip() != result.output.strip():
         console().print(f"orga> {result.output}", markup=False, highlight=False)
+
+
+async def _nothing() -> None:
+    """The stream of a thread that has none."""
 
 
 async def _ask(

@@ -46,6 +46,7 @@ __all__ = [
     "console",
     "data_dir",
     "execute",
+    "exit_process",
     "loop_input",
     "print_json",
     "print_table",
@@ -53,6 +54,7 @@ __all__ = [
     "start_workflow",
     "ui_base",
     "ui_link",
+    "with_workflow_id",
 ]
 
 Json = Annotated[
@@ -127,6 +129,12 @@ def print_json(value: BaseModel | Any) -> None:
         else json.dumps(value, indent=2, default=str)
     )
     sys.stdout.write(json_text(text) + "\n")
+
+
+def with_workflow_id(workflow_id: str, answer: BaseModel) -> dict[str, Any]:
+    """``answer`` as JSON fields, after the workflow id it came from (a turn's answer does not
+    name its thread: a script that started one needs the id to go on)."""
+    return {"workflow_id": workflow_id, **answer.model_dump(mode="json")}
 
 
 def settings() -> Settings:
@@ -325,7 +333,7 @@ def execute(
             1,
             as_json,
         )
-    _exit(code)
+    exit_process(code)
 
 
 def _debug() -> bool:
@@ -336,7 +344,10 @@ def _debug() -> bool:
         return False  # settings that do not read cannot ask for tracebacks either
 
 
-def _exit(code: int) -> NoReturn:
+def exit_process(code: int) -> NoReturn:
+    """Leave the process with ``code`` once stdout and stderr are flushed, without the
+    interpreter's finalisation: temporalio can crash the interpreter at exit (sdk-python#300),
+    which would print ``Fatal Python error`` after a verb that succeeded."""
     try:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -2,7 +2,9 @@
 closing, forking or stopping a loop.
 
 ``orga fork ID --at N [--say …]`` starts a new loop from loop ID's state after turn N (``orga
-journal``'s ``it N``), the source untouched and nothing it ran run again.
+journal``'s ``it N``), the source untouched and nothing it ran run again. It says what became
+of the fork, as its workflow decided: its answer, a thread's first answer, or — a thread that
+says nothing — that it waits for its next message; or that it failed, and why (exit 1).
 
 To a thread (``config.thread``), ``orga say ID "…"`` is the next message: it prints the answer
 of the turn the message joins, once the turn has one. ``orga close ID`` ends a thread (now, or
@@ -20,12 +22,14 @@ user: a name the loop records, as an unsigned decision's, not a proof).
 
 from __future__ import annotations
 
+import asyncio
 import sys
-from typing import Annotated, Any
+from collections.abc import Awaitable
+from typing import Annotated, Any, TypeVar
 
 import typer
 from pydantic import ValidationError
-from temporalio.client import WorkflowFailureError
+from temporalio.client import Client, WorkflowFailureError
 
 from orga.cli.common import (
     CliError,
@@ -37,18 +41,25 @@ from orga.cli.common import (
     execute,
     print_json,
     settings,
+    with_workflow_id,
 )
-from orga.cli.loops import print_thread_hint
+from orga.cli.loops import failure_text, print_thread_hint
 from orga.cli.safe_text import one_line
 from orga.cli.views import render_result
+from orga.cli.waiting import ensure_worker
 from orga.client import ThreadHandle, start_fork
 from orga.contracts.errors import describe_validation_error
+from orga.contracts.state import LoopResult, LoopState
 from orga.contracts.vocabulary import PolicyMode
 from orga.desk import inbox as desk
 from orga.desk.inbox import DeskError
 from orga.runtime.forks import ForkPointError
 
 __all__ = ["register"]
+
+_T = TypeVar("_T")
+_LOOK = 0.2
+"""Seconds between two looks at a forked thread's state, until it waits for a message."""
 
 
 def register(app: typer.Typer) -> None:
@@ -120,12 +131,12 @@ def say(
         if taken.turn is not None and answer:  # a thread: the turn's answer
             turn = await desk.wait_for_turn(client, workflow_id, taken.turn)
             if as_json:
-                print_json(turn)
+                print_json(with_workflow_id(workflow_id, turn))
             else:
                 console().print(turn.output, markup=False, highlight=False)
             return 0
         if as_json:
-            print_json(taken)
+            print_json(with_workflow_id(workflow_id, taken))
         else:
             console().print(
                 f"message {taken.seq} taken by {workflow_id} at {taken.at.isoformat()}: the "
@@ -205,17 +216,28 @@ def fork(
             if as_json:
                 print_json({"workflow_id": handle.id})
             return 0
+        task_queue = (await desk.describe(client, handle.id)).task_queue
+        await ensure_worker(client, task_queue, wait=False, what="fork")
         if isinstance(handle, ThreadHandle):
             if say is not None:
-                turn = await desk.wait_for_turn(client, handle.id, 1)
-                print_json(turn) if as_json else console().print(turn.output, markup=False)
+                turn = await _or_its_failure(
+                    client, handle.id, desk.wait_for_turn(client, handle.id, 1)
+                )
+                if as_json:
+                    print_json(with_workflow_id(handle.id, turn))
+                else:
+                    console().print(turn.output, markup=False, highlight=False)
+            else:  # it starts from an answer: once set up, it waits for the next message
+                await _or_its_failure(client, handle.id, _waits_for_a_message(client, handle.id))
+                if as_json:
+                    print_json({"workflow_id": handle.id, "status": "awaiting_message"})
             if not as_json:
                 print_thread_hint(handle.id)
             return 0
         try:
             result = await handle.result()
         except WorkflowFailureError as error:
-            raise CliError(f"the fork failed: {error.cause}") from error
+            raise CliError(f"the fork failed: {failure_text(error)}") from error
         if as_json:
             print_json(result)
         else:
@@ -223,3 +245,39 @@ def fork(
         return 0
 
     execute(body, as_json=as_json)
+
+
+async def _waits_for_a_message(client: Client, thread_id: str) -> None:
+    """Until the forked thread ``thread_id`` has set up and waits for its next message."""
+    while True:
+        state = await desk.read_state(client, thread_id, LoopState, desk.LOOP)
+        if state.status == "awaiting_message":
+            return
+        await asyncio.sleep(_LOOK)
+
+
+async def _or_its_failure(client: Client, fork_id: str, waiting: Awaitable[_T]) -> _T:
+    """What ``waiting`` gives, unless the fork ``fork_id`` ends first (a fork is checked as it
+    starts, in its workflow: a refusal there fails it).
+
+    Raises:
+        CliError: the fork failed (or ended) before ``waiting`` was done; what failed it.
+    """
+    handle = client.get_workflow_handle(fork_id, result_type=LoopResult)
+    ended = asyncio.ensure_future(handle.result())
+    job = asyncio.ensure_future(waiting)
+    try:
+        await asyncio.wait({ended, job}, return_when=asyncio.FIRST_COMPLETED)
+        if job.done() and job.exception() is None:
+            return job.result()
+        if not ended.done() and (await desk.describe(client, fork_id)).status == "running":
+            return job.result()  # it runs on: what went wrong is the waiting's (raised here)
+        try:
+            result = await ended
+        except WorkflowFailureError as error:
+            raise CliError(f"the fork failed: {failure_text(error)}") from error
+        raise CliError(f"the fork ended before it was ready ({result.termination_reason})")
+    finally:
+        for task in (ended, job):
+            task.cancel()
+        await asyncio.gather(ended, job, return_exceptions=True)

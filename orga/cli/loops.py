@@ -41,6 +41,7 @@ from orga.cli.common import (
     print_table,
     settings,
     start_workflow,
+    with_workflow_id,
 )
 from orga.cli.safe_text import json_text, one_line, printable
 from orga.cli.views import (
@@ -51,7 +52,7 @@ from orga.cli.views import (
     rows_table,
     shorten,
 )
-from orga.cli.waiting import ensure_tools, ensure_worker, reporting
+from orga.cli.waiting import ensure_answering, ensure_tools, ensure_worker, reporting
 from orga.contracts import search_attributes as sa
 from orga.contracts.config import LoopConfig
 from orga.contracts.inference import STREAM_TOPIC, StreamedText
@@ -64,7 +65,13 @@ from orga.core.genai import invocation_attributes
 from orga.desk.inbox import KINDS, LOOP, TASK, DeskError, of_kind, read_state, wait_for_turn
 from orga.runtime.tracing import tracer
 
-__all__ = ["TextPrinter", "list_workflows", "register"]
+__all__ = [
+    "TextPrinter",
+    "failure_text",
+    "list_workflows",
+    "print_thread_hint",
+    "register",
+]
 
 Status = Literal[
     "running",
@@ -113,6 +120,10 @@ def run(
     system_prompt: Annotated[
         str | None, typer.Option(help="Prepended as a system message.")
     ] = None,
+    temperature: Annotated[
+        float | None,
+        typer.Option(help="Sampling temperature, 0 to 2; default: the provider's.", min=0, max=2),
+    ] = None,
     max_iterations: Annotated[int | None, typer.Option(help="Hard cap on model calls.")] = None,
     max_total_tokens: Annotated[int | None, typer.Option(help="Hard cap on tokens.")] = None,
     timeout: Annotated[
@@ -149,6 +160,7 @@ def run(
             agent_id=agent_id,
             policy=policy,
             system_prompt=system_prompt,
+            temperature=temperature,
             max_iterations=max_iterations,
             max_total_tokens=max_total_tokens,
             timeout=timedelta(seconds=timeout) if timeout is not None else None,
@@ -186,7 +198,7 @@ def run(
                 ):
                     result = await handle.result()
             except WorkflowFailureError as error:
-                raise CliError(f"the loop failed: {_failure(error)}") from error
+                raise CliError(f"the loop failed: {failure_text(error)}") from error
             except asyncio.CancelledError:  # Ctrl-C: this command stops, the loop does not
                 shown_id = one_line(chosen_id)  # an --id is the user's text
                 print(
@@ -223,7 +235,7 @@ async def _first_turn(client: Client, thread_id: str, *, stream: bool, as_json: 
         shown = await print_stream(thread_id, wait_for_turn(client, thread_id, 1))
     turn = await wait_for_turn(client, thread_id, 1)
     if as_json:
-        print_json(turn)
+        print_json(with_workflow_id(thread_id, turn))
         return 0
     if shown.strip() != turn.output.strip():
         console().print(turn.output, markup=False, highlight=False)
@@ -250,7 +262,8 @@ def _invoking(config: LoopConfig, workflow_id: str) -> AbstractContextManager[Sp
     )
 
 
-def _failure(error: WorkflowFailureError) -> str:
+def failure_text(error: WorkflowFailureError) -> str:
+    """How a workflow failed, in one line: the failure's type and message."""
     cause = error.cause
     if isinstance(cause, ApplicationError):
         return f"{cause.type}: {cause.message}"
@@ -332,7 +345,7 @@ def state(
             loop = await read_state(client, workflow_id, LoopState, LOOP)
         except DeskError as error:
             return await _state_without_worker(
-                client.get_workflow_handle(workflow_id), as_json, error
+                client.get_workflow_handle(workflow_id, result_type=LoopResult), as_json, error
             )
         if as_json:
             print_json(loop)
@@ -346,7 +359,8 @@ def state(
 async def _state_without_worker(
     handle: WorkflowHandle[Any, LoopResult], as_json: bool, error: DeskError
 ) -> int:
-    """No worker can answer the query: show what Temporal itself records of the loop."""
+    """No worker can answer the query: show what Temporal itself records of the loop (a
+    finished one's result or failure from its history, which needs no worker)."""
     description = await handle.describe()
     attributes = description.typed_search_attributes
     facts: dict[str, Any] = {
@@ -364,11 +378,11 @@ async def _state_without_worker(
         result = await handle.result()
         facts["output"] = result.output
         facts["termination_reason"] = result.termination_reason
-    elif description.status == WorkflowExecutionStatus.FAILED:
-        try:
+    elif description.status not in (None, WorkflowExecutionStatus.RUNNING):
+        try:  # failed, cancelled, terminated, timed out: the result is how it ended
             await handle.result()
         except WorkflowFailureError as failure:
-            facts["failure"] = _failure(failure)
+            facts["failure"] = failure_text(failure)
     if as_json:
         print_json(facts)
         return 0
@@ -400,21 +414,33 @@ def journal(
         printer = TextPrinter("      … ")
         if follow and not as_json:  # a loop with config.stream: its model's text as it comes
             text = asyncio.create_task(_quietly(printer.read(client, workflow_id)))
+        ended = False
         try:
-            return await entries(handle, printer)
+            code = await entries(client, handle, printer)
+            ended = True
+            return code
         finally:
             if text is not None:
-                with contextlib.suppress(TimeoutError):  # the last pieces, once it ended
-                    await asyncio.wait_for(asyncio.shield(text), 5)
+                if ended:
+                    with contextlib.suppress(TimeoutError):  # the last pieces, once it ended
+                        await asyncio.wait_for(asyncio.shield(text), 5)
                 text.cancel()
                 await asyncio.gather(text, return_exceptions=True)
 
-    async def entries(handle: WorkflowHandle[Any, Any], printer: TextPrinter) -> int:
+    async def entries(
+        client: Client, handle: WorkflowHandle[Any, Any], printer: TextPrinter
+    ) -> int:
         out = console()
         shown = 0
+        asked = False
         while True:
             try:
                 description = await handle.describe()
+                if not asked:  # said at once, rather than after the query's timeout
+                    await ensure_answering(
+                        client, workflow_id, description.task_queue, held="the journal"
+                    )
+                    asked = True
                 entries = await handle.query(JOURNAL_QUERY, result_type=Journal)
             except RPCError as error:
                 if error.status == RPCStatusCode.NOT_FOUND:

@@ -60,6 +60,13 @@ def _time(moment: datetime) -> str:
     return moment.strftime("%H:%M:%S")
 
 
+def _status(state: LoopState) -> str:
+    """The status, and the phase where it says more (a cancelled loop's is ``failed``)."""
+    if state.status in ("completed", "failed", "cancelled") and state.phase != state.status:
+        return state.status
+    return f"{state.status} (phase: {state.phase})"
+
+
 def render_state(state: LoopState) -> str:
     """A loop's state, one fact per line, then what it waits for and its last tool calls."""
     usage = state.usage
@@ -67,7 +74,7 @@ def render_state(state: LoopState) -> str:
     lines = [
         f"workflow      {state.workflow_id}",
         f"agent         {state.agent_id}",
-        f"status        {state.status} (phase: {state.phase})",
+        f"status        {_status(state)}",
         f"model         {model}",
         f"iteration     {state.iteration}"
         + (

@@ -31,7 +31,7 @@ from orga.runtime.presence import presence, registries, start_hint
 if TYPE_CHECKING:
     from orga.runtime.store import Store
 
-__all__ = ["ensure_worker", "reporting"]
+__all__ = ["ensure_answering", "ensure_worker", "reporting"]
 
 
 POLL_SECONDS = 2.0
@@ -60,6 +60,23 @@ async def ensure_worker(client: Client, task_queue: str, *, wait: bool, what: st
         )
         + "\n"
     )
+
+
+async def ensure_answering(
+    client: Client, workflow_id: str, task_queue: str, *, held: str, otherwise: str = ""
+) -> None:
+    """Refuse at once when no worker polls ``task_queue``: a query of ``workflow_id``'s state
+    (where ``held`` lives) would wait for one until its timeout, then fail.
+
+    Raises:
+        CliError: no worker polls the task queue (``otherwise``: another way, said after).
+    """
+    if not await presence(client, task_queue):
+        raise CliError(
+            f"no worker is polling task queue {task_queue!r} to answer for {workflow_id!r}: "
+            f"{held} lives in the workflow's state, which a worker reads (a finished one's "
+            f"too); start one there ({start_hint(task_queue)}){otherwise}"
+        )
 
 
 async def ensure_tools(client: Client, task_queue: str, tools: list[str], store: Store) -> None:

@@ -36,7 +36,7 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, FailureError
 from temporalio.service import RPCError, RPCStatusCode
 
 from orga.contracts.approvals import (
@@ -481,7 +481,7 @@ async def _update(
             timeout=wait,
         )
     except WorkflowUpdateFailedError as error:
-        raise DeskError(f"not recorded: {error.cause or error}") from error
+        raise DeskError(f"not recorded: {_refusal(error)}") from error
     except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError) as error:
         raise DeskError(
             f"no answer from a worker on task queue {facts.task_queue!r} within {wait:g} s; "
@@ -490,6 +490,16 @@ async def _update(
         ) from error
     except RPCError as error:
         raise _refused(error, facts.workflow_id, client.namespace) from error
+
+
+def _refusal(error: WorkflowUpdateFailedError) -> str:
+    """Why the workflow refused an update, as its message says it: the exception type it was
+    raised as (``ValueError``, ``ApplicationError``) is the workflow's business, not the
+    person's."""
+    cause = error.cause
+    if isinstance(cause, FailureError) and cause.message:
+        return cause.message
+    return str(cause or error)
 
 
 async def waiting_call(
@@ -625,6 +635,11 @@ def said(record: ApprovalRecord) -> str:
         line += " — recorded; the call waits for another approver"
     if record.arguments is not None:
         line += f" — runs with edited arguments {record.arguments}"
+    if record.source == "mcp-elicitation":
+        line += (
+            " — through orga mcp: the MCP client app's answer to a form (that a person gave "
+            "it is the app's claim)"
+        )
     proofs = [p for p in record.decisions if p.key_fingerprint]
     if record.verified and proofs:
         keys = ", ".join(f"{p.approver} {p.key_fingerprint}" for p in proofs)
@@ -747,7 +762,7 @@ async def wait_for_turn(
     try:
         return await asyncio.wait_for(await_turn(handle, turn), timeout=wait)
     except WorkflowUpdateFailedError as error:
-        raise DeskError(f"no answer: {error.cause or error}") from error
+        raise DeskError(f"no answer: {_refusal(error)}") from error
     except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError) as error:
         raise DeskError(
             f"turn {turn} of {workflow_id} has no answer yet after {wait:g} s: "

@@ -8,7 +8,13 @@ two things:
   ``ShuttingDown`` when a worker stops): a worker that stopped is seen as gone within seconds;
   one that was killed, once its heartbeat is older than ``HEARTBEAT_FRESH``;
 * **pollers** (``DescribeTaskQueue``): the identities that polled recently. A stopped worker
-  stays listed for minutes, so this is the fallback, for servers and SDKs without heartbeats.
+  stays listed for minutes, so this is the fallback, for servers and SDKs without heartbeats;
+  a poller whose identity's last heartbeat said it stopped, and did not poll since, is gone.
+
+A worker starting beside others says when one registers other tools
+(``warn_about_other_registries``); it leaves out, besides those, a worker of this very machine
+whose process has ended (Temporal's identity is ``pid@host``): the worker a person stopped
+(or killed) to start this one in its place still looks alive to the server for a while.
 """
 
 from __future__ import annotations
@@ -16,7 +22,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import re
+import socket
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Final, cast
@@ -32,8 +40,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HEARTBEAT_FRESH",
+    "LIST_LIMIT",
+    "NAMES_LIMIT",
     "POLLER_FRESH",
     "Presence",
+    "ended_here",
     "presence",
     "publish_tools",
     "registries",
@@ -92,6 +103,19 @@ async def presence(client: Client, task_queue: str) -> Presence:
 async def _heartbeats(client: Client, task_queue: str) -> tuple[int, dict[str, datetime]]:
     """Workers of ``task_queue`` whose fresh heartbeat says they run, and when each identity
     whose last heartbeat said it stops said so (none where the server keeps no heartbeats)."""
+    beats = await _worker_heartbeats(client, task_queue)
+    if beats is None:
+        return 0, {}  # a server without worker heartbeats: the pollers say it
+    running, stopped = beats
+    return len(running), stopped
+
+
+async def _worker_heartbeats(
+    client: Client, task_queue: str
+) -> tuple[list[str], dict[str, datetime]] | None:
+    """The identities of the workers of ``task_queue`` whose fresh heartbeat says they run,
+    and when each identity whose last heartbeat said it stops said so; None where the server
+    keeps no heartbeats."""
     try:
         listed = await client.workflow_service.list_workers(
             ListWorkersRequest(
@@ -99,9 +123,9 @@ async def _heartbeats(client: Client, task_queue: str) -> tuple[int, dict[str, d
             )
         )
     except RPCError:
-        return 0, {}  # a server without worker heartbeats: the pollers say it
+        return None
     now = datetime.now(UTC)
-    running = 0
+    running: list[str] = []
     stopped: dict[str, datetime] = {}
     for info in listed.workers_info:
         beat = info.worker_heartbeat
@@ -111,13 +135,17 @@ async def _heartbeats(client: Client, task_queue: str) -> tuple[int, dict[str, d
         if beat.status != WorkerStatus.WORKER_STATUS_RUNNING:
             stopped[beat.worker_identity] = max(at, stopped.get(beat.worker_identity, at))
         elif now - at <= HEARTBEAT_FRESH:
-            running += 1
+            running.append(beat.worker_identity)
     return running, stopped
 
 
 _TOOLS_MARK: Final = " orga-tools:"
 _TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 _DIGEST: Final = re.compile(r"#[0-9a-f]{12}")
+LIST_LIMIT: Final = 1024 * 1024
+"""Bytes of a tool list the store may hold for a worker (10 000 names of 64 characters fit)."""
+NAMES_LIMIT: Final = 10_000
+"""Names a tool list may hold."""
 
 
 def _registry_key(digest: str) -> str:
@@ -148,26 +176,60 @@ def tools_of(identity: str, store: Store, task_queue: str) -> frozenset[str] | N
     the store keeps (``orga-tools:#…``), or listed (``orga-tools:a,b``)."""
     _, mark, listed = identity.partition(_TOOLS_MARK)
     if not mark:
-        names = _stored(store, _identity_key(task_queue, identity))
+        names = _stored(store, _identity_key(task_queue, identity), identity, task_queue)
     elif _DIGEST.fullmatch(listed):
-        names = _stored(store, _registry_key(listed))
+        names = _stored(store, _registry_key(listed), identity, task_queue)
     else:  # ``#unlisted``, or an earlier release's digest of a list too long to name
         names = None if listed.startswith("#") else listed.split(",")
     if names is None:
         return None
-    # Any process that can poll the queue (or write the store) chooses what it says: only
-    # plain names count.
+    # Any process that can poll the queue chooses its identity: only plain names count (a
+    # list from the store was checked whole).
     return frozenset(name for name in names if _TOOL_NAME.fullmatch(name))
 
 
-def _stored(store: Store, key: str) -> list[str] | None:
-    """The tool list the store keeps under ``key``; None when it keeps none, or no list."""
+def _stored(store: Store, key: str, identity: str, task_queue: str) -> list[str] | None:
+    """The tool list the store keeps under ``key`` for ``identity``; None when it keeps none.
+
+    Anyone who can write the store can write there, so what is read is checked: a list no
+    worker writes (not JSON, nested, too long, anything but plain tool names) says nothing,
+    and is ignored with a warning, never trusted in part (``publish_tools`` writes it again
+    when the worker starts)."""
     data = store.get(key)
-    try:
-        names: object = json.loads(data) if data is not None else None
-    except ValueError:
+    if data is None:
         return None
-    return [str(n) for n in cast(list[object], names)] if isinstance(names, list) else None
+    found = _tool_list(data)
+    if not isinstance(found, str):
+        return found
+    logging.getLogger("orga").warning(
+        "the store's tool list of worker %s on task queue %s is not one a worker writes "
+        "(%s): ignored, as if the worker said nothing (it writes its list again when it "
+        "starts; whoever can write the store wrote this one)",
+        repr(identity)[:200],
+        repr(task_queue)[:200],
+        found,
+    )
+    return None
+
+
+def _tool_list(data: bytes) -> list[str] | str:
+    """The names ``data`` lists, if it is a list ``publish_tools`` writes (a JSON array of at
+    most ``NAMES_LIMIT`` plain tool names, in ``LIST_LIMIT`` bytes); else why it is not."""
+    if len(data) > LIST_LIMIT:
+        return f"{len(data)} bytes, more than the {LIST_LIMIT} a list may take"
+    try:
+        names: object = json.loads(data)
+    except (ValueError, RecursionError):  # not JSON (or UTF-8), or nested past the decoder
+        return "not JSON"
+    if not isinstance(names, list):
+        return f"a JSON {type(names).__name__}, not a list"
+    listed = cast(list[object], names)
+    if len(listed) > NAMES_LIMIT:
+        return f"{len(listed)} names, more than {NAMES_LIMIT}"
+    plain = [n for n in listed if isinstance(n, str) and _TOOL_NAME.fullmatch(n)]
+    if len(plain) != len(listed):
+        return "an entry that is not a plain tool name"
+    return plain
 
 
 async def registries(
@@ -175,36 +237,18 @@ async def registries(
 ) -> dict[str, frozenset[str] | None]:
     """The live workers of ``task_queue`` (by identity) and the tools each registers (see
     ``tools_of``; ``store`` holds the lists): from their heartbeats, else from the recent
-    pollers of its activities."""
-    try:
-        listed = await client.workflow_service.list_workers(
-            ListWorkersRequest(
-                namespace=client.namespace, query=f"TaskQueue = '{_quoted(task_queue)}'"
-            )
-        )
-    except RPCError:
-        listed = None
-    now = datetime.now(UTC)
-    found: dict[str, frozenset[str] | None] = {}
-    if listed is not None:
-        for info in listed.workers_info:
-            beat = info.worker_heartbeat
-            fresh = now - beat.heartbeat_time.ToDatetime(tzinfo=UTC) <= HEARTBEAT_FRESH
-            if (
-                beat.task_queue == task_queue
-                and beat.status == WorkerStatus.WORKER_STATUS_RUNNING
-                and fresh
-            ):
-                found[beat.worker_identity] = None
+    pollers of its activities, less those whose heartbeat said they stopped since."""
+    beats = await _worker_heartbeats(client, task_queue)
+    running, stopped = beats if beats is not None else ([], {})
+    found = dict.fromkeys(running)
     if not found:
-        found = await _pollers(client, task_queue, now)
+        found = dict.fromkeys(await _pollers(client, task_queue, stopped))
     return await asyncio.to_thread(lambda: {i: tools_of(i, store, task_queue) for i in found})
 
 
-async def _pollers(
-    client: Client, task_queue: str, now: datetime
-) -> dict[str, frozenset[str] | None]:
-    found: dict[str, frozenset[str] | None] = {}
+async def _pollers(client: Client, task_queue: str, stopped: dict[str, datetime]) -> list[str]:
+    """The identities that polled ``task_queue``'s activities recently, and not only before
+    their heartbeat said they stop (``stopped``)."""
     response = await client.workflow_service.describe_task_queue(
         DescribeTaskQueueRequest(
             namespace=client.namespace,
@@ -212,10 +256,30 @@ async def _pollers(
             task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
         )
     )
+    now = datetime.now(UTC)
+    found: list[str] = []
     for poller in response.pollers:
-        if now - poller.last_access_time.ToDatetime(tzinfo=UTC) <= POLLER_FRESH:
-            found[poller.identity] = None
+        polled = poller.last_access_time.ToDatetime(tzinfo=UTC)
+        gone = stopped.get(poller.identity)
+        if now - polled <= POLLER_FRESH and (gone is None or polled > gone):
+            found.append(poller.identity)
     return found
+
+
+def ended_here(identity: str) -> bool:
+    """Whether ``identity`` names a worker process of this machine that has ended (Temporal's
+    identity is ``pid@host``): the server goes on listing it as a poller for minutes, and its
+    last heartbeat says it runs for as long, when it was killed."""
+    pid, at, host = identity.partition(_TOOLS_MARK)[0].partition("@")
+    if not at or not pid.isdigit() or host != socket.gethostname():
+        return False
+    try:
+        os.kill(int(pid), 0)  # signal 0: is there such a process?
+    except ProcessLookupError:
+        return True
+    except OSError:  # there is one, of another user
+        return False
+    return False
 
 
 async def warn_about_other_registries(
@@ -232,7 +296,7 @@ async def warn_about_other_registries(
     except RPCError:
         return  # the server could not say: nothing to compare with
     for identity, tools in sorted(others.items()):
-        if identity == own or tools is None or tools == mine:
+        if identity == own or tools is None or tools == mine or ended_here(identity):
             continue
         lacking, extra = sorted(tools - mine), sorted(mine - tools)
         logging.getLogger("orga").warning(

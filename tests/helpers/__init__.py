@@ -4,9 +4,11 @@ imports another test module (``tests/test_quality.py`` checks).
 - waiting: ``eventually`` (the one way a test waits: on a condition, polled briefly, never a
   fixed sleep), and what a workflow waits for or ended with (``pending``, ``escalated``,
   ``failure``, ``conversation``, ``tool_results``, …);
-- commands run as a user runs them: ``orga``, ``temporal``, ``worker.py``;
+- commands run as a user runs them: ``orga``, ``temporal``, ``worker.py`` (``offline_worker``:
+  ``worker.py --scripted`` on a fresh task queue and data directory, ``offline_env``);
 - inputs several modules use: scripted turns, agents files, task steps, MCP servers files;
-- servers beside the session's: MCP over HTTP, Prometheus metrics.
+- servers beside the session's: MCP over HTTP, Prometheus metrics;
+- processes a test started, found by their parent whatever runs beside them (``children``).
 
 The session's servers and the per-test harness are fixtures (``tests/conftest.py``,
 ``tests/harness.py``).
@@ -25,6 +27,8 @@ from tests.helpers._commands import (
     temporal,
     worker_process,
 )
+from tests.helpers._offline import calls_of, offline_env, offline_worker
+from tests.helpers._processes import children, parent_of
 from tests.helpers._scripts import (
     ADDS,
     DECLINE,
@@ -104,7 +108,9 @@ __all__ = [
     "aborted",
     "agents_file",
     "ask",
+    "calls_of",
     "charge_step",
+    "children",
     "conversation",
     "critic_agents",
     "decision_policies",
@@ -119,8 +125,11 @@ __all__ = [
     "is_summariser",
     "loop_state",
     "measured_harness",
+    "offline_env",
+    "offline_worker",
     "on",
     "orga",
+    "parent_of",
     "pending",
     "port_is_free",
     "provider_settings",

@@ -248,15 +248,18 @@ async def _pipe_reader(fd: int) -> asyncio.StreamReader:
     return reader
 
 
-def _worker_request(env: dict[str, str], args: tuple[str, ...]) -> dict[str, Any]:
-    """``python worker.py <args>`` in the repository with exactly ``env``."""
-    return {"args": list(args), "env": env, "cwd": str(ROOT), "script": str(ROOT / "worker.py")}
+def _worker_request(env: dict[str, str], args: tuple[str, ...], cwd: Path = ROOT) -> dict[str, Any]:
+    """``python worker.py <args>`` in ``cwd`` (the repository, or a copy of it) with exactly
+    ``env``."""
+    return {"args": list(args), "env": env, "cwd": str(cwd), "script": str(cwd / "worker.py")}
 
 
-async def start_worker(env: dict[str, str], *args: str) -> tuple[ForkedProcess, str]:
-    """``uv run worker.py <args>`` with exactly ``env``, once it says it is up: the process (its
-    stderr still open: keep reading it) and what it logged until then."""
-    process = await _spawn(_worker_request(env, args), stdout="devnull")
+async def start_worker(
+    env: dict[str, str], *args: str, cwd: Path = ROOT
+) -> tuple[ForkedProcess, str]:
+    """``uv run worker.py <args>`` in ``cwd`` with exactly ``env``, once it says it is up: the
+    process (its stderr still open: keep reading it) and what it logged until then."""
+    process = await _spawn(_worker_request(env, args, cwd), stdout="devnull")
     assert process.stderr is not None
     return process, await _until_up(process, process.stderr)
 
