@@ -524,6 +524,30 @@ async def turn_budget(h: Harness) -> WorkflowHandle[Any, Any]:
     return h.client.get_workflow_handle(chat.id, run_id=first_run)
 
 
+async def thread_fork_waits(h: Harness) -> WorkflowHandle[Any, Any]:
+    """A thread forked after its answer with nothing to say: the fork waits for its next
+    message, answers it, and is closed (patch ``thread-fork-waits``)."""
+    model = h.new_model([Turn(text="5")])
+    other = h.new_model([Turn(text="8")])
+    async with h.worker():
+        chat = await orga.start_thread(
+            h.client,
+            LoopConfig(model=model, thread=ThreadConfig()),
+            "2+3?",
+            workflow_id="history-thread-fork-source",
+            task_queue=h.task_queue,
+        )
+        await chat.turn(1)
+        fork = await chat.fork(1, model=other, workflow_id="history-thread-fork")
+        assert isinstance(fork, orga.ThreadHandle)
+        await fork.send("4+4?")
+        await fork.close()
+        await fork.handle.result()
+        await chat.close()
+        first_run = (await fork.handle.describe()).run_id
+    return h.client.get_workflow_handle(fork.id, run_id=first_run)
+
+
 async def typed_answer_with_tools(h: Harness) -> WorkflowHandle[Any, Any]:
     """A typed loop with a tool: it calls the tool, answers prose, and is shown the schema in
     the retry (patch ``schema-in-retry``), then answers JSON."""
@@ -719,6 +743,7 @@ SCENARIOS: dict[str, Scenario] = {
     "fork": fork,
     "turn_budget": turn_budget,
     "typed_answer_with_tools": typed_answer_with_tools,
+    "thread_fork_waits": thread_fork_waits,
     "fork_own_prompts": fork_own_prompts,
     "message_limits": message_limits,
     "gated_typed_answer": gated_typed_answer,

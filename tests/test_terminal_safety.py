@@ -184,8 +184,8 @@ _REVIEWED = {
     ("common.py", "print_table"): "writes what the safe console rendered",
     ("common.py", "start_workflow"): "the workflow id the user just gave, and a link",
     ("mcp.py", "announce"): "host and port the operator chose",
-    ("loops.py", "_print"): "the stream's own notes and the prefix (the text is printable)",
-    ("loops.py", "read"): "a newline",
+    ("run.py", "_print"): "the stream's own notes and the prefix (the text is printable)",
+    ("run.py", "read"): "a newline",
     ("chat.py", "next"): "the prompt, one of chat.py's own constants",
 }
 

@@ -192,6 +192,30 @@ async def test_a_turn_over_its_budget_ends_the_turn_not_the_thread(harness: Harn
     assert second.reason == "budget_exceeded" and "max_iterations" in second.output
 
 
+async def test_orga_say_reads_a_turn_that_ended_unanswered(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    """The person reads why the turn has no answer, and that writing again goes on."""
+    model = harness.new_model(
+        [
+            Turn(tool_calls=[("add", {"a": 5, "b": 1})]),
+            Turn(tool_calls=[("add", {"a": 6, "b": 1})]),
+            Turn(text="7"),
+        ]
+    )
+    config = LoopConfig(model=model, tools=["add"], max_iterations=2, thread=ThreadConfig())
+    cli = {**on(env, harness), "ORGA_STORE_URL": TEST_STORE.url}
+    async with harness.worker():
+        chat = await _start(harness, config)
+        code, out, err = await orga_command("say", chat.id, "add 1, twice", env=cli)
+        assert code == 0, err
+        assert out.startswith("turn 1 ended unanswered: the model asked for 1 tool call(s)")
+        assert "Write again to go on" in out
+        code, out, err = await orga_command("say", chat.id, "the number, please", env=cli)
+        assert (code, out.strip()) == (0, "7"), err
+        await chat.close()
+
+
 async def test_a_closed_thread_takes_no_message_and_an_idle_one_ends(harness: Harness) -> None:
     asked, release = threading.Event(), threading.Event()
 

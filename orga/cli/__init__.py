@@ -7,7 +7,8 @@ Modules:
 * ``safe_text`` — what a terminal may be shown of text from models, tools and clients
 * ``views`` — how states, journals and results are printed
 * ``waiting`` — waiting on a worker without hanging in silence
-* ``loops`` — ``run``, ``state``, ``journal``, ``list``
+* ``run`` — ``orga run``: start a loop or a thread and print its answer as it comes
+* ``loops`` — ``state``, ``journal``, ``list``: watching loops
 * ``conversations`` — ``say``, ``close``, ``fork``, ``cancel``: a person steering, answering,
   closing, forking or stopping a loop
 * ``chat`` — ``orga chat``: an interactive session with a thread

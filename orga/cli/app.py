@@ -21,6 +21,7 @@ from orga.cli import (
     loops,
     mcp,
     policy,
+    run,
     schedule,
     server,
     store,
@@ -54,6 +55,7 @@ app = typer.Typer(
 )
 for module in (
     server,
+    run,
     loops,
     decisions,
     conversations,

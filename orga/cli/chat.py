@@ -38,7 +38,7 @@ from orga.cli.common import (
     settings,
     start_workflow,
 )
-from orga.cli.loops import TextPrinter
+from orga.cli.run import TextPrinter
 from orga.cli.safe_text import one_line, printable
 from orga.cli.waiting import ensure_worker
 from orga.contracts.approvals import PendingApproval
@@ -216,7 +216,7 @@ async def _join(client: Client, thread_id: str) -> None:
         raise desk.DeskError(f"thread {thread_id!r} has ended ({thread.ended})")
     last = thread.last_turn
     if last is not None:
-        console().print(f"thread {thread_id}, turn {last.turn}: {last.output}", markup=False)
+        console().print(f"thread {thread_id}, turn {last.turn}: {last.said}", markup=False)
 
 
 class _Streams:
@@ -271,8 +271,8 @@ async def _turn(
         for task in (streaming, answer):
             task.cancel()
         await asyncio.gather(streaming, answer, return_exceptions=True)
-    if printer.last.strip() != result.output.strip():
-        console().print(f"orga> {result.output}", markup=False, highlight=False)
+    if printer.last.strip() != result.said.strip():
+        console().print(f"orga> {result.said}", markup=False, highlight=False)
 
 
 async def _nothing() -> None:

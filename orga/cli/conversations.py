@@ -43,7 +43,7 @@ from orga.cli.common import (
     settings,
     with_workflow_id,
 )
-from orga.cli.loops import failure_text, print_thread_hint
+from orga.cli.run import failure_text, print_thread_hint
 from orga.cli.safe_text import one_line
 from orga.cli.views import render_result
 from orga.cli.waiting import ensure_worker
@@ -133,7 +133,7 @@ def say(
             if as_json:
                 print_json(with_workflow_id(workflow_id, turn))
             else:
-                console().print(turn.output, markup=False, highlight=False)
+                console().print(turn.said, markup=False, highlight=False)
             return 0
         if as_json:
             print_json(with_workflow_id(workflow_id, taken))
@@ -226,7 +226,7 @@ def fork(
                 if as_json:
                     print_json(with_workflow_id(handle.id, turn))
                 else:
-                    console().print(turn.output, markup=False, highlight=False)
+                    console().print(turn.said, markup=False, highlight=False)
             else:  # it starts from an answer: once set up, it waits for the next message
                 await _or_its_failure(client, handle.id, _waits_for_a_message(client, handle.id))
                 if as_json:

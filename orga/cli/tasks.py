@@ -21,10 +21,11 @@ from orga.cli.common import (
     settings,
     start_workflow,
 )
-from orga.cli.loops import Status, list_workflows
+from orga.cli.loops import list_workflows
 from orga.cli.views import render_task, render_task_result
 from orga.cli.waiting import ensure_worker, reporting
 from orga.contracts.errors import describe_validation_error
+from orga.contracts.state import LoopStatus
 from orga.contracts.task import TaskInput, TaskResult, TaskState
 from orga.desk.inbox import TASK, of_kind, read_state
 
@@ -132,7 +133,7 @@ def state(
 
 
 def list_tasks(
-    status: Annotated[Status | None, typer.Option(help="Only tasks in this status.")] = None,
+    status: Annotated[LoopStatus | None, typer.Option(help="Only tasks in this status.")] = None,
     agent: Annotated[str | None, typer.Option(help="Only tasks of this agent.")] = None,
     limit: Annotated[int, typer.Option(help="At most this many, newest first.")] = 20,
     as_json: Json = False,

@@ -98,6 +98,16 @@ class TurnResult(BaseModel):
     """Tokens the thread has spent so far, this turn included."""
     ended_at: datetime
 
+    @property
+    def said(self) -> str:
+        """What a person reads of the turn: its answer, or why it has none and what to do."""
+        if self.unanswered is None:
+            return self.output
+        return (
+            f"turn {self.turn} ended unanswered: {self.unanswered}. Write again to go on: the "
+            "next turn has budgets of its own."
+        )
+
 
 class ThreadState(BaseModel):
     """A thread's part of the ``state`` query."""

@@ -39,7 +39,7 @@ from orga.workflows.reasoning.steering import Steering
 from orga.workflows.reasoning.tool_state import ToolState
 from orga.workflows.shared.failures import failure_of
 from orga.workflows.shared.options import SETUP_TIMEOUT, SHORT_RETRY
-from orga.workflows.shared.patches import FORK_OWN_PROMPTS
+from orga.workflows.shared.patches import FORK_OWN_PROMPTS, THREAD_FORK_WAITS
 
 __all__ = ["ForkMarks", "forked_summary", "start_fork", "state_hash"]
 
@@ -198,7 +198,9 @@ async def start_fork(
                 raise InvalidConfig("cannot fork with replace: no user message before that turn")
             messages = messages[:last_user]
         messages.append(said)
-    elif point.answered:
+    elif point.answered and (
+        books.config.thread is None or not workflow.patched(THREAD_FORK_WAITS)
+    ):  # a thread's fork after an answer waits for its next message
         raise InvalidConfig(
             f"turn {request.at} of {request.workflow_id} is its answer: a fork after it must say "
             "something (fork.say / orga fork --say)"

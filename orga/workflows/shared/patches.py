@@ -29,6 +29,7 @@ __all__ = [
     "SCHEMA_IN_RETRY",
     "SUMMARY_AFTER_FAILURE",
     "TASK_WAITS_FOR_WORKER",
+    "THREAD_FORK_WAITS",
     "TURN_BUDGET_ENDS_TURN",
 ]
 
@@ -105,3 +106,8 @@ earlier ``orga mcp`` signed its answer with the operator's key (``HumanDesk._pro
 only when such a decision arrives by signal (the ``approve`` update's validator refuses it
 without the patch); no scenario: ``orga mcp`` no longer sends one where approvers are
 enrolled."""
+
+THREAD_FORK_WAITS: Final = "thread-fork-waits"
+"""A thread forked after one of its answers with nothing to say waits for its next message
+instead of failing ``InvalidConfig`` (``start_fork``): a thread's fork may say nothing, as the
+client and the guide allow. Asked only for such a fork; scenario ``thread_fork_waits``."""

@@ -1,0 +1,285 @@
+"""``orga run``: start a reasoning loop (or a thread) and print its answer as it comes.
+
+The verb waits for a worker, checks that its tools are served, starts the workflow, and prints
+the answer — streamed, a thread's first turn, or the result — or why it failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import uuid
+from collections.abc import Awaitable
+from contextlib import AbstractContextManager
+from datetime import timedelta
+from typing import Annotated, Any
+
+import typer
+from opentelemetry.trace import Span, SpanKind
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.contrib.workflow_streams import WorkflowStreamClient
+from temporalio.exceptions import ApplicationError
+
+from orga.cli.common import (
+    CliError,
+    Json,
+    Model,
+    Provider,
+    Tools,
+    client_for,
+    console,
+    execute,
+    loop_input,
+    print_json,
+    settings,
+    start_workflow,
+    with_workflow_id,
+)
+from orga.cli.safe_text import one_line, printable
+from orga.cli.views import render_result, shorten
+from orga.cli.waiting import ensure_tools, ensure_worker, reporting
+from orga.contracts.config import LoopConfig
+from orga.contracts.inference import STREAM_TOPIC, StreamedText
+from orga.contracts.state import LoopResult
+from orga.contracts.threads import ThreadConfig
+from orga.contracts.vocabulary import PolicyMode
+from orga.core.genai import invocation_attributes
+from orga.desk.inbox import LOOP, wait_for_turn
+from orga.runtime.tracing import tracer
+
+__all__ = ["TextPrinter", "failure_text", "print_stream", "print_thread_hint", "register"]
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``orga run`` to ``app``."""
+    app.command(
+        "run",
+        epilog="Example: orga run 'What is 2+3?' --tool add --provider scripted",
+    )(run)
+
+
+def run(
+    prompt: Annotated[str, typer.Argument(help="The task, as the user's first message.")],
+    tool: Tools = None,
+    provider: Provider = None,
+    model: Model = None,
+    agent_id: Annotated[
+        str | None,
+        typer.Option(
+            "--agent", "--agent-id", help="Who the loop acts as (config.agent_id, the principal)."
+        ),
+    ] = None,
+    policy: Annotated[
+        PolicyMode | None, typer.Option(help="The gate: default (fail closed), cedar, opa, …")
+    ] = None,
+    system_prompt: Annotated[
+        str | None, typer.Option(help="Prepended as a system message.")
+    ] = None,
+    temperature: Annotated[
+        float | None,
+        typer.Option(help="Sampling temperature, 0 to 2; default: the provider's.", min=0, max=2),
+    ] = None,
+    max_iterations: Annotated[int | None, typer.Option(help="Hard cap on model calls.")] = None,
+    max_total_tokens: Annotated[int | None, typer.Option(help="Hard cap on tokens.")] = None,
+    timeout: Annotated[
+        float | None, typer.Option(help="Hard cap on working time, in seconds.")
+    ] = None,
+    workflow_id: Annotated[
+        str | None, typer.Option("--id", help="Workflow id; default: a new one.")
+    ] = None,
+    no_wait: Annotated[
+        bool, typer.Option("--no-wait", help="Print the workflow id and return at once.")
+    ] = False,
+    stream: Annotated[
+        bool, typer.Option("--stream", help="Print the model's text while it arrives.")
+    ] = False,
+    thread: Annotated[
+        bool,
+        typer.Option(
+            "--thread",
+            help="Start a thread: after its answer it waits for the next message "
+            "(orga say ID '…', orga chat ID, orga close ID).",
+        ),
+    ] = False,
+    as_json: Json = False,
+) -> None:
+    """Start a reasoning loop on the worker's task queue and print its answer."""
+
+    async def body() -> int:
+        request = loop_input(
+            prompt,
+            tools=tool or [],
+            stream=stream or None,
+            provider=provider,
+            model=model,
+            agent_id=agent_id,
+            policy=policy,
+            system_prompt=system_prompt,
+            temperature=temperature,
+            max_iterations=max_iterations,
+            max_total_tokens=max_total_tokens,
+            timeout=timedelta(seconds=timeout) if timeout is not None else None,
+            thread=ThreadConfig() if thread else None,
+        )
+        kind = "thread" if thread else "loop"
+        chosen_id = workflow_id or f"{kind}-{uuid.uuid4().hex[:12]}"
+        found = settings()
+        with _invoking(request.config, chosen_id) as span:
+            client = await client_for(found)
+            await ensure_worker(client, found.task_queue, wait=not no_wait, what="loop")
+            with found.store() as store:
+                await ensure_tools(client, found.task_queue, list(request.config.tools), store)
+            handle = await start_workflow(
+                found,
+                LOOP,
+                request,
+                workflow_id=chosen_id,
+                result_type=LoopResult,
+                summary=f"{request.config.agent_id}: {shorten(prompt, 120)}",
+                client=client,
+            )
+            if no_wait:
+                if as_json:
+                    print_json({"workflow_id": chosen_id, "run_id": handle.result_run_id})
+                return 0
+            if thread:
+                return await _first_turn(client, chosen_id, stream=stream, as_json=as_json)
+            shown = ""
+            if stream and not as_json:
+                shown = await print_stream(handle.id, handle.result())
+            try:
+                async with reporting(
+                    client, handle, found.task_queue, quiet=as_json or bool(shown)
+                ):
+                    result = await handle.result()
+            except WorkflowFailureError as error:
+                raise CliError(f"the loop failed: {failure_text(error)}") from error
+            except asyncio.CancelledError:  # Ctrl-C: this command stops, the loop does not
+                shown_id = one_line(chosen_id)  # an --id is the user's text
+                print(
+                    printable(
+                        f"orga: the loop goes on without this command. Follow it: orga journal "
+                        f"{shown_id} --follow; stop it: orga cancel {shown_id} --reason '…'"
+                    ),
+                    file=sys.stderr,
+                    flush=True,
+                )
+                raise
+            if not result.usage.estimated:
+                span.set_attributes(
+                    {
+                        "gen_ai.usage.input_tokens": result.usage.input_tokens,
+                        "gen_ai.usage.output_tokens": result.usage.output_tokens,
+                    }
+                )
+        if as_json:
+            print_json(result)
+        elif shown.strip() and shown.strip() == result.output.strip():
+            console().print(render_result(result).removeprefix(result.output).strip(), markup=False)
+        else:
+            console().print(render_result(result), markup=False)
+        return 0
+
+    execute(body, as_json=as_json, traced=True)
+
+
+async def _first_turn(client: Client, thread_id: str, *, stream: bool, as_json: bool) -> int:
+    """``orga run --thread``: the first turn's answer, then how to go on."""
+    shown = ""
+    if stream and not as_json:
+        shown = await print_stream(thread_id, wait_for_turn(client, thread_id, 1))
+    turn = await wait_for_turn(client, thread_id, 1)
+    if as_json:
+        print_json(with_workflow_id(thread_id, turn))
+        return 0
+    if shown.strip() != turn.output.strip():
+        console().print(turn.output, markup=False, highlight=False)
+    print_thread_hint(thread_id)
+    return 0
+
+
+def print_thread_hint(thread_id: str) -> None:
+    """How to go on with a thread that waits for its next message (on stderr)."""
+    print(
+        "thread {0} waits for your next message: orga say {0} '…' (or orga chat {0}); "
+        "orga close {0} ends it".format(one_line(thread_id)),
+        file=sys.stderr,
+    )
+
+
+def _invoking(config: LoopConfig, workflow_id: str) -> AbstractContextManager[Span]:
+    """The span ``orga run`` starts its loop in (the GenAI agent-invocation client span): the
+    parent of the loop's whole trace when traces are on, a no-op otherwise."""
+    return tracer().start_as_current_span(
+        f"invoke_agent {config.agent_id}",
+        kind=SpanKind.CLIENT,
+        attributes=invocation_attributes(config, workflow_id),
+    )
+
+
+def failure_text(error: WorkflowFailureError) -> str:
+    """How a workflow failed, in one line: the failure's type and message."""
+    cause = error.cause
+    if isinstance(cause, ApplicationError):
+        return f"{cause.type}: {cause.message}"
+    return str(cause)
+
+
+async def print_stream(workflow_id: str, ended: Awaitable[Any]) -> str:
+    """Print a streaming loop's text (``config.stream``) while it arrives, until ``ended``
+    and the stream is drained; returns the text of the last model call shown."""
+    client = await client_for(settings())
+    printer = TextPrinter()
+    reading = asyncio.ensure_future(printer.read(client, workflow_id))
+    finished = asyncio.ensure_future(ended)
+    try:
+        await asyncio.wait([reading, finished], return_when=asyncio.FIRST_COMPLETED)
+        with contextlib.suppress(TimeoutError):  # the loop ended: what is left of the stream
+            await asyncio.wait_for(asyncio.shield(reading), 10)
+    finally:
+        for task in (reading, finished):
+            task.cancel()
+        await asyncio.gather(reading, finished, return_exceptions=True)
+    return printer.last
+
+
+class TextPrinter:
+    """Writes a loop's streamed text to stdout as it arrives (``prefix`` before each call)."""
+
+    def __init__(self, prefix: str = "") -> None:
+        self.prefix = prefix
+        self.call: list[str] = []
+        self.last = ""
+
+    async def read(self, client: Client, workflow_id: str) -> None:
+        await self.follow(WorkflowStreamClient.create(client, workflow_id))
+
+    async def follow(self, reader: WorkflowStreamClient, from_offset: int = 0) -> None:
+        """Print the stream ``reader`` reads, from ``from_offset``, until it ends."""
+        try:
+            await self._print(reader, from_offset)
+        finally:
+            if self.call:  # the stream ended mid-answer
+                sys.stdout.write("\n")
+                self.call.clear()
+
+    async def _print(self, reader: WorkflowStreamClient, from_offset: int) -> None:
+        out = sys.stdout
+        topics = [STREAM_TOPIC]
+        async for item in reader.subscribe(topics, from_offset, result_type=StreamedText):
+            piece = item.data
+            if piece.restart:
+                out.write("\n[the model call was retried; its answer again:]\n")
+                self.call.clear()
+            elif piece.done:
+                if self.call:
+                    out.write("\n")
+                    self.last = "".join(self.call)
+                self.call.clear()
+            elif piece.text:
+                if not self.call:
+                    out.write(self.prefix)
+                self.call.append(piece.text)
+                out.write(printable(piece.text))
+            out.flush()
