@@ -110,6 +110,21 @@ async def test_a_typed_loop_calls_its_tool_and_its_answer_validates(
         state = await loop.state()
         assert state.model_calls == 2  # the call, then the answer: no retry was needed
 
+        # The same from the command line: orga run --output-schema FILE, and a budget in USD.
+        schema_file = tmp_path / "sum.schema.json"
+        schema_file.write_text(json.dumps(Sum.model_json_schema()))
+        code, out, err = await orga_cli(
+            "run", "What is 17+25?", "--tool", "add", "--output-schema", str(schema_file),
+            "--max-cost", "0.5", "--json", env=settings,
+        )  # fmt: skip
+        assert code == 0, err
+        assert json.loads(out)["value"] == {"a": 17, "b": 25, "sum": 42}
+        schema_file.write_text("[1, 2]")
+        code, _, err = await orga_cli(
+            "run", "x", "--output-schema", str(schema_file), env=settings
+        )  # fmt: skip
+        assert code == 2 and "a JSON Schema is a JSON object" in err
+
         # The conversations guide's own example: no tools, the answer from the task.
         refund = await orga.start_loop(
             client, "Refund order 7", orga.LoopConfig(), output_type=Refund, task_queue=queue

@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import sys
 import uuid
 from collections.abc import Awaitable
 from contextlib import AbstractContextManager
 from datetime import timedelta
-from typing import Annotated, Any
+from pathlib import Path
+from typing import Annotated, Any, cast
 
 import typer
 from opentelemetry.trace import Span, SpanKind
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import ApplicationError
 
@@ -59,49 +61,68 @@ def register(app: typer.Typer) -> None:
     )(run)
 
 
+AgentId = Annotated[
+    str | None,
+    typer.Option("--agent", "--agent-id", help="Who the loop acts as (config.agent_id)."),
+]
+Policy = Annotated[
+    PolicyMode | None, typer.Option(help="The gate: default (fail closed), cedar, opa, …")
+]
+SystemPrompt = Annotated[str | None, typer.Option(help="Prepended as a system message.")]
+Temperature = Annotated[
+    float | None,
+    typer.Option(help="Sampling temperature, 0 to 2; default: the provider's.", min=0, max=2),
+]
+MaxIterations = Annotated[int | None, typer.Option(help="Hard cap on model calls.")]
+MaxTotalTokens = Annotated[int | None, typer.Option(help="Hard cap on tokens.")]
+MaxCost = Annotated[
+    float | None,
+    typer.Option(
+        help="Hard cap on what the model calls cost, in USD (priced by the worker).", min=0
+    ),
+]
+Timeout = Annotated[float | None, typer.Option(help="Hard cap on working time, in seconds.")]
+OutputSchema = Annotated[
+    Path | None,
+    typer.Option(
+        help="A JSON Schema file: the answer must be JSON that matches it (a typed answer; its "
+        "value is the result's value).",
+        dir_okay=False,
+    ),
+]
+WorkflowId = Annotated[str | None, typer.Option("--id", help="Workflow id; default: a new one.")]
+NoWait = Annotated[
+    bool, typer.Option("--no-wait", help="Print the workflow id and return at once.")
+]
+Stream = Annotated[bool, typer.Option("--stream", help="Print the model's text while it arrives.")]
+AThread = Annotated[
+    bool,
+    typer.Option(
+        "--thread",
+        help="Start a thread: after its answer it waits for the next message "
+        "(orga say ID '…', orga chat ID, orga close ID).",
+    ),
+]
+
+
 def run(
     prompt: Annotated[str, typer.Argument(help="The task, as the user's first message.")],
     tool: Tools = None,
     provider: Provider = None,
     model: Model = None,
-    agent_id: Annotated[
-        str | None,
-        typer.Option(
-            "--agent", "--agent-id", help="Who the loop acts as (config.agent_id, the principal)."
-        ),
-    ] = None,
-    policy: Annotated[
-        PolicyMode | None, typer.Option(help="The gate: default (fail closed), cedar, opa, …")
-    ] = None,
-    system_prompt: Annotated[
-        str | None, typer.Option(help="Prepended as a system message.")
-    ] = None,
-    temperature: Annotated[
-        float | None,
-        typer.Option(help="Sampling temperature, 0 to 2; default: the provider's.", min=0, max=2),
-    ] = None,
-    max_iterations: Annotated[int | None, typer.Option(help="Hard cap on model calls.")] = None,
-    max_total_tokens: Annotated[int | None, typer.Option(help="Hard cap on tokens.")] = None,
-    timeout: Annotated[
-        float | None, typer.Option(help="Hard cap on working time, in seconds.")
-    ] = None,
-    workflow_id: Annotated[
-        str | None, typer.Option("--id", help="Workflow id; default: a new one.")
-    ] = None,
-    no_wait: Annotated[
-        bool, typer.Option("--no-wait", help="Print the workflow id and return at once.")
-    ] = False,
-    stream: Annotated[
-        bool, typer.Option("--stream", help="Print the model's text while it arrives.")
-    ] = False,
-    thread: Annotated[
-        bool,
-        typer.Option(
-            "--thread",
-            help="Start a thread: after its answer it waits for the next message "
-            "(orga say ID '…', orga chat ID, orga close ID).",
-        ),
-    ] = False,
+    agent_id: AgentId = None,
+    policy: Policy = None,
+    system_prompt: SystemPrompt = None,
+    temperature: Temperature = None,
+    max_iterations: MaxIterations = None,
+    max_total_tokens: MaxTotalTokens = None,
+    max_cost: MaxCost = None,
+    timeout: Timeout = None,
+    output_schema: OutputSchema = None,
+    workflow_id: WorkflowId = None,
+    no_wait: NoWait = False,
+    stream: Stream = False,
+    thread: AThread = False,
     as_json: Json = False,
 ) -> None:
     """Start a reasoning loop on the worker's task queue and print its answer."""
@@ -119,7 +140,9 @@ def run(
             temperature=temperature,
             max_iterations=max_iterations,
             max_total_tokens=max_total_tokens,
+            max_cost=max_cost,
             timeout=timedelta(seconds=timeout) if timeout is not None else None,
+            output_schema=_schema_of(output_schema) if output_schema is not None else None,
             thread=ThreadConfig() if thread else None,
         )
         kind = "thread" if thread else "loop"
@@ -145,27 +168,8 @@ def run(
                 return 0
             if thread:
                 return await _first_turn(client, chosen_id, stream=stream, as_json=as_json)
-            shown = ""
-            if stream and not as_json:
-                shown = await print_stream(handle.id, handle.result())
-            try:
-                async with reporting(
-                    client, handle, found.task_queue, quiet=as_json or bool(shown)
-                ):
-                    result = await handle.result()
-            except WorkflowFailureError as error:
-                raise CliError(f"the loop failed: {failure_text(error)}") from error
-            except asyncio.CancelledError:  # Ctrl-C: this command stops, the loop does not
-                shown_id = one_line(chosen_id)  # an --id is the user's text
-                print(
-                    printable(
-                        f"orga: the loop goes on without this command. Follow it: orga journal "
-                        f"{shown_id} --follow; stop it: orga cancel {shown_id} --reason '…'"
-                    ),
-                    file=sys.stderr,
-                    flush=True,
-                )
-                raise
+            shown = await print_stream(handle.id, handle.result()) if stream and not as_json else ""
+            result = await _answer(client, handle, found.task_queue, quiet=as_json or bool(shown))
             if not result.usage.estimated:
                 span.set_attributes(
                     {
@@ -182,6 +186,50 @@ def run(
         return 0
 
     execute(body, as_json=as_json, traced=True)
+
+
+def _schema_of(path: Path) -> dict[str, Any]:
+    """The JSON Schema in the file at ``path``.
+
+    Raises:
+        CliError: it cannot be read, or is not a JSON object (exit code 2).
+    """
+    try:
+        schema: object = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CliError(
+            f"--output-schema {str(path)!r}: cannot read it as JSON ({error})", 2
+        ) from error
+    if not isinstance(schema, dict):
+        raise CliError(f"--output-schema {str(path)!r}: a JSON Schema is a JSON object", 2)
+    return cast(dict[str, Any], schema)
+
+
+async def _answer(
+    client: Client, handle: WorkflowHandle[Any, LoopResult], task_queue: str, *, quiet: bool
+) -> LoopResult:
+    """The loop's result, saying what it waits for meanwhile (unless ``quiet``).
+
+    Raises:
+        CliError: the loop failed.
+        asyncio.CancelledError: Ctrl-C (this command stops; the loop does not, as it says).
+    """
+    try:
+        async with reporting(client, handle, task_queue, quiet=quiet):
+            return await handle.result()
+    except WorkflowFailureError as error:
+        raise CliError(f"the loop failed: {failure_text(error)}") from error
+    except asyncio.CancelledError:  # Ctrl-C: this command stops, the loop does not
+        shown_id = one_line(handle.id)  # an --id is the user's text
+        print(
+            printable(
+                f"orga: the loop goes on without this command. Follow it: orga journal "
+                f"{shown_id} --follow; stop it: orga cancel {shown_id} --reason '…'"
+            ),
+            file=sys.stderr,
+            flush=True,
+        )
+        raise
 
 
 async def _first_turn(client: Client, thread_id: str, *, stream: bool, as_json: bool) -> int:

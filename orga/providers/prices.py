@@ -5,7 +5,8 @@ providers and models, cache reads and writes at their own prices), or from the w
 Worker-side: the inference, critic and summary activities price what was served
 (``priced``), and the ``Usage`` they return carries the cost to the loop, which adds it up as
 it adds up tokens (a child's and a critic's included) and ends at ``LoopConfig.max_cost``. A
-model whose price is unknown is counted as an unpriced call, never as free.
+model whose price is unknown is counted as an unpriced call, never as free — but orga's own
+offline scripted model, which runs in the worker, is free (so ``max_cost`` works offline).
 
 A price is never below zero and never fails a call whose tokens were served: the usage was
 checked before (``orga.providers.usage``: cached tokens within the input), and should the table
@@ -23,6 +24,7 @@ from typing import Final
 import genai_prices
 
 from orga.contracts.inference import Usage
+from orga.contracts.vocabulary import SCRIPTED
 from orga.runtime.settings import ModelPrice
 
 __all__ = ["price_of", "priced"]
@@ -41,6 +43,8 @@ def price_of(
 ) -> float | None:
     """What ``usage`` of ``model`` at ``provider`` cost in USD (never below zero), or None when
     no price is known."""
+    if provider == SCRIPTED:
+        return 0.0  # orga's offline scripted model runs in the worker: it costs nothing
     cost = _price(usage, provider, model, prices)
     if cost is None or cost >= 0:
         return cost
