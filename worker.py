@@ -1,6 +1,6 @@
 """Run an orga worker: ``uv run worker.py [--scripted]`` (the same as ``uv run orga worker``).
 
-A thin script over ``orga.worker.serve``: the wiring is ``orga.OrgaPlugin``, which any Temporal
+A thin script over ``orga.cli.worker``: the wiring is ``orga.OrgaPlugin``, which any Temporal
 worker can take instead (see the README, "orga in your own worker").
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
-from orga.worker.serve import main
+from orga.cli.worker import main
 
 if __name__ == "__main__":
     code = main()

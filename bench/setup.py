@@ -25,6 +25,7 @@ from bench.bare import BareInput, BareLoopWorkflow
 from bench.bare_activities import BareActivities
 from bench.minimal import MinimalApprovalWorkflow, MinimalLoopWorkflow
 from bench.minimal_activities import MinimalActivities
+from orga.cli.worker import build_workers
 from orga.contracts.config import LoopConfig, LoopInput
 from orga.contracts.conversation import Message
 from orga.plugin import OrgaPlugin, http_client
@@ -34,7 +35,6 @@ from orga.runtime.settings import ProviderSettings, Settings
 from orga.scripted.server import RecordedRequest, ScriptedModelServer, Turn
 from orga.server.devserver import DevServer
 from orga.tools.sdk import Tool
-from orga.worker.serve import build_workers
 
 __all__ = ["Bench", "bench", "history_size"]
 

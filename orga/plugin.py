@@ -24,7 +24,7 @@ name as every orga process does (``TEMPORAL_ADDRESS``, else ``localhost:7233``).
 opens what its activities need when the worker runs — an HTTP client, the MCP servers of
 ``ORGA_MCP_SERVERS`` — and closes it after.
 It is the one wiring every orga process uses: ``worker.py`` / ``orga worker``
-(``orga.worker.serve``), ``orga demo``, the tests and the benchmarks.
+(``orga.cli.worker``), ``orga demo``, the tests and the benchmarks.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from pydantic import SecretStr
 from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 from temporalio.worker import Replayer
 
+from orga.cli.worker import build_workers
 from orga.client import ThreadHandle, start_thread
 from orga.contracts.config import LoopConfig, LoopInput
 from orga.contracts.conversation import Message
@@ -29,7 +30,6 @@ from orga.runtime.store import Store
 from orga.scripted.server import ScriptedModelServer, Step
 from orga.tools.mcp.hub import McpHub, open_mcp
 from orga.tools.sdk import Tool
-from orga.worker.serve import build_workers
 
 TEST_STORE = Store(f"sqlite:///{Path(tempfile.mkdtemp(prefix='orga-test-store-')) / 'store.db'}")
 """The store of the test session's clients and workers (large payloads, blobs, the ledger)."""

@@ -122,6 +122,75 @@ def test_activities_and_runtime_stay_out_of_workflow_code() -> None:
                     assert not name.startswith("orga.cli"), (module, name)
 
 
+# ---- every room on its layer -------------------------------------------------------------
+
+LAYERS: tuple[str, ...] = (
+    "orga.contracts",
+    "orga.core",
+    "orga.workflows",
+    "orga.runtime",
+    "orga.providers",
+    "orga.server",
+    "orga.scripted",
+    "orga.testing",
+    "orga.tools",
+    "orga.gates",
+    "orga.knowledge",
+    "orga.worker",
+    "orga.activities",
+    "orga.desk",
+    "orga.client",
+    "orga.plugin",
+    "orga.cli",
+)
+"""Every room of orga, lowest first (DESIGN.md §9): a room imports only rooms below it (and
+itself). ``orga`` itself, the surface a user imports, stands above them all."""
+
+
+def room_of(module: str) -> str:
+    """The room a module lives in: ``orga.cli.loops`` -> ``orga.cli``."""
+    return ".".join(module.split(".")[:2])
+
+
+def upward_imports(module: str, source: str) -> list[str]:
+    """The first-party imports of ``module`` (whose text is ``source``) that reach a room
+    above its own — lazy imports in functions and ``TYPE_CHECKING`` ones too."""
+    rank = {room: index for index, room in enumerate(LAYERS)}
+    own = rank[room_of(module)]
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        for name in names:
+            if name == "orga" or (name.startswith("orga.") and rank[room_of(name)] > own):
+                found.append(name)
+    return found
+
+
+def test_every_room_is_on_a_layer() -> None:
+    rooms = {room_of(m) for m in modules_of("orga") if m != "orga"}
+    assert sorted(rooms - set(LAYERS)) == [], "rooms with no layer: place them in LAYERS"
+
+
+@pytest.mark.parametrize("module", [m for m in modules_of("orga") if m != "orga"], ids=str)
+def test_every_room_imports_only_downward(module: str) -> None:
+    path = importlib.import_module(module).__file__
+    assert path is not None
+    upward = upward_imports(module, Path(path).read_text())
+    assert upward == [], f"{module} ({room_of(module)}) imports rooms above it: {upward}"
+
+
+@pytest.mark.parametrize("room", LAYERS[:-1])
+def test_a_planted_upward_import_is_caught_in_every_room(room: str) -> None:
+    above = LAYERS[LAYERS.index(room) + 1]
+    planted = f"def later() -> None:\n    from {above}.anything import thing\n"
+    assert upward_imports(f"{room}.planted", planted) == [f"{above}.anything"]
+    assert upward_imports(f"{room}.planted", f"import {room}.other\n") == []
+
+
 def test_what_is_shared_with_the_sandbox() -> None:
     """Workers share the pure packages and all of orga's workflow code across runs; the strict
     runner (what tests replay with) shares only the pure packages, so the workflow code is

@@ -79,7 +79,7 @@ async def test_a_finished_task_s_line_says_its_status_once(
 def test_the_desk_says_when_there_is_no_browser_to_open() -> None:
     import os
 
-    from orga.desk.page import _open  # pyright: ignore[reportPrivateUsage]
+    from orga.cli.desk import _open  # pyright: ignore[reportPrivateUsage]
 
     saved = {k: os.environ.pop(k, None) for k in ("DISPLAY", "WAYLAND_DISPLAY")}
     try:

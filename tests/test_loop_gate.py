@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from orga.cli.worker import build_workers
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.journal import Journal, PolicyEvaluated
 from orga.plugin import OrgaPlugin
 from orga.scripted.server import Turn
-from orga.worker.serve import build_workers
 from tests.harness import Harness, scripted_settings
 from tests.helpers import POLICY_EXAMPLES, conversation
 from tests.sample_tools import log_search_tools

@@ -29,6 +29,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver import Context, MCPServer
 from temporalio.testing import WorkflowEnvironment
 
+from orga.cli.desk import serve_desk
 from orga.cli.http_guard import guarded
 from orga.cli.mcp import serve_mcp
 from orga.contracts.approvals import ApprovalDecision
@@ -36,7 +37,6 @@ from orga.contracts.errors import InvalidConfig
 from orga.contracts.journal import ApprovalDecided, Journal
 from orga.contracts.state import LoopState
 from orga.core.profile import VERIFIED_MARK
-from orga.desk.page import serve_desk
 from orga.scripted.server import Turn
 from orga.tools.mcp.config import McpConfig
 from orga.tools.mcp.hub import McpHub, McpTool, open_mcp, render_result

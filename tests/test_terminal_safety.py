@@ -20,11 +20,11 @@ from hypothesis import strategies as st
 from rich.table import Table
 from temporalio.testing import WorkflowEnvironment
 
-from orga.cli.safe_text import SafeConsole, json_text, one_line, printable
 from orga.cli.views import WorkflowRow, rows_table
 from orga.contracts.state import LoopState
 from orga.desk.inbox import InboxItem
 from orga.desk.inbox_text import ARGUMENT_LIMIT, PAGE_WIDTH, argument_lines, render_inbox
+from orga.runtime.safe_text import SafeConsole, json_text, one_line, printable
 from orga.scripted.server import Turn
 from tests.harness import Harness
 from tests.helpers import inbox, on, orga, pending, waiting_review

@@ -4,9 +4,9 @@ Modules:
 
 * ``app`` — the Typer application and its help
 * ``common`` — what verbs share: settings, the client, errors and exit codes, JSON, serving
-* ``safe_text`` — what a terminal may be shown of text from models, tools and clients
 * ``views`` — how states, journals and results are printed
 * ``waiting`` — waiting on a worker without hanging in silence
+* ``desk`` — ``orga desk``: the inbox as a local web page (``orga.desk.page`` builds it)
 * ``run`` — ``orga run``: start a loop or a thread and print its answer as it comes
 * ``loops`` — ``state``, ``journal``, ``list``: watching loops
 * ``conversations`` — ``say``, ``close``, ``fork``, ``cancel``: a person steering, answering,
@@ -29,6 +29,8 @@ Modules:
   (``--decisions``), which ask the person by elicitation and record the answer as the MCP
   client's claim (unverified, never signed)
 * ``server``, ``demo`` — ``orga server`` and ``orga demo``
+* ``worker`` — ``orga worker`` / ``worker.py``: a worker process (``OrgaPlugin`` and the process
+  around it: the offline model, worker versioning, the tuner, graceful stop)
 """
 
 from __future__ import annotations

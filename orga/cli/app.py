@@ -17,6 +17,7 @@ from orga.cli import (
     codec,
     conversations,
     decisions,
+    desk,
     knowledge,
     loops,
     mcp,
@@ -28,8 +29,7 @@ from orga.cli import (
     tasks,
 )
 from orga.cli.common import exit_process
-from orga.cli.safe_text import one_line
-from orga.desk import page
+from orga.runtime.safe_text import one_line
 from orga.runtime.settings_docs import cli_variables
 
 __all__ = ["app", "main"]
@@ -61,7 +61,7 @@ for module in (
     conversations,
     chat,
     approvers,
-    page,
+    desk,
     tasks,
     schedule,
     knowledge,

@@ -39,13 +39,13 @@ from orga.cli.common import (
     start_workflow,
 )
 from orga.cli.run import TextPrinter
-from orga.cli.safe_text import one_line, printable
 from orga.cli.waiting import ensure_worker
 from orga.contracts.approvals import PendingApproval
 from orga.contracts.state import LoopResult, LoopState
 from orga.contracts.threads import ThreadConfig, TurnResult
 from orga.desk import inbox as desk
 from orga.desk.inbox_text import argument_lines
+from orga.runtime.safe_text import one_line, printable
 
 __all__ = ["register"]
 

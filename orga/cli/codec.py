@@ -31,8 +31,8 @@ from starlette.routing import Route
 from temporalio.api.common.v1 import Payload, Payloads
 
 from orga.cli.common import Host, Port, console, execute, serve_http, settings
-from orga.cli.safe_text import one_line
 from orga.runtime.converter import resolve
+from orga.runtime.safe_text import one_line
 
 if TYPE_CHECKING:
     from orga.runtime.store import Store

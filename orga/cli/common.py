@@ -25,13 +25,13 @@ from rich.console import Console
 from rich.table import Table
 from temporalio.client import Client, WorkflowHandle
 
-from orga.cli.safe_text import SafeConsole, json_text, one_line
 from orga.contracts.config import LoopConfig, LoopInput
 from orga.contracts.conversation import Message
 from orga.contracts.errors import InvalidConfig, describe_validation_error
 from orga.contracts.vocabulary import ProviderName
 from orga.desk.inbox import DeskError
 from orga.runtime.connect import connect
+from orga.runtime.safe_text import SafeConsole, json_text, one_line
 from orga.runtime.settings import Settings
 from orga.runtime.tracing import client_interceptors, traced_process
 

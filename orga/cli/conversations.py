@@ -44,7 +44,6 @@ from orga.cli.common import (
     with_workflow_id,
 )
 from orga.cli.run import failure_text, print_thread_hint
-from orga.cli.safe_text import one_line
 from orga.cli.views import render_result
 from orga.cli.waiting import ensure_worker
 from orga.client import ThreadHandle, start_fork
@@ -54,6 +53,7 @@ from orga.contracts.vocabulary import PolicyMode
 from orga.desk import inbox as desk
 from orga.desk.inbox import DeskError
 from orga.runtime.forks import ForkPointError
+from orga.runtime.safe_text import one_line
 
 __all__ = ["register"]
 

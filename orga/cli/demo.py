@@ -43,8 +43,8 @@ def _has_key(settings: Settings) -> bool:
 
 async def run_demo(settings: Settings, data_dir: Path, *, ui_url: str) -> DemoOutcome:
     """Run the demo loop end to end and stop everything it started."""
+    from orga.cli.worker import build_workers
     from orga.plugin import OrgaPlugin  # the workflow code, loaded only when the demo runs
-    from orga.worker.serve import build_workers
 
     async with contextlib.AsyncExitStack() as stack:
         started = False

@@ -14,7 +14,6 @@ import typer
 from rich.table import Table
 
 from orga.cli.common import CliError, Json, console, execute, print_json, print_table, settings
-from orga.cli.safe_text import one_line
 from orga.cli.views import shorten
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.knowledge import (
@@ -25,6 +24,7 @@ from orga.contracts.knowledge import (
     KnowledgeWrite,
 )
 from orga.core.knowledge import normalise_directory
+from orga.runtime.safe_text import one_line
 from orga.worker.agent_registry import AgentRegistry
 
 if TYPE_CHECKING:  # the knowledge store (SQLAlchemy) is imported by the verbs that open it

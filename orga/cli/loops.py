@@ -31,7 +31,6 @@ from orga.cli.common import (
     settings,
 )
 from orga.cli.run import TextPrinter, failure_text
-from orga.cli.safe_text import json_text
 from orga.cli.views import (
     WorkflowRow,
     render_entry,
@@ -45,6 +44,7 @@ from orga.contracts.messages import JOURNAL_QUERY
 from orga.contracts.state import LoopResult, LoopState, LoopStatus
 from orga.contracts.threads import THREAD_MEMO
 from orga.desk.inbox import KINDS, LOOP, TASK, DeskError, of_kind, read_state
+from orga.runtime.safe_text import json_text
 
 __all__ = ["list_workflows", "register"]
 

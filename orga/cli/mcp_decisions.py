@@ -30,9 +30,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from temporalio.client import Client
 
-from orga.cli.safe_text import one_line, printable
 from orga.desk import inbox as desk
 from orga.desk.inbox_text import argument_lines
+from orga.runtime.safe_text import one_line, printable
 
 __all__ = ["REASON_LIMIT", "serve_decisions"]
 

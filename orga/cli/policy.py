@@ -30,7 +30,6 @@ import typer
 
 from orga.cli.common import CliError, Json, console, execute, print_json, settings
 from orga.cli.policy_history import Recorded, Unreadable, read_histories, warn, why
-from orga.cli.safe_text import json_text, one_line
 from orga.contracts.errors import InvalidConfig, PolicyUnavailable
 from orga.contracts.policy import PolicyDecision
 from orga.gates.cedar import CedarGate
@@ -44,6 +43,7 @@ from orga.gates.whatif import (
     read_cases,
     run_cases,
 )
+from orga.runtime.safe_text import json_text, one_line
 
 __all__ = ["register"]
 

@@ -27,12 +27,12 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 
 from orga.cli.common import client_for, settings
-from orga.cli.safe_text import one_line
 from orga.cli.schedule_spec import parse_duration
 from orga.contracts import search_attributes as sa
 from orga.contracts.policy import EVALUATE_POLICY
 from orga.contracts.verdicts import AskedPolicy, PolicyResult
 from orga.gates.whatif import problems, question
+from orga.runtime.safe_text import one_line
 
 if TYPE_CHECKING:  # opened only for a request kept in the store
     from orga.runtime.store import Store

@@ -38,7 +38,6 @@ from orga.cli.common import (
     start_workflow,
     with_workflow_id,
 )
-from orga.cli.safe_text import one_line, printable
 from orga.cli.views import render_result, shorten
 from orga.cli.waiting import ensure_tools, ensure_worker, reporting
 from orga.contracts.config import LoopConfig
@@ -48,6 +47,7 @@ from orga.contracts.threads import ThreadConfig
 from orga.contracts.vocabulary import PolicyMode
 from orga.core.genai import invocation_attributes
 from orga.desk.inbox import LOOP, wait_for_turn
+from orga.runtime.safe_text import one_line, printable
 from orga.runtime.tracing import tracer
 
 __all__ = ["TextPrinter", "failure_text", "print_stream", "print_thread_hint", "register"]

@@ -38,7 +38,7 @@ def worker(
 ) -> None:
     """Run a worker: orga's workflows and activities on ORGA_TASK_QUEUE, configured from the
     environment (the same as `uv run worker.py`). Ctrl-C stops it gracefully."""
-    from orga.worker.serve import main  # the workflow code, loaded only for a worker
+    from orga.cli.worker import main  # the workflow code, loaded only for a worker
 
     raise typer.Exit(main(["--scripted"] if scripted else []))
 

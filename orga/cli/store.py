@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from orga.cli.common import CliError, console, execute, settings
-from orga.cli.safe_text import printable
+from orga.runtime.safe_text import printable
 
 __all__ = ["register"]
 

@@ -9,7 +9,6 @@ from datetime import datetime
 
 from rich.table import Table
 
-from orga.cli.safe_text import one_line, printable
 from orga.contracts.inference import Usage
 from orga.contracts.journal import (
     ApprovalDecided,
@@ -43,6 +42,7 @@ from orga.contracts.state import LoopResult, LoopState
 from orga.contracts.task import StepReport, TaskResult, TaskState
 from orga.desk.inbox import decided_by
 from orga.desk.inbox_text import argument_lines, labelled
+from orga.runtime.safe_text import one_line, printable
 
 __all__ = [
     "WorkflowRow",

@@ -24,9 +24,9 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 
 from orga.cli.common import CliError
-from orga.cli.safe_text import one_line
 from orga.contracts.messages import STATE_QUERY
 from orga.runtime.presence import presence, registries, start_hint
+from orga.runtime.safe_text import one_line
 
 if TYPE_CHECKING:
     from orga.runtime.store import Store

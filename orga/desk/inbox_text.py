@@ -16,8 +16,8 @@ from typing import Any, cast
 
 from rich.cells import cell_len, chop_cells
 
-from orga.cli.safe_text import one_line, printable
 from orga.desk.inbox import InboxItem
+from orga.runtime.safe_text import one_line, printable
 
 __all__ = [
     "ARGUMENT_LIMIT",

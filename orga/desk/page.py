@@ -1,4 +1,5 @@
-"""``orga desk``: the operator's inbox as a small local web page.
+"""The operator's inbox as a small local web page: the app ``orga desk`` serves
+(``orga.cli.desk``, as pydantic-ai's CLI serves its web app).
 
 Served by the CLI on 127.0.0.1 (no build step: one HTML file with plain JavaScript). It lists
 what ``orga pending`` lists and lets a person approve, deny or resolve with a reason, seeing the
@@ -15,15 +16,10 @@ rebinding), and state-changing requests only as JSON.
 from __future__ import annotations
 
 import hmac
-import os
-import secrets
-import sys
-import webbrowser
 from collections.abc import Awaitable, Callable
 from importlib import resources
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
-import typer
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import BaseModel, ValidationError, model_validator
 from starlette.applications import Starlette
@@ -32,8 +28,6 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 from temporalio.client import Client
 
-from orga.cli.common import Approver, Host, Port, client_for, console, execute, serve_http, settings
-from orga.cli.safe_text import printable, printable_data
 from orga.contracts.approvals import EscalationAction
 from orga.contracts.conversation import Message
 from orga.contracts.critic import Verdict
@@ -41,13 +35,12 @@ from orga.contracts.inference import ConversationRange
 from orga.contracts.messages import CONVERSATION_QUERY
 from orga.contracts.state import LoopState
 from orga.contracts.task import TaskState
-from orga.core.signatures import fingerprint
 from orga.desk import inbox as desk
 from orga.desk.inbox import LOOP, TASK, DeskError
 from orga.desk.inbox_text import argument_lines
-from orga.runtime.approver_keys import public_key_of
+from orga.runtime.safe_text import printable, printable_data
 
-__all__ = ["TOKEN_HEADER", "build_app", "register"]
+__all__ = ["TOKEN_HEADER", "build_app"]
 
 TOKEN_HEADER = "x-orga-desk-token"
 _TAIL = 6
@@ -94,70 +87,6 @@ class _Say(BaseModel):
 class _Close(BaseModel):
     workflow_id: str
     reason: str | None = None
-
-
-def register(app: typer.Typer) -> None:
-    """Add ``desk`` to ``app``."""
-    app.command("desk", epilog="Example: orga desk --approver alice")(serve_desk)
-
-
-def serve_desk(
-    host: Host = "127.0.0.1",
-    port: Port = 8765,
-    approver: Approver = None,
-    open_browser: Annotated[
-        bool, typer.Option("--open/--no-open", help="Open the page in a browser.")
-    ] = True,
-) -> None:
-    """The inbox as a local web page: approve, deny or resolve with a reason, in a browser."""
-
-    async def body() -> int:
-        who = desk.who_decides(approver)
-        config = settings()
-        key = desk.signing_key(config)
-        client = await client_for(config)
-        token = secrets.token_urlsafe(24)
-        app = build_app(client, token=token, approver=who, hosts=_hosts(host), key=key)
-
-        def announce(bound: int) -> None:
-            url = f"http://{host}:{bound}/?token={token}"
-            out = console()
-            out.print(f"orga desk on {url}", markup=False, soft_wrap=True)
-            signing = (
-                f"signing with {fingerprint(public_key_of(key))}"
-                if key is not None
-                else "decisions unsigned (no ORGA_APPROVER_KEY): where approvers are enrolled "
-                "they are refused, elsewhere recorded unverified"
-            )
-            out.print(f"deciding as {who}, {signing}. Ctrl-C stops it.", markup=False)
-            if open_browser and not _open(url):
-                out.print(
-                    "no browser to open here (a machine without a display): open the address "
-                    "above in a browser that can reach this machine (--no-open says nothing)",
-                    markup=False,
-                )
-
-        return await serve_http(app, host, port, announce)
-
-    execute(body)
-
-
-def _open(url: str) -> bool:
-    """Open ``url`` in a browser; False when this machine has none to open (no display)."""
-    graphical = sys.platform in ("darwin", "win32") or any(
-        os.environ.get(name) for name in ("DISPLAY", "WAYLAND_DISPLAY")
-    )
-    if not graphical:  # webbrowser would start a text browser in this terminal, or nothing
-        return False
-    try:
-        return webbrowser.open(url)
-    except webbrowser.Error:
-        return False
-
-
-def _hosts(host: str) -> set[str]:
-    names = {host, "127.0.0.1", "localhost"} if host in ("127.0.0.1", "localhost") else {host}
-    return names | {f"[{host}]"}
 
 
 def build_app(

@@ -12,6 +12,7 @@ I/O, never imported by workflow code. Modules:
 * ``approver_keys`` — an approver's Ed25519 key: writing, reading, signing decisions
 * ``files`` — 0700 directories, 0600 files, and refusing files others prepared
 * ``tls`` — the one TLS context of a process's HTTP clients
+* ``safe_text`` — what a terminal or a page may be shown of text from models, tools, clients
 * ``tracing`` — OpenTelemetry through Temporal's integration
 * ``loop_traces`` — one trace per loop, whoever started it (clients and workers carry it)
 * ``presence`` — is a worker there? (heartbeats and pollers of a task queue)

@@ -1,8 +1,8 @@
-"""The worker's infrastructure: what a worker process holds besides its workflows and activities.
+"""The worker's infrastructure: what a worker process holds besides its workflows and activities
+(the process itself, ``orga worker`` / ``worker.py``, is ``orga.cli.worker``).
 
 I/O, never imported by workflow code. Modules:
 
-* ``serve`` — the worker process (``orga worker``, ``worker.py``)
 * ``sandbox`` — the workflow sandbox and its passthrough list
 * ``agent_registry`` — the worker's agents from ``ORGA_AGENTS``
 * ``blobs`` — texts the payload guard cut

@@ -86,7 +86,7 @@ def serve(path: str) -> None:
     """Accept requests on ``path`` until the process that started this one is gone."""
     sys.path.remove(os.path.dirname(os.path.abspath(__file__)))  # as the executable's path
     import orga.cli.app  # every verb registered, as `orga` does before it parses anything
-    import orga.worker.serve  # what worker.py runs, imported once too
+    import orga.cli.worker  # what worker.py runs, imported once too
 
     cli = orga.cli
     threads = len(os.listdir("/proc/self/task"))  # Python's and any a native library started

@@ -36,6 +36,7 @@ from orga.contracts.errors import InvalidConfig
 from orga.contracts.vocabulary import SCRIPTED
 from orga.plugin import OrgaPlugin
 from orga.runtime.connect import connect, ensure_search_attributes
+from orga.runtime.safe_text import printable
 from orga.runtime.settings import Settings
 from orga.runtime.store import Store
 from orga.scripted.offline import LABEL, OFFLINE_MODEL, serve_offline_model
@@ -208,7 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = Settings.from_env()
     except InvalidConfig as error:
-        print(f"orga worker: {error.message}", file=sys.stderr)
+        print(printable(f"orga worker: {error.message}"), file=sys.stderr)
         return 2
     if args.scripted:
         settings = settings.model_copy(update={"default_provider": SCRIPTED})
@@ -223,14 +224,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         asyncio.run(run())
     except InvalidConfig as error:
-        print(f"orga worker: {error.message}", file=sys.stderr)
+        print(printable(f"orga worker: {error.message}"), file=sys.stderr)
         return 2
     except RuntimeError as error:
         if "connect" not in str(error).lower():
             raise
         print(
-            f"orga worker: cannot reach Temporal at {settings.temporal_address} ({error}). "
-            "Start one with `uv run orga server`, or set TEMPORAL_ADDRESS.",
+            printable(
+                f"orga worker: cannot reach Temporal at {settings.temporal_address} ({error}). "
+                "Start one with `uv run orga server`, or set TEMPORAL_ADDRESS."
+            ),
             file=sys.stderr,
         )
         return 1
