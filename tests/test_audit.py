@@ -13,8 +13,9 @@ import pytest
 from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
-from orga.cli.audit import _chain_problem, _verify, run_ids
+from orga.cli.audit_chains import run_ids
 from orga.cli.audit_runs import read_execution
+from orga.cli.audit_verify import chain_problem, verify_chain
 from orga.contracts.approvals import ApprovalDecision
 from orga.contracts.audit import GENESIS, AuditChain, AuditEntry
 from orga.core.audit import AuditLog, entry_hash, first_broken_link, first_difference
@@ -60,10 +61,10 @@ def test_a_running_workflows_chain_may_stop_short_of_its_history() -> None:
     for tool in ("add", "transfer", "add"):
         log.add("PolicyEvaluated", {"tool": tool, "effect": "allow"})
     history = list(log.chain().entries)
-    assert _chain_problem(history, history[:2], newer=1) is None
-    assert _chain_problem(history, history[:2], newer=0) is not None  # a closed one may not
+    assert chain_problem(history, history[:2], newer=1) is None
+    assert chain_problem(history, history[:2], newer=0) is not None  # a closed one may not
     forged = history[1].model_copy(update={"record": {"tool": "transfer", "effect": "deny"}})
-    assert _chain_problem(history, [history[0], forged], newer=1) is not None
+    assert chain_problem(history, [history[0], forged], newer=1) is not None
 
 
 async def test_a_running_loop_verifies_though_its_chain_grew_after_its_history_was_read(
@@ -94,7 +95,7 @@ async def test_a_running_loop_verifies_though_its_chain_grew_after_its_history_w
         )
         await pending(handle, besides=[first])  # the chain grew: a decision, a policy check
         capsys.readouterr()
-        assert await _verify(harness.client, read_before, None, None, as_json=True) == 0
+        assert await verify_chain(harness.client, read_before, None, None, as_json=True) == 0
         report = json.loads(capsys.readouterr().out)
         assert report["verified"] and report["problem"] is None
         kinds = [e.kind for e in (await handle.query("audit", result_type=AuditChain)).entries]

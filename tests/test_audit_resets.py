@@ -14,7 +14,7 @@ from typing import Any
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from orga.cli.audit import run_ids
+from orga.cli.audit_chains import run_ids
 from orga.contracts.approvals import ApprovalDecision
 from orga.contracts.audit import AuditEntry, Effect, ExportedEntry
 from orga.contracts.state import LoopResult

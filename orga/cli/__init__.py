@@ -21,8 +21,9 @@ Modules:
 * ``knowledge`` — ``orga knowledge``
 * ``policy``, ``policy_history`` — ``orga policy what-if``, ``test``, ``record``: a policy set
   tried before it ships; what the gates were asked, read back from histories record by record
-* ``audit``, ``audit_runs``, ``capture`` — ``orga audit``; every run of a workflow id, resets
-  included; the workflow instance a replay builds
+* ``audit``, ``audit_runs``, ``audit_chains``, ``audit_verify``, ``audit_text``, ``capture`` —
+  ``orga audit``; every run of a workflow id, resets included; each run's chain, held or
+  replayed; ``--verify``; how its entries read; the workflow instance a replay builds
 * ``codec`` — ``orga codec``, the Web UI's codec endpoint
 * ``store`` — ``orga blob``
 * ``mcp``, ``mcp_decisions`` — ``orga mcp``, orga as an MCP server; its approve and deny
