@@ -24,142 +24,117 @@ def stream_events(
     """A whole answer body as the provider streams it: SSE events (each with whether it
     carries a piece of text), text a word at a time, tool arguments in two fragments. Works
     on recorded bodies too, so a stream and the answer it adds up to can be compared."""
-    model = str(whole.get("model", ""))
-    events: list[tuple[str, bool]] = []
-
-    def data(value: Any, event: str | None = None, text: bool = False) -> None:
-        head = f"event: {event}\n" if event else ""
-        events.append((f"{head}data: {json.dumps(value)}\n\n", text))
-
+    events = _Events()
     if wire == "anthropic":
-        data(
-            {
-                "type": "message_start",
-                "message": {
-                    **whole,
-                    "content": [],
-                    "stop_reason": None,
-                    "usage": {
-                        "input_tokens": input_tokens or whole["usage"].get("input_tokens", 0),
-                        "output_tokens": 1,
-                    },
-                },
-            },
-            "message_start",
-        )
-        events.append(('event: ping\ndata: {"type": "ping"}\n\n', False))
-        for index, block in enumerate(whole["content"]):
-            if block["type"] == "text":
-                data(
-                    {
-                        "type": "content_block_start",
-                        "index": index,
-                        "content_block": {"type": "text", "text": ""},
-                    },
-                    "content_block_start",
-                )
-                for piece in _pieces(str(block.get("text", ""))):
-                    data(
-                        {
-                            "type": "content_block_delta",
-                            "index": index,
-                            "delta": {"type": "text_delta", "text": piece},
-                        },
-                        "content_block_delta",
-                        True,
-                    )
-            elif "input" not in block:  # a server tool's result, say: sent whole
-                data(
-                    {"type": "content_block_start", "index": index, "content_block": block},
-                    "content_block_start",
-                )
-            else:
-                data(
-                    {
-                        "type": "content_block_start",
-                        "index": index,
-                        "content_block": {**block, "input": {}},
-                    },
-                    "content_block_start",
-                )
-                text = json.dumps(block["input"])
-                for part in (text[: len(text) // 2], text[len(text) // 2 :]):
-                    data(
-                        {
-                            "type": "content_block_delta",
-                            "index": index,
-                            "delta": {"type": "input_json_delta", "partial_json": part},
-                        },
-                        "content_block_delta",
-                    )
-            data({"type": "content_block_stop", "index": index}, "content_block_stop")
-        data(
-            {
-                "type": "message_delta",
-                "delta": {"stop_reason": whole["stop_reason"], "stop_sequence": None},
-                "usage": {"output_tokens": whole["usage"].get("output_tokens", 0)},
-            },
-            "message_delta",
-        )
-        data({"type": "message_stop"}, "message_stop")
-        return events
-    choice = whole["choices"][0]
-    head = {"id": whole["id"], "object": "chat.completion.chunk", "model": model}
-    events.append((": OPENROUTER PROCESSING\n\n", False))
-    pieces = _pieces(str(choice["message"].get("content") or ""))
-    data(
+        _message_events(events, whole, input_tokens)
+    else:
+        _chunk_events(events, whole)
+    return events.sent
+
+
+class _Events:
+    """The SSE events of one answer, in order."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, bool]] = []
+
+    def data(self, value: Any, event: str | None = None, text: bool = False) -> None:
+        head = f"event: {event}\n" if event else ""
+        self.sent.append((f"{head}data: {json.dumps(value)}\n\n", text))
+
+    def raw(self, line: str) -> None:
+        self.sent.append((line, False))
+
+
+def _message_events(events: _Events, whole: dict[str, Any], input_tokens: int) -> None:
+    """The Anthropic Messages stream of ``whole``."""
+    usage = {
+        "input_tokens": input_tokens or whole["usage"].get("input_tokens", 0),
+        "output_tokens": 1,
+    }
+    started: dict[str, Any] = {**whole, "content": [], "stop_reason": None, "usage": usage}
+    events.data({"type": "message_start", "message": started}, "message_start")
+    events.raw('event: ping\ndata: {"type": "ping"}\n\n')
+    for index, block in enumerate(whole["content"]):
+        _block_events(events, index, block)
+        events.data({"type": "content_block_stop", "index": index}, "content_block_stop")
+    events.data(
         {
-            **head,
-            "choices": [
-                {
-                    "index": 0,
-                    "delta": {"role": "assistant", "content": ""},
-                    "finish_reason": None,
-                }
-            ],
-        }
+            "type": "message_delta",
+            "delta": {"stop_reason": whole["stop_reason"], "stop_sequence": None},
+            "usage": {"output_tokens": whole["usage"].get("output_tokens", 0)},
+        },
+        "message_delta",
     )
-    for piece in pieces:
-        data(
-            {
-                **head,
-                "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}],
-            },
-            text=True,
+    events.data({"type": "message_stop"}, "message_stop")
+
+
+def _block_events(events: _Events, index: int, block: dict[str, Any]) -> None:
+    """One content block of a Messages stream: text a word at a time, a tool's input in two
+    fragments, anything else (a server tool's result) whole."""
+
+    def start(content: dict[str, Any]) -> None:
+        events.data(
+            {"type": "content_block_start", "index": index, "content_block": content},
+            "content_block_start",
         )
+
+    def delta(value: dict[str, Any], *, text: bool = False) -> None:
+        events.data(
+            {"type": "content_block_delta", "index": index, "delta": value},
+            "content_block_delta",
+            text,
+        )
+
+    if block["type"] == "text":
+        start({"type": "text", "text": ""})
+        for piece in _pieces(str(block.get("text", ""))):
+            delta({"type": "text_delta", "text": piece}, text=True)
+    elif "input" not in block:
+        start(block)
+    else:
+        start({**block, "input": {}})
+        for part in _halves(json.dumps(block["input"])):
+            delta({"type": "input_json_delta", "partial_json": part})
+
+
+def _chunk_events(events: _Events, whole: dict[str, Any]) -> None:
+    """The chat-completions stream of ``whole`` (with OpenRouter's comment line first)."""
+    choice = whole["choices"][0]
+    head = {
+        "id": whole["id"],
+        "object": "chat.completion.chunk",
+        "model": str(whole.get("model", "")),
+    }
+
+    def chunk(delta: dict[str, Any], finish: str | None = None, *, text: bool = False) -> None:
+        events.data(
+            {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}, text=text
+        )
+
+    events.raw(": OPENROUTER PROCESSING\n\n")
+    chunk({"role": "assistant", "content": ""})
+    for piece in _pieces(str(choice["message"].get("content") or "")):
+        chunk({"content": piece}, text=True)
     for index, call in enumerate(choice["message"].get("tool_calls") or []):
-        arguments = call["function"]["arguments"]
-        start = {
-            "index": index,
-            "id": call["id"],
-            "type": "function",
-            "function": {"name": call["function"]["name"], "arguments": ""},
-        }
-        data(
+        function = {"name": call["function"]["name"], "arguments": ""}
+        chunk(
             {
-                **head,
-                "choices": [{"index": 0, "delta": {"tool_calls": [start]}, "finish_reason": None}],
+                "tool_calls": [
+                    {"index": index, "id": call["id"], "type": "function", "function": function}
+                ]
             }
         )
-        for part in (arguments[: len(arguments) // 2], arguments[len(arguments) // 2 :]):
-            fragment = {"index": index, "function": {"arguments": part}}
-            data(
-                {
-                    **head,
-                    "choices": [
-                        {"index": 0, "delta": {"tool_calls": [fragment]}, "finish_reason": None}
-                    ],
-                }
-            )
-    data(
-        {
-            **head,
-            "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}],
-        }
-    )
-    data({**head, "choices": [], "usage": whole["usage"]})
-    events.append(("data: [DONE]\n\n", False))
-    return events
+        for part in _halves(call["function"]["arguments"]):
+            chunk({"tool_calls": [{"index": index, "function": {"arguments": part}}]})
+    chunk({}, choice["finish_reason"])
+    events.data({**head, "choices": [], "usage": whole["usage"]})
+    events.raw("data: [DONE]\n\n")
+
+
+def _halves(text: str) -> tuple[str, str]:
+    """``text`` in two fragments, as a tool's arguments stream."""
+    return text[: len(text) // 2], text[len(text) // 2 :]
 
 
 def _pieces(text: str) -> list[str]:
