@@ -23,36 +23,30 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import BaseModel
 from temporalio.client import Client, WorkflowHandle
 
-from orga.contracts.approvals import (
-    ApprovalRecord,
-    EscalationAction,
-    EscalationRecord,
-    EscalationResolution,
-)
+from orga.contracts.approvals import ApprovalRecord, EscalationAction, EscalationRecord
 from orga.contracts.config import LoopConfig, LoopInput
-from orga.contracts.conversation import Message, MessageAccepted, UserMessage
+from orga.contracts.conversation import Message, MessageAccepted
 from orga.contracts.critic import Review, Verdict
 from orga.contracts.forks import ForkRequest
 from orga.contracts.journal import Journal
-from orga.contracts.messages import (
-    APPROVE_UPDATE,
-    CLOSE_UPDATE,
-    JOURNAL_QUERY,
-    LOOP_WORKFLOW,
-    MESSAGE_UPDATE,
-    RESOLVE_ESCALATION,
-    REVIEW_UPDATE,
-    STATE_QUERY,
-)
+from orga.contracts.messages import JOURNAL_QUERY, LOOP_WORKFLOW, STATE_QUERY
 from orga.contracts.state import LoopResult, LoopState
-from orga.contracts.threads import CloseThread, ThreadClosed, ThreadConfig, TurnResult
-from orga.desk.inbox import approval_decision, await_turn
+from orga.contracts.threads import ThreadClosed, ThreadConfig, TurnResult
+from orga.desk.approvals import approval_decision
+from orga.desk.sender import (
+    await_turn,
+    send_close,
+    send_decision,
+    send_resolution,
+    send_review,
+    send_user_message,
+)
 from orga.runtime.approver_keys import load_key as load_approver_key
 from orga.runtime.connect import connect as _connect
 from orga.runtime.forks import start_fork_run
@@ -70,10 +64,6 @@ __all__ = [
     "start_thread",
     "thread",
 ]
-
-_M = TypeVar("_M", bound=BaseModel)
-
-"""The loop's workflow type, as Temporal knows it."""
 
 
 async def connect(settings: Settings | None = None) -> Client:
@@ -272,8 +262,7 @@ class LoopHandle:
         conversation at the next Observe — never in the middle of a tool — and the model reads
         it before its next call; an answer already on its way does not end the loop then.
         Refused (``WorkflowUpdateFailedError``) when empty, too long, or the loop answered."""
-        given = UserMessage(text=text, sender=sender)
-        return await self._update(MESSAGE_UPDATE, given, MessageAccepted)
+        return await send_user_message(self.handle, text, sender=sender)
 
     async def fork(
         self,
@@ -319,19 +308,18 @@ class LoopHandle:
         result: Any = None,
     ) -> EscalationRecord:
         """Answer an escalation: ``retry``, ``skip``, ``result`` (with ``result``) or ``abort``."""
-        resolution = EscalationResolution(
-            escalation_id=escalation_id,
+        return await send_resolution(
+            self.handle,
+            escalation_id,
             action=action,
             result=result,
             reason=reason,
             operator=operator,
         )
-        return await self._update(RESOLVE_ESCALATION, resolution, EscalationRecord)
 
     async def review(self, verdict: Verdict, *, reviewer: str, feedback: str = "") -> Review:
         """Review the answer waiting for a person (a human critic): approve, revise, reject."""
-        given = Review(verdict=verdict, feedback=feedback, reviewer=reviewer)
-        return await self._update(REVIEW_UPDATE, given, Review)
+        return await send_review(self.handle, verdict=verdict, feedback=feedback, reviewer=reviewer)
 
     async def _decide(
         self,
@@ -358,13 +346,7 @@ class LoopHandle:
             arguments=arguments,
             key=key,
         )
-        return await self._update(APPROVE_UPDATE, decision, ApprovalRecord)
-
-    async def _update(self, name: str, payload: BaseModel, answer: type[_M]) -> _M:
-        # temporalio's overloads of execute_update mention a bare Callable: "partially unknown"
-        # to pyright.
-        found = await self.handle.execute_update(name, payload, result_type=answer)  # pyright: ignore[reportUnknownMemberType]
-        return answer.model_validate(found)
+        return await send_decision(self.handle, decision)
 
 
 class ThreadHandle(LoopHandle):
@@ -394,5 +376,4 @@ class ThreadHandle(LoopHandle):
     async def close(self, reason: str = "closed", *, sender: str | None = None) -> ThreadClosed:
         """Close the thread: it ends now (its last answer is the result), or once the turn it
         works on is answered; it takes no more messages."""
-        given = CloseThread(reason=reason, sender=sender)
-        return await self._update(CLOSE_UPDATE, given, ThreadClosed)
+        return await send_close(self.handle, reason=reason, sender=sender)

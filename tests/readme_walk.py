@@ -67,7 +67,8 @@ from typing import Final, Protocol
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from orga.desk.inbox import LOOP, TASK, inbox
+from orga.contracts.messages import LOOP_WORKFLOW, TASK_WORKFLOW
+from orga.desk.inbox import inbox
 from orga.runtime.connect import connect
 from orga.runtime.settings import Settings
 from orga.server.devserver import temporal_binary
@@ -738,7 +739,7 @@ class Walk:
         """Replay every workflow the walk started from its history; how many were replayed."""
         replayed = 0
         for workflow_id, workflow_type in self.started:
-            if workflow_type in (LOOP, TASK):
+            if workflow_type in (LOOP_WORKFLOW, TASK_WORKFLOW):
                 try:
                     await replay(self.reached.get_workflow_handle(workflow_id), self.reached)
                 except RPCError as error:

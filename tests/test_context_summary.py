@@ -8,7 +8,7 @@ from typing import Any
 from temporalio.client import WorkflowHandle
 
 from orga.activities.summary import transcript
-from orga.cli.views import render_entry
+from orga.cli.journal_text import render_entry
 from orga.contracts.conversation import Message, ToolCall, ToolResult
 from orga.contracts.inference import (
     CALL_MODEL,

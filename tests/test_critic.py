@@ -11,7 +11,9 @@ from temporalio.exceptions import ApplicationError
 from orga.contracts.critic import Review
 from orga.contracts.journal import Journal, PolicyEvaluated, ReviewDecided
 from orga.contracts.state import LoopState
-from orga.desk import inbox as desk
+from orga.desk.facts import DeskError
+from orga.desk.inbox import inbox
+from orga.desk.sender import review
 from orga.scripted.server import Turn
 from tests.harness import Harness, scripted_settings
 from tests.helpers import critic_agents, summaries, verdict, waiting_review
@@ -80,7 +82,7 @@ async def test_a_person_rejecting_twice_ends_the_loop_critic_rejected(harness: H
         state = await waiting_review(handle, 1)
         assert state.status == "awaiting_review"
         assert state.pending_review is not None and state.pending_review.answer == "draft one"
-        [item] = [i for i in await desk.inbox(harness.client) if i.workflow_id == handle.id]
+        [item] = [i for i in await inbox(harness.client) if i.workflow_id == handle.id]
         assert item.kind == "review" and item.options == ["approve", "revise"]
         assert item.commands[0] == f"orga review {handle.id} --verdict approve"
         with pytest.raises(WorkflowUpdateFailedError) as refused:
@@ -90,14 +92,12 @@ async def test_a_person_rejecting_twice_ends_the_loop_critic_rejected(harness: H
             "review", Review(verdict="revise", feedback="mention the fix", reviewer="kim")
         )
         await waiting_review(handle, 2)
-        await desk.review(
+        await review(
             harness.client, handle.id, verdict="revise", feedback="still vague", reviewer="kim"
         )
         result = await handle.result()
-        with pytest.raises(desk.DeskError) as late:  # nothing waits for review any more
-            await desk.review(
-                harness.client, handle.id, verdict="approve", feedback="", reviewer="kim"
-            )
+        with pytest.raises(DeskError) as late:  # nothing waits for review any more
+            await review(harness.client, handle.id, verdict="approve", feedback="", reviewer="kim")
         assert "already finished" in str(late.value)
     assert result.termination_reason == "critic_rejected"
     assert result.output == "draft two" and result.critique == "still vague"

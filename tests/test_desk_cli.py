@@ -16,7 +16,8 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from orga.contracts.state import LoopState
-from orga.desk.inbox import DeskError, who_decides
+from orga.desk.approvals import who_decides
+from orga.desk.facts import DeskError
 from orga.scripted.server import Turn
 from tests.harness import Harness
 from tests.helpers import ORGA, ask, escalated, eventually, inbox, on, orga, pending, task_escalated

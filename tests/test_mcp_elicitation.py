@@ -24,7 +24,7 @@ from temporalio.testing import WorkflowEnvironment
 from orga.cli.mcp import build_server
 from orga.contracts.journal import ApprovalDecided, Journal
 from orga.contracts.state import LoopState
-from orga.desk import inbox as desk
+from orga.desk.approvals import approve
 from orga.runtime.approver_keys import generate_key, public_key_of
 from orga.runtime.settings import Settings
 from orga.scripted.server import Turn
@@ -99,7 +99,7 @@ async def test_an_answer_to_the_form_is_never_signed_with_the_person_s_key(
         assert asked == []  # nobody was asked a question whose answer could not count
         await still_waits(handle, waiting.call_id)
         # alice decides herself: her key signs what she decided, and that is verified.
-        record = await desk.approve(
+        record = await approve(
             harness.client, handle.id, waiting.call_id, approved=True, reason="mine",
             approver="alice", key=alice,
         )  # fmt: skip

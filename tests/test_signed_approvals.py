@@ -17,7 +17,9 @@ from temporalio.testing import WorkflowEnvironment
 from orga.contracts.approvals import ApprovalDecision, ApprovalRecord, PendingApproval
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.journal import ApprovalDecided, Journal, PolicyEvaluated
-from orga.desk import inbox as desk
+from orga.desk.approvals import approve, said
+from orga.desk.facts import DeskError
+from orga.desk.inbox import inbox
 from orga.runtime.approver_keys import generate_key, public_key_of, sign_decision
 from orga.scripted.server import Turn
 from orga.worker import agent_registry
@@ -125,7 +127,7 @@ async def test_where_approvers_are_enrolled_only_their_signed_decision_is_record
         assert (await pending(handle)).pending_approvals[0].call_id == waiting.call_id
 
         # Alice, through the desk (as `orga approve` does), with her key: recorded, verified.
-        record = await desk.approve(
+        record = await approve(
             harness.client,
             handle.id,
             waiting.call_id,
@@ -138,15 +140,15 @@ async def test_where_approvers_are_enrolled_only_their_signed_decision_is_record
         [proof] = record.decisions
         assert proof.key_fingerprint and proof.key_fingerprint.startswith("SHA256:")
         assert proof.arguments_sha256 == waiting.arguments_sha256
-        assert "verified (alice SHA256:" in desk.said(record)
+        assert "verified (alice SHA256:" in said(record)
         # Replaying her recorded decision on the same call: refused.
         assert "already decided" in await refused(handle, genuine, waits=False)
         assert (await handle.result()).output == "sent"
         journal = await handle.query("journal", result_type=Journal)
 
         # The desk refuses, before sending, a decision it cannot sign.
-        with pytest.raises(desk.DeskError, match="must be signed by your enrolled key"):
-            await desk.approve(
+        with pytest.raises(DeskError, match="must be signed by your enrolled key"):
+            await approve(
                 harness.client,
                 other.id,
                 elsewhere.call_id,
@@ -154,7 +156,7 @@ async def test_where_approvers_are_enrolled_only_their_signed_decision_is_record
                 reason="no",
                 approver="bob",
             )
-        await desk.approve(
+        await approve(
             harness.client,
             other.id,
             elsewhere.call_id,
@@ -215,15 +217,15 @@ async def test_four_eyes_needs_two_distinct_approvers_and_any_deny_stops_it(
         handle = await harness.start("pay", model=ran, tools=["transfer"], agent_id="pay")
         [waiting] = (await pending(handle)).pending_approvals
         assert waiting.approvals_needed == 2
-        first = await desk.approve(
+        first = await approve(
             harness.client, handle.id, waiting.call_id, approved=True, reason=None,
             approver="alice", key=ALICE,
         )  # fmt: skip
         assert not first.complete and first.verified
-        assert "waits for another approver" in desk.said(first)
+        assert "waits for another approver" in said(first)
         [still] = (await pending(handle)).pending_approvals
         assert still.approved_by == ["alice"]
-        [item] = [i for i in await desk.inbox(harness.client) if i.workflow_id == handle.id]
+        [item] = [i for i in await inbox(harness.client) if i.workflow_id == handle.id]
         assert item.decided_by and "1 more of 2 distinct approvers (approved by alice)" in (
             item.decided_by
         )
@@ -238,7 +240,7 @@ async def test_four_eyes_needs_two_distinct_approvers_and_any_deny_stops_it(
             env={**cli, "ORGA_APPROVER_KEY": str(key_file)},
         )  # fmt: skip
         assert code == 1 and "does not hold for bob's enrolled key" in err
-        second = await desk.approve(
+        second = await approve(
             harness.client, handle.id, waiting.call_id, approved=True, reason="ok",
             approver="bob", key=BOB,
         )  # fmt: skip
@@ -247,11 +249,11 @@ async def test_four_eyes_needs_two_distinct_approvers_and_any_deny_stops_it(
 
         other = await harness.start("pay", model=stopped, tools=["transfer"], agent_id="pay")
         [waiting] = (await pending(other)).pending_approvals
-        await desk.approve(
+        await approve(
             harness.client, other.id, waiting.call_id, approved=True, reason=None,
             approver="alice", key=ALICE,
         )  # fmt: skip
-        denied = await desk.approve(
+        denied = await approve(
             harness.client, other.id, waiting.call_id, approved=False, reason="not today",
             approver="bob", key=BOB,
         )  # fmt: skip
@@ -308,7 +310,7 @@ async def test_four_eyes_counts_keys_not_names_even_where_a_worker_enrolled_one_
     async with harness.worker(settings=settings, tools=[transfer]):
         handle = await harness.start("pay", model=model, tools=["transfer"], agent_id="pay")
         [waiting] = (await pending(handle)).pending_approvals
-        first = await desk.approve(
+        first = await approve(
             harness.client, handle.id, waiting.call_id, approved=True, reason=None,
             approver="carol", key=ALICE,
         )  # fmt: skip
@@ -319,7 +321,7 @@ async def test_four_eyes_counts_keys_not_names_even_where_a_worker_enrolled_one_
         assert "one key is one approver" in why
         [still] = (await pending(handle)).pending_approvals
         assert still.approved_by == ["carol"]  # nothing recorded; the call still waits
-        second = await desk.approve(
+        second = await approve(
             harness.client, handle.id, waiting.call_id, approved=True, reason="ok",
             approver="bob", key=BOB,
         )  # fmt: skip
@@ -366,16 +368,16 @@ async def test_an_approval_with_edits_runs_the_edited_call_and_the_gate_can_refu
         [waiting] = (await pending(handle)).pending_approvals
 
         async def edit(arguments: dict[str, object]) -> ApprovalRecord:
-            return await desk.approve(
+            return await approve(
                 harness.client, handle.id, waiting.call_id, approved=True,
                 reason="edited", approver="alice", key=ALICE, arguments=arguments,
             )  # fmt: skip
 
         # The approver raises the amount past what the policy allows: the gate wins.
-        with pytest.raises(desk.DeskError, match="over 1000 are never made"):
+        with pytest.raises(DeskError, match="over 1000 are never made"):
             await edit({"amount": 5000, "to": "eve"})
         # Arguments the tool's schema refuses.
-        with pytest.raises(desk.DeskError, match="the gate refuses the call"):
+        with pytest.raises(DeskError, match="the gate refuses the call"):
             await edit({"amount": "lots", "to": "eve"})
         # Alice's signed edit, with the arguments swapped after she signed.
         mine = signed(
@@ -387,7 +389,7 @@ async def test_an_approval_with_edits_runs_the_edited_call_and_the_gate_can_refu
         assert still.call_id == waiting.call_id  # every refusal left the call waiting
         record = await edit({"amount": 100, "to": "eve"})
         assert record.verified and record.arguments == '{"amount": 100, "to": "eve"}'
-        assert "runs with edited arguments" in desk.said(record)
+        assert "runs with edited arguments" in said(record)
         assert (await handle.result()).output == "sent"
         messages = await conversation(handle)
         journal = await handle.query("journal", result_type=Journal)
@@ -423,13 +425,13 @@ async def test_a_policy_says_who_may_approve_what(harness: Harness, tmp_path: Pa
         [modest] = (await pending(other)).pending_approvals
 
         async def decide(workflow_id: str, call_id: str, who: str, key: Ed25519PrivateKey) -> str:
-            record = await desk.approve(
+            record = await approve(
                 harness.client, workflow_id, call_id, approved=True, reason=None,
                 approver=who, key=key,
             )  # fmt: skip
             return record.approver or ""
 
-        with pytest.raises(desk.DeskError, match="need an approver in finance"):
+        with pytest.raises(DeskError, match="need an approver in finance"):
             await decide(handle.id, waiting.call_id, "bob", BOB)
         # The signal path cannot answer a refusal, so it is refused outright.
         await handle.signal("approval", signed(handle.id, waiting, BOB, approver="bob"))

@@ -4,7 +4,8 @@ Modules:
 
 * ``app`` — the Typer application and its help
 * ``common`` — what verbs share: settings, the client, errors and exit codes, JSON, serving
-* ``views`` — how states, journals and results are printed
+* ``views`` — how states, results and lists of loops are printed
+* ``journal_text`` — how a journal entry reads on one line
 * ``waiting`` — waiting on a worker without hanging in silence
 * ``desk`` — ``orga desk``: the inbox as a local web page (``orga.desk.page`` builds it)
 * ``run`` — ``orga run``: start a loop or a thread and print its answer as it comes

@@ -15,7 +15,7 @@ import typer
 from orga.cli.common import CliError, Json, console, execute, print_json, settings
 from orga.contracts.errors import InvalidConfig
 from orga.core.signatures import fingerprint
-from orga.desk.inbox import who_decides
+from orga.desk.approvals import who_decides
 from orga.runtime.approver_keys import ApproverKeyError, generate_key, load_key, public_key_of
 from orga.runtime.files import private_directory
 from orga.worker.agent_registry import load_approvers

@@ -10,7 +10,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from orga.cli.audit_runs import Execution
 from orga.cli.common import console
-from orga.cli.views import render_entry
+from orga.cli.journal_text import render_entry
 from orga.contracts.audit import AuditEntry, Effect, ResetRun
 from orga.contracts.journal import JournalEntry
 

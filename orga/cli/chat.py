@@ -41,10 +41,13 @@ from orga.cli.common import (
 from orga.cli.run import TextPrinter
 from orga.cli.waiting import ensure_worker
 from orga.contracts.approvals import PendingApproval
+from orga.contracts.messages import LOOP_WORKFLOW
 from orga.contracts.state import LoopResult, LoopState
 from orga.contracts.threads import ThreadConfig, TurnResult
-from orga.desk import inbox as desk
+from orga.desk.approvals import approve, said, signing_key, who_decides
+from orga.desk.facts import DeskError, read_state
 from orga.desk.inbox_text import argument_lines
+from orga.desk.sender import close_thread, send_message, wait_for_turn
 from orga.runtime.safe_text import one_line, printable
 
 __all__ = ["register"]
@@ -96,7 +99,7 @@ def chat(
     async def body() -> int:
         found = settings()
         client = await client_for(found)
-        who = desk.who_decides(sender)
+        who = who_decides(sender)
         thread_id = workflow_id
         if thread_id is None:
             thread_id = await _start(
@@ -127,9 +130,7 @@ def chat(
                     say(_help(thread_id), markup=False)
                     continue
                 if text == "/close":
-                    await desk.close_thread(
-                        client, thread_id, reason="closed in orga chat", sender=who
-                    )
+                    await close_thread(client, thread_id, reason="closed in orga chat", sender=who)
                     result = await client.get_workflow_handle(
                         thread_id, result_type=LoopResult
                     ).result()
@@ -139,7 +140,7 @@ def chat(
                 if _COMMAND.fullmatch(word) and word not in _COMMANDS:  # not `/etc/hosts …`
                     say(f"no command {word!r}: {_help(thread_id)}", markup=False)
                     continue
-                taken = await desk.send_message(client, thread_id, text, sender=who)
+                taken = await send_message(client, thread_id, text, sender=who)
                 if taken.turn is None:
                     say("this loop is not a thread: the message steers it", markup=False)
                     continue
@@ -197,7 +198,7 @@ async def _start(
     thread_id = f"thread-{uuid.uuid4().hex[:12]}"
     await start_workflow(
         found,
-        desk.LOOP,
+        LOOP_WORKFLOW,
         request,
         workflow_id=thread_id,
         result_type=LoopResult,
@@ -208,12 +209,12 @@ async def _start(
 
 
 async def _join(client: Client, thread_id: str) -> None:
-    state = await desk.read_state(client, thread_id, LoopState, desk.LOOP)
+    state = await read_state(client, thread_id, LoopState, LOOP_WORKFLOW)
     thread = state.thread
     if thread is None:
-        raise desk.DeskError(f"{thread_id!r} is a loop, not a thread: `orga say` steers it")
+        raise DeskError(f"{thread_id!r} is a loop, not a thread: `orga say` steers it")
     if thread.ended is not None:
-        raise desk.DeskError(f"thread {thread_id!r} has ended ({thread.ended})")
+        raise DeskError(f"thread {thread_id!r} has ended ({thread.ended})")
     last = thread.last_turn
     if last is not None:
         console().print(f"thread {thread_id}, turn {last.turn}: {last.said}", markup=False)
@@ -252,14 +253,14 @@ async def _turn(
     streaming = asyncio.ensure_future(
         printer.follow(reader, start) if start is not None else _nothing()
     )
-    answer = asyncio.ensure_future(desk.wait_for_turn(client, thread_id, turn))
+    answer = asyncio.ensure_future(wait_for_turn(client, thread_id, turn))
     asked: set[str] = set()
     try:
         while not answer.done():
             await asyncio.wait({answer}, timeout=_LOOK)
             if answer.done():
                 break
-            state = await desk.read_state(client, thread_id, LoopState, desk.LOOP)
+            state = await read_state(client, thread_id, LoopState, LOOP_WORKFLOW)
             for pending in state.pending_approvals:
                 if pending.call_id not in asked:
                     asked.add(pending.call_id)
@@ -289,7 +290,7 @@ async def _ask(
         say(f"  {line}", markup=False)
     reply = (await lines.next("approve? [y/N, or a reason to deny] ") or "").strip()
     approved = reply.lower() in ("y", "yes")
-    record = await desk.approve(
+    record = await approve(
         client,
         thread_id,
         pending.call_id,
@@ -298,9 +299,9 @@ async def _ask(
         if approved
         else (reply if reply.lower() not in ("", "n", "no") else "denied in orga chat"),
         approver=who,
-        key=desk.signing_key(settings()),
+        key=signing_key(settings()),
     )
-    say(desk.said(record), markup=False)
+    say(said(record), markup=False)
 
 
 class _Lines:

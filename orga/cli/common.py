@@ -29,7 +29,7 @@ from orga.contracts.config import LoopConfig, LoopInput
 from orga.contracts.conversation import Message
 from orga.contracts.errors import InvalidConfig, describe_validation_error
 from orga.contracts.vocabulary import ProviderName
-from orga.desk.inbox import DeskError
+from orga.desk.facts import DeskError
 from orga.runtime.connect import connect
 from orga.runtime.safe_text import SafeConsole, json_text, one_line
 from orga.runtime.settings import Settings
@@ -65,7 +65,7 @@ Approver = Annotated[
     str | None,
     typer.Option(help="Who decides; default: ORGA_APPROVER, else the operating-system user."),
 ]
-"""Whose name a decision is recorded under (``orga.desk.inbox.who_decides``)."""
+"""Whose name a decision is recorded under (``orga.desk.approvals.who_decides``)."""
 Tools = Annotated[
     list[str] | None,
     typer.Option("--tool", help="Advertise a registered tool to the model (repeatable)."),

@@ -48,10 +48,13 @@ from orga.cli.views import render_result
 from orga.cli.waiting import ensure_worker
 from orga.client import ThreadHandle, start_fork
 from orga.contracts.errors import describe_validation_error
+from orga.contracts.messages import LOOP_WORKFLOW
 from orga.contracts.state import LoopResult, LoopState
 from orga.contracts.vocabulary import PolicyMode
-from orga.desk import inbox as desk
-from orga.desk.inbox import DeskError
+from orga.desk.approvals import who_decides
+from orga.desk.facts import DeskError, describe, read_state
+from orga.desk.sender import cancel as cancel_workflow
+from orga.desk.sender import close_thread, send_message, wait_for_turn
 from orga.runtime.forks import ForkPointError
 from orga.runtime.safe_text import one_line
 
@@ -86,7 +89,7 @@ def cancel(
 
     async def body() -> int:
         client = await client_for(settings())
-        facts = await desk.cancel(client, workflow_id, reason=reason, wait=wait)
+        facts = await cancel_workflow(client, workflow_id, reason=reason, wait=wait)
         if as_json:
             print_json(facts)
         elif facts.status == "running":
@@ -125,11 +128,11 @@ def say(
     """Send a loop a message: the model reads it before its next call; a thread answers it."""
 
     async def body() -> int:
-        who = desk.who_decides(sender)
+        who = who_decides(sender)
         client = await client_for(settings())
-        taken = await desk.send_message(client, workflow_id, text, sender=who, wait=wait)
+        taken = await send_message(client, workflow_id, text, sender=who, wait=wait)
         if taken.turn is not None and answer:  # a thread: the turn's answer
-            turn = await desk.wait_for_turn(client, workflow_id, taken.turn)
+            turn = await wait_for_turn(client, workflow_id, taken.turn)
             if as_json:
                 print_json(with_workflow_id(workflow_id, turn))
             else:
@@ -161,8 +164,8 @@ def close(
 
     async def body() -> int:
         client = await client_for(settings())
-        who = desk.who_decides(sender)
-        closed = await desk.close_thread(client, workflow_id, reason=reason, sender=who)
+        who = who_decides(sender)
+        closed = await close_thread(client, workflow_id, reason=reason, sender=who)
         if as_json:
             print_json(closed)
         elif closed.after_turn:
@@ -216,13 +219,11 @@ def fork(
             if as_json:
                 print_json({"workflow_id": handle.id})
             return 0
-        task_queue = (await desk.describe(client, handle.id)).task_queue
+        task_queue = (await describe(client, handle.id)).task_queue
         await ensure_worker(client, task_queue, wait=False, what="fork")
         if isinstance(handle, ThreadHandle):
             if say is not None:
-                turn = await _or_its_failure(
-                    client, handle.id, desk.wait_for_turn(client, handle.id, 1)
-                )
+                turn = await _or_its_failure(client, handle.id, wait_for_turn(client, handle.id, 1))
                 if as_json:
                     print_json(with_workflow_id(handle.id, turn))
                 else:
@@ -250,7 +251,7 @@ def fork(
 async def _waits_for_a_message(client: Client, thread_id: str) -> None:
     """Until the forked thread ``thread_id`` has set up and waits for its next message."""
     while True:
-        state = await desk.read_state(client, thread_id, LoopState, desk.LOOP)
+        state = await read_state(client, thread_id, LoopState, LOOP_WORKFLOW)
         if state.status == "awaiting_message":
             return
         await asyncio.sleep(_LOOK)
@@ -270,7 +271,7 @@ async def _or_its_failure(client: Client, fork_id: str, waiting: Awaitable[_T]) 
         await asyncio.wait({ended, job}, return_when=asyncio.FIRST_COMPLETED)
         if job.done() and job.exception() is None:
             return job.result()
-        if not ended.done() and (await desk.describe(client, fork_id)).status == "running":
+        if not ended.done() and (await describe(client, fork_id)).status == "running":
             return job.result()  # it runs on: what went wrong is the waiting's (raised here)
         try:
             result = await ended

@@ -29,7 +29,8 @@ from orga.cli.common import (
 )
 from orga.contracts.approvals import EscalationAction
 from orga.contracts.critic import Verdict
-from orga.desk import inbox as desk
+from orga.desk import approvals, sender
+from orga.desk.inbox import inbox
 from orga.desk.inbox_text import ARGUMENT_LIMIT, PAGE_WIDTH, render_inbox
 
 __all__ = ["register"]
@@ -79,7 +80,7 @@ def pending(
     tasks, oldest first: the arguments one per line, and the commands that answer each."""
 
     async def body() -> int:
-        items = await desk.inbox(await client_for(settings()), limit=limit)
+        items = await inbox(await client_for(settings()), limit=limit)
         out = console()
         if as_json:
             print_json([item.model_dump(mode="json") for item in items])
@@ -104,10 +105,10 @@ def _decide(
     arguments: str | None = None,
 ) -> None:
     async def body() -> int:
-        who = desk.who_decides(approver)
+        who = approvals.who_decides(approver)
         config = settings()
         client = await client_for(config)
-        record = await desk.approve(
+        record = await approvals.approve(
             client,
             workflow_id,
             call_id,
@@ -115,13 +116,13 @@ def _decide(
             reason=reason,
             approver=who,
             wait=wait,
-            key=desk.signing_key(config),
+            key=approvals.signing_key(config),
             arguments=arguments,
         )
         if as_json:
             print_json(record)
             return 0
-        console().print(desk.said(record), markup=False)
+        console().print(approvals.said(record), markup=False)
         return 0
 
     execute(body, as_json=as_json)
@@ -188,7 +189,7 @@ def resolve(
     """Resolve an escalation: a failing step parked for an operator."""
 
     async def body() -> int:
-        who = desk.who_decides(operator)
+        who = approvals.who_decides(operator)
         value: Any = None
         if result is not None:
             try:
@@ -196,7 +197,7 @@ def resolve(
             except json.JSONDecodeError:
                 value = result
         client = await client_for(settings())
-        record = await desk.resolve(
+        record = await sender.resolve(
             client,
             workflow_id,
             escalation_id,
@@ -232,9 +233,9 @@ def review(
     async def body() -> int:
         if verdict == "revise" and not feedback.strip():
             raise CliError("say what to revise: --feedback", 2)
-        who = desk.who_decides(reviewer)
+        who = approvals.who_decides(reviewer)
         client = await client_for(settings())
-        recorded = await desk.review(
+        recorded = await sender.review(
             client, workflow_id, verdict=verdict, feedback=feedback, reviewer=who, wait=wait
         )
         if as_json:

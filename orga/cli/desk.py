@@ -14,7 +14,7 @@ import typer
 
 from orga.cli.common import Approver, Host, Port, client_for, console, execute, serve_http, settings
 from orga.core.signatures import fingerprint
-from orga.desk import inbox as desk
+from orga.desk.approvals import signing_key, who_decides
 from orga.desk.page import build_app
 from orga.runtime.approver_keys import public_key_of
 
@@ -37,9 +37,9 @@ def serve_desk(
     """The inbox as a local web page: approve, deny or resolve with a reason, in a browser."""
 
     async def body() -> int:
-        who = desk.who_decides(approver)
+        who = who_decides(approver)
         config = settings()
-        key = desk.signing_key(config)
+        key = signing_key(config)
         client = await client_for(config)
         token = secrets.token_urlsafe(24)
         app = build_app(client, token=token, approver=who, hosts=_hosts(host), key=key)

@@ -30,20 +30,20 @@ from orga.cli.common import (
     print_table,
     settings,
 )
+from orga.cli.journal_text import render_entry
 from orga.cli.run import TextPrinter, failure_text
 from orga.cli.views import (
     WorkflowRow,
-    render_entry,
     render_state,
     rows_table,
 )
 from orga.cli.waiting import ensure_answering
 from orga.contracts import search_attributes as sa
 from orga.contracts.journal import Journal
-from orga.contracts.messages import JOURNAL_QUERY
+from orga.contracts.messages import JOURNAL_QUERY, LOOP_WORKFLOW, TASK_WORKFLOW
 from orga.contracts.state import LoopResult, LoopState, LoopStatus
 from orga.contracts.threads import THREAD_MEMO
-from orga.desk.inbox import KINDS, LOOP, TASK, DeskError, of_kind, read_state
+from orga.desk.facts import KINDS, DeskError, of_kind, read_state
 from orga.runtime.safe_text import json_text
 
 __all__ = ["list_workflows", "register"]
@@ -73,7 +73,7 @@ def state(
         client = await client_for(settings())
         await of_kind(client, workflow_id, "loop")
         try:
-            loop = await read_state(client, workflow_id, LoopState, LOOP)
+            loop = await read_state(client, workflow_id, LoopState, LOOP_WORKFLOW)
         except DeskError as error:
             return await _state_without_worker(
                 client.get_workflow_handle(workflow_id, result_type=LoopResult), as_json, error
@@ -245,7 +245,7 @@ async def list_workflows(
 ) -> int:
     """The body of ``orga list`` and ``orga task list``."""
     client = await client_for(settings())
-    types = [KINDS[kind]] if kind else [LOOP, TASK]
+    types = [KINDS[kind]] if kind else [LOOP_WORKFLOW, TASK_WORKFLOW]
     query = "WorkflowType IN (" + ", ".join(f"'{t}'" for t in types) + ")"
     if status:
         # A workflow no worker has picked up yet has no OrgaStatus: Temporal's own status

@@ -50,9 +50,11 @@ from orga.cli.common import (
 from orga.cli.http_guard import guarded, is_loopback, url_host
 from orga.cli.views import shorten
 from orga.contracts.journal import Journal
-from orga.contracts.messages import JOURNAL_QUERY
+from orga.contracts.messages import JOURNAL_QUERY, LOOP_WORKFLOW
 from orga.contracts.state import LoopResult, LoopState
-from orga.desk import inbox as desk
+from orga.desk.approvals import who_decides
+from orga.desk.facts import DeskError, of_kind, read_state
+from orga.desk.inbox import inbox as waiting_items
 from orga.runtime.settings import Settings
 
 if TYPE_CHECKING:
@@ -63,7 +65,7 @@ __all__ = ["build_server", "register"]
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 _EXPECTED = (
-    desk.DeskError,
+    DeskError,
     CliError,
     ValueError,
     RPCError,
@@ -127,7 +129,7 @@ def serve_mcp(
     """Serve orga's loops, inbox and decisions as an MCP server."""
 
     async def body() -> int:
-        who = desk.who_decides(approver)
+        who = who_decides(approver)
         token = _token(token_env) if token_env else None
         if http and token is None and not is_loopback(host):
             raise CliError(
@@ -235,7 +237,7 @@ def build_server(config: Settings, approver: str, *, decisions: bool = False) ->
         request = loop_input(prompt, agent_id=agent, provider=provider, model=model, tools=tools)
         workflow_id = f"loop-{uuid.uuid4().hex[:12]}"
         await (await client()).start_workflow(
-            desk.LOOP,
+            LOOP_WORKFLOW,
             request,
             id=workflow_id,
             task_queue=config.task_queue,
@@ -256,7 +258,7 @@ def build_server(config: Settings, approver: str, *, decisions: bool = False) ->
             workflow_id: the loop's workflow id.
             wait_seconds: wait this long for it to end (0: answer at once).
         """
-        await desk.of_kind(await client(), workflow_id, "loop")
+        await of_kind(await client(), workflow_id, "loop")
         return await _outcome(await client(), workflow_id, wait_seconds)
 
     @server.tool()
@@ -267,8 +269,8 @@ def build_server(config: Settings, approver: str, *, decisions: bool = False) ->
         Args:
             workflow_id: the loop's workflow id.
         """
-        await desk.of_kind(await client(), workflow_id, "loop")
-        state = await desk.read_state(await client(), workflow_id, LoopState, desk.LOOP)
+        await of_kind(await client(), workflow_id, "loop")
+        state = await read_state(await client(), workflow_id, LoopState, LOOP_WORKFLOW)
         return state.model_dump(mode="json")
 
     @server.tool()
@@ -297,7 +299,7 @@ def build_server(config: Settings, approver: str, *, decisions: bool = False) ->
         Args:
             limit: look at this many waiting workflows at most.
         """
-        items = await desk.inbox(await client(), limit=limit)
+        items = await waiting_items(await client(), limit=limit)
         return {"items": [item.model_dump(mode="json") for item in items]}
 
     if decisions:

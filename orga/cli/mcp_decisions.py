@@ -30,7 +30,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from temporalio.client import Client
 
-from orga.desk import inbox as desk
+from orga.desk import approvals
+from orga.desk.facts import DeskError, describe
 from orga.desk.inbox_text import argument_lines
 from orga.runtime.safe_text import one_line, printable
 
@@ -158,8 +159,8 @@ def serve_decisions(
                 f"Decide yourself with {yourself} or on `orga desk`."
             )
         connected = await client()
-        facts = await desk.describe(connected, workflow_id)
-        pending = await desk.waiting_call(connected, facts, call_id)
+        facts = await describe(connected, workflow_id)
+        pending = await approvals.waiting_call(connected, facts, call_id)
         if pending.signatures_required:
             raise ToolError(
                 f"approvers are enrolled on the worker of {one_line(workflow_id)!r}: only a "
@@ -186,7 +187,7 @@ def serve_decisions(
             raise ToolError(
                 f"{approver} did not confirm: nothing was recorded, and call {call_id} still waits"
             )
-        record = await desk.approve(
+        record = await approvals.approve(
             connected,
             workflow_id,
             call_id,
@@ -195,7 +196,7 @@ def serve_decisions(
             approver=approver,
             via="mcp-elicitation",
         )
-        return record.model_dump(mode="json") | {"said": desk.said(record)}
+        return record.model_dump(mode="json") | {"said": approvals.said(record)}
 
     @server.tool()
     async def approve(
@@ -230,5 +231,5 @@ async def _answered(
 ) -> dict[str, Any] | types.InputRequiredResult:
     try:
         return await decision
-    except desk.DeskError as error:
+    except DeskError as error:
         raise ToolError(str(error)) from error

@@ -42,11 +42,12 @@ from orga.cli.views import render_result, shorten
 from orga.cli.waiting import ensure_tools, ensure_worker, reporting
 from orga.contracts.config import LoopConfig
 from orga.contracts.inference import STREAM_TOPIC, StreamedText
+from orga.contracts.messages import LOOP_WORKFLOW
 from orga.contracts.state import LoopResult
 from orga.contracts.threads import ThreadConfig
 from orga.contracts.vocabulary import PolicyMode
 from orga.core.genai import invocation_attributes
-from orga.desk.inbox import LOOP, wait_for_turn
+from orga.desk.sender import wait_for_turn
 from orga.runtime.safe_text import one_line, printable
 from orga.runtime.tracing import tracer
 
@@ -155,7 +156,7 @@ def run(
                 await ensure_tools(client, found.task_queue, list(request.config.tools), store)
             handle = await start_workflow(
                 found,
-                LOOP,
+                LOOP_WORKFLOW,
                 request,
                 workflow_id=chosen_id,
                 result_type=LoopResult,

@@ -47,8 +47,8 @@ from orga.cli.common import (
 from orga.cli.schedule_spec import iso, render_spec, schedule_spec
 from orga.cli.tasks import read_task_input  # the task file, read as `orga task start` reads it
 from orga.cli.views import shorten
+from orga.contracts.messages import LOOP_WORKFLOW, TASK_WORKFLOW
 from orga.contracts.vocabulary import ProviderName
-from orga.desk.inbox import LOOP, TASK
 
 __all__ = ["register"]
 
@@ -211,11 +211,15 @@ def _what(
                 2,
             )
         steps = read_task_input(task)
-        return TASK, steps, f"{steps.agent_id}: task of {len(steps.steps)} step(s) from {task}"
+        return (
+            TASK_WORKFLOW,
+            steps,
+            f"{steps.agent_id}: task of {len(steps.steps)} step(s) from {task}",
+        )
     if prompt is None:
         raise CliError("say what to start: a PROMPT (a loop) or --task FILE (a task)", 2)
     request = loop_input(prompt, tools=tool or [], provider=provider, model=model, agent_id=agent)
-    return LOOP, request, f"{request.config.agent_id}: {shorten(prompt, 120)}"
+    return LOOP_WORKFLOW, request, f"{request.config.agent_id}: {shorten(prompt, 120)}"
 
 
 # ---- list --------------------------------------------------------------------------------

@@ -25,9 +25,10 @@ from orga.cli.loops import list_workflows
 from orga.cli.views import render_task, render_task_result
 from orga.cli.waiting import ensure_worker, reporting
 from orga.contracts.errors import describe_validation_error
+from orga.contracts.messages import TASK_WORKFLOW
 from orga.contracts.state import LoopStatus
 from orga.contracts.task import TaskInput, TaskResult, TaskState
-from orga.desk.inbox import TASK, of_kind, read_state
+from orga.desk.facts import of_kind, read_state
 
 __all__ = ["read_task_input", "register"]
 
@@ -79,7 +80,7 @@ def start(
         await ensure_worker(client, found.task_queue, wait=not no_wait, what="task")
         handle = await start_workflow(
             found,
-            TASK,
+            TASK_WORKFLOW,
             task,
             workflow_id=workflow_id or f"task-{uuid.uuid4().hex[:12]}",
             result_type=TaskResult,
@@ -122,7 +123,7 @@ def state(
     async def body() -> int:
         client = await client_for(settings())
         await of_kind(client, workflow_id, "task")
-        task = await read_state(client, workflow_id, TaskState, TASK)
+        task = await read_state(client, workflow_id, TaskState, TASK_WORKFLOW)
         if as_json:
             print_json(task)
         else:

@@ -10,34 +10,6 @@ from datetime import datetime
 from rich.table import Table
 
 from orga.contracts.inference import Usage
-from orga.contracts.journal import (
-    ApprovalDecided,
-    CompensationSettled,
-    ContextSummarised,
-    DelegationFinished,
-    DelegationStarted,
-    EscalationResolved,
-    EvidenceJudged,
-    EvidenceSaturated,
-    Forked,
-    JournalEntry,
-    KnowledgeInjected,
-    KnowledgeRecalled,
-    KnowledgeStored,
-    MessageReceived,
-    ModelSwitched,
-    ObservationsCollected,
-    PolicyEvaluated,
-    PreHydrationComplete,
-    ReasoningComplete,
-    RecoveryTriggered,
-    ReviewDecided,
-    Started,
-    StepLimitReached,
-    Terminated,
-    ToolsDispatched,
-    TurnAnswered,
-)
 from orga.contracts.state import LoopResult, LoopState
 from orga.contracts.task import StepReport, TaskResult, TaskState
 from orga.desk.inbox import decided_by
@@ -46,7 +18,6 @@ from orga.runtime.safe_text import one_line, printable
 
 __all__ = [
     "WorkflowRow",
-    "render_entry",
     "render_result",
     "render_state",
     "render_task",
@@ -54,10 +25,6 @@ __all__ = [
     "rows_table",
     "shorten",
 ]
-
-
-def _time(moment: datetime) -> str:
-    return moment.strftime("%H:%M:%S")
 
 
 def _status(state: LoopState) -> str:
@@ -173,137 +140,6 @@ def shorten(text: str, limit: int = 100) -> str:
     """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-def _detail(entry: JournalEntry) -> str:
-    match entry:
-        case Started():
-            tools = ", ".join(entry.tools) or "no tools"
-            return f"policy {entry.policy}, {tools}"
-        case ReasoningComplete():
-            calls = f" → {', '.join(entry.tool_calls)}" if entry.tool_calls else ""
-            return f"{entry.stop_reason} ({entry.model}, {entry.usage.total_tokens} tokens){calls}"
-        case PolicyEvaluated():
-            verdicts = "; ".join(
-                f"{d.decision} {d.tool or d.action}"
-                + (f" [{', '.join(d.policy_ids)}]" if d.policy_ids else "")
-                + (f": {d.reason}" if d.reason and d.decision != "allow" else "")
-                for d in entry.decisions
-            )
-            return f"{entry.engine}: {verdicts}"
-        case ToolsDispatched():
-            return ", ".join(entry.tools) or "nothing to run"
-        case ObservationsCollected():
-            return ", ".join(
-                f"{o.tool} {o.status}" + (f" ({shorten(o.error, 120)})" if o.error else "")
-                for o in entry.outcomes
-            )
-        case RecoveryTriggered():
-            return f"{entry.tool}: {entry.strategy} after {entry.error}"
-        case ModelSwitched():
-            return (
-                f"{entry.from_provider}:{entry.from_model} → {entry.to_provider}:{entry.to_model}"
-                f" after {entry.error}"
-            )
-        case StepLimitReached():
-            return f"step {entry.step_id} after {entry.attempts} attempts: {entry.reason}"
-        case PreHydrationComplete():
-            return (
-                f"found {entry.found}, resolved {entry.resolved}, failed {entry.failed}, "
-                f"{entry.tokens} tokens"
-            )
-        case ApprovalDecided():
-            verdict = "approved" if entry.approved else "denied"
-            who = f" by {entry.approver}" if entry.approver else ""
-            why = f": {entry.reason}" if entry.reason else ""
-            keys = ", ".join(p.key_fingerprint for p in entry.decisions if p.key_fingerprint)
-            proof = (
-                f"verified {keys}"
-                if entry.verified and keys
-                else "timed out"
-                if entry.source == "timeout"
-                else "unverified"
-            )
-            return f"{entry.tool} {entry.call_id} {verdict}{who} ({entry.source}, {proof}){why}"
-        case EscalationResolved():
-            who = f" by {entry.operator}" if entry.operator else ""
-            return f"{entry.tool} {entry.escalation_id}: {entry.action}{who} ({entry.source})"
-        case CompensationSettled():
-            asked = f", {entry.escalations} escalation(s)" if entry.escalations else ""
-            who = f" by {entry.operator}" if entry.operator else ""
-            note = f": {entry.note}" if entry.note else ""
-            error = f" (last error: {shorten(entry.error, 120)})" if entry.error else ""
-            return f"{entry.step_id} · {entry.tool}: {entry.how}{who}{note}{asked}{error}"
-        case DelegationStarted():
-            return (
-                f"{entry.call_id} → {entry.agent} ({entry.workflow_id}): "
-                f"{entry.max_tokens} tokens, {entry.max_iterations} model calls, "
-                f"{entry.timeout_seconds:g} s"
-            )
-        case DelegationFinished():
-            error = f": {shorten(entry.error, 120)}" if entry.error else ""
-            return (
-                f"{entry.call_id} ← {entry.agent}: {entry.status}, "
-                f"{entry.usage.total_tokens} tokens{error}"
-            )
-        case ReviewDecided():
-            who = f" by {entry.reviewer}" if entry.reviewer else ""
-            note = f": {shorten(entry.feedback, 120)}" if entry.feedback else ""
-            return f"review {entry.round}: {entry.verdict}{who} ({entry.source}){note}"
-        case KnowledgeInjected():
-            if entry.error:
-                return f"search failed ({shorten(entry.error, 100)}): {entry.query}"
-            shown = ", ".join(f"#{i}" for i in entry.items) or "nothing relevant"
-            return f"{shown} ({entry.tokens} tokens) for: {shorten(entry.query, 80)}"
-        case KnowledgeRecalled():
-            where = f" in {entry.directory or '(root)'}" if entry.scope == "conventions" else ""
-            return f"{entry.call_id}: {entry.found} found for {entry.query!r}{where}"
-        case KnowledgeStored():
-            if entry.error:
-                return f"{entry.item_kind} NOT stored ({shorten(entry.error, 100)})"
-            how = "" if entry.created is None else (" (new)" if entry.created else " (known)")
-            item = f" #{entry.item_id}" if entry.item_id is not None else ""
-            return f"{entry.item_kind}{item}{how}: {shorten(entry.content, 100)}"
-        case EvidenceJudged():
-            return (
-                f"{entry.tool} {entry.call_id}: {entry.judgement} "
-                f"({entry.consecutive_no_gain} without gain, {entry.state})"
-            )
-        case EvidenceSaturated():
-            return entry.reason
-        case ContextSummarised():
-            if entry.error:
-                return (
-                    f"messages [{entry.start}, {entry.through}) NOT summarised "
-                    f"({shorten(entry.error, 120)}): a marker stands for them"
-                )
-            return (
-                f"{entry.folded} message(s) folded in: the summary covers {entry.through} "
-                f"({entry.tokens} tokens, {entry.usage.total_tokens} spent)"
-            )
-        case MessageReceived():
-            who = f" from {entry.sender}" if entry.sender else ""
-            return f"message {entry.number}{who}: {shorten(entry.text, 120)}"
-        case Forked():
-            said = f", saying {shorten(entry.said, 80)!r}" if entry.said is not None else ""
-            how = " (replacing its last user message)" if entry.replaced else ""
-            return (
-                f"forked from {entry.source_workflow_id} (run {entry.source_run_id}) after turn "
-                f"{entry.turn}{said}{how}; state {entry.state_hash[:16]}…"
-            )
-        case TurnAnswered():
-            return (
-                f"turn {entry.turn} answered ({entry.reason}, {entry.iterations} model call(s), "
-                f"{entry.tokens} tokens): {shorten(entry.output, 120)}"
-            )
-        case Terminated():
-            return f"{entry.reason}: {entry.message}" if entry.message else entry.reason
-
-
-def render_entry(entry: JournalEntry) -> str:
-    """One journal entry on one line (a newline in a model's or tool's text shows as ``␤``)."""
-    head = f"#{entry.seq:<4} {_time(entry.at)}  it {entry.iteration:<3} {entry.kind:<22}"
-    return one_line(f"{head} {_detail(entry)}")
 
 
 def render_result(result: LoopResult) -> str:

@@ -2,8 +2,15 @@
 
 Modules:
 
-* ``inbox`` — what waits (approvals, escalations, reviews), who decides, and answering safely
+* ``facts`` — what Temporal records of a workflow, its ``state`` query, and the desk's
+  ``DeskError``
+* ``inbox`` — what waits for a person (approvals, escalations, reviews, messages), with the
+  commands that act on it
 * ``inbox_text`` — the inbox as text for a terminal (``orga pending``)
+* ``approvals`` — who decides, and approving a waiting call: the decision built and signed in
+  one place
+* ``sender`` — the one sender of people's decisions and messages, for ``orga.client``'s handles
+  and, checked first, for the CLI, the page and ``orga mcp``
 * ``page`` — the inbox as a small local web page (``page.html``), the app ``orga desk`` serves
 
 The CLI's verbs (``orga pending``, ``approve``, ``deny``, ``review``, ``resolve``) are

@@ -16,6 +16,7 @@ from typing import Any, cast
 
 from rich.cells import cell_len, chop_cells
 
+from orga.contracts.messages import LOOP_WORKFLOW, TASK_WORKFLOW
 from orga.desk.inbox import InboxItem
 from orga.runtime.safe_text import one_line, printable
 
@@ -104,12 +105,12 @@ def argument_lines(arguments: str, *, full: bool) -> tuple[list[str], int]:
 
 
 def _state_command(item: InboxItem) -> str:
-    verb = "orga task state" if item.workflow_type == "Task" else "orga state"
+    verb = "orga task state" if item.workflow_type == TASK_WORKFLOW else "orga state"
     return f"{verb} {item.workflow_id}"
 
 
 def _block(item: InboxItem, full: bool, width: int) -> list[str]:
-    kind = {"ReasoningLoop": "loop", "Task": "task"}.get(item.workflow_type, "?")
+    kind = {LOOP_WORKFLOW: "loop", TASK_WORKFLOW: "task"}.get(item.workflow_type, "?")
     head = "  ".join(one_line(part) for part in (item.kind, item.item_id or "-", item.tool or "-"))
     since = f" · waiting since {item.since.isoformat(timespec='seconds')}" if item.since else ""
     lines = [*wrap(head, width)]

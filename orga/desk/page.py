@@ -32,11 +32,13 @@ from orga.contracts.approvals import EscalationAction
 from orga.contracts.conversation import Message
 from orga.contracts.critic import Verdict
 from orga.contracts.inference import ConversationRange
-from orga.contracts.messages import CONVERSATION_QUERY
+from orga.contracts.messages import CONVERSATION_QUERY, LOOP_WORKFLOW, TASK_WORKFLOW
 from orga.contracts.state import LoopState
 from orga.contracts.task import TaskState
-from orga.desk import inbox as desk
-from orga.desk.inbox import LOOP, TASK, DeskError
+from orga.desk import approvals, sender
+from orga.desk.facts import DeskError, describe, read_state
+from orga.desk.inbox import InboxItem
+from orga.desk.inbox import inbox as waiting_items
 from orga.desk.inbox_text import argument_lines
 from orga.runtime.safe_text import printable, printable_data
 
@@ -119,7 +121,7 @@ def build_app(
         if (refused := allowed(request)) is not None:
             return refused
         try:
-            items = await desk.inbox(client)
+            items = await waiting_items(client)
         except DeskError as error:
             return _error(error, 502)
         return JSONResponse(
@@ -150,7 +152,7 @@ def build_app(
 
     async def approve(request: Request) -> Response:
         async def act(d: _Decision) -> BaseModel:
-            return await desk.approve(
+            return await approvals.approve(
                 client, d.workflow_id, d.call_id, approved=d.approved, reason=d.reason,
                 approver=approver, key=key, arguments=d.arguments,
             )  # fmt: skip
@@ -159,7 +161,7 @@ def build_app(
 
     async def resolve(request: Request) -> Response:
         async def act(r: _Resolution) -> BaseModel:
-            return await desk.resolve(
+            return await sender.resolve(
                 client, r.workflow_id, r.escalation_id, action=r.action, result=r.result,
                 reason=r.reason, operator=approver,
             )  # fmt: skip
@@ -168,7 +170,7 @@ def build_app(
 
     async def review(request: Request) -> Response:
         async def act(r: _Review) -> BaseModel:
-            return await desk.review(
+            return await sender.review(
                 client, r.workflow_id, verdict=r.verdict, feedback=r.feedback, reviewer=approver
             )
 
@@ -176,14 +178,14 @@ def build_app(
 
     async def say(request: Request) -> Response:
         async def act(s: _Say) -> BaseModel:
-            return await desk.send_message(client, s.workflow_id, s.text, sender=approver)
+            return await sender.send_message(client, s.workflow_id, s.text, sender=approver)
 
         return await decide(request, _Say, act)
 
     async def close(request: Request) -> Response:
         async def act(c: _Close) -> BaseModel:
             reason = (c.reason or "").strip() or "closed at the desk"
-            return await desk.close_thread(client, c.workflow_id, reason=reason, sender=approver)
+            return await sender.close_thread(client, c.workflow_id, reason=reason, sender=approver)
 
         return await decide(request, _Close, act)
 
@@ -205,7 +207,7 @@ def _error(error: Exception | str, status: int) -> Response:
     return JSONResponse({"error": printable(str(error))}, status)
 
 
-def _shown(item: desk.InboxItem) -> dict[str, Any]:
+def _shown(item: InboxItem) -> dict[str, Any]:
     """An inbox item as the page shows it: every text made ``printable`` (no control or bidi
     character reaches the page), the arguments in full one per line as ``orga pending --full``
     prints them (numbers as Python reads them: JavaScript would round 2**53 + 1), and under
@@ -220,19 +222,19 @@ def _shown(item: desk.InboxItem) -> dict[str, Any]:
 
 async def _details(client: Client, workflow_id: str) -> dict[str, Any]:
     """A workflow's state and, for a loop, the last messages of its conversation."""
-    facts = await desk.describe(client, workflow_id)
+    facts = await describe(client, workflow_id)
     kind: Literal["loop", "task"]
-    if facts.workflow_type == LOOP:
+    if facts.workflow_type == LOOP_WORKFLOW:
         kind = "loop"
-        state: BaseModel = await desk.read_state(client, workflow_id, LoopState, LOOP)
+        state: BaseModel = await read_state(client, workflow_id, LoopState, LOOP_WORKFLOW)
         assert isinstance(state, LoopState)
         window = ConversationRange(start=max(0, state.messages - _TAIL), end=state.messages)
         handle = client.get_workflow_handle(workflow_id)
         messages = await handle.query(CONVERSATION_QUERY, window, result_type=list[Message])
         tail = [m.model_dump(mode="json", exclude_defaults=True) for m in messages]
-    elif facts.workflow_type == TASK:
+    elif facts.workflow_type == TASK_WORKFLOW:
         kind = "task"
-        state = await desk.read_state(client, workflow_id, TaskState, TASK)
+        state = await read_state(client, workflow_id, TaskState, TASK_WORKFLOW)
         tail = []
     else:
         raise DeskError(f"{workflow_id!r} is a {facts.workflow_type}, not an orga workflow")

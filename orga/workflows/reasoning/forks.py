@@ -173,21 +173,7 @@ async def start_fork(
         raise InvalidConfig(f"cannot fork: {failure_of(error).message}") from None
     messages = list(point.messages)
     if workflow.patched(FORK_OWN_PROMPTS):
-        problem = fork_point_problem(point)
-        if point.workflow_id != request.workflow_id:
-            problem = f"it names another loop, {point.workflow_id!r}"
-        source_agent = point.config.get("agent_id", LoopConfig().agent_id)
-        if problem is None and source_agent != books.config.agent_id:
-            raise InvalidConfig(
-                f"cannot fork {request.workflow_id!r} as agent {books.config.agent_id!r}: a "
-                f"fork runs as its source's agent ({source_agent!r}), within that agent's "
-                "tools, models, gate and ceilings; start a new loop to ask another agent"
-            )
-        if problem is not None:
-            raise InvalidConfig(
-                f"cannot fork: the state read for {request.workflow_id!r} is not one a loop "
-                f"records ({problem})"
-            )
+        _check_point(point, request, books)
         own = conversation.messages[: leading_system(conversation.messages)]
         messages = [*own, *messages[leading_system(messages) :]]
     if request.say is not None:
@@ -223,6 +209,30 @@ async def start_fork(
     conversation.reset(messages)
     tools.restore(point.tools)
     return point
+
+
+def _check_point(point: ForkPoint, request: ForkRequest, books: LoopBooks) -> None:
+    """Refuse a point that names another loop, is a state no loop records, or whose source ran
+    as another agent than the fork's.
+
+    Raises:
+        InvalidConfig: saying which.
+    """
+    problem = fork_point_problem(point)
+    if point.workflow_id != request.workflow_id:
+        problem = f"it names another loop, {point.workflow_id!r}"
+    if problem is not None:
+        raise InvalidConfig(
+            f"cannot fork: the state read for {request.workflow_id!r} is not one a loop "
+            f"records ({problem})"
+        )
+    source_agent = point.config.get("agent_id", LoopConfig().agent_id)
+    if source_agent != books.config.agent_id:
+        raise InvalidConfig(
+            f"cannot fork {request.workflow_id!r} as agent {books.config.agent_id!r}: a "
+            f"fork runs as its source's agent ({source_agent!r}), within that agent's "
+            "tools, models, gate and ceilings; start a new loop to ask another agent"
+        )
 
 
 def forked_summary(
