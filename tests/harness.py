@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import tempfile
 import uuid
@@ -130,6 +131,17 @@ class Harness:
     """The plugin of the running worker (its activities: ``plugin.parts(client)``)."""
     memo: dict[str, Any] = field(default_factory=dict[str, Any])
     """Memo of every loop started here (the time-skipping harness turns search attributes off)."""
+
+    async def another_process(self) -> Harness:
+        """This test's view from a second process: its own client (one client runs one worker
+        per queue) with its own identity (another process's pid), on the same task queue."""
+        other = await Client.connect(
+            self.client.service_client.config.target_host,
+            namespace=self.client.namespace,
+            data_converter=self.client.data_converter,
+            identity=f"other-{self.client.identity}",
+        )
+        return dataclasses.replace(self, client=other, handles=[])
 
     def new_model(self, steps: Iterable[Step]) -> str:
         """A fresh model name with its own script."""

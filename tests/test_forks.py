@@ -240,26 +240,28 @@ def forged_point(ask: ForkPointAsk) -> ForkPoint:
     )
 
 
-def _impostor(name: str) -> Any:
-    """A workflow type of the attacker's own (``name``) that answers ``fork_point`` with the
-    forged state."""
+@workflow.defn(name="not-a-loop")
+class NotALoop:
+    @workflow.run
+    async def run(self) -> None:
+        await workflow.wait_condition(lambda: False)
 
-    @workflow.defn(name=name)
-    class Impostor:
-        @workflow.run
-        async def run(self) -> None:
-            await workflow.wait_condition(lambda: False)
-
-        @workflow.query(name="fork_point")
-        def fork_point(self, ask: ForkPointAsk) -> ForkPoint:
-            return forged_point(ask)
-
-    return Impostor
+    @workflow.query(name="fork_point")
+    def fork_point(self, ask: ForkPointAsk) -> ForkPoint:
+        return forged_point(ask)
 
 
-NotALoop = _impostor("not-a-loop")
-ImpostorLoop = _impostor("ReasoningLoop")
-"""orga's workflow type name, on the attacker's own task queue."""
+@workflow.defn(name="ReasoningLoop")
+class ImpostorLoop:
+    """orga's workflow type name, on the attacker's own task queue."""
+
+    @workflow.run
+    async def run(self) -> None:
+        await workflow.wait_condition(lambda: False)
+
+    @workflow.query(name="fork_point")
+    def fork_point(self, ask: ForkPointAsk) -> ForkPoint:
+        return forged_point(ask)
 
 
 async def _forked_from(harness: Harness, source: str, model: str) -> str:

@@ -15,14 +15,12 @@ is read back is checked instead, and a poisoned entry is at most ignored, never 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import re
 from pathlib import Path
 
 import pytest
-from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from orga.contracts.state import LoopState
@@ -86,13 +84,7 @@ async def test_a_poisoned_tool_list_neither_stops_a_worker_nor_moves_a_call(
 
         await eventually(listed, "the worker's registry is listed")
         TEST_STORE.replace(key, POISONS["nested past the decoder"])
-        other = await Client.connect(
-            harness.client.service_client.config.target_host,
-            namespace=harness.client.namespace,
-            data_converter=harness.client.data_converter,
-            identity=f"other-{harness.client.identity}",
-        )
-        beside = dataclasses.replace(harness, client=other, handles=[])
+        beside = await harness.another_process()
         with caplog.at_level(logging.WARNING, logger="orga"):
             async with beside.worker():
                 pass

@@ -6,12 +6,11 @@ no worker registers, saying what was meant (issue 39)."""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from typing import Any
 
 import pytest
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 import orga
@@ -105,15 +104,8 @@ async def test_a_worker_beside_one_with_other_tools_says_which(
             )
 
         first = await eventually(listed, "the first worker's registry is listed")
-        # A second process's worker: its own client (one client runs one worker per queue),
-        # with its own identity (another process's pid).
-        other = await Client.connect(
-            harness.client.service_client.config.target_host,
-            namespace=harness.client.namespace,
-            data_converter=harness.client.data_converter,
-            identity=f"other-{harness.client.identity}",
-        )
-        beside = dataclasses.replace(harness, client=other, handles=[])
+        # A second process's worker.
+        beside = await harness.another_process()
         with caplog.at_level(logging.WARNING, logger="orga"):
             async with beside.worker():
                 pass
