@@ -9,6 +9,7 @@ Anthropic Messages API. A provider's format is chosen once, by ``wire_format``.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -81,16 +82,9 @@ class ChatCompletions:
     def request(
         self, messages: Sequence[Message], tools: Sequence[ToolDefinition], call: CallOptions
     ) -> dict[str, Any]:
-        # These providers cache a stable prefix by themselves: call.prompt_cache asks nothing.
-        return build_chat_request(
-            messages,
-            tools,
-            model=call.model,
-            max_output_tokens=call.max_output_tokens,
-            temperature=call.temperature,
-            source=call.source,
-            output_schema=call.output_schema,
-        )
+        options = dataclasses.asdict(call)
+        del options["prompt_cache"]  # these providers cache a stable prefix by themselves
+        return build_chat_request(messages, tools, **options)
 
     def streaming(self, body: dict[str, Any]) -> dict[str, Any]:
         return {**body, "stream": True, "stream_options": {"include_usage": True}}
@@ -117,16 +111,7 @@ class Messages:
     def request(
         self, messages: Sequence[Message], tools: Sequence[ToolDefinition], call: CallOptions
     ) -> dict[str, Any]:
-        return build_messages_request(
-            messages,
-            tools,
-            model=call.model,
-            max_output_tokens=call.max_output_tokens,
-            temperature=call.temperature,
-            source=call.source,
-            prompt_cache=call.prompt_cache,
-            output_schema=call.output_schema,
-        )
+        return build_messages_request(messages, tools, **dataclasses.asdict(call))
 
     def streaming(self, body: dict[str, Any]) -> dict[str, Any]:
         return {**body, "stream": True}
