@@ -191,20 +191,6 @@ def build_server(config: Settings, approver: str, *, decisions: bool = False) ->
     ``approve`` and ``deny``, which ask the person by elicitation and record the answer under
     ``approver``, unverified (the client application's claim: never signed)."""
     from mcp.server.mcpserver import MCPServer  # the SDK, loaded when a server is built
-    from mcp.server.mcpserver.exceptions import ToolError
-
-    def answered(tool: Callable[_P, Awaitable[_R]]) -> Callable[_P, Awaitable[_R]]:
-        """Expected failures reach the client as an error result with orga's message (other
-        exceptions are reported by the SDK as a crash, without their text)."""
-
-        @functools.wraps(tool)
-        async def run(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-            try:
-                return await tool(*args, **kwargs)
-            except _EXPECTED as error:
-                raise ToolError(_message(error)) from error
-
-        return run
 
     server = MCPServer("orga", instructions=DECIDING if decisions else INSTRUCTIONS)
     connection: list[Client] = []
@@ -214,8 +200,37 @@ def build_server(config: Settings, approver: str, *, decisions: bool = False) ->
             connection.append(await client_for(config))
         return connection[0]
 
+    _serve_loops(server, client, config)
+    _serve_inbox(server, client)
+    if decisions:
+        from orga.cli.mcp_decisions import serve_decisions
+
+        serve_decisions(server, client, approver)
+    return server
+
+
+def _answered(tool: Callable[_P, Awaitable[_R]]) -> Callable[_P, Awaitable[_R]]:
+    """Expected failures reach the client as an error result with orga's message (other
+    exceptions are reported by the SDK as a crash, without their text)."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    @functools.wraps(tool)
+    async def run(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return await tool(*args, **kwargs)
+        except _EXPECTED as error:
+            raise ToolError(_message(error)) from error
+
+    return run
+
+
+def _serve_loops(
+    server: MCPServer, client: Callable[[], Awaitable[Client]], config: Settings
+) -> None:
+    """The tools that start a loop and read one: its result, state and journal."""
+
     @server.tool()
-    @answered
+    @_answered
     async def start_loop(
         prompt: str,
         agent: str | None = None,
@@ -250,7 +265,7 @@ def build_server(config: Settings, approver: str, *, decisions: bool = False) ->
         return started | {"status": "running"}
 
     @server.tool()
-    @answered
+    @_answered
     async def loop_result(workflow_id: str, wait_seconds: float = 0) -> dict[str, Any]:
         """How a loop ended (its answer), or that it still runs.
 
@@ -262,7 +277,7 @@ def build_server(config: Settings, approver: str, *, decisions: bool = False) ->
         return await _outcome(await client(), workflow_id, wait_seconds)
 
     @server.tool()
-    @answered
+    @_answered
     async def loop_state(workflow_id: str) -> dict[str, Any]:
         """A loop's state: status, iteration, usage, pending approvals and escalations.
 
@@ -274,7 +289,7 @@ def build_server(config: Settings, approver: str, *, decisions: bool = False) ->
         return state.model_dump(mode="json")
 
     @server.tool()
-    @answered
+    @_answered
     async def loop_journal(workflow_id: str, after: int = 0, limit: int = 50) -> dict[str, Any]:
         """A loop's journal: model calls, gate decisions, tool runs, approvals, recoveries.
 
@@ -291,8 +306,12 @@ def build_server(config: Settings, approver: str, *, decisions: bool = False) ->
             "dropped": journal.dropped,
         }
 
+
+def _serve_inbox(server: MCPServer, client: Callable[[], Awaitable[Client]]) -> None:
+    """The tool that lists what waits for a person."""
+
     @server.tool()
-    @answered
+    @_answered
     async def inbox(limit: int = 100) -> dict[str, Any]:
         """Everything waiting for a person, in loops and tasks: approvals, escalations, reviews.
 
@@ -301,12 +320,6 @@ def build_server(config: Settings, approver: str, *, decisions: bool = False) ->
         """
         items = await waiting_items(await client(), limit=limit)
         return {"items": [item.model_dump(mode="json") for item in items]}
-
-    if decisions:
-        from orga.cli.mcp_decisions import serve_decisions
-
-        serve_decisions(server, client, approver)
-    return server
 
 
 async def _outcome(client: Client, workflow_id: str, wait_seconds: float) -> dict[str, Any]:
