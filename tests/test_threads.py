@@ -278,6 +278,37 @@ async def test_a_long_thread_continues_as_new_and_keeps_its_turns(harness: Harne
     assert last.user_texts() == [f"message {n}" for n in range(1, turns + 1)]
 
 
+async def test_orgas_own_notices_travel_into_the_next_run(harness: Harness) -> None:
+    """A conversation that holds orga's own notices (``[orga] Your last turn ended
+    unanswered…``) continues as new: the next run carries them as the loop's, never as a
+    person's task that imitates them."""
+    turns = 14
+    steps = [
+        Turn(tool_calls=[("add", {"a": 1, "b": 1})]),
+        Turn(tool_calls=[("add", {"a": 2, "b": 2})]),
+    ]
+    model = harness.new_model([*steps, *(Turn(text=f"answer {n}") for n in range(2, turns + 1))])
+    config = LoopConfig(
+        model=model, tools=["add"], max_iterations=2, max_history_events=200, thread=ThreadConfig()
+    )
+    async with harness.worker():
+        chat = await _start(harness, config)
+        cut_short = await chat.send("add twice")
+        answers = [await chat.send(f"message {n}") for n in range(2, turns + 1)]
+        description = await chat.handle.describe()
+        first_run = await harness.client.get_workflow_handle(
+            chat.id, run_id=description.raw_description.workflow_execution_info.first_run_id
+        ).describe()
+        await chat.close()
+        result = await chat.handle.result()
+    assert cut_short.reason == "budget_exceeded"
+    assert first_run.status is not None and first_run.status.name == "CONTINUED_AS_NEW"
+    assert [a.output for a in answers] == [f"answer {n}" for n in range(2, turns + 1)]
+    assert result.output == f"answer {turns}"
+    last = harness.model.requests_for(model)[-1]
+    assert any(t.startswith("[orga] Your last turn ended unanswered") for t in last.user_texts())
+
+
 async def test_orga_list_shows_a_thread_and_what_it_waits_for(
     env: WorkflowEnvironment, harness: Harness
 ) -> None:

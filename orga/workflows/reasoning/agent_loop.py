@@ -223,7 +223,7 @@ class AgentLoop:
     async def run(self) -> LoopResult:
         """The loop, from its setup to its result (or its typed failure)."""
         books = self.books
-        if self._invalid is None:
+        if self._invalid is None and self._input.carry is None:  # a next run's are the loop's
             self._invalid = self.steering.refused_task(self._input.messages)
         if self._invalid is not None:
             invalid = InvalidConfig(self._invalid)
