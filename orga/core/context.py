@@ -38,6 +38,7 @@ __all__ = [
     "estimate_message_tokens",
     "fit",
     "fold",
+    "leading_system",
     "summarised",
     "summary_message",
     "summary_tokens",
@@ -65,6 +66,17 @@ def estimate_message_tokens(message: Message) -> int:
     for result in message.tool_results:
         total += _PER_MESSAGE + estimate_tokens(result.content)
     return total
+
+
+def leading_system(messages: Sequence[Message]) -> int:
+    """How many system messages open ``messages`` (the agent's prompt, whom it may delegate
+    to, the loop's own prompt: a loop puts them there before anything else)."""
+    count = 0
+    for message in messages:
+        if message.role != "system":
+            break
+        count += 1
+    return count
 
 
 def _protected(message: Message) -> bool:

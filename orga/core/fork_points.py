@@ -16,20 +16,9 @@ from collections.abc import Sequence
 
 from orga.contracts.conversation import Message
 from orga.contracts.forks import ForkPoint
-from orga.core.context import INJECTED_MARKERS
+from orga.core.context import INJECTED_MARKERS, leading_system
 
-__all__ = ["fork_point_problem", "leading_system"]
-
-
-def leading_system(messages: Sequence[Message]) -> int:
-    """How many system messages open ``messages`` (the agent's prompt, whom it may delegate
-    to, the loop's own prompt: a loop puts them there before anything else)."""
-    count = 0
-    for message in messages:
-        if message.role != "system":
-            break
-        count += 1
-    return count
+__all__ = ["fork_point_problem"]
 
 
 def _budget_problem(point: ForkPoint) -> str | None:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from orga.contracts.conversation import Message
+from orga.core.context import leading_system
 
 __all__ = ["constrains", "schema_text", "with_schema"]
 
@@ -29,9 +30,7 @@ def with_schema(messages: Sequence[Message], schema: dict[str, Any] | None) -> l
     """``messages`` with the answer's schema shown after their opening system messages."""
     if schema is None:
         return list(messages)
-    opening = 0
-    while opening < len(messages) and messages[opening].role == "system":
-        opening += 1
+    opening = leading_system(messages)
     notice = Message(
         role="system",
         content=(

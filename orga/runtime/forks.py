@@ -60,7 +60,7 @@ async def read_fork_point(
             records, or no run holds the turn.
     """
     for _ in range(_RUNS):
-        handle = await _source_run(client, workflow_id, run_id, task_queues)
+        handle, task_queue = await _source_run(client, workflow_id, run_id, task_queues)
         try:
             point = await handle.query(FORK_QUERY, ForkPointAsk(at=at), result_type=ForkPoint)
         except (RPCError, WorkflowQueryFailedError) as error:
@@ -71,7 +71,7 @@ async def read_fork_point(
                 f"({point.workflow_id!r}, run {point.run_id}): a fork starts only from the "
                 "state its source's own run records"
             )
-        point = point.model_copy(update={"task_queue": handle.task_queue})
+        point = point.model_copy(update={"task_queue": task_queue})
         if point.found:
             if (problem := fork_point_problem(point)) is not None:
                 raise ForkPointError(
@@ -88,20 +88,11 @@ async def read_fork_point(
     raise ForkPointError(f"no run of {workflow_id!r} holds turn {at}")
 
 
-class _Run:
-    """One described run of a fork's source: its handle, pinned to the run."""
-
-    def __init__(self, handle: WorkflowHandle[Any, Any], run_id: str, task_queue: str) -> None:
-        self.query = handle.query
-        self.run_id = run_id
-        self.task_queue = task_queue
-
-
 async def _source_run(
     client: Client, workflow_id: str, run_id: str | None, task_queues: Collection[str] | None
-) -> _Run:
-    """The run ``run_id`` of ``workflow_id`` (default: its newest) as the server describes it,
-    once it is known to be an orga loop on a queue of ``task_queues``.
+) -> tuple[WorkflowHandle[Any, Any], str]:
+    """The run ``run_id`` of ``workflow_id`` (default: its newest), pinned, and the task queue
+    it ran on, once the server describes it as an orga loop on a queue of ``task_queues``.
 
     Raises:
         ForkPointError: it cannot be described, is of another type, or on another queue.
@@ -124,7 +115,7 @@ async def _source_run(
             "deployment. Fork it on its own queue."
         )
     pinned = client.get_workflow_handle(workflow_id, run_id=described.run_id)
-    return _Run(pinned, described.run_id, described.task_queue)
+    return pinned, described.task_queue
 
 
 async def start_fork_run(

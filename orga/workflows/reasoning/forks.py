@@ -30,7 +30,8 @@ from orga.contracts.evidence import EvidenceCollection
 from orga.contracts.forks import FETCH_FORK_POINT, ForkPoint, ForkPointAsk, ForkRequest
 from orga.contracts.inference import Usage
 from orga.contracts.journal import Forked
-from orga.core.fork_points import fork_point_problem, leading_system
+from orga.core.context import leading_system
+from orga.core.fork_points import fork_point_problem
 from orga.core.text import cut
 from orga.workflows.reasoning.durable_conversation import Conversation
 from orga.workflows.reasoning.loop_books import LoopBooks
@@ -226,7 +227,7 @@ def _check_point(point: ForkPoint, request: ForkRequest, books: LoopBooks) -> No
             f"cannot fork: the state read for {request.workflow_id!r} is not one a loop "
             f"records ({problem})"
         )
-    source_agent = point.config.get("agent_id", LoopConfig().agent_id)
+    source_agent = point.config.get("agent_id", LoopConfig.model_fields["agent_id"].default)
     if source_agent != books.config.agent_id:
         raise InvalidConfig(
             f"cannot fork {request.workflow_id!r} as agent {books.config.agent_id!r}: a "
