@@ -264,7 +264,7 @@ def test_a_price_the_table_refuses_charges_every_input_token_uncached(
     assert priced(usage, "openai", PRICED, {}).unpriced_calls == 1
 
 
-def test_a_negative_price_is_charged_as_the_dearest_reading(
+def test_a_negative_price_is_charged_uncached(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     real = genai_prices.calc_price

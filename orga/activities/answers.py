@@ -24,9 +24,9 @@ from temporalio import activity
 
 from orga.contracts.answers import CHECK_ANSWER, AnswerCheck, CheckedAnswer
 from orga.core.text import cut
-from orga.runtime.json_schema import JsonSchema, SchemaRefused, schema_problem
+from orga.runtime.json_schema import JsonSchema, SchemaRefused
 
-__all__ = ["check_answer", "schema_problem"]
+__all__ = ["check_answer"]
 
 _PROBLEMS = 5
 """Validation errors shown to the model at most."""

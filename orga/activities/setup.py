@@ -13,7 +13,6 @@ import asyncio
 
 from temporalio import activity
 
-from orga.activities.answers import schema_problem
 from orga.contracts.agents import AgentSpec
 from orga.contracts.critic import ModelCritic
 from orga.contracts.delegation import DELEGATE_TOOL
@@ -38,6 +37,7 @@ from orga.core.agents import (
     resolve_loop,
 )
 from orga.core.profile import glob_matches
+from orga.runtime.json_schema import schema_problem
 from orga.runtime.settings import Settings
 from orga.tools.sdk import ToolRegistry
 from orga.worker.agent_registry import AgentRegistry

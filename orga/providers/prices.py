@@ -48,12 +48,12 @@ def price_of(
     cost = _price(usage, provider, model, prices)
     if cost is None or cost >= 0:
         return cost
-    dearest = _price(_uncached(usage), provider, model, prices)
-    return dearest if dearest is not None and dearest >= 0 else None
+    uncached = _price(_uncached(usage), provider, model, prices)
+    return uncached if uncached is not None and uncached >= 0 else None
 
 
 def _uncached(usage: Usage) -> Usage:
-    """``usage`` as if nothing came from or went to the cache (its dearest reading)."""
+    """``usage`` as if nothing came from or went to the cache: no cache read discounts it."""
     return usage.model_copy(update={"cache_read_input_tokens": 0, "cache_creation_input_tokens": 0})
 
 
