@@ -10,8 +10,7 @@
     result = await loop.result()
 
 A ``LoopHandle`` wraps Temporal's workflow handle (``.handle``) with the loop's queries and
-updates; every decision names who made it, as the CLI's do. A thread (``config.thread``) is a
-loop that waits for the next message after each answer:
+updates; every decision names who made it. A thread waits for a message after each answer:
 
     chat = await orga.start_thread(client, orga.LoopConfig(tools=["add"]))
     turn = await chat.send("What is 2+3?")  # the turn's TurnResult, once answered
@@ -36,6 +35,7 @@ from orga.contracts.critic import Review, Verdict
 from orga.contracts.forks import ForkRequest
 from orga.contracts.journal import Journal
 from orga.contracts.messages import JOURNAL_QUERY, LOOP_WORKFLOW, STATE_QUERY
+from orga.contracts.principals import PrincipalClaim
 from orga.contracts.state import LoopResult, LoopState
 from orga.contracts.threads import ThreadClosed, ThreadConfig, TurnResult
 from orga.desk.approvals import approval_decision
@@ -48,6 +48,7 @@ from orga.desk.sender import (
     send_user_message,
 )
 from orga.runtime.approver_keys import load_key as load_approver_key
+from orga.runtime.binding import Issuer, bind
 from orga.runtime.connect import connect as _connect
 from orga.runtime.forks import start_fork_run
 from orga.runtime.settings import Settings
@@ -81,6 +82,8 @@ async def start_loop(
     workflow_id: str | None = None,
     task_queue: str | None = None,
     output_type: type[BaseModel] | None = None,
+    principal: PrincipalClaim | str | None = None,
+    issuer: Issuer | None = None,
 ) -> LoopHandle:
     """Start a reasoning loop and return its handle (it runs on a worker; this returns at once).
 
@@ -93,21 +96,26 @@ async def start_loop(
         task_queue: default: ``ORGA_TASK_QUEUE`` (``orga``).
         output_type: a pydantic model the answer must match: its JSON Schema becomes the
             config's ``output_schema``, and ``result().value`` is an instance of it.
+        principal: whom it runs for (``PrincipalClaim``, or a user's name), charged to their
+            spend ledger: verified when ``issuer`` signs it (``orga.runtime.binding``).
     """
     if isinstance(task, LoopInput):
         given = task
     else:
         messages = [Message(role="user", content=task)] if isinstance(task, str) else list(task)
         given = LoopInput(messages=messages, config=config or LoopConfig())
+    workflow_id = workflow_id or f"loop-{uuid.uuid4().hex[:12]}"
     if output_type is not None:
         schema = output_type.model_json_schema()
         given = given.model_copy(
             update={"config": given.config.model_copy(update={"output_schema": schema})}
         )
+    if principal is not None:
+        given = given.model_copy(update={"principal": bind(principal, workflow_id, issuer)})
     handle = await client.start_workflow(
         LOOP_WORKFLOW,
         given,
-        id=workflow_id or f"loop-{uuid.uuid4().hex[:12]}",
+        id=workflow_id,
         task_queue=task_queue or Settings.from_env().task_queue,
         result_type=LoopResult,
     )
@@ -122,6 +130,8 @@ async def start_thread(
     workflow_id: str | None = None,
     task_queue: str | None = None,
     output_type: type[BaseModel] | None = None,
+    principal: PrincipalClaim | str | None = None,
+    issuer: Issuer | None = None,
 ) -> ThreadHandle:
     """Start a thread — a loop that after each answer waits for the next message — and return
     its handle; ``send`` a message to run a turn.
@@ -136,10 +146,10 @@ async def start_thread(
         task_queue: default: ``ORGA_TASK_QUEUE`` (``orga``).
         output_type: a pydantic model every turn's answer must match (``TurnResult.value``
             and ``result().value`` are instances of it).
+        principal, issuer: whom it runs for, and who vouches for that (``start_loop``).
     """
     config = config or LoopConfig()
-    if config.thread is None:
-        config = config.model_copy(update={"thread": ThreadConfig()})
+    config = config if config.thread else config.model_copy(update={"thread": ThreadConfig()})
     messages = [Message(role="user", content=first)] if first is not None else []
     started = await start_loop(
         client,
@@ -147,6 +157,8 @@ async def start_thread(
         workflow_id=workflow_id or f"thread-{uuid.uuid4().hex[:12]}",
         task_queue=task_queue,
         output_type=output_type,
+        principal=principal,
+        issuer=issuer,
     )
     return thread(client, started.id, output_type=output_type)
 
@@ -170,12 +182,20 @@ async def start_fork(
     workflow_id: str | None = None,
     task_queue: str | None = None,
     output_type: type[BaseModel] | None = None,
+    principal: PrincipalClaim | str | None = None,
+    issuer: Issuer | None = None,
     **overrides: Any,
 ) -> LoopHandle:
     """``LoopHandle.fork`` of the loop ``source`` (see there)."""
     ask = ForkRequest(workflow_id=source, at=at, say=say, replace=replace)
     handle, is_thread = await start_fork_run(
-        client, ask, LOOP_WORKFLOW, overrides, workflow_id=workflow_id, task_queue=task_queue
+        client,
+        ask,
+        LOOP_WORKFLOW,
+        overrides,
+        workflow_id=workflow_id,
+        task_queue=task_queue,
+        principal=lambda fork_id: bind(principal, fork_id, issuer),
     )
     if is_thread:
         return thread(client, handle.id, output_type=output_type)
@@ -279,7 +299,7 @@ class LoopHandle:
         instead of its last user message) and config ``overrides`` (``model=…``,
         ``policy=…``). This loop is untouched; nothing it ran runs again. The fork's worker
         reads the state from this loop itself; its journal and audit begin with ``Forked``.
-        A thread's fork is a thread (a ``ThreadHandle``).
+        A thread's fork is a thread; a fork runs for the ``principal=`` it names (``start_loop``).
 
         Raises:
             ForkPointError: this loop or its turn ``at`` cannot be read.

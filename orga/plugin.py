@@ -47,6 +47,7 @@ from orga.activities.forks import fetch_fork_point
 from orga.activities.inference import InferenceActivities
 from orga.activities.knowledge import KnowledgeActivities
 from orga.activities.policy import PolicyActivities
+from orga.activities.principals import PrincipalResolver, SpendGuard, parent_check
 from orga.activities.setup import SetupActivities
 from orga.activities.summary import SummaryActivities
 from orga.activities.tools import ToolActivities
@@ -61,6 +62,7 @@ from orga.runtime.connect import StartAttributes, connect_config
 from orga.runtime.converter import OrgaPayloadConverter, data_converter
 from orga.runtime.presence import publish_tools, warn_about_other_registries
 from orga.runtime.settings import Settings
+from orga.runtime.spend import SpendLedger
 from orga.runtime.store import Store
 from orga.runtime.tls import tls
 from orga.runtime.tracing import configure_tracing, tracing_interceptors
@@ -72,6 +74,7 @@ from orga.tools.mcp.config import load_mcp_config
 from orga.tools.sdk import Tool, ToolRegistry, ToolSource
 from orga.worker.agent_registry import AgentRegistry
 from orga.worker.blobs import BlobStore
+from orga.worker.principals import PrincipalRegistry
 from orga.worker.sandbox import workflow_runner
 from orga.workflows.loop import ReasoningLoopWorkflow
 from orga.workflows.task import TaskWorkflow
@@ -294,16 +297,23 @@ class _Parts:
             allow_hidden=settings.file_read_hidden,
             blobs=blobs,
         )
+        principals = PrincipalRegistry.load(settings)
+        # The ledger is the store every worker shares: one principal's loops are charged
+        # together wherever they run.
+        spend = SpendGuard(principals, SpendLedger(store), settings.model_prices)
         self.inference = InferenceActivities(
             settings=settings,
             http=http,
             registry=self.registry,
             client=client,
             blobs=blobs,
+            spend=spend,
             decide=self.policy.evaluate_policy,  # the default gate, decided where answers arrive
         )
-        self.summary = SummaryActivities(settings=settings, http=http, cache=self.inference.cache)
-        self.critic = CriticActivities(settings=settings, http=http)
+        self.summary = SummaryActivities(
+            settings=settings, http=http, cache=self.inference.cache, spend=spend
+        )
+        self.critic = CriticActivities(settings=settings, http=http, spend=spend)
         self.tools = ToolActivities(registry=self.registry, blobs=blobs, ledger=Ledger(store))
         self.knowledge = knowledge
         agents = _build_agents(settings, engines)
@@ -313,6 +323,7 @@ class _Parts:
             registry=self.registry,
             agents=agents,
             engines=engines,
+            principals=PrincipalResolver(principals, parent_check(client)),
             approval_policy=cedar is not None and cedar.decides_approvals,
         )
 

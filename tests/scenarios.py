@@ -720,6 +720,45 @@ async def gate_by_action(h: Harness) -> WorkflowHandle[Any, Any]:
     return handle
 
 
+async def principal_spend(h: Harness) -> WorkflowHandle[Any, Any]:
+    """A loop the web issuer bound to ann of tenant acme: its tool turn fits acme's day
+    tokens, its next call does not and is refused before it is sent (``BudgetExceeded``)."""
+    from orga.contracts.config import LoopInput
+    from orga.contracts.conversation import Message
+    from orga.contracts.principals import PrincipalClaim
+    from orga.contracts.state import LoopResult
+    from orga.runtime.approver_keys import public_key_of
+    from orga.runtime.binding import Issuer, bind
+
+    key = Ed25519PrivateKey.generate()
+    folder = Path(tempfile.mkdtemp(prefix="orga-history-"))
+    principals = folder / "principals.toml"
+    principals.write_text(
+        f'[issuers.web]\nkey = "{public_key_of(key)}"\n\n[users.ann]\ntenant = "acme"\n\n'
+        "[tenants.acme]\nday_tokens = 200\n"
+    )
+    model = h.new_model(
+        [Turn(tool_calls=[("add", {"a": 2, "b": 3})], input_tokens=120, output_tokens=10)]
+    )
+    loop_id = "history-principal-spend"
+    async with h.worker(settings=scripted_settings(h.model, principals_file=principals)):
+        handle = await h.client.start_workflow(
+            "ReasoningLoop",
+            LoopInput(
+                messages=[Message(role="user", content="2+3?")],
+                config=LoopConfig(model=model, tools=["add"], max_output_tokens=40),
+                principal=bind(PrincipalClaim(user="ann"), loop_id, Issuer("web", key)),
+            ),
+            id=loop_id,
+            task_queue=h.task_queue,
+            result_type=LoopResult,
+        )
+        h.handles.append(handle)
+        with contextlib.suppress(WorkflowFailureError):
+            await handle.result()
+    return handle
+
+
 SCENARIOS: dict[str, Scenario] = {
     "tools": tools,
     "denial": denial,
@@ -750,4 +789,5 @@ SCENARIOS: dict[str, Scenario] = {
     "model_waits_for_worker": model_waits_for_worker,
     "task_waits_for_worker": task_waits_for_worker,
     "gate_by_action": gate_by_action,
+    "principal_spend": principal_spend,
 }

@@ -12,6 +12,8 @@ Modules (each defines an activity class; what the activities use lives in ``orga
 * ``answers`` — ``check_answer``: a typed loop's answer against its ``output_schema``
 * ``forks`` — ``fetch_fork_point``: a fork's starting state, read from its source
 * ``summary`` — ``summarise_context``: a loop's running summary
+* ``principals`` — who a loop runs for (resolved at setup), and each model call's charge to
+  that principal's spend ledger
 """
 
 from orga.activities.inference import InferenceActivities

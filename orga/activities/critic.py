@@ -15,6 +15,7 @@ import httpx
 from pydantic import BaseModel, ValidationError
 from temporalio import activity
 
+from orga.activities.principals import SpendGuard
 from orga.contracts.conversation import Message
 from orga.contracts.critic import CRITIQUE, REVIEW_TOOL, CritiqueRequest, CritiqueVerdict
 from orga.contracts.errors import BudgetExceeded, CriticFailed, ToolInputError
@@ -63,7 +64,8 @@ _INSTRUCTIONS = (
 class CriticActivities:
     """Critic calls over the worker's providers and HTTP client."""
 
-    def __init__(self, *, settings: Settings, http: httpx.AsyncClient) -> None:
+    def __init__(self, *, settings: Settings, http: httpx.AsyncClient, spend: SpendGuard) -> None:
+        self._spend = spend
         self._settings = settings
         self._http = http
 
@@ -92,7 +94,18 @@ class CriticActivities:
         except OutOfBudget as error:  # the critic is not asked: the loop ends BudgetExceeded
             raise BudgetExceeded(str(error), {"estimated_input_tokens": estimated}) from error
         provider = self._settings.provider(request.provider)
-        async with heartbeating():
+        model = request.model or provider.default_model
+
+        async with (
+            self._spend.held(
+                request.principal,
+                provider=provider.name,
+                model=model,
+                estimated=estimated,
+                max_output=max_output,
+            ) as settle,
+            heartbeating(),
+        ):
             response = await complete(
                 self._http,
                 provider,
@@ -103,10 +116,10 @@ class CriticActivities:
                 temperature=None,
                 timeout=timeout,
             )
-        model = request.model or provider.default_model
-        usage = priced(
-            served(response, estimated), provider.name, model, self._settings.model_prices
-        )
+            usage = priced(
+                served(response, estimated), provider.name, model, self._settings.model_prices
+            )
+            await settle(usage)
         if capped and response.stop_reason == "max_tokens":
             raise BudgetExceeded(
                 f"the critic's review was cut at the {max_output} tokens the loop had left",

@@ -15,6 +15,7 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
+from orga.activities.principals import SpendGuard
 from orga.contracts.conversation import Message
 from orga.contracts.errors import (
     BudgetExceeded,
@@ -88,8 +89,11 @@ class InferenceActivities:
         registry: ToolRegistry,
         client: Client,
         blobs: BlobStore,
+        spend: SpendGuard,
         decide: Callable[[PolicyRequest], Awaitable[PolicyResult]] | None = None,
     ) -> None:
+        self._spend = spend
+        """Charges each call to its principal's ledger (``orga.activities.principals``)."""
         self._decide = decide
         """The policy activity's rules, for calls that decide the ``default`` gate here."""
         self._blobs = blobs
@@ -180,7 +184,16 @@ class InferenceActivities:
         asked, the answer gated (the ``default`` gate) and bounded, and kept in the worker's
         copy of the conversation as the loop will record it."""
         prompt = await self._prompt(request)
-        response = await self._ask(request, prompt)
+        provider = self._settings.provider(request.provider)
+        async with self._spend.held(
+            request.principal,
+            provider=provider.name,
+            model=request.model or provider.default_model,
+            estimated=prompt.estimated,
+            max_output=prompt.max_output,
+        ) as settle:
+            response = await self._ask(request, prompt)
+            await settle(response.usage)
         answered = await self._answer(request, prompt, response)
         # The loop records the answer as its next message (its ids): keep it, so the next call
         # need not carry it back (orga.workflows.reasoning.durable_conversation).

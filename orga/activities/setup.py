@@ -13,6 +13,7 @@ import asyncio
 
 from temporalio import activity
 
+from orga.activities.principals import PrincipalResolver
 from orga.contracts.agents import AgentSpec
 from orga.contracts.critic import ModelCritic
 from orga.contracts.delegation import DELEGATE_TOOL
@@ -55,8 +56,11 @@ class SetupActivities:
         registry: ToolRegistry,
         agents: AgentRegistry,
         engines: frozenset[PolicyMode],
+        principals: PrincipalResolver,
         approval_policy: bool = False,
     ) -> None:
+        self._principals = principals
+        """Who each loop and task runs for (``orga.activities.principals``)."""
         self._settings = settings
         self._approval_policy = approval_policy
         """The Cedar policies say who may decide what (their schema declares approve)."""
@@ -87,6 +91,7 @@ class SetupActivities:
         # A client's schema: checked in a thread (bounded, but up to about a second).
         if schema is not None and (problem := await asyncio.to_thread(schema_problem, schema)):
             raise InvalidConfig(f"config.output_schema {problem}")
+        principal = await self._principals.resolve(request.principal, _workflow_id())
         resolved = resolve_loop(agent, request.config, request.tools, self._offer)
         tools = self._registry.definitions(request.tools, named_by="config.tools")
         delegates: list[AgentSpec] = []
@@ -143,6 +148,8 @@ class SetupActivities:
             model_task_queue=self._settings.model_task_queue,
             approvers=self._agents.approvers,
             approvals_by_policy=self._approval_policy and resolved.policy == "cedar",
+            principal=principal,
+            fairness_weight=self._principals.weight(principal),
         )
 
     def _handed_to(
@@ -179,7 +186,10 @@ class SetupActivities:
             self._agents.get(loop_agent)
         check_tools(agent, request.tools, self._offer, "the task")
         policy = choose_policy(agent, None, self._offer)
+        principal = await self._principals.resolve(request.principal, _workflow_id())
         return TaskSetup(
+            principal=principal,
+            fairness_weight=self._principals.weight(principal),
             approvers=self._agents.approvers,
             approvals_by_policy=self._approval_policy and policy == "cedar",
             tools=[  # names and flags only: the schemas and descriptions stay on the worker
@@ -189,3 +199,8 @@ class SetupActivities:
             policy=policy,
             agent=agent,
         )
+
+
+def _workflow_id() -> str:
+    """The id of the workflow this setup is for (a local activity runs in its worker)."""
+    return activity.info().workflow_id or ""

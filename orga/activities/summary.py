@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import httpx
 from temporalio import activity
 
+from orga.activities.principals import SpendGuard
 from orga.contracts.conversation import Message
 from orga.contracts.errors import BudgetExceeded, InvalidConfig
 from orga.contracts.inference import SUMMARISE_CONTEXT, SummaryRequest, SummaryResponse
@@ -64,8 +65,14 @@ class SummaryActivities:
     """Summaries over the worker's providers, HTTP client and conversation cache."""
 
     def __init__(
-        self, *, settings: Settings, http: httpx.AsyncClient, cache: ConversationCache
+        self,
+        *,
+        settings: Settings,
+        http: httpx.AsyncClient,
+        cache: ConversationCache,
+        spend: SpendGuard,
     ) -> None:
+        self._spend = spend
         self._settings = settings
         self._http = http
         self._cache = cache
@@ -106,29 +113,39 @@ class SummaryActivities:
         except OutOfBudget as error:  # not asked: the loop goes on without a new summary
             raise BudgetExceeded(str(error), {"estimated_input_tokens": estimated}) from error
         provider = self._settings.provider(request.provider)
+        model = request.model or provider.default_model
         info = activity.info()
         timeout = info.start_to_close_timeout.total_seconds() if info.start_to_close_timeout else 60
-        async with heartbeating():
+
+        async with (
+            self._spend.held(
+                request.principal,
+                provider=provider.name,
+                model=model,
+                estimated=estimated,
+                max_output=max_output,
+            ) as settle,
+            heartbeating(),
+        ):
             response = await complete(
                 self._http,
                 provider,
                 messages,
                 [],
-                model=request.model or provider.default_model,
+                model=model,
                 max_output_tokens=max_output,
                 temperature=None,
                 timeout=timeout,
             )
+            usage = priced(
+                served(response, estimated), provider.name, model, self._settings.model_prices
+            )
+            await settle(usage)
         text = response.text.strip()
         limit = request.max_output_tokens * BYTES_PER_TOKEN * 2  # a provider that ignores it
         return SummaryResponse(
             text=cut(text, limit, "summary"),
-            usage=priced(
-                served(response, estimated),
-                provider.name,
-                request.model or provider.default_model,
-                self._settings.model_prices,
-            ),
+            usage=usage,
             model=response.model,
             folded=len(leaving),
             cut=response.stop_reason == "max_tokens" or len(text) > limit,

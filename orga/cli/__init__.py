@@ -27,6 +27,7 @@ Modules:
   replayed; ``--verify``; how its entries read; the workflow instance a replay builds
 * ``codec`` — ``orga codec``, the Web UI's codec endpoint
 * ``store`` — ``orga blob``
+* ``spend`` — ``orga spend``: each user's and tenant's spend against their limits
 * ``mcp``, ``mcp_decisions`` — ``orga mcp``, orga as an MCP server; its approve and deny
   (``--decisions``), which ask the person by elicitation and record the answer as the MCP
   client's claim (unverified, never signed)

@@ -25,6 +25,7 @@ from orga.cli import (
     run,
     schedule,
     server,
+    spend,
     store,
     tasks,
 )
@@ -69,6 +70,7 @@ for module in (
     policy,
     mcp,
     store,
+    spend,
     codec,
 ):
     module.register(app)

@@ -28,8 +28,11 @@ from temporalio.client import Client, WorkflowHandle
 from orga.contracts.config import LoopConfig, LoopInput
 from orga.contracts.conversation import Message
 from orga.contracts.errors import InvalidConfig, describe_validation_error
+from orga.contracts.principals import PrincipalClaim
 from orga.contracts.vocabulary import ProviderName
 from orga.desk.facts import DeskError
+from orga.runtime.approver_keys import ApproverKeyError
+from orga.runtime.binding import bind, issuer_from
 from orga.runtime.connect import connect
 from orga.runtime.safe_text import SafeConsole, json_text, one_line
 from orga.runtime.settings import Settings
@@ -354,6 +357,26 @@ def exit_process(code: int) -> NoReturn:
     except BrokenPipeError:
         pass  # the reader is gone: there is nobody to flush to
     os._exit(code)  # temporalio can crash the interpreter at exit (sdk-python#300)
+
+
+def principal_of(
+    user: str | None, tenant: str | None, workflow_id: str, settings: Settings
+) -> PrincipalClaim:
+    """The principal ``--principal``/``--tenant`` name, for ``workflow_id``: signed by the
+    issuer the settings name (``ORGA_ISSUER``, ``ORGA_ISSUER_KEY``), else a claim.
+
+    Raises:
+        CliError: no user, a name that is not one, or an issuer key that cannot be read (2).
+    """
+    if user is None:
+        raise CliError("--tenant needs --principal (the user the loop runs for)", 2)
+    try:
+        claim = PrincipalClaim(user=user, tenant=tenant)
+        return bind(claim, workflow_id, issuer_from(settings)) or claim
+    except ValidationError as error:
+        raise CliError(f"invalid principal: {describe_validation_error(error)}", 2) from error
+    except ApproverKeyError as error:
+        raise CliError(str(error), 2) from error
 
 
 def loop_input(prompt: str | None, **config: Any) -> LoopInput:

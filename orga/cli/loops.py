@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import sys
 from collections.abc import Awaitable
 from typing import Annotated, Any, Literal
@@ -39,12 +40,16 @@ from orga.cli.views import (
 )
 from orga.cli.waiting import ensure_answering
 from orga.contracts import search_attributes as sa
+from orga.contracts.errors import InvalidConfig
 from orga.contracts.journal import Journal
 from orga.contracts.messages import JOURNAL_QUERY, LOOP_WORKFLOW, TASK_WORKFLOW
+from orga.contracts.principals import NAME_PATTERN, Period, Principal, Scope, SpendLine
 from orga.contracts.state import LoopResult, LoopState, LoopStatus
 from orga.contracts.threads import THREAD_MEMO
 from orga.desk.facts import KINDS, DeskError, of_kind, read_state
 from orga.runtime.safe_text import json_text
+from orga.runtime.spend import LedgerUnavailable, SpendLedger
+from orga.worker.principals import PrincipalRegistry
 
 __all__ = ["list_workflows", "register"]
 
@@ -81,10 +86,32 @@ def state(
         if as_json:
             print_json(loop)
         else:
-            console().print(render_state(loop), markup=False)
+            left = _left(loop.principal) if loop.principal is not None else []
+            console().print(render_state(loop, left), markup=False)
         return 0
 
     execute(body, as_json=as_json)
+
+
+def _left(principal: Principal) -> list[SpendLine]:
+    """What the principal's user and tenant have spent and may still spend, today and this
+    month, as the ledger holds it (nothing when this machine's store cannot say)."""
+    found = settings()
+    whose: list[tuple[Scope, str | None]] = [("user", principal.user), ("tenant", principal.tenant)]
+    periods: list[Period] = ["day", "month"]
+    try:
+        registry = PrincipalRegistry.load(found)
+        with found.store() as store:
+            ledger = SpendLedger(store)
+            return [
+                line
+                for period in periods
+                for scope, name in whose
+                if name is not None
+                for line in ledger.lines(period, scope=scope, name=name, limits=registry.limits)
+            ]
+    except (InvalidConfig, LedgerUnavailable):
+        return []
 
 
 async def _state_without_worker(
@@ -220,11 +247,20 @@ def list_command(
         LoopStatus | None, typer.Option(help="Only workflows in this status.")
     ] = None,
     agent: Annotated[str | None, typer.Option(help="Only workflows of this agent.")] = None,
+    principal: Annotated[
+        str | None, typer.Option(help="Only loops that run for this user.")
+    ] = None,
+    tenant: Annotated[str | None, typer.Option(help="Only loops of this tenant.")] = None,
     limit: Annotated[int, typer.Option(help="At most this many, newest first.")] = 20,
     as_json: Json = False,
 ) -> None:
     """Recent loops and tasks, from Temporal's visibility (no worker needed)."""
-    execute(lambda: list_workflows(kind, status, agent, limit, as_json), as_json=as_json)
+    execute(
+        lambda: list_workflows(
+            kind, status, agent, limit, as_json, principal=principal, tenant=tenant
+        ),
+        as_json=as_json,
+    )
 
 
 _EXECUTION_STATUS = {
@@ -242,8 +278,15 @@ async def list_workflows(
     agent: str | None,
     limit: int,
     as_json: bool,
+    *,
+    principal: str | None = None,
+    tenant: str | None = None,
 ) -> int:
-    """The body of ``orga list`` and ``orga task list``."""
+    """The body of ``orga list`` and ``orga task list``.
+
+    Raises:
+        CliError: a principal or tenant that is not a plain name (exit code 2).
+    """
     client = await client_for(settings())
     types = [KINDS[kind]] if kind else [LOOP_WORKFLOW, TASK_WORKFLOW]
     query = "WorkflowType IN (" + ", ".join(f"'{t}'" for t in types) + ")"
@@ -255,6 +298,11 @@ async def list_workflows(
         query += f" AND (OrgaStatus = '{status}'{fallback if execution else ''})"
     if agent:
         query += " AND OrgaAgentId = '" + agent.replace("'", "\\'") + "'"
+    for key, name in ((sa.PRINCIPAL, principal), (sa.TENANT, tenant)):
+        if name is not None:
+            if not re.fullmatch(NAME_PATTERN, name):  # plain names only: nothing to escape
+                raise CliError(f"{name!r} is not a user's or tenant's name", 2)
+            query += f" AND {key.name} = '{name}'"
     names = {value: name for name, value in KINDS.items()}
     rows: list[WorkflowRow] = []
     try:
@@ -273,6 +321,7 @@ async def list_workflows(
                     iteration=attributes.get(sa.ITERATION) or 0,
                     tokens=attributes.get(sa.TOTAL_TOKENS) or 0,
                     started=execution.start_time,
+                    principal=_principal(attributes.get(sa.PRINCIPAL), attributes.get(sa.TENANT)),
                 )
             )
     except RPCError as error:
@@ -284,3 +333,9 @@ async def list_workflows(
     else:
         console().print("(nothing matches)")
     return 0
+
+
+def _principal(user: str | None, tenant: str | None) -> str:
+    if user is None:
+        return "-"
+    return user if tenant is None else f"{user}@{tenant}"

@@ -33,6 +33,7 @@ from orga.cli.common import (
     console,
     execute,
     loop_input,
+    principal_of,
     print_json,
     settings,
     start_workflow,
@@ -83,6 +84,28 @@ MaxCost = Annotated[
     ),
 ]
 Timeout = Annotated[float | None, typer.Option(help="Hard cap on working time, in seconds.")]
+MaxOutputTokens = Annotated[
+    int | None, typer.Option(help="Cap on one model answer's tokens; default: the provider's.")
+]
+MaxConcurrentTools = Annotated[int | None, typer.Option(help="Tool calls run at once, at most.")]
+ContextTokenBudget = Annotated[
+    int | None, typer.Option(help="Tokens of conversation one model call may carry (32000).")
+]
+MaxDelegationDepth = Annotated[
+    int | None, typer.Option(help="How deep delegations may nest (within the agent's).")
+]
+Principal = Annotated[
+    str | None,
+    typer.Option(
+        "--principal",
+        help="Whom the loop runs for (a user): its model calls are charged to that user's "
+        "spend ledger. Signed when ORGA_ISSUER and ORGA_ISSUER_KEY are set, else a claim.",
+    ),
+]
+Tenant = Annotated[
+    str | None,
+    typer.Option(help="The principal's tenant, where the worker's operator does not map it."),
+]
 OutputSchema = Annotated[
     Path | None,
     typer.Option(
@@ -119,6 +142,12 @@ def run(
     max_total_tokens: MaxTotalTokens = None,
     max_cost: MaxCost = None,
     timeout: Timeout = None,
+    max_output_tokens: MaxOutputTokens = None,
+    max_concurrent_tools: MaxConcurrentTools = None,
+    context_token_budget: ContextTokenBudget = None,
+    max_delegation_depth: MaxDelegationDepth = None,
+    principal: Principal = None,
+    tenant: Tenant = None,
     output_schema: OutputSchema = None,
     workflow_id: WorkflowId = None,
     no_wait: NoWait = False,
@@ -143,12 +172,20 @@ def run(
             max_total_tokens=max_total_tokens,
             max_cost=max_cost,
             timeout=timedelta(seconds=timeout) if timeout is not None else None,
+            max_output_tokens=max_output_tokens,
+            max_concurrent_tools=max_concurrent_tools,
+            context_token_budget=context_token_budget,
+            max_delegation_depth=max_delegation_depth,
             output_schema=_schema_of(output_schema) if output_schema is not None else None,
             thread=ThreadConfig() if thread else None,
         )
         kind = "thread" if thread else "loop"
         chosen_id = workflow_id or f"{kind}-{uuid.uuid4().hex[:12]}"
         found = settings()
+        if principal is not None or tenant is not None:
+            request = request.model_copy(
+                update={"principal": principal_of(principal, tenant, chosen_id, found)}
+            )
         with _invoking(request.config, chosen_id) as span:
             client = await client_for(found)
             await ensure_worker(client, found.task_queue, wait=not no_wait, what="loop")

@@ -10,6 +10,7 @@ from datetime import datetime
 from rich.table import Table
 
 from orga.contracts.inference import Usage
+from orga.contracts.principals import SpendLine
 from orga.contracts.state import LoopResult, LoopState
 from orga.contracts.task import StepReport, TaskResult, TaskState
 from orga.desk.inbox import decided_by
@@ -34,13 +35,16 @@ def _status(state: LoopState) -> str:
     return f"{state.status} (phase: {state.phase})"
 
 
-def render_state(state: LoopState) -> str:
-    """A loop's state, one fact per line, then what it waits for and its last tool calls."""
+def render_state(state: LoopState, spend: Sequence[SpendLine] = ()) -> str:
+    """A loop's state, one fact per line, then what it waits for and its last tool calls;
+    ``spend``: its principal's ledger lines (what is left of each limit)."""
     usage = state.usage
     model = f"{state.provider or '?'} {state.model or '(the worker default)'}"
     lines = [
         f"workflow      {state.workflow_id}",
         f"agent         {state.agent_id}",
+        *([f"principal     {state.principal.describe()}"] if state.principal else []),
+        *(f"{'left' if n == 0 else '':<14}{_left(line)}" for n, line in enumerate(spend)),
         f"status        {_status(state)}",
         f"model         {model}",
         f"iteration     {state.iteration}"
@@ -162,12 +166,30 @@ class WorkflowRow:
     iteration: int
     tokens: int
     started: datetime | None
+    principal: str = "-"
+    """The user (``user@tenant``) it runs for, as its search attributes say."""
+
+
+def _left(line: SpendLine) -> str:
+    """``user ann, 2026-12-04: 0.950000 of 1 USD left (0.05 spent, 0 held)``."""
+    parts: list[str] = []
+    if line.limit_usd is not None:
+        left = max(line.limit_usd - line.spent_usd - line.reserved_usd, 0.0)
+        parts.append(f"{left:.6f} of {line.limit_usd:g} USD")
+    if line.limit_tokens is not None:
+        left_tokens = max(line.limit_tokens - line.spent_tokens - line.reserved_tokens, 0)
+        parts.append(f"{left_tokens} of {line.limit_tokens} tokens")
+    said = " and ".join(parts) + " left" if parts else "no limit"
+    return one_line(
+        f"{line.scope} {line.name}, {line.key}: {said} ({line.spent_usd:.6f} USD, "
+        f"{line.spent_tokens} tokens spent)"
+    )
 
 
 def rows_table(rows: Sequence[WorkflowRow]) -> Table:
     """Loops and tasks, newest first, as a table."""
     table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("WORKFLOW ID", "KIND", "STATUS", "AGENT"):
+    for column in ("WORKFLOW ID", "KIND", "STATUS", "AGENT", "PRINCIPAL"):
         table.add_column(column, no_wrap=True)
     table.add_column("ITER", justify="right")
     table.add_column("TOKENS", justify="right")
@@ -176,7 +198,8 @@ def rows_table(rows: Sequence[WorkflowRow]) -> Table:
         started = row.started.isoformat(timespec="seconds") if row.started else "-"
         iteration = str(row.iteration) if row.kind in ("loop", "thread") else "-"
         tokens = str(row.tokens) if row.kind in ("loop", "thread") else "-"
-        names = (one_line(text) for text in (row.workflow_id, row.kind, row.status, row.agent_id))
+        texts = (row.workflow_id, row.kind, row.status, row.agent_id, row.principal)
+        names = (one_line(text) for text in texts)
         table.add_row(*names, iteration, tokens, started)
     return table
 

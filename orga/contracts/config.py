@@ -21,6 +21,7 @@ from orga.contracts.inference import ContextStrategy
 from orga.contracts.knowledge import KnowledgeConfig
 from orga.contracts.policy import AncestorGate
 from orga.contracts.prehydration import PreHydrationConfig
+from orga.contracts.principals import PrincipalClaim
 from orga.contracts.resilience import BreakerConfig, RecoveryConfig
 from orga.contracts.threads import ThreadConfig
 from orga.contracts.tools import ToolProfile
@@ -258,6 +259,13 @@ class LoopInput(Compact):
     fork: ForkRequest | None = None
     """Start from another loop's state after one of its turns (``orga fork``): the worker reads
     that state from the source itself; ``messages`` is then empty."""
+
+    principal: PrincipalClaim | None = None
+    """Who the loop runs for (``orga.contracts.principals``): a claim, or a binding an enrolled
+    issuer signed for this workflow id. Its model calls are charged to that user's and
+    tenant's spend ledger. A delegated child and a next run carry their parent's and
+    predecessor's (the loop sets it; a client's is not taken for theirs). None: nobody's
+    (refused where the operator requires principals)."""
 
     @model_validator(mode="after")
     def _something_to_do(self) -> LoopInput:

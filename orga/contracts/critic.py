@@ -16,6 +16,7 @@ from typing import Annotated, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from orga.contracts.inference import Usage
+from orga.contracts.principals import Principal
 from orga.contracts.vocabulary import ProviderName
 from orga.contracts.wire import Compact, Tagged
 
@@ -121,6 +122,8 @@ class CritiqueRequest(Compact):
     round: int
     token_budget: int | None = None
     """Tokens the loop has left: the review must fit (``InferenceRequest.token_budget``)."""
+    principal: Principal | None = None
+    """Who the loop runs for: the call is charged to its spend ledger, as the loop's own are."""
 
 
 class CritiqueVerdict(Compact):

@@ -16,6 +16,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from orga.contracts.conversation import Message, Reasoning, ToolCall
+from orga.contracts.principals import Principal
 from orga.contracts.verdicts import PolicyResult
 from orga.contracts.vocabulary import ProviderName
 from orga.contracts.wire import Compact
@@ -201,6 +202,9 @@ class InferenceRequest(Compact):
     constrain_output: bool = True
     """Ask the provider to constrain the answer to ``output_schema``; False: only show it (the
     loop constrains only where the model is to answer: ``typed_answers.constrains``)."""
+    principal: Principal | None = None
+    """Who the loop runs for: the call is charged to that user's and tenant's spend ledger
+    (``orga.activities.principals``), its worst case held before it is sent."""
 
 
 class InferenceResponse(Compact):
@@ -276,6 +280,8 @@ class SummaryRequest(Compact):
     token_calibration: float = 1.0
     token_budget: int | None = None
     """Tokens the loop has left (as ``InferenceRequest.token_budget``)."""
+    principal: Principal | None = None
+    """Who the loop runs for: the call is charged to its spend ledger, as the loop's own are."""
 
 
 class SummaryResponse(Compact):

@@ -20,7 +20,9 @@ __all__ = [
     "FORKED_FROM",
     "ITERATION",
     "NO_SEARCH_ATTRIBUTES_MEMO",
+    "PRINCIPAL",
     "STATUS",
+    "TENANT",
     "TOTAL_TOKENS",
 ]
 
@@ -37,7 +39,13 @@ TOTAL_TOKENS: Final = SearchAttributeKey.for_int("OrgaTotalTokens")
 FORKED_FROM: Final = SearchAttributeKey.for_keyword("OrgaForkedFrom")
 """A fork's source workflow id (set when the fork starts): ``OrgaForkedFrom = 'loop-…'``."""
 
-ALL: Final = (AGENT_ID, STATUS, ITERATION, TOTAL_TOKENS, FORKED_FROM)
+PRINCIPAL: Final = SearchAttributeKey.for_keyword("OrgaPrincipal")
+"""The user the loop runs for, as its worker resolved it (``orga list --principal ann``); a
+claim is listed too: ``orga state`` says whether it is verified."""
+TENANT: Final = SearchAttributeKey.for_keyword("OrgaTenant")
+"""The user's tenant (the operator's mapping, else the claim's)."""
+
+ALL: Final = (AGENT_ID, STATUS, ITERATION, TOTAL_TOKENS, FORKED_FROM, PRINCIPAL, TENANT)
 
 NO_SEARCH_ATTRIBUTES_MEMO: Final = "orga_search_attributes"
 """Start a loop with this memo key set to ``false`` where the namespace cannot register the

@@ -14,6 +14,7 @@ from pydantic import ConfigDict, Field
 from orga.contracts.agents import AgentSpec
 from orga.contracts.approvals import EnrolledApprover
 from orga.contracts.config import Limits, LoopConfig
+from orga.contracts.principals import Principal, PrincipalClaim
 from orga.contracts.tools import ToolDefinition
 from orga.contracts.vocabulary import PolicyMode, ProviderName
 from orga.contracts.wire import Compact
@@ -23,6 +24,8 @@ __all__ = [
     "RESOLVE_TASK",
     "LoopSetup",
     "LoopSetupRequest",
+    "ParentRun",
+    "PrincipalSetup",
     "TaskSetup",
     "TaskSetupRequest",
 ]
@@ -33,6 +36,28 @@ RESOLVE_TASK: Final = "resolve_task"
 """Name of the local activity that resolves a task's setup."""
 
 
+class ParentRun(Compact):
+    """The workflow that started this one as its child, as the server says (``workflow.info()
+    .parent``: no client sets it)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    workflow_id: str
+    run_id: str
+
+
+class PrincipalSetup(Compact):
+    """Who a loop or task runs for, asked of the worker at setup."""
+
+    model_config = ConfigDict(frozen=True)
+
+    claim: PrincipalClaim | None = None
+    """What its input says (``LoopInput.principal``); a child's is its parent's."""
+    parent: ParentRun | None = None
+    """Set for a child: a binding signed for an ancestor holds for it when its parent is an
+    orga workflow on its own task queue."""
+
+
 class LoopSetupRequest(Compact):
     """The input of ``resolve_loop``."""
 
@@ -41,6 +66,8 @@ class LoopSetupRequest(Compact):
     config: LoopConfig
     tools: list[str] = Field(default_factory=list[str])
     """Every tool the loop may run: its own and the fallbacks'."""
+    principal: PrincipalSetup | None = None
+    """Who it runs for (None: nobody, and no parent)."""
 
 
 class LoopSetup(Compact):
@@ -82,6 +109,11 @@ class LoopSetup(Compact):
     """The people the worker's operator enrolled to decide (none: decisions are unverified)."""
     approvals_by_policy: bool = False
     """The gate's policies judge each decision (Cedar ``Action::"approve"`` / ``"deny"``)."""
+    principal: Principal | None = None
+    """Who the loop runs for, as the worker resolved it (``orga.contracts.principals``)."""
+    fairness_weight: float | None = None
+    """The operator's weight for the principal's tenant (Temporal's fairness weight of its
+    model and tool calls; None: the server's default)."""
 
 
 class TaskSetupRequest(Compact):
@@ -94,6 +126,8 @@ class TaskSetupRequest(Compact):
     """Every tool the task's steps, compensations and child loops name."""
     loop_agents: list[str] = Field(default_factory=list[str])
     """The agents its loop steps run as (each must exist on the worker)."""
+    principal: PrincipalSetup | None = None
+    """Who it runs for (None: nobody, and no parent)."""
 
 
 class TaskSetup(Compact):
@@ -109,3 +143,7 @@ class TaskSetup(Compact):
     """The people the worker's operator enrolled to decide (none: decisions are unverified)."""
     approvals_by_policy: bool = False
     """The gate's policies judge each decision (Cedar ``Action::"approve"`` / ``"deny"``)."""
+    principal: Principal | None = None
+    """Who the task runs for, as the worker resolved it."""
+    fairness_weight: float | None = None
+    """The operator's weight for the principal's tenant (``LoopSetup.fairness_weight``)."""

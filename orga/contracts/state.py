@@ -12,6 +12,7 @@ from orga.contracts.critic import PendingReview, ReviewRecord
 from orga.contracts.delegation import DelegationRecord
 from orga.contracts.evidence import EvidenceCollection, ProgressSnapshot
 from orga.contracts.inference import Usage
+from orga.contracts.principals import Principal
 from orga.contracts.resilience import Breaker, DeadLetterEntry
 from orga.contracts.threads import ThreadState
 
@@ -92,6 +93,9 @@ class LoopState(BaseModel):
     """The provider the worker resolved for this loop (its default when the config named none)."""
     model: str | None = None
     """The model the worker resolved for this loop (its default when the config named none)."""
+    principal: Principal | None = None
+    """Who the loop runs for, as its worker resolved it (``verified`` false: a claim); ``orga
+    state`` adds what the principal's ledger has left."""
     pending_approvals: list[PendingApproval] = Field(default_factory=list[PendingApproval])
     """Calls waiting for a person, listed before the loop starts waiting."""
     pending_escalations: list[PendingEscalation] = Field(default_factory=list[PendingEscalation])

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from orga.contracts.approvals import PendingApproval, PendingEscalation
 from orga.contracts.config import LoopInput
+from orga.contracts.principals import Principal, PrincipalClaim
 from orga.contracts.wire import Compact, Tagged
 
 __all__ = [
@@ -146,6 +147,8 @@ class TaskInput(Compact):
     compensation_escalate_after: int = Field(default=5, ge=1, le=100)
     """Failed attempts after which a compensation also goes to an operator (``retry`` now,
     ``mark_compensated`` by hand, or ``give_up``); its retries go on meanwhile."""
+    principal: PrincipalClaim | None = None
+    """Who the task runs for (``LoopInput.principal``); its loop steps run for it too."""
 
     @model_validator(mode="after")
     def _check_steps(self) -> TaskInput:
@@ -194,6 +197,8 @@ class TaskState(BaseModel):
     """Once it has ended: whether everything it did stands, or was undone."""
     uncompensated: list[str] = Field(default_factory=list[str])
     """Attempted steps whose compensation did not happen (``compensation_incomplete``)."""
+    principal: Principal | None = None
+    """Who the task runs for, as its worker resolved it (``verified`` false: a claim)."""
 
 
 class TaskResult(BaseModel):

@@ -22,6 +22,7 @@ imports only ``orga.contracts`` and other core modules. Import from the modules:
     paths        file paths as the gate judges them
     phases       the ORGA cycle as typestate
     prehydration reference extraction and rendering
+    principals   the principal a loop hands its children
     profile      tool profiles and globs
     speakers     orga's notices begin with a mark a person's message cannot carry
     signatures   signed decisions: what an approver signs, checked against an enrolled key

@@ -49,6 +49,12 @@ METRICS: Final[dict[str, MetricSpec]] = {
         "What a priced model call cost (the worker's price table), by provider and model",
         "USD",
     ),
+    "orga_principal_spend": MetricSpec(
+        "histogram",
+        "What a model call charged its principal's spend ledger, by tenant (the tenants the "
+        "operator configured; any other is `other`)",
+        "USD",
+    ),
     "orga_tool_calls": MetricSpec("counter", "Tool calls, by tool and outcome"),
     "orga_tool_call_latency": MetricSpec("histogram", "Tool call latency (one attempt)", "ms"),
     "orga_policy_decisions": MetricSpec(

@@ -1,4 +1,5 @@
-"""Signed decisions (pure): what an approver signs, and checking it against an enrolled key.
+"""Signed decisions and bindings (pure): what an approver or an issuer signs, and checking it
+against an enrolled key.
 
 A decision is signed as the canonical JSON of what it decides and on what — the workflow, the
 call, approve or deny, the SHA-256 of the arguments the approver was shown, the edited
@@ -20,12 +21,14 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from orga.contracts.approvals import DecisionProof
+from orga.contracts.principals import PRINCIPAL_FORMAT
 from orga.core.audit import canonical
 
 __all__ = [
     "SIGNED_FORMAT",
     "decision_text",
     "fingerprint",
+    "principal_text",
     "proof_problem",
     "public_key_problem",
     "sha256_text",
@@ -72,6 +75,25 @@ def decision_text(
             "reason": reason or "",
             "approver": approver,
             "via": via,
+            "signed_at": _instant(signed_at),
+        }
+    ).encode()
+
+
+def principal_text(
+    *, user: str, tenant: str | None, workflow_id: str, issuer: str, signed_at: datetime
+) -> bytes:
+    """The bytes an issuer signs to bind ``user`` (of ``tenant``) to one workflow: the web
+    endpoint, the desk or an operator's CLI, once it has authenticated the caller
+    (``orga.contracts.principals``). Bound to the workflow id, a binding cannot be moved to
+    another loop."""
+    return canonical(
+        {
+            "format": PRINCIPAL_FORMAT,
+            "user": user,
+            "tenant": tenant,
+            "workflow_id": workflow_id,
+            "issuer": issuer,
             "signed_at": _instant(signed_at),
         }
     ).encode()

@@ -48,6 +48,8 @@ class InboxItem(BaseModel):
     """The exact ``orga`` commands that act on it."""
     error: str | None = None
     """Why the workflow's state could not be read (``unreadable``)."""
+    principal: str | None = None
+    """Whom the workflow runs for (``ann@acme``; ``(claimed)`` where no issuer vouched)."""
     decided_by: str | None = None
     """Of an approval, who may decide and what it needs: ``signed by an enrolled approver``
     (approvers are enrolled), or ``unverified`` (none are: the name recorded is the caller's
@@ -171,6 +173,9 @@ def _items_of(
                 commands=_escalation_commands(workflow_id, escalation),
             )
         )
+    if state.principal is not None:
+        who = state.principal.describe()
+        items = [item.model_copy(update={"principal": who}) for item in items]
     return items
 
 

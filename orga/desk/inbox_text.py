@@ -115,6 +115,8 @@ def _block(item: InboxItem, full: bool, width: int) -> list[str]:
     since = f" · waiting since {item.since.isoformat(timespec='seconds')}" if item.since else ""
     lines = [*wrap(head, width)]
     lines += labelled("workflow", one_line(f"{item.workflow_id} ({kind}){since}"), width)
+    if item.principal:
+        lines += labelled("for", one_line(item.principal), width)
     if item.kind == "unreadable":
         return lines + labelled("why", f"(state unreadable: {printable(item.error or '')})", width)
     lines += labelled(

@@ -9,7 +9,10 @@ I/O, never imported by workflow code. Modules:
 * ``connect`` — connecting to Temporal with orga's data converter; search attributes
 * ``converter`` — orga's data converter: payloads out of history (External Storage) on the store
 * ``store`` — the store every worker and client of one deployment shares (SQLite/PostgreSQL)
+* ``spend`` — the spend ledger: each user's and tenant's spend per UTC day and month, held and
+  settled per model call, in the store
 * ``approver_keys`` — an approver's Ed25519 key: writing, reading, signing decisions
+* ``binding`` — binding a loop to its principal: signed by an issuer, or a claim
 * ``files`` — 0700 directories, 0600 files, and refusing files others prepared
 * ``tls`` — the one TLS context of a process's HTTP clients
 * ``safe_text`` — what a terminal or a page may be shown of text from models, tools, clients

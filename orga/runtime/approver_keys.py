@@ -1,4 +1,8 @@
-"""An approver's Ed25519 key: writing one, reading it, and signing decisions with it.
+"""An approver's (or an issuer's) Ed25519 key: writing one, reading it, signing with it.
+
+An *issuer* — the web endpoint, the desk, an operator's CLI — holds a key of the same kind
+(``ORGA_ISSUER_KEY``, enrolled as ``[issuers.<name>] key = "…"``) and signs the principal it
+authenticated onto the loop it starts (``sign_principal``).
 
 The private key stays with the person (a PEM file, readable by its owner only, that
 ``ORGA_APPROVER_KEY`` names); the worker's operator enrolls the public key
@@ -17,9 +21,17 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from orga.contracts.approvals import ApprovalDecision, PendingApproval
-from orga.core.signatures import decision_text
+from orga.contracts.principals import PrincipalClaim
+from orga.core.signatures import decision_text, principal_text
 
-__all__ = ["ApproverKeyError", "generate_key", "load_key", "public_key_of", "sign_decision"]
+__all__ = [
+    "ApproverKeyError",
+    "generate_key",
+    "load_key",
+    "public_key_of",
+    "sign_decision",
+    "sign_principal",
+]
 
 
 class ApproverKeyError(Exception):
@@ -57,8 +69,8 @@ def generate_key(path: Path) -> Ed25519PrivateKey:
     return key
 
 
-def load_key(path: Path) -> Ed25519PrivateKey:
-    """The private key in the PEM file at ``path``.
+def load_key(path: Path, variable: str = "ORGA_APPROVER_KEY") -> Ed25519PrivateKey:
+    """The private key in the PEM file at ``path`` (named by ``variable``, for messages).
 
     Raises:
         ApproverKeyError: it cannot be read, or is not an unencrypted Ed25519 private key.
@@ -67,17 +79,17 @@ def load_key(path: Path) -> Ed25519PrivateKey:
         data = path.read_bytes()
     except OSError as error:
         raise ApproverKeyError(
-            f"ORGA_APPROVER_KEY={path}: cannot read the key ({error.strerror})"
+            f"{variable}={path}: cannot read the key ({error.strerror})"
         ) from error
     try:
         key = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError) as error:
         raise ApproverKeyError(
-            f"ORGA_APPROVER_KEY={path}: not an unencrypted PEM private key "
+            f"{variable}={path}: not an unencrypted PEM private key "
             "(`orga approver keygen` writes one)"
         ) from error
     if not isinstance(key, Ed25519PrivateKey):
-        raise ApproverKeyError(f"ORGA_APPROVER_KEY={path}: not an Ed25519 key")
+        raise ApproverKeyError(f"{variable}={path}: not an Ed25519 key")
     return key
 
 
@@ -104,3 +116,32 @@ def sign_decision(
     )
     signature = base64.b64encode(key.sign(text)).decode()
     return decision.model_copy(update={"signed_at": signed_at, "signature": signature})
+
+
+def sign_principal(
+    claim: PrincipalClaim,
+    *,
+    workflow_id: str,
+    issuer: str,
+    key: Ed25519PrivateKey,
+    now: datetime | None = None,
+) -> PrincipalClaim:
+    """``claim`` bound to workflow ``workflow_id`` by ``issuer`` (signed with its ``key``):
+    the caller who authenticated the user signs, and the worker checks it against the key the
+    operator enrolled for ``issuer``."""
+    signed_at = now or datetime.now(UTC)
+    text = principal_text(
+        user=claim.user,
+        tenant=claim.tenant,
+        workflow_id=workflow_id,
+        issuer=issuer,
+        signed_at=signed_at,
+    )
+    return claim.model_copy(
+        update={
+            "issuer": issuer,
+            "workflow_id": workflow_id,
+            "signed_at": signed_at,
+            "signature": base64.b64encode(key.sign(text)).decode(),
+        }
+    )

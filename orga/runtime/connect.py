@@ -18,7 +18,7 @@ from temporalio.client import (
     StartWorkflowInput,
     WorkflowHandle,
 )
-from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.common import Priority, SearchAttributePair, TypedSearchAttributes
 from temporalio.envconfig import ClientConnectConfig
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.service import RPCError
@@ -160,11 +160,13 @@ class StartAttributes(Interceptor):
     """Loops started through this client carry their search attributes from the start.
 
     A loop keeps ``OrgaAgentId``, ``OrgaStatus``, ``OrgaIteration`` and ``OrgaTotalTokens``
-    current, and upserts them in its first workflow task unless it was started with them:
-    setting them at start saves each loop an event and a visibility write. The loop still
-    compares them with its own and upserts any that differ (a thread that waits for its first
-    message is ``awaiting_message``). Left alone: a start whose memo turns search attributes
-    off (``NO_SEARCH_ATTRIBUTES_MEMO``), one with untyped attributes, and keys already given.
+    (and, running for a principal, ``OrgaPrincipal`` and ``OrgaTenant``, with the tenant as
+    its fairness key) current, and upserts them in its first workflow task unless it was
+    started with them: setting them at start saves each loop an event and a visibility
+    write. The loop still compares them with its own and upserts any that differ (a thread
+    that waits for its first message is ``awaiting_message``). Left alone: a start whose memo
+    turns search attributes off (``NO_SEARCH_ATTRIBUTES_MEMO``), one with untyped attributes,
+    and keys already given.
     On a namespace without orga's attributes the start fails, naming the commands that
     register them (the loop would otherwise fail its first workflow task until they are).
     """
@@ -192,6 +194,13 @@ class _StartAttributesOutbound(OutboundInterceptor):
             SearchAttributePair(sa.ITERATION, 0),
             SearchAttributePair(sa.TOTAL_TOKENS, 0),
         ]
+        if (principal := loop.principal) is not None:
+            # As claimed: the loop corrects them to what its worker resolves.
+            pairs.append(SearchAttributePair(sa.PRINCIPAL, principal.user))
+            if principal.tenant is not None:
+                pairs.append(SearchAttributePair(sa.TENANT, principal.tenant))
+            if input.priority == Priority.default:  # its workflow tasks share fairly too
+                input.priority = Priority(fairness_key=principal.tenant or principal.user)
         existing: list[SearchAttributePair[Any]] = (
             list(given.search_attributes) if given else []  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType]
         )

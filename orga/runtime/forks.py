@@ -16,7 +16,7 @@ must name it, and what it answers must be a state a loop could have recorded
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
@@ -27,6 +27,7 @@ from orga.contracts import search_attributes as sa
 from orga.contracts.config import LoopConfig, LoopInput
 from orga.contracts.forks import FORK_MEMO, ForkPoint, ForkPointAsk, ForkRequest
 from orga.contracts.messages import FORK_QUERY, LOOP_WORKFLOW
+from orga.contracts.principals import PrincipalClaim
 from orga.contracts.state import LoopResult
 from orga.core.fork_points import fork_point_problem
 from orga.runtime.settings import Settings
@@ -126,11 +127,13 @@ async def start_fork_run(
     *,
     workflow_id: str | None = None,
     task_queue: str | None = None,
+    principal: Callable[[str], PrincipalClaim | None] | None = None,
 ) -> tuple[WorkflowHandle[Any, LoopResult], bool]:
     """Start the fork ``ask`` names as workflow type ``workflow``: the source's config with
     ``overrides``, on the source's task queue unless ``task_queue`` says otherwise, with the
-    memo and search attribute that name its source. Returns its handle, and whether it is a
-    thread.
+    memo and search attribute that name its source, running for ``principal(fork_id)`` (none
+    by default: a fork is its starter's, never its source's). Returns its handle, and whether
+    it is a thread.
 
     Raises:
         ForkPointError: the source or its turn cannot be read, or the turn is an answer and
@@ -146,9 +149,11 @@ async def start_fork_run(
         )
     request = ask.model_copy(update={"run_id": point.run_id})
     kind = "thread" if config.thread is not None else "loop"
-    given = LoopInput(config=config, fork=request)
+    fork_id = workflow_id or f"{kind}-{uuid.uuid4().hex[:12]}"
+    claim = principal(fork_id) if principal is not None else None
+    given = LoopInput(config=config, fork=request, principal=claim)
     options: dict[str, Any] = {
-        "id": workflow_id or f"{kind}-{uuid.uuid4().hex[:12]}",
+        "id": fork_id,
         "task_queue": task_queue or point.task_queue or Settings.from_env().task_queue,
         "result_type": LoopResult,
         "memo": {FORK_MEMO: {"workflow_id": ask.workflow_id, "run_id": point.run_id, "at": ask.at}},

@@ -45,6 +45,11 @@ Variables (generated from the fields; do not edit by hand):
   tables with ``key`` (an Ed25519 public key) and ``groups`` (``orga approver keygen`` adds
   one); the agents file may hold them too. (default: ``<ORGA_DATA_DIR>/approvers.toml``, if it
   exists)
+* ``ORGA_PRINCIPALS`` — A TOML file of the operator's principals: ``[principals]`` (``claims``,
+  ``required``), the issuers that may bind a user to a loop (``[issuers.<name>] key``), and the
+  users' and tenants' spend limits and fairness weights (``[users.<name>]``,
+  ``[tenants.<name>]``, ``"*"`` for every one not listed); the agents file may hold these tables
+  instead. (default: unset: the agents file's tables, if any)
 * ``ORGA_MCP_SERVERS`` — A TOML file of MCP servers whose tools the worker offers
   (``examples/mcp.toml``). (default: unset: no MCP tools)
 * ``ORGA_METRICS_ADDRESS`` — ``host:port`` (``0.0.0.0:9464``) where the worker serves Prometheus
@@ -100,6 +105,12 @@ Variables (generated from the fields; do not edit by hand):
 * ``ORGA_APPROVER_KEY`` — The approver's Ed25519 private key (PEM, from ``orga approver
   keygen``): ``orga approve``, ``orga desk``, ``orga mcp`` and ``LoopHandle.approve`` sign each
   decision with it. (default: ``<ORGA_DATA_DIR>/approver.pem``, if it exists (else unsigned))
+* ``ORGA_ISSUER`` — The issuer this client signs principals as (``orga run --principal``, the
+  web endpoint): the name the worker's operator enrolled as ``[issuers.<name>]``. (default:
+  unset)
+* ``ORGA_ISSUER_KEY`` — The issuer's Ed25519 private key (PEM, ``orga approver keygen`` writes
+  one): the principal of each loop this client starts is signed with it, for that loop.
+  (default: unset)
 * ``ORGA_UI_URL`` — The Temporal Web UI that the CLI's links point at. (default:
   ``http://localhost:8233``)
 * ``ORGA_DEBUG`` — The CLI shows the traceback of an unexpected error. (default: off)
@@ -198,6 +209,14 @@ class Settings(BaseModel):
     (an Ed25519 public key) and ``groups`` (``orga approver keygen`` adds one); the agents file
     may hold them too. Read again when it changes, for loops that start after. With any
     enrolled, only decisions they sign are recorded; with none, decisions are unverified."""
+    principals_file: Annotated[
+        Path | None,
+        Env("ORGA_PRINCIPALS", default="unset: the agents file's tables, if any"),
+    ] = None
+    """A TOML file of the operator's principals: ``[principals]`` (``claims``, ``required``),
+    the issuers that may bind a user to a loop (``[issuers.<name>] key``), and the users' and
+    tenants' spend limits and fairness weights (``[users.<name>]``, ``[tenants.<name>]``,
+    ``"*"`` for every one not listed); the agents file may hold these tables instead."""
     mcp_servers_file: Annotated[
         Path | None, Env("ORGA_MCP_SERVERS", default="unset: no MCP tools")
     ] = None
@@ -304,6 +323,13 @@ class Settings(BaseModel):
     """The approver's Ed25519 private key (PEM, from ``orga approver keygen``): ``orga
     approve``, ``orga desk``, ``orga mcp`` and ``LoopHandle.approve`` sign each decision with
     it. Needed where the worker enrolled approvers."""
+    issuer: Annotated[str | None, Env("ORGA_ISSUER", cli=True)] = None
+    """The issuer this client signs principals as (``orga run --principal``, the web
+    endpoint): the name the worker's operator enrolled as ``[issuers.<name>]``. Without it (or
+    without ``ORGA_ISSUER_KEY``) a principal is sent as a claim."""
+    issuer_key: Annotated[Path | None, Env("ORGA_ISSUER_KEY", cli=True)] = None
+    """The issuer's Ed25519 private key (PEM, ``orga approver keygen`` writes one): the
+    principal of each loop this client starts is signed with it, for that loop."""
     ui_url: Annotated[str, Env("ORGA_UI_URL", cli=True)] = "http://localhost:8233"
     """The Temporal Web UI that the CLI's links point at."""
     debug: Annotated[bool, Env("ORGA_DEBUG", cli=True)] = False

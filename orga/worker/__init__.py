@@ -5,6 +5,8 @@ I/O, never imported by workflow code. Modules:
 
 * ``sandbox`` — the workflow sandbox and its passthrough list
 * ``agent_registry`` — the worker's agents from ``ORGA_AGENTS``
+* ``principals`` — the operator's principals: claim rules, issuers, users' and tenants' limits
+  and weights (``ORGA_PRINCIPALS`` or the agents file)
 * ``blobs`` — texts the payload guard cut
 * ``conversation_cache`` — each loop's conversation on the worker, so model calls carry deltas
 * ``heartbeat``, ``metrics`` — what activities share: heartbeating while waiting; histograms

@@ -26,6 +26,7 @@ from orga.contracts.approvals import EnrolledApprover
 from orga.contracts.errors import InvalidConfig, describe_validation_error
 from orga.contracts.vocabulary import PolicyMode
 from orga.core.signatures import fingerprint, public_key_problem
+from orga.worker.principals import TABLES as PRINCIPAL_TABLES
 
 __all__ = ["AgentRegistry", "load_approvers", "one_key_each"]
 
@@ -178,12 +179,13 @@ class AgentRegistry:
         """
         origin = f"ORGA_AGENTS={path}"
         document = _document(path, origin, "agents file")
-        unknown = sorted(set(document) - {"agents", "approvers"})
+        # Principals, issuers, tenants and users may live here too (orga.worker.principals).
+        unknown = sorted(set(document) - {"agents", "approvers", *PRINCIPAL_TABLES})
         table = document.get("agents")
         if unknown or not isinstance(table, dict) or not table:
             raise InvalidConfig(
                 f"{origin}: the file must hold agents as [agents.<id>] tables (and approvers as "
-                "[approvers.<name>]), and only them"
+                "[approvers.<name>]; principals, issuers, tenants and users), and only them"
                 + (f" (unknown: {unknown!r})" if unknown else "")
             )
         approvers = _approvers(document.get("approvers", {}), origin)

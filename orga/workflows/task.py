@@ -133,6 +133,7 @@ class TaskWorkflow(DeskHandlers):
             message=self._message,
             outcome=self._outcome,
             uncompensated=list(self._uncompensated),
+            principal=self._clearance.principal,
         )
 
     @workflow.query(name=JOURNAL_QUERY)

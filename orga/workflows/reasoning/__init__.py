@@ -4,6 +4,7 @@ Modules, each named for what it holds:
 
 * ``agent_loop`` — ``AgentLoop``: one run of the loop, its state, the run and the cycle
 * ``loop_books`` — ``LoopBooks``: the journal, counters, status, ``state``
+* ``loop_attributes`` — ``LoopAttributes``: its search attributes, kept current
 * ``loop_budgets`` — ``LoopBudgets``: where budgets end a loop, and a thread's turn
 * ``durable_conversation`` — ``Conversation``: the messages, their digest, what the model saw
 * ``loop_parts`` — ``LoopParts``: the loop's setup (``resolve_loop``), the tools the model sees

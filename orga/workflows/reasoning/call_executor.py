@@ -151,6 +151,7 @@ class CallExecutor:
                 heartbeat=tool_heartbeat_timeout(timeout),
                 cancellation=cancellation,
                 local=definition.local,  # a short pure tool: in this worker, as a marker
+                priority=self._state.priority,
             )
             if isinstance(outcome, ToolResult) or not outcome.elsewhere:
                 break

@@ -20,6 +20,7 @@ from orga.contracts.carry import LoopCarry
 from orga.contracts.config import Limits, LoopConfig, LoopInput
 from orga.contracts.errors import StateTooLarge
 from orga.contracts.evidence import EvidenceCollection
+from orga.contracts.principals import PrincipalClaim
 from orga.contracts.threads import ThreadCarry
 from orga.contracts.vocabulary import PolicyMode
 from orga.core.audit import AuditLog
@@ -148,19 +149,26 @@ async def next_run(
     )
     if stream is not None:  # release long-polling readers: they follow the next run
         stream.detach_pollers()
-    await continue_as_new(pinned, conversation, carry)
+    await continue_as_new(pinned, conversation, carry, parts.claim)
 
 
 async def continue_as_new(
-    config: LoopConfig, conversation: Conversation, carry: LoopCarry
+    config: LoopConfig,
+    conversation: Conversation,
+    carry: LoopCarry,
+    principal: PrincipalClaim | None = None,
 ) -> NoReturn:
     """Wait for running handlers, then end this run and start the next (never returns).
+
+    ``principal``: the claim the loop was started with (its next run runs for it too).
 
     Raises:
         StateTooLarge: the next run's input would be larger than ``config.max_state_bytes``.
     """
     await workflow.wait_condition(workflow.all_handlers_finished)
-    next_input = LoopInput(messages=conversation.messages, config=config, carry=carry)
+    next_input = LoopInput(
+        messages=conversation.messages, config=config, carry=carry, principal=principal
+    )
     size = len(next_input.model_dump_json())
     if size > config.max_state_bytes:
         raise StateTooLarge(

@@ -147,6 +147,7 @@ class Critic:
                     answer=answer,
                     round=round_,
                     token_budget=left,
+                    principal=self._books.principal,
                 ),
                 result_type=CritiqueVerdict,
                 start_to_close_timeout=self._timeout,
@@ -154,6 +155,7 @@ class Critic:
                 retry_policy=SIDE_MODEL_RETRY,  # CriticFailed is retried: a model may comply
                 task_queue=self._task_queue,
                 summary=f"critic {critic} · review {round_}",
+                priority=self._books.priority,
             )
         except ActivityError as error:
             failure = failure_of(error)

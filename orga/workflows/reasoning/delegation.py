@@ -45,6 +45,7 @@ from orga.contracts.inference import Usage
 from orga.contracts.journal import DelegationFinished, DelegationStarted
 from orga.contracts.messages import LOOP_WORKFLOW
 from orga.contracts.policy import AncestorGate
+from orga.contracts.principals import PrincipalClaim
 from orga.contracts.state import LoopResult
 from orga.contracts.vocabulary import PolicyMode
 from orga.core.agents import delegation_bound
@@ -84,8 +85,11 @@ class Delegations:
         delegates: Sequence[AgentSpec],
         tools: Mapping[str, Sequence[str]],
         policy: PolicyMode,
+        principal: PrincipalClaim | None = None,
     ) -> None:
         self._workflow_id = workflow_id
+        self._principal = principal
+        """What a child is told it runs for: this loop's principal (``core.principals``)."""
         self._config = config
         self._gates = [
             AncestorGate(agent_id=config.agent_id, policy=policy),
@@ -238,6 +242,7 @@ class Delegations:
                             self._delegates[asked.agent].max_delegation_depth,
                         ),
                     ),
+                    principal=self._principal,
                 ),
                 id=child_id,
                 result_type=LoopResult,

@@ -12,13 +12,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any, Final
 
 from temporalio import workflow
-from temporalio.common import SearchAttributeUpdate
+from temporalio.common import Priority
 from temporalio.exceptions import ApplicationError
 
-from orga.contracts import search_attributes as sa
 from orga.contracts.audit import AUDITED_KINDS
 from orga.contracts.config import Limits, LoopConfig
 from orga.contracts.conversation import ToolResult
@@ -35,12 +33,13 @@ from orga.contracts.journal import (
     Stamp,
     Terminated,
 )
+from orga.contracts.principals import Principal
 from orga.contracts.state import LoopState, LoopStatus, Phase, ToolCallRecord
 from orga.contracts.threads import ThreadState
 from orga.contracts.vocabulary import ProviderName
 from orga.core.audit import AuditLog
+from orga.workflows.reasoning.loop_attributes import LoopAttributes, LoopFacts
 from orga.workflows.reasoning.tool_state import ToolState
-from orga.workflows.shared.common import upsert
 from orga.workflows.shared.human_desk import HumanDesk
 from orga.workflows.shared.metrics import emit_entry
 
@@ -53,23 +52,6 @@ _RECENT_CALLS = 100
 def _first(text: str, limit: int = 300) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-_PROGRESS_EVERY: Final = timedelta(minutes=1)
-"""How often a running loop's ``OrgaIteration`` and ``OrgaTotalTokens`` are brought up to date
-when nothing else about it changed."""
-
-
-def _current_search_attributes() -> dict[str, object]:
-    given = workflow.info().typed_search_attributes
-    found: dict[str, object] = {}
-    for key in (sa.AGENT_ID, sa.STATUS):
-        if (text := given.get(key)) is not None:
-            found[key.name] = text
-    for key in (sa.ITERATION, sa.TOTAL_TOKENS):
-        if (number := given.get(key)) is not None:
-            found[key.name] = number
-    return found
 
 
 class LoopBooks:
@@ -111,17 +93,13 @@ class LoopBooks:
         """A thread between turns: waiting for a person's next message."""
         self.turn: int | None = None
         """A thread's turn (the Web UI's current details name it)."""
-        self._published: dict[str, object] = _current_search_attributes()
-        """The search attributes as the server has them (a run after continue-as-new keeps its
-        predecessor's)."""
-        self._published_at: datetime | None = (
-            started_at
-            if workflow.info().continued_run_id is None and self._published == self._wanted()
-            else None
-        )
-        """When they were last upserted: a loop its client started with them as the loop would
-        set them (``orga.runtime.connect.StartAttributes``) counts its start as that upsert;
-        any other value given at start is corrected at once, as before."""
+        self.principal: Principal | None = None
+        """Who the loop runs for, once its worker resolved it (``runs_for``)."""
+        self.priority = Priority.default
+        """The fairness key and weight of its model and tool calls (the principal's tenant)."""
+        self._principal_known = False
+        self._attributes = LoopAttributes(self._facts(), started_at)
+        """Its search attributes (``loop_attributes``)."""
         self.desk = HumanDesk(on_change=self._waiting_changed, record=self.record, stamp=self.stamp)
 
     # ---- journal -------------------------------------------------------------------------
@@ -144,6 +122,11 @@ class LoopBooks:
     # ---- what happened -------------------------------------------------------------------
 
     def started(self) -> None:
+        self._publish()
+
+    def runs_for(self, principal: Principal | None, priority: Priority) -> None:
+        """The worker resolved who the loop runs for: its search attributes say so."""
+        self.principal, self.priority, self._principal_known = principal, priority, True
         self._publish()
 
     def reasoned(self, response: InferenceResponse) -> None:
@@ -279,6 +262,7 @@ class LoopBooks:
             reviews=list(self.reviews),
             knowledge_context=knowledge_context,
             thread=thread,
+            principal=self.principal,
         )
 
     # ---- phase, status and the working clock ---------------------------------------------
@@ -348,39 +332,15 @@ class LoopBooks:
 
     # ---- search attributes -----------------------------------------------------------------
 
-    def _wanted(self) -> dict[str, object]:
-        """The search attributes as the loop would have them now."""
-        return {
-            sa.AGENT_ID.name: self.config.agent_id,
-            sa.STATUS.name: self.status,
-            sa.ITERATION.name: self.iteration,
-            sa.TOTAL_TOKENS.name: self.usage.total_tokens,
-        }
+    def _facts(self) -> LoopFacts:
+        return LoopFacts(
+            agent_id=self.config.agent_id,
+            status=self.status,
+            iteration=self.iteration,
+            total_tokens=self.usage.total_tokens,
+            principal=self.principal,
+            principal_known=self._principal_known,
+        )
 
     def _publish(self) -> None:
-        """Keep the loop's search attributes current where readers filter on them: every
-        change when the agent or the status changes (the loop starts, waits for a person, goes
-        on, ends); iteration and tokens alone at most once a minute in between (one history
-        event per upsert: a per-turn upsert would add one to every turn). Live progress is in
-        the ``state`` query and the Web UI's current details."""
-        wanted = self._wanted()
-        changed = {n: v for n, v in wanted.items() if self._published.get(n) != v}
-        if not changed:
-            return
-        now = workflow.now()
-        if (
-            sa.AGENT_ID.name not in changed
-            and sa.STATUS.name not in changed
-            and self._published_at is not None
-            and now - self._published_at < _PROGRESS_EVERY
-        ):
-            return
-        updates: list[SearchAttributeUpdate[Any]] = [
-            sa.AGENT_ID.value_set(self.config.agent_id),
-            sa.STATUS.value_set(self.status),
-            sa.ITERATION.value_set(self.iteration),
-            sa.TOTAL_TOKENS.value_set(self.usage.total_tokens),
-        ]
-        upsert([u for u in updates if u.key.name in changed])
-        self._published.update(changed)
-        self._published_at = now
+        self._attributes.publish(self._facts())

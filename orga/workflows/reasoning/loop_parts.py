@@ -16,6 +16,7 @@ import functools
 from dataclasses import dataclass, field
 
 from temporalio import workflow
+from temporalio.common import Priority
 from temporalio.exceptions import FailureError
 
 from orga.contracts.config import Limits, LoopConfig, LoopInput
@@ -26,9 +27,11 @@ from orga.contracts.evidence import EvidenceCollection
 from orga.contracts.inference import ConversationSlice, InferenceRequest
 from orga.contracts.journal import Started
 from orga.contracts.knowledge import RECALL_TOOL, STORE_TOOL
+from orga.contracts.principals import Principal, PrincipalClaim
 from orga.contracts.setup import RESOLVE_LOOP, LoopSetup, LoopSetupRequest
 from orga.contracts.tools import ToolDefinition
 from orga.contracts.vocabulary import ProviderName
+from orga.core.principals import handed_on
 from orga.core.profile import visible_tools
 from orga.core.typed_answers import constrains
 from orga.workflows.reasoning.critic import Critic
@@ -43,6 +46,7 @@ from orga.workflows.shared import metrics
 from orga.workflows.shared.failures import failure_message
 from orga.workflows.shared.gate import Gate
 from orga.workflows.shared.options import SETUP_TIMEOUT, SHORT_RETRY
+from orga.workflows.shared.principals import fair_share, principal_setup
 
 __all__ = [
     "LoopParts",
@@ -81,6 +85,12 @@ class LoopParts:
     """Reviews final answers, for loops with ``config.critic``."""
     knowledge: KnowledgeBridge | None = None
     """The agent's knowledge, for loops with ``config.knowledge`` (set up by the worker)."""
+    principal: Principal | None = None
+    """Who the loop runs for, as its worker resolved it (its calls are charged to it)."""
+    claim: PrincipalClaim | None = None
+    """The principal as the loop's input gave it: handed to its next run as it came."""
+    priority: Priority = field(default_factory=lambda: Priority.default)
+    """Its model and tool calls' fairness key (the principal's tenant) and weight."""
 
     def request(
         self,
@@ -121,6 +131,7 @@ class LoopParts:
             context_summary=summary.text,
             summarised_through=summary.through,
             output_schema=config.output_schema,
+            principal=self.principal,
             constrain_output=constrains(
                 structured_output=config.structured_output,
                 tools_offered=bool(self.advertised),
@@ -172,7 +183,11 @@ async def set_up_loop(
     config = loop.config
     parts = LoopParts(books.limits, config.provider, config.model)
     delegates: list[str] = []
-    setup = await resolve_loop(config)
+    setup = await resolve_loop(config, loop.principal)
+    parts.claim, parts.principal = loop.principal, setup.principal
+    parts.priority = fair_share(setup.principal, setup.fairness_weight)
+    books.runs_for(setup.principal, parts.priority)
+    tools.priority = parts.priority
     tools.definitions = {d.name: d for d in setup.tools}
     parts.provider, parts.model = setup.provider, setup.model
     parts.model_task_queue = setup.model_task_queue
@@ -198,6 +213,7 @@ async def set_up_loop(
             delegates=setup.delegates,
             tools=setup.delegate_tools,
             policy=setup.policy,
+            principal=handed_on(loop.principal, setup.principal),
         )
         tools.delegate = delegations.run
         tools.plan_delegations = delegations.plan
@@ -275,13 +291,17 @@ def _runnable_tools(config: LoopConfig) -> list[str]:
     return names + [n for n in config.recovery.fallback_tools() if n not in names]
 
 
-async def resolve_loop(config: LoopConfig) -> LoopSetup:
-    """The loop's setup as this worker resolves it, recorded as one marker.
+async def resolve_loop(config: LoopConfig, claim: PrincipalClaim | None = None) -> LoopSetup:
+    """The loop's setup as this worker resolves it, recorded as one marker; ``claim``: who it
+    runs for, as its input says.
 
     Raises:
-        InvalidConfig: a tool is not registered on the worker, or its provider is not served.
+        InvalidConfig: a tool is not registered on the worker, its provider is not served, or
+            its principal is refused.
     """
-    request = LoopSetupRequest(config=config, tools=_runnable_tools(config))
+    request = LoopSetupRequest(
+        config=config, tools=_runnable_tools(config), principal=principal_setup(claim)
+    )
     try:
         return await workflow.execute_local_activity(
             RESOLVE_LOOP,

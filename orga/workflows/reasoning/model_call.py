@@ -16,6 +16,7 @@ from datetime import timedelta
 from typing import Any, Final, cast
 
 from temporalio import workflow
+from temporalio.common import Priority
 from temporalio.exceptions import ActivityError
 
 from orga.contracts.errors import BudgetExceeded, ModelCallFailed, ToolNotOnThisWorker
@@ -42,11 +43,13 @@ async def call_model(
     *,
     waiting: dict[str, int] | None = None,
     waiting_changed: Callable[[], None] | None = None,
+    priority: Priority = Priority.default,
 ) -> InferenceResponse:
     """The model's response to ``request`` (asked on ``task_queue``: the loop's by default).
 
     ``waiting`` / ``waiting_changed``: the loop's count of calls waiting for a worker with a
-    tool (``waiting_for_workers``) and what to tell when it changes.
+    tool (``waiting_for_workers``) and what to tell when it changes. ``priority``: the
+    call's fairness key and weight (the principal's tenant).
 
     Raises:
         BudgetExceeded: the call could not fit in ``request.token_budget`` and was not made.
@@ -65,6 +68,7 @@ async def call_model(
                 retry_policy=MODEL_RETRY,
                 task_queue=task_queue,
                 summary=f"model {model} · iteration {request.iteration}",
+                priority=priority,
             )
             break
         except ActivityError as error:
@@ -118,6 +122,7 @@ async def call_with_fallbacks(
                 parts.model_task_queue,
                 waiting=books.waiting_for_workers,
                 waiting_changed=books.worker_wait_changed,
+                priority=parts.priority,
             )
         except ModelCallFailed as failed:
             details: object = failed.details[0] if failed.details else None

@@ -113,6 +113,7 @@ class RunningSummary:
             context_token_budget=budget,
             token_calibration=calibration,
             token_budget=limits.max_total_tokens - books.usage.total_tokens,
+            principal=books.principal,
         )
         try:
             made = await workflow.execute_activity(

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from temporalio import workflow
+from temporalio.common import Priority
 
 from orga.contracts.carry import CachedEntry, ToolStateSnapshot
 from orga.contracts.conversation import ToolCall, ToolResult
@@ -72,6 +73,8 @@ class ToolState:
     """Tools whose calls wait for a worker that registers them, and how many calls each."""
     worker_wait_changed: Callable[[], None] | None = None
     """Told when a call begins or ends waiting for a worker (the loop's status says it)."""
+    priority: Priority = field(default_factory=lambda: Priority.default)
+    """Its tool calls' fairness key and weight (the principal's tenant)."""
 
     def breaker(self, tool: str) -> Breaker:
         return self.breakers.setdefault(tool, Breaker())

@@ -18,12 +18,14 @@ from orga.contracts.inference import Usage
 from orga.contracts.journal import JournalEntry, Stamp
 from orga.contracts.setup import RESOLVE_TASK, TaskSetup, TaskSetupRequest
 from orga.contracts.task import LoopStep, TaskInput
+from orga.core.principals import handed_on
 from orga.workflows.saga.steps import TaskClearance
 from orga.workflows.shared.failures import failure_message
 from orga.workflows.shared.gate import Gate
 from orga.workflows.shared.human_desk import HumanDesk
 from orga.workflows.shared.metrics import know
 from orga.workflows.shared.options import SETUP_TIMEOUT, SHORT_RETRY
+from orga.workflows.shared.principals import fair_share, principal_setup
 
 __all__ = ["set_up_task"]
 
@@ -52,7 +54,12 @@ async def set_up_task(
         if step.compensation is not None:
             wanted.append(step.compensation.tool)
         names += [n for n in wanted if n not in names]
-    request = TaskSetupRequest(agent_id=task.agent_id, tools=names, loop_agents=loop_agents)
+    request = TaskSetupRequest(
+        agent_id=task.agent_id,
+        tools=names,
+        loop_agents=loop_agents,
+        principal=principal_setup(task.principal),
+    )
     try:
         setup = await workflow.execute_local_activity(
             RESOLVE_TASK,
@@ -75,6 +82,9 @@ async def set_up_task(
         subject="task",
     )
     clearance.tools = [t.name for t in setup.tools]
+    clearance.principal = setup.principal
+    clearance.handed_on = handed_on(task.principal, setup.principal)
+    clearance.priority = fair_share(setup.principal, setup.fairness_weight)
     desk.enroll(setup.approvers, setup.agent.approvals_needed if setup.agent else {})
     desk.check_edit = gate.decide_call
     if setup.approvals_by_policy:

@@ -14,10 +14,11 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from temporalio import workflow
+from temporalio.common import Priority
 from temporalio.exceptions import (
     ChildWorkflowError,
 )
@@ -26,6 +27,7 @@ from temporalio.workflow import ChildWorkflowCancellationType
 from orga.contracts.conversation import ToolCall
 from orga.contracts.messages import LOOP_WORKFLOW
 from orga.contracts.policy import PolicyAction
+from orga.contracts.principals import Principal, PrincipalClaim
 from orga.contracts.state import LoopResult
 from orga.contracts.task import LoopStep, Step
 from orga.contracts.tools import ToolInvocation
@@ -58,6 +60,12 @@ class TaskClearance:
     approval_timeout: timedelta
     progress: int = 0
     """Steps completed so far (the journal's and the policy's ``iteration``)."""
+    principal: Principal | None = None
+    """Who the task runs for, as its worker resolved it."""
+    handed_on: PrincipalClaim | None = None
+    """What its loop steps are told they run for (``orga.core.principals.handed_on``)."""
+    priority: Priority = field(default_factory=lambda: Priority.default)
+    """Its steps' fairness key and weight (the principal's tenant)."""
 
     async def clear(self, call: ToolCall, step: str, compensation: bool) -> ToolCall | str:
         """The call to run (possibly rewritten by the policy), or why it may not run."""
@@ -109,9 +117,11 @@ class StepRunner:
         if isinstance(action, LoopStep):
             self._scheduled(step.id)
             try:
+                # A loop step runs for the task's principal, whatever the task file said.
+                child = action.input.model_copy(update={"principal": self._clearance.handed_on})
                 result = await workflow.execute_child_workflow(
                     LOOP_WORKFLOW,
-                    action.input,
+                    child,
                     id=f"{self._workflow_id}/{step.id}/{attempt}",
                     result_type=LoopResult,
                     memo=workflow.memo() or None,
@@ -141,6 +151,7 @@ class StepRunner:
             timeout=self._timeout,
             retry=TOOL_RETRY,
             summary=f"step {step.id} · {action.tool} · attempt {attempt}",
+            priority=self._clearance.priority,
         )
         if isinstance(done, ToolFailure):
             if done.cancelled:  # the task's cancellation: compensation, not re-attempts

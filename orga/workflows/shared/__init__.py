@@ -10,6 +10,7 @@ Modules:
 * ``metrics`` — replay-safe metrics from workflow code
 * ``options`` — timeouts and retry policies of the activities
 * ``patches`` — every ``workflow.patched`` id, and what it guards
+* ``principals`` — a workflow's principal as its setup is asked it; its calls' fairness key
 * ``tool_calls`` — the tool activity, and what its failure means
 """
 

@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import Final
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import Priority, RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
 from temporalio.workflow import ActivityCancellationType
 
@@ -95,11 +95,13 @@ async def run_tool(
     heartbeat: timedelta | None,
     cancellation: ActivityCancellationType,
     local: bool = False,
+    priority: Priority = Priority.default,
 ) -> ToolResult | ToolFailure:
     """The tool's result, or why there is none (raises only on the workflow's cancellation).
 
     ``local``: a short pure tool, run as a local activity in this worker (at most
-    ``LOCAL_TOOL_TIMEOUT`` an attempt, recorded as a marker).
+    ``LOCAL_TOOL_TIMEOUT`` an attempt, recorded as a marker). ``priority``: its fairness key
+    and weight (the principal's tenant).
     """
     try:
         if local:
@@ -120,6 +122,7 @@ async def run_tool(
             retry_policy=retry,
             summary=summary,
             cancellation_type=cancellation,
+            priority=priority,
         )
     except (ActivityError, ApplicationError, TimeoutError) as error:
         # A local activity's failure may arrive as the error itself, not wrapped.
@@ -127,7 +130,12 @@ async def run_tool(
 
 
 async def run_task_tool(
-    invocation: ToolInvocation, *, timeout: timedelta, retry: RetryPolicy, summary: str
+    invocation: ToolInvocation,
+    *,
+    timeout: timedelta,
+    retry: RetryPolicy,
+    summary: str,
+    priority: Priority = Priority.default,
 ) -> ToolResult | ToolFailure:
     """A task's step or compensation: ``run_tool``, its cancellation waited for; when only
     the workers that took it lack the tool, it waits for one that has it and runs again rather
@@ -141,6 +149,7 @@ async def run_task_tool(
             summary=summary,
             heartbeat=tool_heartbeat_timeout(timeout),
             cancellation=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+            priority=priority,
         )
         if not (
             isinstance(done, ToolFailure)

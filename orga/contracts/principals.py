@@ -1,0 +1,148 @@
+"""Who a loop runs for: principals, the operator's spend limits, and what the ledger reports.
+
+A **principal** is a user and the tenant the user belongs to. A loop, a thread, a task, a
+delegated child and a fork each run for one (or for nobody: no ledger then applies). It reaches
+the worker as a ``PrincipalClaim`` in the start input; the worker resolves it when the loop
+starts (``orga.worker.principals``) into a ``Principal``:
+
+* **bound**: the claim carries a signature by an *issuer* the operator enrolled
+  (``[issuers.<name>] key = "…"``) — the web endpoint, the desk or an operator's CLI, each of
+  which authenticated the caller and signed ``orga.core.signatures.principal_text`` for this
+  workflow id. The principal is then ``verified``.
+* **claimed**: no signature, or one that does not hold. A plain Temporal client can say
+  anything; the principal is recorded as a claim (``verified`` false), and the operator decides
+  whether claims run at all (``[principals] claims = "record" | "refuse"``).
+
+The operator's mapping wins over both: a user listed with a tenant (``[users.ann] tenant =
+"acme"``) belongs to that tenant whatever the claim says. A child loop runs for its parent's
+principal, a next run (continue-as-new) for its previous run's; neither is a client's to
+choose.
+
+Limits are per user and per tenant, per UTC day and month, in USD (priced as
+``LoopConfig.max_cost`` is) and tokens (``SpendLimits``). Every model call reserves its worst
+case against them before it is sent and settles to what was served (``orga.runtime.spend``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from orga.contracts.wire import Compact
+
+__all__ = [
+    "NAME_PATTERN",
+    "PRINCIPAL_FORMAT",
+    "ClaimRule",
+    "Period",
+    "Principal",
+    "PrincipalClaim",
+    "PrincipalName",
+    "Scope",
+    "SpendLimits",
+    "SpendLine",
+]
+
+PRINCIPAL_FORMAT: Final = "orga-principal/1"
+"""The version of what an issuer signs (part of the signed text)."""
+
+NAME_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$"
+"""A user's or tenant's name: plain characters only (an e-mail address fits), so a name is
+safe in a search-attribute query, a metric label and a terminal."""
+
+PrincipalName = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
+
+ClaimRule = Literal["record", "refuse"]
+"""What the worker does with a principal no enrolled issuer signed: run it, marked a claim
+(``record``, the default), or refuse the loop (``refuse``)."""
+
+Period = Literal["day", "month"]
+"""A spend limit's period: the UTC calendar day or month."""
+
+Scope = Literal["user", "tenant"]
+"""Whose spend a ledger line counts."""
+
+
+class PrincipalClaim(Compact):
+    """Who a loop, thread or task is started for, as its starter says (``LoopInput.principal``,
+    ``TaskInput.principal``). Unsigned, it is a claim; signed by an enrolled issuer for this
+    workflow id, it binds."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    user: PrincipalName
+    tenant: PrincipalName | None = None
+    """The user's tenant, where the operator's mapping does not say (it wins when it does)."""
+    issuer: str | None = Field(default=None, max_length=200)
+    """The enrolled issuer that authenticated the user and signed this claim."""
+    workflow_id: str | None = Field(default=None, max_length=1000)
+    """The workflow the issuer bound the user to (signed: a binding is not moved elsewhere)."""
+    signed_at: datetime | None = None
+    signature: str | None = Field(default=None, max_length=200)
+    """Ed25519 signature (base64) of ``orga.core.signatures.principal_text``."""
+
+
+class Principal(Compact):
+    """Who a loop runs for, as its worker resolved it (recorded with the loop's setup)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    user: PrincipalName
+    tenant: PrincipalName | None = None
+    verified: bool = False
+    """An enrolled issuer bound the user to this loop (or to the loop it descends from);
+    false: a claim its starter made."""
+    issuer: str | None = None
+    """The issuer that bound it (``None`` for a claim)."""
+
+    def describe(self) -> str:
+        """``ann@acme`` (``ann@acme (claimed)`` for a claim): for people to read."""
+        name = self.user if self.tenant is None else f"{self.user}@{self.tenant}"
+        return name if self.verified else f"{name} (claimed)"
+
+
+class SpendLimits(BaseModel):
+    """What a user or a tenant may spend, across all of its loops (``[users.<name>]``,
+    ``[tenants.<name>]``; ``"*"`` names the limits of every one not listed). None: no limit."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    day_usd: float | None = Field(default=None, gt=0)
+    """USD per UTC day, priced as ``LoopConfig.max_cost`` is (a model without a known price
+    cannot be kept within it: its calls are refused)."""
+    month_usd: float | None = Field(default=None, gt=0)
+    """USD per UTC calendar month."""
+    day_tokens: int | None = Field(default=None, ge=1)
+    """Tokens (input and output) per UTC day."""
+    month_tokens: int | None = Field(default=None, ge=1)
+    """Tokens per UTC calendar month."""
+
+    def any(self) -> bool:
+        """Whether it limits anything."""
+        return any(
+            v is not None
+            for v in (self.day_usd, self.month_usd, self.day_tokens, self.month_tokens)
+        )
+
+
+class SpendLine(BaseModel):
+    """One user's or tenant's spend in one period, as the ledger holds it (``orga spend``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    scope: Scope
+    name: str
+    period: Period
+    key: str
+    """The period itself: ``2026-12-04`` (a day) or ``2026-12`` (a month), UTC."""
+    spent_usd: float = 0.0
+    spent_tokens: int = 0
+    reserved_usd: float = 0.0
+    """Held by calls in flight (their worst case), not yet settled."""
+    reserved_tokens: int = 0
+    calls: int = 0
+    """Settled model calls."""
+    limit_usd: float | None = None
+    limit_tokens: int | None = None

@@ -1,0 +1,411 @@
+"""Loops that belong to someone (issue 53): a principal on every loop, bound by an enrolled
+issuer or marked a claim, and a spend ledger per principal and period in the shared store
+(PostgreSQL here, as in a cluster) that every model call reserves against before it is sent."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowFailureError, WorkflowHandle
+from temporalio.exceptions import ApplicationError
+
+import orga
+from orga.contracts import search_attributes as sa
+from orga.contracts.config import LoopConfig, LoopInput
+from orga.contracts.conversation import Message
+from orga.contracts.principals import PrincipalClaim, SpendLine
+from orga.contracts.state import LoopResult, LoopState
+from orga.runtime.binding import Issuer, bind
+from orga.runtime.settings import ModelPrice, Settings
+from orga.runtime.spend import SpendLedger
+from orga.runtime.store import Store
+from orga.scripted.server import Turn
+from tests.harness import Harness, scripted_settings
+from tests.helpers import agents_file, eventually, failure
+
+PRICE = ModelPrice(input=500.0, output=500.0)
+"""USD per million tokens: a call served 10 tokens in and 90 out costs 0.05 USD."""
+CALL_USD = 0.05
+ISSUER = Ed25519PrivateKey.generate()
+"""The web endpoint's key, which the operator enrolls as issuer ``web``."""
+
+
+def _public(key: Ed25519PrivateKey) -> str:
+    raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return base64.b64encode(raw).decode()
+
+
+def principals_file(tmp_path: Path, body: str, name: str = "principals.toml") -> Path:
+    """The operator's principals file: issuer ``web`` enrolled, and ``body``."""
+    path = tmp_path / name
+    path.write_text(f'[issuers.web]\nkey = "{_public(ISSUER)}"\n\n{body}')
+    return path
+
+
+def _settings(harness: Harness, model: str, principals: Path, **changes: Any) -> Settings:
+    return scripted_settings(
+        harness.model, model_prices={model: PRICE}, principals_file=principals, **changes
+    )
+
+
+def _user() -> str:
+    return f"ann-{uuid.uuid4().hex[:8]}"
+
+
+def _spent(store: Store, user: str) -> SpendLine:
+    [line] = SpendLedger(store).lines("day", scope="user", name=user)
+    return line
+
+
+async def _start(
+    harness: Harness,
+    model: str,
+    principal: PrincipalClaim | None,
+    *,
+    workflow_id: str | None = None,
+    **config: Any,
+) -> WorkflowHandle[Any, LoopResult]:
+    handle = await harness.client.start_workflow(
+        "ReasoningLoop",
+        LoopInput(
+            messages=[Message(role="user", content="hello")],
+            config=LoopConfig(model=model, max_output_tokens=100, **config),
+            principal=principal,
+        ),
+        id=workflow_id or f"loop-{uuid.uuid4().hex[:12]}",
+        task_queue=harness.task_queue,
+        result_type=LoopResult,
+    )
+    harness.handles.append(handle)
+    return handle
+
+
+async def _state(handle: WorkflowHandle[Any, Any]) -> LoopState:
+    return await handle.query("state", result_type=LoopState)
+
+
+async def _identities(handle: WorkflowHandle[Any, Any]) -> set[str]:
+    """Who ran the loop's model calls (the workers' identities)."""
+    history = await handle.fetch_history()
+    return {
+        e.activity_task_started_event_attributes.identity
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+    }
+
+
+async def test_forty_loops_of_one_principal_on_two_workers_stay_within_its_day_limit(
+    harness: Harness, tmp_path: Path, postgres_url: str
+) -> None:
+    """40 loops at once, each one call of 0.05 USD, for a user whose day limit is 1.00 USD:
+    the ledger, shared by two workers through PostgreSQL, never lets them spend more; every
+    loop it stops ends ``BudgetExceeded`` naming the user's budget."""
+    user = _user()
+    model = harness.new_model(
+        [Turn(text="done", input_tokens=10, output_tokens=90) for _ in range(40)]
+    )
+    principals = principals_file(tmp_path, f"[users.{user}]\nday_usd = 1.0\n")
+    settings = _settings(harness, model, principals, store_url=postgres_url)
+    other = await harness.another_process()
+    async with harness.worker(settings=settings), other.worker(settings=settings):
+        handles = await asyncio.gather(
+            *(_start(harness, model, PrincipalClaim(user=user)) for _ in range(40))
+        )
+        outcomes = await asyncio.gather(
+            *(h.result() for h in handles), return_exceptions=True
+        )
+        states = await asyncio.gather(*(_state(h) for h in handles))
+        identities = set[str]().union(*await asyncio.gather(*(_identities(h) for h in handles)))
+    answered = [o for o in outcomes if isinstance(o, LoopResult)]
+    stopped = [o for o in outcomes if isinstance(o, WorkflowFailureError)]
+    assert len(answered) + len(stopped) == 40
+    assert answered and stopped  # 2.00 USD asked for, 1.00 USD allowed
+    for error in stopped:
+        cause = error.cause
+        assert isinstance(cause, ApplicationError) and cause.type == "BudgetExceeded", cause
+        assert f"{user} (claimed)'s budget" in cause.message
+        assert "day_usd=1" in cause.message
+    with Store(postgres_url) as store:
+        line = _spent(store, user)
+    assert line.spent_usd <= 1.0 + 1e-9
+    assert line.reserved_usd == 0  # every hold settled or given back
+    assert line.calls == len(answered) == sum(1 for s in states if s.usage.cost_usd > 0)
+    assert line.spent_usd == pytest.approx(sum(s.usage.cost_usd for s in states))
+    assert line.spent_usd == pytest.approx(CALL_USD * len(answered))
+    assert len(identities) == 2  # both workers made calls, against one ledger
+
+
+async def test_a_loop_its_delegated_child_and_a_fork_charge_one_ledger(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """Ann's loop (bound by the web endpoint) delegates to a child, which runs for Ann,
+    verified through its server-set parent; a fork Ann starts is bound to her too; the
+    ledger holds every call of the three, and what the loops say they cost."""
+    user = _user()
+    lead = harness.new_model(
+        [
+            Turn(
+                tool_calls=[("delegate", {"agent": "research", "task": "find it"})],
+                input_tokens=10,
+                output_tokens=90,
+            ),
+            Turn(text="found", input_tokens=10, output_tokens=90),
+            Turn(text="found again", input_tokens=10, output_tokens=90),  # the fork's
+        ]
+    )
+    research = harness.new_model([Turn(text="it is 4", input_tokens=10, output_tokens=90)])
+    agents = agents_file(tmp_path, {"lead": lead, "research": research, "writer": research})
+    principals = principals_file(tmp_path, "")
+    settings = scripted_settings(
+        harness.model,
+        agents_file=agents,
+        principals_file=principals,
+        model_prices={lead: PRICE, research: PRICE},
+    )
+    issuer = Issuer("web", ISSUER)
+    tenant = f"acme-{uuid.uuid4().hex[:8]}"
+    async with harness.worker(settings=settings):
+        loop_id = f"loop-{uuid.uuid4().hex[:12]}"
+        handle = await _start(
+            harness,
+            lead,
+            bind(PrincipalClaim(user=user, tenant=tenant), loop_id, issuer),
+            workflow_id=loop_id,
+            agent_id="lead",
+            max_total_tokens=10_000,
+        )
+        result = await handle.result()
+        [delegation] = (await _state(handle)).delegations
+        child = harness.client.get_workflow_handle(delegation.workflow_id)
+        child_state = await _state(child)
+        harness.handles.append(child)
+        fork = await orga.loop(harness.client, loop_id).fork(
+            1, say="again", principal=PrincipalClaim(user=user), issuer=issuer
+        )
+        harness.handles.append(fork.handle)
+        forked = await fork.result()
+        fork_state = await fork.state()
+    assert result.output == "found" and forked.output == "found again"
+    assert child_state.principal is not None and child_state.principal.verified
+    assert child_state.principal.user == user and child_state.principal.issuer == "web"
+    assert fork_state.principal is not None and fork_state.principal.verified
+    from tests.harness import TEST_STORE
+
+    line = _spent(TEST_STORE, user)
+    assert line.calls == 4  # the lead's two, the child's one, the fork's one
+    assert line.spent_usd == pytest.approx(4 * CALL_USD)
+    # The loop's cost holds its child's; the fork's carries what its source had spent by then.
+    assert result.usage.cost_usd == pytest.approx(3 * CALL_USD)
+    assert line.spent_usd == pytest.approx(result.usage.cost_usd + CALL_USD)
+    # The fork's starter named Ann without a tenant (and no mapping gives her one).
+    [of_tenant] = SpendLedger(TEST_STORE).lines("day", scope="tenant", name=tenant)
+    assert of_tenant.calls == 3 and of_tenant.spent_usd == pytest.approx(3 * CALL_USD)
+
+
+async def test_a_principal_is_a_claim_unless_an_enrolled_issuer_bound_it_to_this_loop(
+    harness: Harness, tmp_path: Path
+) -> None:
+    user = _user()
+    model = harness.new_model([Turn(text="done")] * 5)
+    principals = principals_file(tmp_path, f'[users.{user}]\ntenant = "acme"\n')
+    stranger = Issuer("web", Ed25519PrivateKey.generate())  # the right name, not its key
+    async with harness.worker(settings=_settings(harness, model, principals)):
+        claimed = await _start(harness, model, PrincipalClaim(user=user, tenant="evil"))
+        forged = await _start(harness, model, bind(user, "loop-x", stranger))
+        moved = await _start(harness, model, bind(user, "loop-elsewhere", Issuer("web", ISSUER)))
+        bound_id = f"loop-{uuid.uuid4().hex[:12]}"
+        bound = await _start(
+            harness, model, bind(user, bound_id, Issuer("web", ISSUER)), workflow_id=bound_id
+        )
+        for handle in (claimed, forged, moved, bound):
+            await handle.result()
+        states = [await _state(h) for h in (claimed, forged, moved, bound)]
+        listed = [
+            w.id
+            async for w in harness.client.list_workflows(
+                f"OrgaPrincipal = '{user}' AND OrgaTenant = 'acme'"
+            )
+        ]
+    for state in states[:3]:
+        assert state.principal is not None and not state.principal.verified
+    assert states[3].principal is not None and states[3].principal.verified
+    # The operator's mapping wins over what the claim says.
+    assert {s.principal.tenant for s in states if s.principal} == {"acme"}
+    assert sorted(listed) == sorted(h.id for h in (claimed, forged, moved, bound))
+    described = await bound.describe()
+    assert described.typed_search_attributes.get(sa.PRINCIPAL) == user
+
+
+async def test_the_operator_may_refuse_claims_and_require_a_principal(
+    harness: Harness, tmp_path: Path
+) -> None:
+    model = harness.new_model([Turn(text="done")] * 3)
+    principals = principals_file(tmp_path, '[principals]\nclaims = "refuse"\nrequired = true\n')
+    async with harness.worker(settings=_settings(harness, model, principals)):
+        nobody = await _start(harness, model, None)
+        claimed = await _start(harness, model, PrincipalClaim(user=_user()))
+        bound_id = f"loop-{uuid.uuid4().hex[:12]}"
+        bound = await _start(
+            harness, model, bind(_user(), bound_id, Issuer("web", ISSUER)), workflow_id=bound_id
+        )
+        refused_nobody = await failure(nobody, "InvalidConfig")
+        refused_claim = await failure(claimed, "InvalidConfig")
+        assert (await bound.result()).output == "done"
+    assert "requires every loop to run for a principal" in refused_nobody.message
+    assert "is only claimed" in refused_claim.message
+
+
+async def test_a_principal_over_its_limit_is_refused_before_the_provider_is_asked(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """A tenant's token limit binds all of its users; the refused call never reaches the
+    model; a model without a known price cannot be kept within a USD limit."""
+    user = _user()
+    tenant = f"t-{uuid.uuid4().hex[:8]}"
+    model = harness.new_model([Turn(text="done", input_tokens=10, output_tokens=90)] * 3)
+    unpriced = harness.new_model([Turn(text="free?")])
+    principals = principals_file(
+        tmp_path,
+        f'[users.{user}]\ntenant = "{tenant}"\nday_usd = 5.0\n\n'
+        f"[tenants.{tenant}]\nday_tokens = 150\n",
+    )
+    async with harness.worker(settings=_settings(harness, model, principals)):
+        first = await _start(harness, model, PrincipalClaim(user=user))
+        assert (await first.result()).output == "done"
+        second = await _start(harness, model, PrincipalClaim(user=user))
+        over = await failure(second, "BudgetExceeded")
+        third = await _start(harness, unpriced, PrincipalClaim(user=user))
+        unknown = await failure(third, "BudgetExceeded")
+    assert f"tenant {tenant}'s day_tokens" in over.message and "day_tokens=150" in over.message
+    assert len(harness.model.requests_for(model)) == 1
+    assert "price unknown" in unknown.message and not harness.model.requests_for(unpriced)
+
+
+async def test_orga_run_binds_the_principal_with_the_issuer_key(
+    harness: Harness, tmp_path: Path, env: Any
+) -> None:
+    """``orga run --principal ann --tenant acme`` with ``ORGA_ISSUER``/``ORGA_ISSUER_KEY``:
+    the worker records ann verified; ``orga list --principal`` finds the loop."""
+    from tests.helpers import on, orga as run_orga
+
+    user = _user()
+    key_path = tmp_path / "issuer.pem"
+    key_path.write_bytes(
+        ISSUER.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    key_path.chmod(0o600)
+    model = harness.new_model([Turn(text="done")])
+    principals = principals_file(tmp_path, "")
+    async with harness.worker(settings=_settings(harness, model, principals)):
+        code, out, err = await run_orga(
+            "run", "hello", "--provider", "openai", "--model", model,
+            "--principal", user, "--tenant", "acme", "--json",
+            env={**on(env, harness), "ORGA_ISSUER": "web", "ORGA_ISSUER_KEY": str(key_path)},
+        )  # fmt: skip
+        assert code == 0, err
+        listed = await eventually(
+            lambda: _listed(env, harness, user), "orga list --principal finds the loop"
+        )
+        [row] = listed
+        handle = harness.client.get_workflow_handle(row["workflow_id"])
+        harness.handles.append(handle)
+        state = await _state(handle)
+        code, shown, err = await run_orga("state", handle.id, env=on(env, harness))
+    assert code == 0, err
+    assert f"principal     {user}@acme\n" in shown  # verified: no "(claimed)"
+    assert "left          user" in shown and "no limit" in shown
+    assert state.principal is not None and state.principal.verified
+    assert row["principal"] == f"{user}@acme"
+
+
+async def _listed(env: Any, harness: Harness, user: str) -> list[dict[str, Any]]:
+    import json
+
+    from tests.helpers import on, orga as run_orga
+
+    code, out, _ = await run_orga("list", "--principal", user, "--json", env=on(env, harness))
+    rows: list[dict[str, Any]] = json.loads(out) if code == 0 else []
+    return rows
+
+
+async def test_a_worker_killed_mid_call_charges_its_retry_once(
+    env: Any, harness: Harness, tmp_path: Path, postgres_url: str
+) -> None:
+    """Worker A is SIGKILLed while the provider answers; Temporal retries the call on worker
+    B, which takes A's hold over (same key): the ledger charges the call once."""
+    import json
+    import signal
+
+    from temporalio.client import Client
+
+    from orga.plugin import replayer
+    from orga.runtime.converter import data_converter
+
+    from tests.helpers import worker_process
+
+    user = _user()
+    model = harness.new_model(
+        [
+            Turn(text="too late", delay=120),  # worker A dies while this one waits
+            Turn(text="done", input_tokens=10, output_tokens=90),
+        ]
+    )
+    principals = principals_file(tmp_path, f"[users.{user}]\nday_usd = 1.0\n")
+
+    def host(name: str) -> dict[str, str]:
+        return {
+            "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
+            "ORGA_TASK_QUEUE": harness.task_queue,
+            "ORGA_DATA_DIR": str(tmp_path / name),
+            "ORGA_STORE_URL": postgres_url,
+            "ORGA_PROVIDER": "openai",
+            "OPENAI_BASE_URL": harness.model.openai_base_url,
+            "OPENAI_API_KEY": "sk-test",
+            "ORGA_PRINCIPALS": str(principals),
+            "ORGA_MODEL_PRICES": json.dumps({model: {"input": 500, "output": 500}}),
+        }
+
+    with Store(postgres_url) as store:
+        client = await Client.connect(
+            env.client.service_client.config.target_host,
+            data_converter=data_converter(lambda: store),
+        )
+        loop_id = f"killed-{uuid.uuid4().hex[:8]}"
+        handle = await client.start_workflow(
+            "ReasoningLoop",
+            LoopInput(
+                messages=[Message(role="user", content="hello")],
+                config=LoopConfig(model=model, max_output_tokens=100),
+                principal=PrincipalClaim(user=user),
+            ),
+            id=loop_id,
+            task_queue=harness.task_queue,
+            result_type=LoopResult,
+        )
+        async with worker_process(host("a")) as first:
+            await eventually(lambda: harness.model.requests_for(model), "the call reached A")
+            held = _spent(store, user)
+            first.send_signal(signal.SIGKILL)
+            await first.wait()
+        async with worker_process(host("b")):
+            result = await asyncio.wait_for(handle.result(), 120)
+        line = _spent(store, user)
+        await replayer(store).replay_workflow(await handle.fetch_history())
+    assert held.reserved_usd > 0 and held.spent_usd == 0  # A held the worst case, charged nothing
+    assert result.output == "done"
+    assert len(harness.model.requests_for(model)) == 2  # asked twice …
+    assert line.calls == 1 and line.spent_usd == pytest.approx(CALL_USD)  # … charged once
+    assert line.reserved_usd == 0
+    assert result.usage.cost_usd == pytest.approx(CALL_USD)
