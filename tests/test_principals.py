@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import uuid
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from temporalio import workflow
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError
@@ -30,6 +32,7 @@ from orga.runtime.store import Store
 from orga.scripted.server import Turn
 from tests.harness import Harness, scripted_settings
 from tests.helpers import agents_file, eventually, failure
+from tests.helpers import orga as run_orga
 
 PRICE = ModelPrice(input=500.0, output=500.0)
 """USD per million tokens: a call served 10 tokens in and 90 out costs 0.05 USD."""
@@ -119,9 +122,7 @@ async def test_forty_loops_of_one_principal_on_two_workers_stay_within_its_day_l
         handles = await asyncio.gather(
             *(_start(harness, model, PrincipalClaim(user=user)) for _ in range(40))
         )
-        outcomes = await asyncio.gather(
-            *(h.result() for h in handles), return_exceptions=True
-        )
+        outcomes = await asyncio.gather(*(h.result() for h in handles), return_exceptions=True)
         states = await asyncio.gather(*(_state(h) for h in handles))
         identities = set[str]().union(*await asyncio.gather(*(_identities(h) for h in handles)))
     answered = [o for o in outcomes if isinstance(o, LoopResult)]
@@ -135,6 +136,15 @@ async def test_forty_loops_of_one_principal_on_two_workers_stay_within_its_day_l
         assert "day_usd=1" in cause.message
     with Store(postgres_url) as store:
         line = _spent(store, user)
+    # `orga spend` reports what the ledger holds, limit included.
+    code, out, err = await run_orga(
+        "spend", "--principal", user, "--json",
+        env={"ORGA_STORE_URL": postgres_url, "ORGA_PRINCIPALS": str(principals)},
+    )  # fmt: skip
+    assert code == 0, err
+    assert [SpendLine.model_validate(x) for x in json.loads(out)] == [
+        line.model_copy(update={"limit_usd": 1.0})
+    ]
     assert line.spent_usd <= 1.0 + 1e-9
     assert line.reserved_usd == 0  # every hold settled or given back
     assert line.calls == len(answered) == sum(1 for s in states if s.usage.cost_usd > 0)
@@ -294,7 +304,8 @@ async def test_orga_run_binds_the_principal_with_the_issuer_key(
 ) -> None:
     """``orga run --principal ann --tenant acme`` with ``ORGA_ISSUER``/``ORGA_ISSUER_KEY``:
     the worker records ann verified; ``orga list --principal`` finds the loop."""
-    from tests.helpers import on, orga as run_orga
+    from tests.helpers import on
+    from tests.helpers import orga as run_orga
 
     user = _user()
     key_path = tmp_path / "issuer.pem"
@@ -309,7 +320,7 @@ async def test_orga_run_binds_the_principal_with_the_issuer_key(
     model = harness.new_model([Turn(text="done")])
     principals = principals_file(tmp_path, "")
     async with harness.worker(settings=_settings(harness, model, principals)):
-        code, out, err = await run_orga(
+        code, _out, err = await run_orga(
             "run", "hello", "--provider", "openai", "--model", model,
             "--principal", user, "--tenant", "acme", "--json",
             env={**on(env, harness), "ORGA_ISSUER": "web", "ORGA_ISSUER_KEY": str(key_path)},
@@ -333,7 +344,8 @@ async def test_orga_run_binds_the_principal_with_the_issuer_key(
 async def _listed(env: Any, harness: Harness, user: str) -> list[dict[str, Any]]:
     import json
 
-    from tests.helpers import on, orga as run_orga
+    from tests.helpers import on
+    from tests.helpers import orga as run_orga
 
     code, out, _ = await run_orga("list", "--principal", user, "--json", env=on(env, harness))
     rows: list[dict[str, Any]] = json.loads(out) if code == 0 else []
@@ -345,14 +357,12 @@ async def test_a_worker_killed_mid_call_charges_its_retry_once(
 ) -> None:
     """Worker A is SIGKILLed while the provider answers; Temporal retries the call on worker
     B, which takes A's hold over (same key): the ledger charges the call once."""
-    import json
     import signal
 
     from temporalio.client import Client
 
     from orga.plugin import replayer
     from orga.runtime.converter import data_converter
-
     from tests.helpers import worker_process
 
     user = _user()
@@ -409,3 +419,154 @@ async def test_a_worker_killed_mid_call_charges_its_retry_once(
     assert line.calls == 1 and line.spent_usd == pytest.approx(CALL_USD)  # … charged once
     assert line.reserved_usd == 0
     assert result.usage.cost_usd == pytest.approx(CALL_USD)
+
+
+@workflow.defn(name="ReasoningLoop")
+class RogueParent:
+    """orga's workflow type name, on an attacker's own task queue: it starts a loop on the
+    operator's queue as its child, handing it a binding it copied from another loop's
+    history."""
+
+    @workflow.run
+    async def run(self, child: LoopInput, child_id: str, queue: str) -> LoopState:
+        handle = await workflow.start_child_workflow(
+            "ReasoningLoop", child, id=child_id, task_queue=queue
+        )
+        await handle
+        return LoopState.model_validate({})  # never read: the test reads the child
+
+
+async def test_a_binding_copied_into_a_child_of_an_attackers_workflow_is_a_claim(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """Ann's binding for loop W is in W's history for anyone with namespace access to read.
+    An attacker's workflow (orga's type name, its own task queue) starts a loop on the
+    operator's queue as its child, id ``W/delegate/x``, with that binding: the worker asks the
+    server about the parent, finds it is not on this queue, and records Ann as a claim."""
+    from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+
+    user = _user()
+    model = harness.new_model([Turn(text="done")])
+    principals = principals_file(tmp_path, "")
+    source = f"loop-{uuid.uuid4().hex[:12]}"
+    copied = bind(user, source, Issuer("web", ISSUER))  # as W's history holds it
+    rogue_queue = f"rogue-{uuid.uuid4().hex[:8]}"
+    child_id = f"{source}/delegate/x"
+    rogue = Worker(
+        harness.client,
+        task_queue=rogue_queue,
+        workflows=[RogueParent],
+        workflow_runner=UnsandboxedWorkflowRunner(),
+    )
+    child_input = LoopInput(
+        messages=[Message(role="user", content="hello")],
+        config=LoopConfig(model=model),
+        principal=copied,
+    )
+    async with rogue, harness.worker(settings=_settings(harness, model, principals)):
+        parent = await harness.client.start_workflow(
+            RogueParent.run,
+            args=[child_input, child_id, harness.task_queue],
+            id=f"rogue-{uuid.uuid4().hex[:8]}",
+            task_queue=rogue_queue,
+        )
+        child = harness.client.get_workflow_handle(child_id, result_type=LoopResult)
+        await eventually(lambda: _answered(child), "the child answered")
+        state = await _state(child)
+        await parent.terminate()
+    assert state.principal is not None and state.principal.user == user
+    assert not state.principal.verified  # a claim: the parent is not an orga loop of this queue
+
+
+async def _answered(handle: WorkflowHandle[Any, Any]) -> bool:
+    try:
+        return (await _state(handle)).status == "completed"
+    except Exception:
+        return False
+
+
+async def test_a_tenants_calls_carry_it_as_their_fairness_key(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """The model and tool calls of acme's loop are scheduled with fairness key ``acme`` and
+    the operator's weight for acme."""
+    user = _user()
+    model = harness.new_model([Turn(tool_calls=[("add", {"a": 2, "b": 3})]), Turn(text="5")])
+    principals = principals_file(
+        tmp_path, f'[users.{user}]\ntenant = "acme"\n\n[tenants.acme]\nweight = 3.0\n'
+    )
+    async with harness.worker(settings=_settings(harness, model, principals)):
+        handle = await _start(harness, model, PrincipalClaim(user=user), tools=["add"])
+        await handle.result()
+        history = await handle.fetch_history()
+    scheduled = [
+        e.activity_task_scheduled_event_attributes
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+    kinds = {s.activity_type.name for s in scheduled}
+    assert {"call_model", "run_tool"} <= kinds
+    for each in scheduled:
+        assert each.priority.fairness_key == "acme", each.activity_type.name
+        assert each.priority.fairness_weight == pytest.approx(3.0)
+
+
+async def test_a_principal_out_of_budget_ends_a_threads_turn_and_the_thread_waits(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """In a thread, the principal's limit ends the turn (as a turn's own budgets do): the
+    thread answers that turn with why, and waits for the next message."""
+    from orga.contracts.threads import ThreadConfig
+
+    user = _user()
+    model = harness.new_model([Turn(text="one", input_tokens=10, output_tokens=90)] * 3)
+    principals = principals_file(tmp_path, f"[users.{user}]\nday_usd = 0.06\n")
+    async with harness.worker(settings=_settings(harness, model, principals)):
+        chat = await orga.start_thread(
+            harness.client,
+            LoopConfig(model=model, max_output_tokens=100, thread=ThreadConfig()),
+            "first",
+            task_queue=harness.task_queue,
+            principal=user,
+        )
+        harness.handles.append(chat.handle)
+        first = await chat.turn(1)
+        second = await chat.send("second")
+        state = await chat.state()
+        await chat.close()
+    assert first.output == "one"
+    assert second.unanswered and "day_usd=0.06" in (second.said or "")
+    assert state.status == "awaiting_message"
+    assert len(harness.model.requests_for(model)) == 1
+
+
+async def test_a_ledger_that_cannot_be_reached_stops_the_call_retryable_before_it_is_sent() -> None:
+    """Fail-closed: no call is made uncounted; Temporal retries the attempt."""
+    from temporalio.testing import ActivityEnvironment
+
+    from orga.activities.principals import SpendGuard
+    from orga.contracts.principals import Principal
+    from orga.runtime.spend import LedgerUnavailable
+    from orga.worker.principals import PrincipalRegistry
+
+    class Down(SpendLedger):
+        def __init__(self) -> None:
+            pass
+
+        def reserve(self, *_: Any, **__: Any) -> None:
+            raise LedgerUnavailable("the store at postgresql://orga:***@db/orga cannot be used")
+
+    guard = SpendGuard(PrincipalRegistry(), Down())
+    sent: list[str] = []
+
+    async def call() -> None:
+        async with guard.held(
+            Principal(user="ann"), provider="openai", model="m", estimated=10, max_output=10
+        ):
+            sent.append("asked the provider")
+
+    with pytest.raises(ApplicationError) as failed:
+        await ActivityEnvironment().run(call)
+    assert failed.value.type == "LedgerUnavailable" and not failed.value.non_retryable
+    assert "is not made uncounted" in failed.value.message and "***" in failed.value.message
+    assert sent == []

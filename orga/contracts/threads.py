@@ -90,6 +90,9 @@ class TurnResult(BaseModel):
     unanswered: str | None = None
     """Why the turn ended without an answer (``reason`` ``budget_exceeded``): the budget that
     ran out, as ``BudgetExceeded`` says it. Write again to go on: the next turn has its own."""
+    spend_limit: bool = False
+    """The budget was the principal's spend limit, which the next turn shares (``orga spend``
+    says what is left), not one of the turn's own."""
     iterations: int
     """Model calls the turn made (its own Reason steps)."""
     usage: Usage
@@ -103,6 +106,11 @@ class TurnResult(BaseModel):
         """What a person reads of the turn: its answer, or why it has none and what to do."""
         if self.unanswered is None:
             return self.output
+        if self.spend_limit:
+            return (
+                f"turn {self.turn} ended unanswered: {self.unanswered}. The next turn counts "
+                "against the same limit (orga spend shows what is left)."
+            )
         return (
             f"turn {self.turn} ended unanswered: {self.unanswered}. Write again to go on: the "
             "next turn has budgets of its own."

@@ -48,6 +48,8 @@ class Finished:
     """A typed loop's answer, parsed and validated (``config.output_schema``)."""
     unanswered: str | None = None
     """A thread's turn that ended without an answer (``budget_exceeded``): why."""
+    spend_limit: bool = False
+    """It was its principal's spend limit (the next turn does not start it afresh)."""
 
     @property
     def message(self) -> str:

@@ -165,4 +165,8 @@ class LoopBudgets:
                 )
             ]
         )
-        return Finished("", "budget_exceeded", unanswered=exceeded.message)
+        details: object = exceeded.details[0] if exceeded.details else None
+        principal = isinstance(details, dict) and "principal" in details
+        return Finished(
+            "", "budget_exceeded", unanswered=exceeded.message, spend_limit=bool(principal)
+        )

@@ -85,7 +85,9 @@ async def call_model(
                 wait.end()
             kind, message = failure.kind, failure.message
             if kind == BudgetExceeded.__name__:  # refused before the provider was asked
-                raise BudgetExceeded(message, {"iteration": request.iteration}) from error
+                # A principal's spend limit names itself (the thread then ends the turn only).
+                named = _named_budget(failure.details)
+                raise BudgetExceeded(message, {"iteration": request.iteration, **named}) from error
             raise ModelCallFailed(
                 f"the model call at iteration {request.iteration} failed for good ({kind}): "
                 f"{message}",
@@ -94,6 +96,14 @@ async def call_model(
     if wait is not None:
         wait.end()
     return response
+
+
+def _named_budget(details: Sequence[Any]) -> dict[str, str]:
+    """The budget and principal a refused call's failure names (none for a loop's own)."""
+    if not details or not isinstance(details[0], dict):
+        return {}
+    said = cast(dict[str, Any], details[0])
+    return {k: str(said[k]) for k in ("budget", "principal") if k in said}
 
 
 def _missing_tool(kind: str, details: Sequence[Any]) -> str | None:

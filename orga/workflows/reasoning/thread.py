@@ -156,6 +156,7 @@ class Thread:
             value=finished.value,
             reason=finished.reason,
             unanswered=finished.unanswered,
+            spend_limit=finished.spend_limit,
             iterations=books.iteration - self._base_iteration,
             usage=usage,
             thread_usage=books.usage,
