@@ -570,3 +570,20 @@ async def test_a_ledger_that_cannot_be_reached_stops_the_call_retryable_before_i
     assert failed.value.type == "LedgerUnavailable" and not failed.value.non_retryable
     assert "is not made uncounted" in failed.value.message and "***" in failed.value.message
     assert sent == []
+
+
+@pytest.mark.parametrize(
+    "name", ["ann' OR OrgaPrincipal != '", "ann bob", "\x1b[2Kann", "", "-ann", "a" * 129]
+)
+async def test_a_name_that_is_not_plain_is_refused_everywhere(name: str) -> None:
+    """A principal's name reaches a visibility query, a metric label and a terminal: only
+    plain names are taken, by the contract and by ``orga list``."""
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError):
+        PrincipalClaim(user=name)
+    with pytest.raises(ValidationError):
+        PrincipalClaim(user="ann", tenant=name)
+    if name:
+        code, _, err = await run_orga("list", "--principal", name)
+        assert code == 2 and "is not a user's or tenant's name" in err

@@ -287,6 +287,9 @@ async def list_workflows(
     Raises:
         CliError: a principal or tenant that is not a plain name (exit code 2).
     """
+    for name in (principal, tenant):
+        if name is not None and not re.fullmatch(NAME_PATTERN, name):
+            raise CliError(f"{name!r} is not a user's or tenant's name", 2)  # nothing to escape
     client = await client_for(settings())
     types = [KINDS[kind]] if kind else [LOOP_WORKFLOW, TASK_WORKFLOW]
     query = "WorkflowType IN (" + ", ".join(f"'{t}'" for t in types) + ")"
@@ -300,8 +303,6 @@ async def list_workflows(
         query += " AND OrgaAgentId = '" + agent.replace("'", "\\'") + "'"
     for key, name in ((sa.PRINCIPAL, principal), (sa.TENANT, tenant)):
         if name is not None:
-            if not re.fullmatch(NAME_PATTERN, name):  # plain names only: nothing to escape
-                raise CliError(f"{name!r} is not a user's or tenant's name", 2)
             query += f" AND {key.name} = '{name}'"
     names = {value: name for name, value in KINDS.items()}
     rows: list[WorkflowRow] = []
