@@ -587,3 +587,37 @@ async def test_a_name_that_is_not_plain_is_refused_everywhere(name: str) -> None
     if name:
         code, _, err = await run_orga("list", "--principal", name)
         assert code == 2 and "is not a user's or tenant's name" in err
+
+
+async def test_the_inbox_says_whom_each_waiting_call_is_for_and_filters_by_it(
+    env: Any, harness: Harness, tmp_path: Path
+) -> None:
+    from tests.helpers import inbox, on
+    from tests.sample_tools import transfer
+
+    ann, bob = _user(), _user()
+    model = harness.new_model([Turn(tool_calls=[("transfer", {"amount": 5, "to": "a"})])] * 2)
+    settings = _settings(harness, model, principals_file(tmp_path, ""))
+    async with harness.worker(settings=settings, tools=[transfer]):
+        for user in (ann, bob):
+            claim = PrincipalClaim(user=user, tenant="acme")
+            await _start(harness, model, claim, tools=["transfer"])
+        items = await inbox(env, harness, 2)
+
+        async def only_ann() -> list[dict[str, Any]] | None:
+            code, out, err = await run_orga(
+                "pending", "--principal", ann, "--json", env=on(env, harness)
+            )
+            assert code == 0, err
+            found: list[dict[str, Any]] = json.loads(out)
+            return found or None
+
+        filtered = await eventually(only_ann, "orga pending --principal lists ann's call")
+        code, shown, _ = await run_orga("pending", env=on(env, harness))
+        for handle in harness.handles:
+            await handle.terminate()
+    assert sorted(i["principal"] for i in items) == sorted(
+        f"{user}@acme (claimed)" for user in (ann, bob)
+    )
+    assert [i["principal"] for i in filtered] == [f"{ann}@acme (claimed)"]
+    assert code == 0 and f"for        {ann}@acme (claimed)" in shown

@@ -355,3 +355,26 @@ async def test_orga_spend_prints_each_user_and_tenant_against_their_limits(
     assert (tenant["period"], tenant["limit_tokens"], tenant["calls"]) == ("month", 9000, 1)
     code, out, err = await orga("spend", "--principal", "bob", env=env)
     assert code == 0 and out.startswith("no spend recorded for user 'bob' in "), out
+
+
+def test_prune_forgets_old_settled_calls_and_keeps_the_totals(store: Store) -> None:
+    """``orga store prune`` forgets each call's record once it is long settled (or its hold
+    long expired); what the users and tenants spent stays, and a hold still live stays."""
+    clock = Clock()
+    ledger = SpendLedger(store, clock=clock)
+    p = _name("prune")
+    user = _user(_name())
+    ledger.reserve(f"{p}/settled", [user], _usd(0.5), ttl=60)
+    ledger.settle(f"{p}/settled", _usd(0.25))
+    ledger.reserve(f"{p}/live", [user], _usd(0.5), ttl=400 * 86_400)
+    ledger.reserve(f"{p}/dead", [user], _usd(0.5), ttl=60)  # its worker died
+    clock.now += 40 * 86_400
+    assert ledger.prune(30) >= 2  # the settled and the dead (and other tests' old ones)
+    [line] = ledger.lines("day", scope="user", name=user.name, at=NOON)
+    assert (line.spent_usd, line.calls) == (0.25, 1)  # the totals stay
+    assert line.reserved_usd == 0.5  # the live hold stays, counted
+    with store.engine.connect() as db:
+        from orga.runtime._spend_tables import HOLDS
+
+        kept = {row.key for row in db.execute(HOLDS.select().where(HOLDS.c.key.like(f"{p}/%")))}
+    assert kept == {f"{p}/live"}

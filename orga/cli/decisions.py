@@ -74,13 +74,16 @@ def pending(
             "characters is cut with a marker that counts what is left out).",
         ),
     ] = False,
+    principal: Annotated[
+        str | None, typer.Option(help="Only what waits in this user's loops and tasks.")
+    ] = None,
     as_json: Json = False,
 ) -> None:
     """The inbox: every approval, review and escalation waiting for a person, in loops and
     tasks, oldest first: the arguments one per line, and the commands that answer each."""
 
     async def body() -> int:
-        items = await inbox(await client_for(settings()), limit=limit)
+        items = await inbox(await client_for(settings()), limit=limit, principal=principal)
         out = console()
         if as_json:
             print_json([item.model_dump(mode="json") for item in items])

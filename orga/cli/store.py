@@ -14,6 +14,7 @@ import typer
 
 from orga.cli.common import CliError, console, execute, settings
 from orga.runtime.safe_text import printable
+from orga.runtime.spend import SpendLedger
 
 __all__ = ["register"]
 
@@ -55,15 +56,25 @@ def get(
 
 def prune(
     older_than: Annotated[
-        float, typer.Option(help="Forget payloads and blobs kept more than this many days ago.")
+        float,
+        typer.Option(
+            help="Forget payloads and blobs kept, and spend-ledger calls settled, more than "
+            "this many days ago."
+        ),
     ],
 ) -> None:
-    """Forget old payloads and blobs (keep them longer than the namespace keeps histories)."""
+    """Forget old payloads and blobs (keep them longer than the namespace keeps histories), and
+    the spend ledger's record of each call settled long ago (its totals stay)."""
 
     async def body() -> int:
         with settings().store() as store:
             removed = store.prune(older_than)
-        console().print(f"forgot {removed} stored payload(s) and blob(s)", markup=False)
+            calls = SpendLedger(store).prune(older_than)
+        console().print(
+            f"forgot {removed} stored payload(s) and blob(s), {calls} settled call(s) of the "
+            "spend ledger",
+            markup=False,
+        )
         return 0
 
     execute(body)

@@ -10,6 +10,7 @@ without hiding the others.
 from __future__ import annotations
 
 import asyncio
+import re
 import shlex
 from datetime import UTC, datetime
 from typing import Literal
@@ -18,8 +19,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio.client import Client
 from temporalio.service import RPCError
 
+from orga.contracts import search_attributes as sa
 from orga.contracts.approvals import PendingApproval, PendingEscalation
 from orga.contracts.messages import LOOP_WORKFLOW, TASK_WORKFLOW
+from orga.contracts.principals import NAME_PATTERN
 from orga.contracts.state import LoopState
 from orga.contracts.task import TaskState
 from orga.desk.facts import DeskError, read_state
@@ -184,17 +187,25 @@ INBOX_QUERY_TIMEOUT = 3.0
 unreadable after this, and the others are not held up longer (the desk page polls every 3 s)."""
 
 
-async def inbox(client: Client, *, limit: int = 100) -> list[InboxItem]:
-    """Everything waiting for a person, oldest first.
+async def inbox(
+    client: Client, *, limit: int = 100, principal: str | None = None
+) -> list[InboxItem]:
+    """Everything waiting for a person, oldest first; with ``principal``, only what waits in
+    that user's loops (``OrgaPrincipal``).
 
     Raises:
-        DeskError: Temporal's visibility could not be listed.
+        DeskError: Temporal's visibility could not be listed, or ``principal`` is not a
+            plain name.
     """
     query = (
         f"WorkflowType IN ('{LOOP_WORKFLOW}', '{TASK_WORKFLOW}') AND ExecutionStatus = 'Running' "
         "AND OrgaStatus IN ('awaiting_approval', 'awaiting_review', 'awaiting_message', "
         "'awaiting_worker')"
     )
+    if principal is not None:
+        if not re.fullmatch(NAME_PATTERN, principal):  # plain names only: nothing to escape
+            raise DeskError(f"{principal!r} is not a user's name")
+        query += f" AND {sa.PRINCIPAL.name} = '{principal}'"
     found: list[InboxItem] = []
     try:
         executions = [e async for e in client.list_workflows(query, limit=limit)]

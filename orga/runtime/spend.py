@@ -261,6 +261,21 @@ class SpendLedger:
             )
         return result
 
+    def prune(self, older_than_days: float) -> int:
+        """Forget the calls settled, released or expired more than ``older_than_days`` ago
+        (a retry of one would be refused by its workflow's end long before); the totals —
+        the ledger itself — stay. How many.
+
+        Raises:
+            LedgerUnavailable: the store cannot be reached.
+        """
+        now = self._clock()
+        cutoff = now - older_than_days * 86_400
+        with self._connection(begin=True) as db:
+            done = HOLDS.c.updated_at < cutoff
+            gone = (HOLDS.c.state != "held") | (HOLDS.c.expires_at < now)
+            return db.execute(HOLDS.delete().where(and_(done, gone))).rowcount
+
     @contextmanager
     def _transaction(
         self, key: str, holders: Sequence[Holder], *, from_hold: bool = False

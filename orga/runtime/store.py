@@ -109,7 +109,11 @@ def _engine(url: str, *, vectors: bool = False) -> Engine:
         return engine
     if scheme in ("postgresql", "postgres", "postgresql+psycopg"):
         rest = url.split("://", 1)[1]
-        return create_engine(f"postgresql+psycopg://{rest}", pool_pre_ping=True)
+        # A host that does not answer fails in seconds, not the OS's minutes: the spend
+        # ledger fails closed on it, and the call is retried.
+        return create_engine(
+            f"postgresql+psycopg://{rest}", pool_pre_ping=True, connect_args={"connect_timeout": 10}
+        )
     raise InvalidConfig(
         f"ORGA_STORE_URL={url!r} is not a store orga knows: use sqlite:////abs/path/store.db "
         "(one machine) or postgresql://user:password@host:5432/database (a cluster)"
