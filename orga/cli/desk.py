@@ -33,6 +33,9 @@ def serve_desk(
     open_browser: Annotated[
         bool, typer.Option("--open/--no-open", help="Open the page in a browser.")
     ] = True,
+    principal: Annotated[
+        str | None, typer.Option(help="List only what waits in this user's loops and tasks.")
+    ] = None,
 ) -> None:
     """The inbox as a local web page: approve, deny or resolve with a reason, in a browser."""
 
@@ -42,7 +45,9 @@ def serve_desk(
         key = signing_key(config)
         client = await client_for(config)
         token = secrets.token_urlsafe(24)
-        app = build_app(client, token=token, approver=who, hosts=_hosts(host), key=key)
+        app = build_app(
+            client, token=token, approver=who, hosts=_hosts(host), key=key, principal=principal
+        )
 
         def announce(bound: int) -> None:
             url = f"http://{host}:{bound}/?token={token}"

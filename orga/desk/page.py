@@ -98,9 +98,11 @@ def build_app(
     approver: str,
     hosts: set[str],
     key: Ed25519PrivateKey | None = None,
+    principal: str | None = None,
 ) -> Starlette:
     """The desk's web application (routes, and the lock on them); decisions are signed with
-    ``key`` (the approver's), when given."""
+    ``key`` (the approver's), when given; with ``principal``, its inbox lists only what waits
+    in that user's loops."""
 
     def allowed(request: Request) -> Response | None:
         name = request.headers.get("host", "").rsplit(":", 1)[0]
@@ -121,7 +123,7 @@ def build_app(
         if (refused := allowed(request)) is not None:
             return refused
         try:
-            items = await waiting_items(client)
+            items = await waiting_items(client, principal=principal)
         except DeskError as error:
             return _error(error, 502)
         return JSONResponse(
