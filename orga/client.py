@@ -9,8 +9,8 @@
         await loop.approve(waiting.call_id, approver="alice", reason="looks right")
     result = await loop.result()
 
-A ``LoopHandle`` wraps Temporal's workflow handle (``.handle``) with the loop's queries and
-updates; every decision names who made it. A thread waits for a message after each answer:
+A ``LoopHandle`` wraps Temporal's workflow handle (``.handle``) with its queries and updates;
+every decision names who made it. A thread waits for a message after each answer:
 
     chat = await orga.start_thread(client, orga.LoopConfig(tools=["add"]))
     turn = await chat.send("What is 2+3?")  # the turn's TurnResult, once answered
@@ -146,7 +146,8 @@ async def start_thread(
         task_queue: default: ``ORGA_TASK_QUEUE`` (``orga``).
         output_type: a pydantic model every turn's answer must match (``TurnResult.value``
             and ``result().value`` are instances of it).
-        principal, issuer: whom it runs for, and who vouches for that (``start_loop``).
+        principal: whom it runs for (``start_loop``).
+        issuer: who vouches for that (``start_loop``).
     """
     config = config or LoopConfig()
     config = config if config.thread else config.model_copy(update={"thread": ThreadConfig()})
