@@ -25,6 +25,7 @@ from orga.contracts.config import LoopConfig, LoopInput
 from orga.contracts.conversation import Message
 from orga.contracts.principals import PrincipalClaim, SpendLine
 from orga.contracts.state import LoopResult, LoopState
+from orga.contracts.task import TaskInput
 from orga.runtime.binding import Issuer, bind
 from orga.runtime.settings import ModelPrice, Settings
 from orga.runtime.spend import SpendLedger
@@ -621,3 +622,81 @@ async def test_the_inbox_says_whom_each_waiting_call_is_for_and_filters_by_it(
     )
     assert [i["principal"] for i in filtered] == [f"{ann}@acme (claimed)"]
     assert code == 0 and f"for        {ann}@acme (claimed)" in shown
+
+
+async def test_a_next_run_and_a_tasks_loop_step_run_for_the_same_principal(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """A loop that continues as new keeps its binding (verified in every run) and charges the
+    same ledger; a task's loop step runs for the task's principal (verified through its
+    parent, the task), whatever its own input said."""
+    from orga.contracts.task import TaskResult, TaskState
+    from orga.scripted.server import RecordedRequest
+
+    def counter(request: RecordedRequest) -> Turn:
+        done = request.tool_results()
+        if done < 24:
+            add = ("add", {"a": done, "b": 1})
+            return Turn(tool_calls=[add], input_tokens=10, output_tokens=90)
+        return Turn(text="24", input_tokens=10, output_tokens=90)
+
+    user, stranger = _user(), _user()
+    model = harness.new_model([counter] * 25)
+    step_model = harness.new_model([Turn(text="stepped", input_tokens=10, output_tokens=90)])
+    principals = principals_file(tmp_path, "")
+    settings = scripted_settings(
+        harness.model, principals_file=principals, model_prices={model: PRICE, step_model: PRICE}
+    )
+    issuer = Issuer("web", ISSUER)
+    async with harness.worker(settings=settings):
+        loop_id = f"loop-{uuid.uuid4().hex[:12]}"
+        handle = await _start(
+            harness, model, bind(user, loop_id, issuer), workflow_id=loop_id,
+            tools=["add"], max_history_events=200,
+        )  # fmt: skip
+        result = await handle.result()
+        state = await _state(handle)
+        task_id = f"task-{uuid.uuid4().hex[:12]}"
+        task = await harness.client.start_workflow(
+            "Task",
+            TaskInput.model_validate(
+                {
+                    "steps": [
+                        {
+                            "id": "ask",
+                            "action": {
+                                "kind": "loop",
+                                "input": {
+                                    "messages": [{"role": "user", "content": "go"}],
+                                    "config": {"model": step_model},
+                                    "principal": {"user": stranger},  # not the task's
+                                },
+                            },
+                        }
+                    ],
+                    "principal": bind(user, task_id, issuer).model_dump(mode="json"),
+                }
+            ),
+            id=task_id,
+            task_queue=harness.task_queue,
+            result_type=TaskResult,
+        )
+        harness.handles.append(task)
+        await task.result()
+        task_state = await task.query("state", result_type=TaskState)
+        step = harness.client.get_workflow_handle(f"{task_id}/ask/1")
+        step_state = await _state(step)
+        harness.handles.append(step)
+    described = await handle.describe()
+    assert result.output == "24"
+    assert described.raw_info.execution.run_id != described.raw_info.first_run_id  # it moved on
+    assert state.principal is not None and state.principal.verified
+    assert task_state.principal is not None and task_state.principal.verified
+    assert step_state.principal is not None and step_state.principal.user == user
+    assert step_state.principal.verified  # through its parent, the task
+    from tests.harness import TEST_STORE
+
+    line = _spent(TEST_STORE, user)
+    assert line.calls == 26  # the loop's 25 calls, over its runs, and the step's one
+    assert line.spent_usd == pytest.approx(26 * CALL_USD)
+    assert SpendLedger(TEST_STORE).lines("day", scope="user", name=stranger)[0].calls == 0
