@@ -372,7 +372,7 @@ def principal_of(
         raise CliError("--tenant needs --principal (the user the loop runs for)", 2)
     try:
         claim = PrincipalClaim(user=user, tenant=tenant)
-        return bind(claim, workflow_id, issuer_from(settings)) or claim
+        return bind(claim, workflow_id, issuer_from(settings))
     except ValidationError as error:
         raise CliError(f"invalid principal: {describe_validation_error(error)}", 2) from error
     except ApproverKeyError as error:

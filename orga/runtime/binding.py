@@ -10,6 +10,7 @@ the public key as ``[issuers.<name>]``), and the worker then records the princip
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import overload
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -40,6 +41,16 @@ def issuer_from(settings: Settings) -> Issuer | None:
     return Issuer(settings.issuer, load_key(settings.issuer_key, "ORGA_ISSUER_KEY"))
 
 
+@overload
+def bind(
+    principal: PrincipalClaim | str, workflow_id: str, issuer: Issuer | None
+) -> PrincipalClaim: ...
+@overload
+def bind(principal: None, workflow_id: str, issuer: Issuer | None) -> None: ...
+@overload
+def bind(
+    principal: PrincipalClaim | str | None, workflow_id: str, issuer: Issuer | None
+) -> PrincipalClaim | None: ...
 def bind(
     principal: PrincipalClaim | str | None, workflow_id: str, issuer: Issuer | None
 ) -> PrincipalClaim | None:
