@@ -140,6 +140,7 @@ LAYERS: tuple[str, ...] = (
     "orga.activities",
     "orga.desk",
     "orga.client",
+    "orga.web",
     "orga.plugin",
     "orga.cli",
 )

@@ -120,6 +120,7 @@ INTERNAL = (
     "orga.scripted",
     "orga.server",
     "orga.tools.mcp",
+    "orga.web",
     "orga.worker",
     "orga.workflows",
 )

@@ -28,6 +28,7 @@ Modules:
 * ``codec`` — ``orga codec``, the Web UI's codec endpoint
 * ``store`` — ``orga blob``
 * ``spend`` — ``orga spend``: each user's and tenant's spend against their limits
+* ``api`` — ``orga api``: the AG-UI endpoint web apps drive threads through; ``orga api-token``
 * ``mcp``, ``mcp_decisions`` — ``orga mcp``, orga as an MCP server; its approve and deny
   (``--decisions``), which ask the person by elicitation and record the answer as the MCP
   client's claim (unverified, never signed)

@@ -11,6 +11,7 @@ from typing import Annotated, NoReturn
 import typer
 
 from orga.cli import (
+    api,
     approvers,
     audit,
     chat,
@@ -57,6 +58,7 @@ app = typer.Typer(
 for module in (
     server,
     run,
+    api,
     loops,
     decisions,
     conversations,

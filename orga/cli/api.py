@@ -1,0 +1,120 @@
+"""``orga api``: the AG-UI endpoint a web app drives threads through (``orga.web.agui``).
+
+    orga api-token ann                       # a token for ann, and the line for the file
+    orga api --tokens tokens.toml --tool issue_refund --origin http://localhost:5173
+
+Every thread it starts runs for its caller — signed as the principal by ``ORGA_ISSUER`` /
+``ORGA_ISSUER_KEY`` when set (else a claim) — and each decision is the caller's, signed with
+the caller's own approver key when ``--approver-keys DIR`` holds ``DIR/<user>.pem``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from orga.cli.common import CliError, Host, Port, Tools, client_for, console, execute, serve_http
+from orga.cli.common import settings as read_settings
+from orga.contracts.config import LoopConfig
+from orga.contracts.errors import InvalidConfig
+from orga.runtime.approver_keys import ApproverKeyError, load_key
+from orga.runtime.binding import issuer_from
+from orga.web.agui import AguiOptions, agui_app
+from orga.web.callers import Callers, new_token
+
+__all__ = ["register"]
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``api`` and ``api-token`` to ``app``."""
+    app.command("api", epilog="Example: orga api --tokens tokens.toml --tool issue_refund")(api)
+    app.command("api-token", epilog="Example: orga api-token ann >> tokens.toml")(api_token)
+
+
+def api(
+    tokens: Annotated[
+        Path | None,
+        typer.Option(help="The tokens file ([users.<name>] token_sha256 = …).", dir_okay=False),
+    ] = None,
+    trust_header: Annotated[
+        str | None,
+        typer.Option(
+            help="Take the user from this header (set by a reverse proxy that authenticates "
+            "people; only where nothing else reaches the endpoint)."
+        ),
+    ] = None,
+    tool: Tools = None,
+    agent: Annotated[str | None, typer.Option(help="The agent every thread runs as.")] = None,
+    model: Annotated[str | None, typer.Option(help="The threads' model.")] = None,
+    origin: Annotated[
+        list[str] | None, typer.Option(help="A browser origin allowed to call (repeat).")
+    ] = None,
+    approver_keys: Annotated[
+        Path | None,
+        typer.Option(help="A directory of users' approver keys (<user>.pem).", file_okay=False),
+    ] = None,
+    host: Host = "127.0.0.1",
+    port: Port = 8766,
+) -> None:
+    """Serve the AG-UI endpoint (POST /agui): web apps run threads, stream them and answer
+    their approvals, each caller as the principal and approver of its own threads."""
+
+    async def body() -> int:
+        if (tokens is None) == (trust_header is None):
+            raise CliError("give --tokens FILE or --trust-header NAME (one of them)", 2)
+        try:
+            callers = (
+                Callers.from_file(tokens)
+                if tokens is not None
+                else Callers({}, header=trust_header)
+            )
+            found = read_settings()
+            issuer = issuer_from(found)
+            keys = _keys(approver_keys) if approver_keys is not None else {}
+        except (InvalidConfig, ApproverKeyError) as error:
+            raise CliError(str(error), 2) from error
+        config = LoopConfig.model_validate(
+            {
+                k: v
+                for k, v in {"tools": tool or [], "agent_id": agent, "model": model}.items()
+                if v is not None
+            }
+        )
+        options = AguiOptions(
+            task_queue=found.task_queue,
+            config=config,
+            issuer=issuer,
+            approver_keys=keys,
+            hosts=frozenset({host, "127.0.0.1", "localhost", f"[{host}]"}),
+            origins=frozenset(origin or []),
+        )
+        app = agui_app(await client_for(found), callers, options)
+
+        def announce(bound: int) -> None:
+            signing = f"binding callers as issuer {issuer.name}" if issuer else "callers claimed"
+            console().print(
+                f"orga api on http://{host}:{bound}/agui ({signing}). Ctrl-C stops it.",
+                markup=False,
+            )
+
+        return await serve_http(app, host, port, announce)
+
+    execute(body)
+
+
+def _keys(directory: Path) -> dict[str, Ed25519PrivateKey]:
+    """Each ``<user>.pem`` of ``directory``: that user's approver key."""
+    return {
+        path.stem: load_key(path, f"--approver-keys {directory}")
+        for path in sorted(directory.glob("*.pem"))
+    }
+
+
+def api_token(user: Annotated[str, typer.Argument(help="The user the token stands for.")]) -> None:
+    """A new bearer token for ``user``: give the token to the user, the lines to the file."""
+    token, digest = new_token()
+    typer.echo(f"# {user}'s token (give it to them; the file keeps only its SHA-256): {token}")
+    typer.echo(f'[users.{user}]\ntoken_sha256 = "{digest}"')

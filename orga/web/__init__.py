@@ -1,0 +1,11 @@
+"""Protocols at the edge: web apps drive orga's threads through standard protocols.
+
+Thin, stateless translators over the same client API as the CLI (``orga.client``, the desk's
+one sender of decisions): any number of processes serve the same threads. Modules:
+
+* ``callers`` — who calls: a bearer token per user, or a header the operator's proxy sets
+* ``agui`` — the AG-UI endpoint: a run is a thread's turn; text, tool calls and approvals
+  stream as AG-UI events; an approval is an interrupt the caller answers on the next run
+"""
+
+__all__: list[str] = []

@@ -1,0 +1,158 @@
+"""The AG-UI endpoint (issue 54, first part): a web app runs a thread's turns, streams them, and
+answers an approval interrupt with edited arguments — each caller the principal and approver of
+its own threads, on a real dev server."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from orga.contracts.state import LoopState
+from orga.runtime.approver_keys import public_key_of
+from orga.runtime.binding import Issuer
+from orga.scripted.server import Turn
+from orga.web.agui import THREAD_PREFIX, AguiOptions, agui_app
+from orga.web.callers import Callers, new_token
+from tests.harness import Harness, scripted_settings
+from tests.sample_tools import transfer
+
+ISSUER = Ed25519PrivateKey.generate()
+ANN_KEY = Ed25519PrivateKey.generate()
+HOST = "http://127.0.0.1"
+
+
+def _setup(harness: Harness, tmp_path: Path, model: str) -> tuple[Any, dict[str, str]]:
+    """The endpoint (ann and bob have tokens; ann's approver key is enrolled and held by the
+    endpoint) and the worker settings that trust its issuer and ann's key."""
+    tokens: dict[str, str] = {}
+    digests: dict[str, str] = {}
+    for user in ("ann", "bob"):
+        token, digest = new_token()
+        tokens[user], digests[digest] = token, user
+    principals = tmp_path / "principals.toml"
+    principals.write_text(f'[issuers.web]\nkey = "{public_key_of(ISSUER)}"\n')
+    approvers = tmp_path / "approvers.toml"
+    approvers.write_text(f'[approvers.ann]\nkey = "{public_key_of(ANN_KEY)}"\n')
+    settings = scripted_settings(
+        harness.model, principals_file=principals, approvers_file=approvers
+    )
+    from orga.contracts.config import LoopConfig
+
+    app = agui_app(
+        harness.client,
+        Callers(digests),
+        AguiOptions(
+            task_queue=harness.task_queue,
+            config=LoopConfig(model=model, tools=["transfer"]),
+            issuer=Issuer("web", ISSUER),
+            approver_keys={"ann": ANN_KEY},
+        ),
+    )
+    return (app, settings), tokens
+
+
+async def _run(
+    app: Any, token: str | None, body: dict[str, Any], **headers: str
+) -> tuple[int, list[dict[str, Any]]]:
+    """POST a RunAgentInput; the status and the AG-UI events of the stream."""
+    sent = {"content-type": "application/json", **headers}
+    if token is not None:
+        sent["authorization"] = f"Bearer {token}"
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=HOST) as web:
+        answer = await web.post("/agui", json=body, headers=sent, timeout=60)
+    if answer.status_code != 200:
+        return answer.status_code, [answer.json()]
+    events = [
+        json.loads(line.removeprefix("data: "))
+        for line in answer.text.splitlines()
+        if line.startswith("data: ")
+    ]
+    return 200, events
+
+
+def _input(thread: str, text: str | None = None, **more: Any) -> dict[str, Any]:
+    messages = [{"id": uuid.uuid4().hex, "role": "user", "content": text}] if text else []
+    return {"threadId": thread, "runId": uuid.uuid4().hex, "messages": messages, **more}
+
+
+def _types(events: list[dict[str, Any]]) -> list[str]:
+    return [e["type"] for e in events]
+
+
+async def test_a_thread_of_two_messages_and_an_approval_with_edits(
+    harness: Harness, tmp_path: Path
+) -> None:
+    model = harness.new_model(
+        [
+            Turn(text="Hello ann."),
+            Turn(tool_calls=[("transfer", {"amount": 500, "to": "bo"})]),
+            Turn(text="Sent."),
+        ]
+    )
+    (app, settings), tokens = _setup(harness, tmp_path, model)
+    thread = uuid.uuid4().hex
+    async with harness.worker(settings=settings, tools=[transfer]):
+        status, first = await _run(app, tokens["ann"], _input(thread, "hi"))
+        assert status == 200, first
+        assert _types(first)[0] == "RUN_STARTED" and _types(first)[-1] == "RUN_FINISHED", first
+        said = "".join(e["delta"] for e in first if e["type"] == "TEXT_MESSAGE_CONTENT")
+        assert said == "Hello ann." and first[-1]["result"]["output"] == "Hello ann."
+
+        status, second = await _run(app, tokens["ann"], _input(thread, "pay bo 500"))
+        assert status == 200, second
+        finished = second[-1]
+        assert finished["type"] == "RUN_FINISHED", second
+        [interrupt] = finished["outcome"]["interrupts"]
+        assert finished["outcome"]["type"] == "interrupt"
+        assert interrupt["reason"] == "tool_approval" and interrupt["responseSchema"]
+        args = [e for e in second if e["type"] == "TOOL_CALL_ARGS"]
+        assert json.loads(args[0]["delta"]) == {"amount": 500, "to": "bo"}
+
+        # Bob can neither read nor decide ann's thread: it does not exist for him.
+        status, refused = await _run(app, tokens["bob"], _input(thread, "mine now?"))
+        assert status == 404 and refused == [{"error": "no such thread"}]
+        resume = [
+            {
+                "interruptId": interrupt["id"],
+                "status": "resolved",
+                "payload": {"approved": True, "arguments": {"amount": 300, "to": "bo"}},
+            }
+        ]
+        status, refused = await _run(app, tokens["bob"], _input(thread, resume=resume))
+        assert status == 404
+
+        status, third = await _run(app, tokens["ann"], _input(thread, resume=resume))
+        assert status == 200, third
+        assert third[-1]["type"] == "RUN_FINISHED" and third[-1]["result"]["output"] == "Sent."
+        results = [e for e in third if e["type"] == "TOOL_CALL_RESULT"]
+        assert [json.loads(r["content"])["status"] for r in results] == ["ok"]
+        handle = harness.client.get_workflow_handle(f"{THREAD_PREFIX}{thread}")
+        harness.handles.append(handle)
+        state = await handle.query("state", result_type=LoopState)
+        journal = await handle.query("journal")
+    # The edited amount ran; the decision is ann's, verified by her enrolled key.
+    [request] = [r for r in harness.model.requests_for(model) if r.tool_results()]
+    assert "sent 300 to bo" in json.dumps(request.body)
+    [decided] = [e for e in journal["entries"] if e.get("kind") == "ApprovalDecided"]
+    assert decided["approver"] == "ann" and decided["verified"] and decided["approved"]
+    assert json.loads(decided["edited_arguments"]) == {"amount": 300, "to": "bo"}
+    assert state.principal is not None and state.principal.user == "ann"
+    assert state.principal.verified and state.principal.issuer == "web"
+
+
+async def test_the_endpoint_is_locked(harness: Harness, tmp_path: Path) -> None:
+    model = harness.new_model([])
+    (app, _), tokens = _setup(harness, tmp_path, model)
+    thread = uuid.uuid4().hex
+    assert (await _run(app, None, _input(thread, "hi")))[0] == 401
+    assert (await _run(app, "not-a-token", _input(thread, "hi")))[0] == 401
+    evil = {"origin": "https://evil.example"}
+    assert (await _run(app, tokens["ann"], _input(thread, "hi"), **evil))[0] == 403
+    assert (await _run(app, tokens["ann"], _input("../etc", "hi")))[0] == 422
+    status, said = await _run(app, tokens["ann"], {"threadId": thread})
+    assert status == 422 and "not a RunAgentInput" in said[0]["error"]
