@@ -16,7 +16,8 @@ from orga.contracts.state import LoopState
 from orga.runtime.approver_keys import public_key_of
 from orga.runtime.binding import Issuer
 from orga.scripted.server import Turn
-from orga.web.agui import THREAD_PREFIX, AguiOptions, agui_app
+from orga.web.agui import AguiOptions, agui_app
+from orga.web.agui_run import THREAD_PREFIX
 from orga.web.callers import Callers, new_token
 from tests.harness import Harness, scripted_settings
 from tests.sample_tools import transfer

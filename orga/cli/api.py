@@ -10,6 +10,7 @@ the caller's own approver key when ``--approver-keys DIR`` holds ``DIR/<user>.pe
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated
 
@@ -20,6 +21,7 @@ from orga.cli.common import CliError, Host, Port, Tools, client_for, console, ex
 from orga.cli.common import settings as read_settings
 from orga.contracts.config import LoopConfig
 from orga.contracts.errors import InvalidConfig
+from orga.contracts.principals import NAME_PATTERN
 from orga.runtime.approver_keys import ApproverKeyError, load_key
 from orga.runtime.binding import issuer_from
 from orga.web.agui import AguiOptions, agui_app
@@ -115,6 +117,16 @@ def _keys(directory: Path) -> dict[str, Ed25519PrivateKey]:
 
 def api_token(user: Annotated[str, typer.Argument(help="The user the token stands for.")]) -> None:
     """A new bearer token for ``user``: give the token to the user, the lines to the file."""
-    token, digest = new_token()
-    typer.echo(f"# {user}'s token (give it to them; the file keeps only its SHA-256): {token}")
-    typer.echo(f'[users.{user}]\ntoken_sha256 = "{digest}"')
+
+    async def body() -> int:
+        if not re.fullmatch(NAME_PATTERN, user):  # it goes into a TOML key and a terminal
+            raise CliError(f"{user!r} is not a plain user name", 2)
+        token, digest = new_token()
+        out = console()
+        out.print(
+            f"# {user}'s token (give it to them; the file keeps its SHA-256): {token}", markup=False
+        )
+        out.print(f'[users.{user}]\ntoken_sha256 = "{digest}"', markup=False)
+        return 0
+
+    execute(body)

@@ -4,8 +4,9 @@ Thin, stateless translators over the same client API as the CLI (``orga.client``
 one sender of decisions): any number of processes serve the same threads. Modules:
 
 * ``callers`` — who calls: a bearer token per user, or a header the operator's proxy sets
-* ``agui`` — the AG-UI endpoint: a run is a thread's turn; text, tool calls and approvals
-  stream as AG-UI events; an approval is an interrupt the caller answers on the next run
+* ``agui`` — the AG-UI endpoint: who calls, what they send, whose thread it is
+* ``agui_run`` — one AG-UI run: a thread's turn; text, tool calls and approvals stream as AG-UI
+  events; an approval is an interrupt the caller answers on the next run
 """
 
 __all__: list[str] = []
