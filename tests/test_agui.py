@@ -22,9 +22,15 @@ from orga.web.callers import Callers, new_token
 from tests.harness import Harness, scripted_settings
 from tests.sample_tools import transfer
 
+CLIENT = Path(__file__).resolve().parent / "agui_client"
+"""``@ag-ui/client`` from npm, pinned by its package-lock.json, and the script it runs."""
 ISSUER = Ed25519PrivateKey.generate()
 ANN_KEY = Ed25519PrivateKey.generate()
 HOST = "http://127.0.0.1"
+
+
+def _client_installed() -> bool:
+    return (CLIENT / "node_modules" / "@ag-ui" / "client").is_dir()
 
 
 def _setup(harness: Harness, tmp_path: Path, model: str) -> tuple[Any, dict[str, str]]:
@@ -157,3 +163,74 @@ async def test_the_endpoint_is_locked(harness: Harness, tmp_path: Path) -> None:
     assert (await _run(app, tokens["ann"], _input("../etc", "hi")))[0] == 422
     status, said = await _run(app, tokens["ann"], {"threadId": thread})
     assert status == 422 and "not a RunAgentInput" in said[0]["error"]
+
+
+async def test_ag_ui_client_from_npm_drives_a_thread_and_answers_its_interrupt(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """``@ag-ui/client`` (npm, run by Node) against the endpoint served by uvicorn: a thread of
+    two messages, the second ending with an approval interrupt that the client answers with
+    edited arguments; the refund runs with the edited amount, ann's verified decision."""
+    import asyncio
+    import shutil
+
+    import uvicorn
+
+    from tests.helpers import eventually, free_port
+
+    folder = CLIENT
+    node, npm = shutil.which("node"), shutil.which("npm")
+    assert node and npm, "Node 20 and npm run @ag-ui/client (.ci/run has them)"
+    if not _client_installed():
+        installing = await asyncio.create_subprocess_exec(
+            npm, "ci", "--silent", "--no-audit", "--no-fund", cwd=folder
+        )
+        assert await asyncio.wait_for(installing.wait(), 300) == 0, "npm ci failed"
+    model = harness.new_model(
+        [
+            Turn(text="Hello ann."),
+            Turn(tool_calls=[("transfer", {"amount": 500, "to": "bo"})]),
+            Turn(text="Sent."),
+        ]
+    )
+    (app, settings), tokens = _setup(harness, tmp_path, model)
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+    )
+    serving = asyncio.create_task(server.serve())
+    thread = uuid.uuid4().hex
+    try:
+        await eventually(lambda: server.started, "the endpoint listens")
+        async with harness.worker(settings=settings, tools=[transfer]):
+            process = await asyncio.create_subprocess_exec(
+                node,
+                "drive.mjs",
+                f"http://127.0.0.1:{port}/agui",
+                tokens["ann"],
+                thread,
+                json.dumps({"amount": 300, "to": "bo"}),
+                cwd=folder,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+            out, err = await asyncio.wait_for(process.communicate(), 120)
+            assert process.returncode == 0, err.decode()
+            handle = harness.client.get_workflow_handle(f"{THREAD_PREFIX}{thread}")
+            harness.handles.append(handle)
+            journal = await handle.query("journal")
+    finally:
+        server.should_exit = True
+        await serving
+    lines = [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
+    finished = {x["run"]: x["event"] for x in lines if x["event"]["type"] == "RUN_FINISHED"}
+    assert finished[1]["result"]["output"] == "Hello ann."
+    assert finished[2]["outcome"]["type"] == "interrupt"
+    assert finished[3]["result"]["output"] == "Sent."
+    said = "".join(x["event"]["delta"] for x in lines if x["run"] == 1 and "delta" in x["event"])
+    assert said == "Hello ann."
+    [decided] = [e for e in journal["entries"] if e.get("kind") == "ApprovalDecided"]
+    assert decided["approver"] == "ann" and decided["verified"]
+    assert json.loads(decided["edited_arguments"]) == {"amount": 300, "to": "bo"}
+    [request] = [r for r in harness.model.requests_for(model) if r.tool_results()]
+    assert "sent 300 to bo" in json.dumps(request.body)

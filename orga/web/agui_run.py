@@ -111,6 +111,10 @@ class AguiRun:
     workflow_id: str
     exists: bool
     sent_calls: set[str] = field(default_factory=set[str])
+    """Tool calls the client knows of: of earlier turns (never sent again), or sent here."""
+    started_calls: set[str] = field(default_factory=set[str])
+    """Calls an earlier run of this turn announced (its interrupts): only their results are
+    still to send."""
     messages: int = 0
 
     async def events(self) -> AsyncIterator[BaseEvent]:
@@ -142,9 +146,11 @@ class AguiRun:
             )
             return 1, 0
         offset = await reader.get_offset()
+        state = await self._state()
+        self.sent_calls = {record.call_id for record in state.tool_calls}  # earlier turns'
         if self.given.resume:
-            state = await self._state()
             await self._decide(state)
+            self.started_calls = {entry.interrupt_id for entry in self.given.resume}
             assert state.thread is not None
             return state.thread.turn, offset
         accepted = await send_user_message(handle, self._text(), sender=self.user)
@@ -253,9 +259,16 @@ class AguiRun:
             return []
         self.sent_calls.add(record.call_id)
         call = record.call_id
+        announced = call in self.started_calls
         return [
-            ToolCallStartEvent(tool_call_id=call, tool_call_name=record.tool),
-            ToolCallEndEvent(tool_call_id=call),
+            *(
+                []
+                if announced
+                else [
+                    ToolCallStartEvent(tool_call_id=call, tool_call_name=record.tool),
+                    ToolCallEndEvent(tool_call_id=call),
+                ]
+            ),
             ToolCallResultEvent(
                 message_id=f"{call}-result",
                 tool_call_id=call,
