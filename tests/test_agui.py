@@ -27,6 +27,8 @@ CLIENT = Path(__file__).resolve().parent / "agui_client"
 ISSUER = Ed25519PrivateKey.generate()
 ANN_KEY = Ed25519PrivateKey.generate()
 HOST = "http://127.0.0.1"
+PAGE = "http://localhost:5173"
+"""The one browser origin the endpoint allows."""
 
 
 def _client_installed() -> bool:
@@ -58,6 +60,7 @@ def _setup(harness: Harness, tmp_path: Path, model: str) -> tuple[Any, dict[str,
             config=LoopConfig(model=model, tools=["transfer"]),
             issuer=Issuer("web", ISSUER),
             approver_keys={"ann": ANN_KEY},
+            origins=frozenset({PAGE}),
         ),
     )
     return (app, settings), tokens
@@ -114,6 +117,10 @@ async def test_a_thread_of_two_messages_and_an_approval_with_edits(
         assert status == 200, second
         finished = second[-1]
         assert finished["type"] == "RUN_FINISHED", second
+        # What the page shows beside the question: the thread's state as the run ends.
+        [snapshot] = [e["snapshot"] for e in second if e["type"] == "STATE_SNAPSHOT"]
+        assert snapshot["principal"] == "ann" and snapshot["status"] == "awaiting_approval"
+        assert [p["tool"] for p in snapshot["pending_approvals"]] == ["transfer"]
         [interrupt] = finished["outcome"]["interrupts"]
         assert finished["outcome"]["type"] == "interrupt"
         assert interrupt["reason"] == "tool_approval" and interrupt["responseSchema"]
@@ -160,6 +167,16 @@ async def test_the_endpoint_is_locked(harness: Harness, tmp_path: Path) -> None:
     assert (await _run(app, "not-a-token", _input(thread, "hi")))[0] == 401
     evil = {"origin": "https://evil.example"}
     assert (await _run(app, tokens["ann"], _input(thread, "hi"), **evil))[0] == 403
+    preflight = {
+        "access-control-request-method": "POST",
+        "access-control-request-headers": "authorization,content-type",
+    }
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=HOST) as web:
+        allowed = await web.options("/agui", headers={"origin": PAGE, **preflight})
+        refused = await web.options("/agui", headers={**evil, **preflight})
+    assert allowed.status_code == 200
+    assert allowed.headers["access-control-allow-origin"] == PAGE
+    assert refused.status_code == 400 and "access-control-allow-origin" not in refused.headers
     assert (await _run(app, tokens["ann"], _input("../etc", "hi")))[0] == 422
     status, said = await _run(app, tokens["ann"], {"threadId": thread})
     assert status == 422 and "not a RunAgentInput" in said[0]["error"]

@@ -35,6 +35,8 @@ from ag_ui.core import BaseEvent, RunAgentInput
 from ag_ui.encoder import EventEncoder
 from pydantic import ValidationError
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -68,7 +70,15 @@ def agui_app(client: Client, callers: Callers, options: AguiOptions) -> Starlett
             _encoded(events), media_type="text/event-stream", headers=_STREAM_HEADERS
         )
 
-    return Starlette(routes=[Route("/agui", run, methods=["POST"])])
+    # A page served from an allowed origin may call (its preflight answered); no other.
+    cors = Middleware(
+        CORSMiddleware,
+        allow_origins=sorted(options.origins),
+        allow_methods=["POST"],
+        allow_headers=["authorization", "content-type"],
+        max_age=600,
+    )
+    return Starlette(routes=[Route("/agui", run, methods=["POST"])], middleware=[cors])
 
 
 _STREAM_HEADERS: Final = {"cache-control": "no-store", "x-accel-buffering": "no"}

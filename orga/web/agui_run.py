@@ -24,6 +24,7 @@ from ag_ui.core import (
     RunFinishedEvent,
     RunFinishedInterruptOutcome,
     RunStartedEvent,
+    StateSnapshotEvent,
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
@@ -52,6 +53,29 @@ from orga.desk.sender import await_turn, send_decision, send_user_message
 from orga.runtime.binding import Issuer
 
 __all__ = ["APPROVAL_SCHEMA", "THREAD_PREFIX", "AguiOptions", "AguiRun", "Refused"]
+
+
+def _snapshot(state: LoopState) -> StateSnapshotEvent:
+    """The thread as the app may show it: status, phase, turn, what it spent and has left,
+    and what waits for a person."""
+    thread = state.thread
+    return StateSnapshotEvent(
+        snapshot={
+            "status": state.status,
+            "phase": state.phase,
+            "turn": thread.turn if thread is not None else None,
+            "usage": {
+                "total_tokens": state.usage.total_tokens,
+                "cost_usd": state.usage.cost_usd,
+            },
+            "pending_approvals": [
+                {"call_id": p.call_id, "tool": p.tool, "arguments": p.arguments, "reason": p.reason}
+                for p in state.pending_approvals
+            ],
+            "principal": state.principal.describe() if state.principal else None,
+        }
+    )
+
 
 THREAD_PREFIX: Final = "agui-"
 """An AG-UI thread's workflow id is this and its ``threadId``."""
@@ -219,6 +243,7 @@ class AguiRun:
                 if state.pending_approvals:
                     while not queue.empty():
                         yield queue.get_nowait()
+                    yield _snapshot(state)
                     for event in self._interrupt(state.pending_approvals):
                         yield event
                     return
@@ -227,9 +252,11 @@ class AguiRun:
                 await asyncio.wait_for(asyncio.shield(streaming), 2)
             while not queue.empty():
                 yield queue.get_nowait()
-            for record in (await self._state()).tool_calls:  # calls since the last look
+            state = await self._state()
+            for record in state.tool_calls:  # calls since the last look
                 for event in self._ran(record):
                     yield event
+            yield _snapshot(state)
             for event in self._answered(answer.result()):
                 yield event
         finally:
