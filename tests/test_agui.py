@@ -251,3 +251,33 @@ async def test_ag_ui_client_from_npm_drives_a_thread_and_answers_its_interrupt(
     assert json.loads(decided["edited_arguments"]) == {"amount": 300, "to": "bo"}
     [request] = [r for r in harness.model.requests_for(model) if r.tool_results()]
     assert "sent 300 to bo" in json.dumps(request.body)
+
+
+async def test_a_thread_a_plain_client_started_claiming_the_caller_is_not_theirs(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """Someone with namespace access starts ``agui-<id>`` themselves, claiming it runs for
+    ann, and waits for her app to use that id: the endpoint binds its callers by its issuer,
+    so a thread it did not bind is not ann's (404), and nothing she sends reaches it."""
+    from orga.client import start_thread
+    from orga.contracts.config import LoopConfig
+    from orga.contracts.threads import ThreadConfig
+
+    model = harness.new_model([Turn(text="planted")])
+    (app, settings), tokens = _setup(harness, tmp_path, model)
+    thread = uuid.uuid4().hex
+    async with harness.worker(settings=settings, tools=[transfer]):
+        planted = await start_thread(
+            harness.client,
+            LoopConfig(model=model, thread=ThreadConfig()),
+            "hello",
+            workflow_id=f"{THREAD_PREFIX}{thread}",
+            task_queue=harness.task_queue,
+            principal="ann",  # a claim: no issuer signed it
+        )
+        harness.handles.append(planted.handle)
+        await planted.turn(1)
+        status, said = await _run(app, tokens["ann"], _input(thread, "is this mine?"))
+        await planted.close()
+    assert status == 404 and said == [{"error": "no such thread"}]
+    assert len(harness.model.requests_for(model)) == 1  # only the planted thread's own turn

@@ -62,7 +62,8 @@ def agui_app(client: Client, callers: Callers, options: AguiOptions) -> Starlett
             user = _caller(request, callers, options)
             given = await _input(request)
             workflow_id = f"{THREAD_PREFIX}{given.thread_id}"
-            exists = await _owned(client, workflow_id, user)
+            issuer = options.issuer.name if options.issuer is not None else None
+            exists = await _owned(client, workflow_id, user, issuer)
         except Refused as refused:
             return JSONResponse({"error": str(refused)}, refused.status)
         events = AguiRun(client, options, given, user, workflow_id, exists).events()
@@ -113,8 +114,10 @@ async def _input(request: Request) -> RunAgentInput:
     return given
 
 
-async def _owned(client: Client, workflow_id: str, user: str) -> bool:
-    """Whether the thread exists; refused when it is not the caller's (or not a thread)."""
+async def _owned(client: Client, workflow_id: str, user: str, issuer: str | None) -> bool:
+    """Whether the thread exists; refused when it is not the caller's (or not a thread). With
+    an ``issuer``, the caller's only where that issuer bound it: a thread a plain client
+    started under the same id, merely claiming the caller, is not theirs."""
     try:
         described = await client.get_workflow_handle(workflow_id).describe()
     except RPCError as error:
@@ -128,6 +131,7 @@ async def _owned(client: Client, workflow_id: str, user: str) -> bool:
     except DeskError as error:
         raise Refused(502, str(error)) from error
     owner = state.principal
-    if owner is None or owner.user != user or state.thread is None:
+    bound = issuer is None or (owner is not None and owner.verified and owner.issuer == issuer)
+    if owner is None or owner.user != user or state.thread is None or not bound:
         raise Refused(404, "no such thread")  # another's is not told apart from none
     return True

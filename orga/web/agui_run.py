@@ -37,6 +37,7 @@ from ag_ui.core import (
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from temporalio.client import Client, WorkflowQueryFailedError, WorkflowUpdateFailedError
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
+from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from orga.client import start_thread
@@ -148,6 +149,11 @@ class AguiRun:
             turn, offset = await self._begin()
             async for event in self._follow(turn, offset):
                 yield event
+        except WorkflowAlreadyStartedError:  # another run started it meanwhile
+            yield RunErrorEvent(
+                message="the thread was started meanwhile: send the message again",
+                code="ThreadStartedMeanwhile",
+            )
         except (Refused, DeskError, WorkflowUpdateFailedError, RPCError) as error:
             message = (
                 str(error.cause) if isinstance(error, WorkflowUpdateFailedError) else str(error)
