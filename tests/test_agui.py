@@ -140,6 +140,11 @@ async def test_a_thread_of_two_messages_and_an_approval_with_edits(
         status, refused = await _run(app, tokens["bob"], _input(thread, resume=resume))
         assert status == 404
 
+        wrong = [{**resume[0], "interruptId": "not-a-call"}]  # AG-UI: answer every interrupt
+        status, unanswered = await _run(app, tokens["ann"], _input(thread, resume=wrong))
+        assert status == 200 and unanswered[-1]["type"] == "RUN_ERROR"
+        assert "does not answer the interrupts" in unanswered[-1]["message"]
+
         status, third = await _run(app, tokens["ann"], _input(thread, resume=resume))
         assert status == 200, third
         assert third[-1]["type"] == "RUN_FINISHED" and third[-1]["result"]["output"] == "Sent."

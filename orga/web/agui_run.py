@@ -88,10 +88,12 @@ APPROVAL_SCHEMA: Final[dict[str, Any]] = {
     "properties": {
         "approved": {"type": "boolean"},
         "reason": {"type": "string", "maxLength": 2000},
-        "arguments": {
+        "editedArgs": {
             "type": "object",
-            "description": "Approve with edits: the call's arguments as they should run.",
+            "description": "Approve with edits: the call's arguments as they should run "
+            "(they replace the proposed ones, and pass the gate again).",
         },
+        "arguments": {"type": "object", "description": "The same as editedArgs."},
     },
     "required": ["approved"],
     "additionalProperties": False,
@@ -206,6 +208,9 @@ class AguiRun:
 
     async def _decide(self, state: LoopState) -> None:
         waiting = {p.call_id: p for p in state.pending_approvals}
+        answered = {entry.interrupt_id for entry in self.given.resume or []}
+        if missing := sorted(set(waiting) - answered):  # AG-UI: a resume answers them all
+            raise Refused(409, f"the resume does not answer the interrupts {missing!r}")
         handle = self.client.get_workflow_handle(self.workflow_id)
         for entry in self.given.resume or []:
             pending = waiting.get(entry.interrupt_id)
@@ -215,7 +220,8 @@ class AguiRun:
             payload = cast(dict[str, Any], given) if isinstance(given, dict) else {}
             approved = entry.status == "resolved" and payload.get("approved") is True
             reason = payload.get("reason") or (None if approved else "rejected in the app")
-            edited: Any = payload.get("arguments") if approved else None
+            # editedArgs as pydantic-ai's AG-UI apps send it; arguments as orga's docs said.
+            edited: Any = payload.get("editedArgs", payload.get("arguments")) if approved else None
             decision = approval_decision(
                 self.workflow_id,
                 pending,

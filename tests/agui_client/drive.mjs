@@ -33,6 +33,6 @@ run += 1;
 const resume = interrupts.map((i) => ({
   interruptId: i.id,
   status: "resolved",
-  payload: { approved: true, reason: "checked", arguments: JSON.parse(edited) },
+  payload: { approved: true, reason: "checked", editedArgs: JSON.parse(edited) },
 }));
 await agent.runAgent({ runId: randomUUID(), resume }, print);
