@@ -364,7 +364,7 @@ async def test_a_worker_killed_mid_call_charges_its_retry_once(
 
     from orga.plugin import replayer
     from orga.runtime.converter import data_converter
-    from tests.helpers import worker_process
+    from tests.helpers import host_env, worker_process
 
     user = _user()
     model = harness.new_model(
@@ -376,17 +376,11 @@ async def test_a_worker_killed_mid_call_charges_its_retry_once(
     principals = principals_file(tmp_path, f"[users.{user}]\nday_usd = 1.0\n")
 
     def host(name: str) -> dict[str, str]:
-        return {
-            "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
-            "ORGA_TASK_QUEUE": harness.task_queue,
-            "ORGA_DATA_DIR": str(tmp_path / name),
-            "ORGA_STORE_URL": postgres_url,
-            "ORGA_PROVIDER": "openai",
-            "OPENAI_BASE_URL": harness.model.openai_base_url,
-            "OPENAI_API_KEY": "sk-test",
-            "ORGA_PRINCIPALS": str(principals),
-            "ORGA_MODEL_PRICES": json.dumps({model: {"input": 500, "output": 500}}),
-        }
+        prices = json.dumps({model: {"input": 500, "output": 500}})
+        return host_env(
+            env, harness, name, tmp_path, postgres_url,
+            ORGA_PRINCIPALS=str(principals), ORGA_MODEL_PRICES=prices,
+        )  # fmt: skip
 
     with Store(postgres_url) as store:
         client = await Client.connect(

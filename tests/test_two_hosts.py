@@ -24,7 +24,7 @@ from orga.runtime.store import Store
 from orga.scripted.server import Turn
 from orga.worker.blobs import BlobStore
 from tests.harness import Harness
-from tests.helpers import ORGA, eventually, started_tool, worker_process
+from tests.helpers import ORGA, eventually, host_env, started_tool, worker_process
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -33,16 +33,7 @@ def host(
     env: WorkflowEnvironment, harness: Harness, name: str, tmp_path: Path, store: str
 ) -> dict[str, str]:
     """One host's worker environment: its own data directory, the shared store."""
-    return {
-        "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
-        "ORGA_TASK_QUEUE": harness.task_queue,
-        "ORGA_DATA_DIR": str(tmp_path / name),
-        "ORGA_STORE_URL": store,
-        "ORGA_PROVIDER": "openai",
-        "OPENAI_BASE_URL": harness.model.openai_base_url,
-        "OPENAI_API_KEY": "sk-test",
-        "ORGA_TOOL_MODULES": "tests.sample_tools",
-    }
+    return host_env(env, harness, name, tmp_path, store, ORGA_TOOL_MODULES="tests.sample_tools")
 
 
 async def test_a_loop_between_two_hosts_and_one_store(

@@ -21,13 +21,11 @@ from orga.contracts.critic import CRITIQUE, REVIEW_TOOL, CritiqueRequest, Critiq
 from orga.contracts.errors import BudgetExceeded, CriticFailed, ToolInputError
 from orga.contracts.tools import ToolDefinition
 from orga.core.arguments import parse_arguments
-from orga.core.budget import OutOfBudget, output_cap, served
+from orga.core.budget import OutOfBudget, output_cap
 from orga.core.context import estimate_message_tokens
 from orga.core.text import estimate_tokens
 from orga.providers.client import complete
-from orga.providers.prices import priced
 from orga.runtime.settings import Settings
-from orga.worker.heartbeat import heartbeating
 
 __all__ = ["REVIEW_DEFINITION", "CriticActivities"]
 
@@ -96,17 +94,13 @@ class CriticActivities:
         provider = self._settings.provider(request.provider)
         model = request.model or provider.default_model
 
-        async with (
-            self._spend.held(
-                request.principal,
-                provider=provider.name,
-                model=model,
-                estimated=estimated,
-                max_output=max_output,
-            ) as settle,
-            heartbeating(),
-        ):
-            response = await complete(
+        response, usage = await self._spend.charged(
+            request.principal,
+            provider=provider.name,
+            model=model,
+            estimated=estimated,
+            max_output=max_output,
+            call=lambda: complete(
                 self._http,
                 provider,
                 messages,
@@ -115,11 +109,8 @@ class CriticActivities:
                 max_output_tokens=max_output,
                 temperature=None,
                 timeout=timeout,
-            )
-            usage = priced(
-                served(response, estimated), provider.name, model, self._settings.model_prices
-            )
-            await settle(usage)
+            ),
+        )
         if capped and response.stop_reason == "max_tokens":
             raise BudgetExceeded(
                 f"the critic's review was cut at the {max_output} tokens the loop had left",

@@ -30,14 +30,16 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from orga.contracts.errors import BudgetExceeded, InvalidConfig
-from orga.contracts.inference import Usage
+from orga.contracts.inference import InferenceResponse, Usage
 from orga.contracts.messages import LOOP_WORKFLOW, TASK_WORKFLOW
 from orga.contracts.principals import Principal, PrincipalClaim
 from orga.contracts.setup import ParentRun, PrincipalSetup
+from orga.core.budget import served
 from orga.core.signatures import principal_text, signature_holds
 from orga.providers.prices import priced
 from orga.runtime.settings import ModelPrice
 from orga.runtime.spend import Cost, LedgerUnavailable, SpendLedger, SpendRefused
+from orga.worker.heartbeat import heartbeating
 from orga.worker.metrics import observe
 from orga.worker.principals import PrincipalRegistry
 
@@ -230,6 +232,38 @@ class SpendGuard:
             if not settled:
                 with contextlib.suppress(LedgerUnavailable):  # it expires on its own
                     await asyncio.to_thread(ledger.release, key)
+
+    async def charged(
+        self,
+        principal: Principal | None,
+        *,
+        provider: str,
+        model: str,
+        estimated: int,
+        max_output: int | None,
+        call: Callable[[], Awaitable[InferenceResponse]],
+    ) -> tuple[InferenceResponse, Usage]:
+        """A model call beside the loop's own (a critic's review, a context summary): ``call``
+        made within the principal's hold (``held``), heartbeating; its response and what it
+        served, priced as the loop's calls are — and charged so.
+
+        Raises:
+            BudgetExceeded, ApplicationError: as ``held``.
+        """
+        async with (
+            self.held(
+                principal,
+                provider=provider,
+                model=model,
+                estimated=estimated,
+                max_output=max_output,
+            ) as settle,
+            heartbeating(),
+        ):
+            response = await call()
+            usage = priced(served(response, estimated), provider, model, self._prices)
+            await settle(usage)
+        return response, usage
 
 
 def _unavailable(error: LedgerUnavailable) -> ApplicationError:

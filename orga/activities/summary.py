@@ -20,14 +20,12 @@ from orga.activities.principals import SpendGuard
 from orga.contracts.conversation import Message
 from orga.contracts.errors import BudgetExceeded, InvalidConfig
 from orga.contracts.inference import SUMMARISE_CONTEXT, SummaryRequest, SummaryResponse
-from orga.core.budget import OutOfBudget, output_cap, served
+from orga.core.budget import OutOfBudget, output_cap
 from orga.core.context import estimate_message_tokens, summarised
 from orga.core.text import BYTES_PER_TOKEN, cut
 from orga.providers.client import complete
-from orga.providers.prices import priced
 from orga.runtime.settings import Settings
 from orga.worker.conversation_cache import ConversationCache
-from orga.worker.heartbeat import heartbeating
 
 __all__ = ["INSTRUCTIONS", "SummaryActivities", "transcript"]
 
@@ -117,17 +115,13 @@ class SummaryActivities:
         info = activity.info()
         timeout = info.start_to_close_timeout.total_seconds() if info.start_to_close_timeout else 60
 
-        async with (
-            self._spend.held(
-                request.principal,
-                provider=provider.name,
-                model=model,
-                estimated=estimated,
-                max_output=max_output,
-            ) as settle,
-            heartbeating(),
-        ):
-            response = await complete(
+        response, usage = await self._spend.charged(
+            request.principal,
+            provider=provider.name,
+            model=model,
+            estimated=estimated,
+            max_output=max_output,
+            call=lambda: complete(
                 self._http,
                 provider,
                 messages,
@@ -136,11 +130,8 @@ class SummaryActivities:
                 max_output_tokens=max_output,
                 temperature=None,
                 timeout=timeout,
-            )
-            usage = priced(
-                served(response, estimated), provider.name, model, self._settings.model_prices
-            )
-            await settle(usage)
+            ),
+        )
         text = response.text.strip()
         limit = request.max_output_tokens * BYTES_PER_TOKEN * 2  # a provider that ignores it
         return SummaryResponse(

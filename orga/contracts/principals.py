@@ -119,13 +119,6 @@ class SpendLimits(BaseModel):
     month_tokens: int | None = Field(default=None, ge=1)
     """Tokens per UTC calendar month."""
 
-    def any(self) -> bool:
-        """Whether it limits anything."""
-        return any(
-            v is not None
-            for v in (self.day_usd, self.month_usd, self.day_tokens, self.month_tokens)
-        )
-
 
 class SpendLine(BaseModel):
     """One user's or tenant's spend in one period, as the ledger holds it (``orga spend``)."""

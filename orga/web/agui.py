@@ -63,10 +63,10 @@ def agui_app(client: Client, callers: Callers, options: AguiOptions) -> Starlett
             given = await _input(request)
             workflow_id = f"{THREAD_PREFIX}{given.thread_id}"
             issuer = options.issuer.name if options.issuer is not None else None
-            exists = await _owned(client, workflow_id, user, issuer)
+            found = await _owned(client, workflow_id, user, issuer)
         except Refused as refused:
             return JSONResponse({"error": str(refused)}, refused.status)
-        events = AguiRun(client, options, given, user, workflow_id, exists).events()
+        events = AguiRun(client, options, given, user, workflow_id, found).events()
         return StreamingResponse(
             _encoded(events), media_type="text/event-stream", headers=_STREAM_HEADERS
         )
@@ -114,15 +114,18 @@ async def _input(request: Request) -> RunAgentInput:
     return given
 
 
-async def _owned(client: Client, workflow_id: str, user: str, issuer: str | None) -> bool:
-    """Whether the thread exists; refused when it is not the caller's (or not a thread). With
+async def _owned(
+    client: Client, workflow_id: str, user: str, issuer: str | None
+) -> LoopState | None:
+    """The thread's state (None: it does not exist yet); refused when it is not the caller's
+    (or not a thread). With
     an ``issuer``, the caller's only where that issuer bound it: a thread a plain client
     started under the same id, merely claiming the caller, is not theirs."""
     try:
         described = await client.get_workflow_handle(workflow_id).describe()
     except RPCError as error:
         if error.status == RPCStatusCode.NOT_FOUND:
-            return False
+            return None
         raise Refused(502, f"Temporal: {error.message}") from error
     if described.workflow_type != LOOP_WORKFLOW:
         raise Refused(404, "no such thread")
@@ -134,4 +137,4 @@ async def _owned(client: Client, workflow_id: str, user: str, issuer: str | None
     bound = issuer is None or (owner is not None and owner.verified and owner.issuer == issuer)
     if owner is None or owner.user != user or state.thread is None or not bound:
         raise Refused(404, "no such thread")  # another's is not told apart from none
-    return True
+    return state

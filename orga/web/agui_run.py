@@ -136,7 +136,8 @@ class AguiRun:
     given: RunAgentInput
     user: str
     workflow_id: str
-    exists: bool
+    found: LoopState | None
+    """The thread's state when the run was asked for (None: it does not exist yet)."""
     sent_calls: set[str] = field(default_factory=set[str])
     """Tool calls the client knows of: of earlier turns (never sent again), or sent here."""
     started_calls: set[str] = field(default_factory=set[str])
@@ -166,7 +167,8 @@ class AguiRun:
         """Start the turn (or answer its approvals); the turn and where its text begins."""
         handle = self.client.get_workflow_handle(self.workflow_id)
         reader = WorkflowStreamClient.create(self.client, self.workflow_id)
-        if not self.exists:
+        state = self.found
+        if state is None:
             await start_thread(
                 self.client,
                 self.options.config.model_copy(update={"stream": True, "thread": ThreadConfig()}),
@@ -178,7 +180,6 @@ class AguiRun:
             )
             return 1, 0
         offset = await reader.get_offset()
-        state = await self._state()
         self.sent_calls = {record.call_id for record in state.tool_calls}  # earlier turns'
         if self.given.resume:
             await self._decide(state)

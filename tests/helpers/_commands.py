@@ -136,6 +136,28 @@ async def serving(*args: str, env: dict[str, str], announce: str) -> AsyncIterat
         await asyncio.wait_for(process.communicate(), 30)
 
 
+def host_env(
+    env: WorkflowEnvironment,
+    harness: Harness,
+    name: str,
+    tmp_path: Path,
+    store: str,
+    **more: str,
+) -> dict[str, str]:
+    """A worker process's environment as one host of a cluster has it: its own data
+    directory, the shared ``store``, the scripted model as OpenAI; ``more`` on top."""
+    return {
+        "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
+        "ORGA_TASK_QUEUE": harness.task_queue,
+        "ORGA_DATA_DIR": str(tmp_path / name),
+        "ORGA_STORE_URL": store,
+        "ORGA_PROVIDER": "openai",
+        "OPENAI_BASE_URL": harness.model.openai_base_url,
+        "OPENAI_API_KEY": "sk-test",
+        **more,
+    }
+
+
 def on(env: WorkflowEnvironment, harness: Harness) -> dict[str, str]:
     """The environment that points ``orga`` at this test's server, task queue and store."""
     return {
