@@ -140,6 +140,16 @@ async def test_a_thread_of_two_messages_and_an_approval_with_edits(
         status, refused = await _run(app, tokens["bob"], _input(thread, resume=resume))
         assert status == 404
 
+        # An edit that does not parse decides nothing: never the call as it was proposed.
+        garbled = [{**resume[0], "payload": {"approved": True, "editedArgs": "amount=3"}}]
+        status, refused = await _run(app, tokens["ann"], _input(thread, resume=garbled))
+        assert (
+            refused[-1]["type"] == "RUN_ERROR" and "nothing was decided" in refused[-1]["message"]
+        )
+        state = await harness.client.get_workflow_handle(f"{THREAD_PREFIX}{thread}").query(
+            "state", result_type=LoopState
+        )
+        assert [p.call_id for p in state.pending_approvals] == [interrupt["id"]]  # still waits
         wrong = [{**resume[0], "interruptId": "not-a-call"}]  # AG-UI: answer every interrupt
         status, unanswered = await _run(app, tokens["ann"], _input(thread, resume=wrong))
         assert status == 200 and unanswered[-1]["type"] == "RUN_ERROR"

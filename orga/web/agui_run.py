@@ -41,7 +41,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from orga.client import start_thread
-from orga.contracts.approvals import PendingApproval
+from orga.contracts.approvals import ApprovalDecision, PendingApproval
 from orga.contracts.config import LoopConfig
 from orga.contracts.inference import STREAM_TOPIC, StreamedText
 from orga.contracts.messages import STATE_QUERY
@@ -212,7 +212,9 @@ class AguiRun:
         answered = {entry.interrupt_id for entry in self.given.resume or []}
         if missing := sorted(set(waiting) - answered):  # AG-UI: a resume answers them all
             raise Refused(409, f"the resume does not answer the interrupts {missing!r}")
-        handle = self.client.get_workflow_handle(self.workflow_id)
+        # Every answer is checked before any is sent: a malformed one decides nothing (an
+        # edit that does not parse must never approve the call as it was proposed).
+        decisions: list[ApprovalDecision] = []
         for entry in self.given.resume or []:
             pending = waiting.get(entry.interrupt_id)
             if pending is None:
@@ -220,19 +222,27 @@ class AguiRun:
             given: Any = entry.payload
             payload = cast(dict[str, Any], given) if isinstance(given, dict) else {}
             approved = entry.status == "resolved" and payload.get("approved") is True
-            reason = payload.get("reason") or (None if approved else "rejected in the app")
+            reason: Any = payload.get("reason") or (None if approved else "rejected in the app")
             # editedArgs as pydantic-ai's AG-UI apps send it; arguments as orga's docs said.
             edited: Any = payload.get("editedArgs", payload.get("arguments")) if approved else None
-            decision = approval_decision(
-                self.workflow_id,
-                pending,
-                call_id=pending.call_id,
-                approved=approved,
-                reason=reason if isinstance(reason, str) else None,
-                approver=self.user,
-                arguments=cast(dict[str, Any], edited) if isinstance(edited, dict) else None,
-                key=self.options.approver_keys.get(self.user),
+            if edited is not None and not isinstance(edited, dict):
+                raise Refused(422, "editedArgs must be a JSON object: nothing was decided")
+            if reason is not None and not isinstance(reason, str):
+                raise Refused(422, "reason must be a string: nothing was decided")
+            decisions.append(
+                approval_decision(
+                    self.workflow_id,
+                    pending,
+                    call_id=pending.call_id,
+                    approved=approved,
+                    reason=reason,
+                    approver=self.user,
+                    arguments=cast(dict[str, Any] | None, edited),
+                    key=self.options.approver_keys.get(self.user),
+                )
             )
+        handle = self.client.get_workflow_handle(self.workflow_id)
+        for decision in decisions:
             await send_decision(handle, decision)
 
     async def _follow(self, turn: int, offset: int) -> AsyncIterator[BaseEvent]:
