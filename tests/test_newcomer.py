@@ -250,7 +250,14 @@ async def _up(
         )
         return any(poller.identity == me for poller in listed.pollers)
 
-    await eventually(polls, f"the worker {me} polling")
+    try:
+        # The server lists a poll of one of the queue's partitions once it reaches the root.
+        await eventually(polls, f"the worker {me} polling", timeout=60)
+    except BaseException:
+        process.kill()  # nothing of a failed start outlives the test
+        await process.wait()
+        reading.cancel()
+        raise
     return process, reading
 
 

@@ -36,6 +36,7 @@ from orga.contracts.errors import InvalidConfig
 from orga.contracts.vocabulary import SCRIPTED
 from orga.plugin import OrgaPlugin
 from orga.runtime.connect import connect, ensure_search_attributes
+from orga.runtime.presence import seen
 from orga.runtime.safe_text import printable
 from orga.runtime.settings import Settings
 from orga.runtime.store import Store
@@ -45,6 +46,9 @@ from orga.worker.conversation_cache import CACHED_CONVERSATIONS
 __all__ = ["build_workers", "deployment", "main", "serve", "worker_tuner"]
 
 log = logging.getLogger("orga.worker")
+
+SEEN_WITHIN = 10.0
+"""Seconds a starting worker waits for the server to list it before it says it is up."""
 
 
 def build_workers(
@@ -152,6 +156,17 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         worker = workers[0]
         if settings.store_retention_days is not None:
             stack.push_async_callback(_cancelled, asyncio.create_task(_prune(store, settings)))
+        for each in workers:
+            await stack.enter_async_context(each)
+        # Said once the server lists it: a reader who runs `orga run` on seeing this line finds
+        # a worker serving the queue (its first poll reaches the server a moment after start).
+        if not await seen(client, worker.task_queue, within=SEEN_WITHIN):
+            log.warning(
+                "the server does not list this worker as polling task queue %s yet (%gs "
+                "after it started): `orga run` may say no worker serves it until it does",
+                worker.task_queue,
+                SEEN_WITHIN,
+            )
         log.info(
             "orga worker on %s, namespace %s, task queue %s",
             settings.temporal_address,
@@ -166,8 +181,6 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
                 if settings.model_rps
                 else "no rate limit",
             )
-        for each in workers:
-            await stack.enter_async_context(each)
         await stop.wait()
     log.info("orga worker stopped")
 

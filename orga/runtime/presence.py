@@ -48,6 +48,7 @@ __all__ = [
     "presence",
     "publish_tools",
     "registries",
+    "seen",
     "start_hint",
     "tools_of",
     "warn_about_other_registries",
@@ -98,6 +99,21 @@ async def presence(client: Client, task_queue: str) -> Presence:
         if now - polled <= POLLER_FRESH and (gone is None or polled > gone):
             polling += 1
     return Presence(polling, "pollers", len(stopped))
+
+
+async def seen(client: Client, task_queue: str, *, within: float) -> bool:
+    """Whether the server lists a worker serving ``task_queue`` within ``within`` seconds
+    (asked every 0.1 s: a worker's first poll reaches it a moment after the worker starts)."""
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
+        try:
+            if await presence(client, task_queue):
+                return True
+        except RPCError:
+            pass  # asked again until the deadline: the answer only says when to log
+        if asyncio.get_running_loop().time() >= deadline:
+            return False
+        await asyncio.sleep(0.1)
 
 
 async def _heartbeats(client: Client, task_queue: str) -> tuple[int, dict[str, datetime]]:
