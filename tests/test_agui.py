@@ -94,6 +94,23 @@ def _types(events: list[dict[str, Any]]) -> list[str]:
     return [e["type"] for e in events]
 
 
+def _state(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """The thread's state as a page holds it: its last snapshot, and the deltas after it
+    (top-level operations, as the endpoint sends them)."""
+    state: dict[str, Any] = {}
+    for event in events:
+        if event["type"] == "STATE_SNAPSHOT":
+            state = dict(event["snapshot"])
+        elif event["type"] == "STATE_DELTA":
+            for op in event["delta"]:
+                key = op["path"].removeprefix("/")
+                if op["op"] == "remove":
+                    state.pop(key)
+                else:
+                    state[key] = op["value"]
+    return state
+
+
 async def test_a_thread_of_two_messages_and_an_approval_with_edits(
     harness: Harness, tmp_path: Path
 ) -> None:
@@ -118,7 +135,7 @@ async def test_a_thread_of_two_messages_and_an_approval_with_edits(
         finished = second[-1]
         assert finished["type"] == "RUN_FINISHED", second
         # What the page shows beside the question: the thread's state as the run ends.
-        [snapshot] = [e["snapshot"] for e in second if e["type"] == "STATE_SNAPSHOT"]
+        snapshot = _state(second)
         assert snapshot["principal"] == "ann" and snapshot["status"] == "awaiting_approval"
         assert [p["tool"] for p in snapshot["pending_approvals"]] == ["transfer"]
         [interrupt] = finished["outcome"]["interrupts"]
@@ -159,7 +176,7 @@ async def test_a_thread_of_two_messages_and_an_approval_with_edits(
         assert status == 200, third
         assert third[-1]["type"] == "RUN_FINISHED" and third[-1]["result"]["output"] == "Sent."
         results = [e for e in third if e["type"] == "TOOL_CALL_RESULT"]
-        assert [json.loads(r["content"])["status"] for r in results] == ["ok"]
+        assert [r["content"] for r in results] == ["sent 300 to bo"]
         handle = harness.client.get_workflow_handle(f"{THREAD_PREFIX}{thread}")
         harness.handles.append(handle)
         state = await handle.query("state", result_type=LoopState)
@@ -259,7 +276,11 @@ async def test_ag_ui_client_from_npm_drives_a_thread_and_answers_its_interrupt(
     assert finished[1]["result"]["output"] == "Hello ann."
     assert finished[2]["outcome"]["type"] == "interrupt"
     assert finished[3]["result"]["output"] == "Sent."
-    said = "".join(x["event"]["delta"] for x in lines if x["run"] == 1 and "delta" in x["event"])
+    said = "".join(
+        x["event"]["delta"]
+        for x in lines
+        if x["run"] == 1 and x["event"]["type"] == "TEXT_MESSAGE_CONTENT"
+    )
     assert said == "Hello ann."
     [decided] = [e for e in journal["entries"] if e.get("kind") == "ApprovalDecided"]
     assert decided["approver"] == "ann" and decided["verified"]

@@ -23,6 +23,7 @@ import nothing from orga but other contracts. Import from the modules:
     messages         the names of the queries, updates and signals the workflows answer
     policy           the policy activity's request: the actions a turn proposes
     prehydration     config.pre_hydration
+    progress         what a streamed loop says on its stream besides the model's text
     principals       who a loop runs for: claims, resolved principals, spend limits and lines
     resilience       circuit breakers and recovery strategies
     search_attributes  the search attributes every workflow keeps current

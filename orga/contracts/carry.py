@@ -17,6 +17,7 @@ from orga.contracts.delegation import DelegationRecord
 from orga.contracts.evidence import EvidenceCollection
 from orga.contracts.inference import Usage
 from orga.contracts.journal import Journal
+from orga.contracts.progress import StreamCarry
 from orga.contracts.resilience import Breaker, DeadLetterEntry
 from orga.contracts.state import ToolCallRecord
 from orga.contracts.threads import ThreadCarry
@@ -78,3 +79,5 @@ class LoopCarry(BaseModel):
     asks the summariser again only when turns past it must leave the window."""
     thread: ThreadCarry | None = None
     """A thread's turns and where the current one began (``config.thread``)."""
+    stream: StreamCarry | None = None
+    """A streamed loop's stream (``config.stream``): what it keeps, at the same offsets."""

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator
-from typing import Final
+from typing import Any, Final, cast
 
 from ag_ui.core import BaseEvent, RunAgentInput
 from ag_ui.encoder import EventEncoder
@@ -46,6 +46,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from orga.contracts.messages import LOOP_WORKFLOW
 from orga.contracts.state import LoopState
 from orga.desk.facts import DeskError, read_state
+from orga.web.agui_events import EventId, Marked, event_id, parse_id
 from orga.web.agui_run import THREAD_PREFIX, AguiOptions, AguiRun, Refused
 from orga.web.callers import Callers
 
@@ -64,9 +65,10 @@ def agui_app(client: Client, callers: Callers, options: AguiOptions) -> Starlett
             workflow_id = f"{THREAD_PREFIX}{given.thread_id}"
             issuer = options.issuer.name if options.issuer is not None else None
             found = await _owned(client, workflow_id, user, issuer)
+            after, connect = _reconnect(request, given)
         except Refused as refused:
             return JSONResponse({"error": str(refused)}, refused.status)
-        events = AguiRun(client, options, given, user, workflow_id, found).events()
+        events = AguiRun(client, options, given, user, workflow_id, found, after, connect).events()
         return StreamingResponse(
             _encoded(events), media_type="text/event-stream", headers=_STREAM_HEADERS
         )
@@ -85,10 +87,29 @@ def agui_app(client: Client, callers: Callers, options: AguiOptions) -> Starlett
 _STREAM_HEADERS: Final = {"cache-control": "no-store", "x-accel-buffering": "no"}
 
 
-async def _encoded(events: AsyncIterator[BaseEvent]) -> AsyncIterator[str]:
+async def _encoded(events: AsyncIterator[Marked | BaseEvent]) -> AsyncIterator[str]:
     encoder = EventEncoder()
     async for event in events:
-        yield encoder.encode(event)
+        if isinstance(event, Marked):  # its id in its metadata, and as the SSE event's id
+            yield f"id: {event_id(event.id)}\n" + encoder.encode(event.stamped())
+        else:
+            yield encoder.encode(event)
+
+
+def _reconnect(request: Request, given: RunAgentInput) -> tuple[EventId | None, bool]:
+    """A reconnect's last event id (``forwardedProps.orga.after``, else the ``Last-Event-ID``
+    header), and whether the request only reconnects (``forwardedProps.orga.connect``: the
+    thread's last run from its start, without an id)."""
+    props: Any = given.forwarded_props
+    found: Any = cast(dict[str, Any], props).get("orga") if isinstance(props, dict) else None
+    orga = cast(dict[str, Any], found) if isinstance(found, dict) else {}
+    raw: Any = orga.get("after", request.headers.get("last-event-id"))
+    if raw is None:
+        return None, orga.get("connect") is True
+    after = parse_id(raw) if isinstance(raw, str) else None
+    if after is None:
+        raise Refused(422, 'the last event id is not one this endpoint sent ("<offset>.<n>")')
+    return after, True
 
 
 def _caller(request: Request, callers: Callers, options: AguiOptions) -> str:

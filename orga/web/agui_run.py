@@ -1,16 +1,15 @@
-"""One AG-UI run (``orga.web.agui``): a thread's turn started, continued or resumed, and
-followed as AG-UI events until it is answered or waits for a person.
+"""One AG-UI request (``orga.web.agui``): a thread's turn started, continued, resumed or
+reconnected to, and its events sent until the run ends.
 
-What it reads, it reads from the thread itself — its Workflow Stream (the model's text, from
-the offset the turn began at) and its ``state`` query (tool calls, waiting approvals) — so
-nothing is held in the endpoint's process.
+Every event comes from the thread's own Workflow Stream (``agui_events``): what it keeps now
+(the stream's poll query), then what comes (its long poll). Nothing is held in the endpoint's
+process, so a client that reconnects may reach any endpoint, at any time.
 """
 
 from __future__ import annotations
 
-import asyncio
+import base64
 import contextlib
-import json
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -18,87 +17,41 @@ from typing import Any, Final, cast
 
 from ag_ui.core import (
     BaseEvent,
-    Interrupt,
     RunAgentInput,
     RunErrorEvent,
     RunFinishedEvent,
-    RunFinishedInterruptOutcome,
     RunStartedEvent,
-    StateSnapshotEvent,
-    TextMessageContentEvent,
-    TextMessageEndEvent,
-    TextMessageStartEvent,
-    ToolCallArgsEvent,
-    ToolCallEndEvent,
-    ToolCallResultEvent,
-    ToolCallStartEvent,
     UserMessage,
 )
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from temporalio.api.common.v1 import Payload
 from temporalio.client import Client, WorkflowQueryFailedError, WorkflowUpdateFailedError
-from temporalio.contrib.workflow_streams import WorkflowStreamClient
+from temporalio.common import RawValue
+from temporalio.contrib.workflow_streams import PollInput, PollResult, WorkflowStreamClient
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from orga.client import start_thread
-from orga.contracts.approvals import ApprovalDecision, PendingApproval
+from orga.contracts.approvals import ApprovalDecision
 from orga.contracts.config import LoopConfig
 from orga.contracts.inference import STREAM_TOPIC, StreamedText
-from orga.contracts.messages import STATE_QUERY
 from orga.contracts.principals import PrincipalClaim
-from orga.contracts.state import LoopState, ToolCallRecord
-from orga.contracts.threads import ThreadConfig, TurnResult
+from orga.contracts.progress import PROGRESS_TOPIC, ProgressItem
+from orga.contracts.state import LoopState
+from orga.contracts.threads import ThreadConfig
 from orga.desk.approvals import approval_decision
 from orga.desk.facts import DeskError
-from orga.desk.sender import await_turn, send_decision, send_user_message
+from orga.desk.sender import send_decision, send_user_message
 from orga.runtime.binding import Issuer
+from orga.web.agui_events import APPROVAL_SCHEMA, EventId, Marked, ThreadEvents, Window
 
 __all__ = ["APPROVAL_SCHEMA", "THREAD_PREFIX", "AguiOptions", "AguiRun", "Refused"]
 
-
-def _snapshot(state: LoopState) -> StateSnapshotEvent:
-    """The thread as the app may show it: status, phase, turn, what it spent and has left,
-    and what waits for a person."""
-    thread = state.thread
-    return StateSnapshotEvent(
-        snapshot={
-            "status": state.status,
-            "phase": state.phase,
-            "turn": thread.turn if thread is not None else None,
-            "usage": {
-                "total_tokens": state.usage.total_tokens,
-                "cost_usd": state.usage.cost_usd,
-            },
-            "pending_approvals": [
-                {"call_id": p.call_id, "tool": p.tool, "arguments": p.arguments, "reason": p.reason}
-                for p in state.pending_approvals
-            ],
-            "principal": state.principal.describe() if state.principal else None,
-        }
-    )
-
-
 THREAD_PREFIX: Final = "agui-"
 """An AG-UI thread's workflow id is this and its ``threadId``."""
-_LOOK: Final = 0.25
-"""Seconds between looks at the thread's state (tool calls, approvals) while a run streams."""
-
-APPROVAL_SCHEMA: Final[dict[str, Any]] = {
-    "type": "object",
-    "properties": {
-        "approved": {"type": "boolean"},
-        "reason": {"type": "string", "maxLength": 2000},
-        "editedArgs": {
-            "type": "object",
-            "description": "Approve with edits: the call's arguments as they should run "
-            "(they replace the proposed ones, and pass the gate again).",
-        },
-        "arguments": {"type": "object", "description": "The same as editedArgs."},
-    },
-    "required": ["approved"],
-    "additionalProperties": False,
-}
-"""What an approval interrupt's answer (a resume entry's payload) holds."""
+_POLL_QUERY: Final = "__temporal_workflow_stream_poll"
+"""The Workflow Stream's query of what it keeps (``temporalio.contrib.workflow_streams``)."""
+_QUERY_TIMEOUT: Final = timedelta(seconds=10)
 
 
 @dataclass(frozen=True)
@@ -127,9 +80,13 @@ class Refused(Exception):
         self.status = status
 
 
+class _Dropped(Exception):
+    """Events the request needs are no longer kept by the thread."""
+
+
 @dataclass
 class AguiRun:
-    """One AG-UI run: a thread's turn, started or continued, streamed."""
+    """One request: what it does to the thread, then the events it sends."""
 
     client: Client
     options: AguiOptions
@@ -137,37 +94,55 @@ class AguiRun:
     user: str
     workflow_id: str
     found: LoopState | None
-    """The thread's state when the run was asked for (None: it does not exist yet)."""
-    sent_calls: set[str] = field(default_factory=set[str])
-    """Tool calls the client knows of: of earlier turns (never sent again), or sent here."""
-    started_calls: set[str] = field(default_factory=set[str])
-    """Calls an earlier run of this turn announced (its interrupts): only their results are
-    still to send."""
-    messages: int = 0
+    """The thread's state when the request came (None: it does not exist yet)."""
+    after: EventId | None = None
+    """A reconnect: the last event id the client has (else a run it begins)."""
+    connect: bool = False
+    """A reconnect without an id: the thread's last run, from its start."""
 
-    async def events(self) -> AsyncIterator[BaseEvent]:
-        given = self.given
-        yield RunStartedEvent(thread_id=given.thread_id, run_id=given.run_id)
+    async def events(self) -> AsyncIterator[Marked | BaseEvent]:
+        """The request's events: each with its id (``Marked``), but for a failure's own."""
+        sent = False
         try:
-            turn, offset = await self._begin()
-            async for event in self._follow(turn, offset):
-                yield event
-        except WorkflowAlreadyStartedError:  # another run started it meanwhile
-            yield RunErrorEvent(
+            window = await self._begin()
+            async for marked in self._follow(window):
+                sent = True
+                yield marked
+            if not sent:  # nothing was and nothing will be: an empty run
+                yield self._started()
+                yield RunFinishedEvent(thread_id=self.given.thread_id, run_id=self.given.run_id)
+            return
+        except WorkflowAlreadyStartedError:  # another request started it meanwhile
+            failure = RunErrorEvent(
                 message="the thread was started meanwhile: send the message again",
                 code="ThreadStartedMeanwhile",
             )
-        except (Refused, DeskError, WorkflowUpdateFailedError, RPCError) as error:
+        except _Dropped as dropped:
+            failure = RunErrorEvent(message=str(dropped), code="EventsDropped")
+        except (Refused, DeskError, WorkflowUpdateFailedError, WorkflowQueryFailedError) as error:
             message = (
                 str(error.cause) if isinstance(error, WorkflowUpdateFailedError) else str(error)
             )
-            yield RunErrorEvent(message=message, code=type(error).__name__)
+            failure = RunErrorEvent(message=message, code=type(error).__name__)
+        except RPCError as error:
+            failure = RunErrorEvent(message=f"Temporal: {error.message}", code="RPCError")
+        if not sent:
+            yield self._started()
+        yield failure
 
-    async def _begin(self) -> tuple[int, int]:
-        """Start the turn (or answer its approvals); the turn and where its text begins."""
-        handle = self.client.get_workflow_handle(self.workflow_id)
-        reader = WorkflowStreamClient.create(self.client, self.workflow_id)
+    def _started(self) -> RunStartedEvent:
+        return RunStartedEvent(thread_id=self.given.thread_id, run_id=self.given.run_id)
+
+    # ---- what the request does ---------------------------------------------------------------
+
+    async def _begin(self) -> Window:
+        """Start the thread, send its next message or decide its approvals (or, a reconnect:
+        nothing); which of the thread's events this request sends."""
         state = self.found
+        if self.after is not None or self.connect:
+            if state is None:
+                raise Refused(404, "no such thread")
+            return Window(after=self.after)
         if state is None:
             await start_thread(
                 self.client,
@@ -178,28 +153,23 @@ class AguiRun:
                 principal=PrincipalClaim(user=self.user),
                 issuer=self.options.issuer,
             )
-            return 1, 0
-        offset = await reader.get_offset()
-        self.sent_calls = {record.call_id for record in state.tool_calls}  # earlier turns'
+            return Window(start=0)
+        offset = await WorkflowStreamClient.create(self.client, self.workflow_id).get_offset()
         if self.given.resume:
             await self._decide(state)
-            self.started_calls = {entry.interrupt_id for entry in self.given.resume}
-            assert state.thread is not None
-            return state.thread.turn, offset
-        accepted = await send_user_message(handle, self._text(), sender=self.user)
-        assert accepted.turn is not None, "a thread names the turn a message joins"
-        return accepted.turn, offset
-
-    async def _state(self) -> LoopState:
-        """The thread's state, asked of it directly: a worker that has just taken it need not
-        show as a poller yet (the desk's presence check would refuse it)."""
-        handle = self.client.get_workflow_handle(self.workflow_id)
-        try:
-            return await handle.query(
-                STATE_QUERY, result_type=LoopState, rpc_timeout=timedelta(seconds=10)
+            return Window(start=offset)
+        if state.pending_approvals:
+            raise Refused(409, "the thread waits for its interrupts: answer them (resume)")
+        thread = state.thread
+        if thread is None or not thread.waiting_for_message:
+            raise Refused(
+                409,
+                "the thread is still answering its last message: wait for its RUN_FINISHED "
+                "(or reconnect to follow it)",
             )
-        except (RPCError, WorkflowQueryFailedError) as error:
-            raise DeskError(f"the thread's state cannot be read: {error}") from error
+        handle = self.client.get_workflow_handle(self.workflow_id)
+        await send_user_message(handle, self._text(), sender=self.user)
+        return Window(start=offset)
 
     def _text(self) -> str:
         said = [m for m in self.given.messages if isinstance(m, UserMessage)]
@@ -245,126 +215,86 @@ class AguiRun:
         for decision in decisions:
             await send_decision(handle, decision)
 
-    async def _follow(self, turn: int, offset: int) -> AsyncIterator[BaseEvent]:
-        """The turn's events until it is answered or waits for a person."""
-        queue: asyncio.Queue[BaseEvent] = asyncio.Queue()
-        reader = WorkflowStreamClient.create(self.client, self.workflow_id)
-        streaming = asyncio.ensure_future(self._stream(reader, offset, queue))
-        answer = asyncio.ensure_future(
-            await_turn(self.client.get_workflow_handle(self.workflow_id), turn)
-        )
-        try:
-            while True:
-                while not queue.empty():
-                    yield queue.get_nowait()
-                if answer.done():
-                    break
-                state = await self._state()
-                for record in state.tool_calls:
-                    for event in self._ran(record):
-                        yield event
-                if state.pending_approvals:
-                    while not queue.empty():
-                        yield queue.get_nowait()
-                    yield _snapshot(state)
-                    for event in self._interrupt(state.pending_approvals):
-                        yield event
-                    return
-                await asyncio.wait({answer}, timeout=_LOOK)
-            with contextlib.suppress(TimeoutError):  # what is left of the stream
-                await asyncio.wait_for(asyncio.shield(streaming), 2)
-            while not queue.empty():
-                yield queue.get_nowait()
-            state = await self._state()
-            for record in state.tool_calls:  # calls since the last look
-                for event in self._ran(record):
-                    yield event
-            yield _snapshot(state)
-            for event in self._answered(answer.result()):
-                yield event
-        finally:
-            for task in (streaming, answer):
-                task.cancel()
-            await asyncio.gather(streaming, answer, return_exceptions=True)
+    # ---- the events ----------------------------------------------------------------------------
 
-    async def _stream(
-        self, reader: WorkflowStreamClient, offset: int, queue: asyncio.Queue[BaseEvent]
-    ) -> None:
-        """The model's text, as AG-UI text messages (one per model call)."""
-        current: str | None = None
-        async for item in reader.subscribe([STREAM_TOPIC], offset, result_type=StreamedText):
-            piece: StreamedText = item.data
-            if (piece.done or piece.restart) and current is not None:
-                queue.put_nowait(TextMessageEndEvent(message_id=current))
-                current = None
-            elif piece.text:
-                if current is None:
-                    self.messages += 1
-                    current = f"{self.given.run_id}-{self.messages}"
-                    queue.put_nowait(TextMessageStartEvent(message_id=current, role="assistant"))
-                queue.put_nowait(TextMessageContentEvent(message_id=current, delta=piece.text))
-
-    def _ran(self, record: ToolCallRecord) -> list[BaseEvent]:
-        if record.call_id in self.sent_calls:
-            return []
-        self.sent_calls.add(record.call_id)
-        call = record.call_id
-        announced = call in self.started_calls
-        return [
-            *(
-                []
-                if announced
-                else [
-                    ToolCallStartEvent(tool_call_id=call, tool_call_name=record.tool),
-                    ToolCallEndEvent(tool_call_id=call),
-                ]
-            ),
-            ToolCallResultEvent(
-                message_id=f"{call}-result",
-                tool_call_id=call,
-                content=json.dumps({"status": record.status, "is_error": record.is_error}),
-                role="tool",
-            ),
-        ]
-
-    def _interrupt(self, waiting: list[PendingApproval]) -> list[BaseEvent]:
-        events: list[BaseEvent] = []
-        for pending in waiting:
-            if pending.call_id not in self.sent_calls:
-                events += [
-                    ToolCallStartEvent(tool_call_id=pending.call_id, tool_call_name=pending.tool),
-                    ToolCallArgsEvent(tool_call_id=pending.call_id, delta=pending.arguments),
-                    ToolCallEndEvent(tool_call_id=pending.call_id),
-                ]
-        interrupts = [
-            Interrupt(
-                id=p.call_id,
-                reason="tool_approval",
-                message=f"{p.tool}: {p.reason}",
-                tool_call_id=p.call_id,
-                response_schema=APPROVAL_SCHEMA,
+    async def _follow(self, window: Window) -> AsyncIterator[Marked]:
+        """The thread's events the window takes: from what the stream keeps, then live."""
+        machine = ThreadEvents(self.given.thread_id, self.given.run_id)
+        kept, next_offset = await self._kept(machine)
+        if window.after is None and window.start is None:  # the last run, from its start
+            starts = [m.id for m in kept if m.event.type == "RUN_STARTED"]
+            if not starts:
+                return
+            offset, k = starts[-1]
+            window.after = (offset, k - 1) if k > 0 else (offset - 1, 1 << 30)
+        if window.after is not None and kept and window.after[0] + 1 < kept[0].id[0]:
+            raise _Dropped(
+                f"the thread no longer keeps the events after {window.after[0]}.{window.after[1]}"
+                " (it keeps its current and previous turns): start a new run"
             )
-            for p in waiting
-        ]
-        outcome = RunFinishedInterruptOutcome(interrupts=interrupts)
-        given = self.given
-        return [
-            *events,
-            RunFinishedEvent(thread_id=given.thread_id, run_id=given.run_id, outcome=outcome),
-        ]
+        for marked in kept:
+            for out in window.take(marked):
+                yield out
+            if window.done:
+                return
+        if window.after is not None and not window.sending and _settled(machine):
+            for out in window.nothing_new():
+                yield out
+            return
+        if machine.ended is not None and not machine.in_run:
+            raise DeskError(f"the thread has ended: {machine.ended}")
+        reader = WorkflowStreamClient.create(self.client, self.workflow_id)
+        last = next_offset - 1
+        async for item in reader.subscribe(None, next_offset, result_type=RawValue):
+            if item.offset <= last:  # a poll that began again from the start of what is kept
+                continue
+            if item.offset != last + 1:
+                raise _Dropped(
+                    f"the thread dropped events {last + 1} to {item.offset - 1} before they "
+                    "were read: reconnect to go on"
+                )
+            last = item.offset
+            for marked in self._events(machine, item.offset, item.topic, item.data.payload):
+                for out in window.take(marked):
+                    yield out
+            if window.done:
+                return
+        if not window.done:  # the workflow closed without ending the run
+            raise DeskError(f"the thread has ended: {machine.ended or 'it closed'}")
 
-    def _answered(self, result: TurnResult) -> list[BaseEvent]:
-        events: list[BaseEvent] = []
-        if self.messages == 0:  # nothing streamed: the answer as one message
-            message = f"{self.given.run_id}-answer"
-            events += [
-                TextMessageStartEvent(message_id=message, role="assistant"),
-                TextMessageContentEvent(message_id=message, delta=result.said or " "),
-                TextMessageEndEvent(message_id=message),
-            ]
-        given = self.given
-        outcome = {"output": result.said, "value": result.value, "turn": result.turn}
-        return [
-            *events,
-            RunFinishedEvent(thread_id=given.thread_id, run_id=given.run_id, result=outcome),
-        ]
+    async def _kept(self, machine: ThreadEvents) -> tuple[list[Marked], int]:
+        """The events of what the stream keeps now, and the offset after it."""
+        handle = self.client.get_workflow_handle(self.workflow_id)
+        found: list[Marked] = []
+        offset = 0
+        while True:
+            result = await handle.query(
+                _POLL_QUERY,
+                PollInput(topics=[], from_offset=offset),
+                result_type=PollResult,
+                rpc_timeout=_QUERY_TIMEOUT,
+            )
+            for wire in result.items:
+                payload = Payload.FromString(base64.b64decode(wire.data))
+                found += self._events(machine, wire.offset, wire.topic, payload)
+            offset = result.next_offset
+            if not result.more_ready:
+                return found, offset
+
+    def _events(
+        self, machine: ThreadEvents, offset: int, topic: str, payload: Payload
+    ) -> list[Marked]:
+        converter = self.client.data_converter.payload_converter
+        with contextlib.suppress(ValueError, TypeError):
+            if topic == STREAM_TOPIC:
+                return machine.text(offset, converter.from_payload(payload, StreamedText))
+            if topic == PROGRESS_TOPIC:
+                return machine.progress(offset, converter.from_payload(payload, ProgressItem))
+        return []  # a topic (or an item) orga does not publish: not the app's
+
+
+def _settled(machine: ThreadEvents) -> bool:
+    """Whether nothing is under way: no run open, and the last step ended one (an answer,
+    a wait for people, the loop's end)."""
+    last = machine.last
+    return not machine.in_run and (last is None or last.kind in ("waiting", "answered", "ended"))

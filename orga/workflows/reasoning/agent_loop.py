@@ -51,6 +51,7 @@ from orga.contracts.errors import BudgetExceeded, InvalidConfig, LoopFailure
 from orga.contracts.forks import ForkPoint, ForkPointAsk
 from orga.contracts.inference import InferenceResponse
 from orga.contracts.policy import PolicyResult
+from orga.contracts.progress import ProgressView, WaitingCall
 from orga.contracts.state import LoopResult, LoopState
 from orga.contracts.threads import THREAD_MEMO
 from orga.core.genai import invocation_attributes
@@ -74,6 +75,7 @@ from orga.workflows.reasoning.loop_budgets import LoopBudgets, of_which
 from orga.workflows.reasoning.loop_parts import LoopParts, loop_tool_state, set_up_loop
 from orga.workflows.reasoning.model_call import call_with_fallbacks
 from orga.workflows.reasoning.prehydration import pre_hydrate_loop
+from orga.workflows.reasoning.progress import ProgressStream
 from orga.workflows.reasoning.running_summary import RunningSummary
 from orga.workflows.reasoning.steering import Steering
 from orga.workflows.reasoning.thread import Thread
@@ -95,14 +97,21 @@ class AgentLoop:
         info = workflow.info()
         self._workflow_id = info.workflow_id
         self._invalid = self._invalid or continuation.start_problem(loop, info)
-        self._stream = WorkflowStream() if config.stream and self._invalid is None else None
-        """Where the model's text is published while it arrives (``config.stream``)."""
+        carried = loop.carry.stream if loop.carry is not None else None
+        self._stream = (
+            WorkflowStream(carried.state if carried is not None else None)
+            if config.stream and self._invalid is None
+            else None
+        )
+        """Where the model's text and the loop's steps are published (``config.stream``)."""
         self._parts = LoopParts(Limits.of(config), config.provider, config.model)
         """What the loop works with: budgets, model, tools shown, critic, … (``loop_parts``)."""
         self.books = books = LoopBooks(config, self._parts.limits, started_at=workflow.now())
         """The loop's record of itself, and the desk where people answer it."""
         self.steering = Steering(books)
         """Messages people send while the loop runs (``steering``)."""
+        if self._stream is not None:
+            books.progress = ProgressStream(self._stream, self._view, carried)
         self._thread = Thread(config.thread, books, self.steering) if config.thread else None
         """A conversation's turns, for loops with ``config.thread``."""
         self._budgets = LoopBudgets(books, lambda: self._parts.limits, self._thread, self.state)
@@ -177,6 +186,30 @@ class AgentLoop:
             advertised=parts.advertised,
             knowledge_context=parts.knowledge.context if parts.knowledge is not None else None,
             thread=thread,
+        )
+
+    def _view(self) -> ProgressView:
+        """The loop as a stream's reader shows it (``ProgressItem.view``)."""
+        books = self.books
+        limits, usage, max_cost = books.limits, books.usage, self._config.max_cost
+        spent = usage.cost_usd
+        if self._thread is not None:  # a turn's money budget counts from where it began
+            spent -= self._thread.spent_before.cost_usd
+        return ProgressView(
+            status=books.status,
+            phase=books.phase,
+            turn=books.turn,
+            iteration=books.iteration,
+            total_tokens=usage.total_tokens,
+            cost_usd=usage.cost_usd or None,
+            tokens_left=max(0, limits.max_total_tokens - usage.total_tokens),
+            model_calls_left=max(0, limits.max_iterations - books.model_calls),
+            usd_left=None if max_cost is None else round(max(0.0, max_cost - spent), 6),
+            pending_approvals=[
+                WaitingCall(call_id=p.call_id, tool=p.tool, arguments=p.arguments, reason=p.reason)
+                for p in books.desk.approvals.values()
+            ],
+            principal=books.principal.describe() if books.principal is not None else None,
         )
 
     def ended(self) -> bool:
@@ -470,7 +503,7 @@ class AgentLoop:
             conversation=self.conversation,
             steering=self.steering,
             thread=thread,
-            stream=self._stream,
+            progress=self.books.progress,
         )
 
     def _task(self) -> str:

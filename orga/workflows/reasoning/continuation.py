@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import NoReturn
 
 from temporalio import workflow
-from temporalio.contrib.workflow_streams import WorkflowStream
 
 from orga.contracts.carry import LoopCarry
 from orga.contracts.config import Limits, LoopConfig, LoopInput
@@ -28,6 +27,7 @@ from orga.core.carry import bounded
 from orga.workflows.reasoning.durable_conversation import Conversation
 from orga.workflows.reasoning.loop_books import LoopBooks
 from orga.workflows.reasoning.loop_parts import LoopParts
+from orga.workflows.reasoning.progress import ProgressStream
 from orga.workflows.reasoning.steering import Steering
 from orga.workflows.reasoning.thread import Thread
 from orga.workflows.reasoning.tool_state import ToolState
@@ -129,7 +129,7 @@ async def next_run(
     conversation: Conversation,
     steering: Steering,
     thread: Thread | None,
-    stream: WorkflowStream | None,
+    progress: ProgressStream | None,
 ) -> NoReturn:
     """Move the loop to its next run with ``carry``, keeping this run's gate (``policy``),
     budgets (a thread's per turn: ``turn_limits``), provider and model, whatever its worker's
@@ -147,9 +147,9 @@ async def next_run(
             **turn_limits.model_dump(),  # a thread's per turn, not shifted
         }
     )
-    if stream is not None:  # release long-polling readers: they follow the next run
-        stream.detach_pollers()
-    await continue_as_new(pinned, conversation, carry, parts.claim)
+    if progress is not None:  # release long-polling readers: they follow the next run
+        progress.stream.detach_pollers()
+    await continue_as_new(pinned, conversation, carry, parts.claim, progress)
 
 
 async def continue_as_new(
@@ -157,15 +157,19 @@ async def continue_as_new(
     conversation: Conversation,
     carry: LoopCarry,
     principal: PrincipalClaim | None = None,
+    progress: ProgressStream | None = None,
 ) -> NoReturn:
     """Wait for running handlers, then end this run and start the next (never returns).
 
-    ``principal``: the claim the loop was started with (its next run runs for it too).
+    ``principal``: the claim the loop was started with (its next run runs for it too);
+    ``progress``: a streamed loop's stream, whose items the next run keeps at their offsets.
 
     Raises:
         StateTooLarge: the next run's input would be larger than ``config.max_state_bytes``.
     """
     await workflow.wait_condition(workflow.all_handlers_finished)
+    if progress is not None:  # what was published up to now, handlers' publishes included
+        carry = carry.model_copy(update={"stream": progress.carry()})
     next_input = LoopInput(
         messages=conversation.messages, config=config, carry=carry, principal=principal
     )

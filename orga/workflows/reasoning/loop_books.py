@@ -39,6 +39,7 @@ from orga.contracts.threads import ThreadState
 from orga.contracts.vocabulary import ProviderName
 from orga.core.audit import AuditLog
 from orga.workflows.reasoning.loop_attributes import LoopAttributes, LoopFacts
+from orga.workflows.reasoning.progress import ProgressStream
 from orga.workflows.reasoning.tool_state import ToolState
 from orga.workflows.shared.human_desk import HumanDesk
 from orga.workflows.shared.metrics import emit_entry
@@ -101,6 +102,8 @@ class LoopBooks:
         self._attributes = LoopAttributes(self._facts(), started_at)
         """Its search attributes (``loop_attributes``)."""
         self.desk = HumanDesk(on_change=self._waiting_changed, record=self.record, stamp=self.stamp)
+        self.progress: ProgressStream | None = None
+        """Where a streamed loop publishes its steps (``config.stream``)."""
 
     # ---- journal -------------------------------------------------------------------------
 
@@ -144,6 +147,8 @@ class LoopBooks:
                 blob_ref=response.blob_ref,
             )
         )
+        if self.progress is not None:
+            self.progress.calls(response.tool_calls)
         self._publish()
 
     @property
@@ -188,6 +193,8 @@ class LoopBooks:
                 )
             )
         del self.tool_calls[:-_RECENT_CALLS]
+        if self.progress is not None:
+            self.progress.results(results)
 
     def completed(self, output: str, reason: str, message: str) -> None:
         self.output = output
@@ -196,6 +203,8 @@ class LoopBooks:
         self.set_phase("completed")
         self.status = "completed"
         self.record(Terminated(**self.stamp(), reason=reason, message=message))
+        if self.progress is not None:
+            self.progress.ended(message)
         self._publish()
 
     def failed(self, error: BaseException) -> None:
@@ -212,6 +221,8 @@ class LoopBooks:
         self.set_phase("failed")
         self.termination_message = message or "cancelled"
         self.record(Terminated(**self.stamp(), reason=kind or "failed", message=message))
+        if self.progress is not None:
+            self.progress.ended(self.termination_message)
         self._publish()
 
     # ---- the state query -----------------------------------------------------------------
@@ -329,6 +340,8 @@ class LoopBooks:
             self.status = status
             self._publish()
         self.set_phase(self.phase)
+        if self.progress is not None:
+            self.progress.desk_changed()
 
     # ---- search attributes -----------------------------------------------------------------
 

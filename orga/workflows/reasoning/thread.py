@@ -98,6 +98,8 @@ class Thread:
         self._base_calls = books.model_calls
         self._base_usage = books.usage
         self._base_working = books.working_seconds()
+        if books.progress is not None:
+            books.progress.turn(self.turn)
 
     @property
     def spent_before(self) -> Usage:
@@ -177,6 +179,8 @@ class Thread:
         self.between_turns = True
         self.idle_since = workflow.now()
         self._steering.turn = self.turn + 1
+        if books.progress is not None:
+            books.progress.answered(result)
         return result
 
     async def next_message(self) -> bool:
