@@ -22,17 +22,11 @@ from orga.web.callers import Callers, new_token
 from tests.harness import Harness, scripted_settings
 from tests.sample_tools import transfer
 
-CLIENT = Path(__file__).resolve().parent / "agui_client"
-"""``@ag-ui/client`` from npm, pinned by its package-lock.json, and the script it runs."""
 ISSUER = Ed25519PrivateKey.generate()
 ANN_KEY = Ed25519PrivateKey.generate()
 HOST = "http://127.0.0.1"
 PAGE = "http://localhost:5173"
 """The one browser origin the endpoint allows."""
-
-
-def _client_installed() -> bool:
-    return (CLIENT / "node_modules" / "@ag-ui" / "client").is_dir()
 
 
 def _setup(harness: Harness, tmp_path: Path, model: str) -> tuple[Any, dict[str, str]]:
@@ -221,20 +215,13 @@ async def test_ag_ui_client_from_npm_drives_a_thread_and_answers_its_interrupt(
     two messages, the second ending with an approval interrupt that the client answers with
     edited arguments; the refund runs with the edited amount, ann's verified decision."""
     import asyncio
-    import shutil
 
     import uvicorn
 
-    from tests.helpers import eventually, free_port
+    from tests.helpers import AGUI_CLIENT, ag_ui_client, eventually, free_port
 
-    folder = CLIENT
-    node, npm = shutil.which("node"), shutil.which("npm")
-    assert node and npm, "Node 20 and npm run @ag-ui/client (.ci/run has them)"
-    if not _client_installed():
-        installing = await asyncio.create_subprocess_exec(
-            npm, "ci", "--silent", "--no-audit", "--no-fund", cwd=folder
-        )
-        assert await asyncio.wait_for(installing.wait(), 300) == 0, "npm ci failed"
+    folder = AGUI_CLIENT
+    node = await ag_ui_client()
     model = harness.new_model(
         [
             Turn(text="Hello ann."),

@@ -27,6 +27,7 @@ is held in this process: any number of endpoints serve the same threads.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator
 from typing import Any, Final, cast
@@ -47,7 +48,7 @@ from orga.contracts.messages import LOOP_WORKFLOW
 from orga.contracts.state import LoopState
 from orga.desk.facts import DeskError, read_state
 from orga.web.agui_events import EventId, Marked, event_id, parse_id
-from orga.web.agui_run import THREAD_PREFIX, AguiOptions, AguiRun, Refused
+from orga.web.agui_run import QUERY_TIMEOUT, THREAD_PREFIX, AguiOptions, AguiRun, Refused
 from orga.web.callers import Callers
 
 __all__ = ["AguiOptions", "agui_app"]
@@ -150,12 +151,33 @@ async def _owned(
         raise Refused(502, f"Temporal: {error.message}") from error
     if described.workflow_type != LOOP_WORKFLOW:
         raise Refused(404, "no such thread")
-    try:
-        state = await read_state(client, workflow_id, LoopState, LOOP_WORKFLOW)
-    except DeskError as error:
-        raise Refused(502, str(error)) from error
+    state = await _set_up(client, workflow_id)
     owner = state.principal
     bound = issuer is None or (owner is not None and owner.verified and owner.issuer == issuer)
     if owner is None or owner.user != user or state.thread is None or not bound:
         raise Refused(404, "no such thread")  # another's is not told apart from none
     return state
+
+
+async def _set_up(client: Client, workflow_id: str) -> LoopState:
+    """The thread's state once its run is set up: a run that has just started (or continued as
+    new) knows whom it runs for only after its setup (a moment)."""
+
+    async def read() -> LoopState:
+        try:
+            return await read_state(
+                client, workflow_id, LoopState, LOOP_WORKFLOW, timeout=QUERY_TIMEOUT.total_seconds()
+            )
+        except DeskError as error:
+            raise Refused(502, str(error)) from error
+
+    state = await read()
+    deadline = asyncio.get_running_loop().time() + _SETUP_WAIT
+    while state.phase == "starting" and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.1)
+        state = await read()
+    return state
+
+
+_SETUP_WAIT: Final = 10.0
+"""Seconds a request waits for a thread's run to be set up before it judges whose it is."""

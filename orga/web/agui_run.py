@@ -45,13 +45,16 @@ from orga.desk.sender import send_decision, send_user_message
 from orga.runtime.binding import Issuer
 from orga.web.agui_events import APPROVAL_SCHEMA, EventId, Marked, ThreadEvents, Window
 
-__all__ = ["APPROVAL_SCHEMA", "THREAD_PREFIX", "AguiOptions", "AguiRun", "Refused"]
+__all__ = ["APPROVAL_SCHEMA", "QUERY_TIMEOUT", "THREAD_PREFIX", "AguiOptions", "AguiRun", "Refused"]
 
 THREAD_PREFIX: Final = "agui-"
 """An AG-UI thread's workflow id is this and its ``threadId``."""
 _POLL_QUERY: Final = "__temporal_workflow_stream_poll"
 """The Workflow Stream's query of what it keeps (``temporalio.contrib.workflow_streams``)."""
-_QUERY_TIMEOUT: Final = timedelta(seconds=10)
+QUERY_TIMEOUT: Final = timedelta(seconds=30)
+"""How long a request waits for a worker to answer a thread's query: a worker that died
+holding the thread in its cache keeps its queries for ``ORGA_STICKY_TIMEOUT`` (10 s) before
+another worker may answer them."""
 
 
 @dataclass(frozen=True)
@@ -272,7 +275,7 @@ class AguiRun:
                 _POLL_QUERY,
                 PollInput(topics=[], from_offset=offset),
                 result_type=PollResult,
-                rpc_timeout=_QUERY_TIMEOUT,
+                rpc_timeout=QUERY_TIMEOUT,
             )
             for wire in result.items:
                 payload = Payload.FromString(base64.b64decode(wire.data))

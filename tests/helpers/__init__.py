@@ -23,11 +23,13 @@ from tests.helpers._commands import (
     inbox,
     on,
     orga,
+    server_process,
     serving,
     start_worker,
     temporal,
     worker_process,
 )
+from tests.helpers._node import AGUI_CLIENT, ag_ui_client
 from tests.helpers._offline import calls_of, offline_env, offline_worker
 from tests.helpers._processes import children, parent_of
 from tests.helpers._scripts import (
@@ -90,6 +92,7 @@ from tests.helpers._waiting import (
 
 __all__ = [
     "ADDS",
+    "AGUI_CLIENT",
     "DECLINE",
     "FACT",
     "ORGA",
@@ -107,6 +110,7 @@ __all__ = [
     "ForkedProcess",
     "Terminal",
     "aborted",
+    "ag_ui_client",
     "agents_file",
     "ask",
     "calls_of",
@@ -140,6 +144,7 @@ __all__ = [
     "refund_policies",
     "reusable_port",
     "scrape",
+    "server_process",
     "servers_file",
     "serving",
     "start_worker",

@@ -118,6 +118,16 @@ def _request(request: dict[str, Any], stdout: int, stderr: int) -> socket.socket
 @asynccontextmanager
 async def serving(*args: str, env: dict[str, str], announce: str) -> AsyncIterator[str]:
     """``orga <args>`` (a server) running; yields the address it prints after ``announce``."""
+    async with server_process(*args, env=env, announce=announce) as (_, address):
+        yield address
+
+
+@asynccontextmanager
+async def server_process(
+    *args: str, env: dict[str, str], announce: str
+) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
+    """``orga <args>`` (a server) running: its process (a test may kill it) and the address it
+    prints after ``announce``; stopped afterwards if it still runs."""
     process = await asyncio.create_subprocess_exec(
         ORGA,
         *args,
@@ -130,9 +140,10 @@ async def serving(*args: str, env: dict[str, str], announce: str) -> AsyncIterat
     match = re.search(re.escape(announce) + r" (http://\S+)", line)
     assert match, line
     try:
-        yield match.group(1)
+        yield process, match.group(1)
     finally:
-        process.terminate()
+        if process.returncode is None:
+            process.terminate()
         await asyncio.wait_for(process.communicate(), 30)
 
 
