@@ -49,6 +49,7 @@ from tests.helpers import (
     waits_for_a_worker,
 )
 from tests.sample_tools import Flaky, Shop, log_search_tools, transfer
+from tests.scenarios_streams import STREAM_SCENARIOS
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "policies"
 
@@ -790,4 +791,5 @@ SCENARIOS: dict[str, Scenario] = {
     "task_waits_for_worker": task_waits_for_worker,
     "gate_by_action": gate_by_action,
     "principal_spend": principal_spend,
+    **STREAM_SCENARIOS,
 }

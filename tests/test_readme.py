@@ -69,6 +69,16 @@ SKIPPED: list[tuple[str, str]] = [
     ),
     (r"^uv run pytest\b|^make check$", "the test suite itself"),
     (
+        r"^npm\b",
+        "Node builds the example page: tests/test_web_example.py builds it (npm ci, npm run "
+        "build) and drives it in headless Chromium",
+    ),
+    (
+        r"^uv run orga api( |$)",
+        "a server that runs until Ctrl-C: tests/test_web_example.py serves the example page "
+        "with it, tests/test_agui_reconnect.py kills and restarts it",
+    ),
+    (
         r"^docker compose\b",
         "no Docker engine runs on this project's machines: tests/test_deploy.py checks the file",
     ),

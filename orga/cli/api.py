@@ -2,6 +2,7 @@
 
     orga api-token ann                       # a token for ann, and the line for the file
     orga api --tokens tokens.toml --tool issue_refund --origin http://localhost:5173
+    orga api --page examples/web/public --user ann --tool issue_refund   # a page, and ann's link
 
 Every thread it starts runs for its caller — signed as the principal by ``ORGA_ISSUER`` /
 ``ORGA_ISSUER_KEY`` when set (else a claim) — and each decision is the caller's, signed with
@@ -39,7 +40,7 @@ def register(app: typer.Typer) -> None:
 def api(
     tokens: Annotated[
         Path | None,
-        typer.Option(help="The tokens file ([users.<name>] token_sha256 = …).", dir_okay=False),
+        typer.Option(help="The tokens file ([users.NAME] token_sha256 = …).", dir_okay=False),
     ] = None,
     trust_header: Annotated[
         str | None,
@@ -56,7 +57,23 @@ def api(
     ] = None,
     approver_keys: Annotated[
         Path | None,
-        typer.Option(help="A directory of users' approver keys (<user>.pem).", file_okay=False),
+        typer.Option(help="A directory of users' approver keys (NAME.pem).", file_okay=False),
+    ] = None,
+    user: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--user",
+            help="Admit this user with a fresh token for as long as the process runs, printed "
+            "(with --page, as a link to the page that signs them in). Repeat for more.",
+        ),
+    ] = None,
+    page: Annotated[
+        Path | None,
+        typer.Option(
+            help="Serve this directory's page at / (e.g. examples/web/public, once built).",
+            file_okay=False,
+            exists=True,
+        ),
     ] = None,
     host: Host = "127.0.0.1",
     port: Port = 8766,
@@ -65,14 +82,17 @@ def api(
     their approvals, each caller as the principal and approver of its own threads."""
 
     async def body() -> int:
-        if (tokens is None) == (trust_header is None):
-            raise CliError("give --tokens FILE or --trust-header NAME (one of them)", 2)
+        if trust_header is not None and (tokens is not None or user):
+            raise CliError("--trust-header takes the user from a header: not with tokens", 2)
+        if tokens is None and trust_header is None and not user:
+            raise CliError("give --tokens FILE, --user NAME or --trust-header NAME", 2)
         try:
             callers = (
                 Callers.from_file(tokens)
                 if tokens is not None
                 else Callers({}, header=trust_header)
             )
+            admitted = {name: callers.admit(name) for name in user or []}
             found = read_settings()
             issuer = issuer_from(found)
             keys = _keys(approver_keys) if approver_keys is not None else {}
@@ -93,14 +113,18 @@ def api(
             hosts=frozenset({host, "127.0.0.1", "localhost", f"[{host}]"}),
             origins=frozenset(origin or []),
         )
-        app = agui_app(await client_for(found), callers, options)
+        app = agui_app(await client_for(found), callers, options, page)
 
         def announce(bound: int) -> None:
             signing = f"binding callers as issuer {issuer.name}" if issuer else "callers claimed"
-            console().print(
+            out = console()
+            out.print(
                 f"orga api on http://{host}:{bound}/agui ({signing}). Ctrl-C stops it.",
                 markup=False,
             )
+            for name, token in admitted.items():  # the token after '#': never sent to a server
+                shown = f"http://{host}:{bound}/#token={token}" if page else f"token {token}"
+                out.print(f"{name}: {shown}", markup=False)
 
         return await serve_http(app, host, port, announce)
 

@@ -5,8 +5,10 @@ one sender of decisions): any number of processes serve the same threads. Module
 
 * ``callers`` — who calls: a bearer token per user, or a header the operator's proxy sets
 * ``agui`` — the AG-UI endpoint: who calls, what they send, whose thread it is
-* ``agui_run`` — one AG-UI run: a thread's turn; text, tool calls and approvals stream as AG-UI
-  events; an approval is an interrupt the caller answers on the next run
+* ``agui_run`` — one AG-UI request: a thread's turn started, continued, resumed or reconnected
+  to; an approval is an interrupt the caller answers on the next run
+* ``agui_events`` — the AG-UI events of a thread's Workflow Stream, each with an id that never
+  changes, and which of them a request sends (a reconnect: those after its last event id)
 """
 
 __all__: list[str] = []

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any, Final, cast
 
 from ag_ui.core import BaseEvent, RunAgentInput
@@ -40,7 +41,8 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -56,12 +58,18 @@ __all__ = ["AguiOptions", "agui_app"]
 _THREAD_ID: Final = re.compile(r"^[A-Za-z0-9._-]{1,120}$")
 
 
-def agui_app(client: Client, callers: Callers, options: AguiOptions) -> Starlette:
-    """The AG-UI endpoint as a Starlette app (``orga api`` serves it; mount it in your own)."""
+def agui_app(
+    client: Client, callers: Callers, options: AguiOptions, page: Path | None = None
+) -> Starlette:
+    """The AG-UI endpoint as a Starlette app (``orga api`` serves it; mount it in your own).
+
+    ``page``: a directory of static files served at ``/`` (a web app's page, e.g.
+    ``examples/web/public``); the page calls the endpoint from the same origin.
+    """
 
     async def run(request: Request) -> Response:
         try:
-            user = _caller(request, callers, options)
+            user = _caller(request, callers, options, same_origin=page is not None)
             given = await _input(request)
             workflow_id = f"{THREAD_PREFIX}{given.thread_id}"
             issuer = options.issuer.name if options.issuer is not None else None
@@ -82,7 +90,10 @@ def agui_app(client: Client, callers: Callers, options: AguiOptions) -> Starlett
         allow_headers=["authorization", "content-type"],
         max_age=600,
     )
-    return Starlette(routes=[Route("/agui", run, methods=["POST"])], middleware=[cors])
+    routes: list[BaseRoute] = [Route("/agui", run, methods=["POST"])]
+    if page is not None:
+        routes.append(Mount("/", StaticFiles(directory=page, html=True)))
+    return Starlette(routes=routes, middleware=[cors])
 
 
 _STREAM_HEADERS: Final = {"cache-control": "no-store", "x-accel-buffering": "no"}
@@ -113,12 +124,16 @@ def _reconnect(request: Request, given: RunAgentInput) -> tuple[EventId | None, 
     return after, True
 
 
-def _caller(request: Request, callers: Callers, options: AguiOptions) -> str:
-    host = request.headers.get("host", "").rsplit(":", 1)[0]
+def _caller(request: Request, callers: Callers, options: AguiOptions, *, same_origin: bool) -> str:
+    """The user a request comes from, through a served ``Host`` and, from a browser, an
+    allowed ``Origin`` (``same_origin``: also the page this app serves)."""
+    authority = request.headers.get("host", "")
+    host = authority.rsplit(":", 1)[0]
     if host not in options.hosts:
         raise Refused(403, f"host {host!r} is not served here")
     origin = request.headers.get("origin")
-    if origin is not None and origin not in options.origins:
+    ours = same_origin and origin == f"http://{authority}"
+    if origin is not None and origin not in options.origins and not ours:
         raise Refused(403, f"origin {origin!r} is not allowed")
     user = callers.who(request.headers)
     if user is None:

@@ -136,6 +136,7 @@ class ThreadEvents:
                 out.add(RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id))
             self.in_run, self._streamed, self._state = True, False, None
             out.add(RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id))
+            self._view(out, item.view)  # the state first, then what happened
             held, self._held = self._held, []
             self._results(out, held)
         elif kind == "results":

@@ -72,12 +72,24 @@ class Callers:
             if not isinstance(digest, str) or not _HEX.match(digest):
                 raise InvalidConfig(
                     f"{origin}: users.{name} needs token_sha256, the SHA-256 of its token in "
-                    "hex (`orga api token NAME` makes one)"
+                    "hex (`orga api-token NAME` makes one)"
                 )
             if digest in tokens:
                 raise InvalidConfig(f"{origin}: {tokens[digest]!r} and {name!r} share a token")
             tokens[digest] = name
         return cls(tokens, header=header)
+
+    def admit(self, user: str) -> str:
+        """A new token for ``user``, good for as long as these callers are (one process).
+
+        Raises:
+            InvalidConfig: ``user`` is not a plain user name.
+        """
+        if not re.fullmatch(NAME_PATTERN, user):
+            raise InvalidConfig(f"--user {user!r}: not a plain user name")
+        token, digest = new_token()
+        self._tokens[digest] = user
+        return token
 
     def who(self, headers: Mapping[str, str]) -> str | None:
         """The user a request's headers authenticate, or None."""

@@ -29,7 +29,7 @@ from tests.helpers._commands import (
     temporal,
     worker_process,
 )
-from tests.helpers._node import AGUI_CLIENT, ag_ui_client
+from tests.helpers._node import AGUI_CLIENT, WEB_EXAMPLE, ag_ui_client, web_example
 from tests.helpers._offline import calls_of, offline_env, offline_worker
 from tests.helpers._processes import children, parent_of
 from tests.helpers._scripts import (
@@ -106,6 +106,7 @@ __all__ = [
     "SUMMARY_USAGE",
     "TIME",
     "TIME_SERVER",
+    "WEB_EXAMPLE",
     "WHO_DECIDES",
     "ForkedProcess",
     "Terminal",
@@ -162,5 +163,6 @@ __all__ = [
     "verdict",
     "waiting_review",
     "waits_for_a_worker",
+    "web_example",
     "worker_process",
 ]

@@ -1,4 +1,5 @@
-"""``@ag-ui/client`` from npm, run by Node, as a web app runs it (``tests/agui_client``)."""
+"""Node packages as a web app uses them: ``@ag-ui/client`` driving the AG-UI endpoint
+(``tests/agui_client``), and the example page bundled for the browser (``examples/web``)."""
 
 from __future__ import annotations
 
@@ -7,23 +8,43 @@ import fcntl
 import shutil
 from pathlib import Path
 
-AGUI_CLIENT = Path(__file__).resolve().parents[1] / "agui_client"
+from tests.helpers._commands import ROOT
+
+AGUI_CLIENT = ROOT / "tests" / "agui_client"
 """``@ag-ui/client`` pinned by its package-lock.json, and the scripts that drive it."""
+WEB_EXAMPLE = ROOT / "examples" / "web"
+"""The example chat page (``public/``), its script bundled by ``npm run build``."""
 
 
 async def ag_ui_client() -> str:
-    """The ``node`` that runs the scripts of ``AGUI_CLIENT``, once its packages are installed
-    (``npm ci`` the first time: one installer at a time, whichever test asks first)."""
+    """The ``node`` that runs the scripts of ``AGUI_CLIENT``, once its packages are in."""
+    return await _installed(AGUI_CLIENT)
+
+
+async def web_example() -> Path:
+    """``examples/web/public``, its script built (``npm ci``, then ``npm run build``)."""
+    await _installed(WEB_EXAMPLE, build=True)
+    return WEB_EXAMPLE / "public"
+
+
+async def _installed(folder: Path, *, build: bool = False) -> str:
+    """``node``, once ``folder``'s locked packages are installed (``npm ci`` the first time;
+    one installer at a time, whichever test asks first) and, with ``build``, its bundle made."""
     node, npm = shutil.which("node"), shutil.which("npm")
-    assert node and npm, "Node 20 and npm run @ag-ui/client (.ci/run has them)"
-    with (AGUI_CLIENT / "package.json").open() as held:
+    assert node and npm, "Node 20 and npm run the web parts (.ci/run has them)"
+    with (folder / "package.json").open() as held:
         await asyncio.to_thread(fcntl.flock, held, fcntl.LOCK_EX)
         try:
-            if not (AGUI_CLIENT / "node_modules" / "@ag-ui" / "client").is_dir():
-                installing = await asyncio.create_subprocess_exec(
-                    npm, "ci", "--silent", "--no-audit", "--no-fund", cwd=AGUI_CLIENT
-                )
-                assert await asyncio.wait_for(installing.wait(), 300) == 0, "npm ci failed"
+            if not (folder / "node_modules" / "@ag-ui" / "client").is_dir():
+                await _npm(npm, folder, "ci", "--silent", "--no-audit", "--no-fund")
+            bundle, source = folder / "public" / "app.js", folder / "src" / "app.js"
+            if build and (not bundle.is_file() or bundle.stat().st_mtime < source.stat().st_mtime):
+                await _npm(npm, folder, "run", "--silent", "build")
         finally:
             fcntl.flock(held, fcntl.LOCK_UN)
     return node
+
+
+async def _npm(npm: str, folder: Path, *args: str) -> None:
+    running = await asyncio.create_subprocess_exec(npm, *args, cwd=folder)
+    assert await asyncio.wait_for(running.wait(), 300) == 0, f"npm {' '.join(args)} failed"

@@ -195,8 +195,11 @@ class AgentLoop:
         spent = usage.cost_usd
         if self._thread is not None:  # a turn's money budget counts from where it began
             spent -= self._thread.spent_before.cost_usd
+        status = books.status
+        if status == "running" and self._thread is not None and self._thread.between_turns:
+            status = "awaiting_message"  # answered: the wait for the next message begins now
         return ProgressView(
-            status=books.status,
+            status=status,
             phase=books.phase,
             turn=books.turn,
             iteration=books.iteration,

@@ -12,11 +12,15 @@ every call that waits. A thread keeps its current and previous turns' items
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable, Sequence
+from typing import Any, Final, cast
 
-from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowTopicHandle
+from temporalio import workflow
+from temporalio.contrib.workflow_streams import PublishInput, WorkflowStream, WorkflowTopicHandle
 
 from orga.contracts.conversation import ToolCall, ToolResult
+from orga.contracts.inference import STREAM_TOPIC
 from orga.contracts.progress import (
     PROGRESS_TOPIC,
     RESULT_SHOWN,
@@ -48,6 +52,7 @@ class ProgressStream:
             PROGRESS_TOPIC, type=ProgressItem
         )
         self._turn_began_at = carried.turn_began_at if carried is not None else None
+        _only_text_from_outside()
         self._waiting: tuple[str, ...] = ()
         """The calls the last ``waiting`` item listed (empty: none waits)."""
         self._desk_task: asyncio.Task[None] | None = None
@@ -113,3 +118,31 @@ class ProgressStream:
         self._topic.publish(
             ProgressItem.model_validate({"kind": kind, "view": self._view(), **fields})
         )
+
+
+_PUBLISH_SIGNAL: Final = "__temporal_workflow_stream_publish"
+"""The signal a Workflow Stream takes publishes from outside by (the model call's text)."""
+
+
+def _only_text_from_outside() -> None:
+    """The stream's publish signal takes the model's text (``text``) and nothing else: steps
+    are the workflow's own, and a client that signals a ``progress`` item (a made-up answer
+    or approval) has it dropped, so readers never show it."""
+    handlers: Any = workflow  # its handler lookups take and give untyped callables
+    found = cast(
+        Callable[[PublishInput], None] | None, handlers.get_signal_handler(_PUBLISH_SIGNAL)
+    )
+    assert found is not None, "the stream registers its publish signal first"
+    publish = found
+
+    def text_only(given: PublishInput) -> None:
+        kept = [entry for entry in given.items if entry.topic == STREAM_TOPIC]
+        if len(kept) < len(given.items):
+            workflow.logger.warning(
+                "dropped %d stream item(s) published from outside on topics other than %r",
+                len(given.items) - len(kept),
+                STREAM_TOPIC,
+            )
+        publish(dataclasses.replace(given, items=kept))  # its order and dedup kept
+
+    handlers.set_signal_handler(_PUBLISH_SIGNAL, text_only)

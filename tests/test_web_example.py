@@ -1,0 +1,80 @@
+"""The example page (``examples/web``, issue 54) in headless Chromium, end to end: as the
+README runs it — the offline worker with the shop's tools, ``orga api --page … --user ann`` —
+a person asks for a refund, the page streams the thread, shows the refund waiting with its
+arguments, the person lowers the amount and approves, and the page shows the refund as it ran
+and the answer. A screenshot of the page is saved (its path is printed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+from playwright.async_api import async_playwright
+from temporalio.testing import WorkflowEnvironment
+
+from orga.contracts.journal import ApprovalDecided, Journal
+from orga.web.agui_run import THREAD_PREFIX
+from tests.harness import replay
+from tests.helpers import offline_env, offline_worker, server_process, web_example
+
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
+
+
+async def test_the_example_page_streams_a_thread_and_approves_an_edited_refund(
+    env: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    public = await web_example()
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, "Chromium is not installed: `apt-get install chromium` (.ci/run does it)"
+    cli = offline_env(env, tmp_path, ORGA_TOOL_MODULES="examples.shop")
+    args = ("api", "--page", str(public), "--user", "ann", "--tool", "issue_refund", "--port", "0")
+    shot = Path(os.environ.get("ORGA_TEST_ARTIFACTS", tmp_path)) / "web-example.png"
+    async with (
+        offline_worker(cli, "--scripted"),
+        server_process(*args, env=cli, announce="orga api on") as (api, _),
+        async_playwright() as playwright,
+    ):
+        assert api.stdout is not None
+        link = (await api.stdout.readline()).decode().strip().removeprefix("ann: ")
+        assert "/#token=" in link, link
+        browser = await playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS)
+        try:
+            page = await browser.new_page()
+            await page.goto(link)
+            assert "token=" not in page.url  # taken out of the address bar
+            await page.fill(
+                "#text", "Refund 4200 cents to ann@example.com: the lamp arrived broken"
+            )
+            await page.click("form#ask button")
+            card = page.locator(".approval")
+            await card.wait_for(timeout=30_000)
+            assert "issue_refund waits for you" in await card.inner_text()
+            amount = card.locator('[data-argument="amount"]')
+            assert await amount.input_value() == "4200"
+            await amount.fill("3000")
+            await card.locator('[data-field="reason"]').fill("a partial refund: the base is fine")
+            await page.screenshot(path=str(shot.with_name("web-example-approval.png")))
+            await card.locator('[data-action="approve"]').click()
+            ran = page.locator(".message.tool[data-result]")
+            await ran.wait_for(timeout=30_000)
+            await page.locator('#status[data-status="awaiting_message"]').wait_for(timeout=30_000)
+            said = await page.locator(".message.assistant").all_inner_texts()
+            tool = await ran.get_attribute("data-result")
+            thread = await page.evaluate("sessionStorage.getItem('orga-thread')")
+            await page.screenshot(path=str(shot), full_page=True)
+            print(f"screenshots of the example page: {shot.parent}/web-example*.png")
+        finally:
+            await browser.close()
+        handle = env.client.get_workflow_handle(f"{THREAD_PREFIX}{thread}")
+        journal = await handle.query("journal", result_type=Journal)
+        await replay(handle, env.client)
+    assert tool == "refunded 3000 cents to ann@example.com"
+    assert said and "[offline scripted model]" in said[-1]
+    [decided] = [e for e in journal.entries if isinstance(e, ApprovalDecided)]
+    assert (decided.approved, decided.approver) == (True, "ann")
+    assert decided.reason == "a partial refund: the base is fine"
+    assert decided.edited_arguments is not None
+    assert json.loads(decided.edited_arguments) == {"amount": 3000, "email": "ann@example.com"}
+    assert shot.stat().st_size > 10_000
