@@ -49,6 +49,7 @@ from tests.helpers import (
     waits_for_a_worker,
 )
 from tests.sample_tools import Flaky, Shop, log_search_tools, transfer
+from tests.scenarios_receipts import RECEIPT_SCENARIOS
 from tests.scenarios_streams import STREAM_SCENARIOS
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "policies"
@@ -792,4 +793,5 @@ SCENARIOS: dict[str, Scenario] = {
     "gate_by_action": gate_by_action,
     "principal_spend": principal_spend,
     **STREAM_SCENARIOS,
+    **RECEIPT_SCENARIOS,
 }

@@ -202,7 +202,9 @@ async def test_a_child_s_working_time_is_carved_from_the_parent_s(
     harness: Harness, tmp_path: Path
 ) -> None:
     models = {
-        "lead": harness.new_model([delegating("Think hard."), Turn(text="gave up")]),
+        # The lead's own answer comes too late as well: whether the child's carved time or
+        # the lead's runs out first (the two end together), the lead ends on its timeout.
+        "lead": harness.new_model([delegating("Think hard."), Turn(text="gave up", delay=30)]),
         "research": harness.new_model([Turn(text="finally", delay=30)]),
     }
     settings = scripted_settings(harness.model, agents_file=agents(tmp_path, models))

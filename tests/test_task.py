@@ -9,8 +9,9 @@ import pytest
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.exceptions import CancelledError
 
+from orga.contracts import search_attributes as sa
 from orga.contracts.approvals import EscalationResolution
-from orga.contracts.journal import Journal, StepLimitReached
+from orga.contracts.journal import Journal, StepLimitReached, Terminated
 from orga.contracts.task import TaskState
 from tests.harness import Harness
 from tests.helpers import (
@@ -234,12 +235,17 @@ async def test_cancellation_still_compensates(harness: Harness, where: str) -> N
             return bool(harness.model.requests_for(model))
 
         await eventually(third_under_way, f"the third step ({where}) under way")
-        await handle.cancel()
+        await handle.cancel(reason="the customer called it off")
         with pytest.raises(WorkflowFailureError) as caught:
             await handle.result()
         assert isinstance(caught.value.cause, CancelledError)
         state = await handle.query("state", result_type=TaskState)
-    assert state.status == "cancelled"
+        journal = await handle.query("journal", result_type=Journal)
+        listed = (await handle.describe()).typed_search_attributes.get(sa.STATUS)
+    assert state.status == "cancelled" and listed == "cancelled"  # orga list --status cancelled
+    [ended] = [e for e in journal.entries if isinstance(e, Terminated)]
+    assert ended.reason == "cancelled"
+    assert ended.message.startswith("the task was cancelled: the customer called it off; ")
     assert statuses(state)["reserve"] == "compensated"
     assert statuses(state)["charge"] == "compensated"
     assert shop.names()[-2:] == ["refund", "release"]

@@ -58,6 +58,7 @@ from orga.workflows.shared.common import decoded, upsert
 from orga.workflows.shared.desk_handlers import DeskHandlers
 from orga.workflows.shared.human_desk import HumanDesk
 from orga.workflows.shared.metrics import emit_entry
+from orga.workflows.shared.patches import TASK_CANCELLED_STATUS
 
 __all__ = ["TaskWorkflow"]
 
@@ -214,7 +215,9 @@ class TaskWorkflow(DeskHandlers):
         except asyncio.CancelledError:
             await self._stop()
             self._status = "cancelled"
-            self._finish("cancelled", f"the task was cancelled; {self._saga.undone()}")
+            why = workflow.cancellation_reason()
+            said = f"the task was cancelled: {why}" if why else "the task was cancelled"
+            self._finish("cancelled", f"{said}; {self._saga.undone()}")
             raise
         self._status = "completed"
         self._outcome = "completed"
@@ -319,6 +322,8 @@ class TaskWorkflow(DeskHandlers):
             "awaiting_operator": "awaiting_approval",
             "completed": "completed",
         }.get(self._status, "failed")
+        if self._status == "cancelled" and workflow.patched(TASK_CANCELLED_STATUS):
+            mapped = "cancelled"  # `orga list --status cancelled` shows it
         if mapped != self._published_status:
             self._published_status = mapped
             upsert([sa.STATUS.value_set(mapped)])

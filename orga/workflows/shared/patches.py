@@ -28,6 +28,7 @@ __all__ = [
     "ONE_KEY_ONE_APPROVER",
     "SCHEMA_IN_RETRY",
     "SUMMARY_AFTER_FAILURE",
+    "TASK_CANCELLED_STATUS",
     "TASK_WAITS_FOR_WORKER",
     "THREAD_FORK_WAITS",
     "TURN_BUDGET_ENDS_TURN",
@@ -53,6 +54,10 @@ MODEL_WAITS_FOR_WORKER: Final = "model-waits-for-worker"
 names (``ToolNotOnThisWorker`` after the call's retries), waits for a worker that does (status
 ``awaiting_worker``) and is made again, instead of failing the loop ``ModelCallFailed``
 (``call_model``; scenario ``model_waits_for_worker``)."""
+
+TASK_CANCELLED_STATUS: Final = "task-cancelled-status"
+"""A cancelled task's ``OrgaStatus`` is ``cancelled`` (``orga list --status cancelled`` shows
+it), where it was ``failed`` (``TaskWorkflow._upsert_status``; scenario ``task_cancelled``)."""
 
 TASK_WAITS_FOR_WORKER: Final = "task-waits-for-worker"
 """A task's step or compensation whose tool the workers that took it do not register waits for
