@@ -14,20 +14,18 @@ from temporalio.testing import WorkflowEnvironment
 from orga.contracts.journal import Journal, Terminated
 from orga.contracts.state import LoopState
 from orga.scripted.server import Turn
-from orga.tools.sdk import ToolContext, tool
+from orga.tools.sdk import Tool, ToolContext, tool
 from tests.harness import TEST_STORE, Harness
 from tests.helpers import ORGA, eventually, on, orga, pending
 from tests.sample_tools import transfer
 
 
-async def test_orga_cancel_stops_the_running_tool_and_records_why(
-    env: WorkflowEnvironment, harness: Harness
-) -> None:
+def _endless(name: str) -> tuple[Tool, asyncio.Event, asyncio.Event]:
+    """A tool ``name`` that runs until it is cancelled: it, and when it started and stopped."""
     started, stopped = asyncio.Event(), asyncio.Event()
 
-    @tool()
-    async def export_all(table: str, ctx: ToolContext) -> str:
-        """Export a table (for ever, unless stopped).
+    async def endless(table: str, ctx: ToolContext) -> str:
+        """Work through a table (for ever, unless stopped).
 
         Args:
             table: which one.
@@ -40,6 +38,13 @@ async def test_orga_cancel_stops_the_running_tool_and_records_why(
             raise
         return "never"
 
+    return tool(name=name)(endless), started, stopped
+
+
+async def test_orga_cancel_stops_the_running_tool_and_records_why(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    export_all, started, stopped = _endless("export_all")
     model = harness.new_model([Turn(tool_calls=[("export_all", {"table": "orders"})])])
     cli = {**on(env, harness), "ORGA_STORE_URL": TEST_STORE.url}
     async with harness.worker(tools=[export_all]):
@@ -98,24 +103,8 @@ async def test_a_cancel_reaches_a_running_tool_within_about_a_second(harness: Ha
     """The tool's heartbeats, which carry a cancel back, leave the worker every second — not
     at the SDK's 80 % of their 10 s timeout, when a cancel took 8 s to arrive in every run.
     Asserted with room for a loaded machine (it tells 1 s from 8 s); measured, it is printed."""
-    started, stopped = asyncio.Event(), asyncio.Event()
-
-    @tool()
-    async def reindex(index: str) -> str:
-        """Rebuild an index (for ever, unless stopped).
-
-        Args:
-            index: which one.
-        """
-        started.set()
-        try:
-            await asyncio.Event().wait()
-        except asyncio.CancelledError:
-            stopped.set()
-            raise
-        return "never"
-
-    model = harness.new_model([Turn(tool_calls=[("reindex", {"index": "orders"})])])
+    reindex, started, stopped = _endless("reindex")
+    model = harness.new_model([Turn(tool_calls=[("reindex", {"table": "orders"})])])
     loop = asyncio.get_running_loop()
     async with harness.worker(tools=[reindex]):
         handle = await harness.start("reindex", model=model, tools=["reindex"])
