@@ -33,7 +33,6 @@ import contextlib
 import logging
 import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any, cast
 
 import httpx
@@ -75,6 +74,7 @@ from orga.tools.mcp.config import load_mcp_config
 from orga.tools.sdk import Tool, ToolRegistry, ToolSource
 from orga.worker.agent_registry import AgentRegistry
 from orga.worker.blobs import BlobStore
+from orga.worker.heartbeat import throttle_heartbeats
 from orga.worker.principals import PrincipalRegistry
 from orga.worker.sandbox import workflow_runner
 from orga.workflows.loop import ReasoningLoopWorkflow
@@ -83,12 +83,10 @@ from orga.workflows.task import TaskWorkflow
 if TYPE_CHECKING:  # the MCP SDK (~0.5 s of import) only for a worker with MCP servers
     from orga.tools.mcp.hub import McpHub
 
-__all__ = ["HEARTBEAT_THROTTLE", "WORKFLOWS", "OrgaPlugin", "http_client", "replayer"]
+__all__ = ["WORKFLOWS", "OrgaPlugin", "http_client", "replayer"]
 
 WORKFLOWS = [ReasoningLoopWorkflow, TaskWorkflow]
 """Every workflow an orga worker serves."""
-HEARTBEAT_THROTTLE = timedelta(seconds=1)
-"""How far apart an activity's heartbeats may be sent (a cancel arrives with the next)."""
 
 
 def http_client() -> httpx.AsyncClient:
@@ -222,19 +220,10 @@ class OrgaPlugin(SimplePlugin):
             )
         parts = self.parts(client)
         config["activities"] = [*given, *parts.activities()]
-        # A cancel reaches a running activity in the answer to its heartbeat, which the SDK
-        # sends at most every 80 % of the heartbeat timeout (8 s for a tool): a second at most,
-        # so a cancel stops a tool within about a second (unless the worker's own config set it).
-        given_max = config.get("max_heartbeat_throttle_interval")  # pyright: ignore[reportUnknownMemberType]
-        given_default = config.get("default_heartbeat_throttle_interval")  # pyright: ignore[reportUnknownMemberType]
-        if given_max in (None, timedelta(seconds=60)):
-            config["max_heartbeat_throttle_interval"] = HEARTBEAT_THROTTLE  # the SDK's: 60 s
-        if given_default in (None, timedelta(seconds=30)):
-            config["default_heartbeat_throttle_interval"] = HEARTBEAT_THROTTLE  # the SDK's: 30 s
+        throttle_heartbeats(config)  # a cancel reaches a running tool within a second
         names = parts.registry.names()
-        # The store says what the worker of this identity registers: the others of its task
-        # queue, and `orga run --tool`, read it (orga.runtime.presence.tools_of). A worker with
-        # MCP servers: its tools come and go with them, so it lists none.
+        # The store says what this worker registers (orga.runtime.presence.tools_of); with MCP
+        # servers, its tools come and go with them, so it lists none.
         identity = config.get("identity") or client.identity  # pyright: ignore[reportUnknownMemberType]
         task_queue = cast(str, config.get("task_queue"))  # pyright: ignore[reportUnknownMemberType]
         publish_tools(self.store(), task_queue, identity, names if self._mcp is None else None)

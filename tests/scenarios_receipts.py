@@ -1,16 +1,21 @@
 """Scenarios of what became of each effect (issue 55; ``tests/scenarios.py`` records them with
-the rest): a task cancelled with a reason."""
+the rest): a task cancelled with a reason; a call whose attempt was lost mid-call, settled by a
+person; receipts of a delivered and a denied call."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from typing import Any
 
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 
+from orga.contracts.approvals import ApprovalDecision, EscalationResolution
+from orga.scripted.server import Turn
+from orga.tools.sdk import ToolContext, tool
 from tests.harness import Harness
-from tests.helpers import SHOP_STEPS, eventually, task_state
-from tests.sample_tools import Probe, Shop, probe_tools
+from tests.helpers import SHOP_STEPS, escalated, eventually, pending, task_state
+from tests.sample_tools import Probe, Shop, probe_tools, transfer
 
 
 async def task_cancelled(h: Harness) -> WorkflowHandle[Any, Any]:
@@ -42,4 +47,47 @@ async def task_cancelled(h: Harness) -> WorkflowHandle[Any, Any]:
     return handle
 
 
-RECEIPT_SCENARIOS = {"task_cancelled": task_cancelled}
+async def unknown_outcome(h: Harness) -> WorkflowHandle[Any, Any]:
+    """A call whose first attempt times out after its effect (the outcome unknown: an
+    ``unknown`` receipt, patch ``call-receipts``), settled by a person who skips it; a second
+    call delivered, a third denied by a person: their receipts."""
+    effects: list[int] = []
+
+    @tool(timeout=1)
+    async def ship(parcel: int, ctx: ToolContext) -> str:
+        """Ship a parcel.
+
+        Args:
+            parcel: its number.
+        """
+        effects.append(parcel)
+        if ctx.attempt == 1 and parcel == 1:
+            await asyncio.sleep(30)  # the attempt times out after the effect
+        return f"shipped {parcel}"
+
+    model = h.new_model(
+        [
+            Turn(tool_calls=[("ship", {"parcel": 1})]),
+            Turn(tool_calls=[("ship", {"parcel": 2}), ("transfer", {"amount": 3, "to": "x"})]),
+            Turn(text="done"),
+        ]
+    )
+    async with h.worker(tools=[ship, transfer]):
+        handle = await h.start(
+            "ship", model=model, tools=["ship", "transfer"], workflow_id="history-unknown-outcome"
+        )
+        escalation = await escalated(handle)
+        await handle.execute_update(
+            "resolve_escalation",
+            EscalationResolution(escalation_id=escalation, action="skip", operator="olu"),
+        )
+        [waiting] = (await pending(handle)).pending_approvals
+        await handle.execute_update(
+            "approve",
+            ApprovalDecision(call_id=waiting.call_id, approved=False, reason="no", approver="pat"),
+        )
+        await handle.result()
+    return handle
+
+
+RECEIPT_SCENARIOS = {"task_cancelled": task_cancelled, "unknown_outcome": unknown_outcome}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Literal
+from typing import Any, Final, Literal
 
 from opentelemetry import trace
 from temporalio import activity
@@ -20,6 +20,7 @@ from orga.contracts.tools import (
 from orga.core.text import cut
 from orga.runtime.tracing import tracer
 from orga.tools._loading import render_value
+from orga.tools._outcomes import BEGAN, ENDED, lost_before, settle
 from orga.tools.ledger import Ledger
 from orga.tools.sdk import Tool, ToolContext, ToolRegistry, parse_arguments
 from orga.worker.blobs import BlobStore
@@ -70,6 +71,14 @@ class ToolActivities:
             if invocation.compensates is None
             else idempotency_key(invocation.workflow_id, invocation.compensates, invocation.chain),
         )
+        info = activity.info()
+        marked = not info.is_local  # a local activity cannot heartbeat: nothing to mark
+        settled: str | None = None
+        if marked and lost_before(info.attempt, info.heartbeat_details):
+            reconciled = await settle(found, context)  # raises OutcomeUnknown: a person decides
+            if reconciled is not None:
+                return self._result(invocation, found, reconciled.value, "reconciled")
+            settled = "ran again"
         started = time.monotonic()
         span = tracer().start_span(
             f"execute_tool {call.name}",
@@ -79,19 +88,36 @@ class ToolActivities:
                 "gen_ai.tool.call.id": call.id,
             },
         )
+        if marked:
+            activity.heartbeat(BEGAN)  # the effect begins: a lost attempt leaves this behind
         try:
             with trace.use_span(span, end_on_exit=True):
-                async with heartbeating():
+                async with heartbeating(details=(BEGAN,) if marked else ()):
                     value = await found.invoke(arguments, context)
         except ApplicationError:
+            self._ended(marked)
             raise
         except Exception as error:
+            self._ended(marked)
             observe("orga_tool_call_latency", _elapsed_ms(started), tool=call.name)
             raise ToolFailed(
                 cut(f"tool {call.name!r} raised {type(error).__name__}: {error}", 8_000, "error"),
                 non_retryable=not invocation.retry_tool_errors,
             ) from error
         observe("orga_tool_call_latency", _elapsed_ms(started), tool=call.name)
+        return self._result(invocation, found, value, settled)
+
+    @staticmethod
+    def _ended(marked: bool) -> None:
+        """The tool raised: its attempt ended (a retry is not one after a lost attempt)."""
+        if marked:
+            activity.heartbeat(ENDED)
+
+    def _result(
+        self, invocation: ToolInvocation, found: Tool, value: Any, settled: str | None
+    ) -> ToolResult:
+        """The call's result, from what the tool returned (or ``reconcile`` found)."""
+        call = invocation.call
         evidence: Literal["found", "none"] | None = None
         if isinstance(value, Evidence):
             evidence, value = ("found" if value.found else "none"), value.observation
@@ -99,9 +125,24 @@ class ToolActivities:
         if evidence is None and found.definition.evidence:
             evidence = "found" if rendered.strip() else "none"
         content, reference = self._blobs.guard(rendered, invocation.max_result_bytes, "tool result")
+        if settled is not None:  # the model reads the settled outcome, never a silent retry
+            content = f"[{_SETTLED[settled]}]\n{content}"
         return ToolResult(
-            call_id=call.id, name=call.name, content=content, blob_ref=reference, evidence=evidence
+            call_id=call.id,
+            name=call.name,
+            content=content,
+            blob_ref=reference,
+            evidence=evidence,
+            settled=settled,
         )
+
+
+_SETTLED: Final = {
+    "reconciled": "an earlier attempt of this call was lost after it began; the tool's "
+    "reconcile found that its effect happened, so it did not run again",
+    "ran again": "an earlier attempt of this call was lost after it began; it ran again "
+    "(the tool is idempotent, or its reconcile found no effect)",
+}
 
 
 def _elapsed_ms(started: float) -> float:

@@ -42,6 +42,7 @@ AUDITED_KINDS: Final = frozenset(
         "DelegationFinished",
         "CompensationSettled",
         "Forked",
+        "CallReceipt",
     }
 )
 """The journal entries that are governance records."""

@@ -16,7 +16,7 @@ from orga.contracts.critic import ReviewRecord
 from orga.contracts.delegation import DelegationRecord
 from orga.contracts.evidence import EvidenceCollection
 from orga.contracts.inference import Usage
-from orga.contracts.journal import Journal
+from orga.contracts.journal import CallReceipt, Journal
 from orga.contracts.progress import StreamCarry
 from orga.contracts.resilience import Breaker, DeadLetterEntry
 from orga.contracts.state import ToolCallRecord
@@ -58,6 +58,8 @@ class LoopCarry(BaseModel):
     journal: Journal
     tool_calls: list[ToolCallRecord] = Field(default_factory=list[ToolCallRecord])
     tool_call_count: int = 0
+    receipts: list[CallReceipt] = Field(default_factory=list[CallReceipt])
+    """What became of the most recent calls (the state query's)."""
     tools: ToolStateSnapshot = Field(default_factory=ToolStateSnapshot)
     evidence: EvidenceCollection | None = None
     calibration: float = 1.0

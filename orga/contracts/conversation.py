@@ -47,6 +47,7 @@ ToolStatus = Literal[
     "refused",
     "circuit_open",
     "not_run",
+    "unknown",
 ]
 """How a call ended. ``ok`` ran and succeeded; ``recovered`` failed but a recovery strategy
 answered (fallback tool, cached result, operator); ``failed`` ran and raised; ``timed_out`` ran
@@ -54,7 +55,9 @@ out of time; ``denied`` was stopped by the gate or a person; ``invalid_arguments
 ``unknown_tool`` never reached a tool; ``skipped`` waited on a call that failed (or an operator
 skipped it); ``refused`` broke the evidence protocol (duplicate scope, missing judgement, stop
 required); ``circuit_open`` was refused by the tool's breaker; ``not_run`` was dropped
-because the loop ended."""
+because the loop ended; ``unknown``: the attempt that ran it was lost after it began (its
+worker died, or it timed out), and the tool can neither run again safely nor tell what
+happened — a person settles it."""
 
 
 class ToolCall(BaseModel):
@@ -97,6 +100,9 @@ class ToolResult(Compact):
     """When ``content`` was cut by the payload guard: where the worker keeps the full text."""
     evidence: Literal["found", "none"] | None = None
     """For evidence tools: did the call find anything (the tracker reads it, the model not)."""
+    settled: str | None = None
+    """A call whose earlier attempt was lost after its effect began: how its outcome was
+    settled (``reconciled``: the tool's ``reconcile`` found the effect; ``ran again``)."""
 
 
 ReasoningKind = Literal["thinking", "redacted_thinking", "reasoning_content", "reasoning"]

@@ -62,6 +62,7 @@ __all__ = [
     "MalformedModelResponse",
     "ModelCallFailed",
     "OrgaError",
+    "OutcomeUnknown",
     "OutputInvalid",
     "PolicyUnavailable",
     "ProviderAuthError",
@@ -225,6 +226,12 @@ class ToolFailed(ToolError):
     """
 
     retryable = True
+
+
+class OutcomeUnknown(ToolError):
+    """The attempt that ran a call was lost after its effect began (its worker died, or it
+    timed out), and the tool is neither idempotent nor reconcilable: whether the effect
+    happened, nobody can say. Never retried; a person settles it on the desk."""
 
 
 class ToolUnavailable(ToolError):

@@ -25,6 +25,7 @@ from orga.contracts.wire import Tagged
 __all__ = [
     "ApprovalDecided",
     "CallOutcome",
+    "CallReceipt",
     "CompensationSettled",
     "ContextSummarised",
     "DecisionRecord",
@@ -45,6 +46,7 @@ __all__ = [
     "PolicyEvaluated",
     "PreHydrationComplete",
     "ReasoningComplete",
+    "ReceiptOutcome",
     "RecoveryTriggered",
     "ReviewDecided",
     "Stamp",
@@ -141,6 +143,31 @@ class CallOutcome(BaseModel):
     error: str | None = None
     """Why a call did not succeed (the start of its error result: a denial's rule, an egress
     refusal, the exception)."""
+
+
+ReceiptOutcome = Literal["delivered", "denied", "failed", "compensated", "unknown"]
+"""What became of an effect: it ran (``delivered``), a rule or a person refused it
+(``denied``), it did not run to an end (``failed``), it was undone (``compensated``), or nobody
+can tell yet (``unknown``: its attempt was lost after it began)."""
+
+
+class CallReceipt(_Event):
+    """What became of one tool call (or a task's compensation): its receipt, on the journal
+    and the audit chain. A call whose outcome was ``unknown`` has that receipt first, then the
+    one that settles it."""
+
+    kind: Literal["CallReceipt"] = "CallReceipt"
+    call_id: str
+    tool: str
+    outcome: ReceiptOutcome
+    digest: str | None = None
+    """``delivered``: SHA-256 (hex) of the result the call returned (the model read it)."""
+    by: str | None = None
+    """Who or what decided it: the person who settled an unknown outcome, the compensating
+    step of ``compensated``."""
+    note: str = ""
+    """Why, in words: the rule or person that refused it, the error, how an unknown outcome
+    was settled (cut to 300 characters)."""
 
 
 class ObservationsCollected(_Event):
@@ -404,6 +431,7 @@ JournalEntry = Annotated[
     | PolicyEvaluated
     | ToolsDispatched
     | ObservationsCollected
+    | CallReceipt
     | RecoveryTriggered
     | ModelSwitched
     | StepLimitReached

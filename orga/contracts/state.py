@@ -12,6 +12,7 @@ from orga.contracts.critic import PendingReview, ReviewRecord
 from orga.contracts.delegation import DelegationRecord
 from orga.contracts.evidence import EvidenceCollection, ProgressSnapshot
 from orga.contracts.inference import Usage
+from orga.contracts.journal import CallReceipt
 from orga.contracts.principals import Principal
 from orga.contracts.resilience import Breaker, DeadLetterEntry
 from orga.contracts.threads import ThreadState
@@ -82,6 +83,8 @@ class LoopState(BaseModel):
     tool_call_count: int = 0
     tool_calls: list[ToolCallRecord] = Field(default_factory=list[ToolCallRecord])
     """The most recent tool calls (up to 100), oldest first."""
+    receipts: list[CallReceipt] = Field(default_factory=list[CallReceipt])
+    """What became of the most recent calls (up to 100), oldest first (``orga receipts``)."""
     messages: int = 0
     """Length of the conversation (the ``conversation`` query returns it)."""
     output: str | None = None

@@ -27,6 +27,7 @@ imports only ``orga.contracts`` and other core modules. Import from the modules:
     speakers     orga's notices begin with a mark a person's message cannot carry
     signatures   signed decisions: what an approver signs, checked against an enrolled key
     progress     the step reattempt tracker (stuck detection)
+    receipts     what became of a tool call, as its receipt says it
     routing      the routing table on stop_reason
     template     compensation arguments that refer to a step's result
     typed_answers what a typed loop's model is told of its answer's shape, and when it is held to it

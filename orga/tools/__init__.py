@@ -9,7 +9,8 @@ Modules:
 Private modules, used by the worker: ``_loading`` (the modules ``ORGA_TOOL_MODULES`` names; how
 a return value reads), ``_builtin`` (``add``, ``delegate`` and the built-in tools a worker is
 given), ``_web_fetch`` and ``_file_read`` (the built-in network and file tools), ``_egress``
-(the egress guard of the network tools). ``recall_knowledge`` and ``store_knowledge`` are
+(the egress guard of the network tools), ``_outcomes`` (a call whose attempt was lost after
+its effect began: settled before it runs again). ``recall_knowledge`` and ``store_knowledge`` are
 ``orga.knowledge.tools``.
 
 Tool authors import from ``orga`` (``from orga import tool, ToolContext``).

@@ -82,6 +82,11 @@ class ToolContext:
     its compensation undoes it."""
 
 
+Reconcile = Callable[["ToolContext"], Any]
+"""``reconcile(ctx)``: what became of a call whose attempt was lost (``tool(reconcile=...)``):
+what it returned if its effect happened, else ``None``; sync or async."""
+
+
 class Tool:
     """A registered tool: its definition plus the function that runs it."""
 
@@ -91,11 +96,19 @@ class Tool:
         definition: ToolDefinition,
         arguments_model: type[BaseModel],
         context_param: str | None,
+        *,
+        idempotent: bool = False,
+        reconcile: Reconcile | None = None,
     ) -> None:
         self.fn = fn
         self.definition = definition
         self.arguments_model = arguments_model
         self.context_param = context_param
+        self.idempotent = idempotent
+        """Safe to run again with the same ``ctx.idempotency_key``: an attempt whose outcome
+        is unknown is run again (``orga.tools._outcomes``)."""
+        self.reconcile = reconcile
+        """Asks the outside world what became of a call whose outcome is unknown."""
 
     @property
     def name(self) -> str:
@@ -289,6 +302,8 @@ def tool(
     evidence: bool = False,
     path_arguments: Sequence[str] = (),
     local: bool = False,
+    idempotent: bool = False,
+    reconcile: Reconcile | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -305,6 +320,8 @@ def tool(
     evidence: bool = False,
     path_arguments: Sequence[str] = (),
     local: bool = False,
+    idempotent: bool = False,
+    reconcile: Reconcile | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a function a tool, with or without options.
 
@@ -321,10 +338,18 @@ def tool(
         local: a short pure tool, run as a local activity (no server round trip): still gated,
             retried and journaled; its attempts may take at most 10 s (its default timeout),
             and it cannot heartbeat, so ``ctx.cancelled`` is only set if it is async.
+        idempotent: running a call again with the same ``ctx.idempotency_key`` does no harm
+            (the tool passes the key on, or uses ``ctx.ledger``): a call whose attempt was lost
+            after it began (its worker died, it timed out) simply runs again.
+        reconcile: ``reconcile(ctx)`` asks the outside world, by ``ctx.idempotency_key``, what
+            became of a call whose attempt was lost after it began: what the call returned
+            if its effect happened (the call is then delivered, not run again), ``None`` if it
+            did not (it runs again). A tool with neither: a person settles such a call on the
+            desk (confirm what happened, run it again, or skip it).
     """
 
     def decorate(function: Callable[..., Any]) -> Tool:
-        return _make_tool(
+        made = _make_tool(
             function,
             name=name,
             description=description,
@@ -336,6 +361,8 @@ def tool(
             path_arguments=path_arguments,
             local=local,
         )
+        made.idempotent, made.reconcile = idempotent, reconcile
+        return made
 
     if fn is not None:
         return decorate(fn)

@@ -30,9 +30,11 @@ from orga.contracts.resilience import (
 )
 from orga.contracts.tools import ToolInvocation
 from orga.core import breaker as breakers
+from orga.core.receipts import receipt_fields
 from orga.workflows.reasoning.tool_state import ToolState, cache_key
 from orga.workflows.shared.metrics import count
 from orga.workflows.shared.options import TOOL_RETRY, non_retryable, tool_heartbeat_timeout
+from orga.workflows.shared.patches import CALL_RECEIPTS
 from orga.workflows.shared.tool_calls import WorkerWait, run_tool
 
 __all__ = ["CallExecutor", "error_result"]
@@ -65,6 +67,14 @@ class CallExecutor:
         escalations = 0
         while True:
             result = await self._guarded(call, strategy)
+            if result.status == "unknown":  # its effect may have happened: a person settles it
+                if workflow.patched(CALL_RECEIPTS) and self._state.receipt is not None:
+                    self._state.receipt(receipt_fields(result))
+                escalations += 1
+                decided = await self._escalate(call, result, escalations)
+                if decided is None:
+                    continue  # run it again: a new attempt, which runs the tool
+                return decided
             if result.status not in _FAILURES:
                 return result
             self._journal_recovery(call, strategy.strategy, result.content)

@@ -104,6 +104,7 @@ def carried(
         journal=books.journal,
         tool_calls=books.tool_calls,
         tool_call_count=books.tool_call_count,
+        receipts=books.receipts,
         tools=tools.snapshot(),
         evidence=evidence,
         calibration=calibration,
@@ -214,6 +215,7 @@ def restore(
     books.journal = carry.journal
     books.tool_calls = list(carry.tool_calls)
     books.tool_call_count = carry.tool_call_count
+    books.receipts = list(carry.receipts)
     books.delegations = list(carry.delegations)
     books.reviews = list(carry.reviews)
     books.audit = AuditLog(carry.audit_count, carry.audit_head)

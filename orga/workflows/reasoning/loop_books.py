@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import Priority
@@ -26,6 +27,7 @@ from orga.contracts.evidence import EvidenceCollection
 from orga.contracts.inference import InferenceResponse, Usage
 from orga.contracts.journal import (
     CallOutcome,
+    CallReceipt,
     Journal,
     JournalEntry,
     ObservationsCollected,
@@ -38,11 +40,13 @@ from orga.contracts.state import LoopState, LoopStatus, Phase, ToolCallRecord
 from orga.contracts.threads import ThreadState
 from orga.contracts.vocabulary import ProviderName
 from orga.core.audit import AuditLog
+from orga.core.receipts import receipt_fields
 from orga.workflows.reasoning.loop_attributes import LoopAttributes, LoopFacts
 from orga.workflows.reasoning.progress import ProgressStream
 from orga.workflows.reasoning.tool_state import ToolState
 from orga.workflows.shared.human_desk import HumanDesk
 from orga.workflows.shared.metrics import emit_entry
+from orga.workflows.shared.patches import CALL_RECEIPTS
 
 __all__ = ["LoopBooks"]
 
@@ -71,6 +75,8 @@ class LoopBooks:
         self.status: LoopStatus = "running"
         self.last_stop_reason: str | None = None
         self.tool_calls: list[ToolCallRecord] = []
+        self.receipts: list[CallReceipt] = []
+        """What became of the most recent calls (``CallReceipt``)."""
         self.tool_call_count = 0
         self.delegations: list[DelegationRecord] = []
         """The loop's children (``delegate``), newest last."""
@@ -193,8 +199,18 @@ class LoopBooks:
                 )
             )
         del self.tool_calls[:-_RECENT_CALLS]
+        if workflow.patched(CALL_RECEIPTS):
+            for result in results:
+                self.receipt(receipt_fields(result))
         if self.progress is not None:
             self.progress.results(results)
+
+    def receipt(self, fields: dict[str, Any]) -> None:
+        """Journal (and keep for the state query) what became of a call."""
+        receipt = CallReceipt(**self.stamp(), **fields)
+        self.record(receipt)
+        self.receipts.append(receipt)
+        del self.receipts[:-_RECENT_CALLS]
 
     def completed(self, output: str, reason: str, message: str) -> None:
         self.output = output
@@ -255,6 +271,7 @@ class LoopBooks:
             last_stop_reason=self.last_stop_reason,
             tool_call_count=self.tool_call_count,
             tool_calls=list(self.tool_calls),
+            receipts=list(self.receipts),
             messages=messages,
             output=self.output,
             termination_reason=self.termination_reason,

@@ -160,6 +160,7 @@ def loop_tool_state(
         gate=gate.decide_call,
         waiting_for_workers=books.waiting_for_workers,
         worker_wait_changed=books.worker_wait_changed,
+        receipt=books.receipt,
     )
 
 

@@ -11,6 +11,7 @@ import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import Priority
@@ -73,6 +74,8 @@ class ToolState:
     """Tools whose calls wait for a worker that registers them, and how many calls each."""
     worker_wait_changed: Callable[[], None] | None = None
     """Told when a call begins or ends waiting for a worker (the loop's status says it)."""
+    receipt: Callable[[dict[str, Any]], None] | None = None
+    """Journals what became of a call (``LoopBooks.receipt``): an ``unknown`` one at once."""
     priority: Priority = field(default_factory=lambda: Priority.default)
     """Its tool calls' fairness key and weight (the principal's tenant)."""
 

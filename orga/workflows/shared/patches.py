@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Final
 
 __all__ = [
+    "CALL_RECEIPTS",
     "ELIDE_REFUSED_ARGUMENTS",
     "FORK_OWN_PROMPTS",
     "GATE_BY_ACTION",
@@ -54,6 +55,12 @@ MODEL_WAITS_FOR_WORKER: Final = "model-waits-for-worker"
 names (``ToolNotOnThisWorker`` after the call's retries), waits for a worker that does (status
 ``awaiting_worker``) and is made again, instead of failing the loop ``ModelCallFailed``
 (``call_model``; scenario ``model_waits_for_worker``)."""
+
+CALL_RECEIPTS: Final = "call-receipts"
+"""Each tool call ends with a ``CallReceipt`` on the journal and the audit chain (delivered,
+denied, failed, or unknown before a person settles it): ``LoopBooks.observed``,
+``CallExecutor.run``; scenario ``unknown_outcome``. Older runs' audit chains hold none, and
+replay without them."""
 
 TASK_CANCELLED_STATUS: Final = "task-cancelled-status"
 """A cancelled task's ``OrgaStatus`` is ``cancelled`` (``orga list --status cancelled`` shows

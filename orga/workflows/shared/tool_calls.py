@@ -47,6 +47,7 @@ _BY_TYPE: Final[dict[str, tuple[ToolStatus, bool]]] = {
     "ToolPermissionError": ("denied", False),
     "ToolFailed": ("failed", False),
     "ToolUnavailable": ("failed", False),
+    "OutcomeUnknown": ("unknown", True),
 }
 """An error type's status for the model, and whether no other attempt can do better."""
 

@@ -1,0 +1,196 @@
+"""Every effect ends with a receipt (issue 55): a call that ran is ``delivered`` with the digest
+of its result, one refused is ``denied``, one that did not run to an end ``failed``. A call
+whose attempt was lost after its effect began — here, an attempt that timed out while the tool
+ran; ``tests/test_receipts_killed.py`` SIGKILLs the worker — is settled before it runs again:
+an idempotent tool runs again, a tool with ``reconcile`` asks the outside world, and any other
+leaves an ``unknown`` receipt and waits for a person on the desk."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from typing import Any
+
+from temporalio.testing import WorkflowEnvironment
+
+from orga.contracts.approvals import ApprovalDecision, EscalationResolution
+from orga.contracts.journal import CallReceipt, Journal
+from orga.contracts.state import LoopState
+from orga.scripted.server import Turn
+from orga.tools.sdk import Tool, ToolContext, tool
+from tests.harness import Harness
+from tests.helpers import conversation, escalated, on, orga, pending, tool_results
+from tests.sample_tools import transfer
+
+
+def _receipts(journal: Journal) -> list[tuple[str, str, str]]:
+    return [(e.tool, e.call_id, e.outcome) for e in journal.entries if isinstance(e, CallReceipt)]
+
+
+class Payments:
+    """A payment service whose calls the tests can hold: its record of refunds, by key."""
+
+    def __init__(self) -> None:
+        self.refunds: dict[str, int] = {}
+        self.held: set[str] = set()
+
+    def tools(self) -> list[Tool]:
+        payments = self
+
+        async def stall(ctx: ToolContext, where: str, label: str) -> None:
+            """The first attempt hangs ``where`` the test asked (before or after the effect),
+            until its 1 s timeout: the attempt is lost with the effect done or not."""
+            if ctx.attempt == 1 and label == where:
+                payments.held.add(label)
+                await asyncio.sleep(30)
+
+        async def refund(amount: int, stall_at: str, ctx: ToolContext) -> str:
+            await stall(ctx, stall_at, "before")
+            payments.refunds[ctx.idempotency_key] = (
+                payments.refunds.get(ctx.idempotency_key, 0) + amount
+            )
+            await stall(ctx, stall_at, "after")
+            return f"refunded {amount}"
+
+        def found(ctx: ToolContext) -> str | None:
+            amount = payments.refunds.get(ctx.idempotency_key)
+            return None if amount is None else f"refunded {amount} (found by its key)"
+
+        def described(name: str, **options: Any) -> Tool:
+            async def call(amount: int, stall_at: str, ctx: ToolContext) -> str:
+                """Refund an amount.
+
+                Args:
+                    amount: cents.
+                    stall_at: where the first attempt hangs: before, after or nowhere.
+                """
+                return await refund(amount, stall_at, ctx)
+
+            return tool(name=name, timeout=1, **options)(call)
+
+        return [
+            described("refund_plain"),
+            described("refund_reconciled", reconcile=found),
+            described("refund_idempotent", idempotent=True),
+        ]
+
+
+async def test_a_lost_attempt_is_settled_before_anything_runs_again(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    """Four calls whose first attempt is lost mid-call: reconciled after the effect (delivered,
+    not run again), reconciled before it (run again: once), idempotent (run again), and plain —
+    an ``unknown`` receipt, and a person on the desk, who confirms what happened."""
+    payments = Payments()
+    calls = [
+        ("refund_reconciled", {"amount": 1, "stall_at": "after"}),
+        ("refund_reconciled", {"amount": 2, "stall_at": "before"}),
+        ("refund_idempotent", {"amount": 3, "stall_at": "before"}),
+        ("refund_plain", {"amount": 4, "stall_at": "after"}),
+    ]
+    model = harness.new_model([Turn(tool_calls=calls), Turn(text="all settled")])
+    names = ["refund_reconciled", "refund_idempotent", "refund_plain"]
+    async with harness.worker(tools=payments.tools()):
+        handle = await harness.start("refund them", model=model, tools=names)
+        escalation = await escalated(handle)
+        state = await handle.query("state", result_type=LoopState)
+        [waiting] = state.pending_escalations
+        await handle.execute_update(
+            "resolve_escalation",
+            EscalationResolution(
+                escalation_id=escalation,
+                action="result",
+                result="refunded 4 (checked with the bank)",
+                reason="the bank shows it",
+                operator="olu",
+            ),
+        )
+        result = await handle.result()
+        journal = await handle.query("journal", result_type=Journal)
+        state = await handle.query("state", result_type=LoopState)
+        results = tool_results(await conversation(handle))
+        code, shown, err = await orga("receipts", handle.id, env=on(env, harness))
+        assert code == 0, err
+    assert result.output == "all settled"
+    assert "outcome of call" in waiting.error and "neither idempotent nor able to reconcile" in (
+        waiting.error
+    )
+    # Each effect happened once, whatever its attempts did.
+    assert sorted(payments.refunds.values()) == [1, 2, 3, 4]
+    receipts = _receipts(journal)
+    outcomes = [(t, o) for t, _, o in receipts]
+    assert outcomes.count(("refund_plain", "unknown")) == 1  # first unknown, then settled
+    assert [o for t, _, o in receipts if t != "refund_plain"] == ["delivered"] * 3
+    assert ("refund_plain", "delivered") in outcomes
+    delivered = {e.call_id: e for e in journal.entries
+                 if isinstance(e, CallReceipt) and e.outcome == "delivered"}  # fmt: skip
+    by_call = {r.call_id: r for r in results}
+    for call_id, receipt in delivered.items():  # the digest is the result the model read
+        digest = hashlib.sha256(by_call[call_id].content.encode()).hexdigest()
+        assert receipt.digest == digest
+    notes = {r.note for r in delivered.values()}
+    assert "settled after a lost attempt: reconciled" in notes
+    assert "settled after a lost attempt: ran again" in notes
+    assert [r.outcome for r in state.receipts] == [o for _, _, o in receipts]
+    heads = [line.split()[0] for line in shown.splitlines() if not line.startswith(" ")]
+    assert sorted(heads) == ["delivered"] * 4 + ["unknown"]
+    assert "outcome of call" in shown  # the unknown one says why
+    said = "\n".join(r.content for r in results)
+    assert "reconcile found that its effect happened" in said  # the model reads the settling
+    assert "result supplied by an operator by olu" in said
+
+
+async def test_a_denied_call_has_its_receipt_and_a_retried_failure_is_no_lost_attempt(
+    harness: Harness,
+) -> None:
+    """A tool that raises on its first attempt and is retried (``recovery: retry``) ran to
+    an end both times: its second attempt is no lost attempt, and runs."""
+    runs: list[int] = []
+
+    @tool(timeout=5)
+    async def flaky_note(text: str, ctx: ToolContext) -> str:
+        """Write a note.
+
+        Args:
+            text: the note.
+        """
+        runs.append(ctx.attempt)
+        if ctx.attempt == 1:
+            raise RuntimeError("the disk hiccuped")
+        return f"noted {text}"
+
+    model = harness.new_model(
+        [
+            Turn(
+                tool_calls=[
+                    ("flaky_note", {"text": "hi"}),
+                    ("transfer", {"amount": 9, "to": "eve"}),
+                ]
+            ),
+            Turn(text="ok"),
+        ]
+    )
+    retry = {"strategy": "retry", "max_attempts": 2, "initial_interval": 0.1}
+    async with harness.worker(tools=[flaky_note, transfer]):
+        handle = await harness.start(
+            "note it, pay eve",
+            model=model,
+            tools=["flaky_note", "transfer"],
+            recovery={"tools": {"flaky_note": retry}},
+        )
+        [waiting] = (await pending(handle)).pending_approvals
+        await handle.execute_update(
+            "approve",
+            ApprovalDecision(
+                call_id=waiting.call_id, approved=False, reason="not eve", approver="pat"
+            ),
+        )
+        await handle.result()
+        journal = await handle.query("journal", result_type=Journal)
+    assert runs == [1, 2]
+    assert sorted((t, o) for t, _, o in _receipts(journal)) == [
+        ("flaky_note", "delivered"),
+        ("transfer", "denied"),
+    ]
+    [denied] = [e for e in journal.entries if isinstance(e, CallReceipt) and e.outcome == "denied"]
+    assert "not approved by pat: not eve" in denied.note
