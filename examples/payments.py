@@ -32,7 +32,7 @@ REFUNDS = (
 )
 
 
-@tool(serial=True, timeout=60)
+@tool(serial=True, timeout=60, idempotent=True)
 def record_payment(amount: int, to: str, ctx: ToolContext, seconds: float = 0.0) -> str:
     """Pay someone. Exactly once per call, even when the worker crashes and the call is retried.
 
@@ -63,7 +63,7 @@ def record_payment(amount: int, to: str, ctx: ToolContext, seconds: float = 0.0)
 FENCED = "not paid: the step's compensation ran first, so it will never pay"
 
 
-@tool(serial=True, timeout=60)
+@tool(serial=True, timeout=60, idempotent=True)
 def refund_payment(ctx: ToolContext, seconds: float = 0.0) -> str:
     """Refund the payment of the task step this compensates, if it was made. Exactly once.
 

@@ -14,7 +14,7 @@ from examples.payments import refund_payment
 from orga.tools.sdk import ToolContext, tool
 
 
-@tool(serial=True, timeout=60)
+@tool(serial=True, timeout=60, idempotent=True)
 def refund_then_hang(ctx: ToolContext, hang: float = 30.0) -> str:
     """Refund the step's payment (``examples.payments.refund_payment``: committed once per key),
     then, on a worker started with ``ORGA_TEST_HANG=1``, hang before answering.

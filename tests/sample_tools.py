@@ -195,7 +195,7 @@ class Flaky:
         return lookup
 
 
-@tool(serial=True, timeout=120)
+@tool(serial=True, timeout=120, idempotent=True)
 def pay_then_hang(amount: int, to: str, ctx: ToolContext, hang: float = 0.0) -> str:
     """Pay (exactly once, through the worker's ledger), then, on the first attempt, take ``hang``
     seconds to answer: a worker killed in that time has paid but not reported it; the retry on

@@ -49,6 +49,7 @@ from tests.helpers import (
     waits_for_a_worker,
 )
 from tests.sample_tools import Flaky, Shop, log_search_tools, transfer
+from tests.scenarios_failover import FAILOVER_SCENARIOS
 from tests.scenarios_receipts import RECEIPT_SCENARIOS
 from tests.scenarios_streams import STREAM_SCENARIOS
 
@@ -794,4 +795,5 @@ SCENARIOS: dict[str, Scenario] = {
     "principal_spend": principal_spend,
     **STREAM_SCENARIOS,
     **RECEIPT_SCENARIOS,
+    **FAILOVER_SCENARIOS,
 }

@@ -53,7 +53,7 @@ async def unknown_outcome(h: Harness) -> WorkflowHandle[Any, Any]:
     call delivered, a third denied by a person: their receipts."""
     effects: list[int] = []
 
-    @tool(timeout=1)
+    @tool(timeout=1, serial=True)
     async def ship(parcel: int, ctx: ToolContext) -> str:
         """Ship a parcel.
 

@@ -33,6 +33,7 @@ async def test_one_tool_then_answer(harness: Harness) -> None:
         "PolicyEvaluated",
         "ToolsDispatched",
         "ObservationsCollected",
+        "CallReceipt",
         "ReasoningComplete",
         "PolicyEvaluated",
         "Terminated",

@@ -205,6 +205,7 @@ async def test_the_setup_names_each_tool_schema_by_digest_and_the_model_sees_it_
         e.marker_recorded_event_attributes.details["result"].payloads[0].data
         for e in history.events
         if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+        and "data" in e.marker_recorded_event_attributes.details  # a patch's marker has none
         and b'"resolve_loop"' in e.marker_recorded_event_attributes.details["data"].payloads[0].data
     ]
     [tool] = json.loads(setup)["tools"]

@@ -51,6 +51,7 @@ from orga.worker.blobs import BlobStore
 from orga.worker.conversation_cache import ConversationCache
 from orga.worker.heartbeat import heartbeating
 from orga.worker.metrics import observe
+from orga.worker.provider_health import ProviderHealth
 
 __all__ = ["InferenceActivities"]
 
@@ -79,7 +80,8 @@ class _Prompt:
 
 
 class InferenceActivities:
-    """Holds what model calls share on one worker: settings, HTTP client, conversation cache."""
+    """Holds what model calls share on one worker: settings, HTTP client, conversation cache,
+    the health of the models it calls."""
 
     def __init__(
         self,
@@ -91,7 +93,11 @@ class InferenceActivities:
         blobs: BlobStore,
         spend: SpendGuard,
         decide: Callable[[PolicyRequest], Awaitable[PolicyResult]] | None = None,
+        health: ProviderHealth | None = None,
     ) -> None:
+        self.health = health or ProviderHealth()
+        """One breaker per (provider, model) for the worker's model calls: a model that is down
+        is not asked again until its cool-off ends (``orga.worker.provider_health``)."""
         self._spend = spend
         """Charges each call to its principal's ledger (``orga.activities.principals``)."""
         self._decide = decide
@@ -182,18 +188,21 @@ class InferenceActivities:
     async def call_model(self, request: InferenceRequest) -> InferenceResponse:
         """Ask the model for its next turn: the prompt built within the budgets, the provider
         asked, the answer gated (the ``default`` gate) and bounded, and kept in the worker's
-        copy of the conversation as the loop will record it."""
-        prompt = await self._prompt(request)
+        copy of the conversation as the loop will record it. A model that is down on this
+        worker is not asked: the call fails ``ProviderDown`` at once."""
         provider = self._settings.provider(request.provider)
-        async with self._spend.held(
-            request.principal,
-            provider=provider.name,
-            model=request.model or provider.default_model,
-            estimated=prompt.estimated,
-            max_output=prompt.max_output,
-        ) as settle:
-            response = await self._ask(request, prompt)
-            await settle(response.usage)
+        model = request.model or provider.default_model
+        with self.health.guard(provider.name, model):
+            prompt = await self._prompt(request)
+            async with self._spend.held(
+                request.principal,
+                provider=provider.name,
+                model=model,
+                estimated=prompt.estimated,
+                max_output=prompt.max_output,
+            ) as settle:
+                response = await self._ask(request, prompt)
+                await settle(response.usage)
         answered = await self._answer(request, prompt, response)
         # The loop records the answer as its next message (its ids): keep it, so the next call
         # need not carry it back (orga.workflows.reasoning.durable_conversation).

@@ -20,7 +20,7 @@ from orga.contracts.tools import (
 from orga.core.text import cut
 from orga.runtime.tracing import tracer
 from orga.tools._loading import render_value
-from orga.tools._outcomes import BEGAN, ENDED, lost_before, settle
+from orga.tools._outcomes import BEGAN, ENDED, has_effects, lost_before, settle
 from orga.tools.ledger import Ledger
 from orga.tools.sdk import Tool, ToolContext, ToolRegistry, parse_arguments
 from orga.worker.blobs import BlobStore
@@ -74,7 +74,7 @@ class ToolActivities:
         info = activity.info()
         marked = not info.is_local  # a local activity cannot heartbeat: nothing to mark
         settled: str | None = None
-        if marked and lost_before(info.attempt, info.heartbeat_details):
+        if marked and has_effects(found) and lost_before(info.attempt, info.heartbeat_details):
             reconciled = await settle(found, context)  # raises OutcomeUnknown: a person decides
             if reconciled is not None:
                 return self._result(invocation, found, reconciled.value, "reconciled")

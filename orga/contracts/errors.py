@@ -30,6 +30,7 @@ it is a property of the class (``retryable``), decided once here:
         ├── ToolInputError ....... arguments are not JSON, not an object or not valid for the schema
         ├── ToolPermissionError .. the tool may not do this (raised by tools; never retried)
         ├── ToolFailed ........... the tool function raised (retryable, if the tool asks so)
+        ├── OutcomeUnknown ....... an attempt was lost mid-effect; a person settles it
         └── ToolUnavailable ...... the tool's MCP server is not reachable right now (retryable)
 
 A ``LoopFailure`` is raised by workflow code, which ends the loop at once, or by an activity

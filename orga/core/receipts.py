@@ -26,8 +26,18 @@ def _note(text: str) -> str:
     return flat if len(flat) <= NOTE_CHARS else flat[: NOTE_CHARS - 1] + "…"
 
 
-def receipt_fields(result: ToolResult) -> dict[str, Any]:
-    """The fields of ``result``'s ``CallReceipt`` (besides the journal stamp)."""
+def receipt_fields(result: ToolResult, *, lost: bool = False) -> dict[str, Any]:
+    """The fields of ``result``'s ``CallReceipt`` (besides the journal stamp); ``lost``: the
+    ``unknown`` receipt of a call whose earlier attempt was lost, which the worker settled
+    (``result.settled``) before it ran again."""
+    if lost:
+        return {
+            "call_id": result.call_id,
+            "tool": result.name,
+            "outcome": "unknown",
+            "note": "an attempt was lost after it began; the worker settled it "
+            f"({result.settled}) before anything ran again",
+        }
     outcome: ReceiptOutcome
     if result.status in ("ok", "recovered"):
         outcome = "delivered"

@@ -7,12 +7,13 @@ next attempt. An attempt that finds ``BEGAN`` follows one that was lost while th
 its worker died, or the attempt timed out — so the effect may or may not have happened.
 ``settle`` decides what to do before anything runs again:
 
-* a tool declared ``idempotent`` runs again (with the same ``ctx.idempotency_key``);
+* a tool with no effect of its own — neither ``serial`` nor ``requires_approval`` — or one
+  declared ``idempotent`` runs again (with the same ``ctx.idempotency_key``);
 * a tool with ``reconcile`` asks the outside world, by the key: what the call returned if the
   effect happened (the call is delivered, and not run again), ``None`` if it did not (it runs);
-* any other tool fails the call ``OutcomeUnknown``, never retried: a person settles it on the
-  desk (confirm what happened, run it again, or skip it) and the loop's model sees what they
-  decided, never a silent retry.
+* any other tool with effects fails the call ``OutcomeUnknown``, never retried: a person
+  settles it on the desk (confirm what happened, run it again, or skip it) and the loop's
+  model sees what they decided, never a silent retry.
 """
 
 from __future__ import annotations
@@ -27,12 +28,19 @@ from typing import Any, Final
 from orga.contracts.errors import OutcomeUnknown
 from orga.tools.sdk import Tool, ToolContext
 
-__all__ = ["BEGAN", "ENDED", "Reconciled", "lost_before", "settle"]
+__all__ = ["BEGAN", "ENDED", "Reconciled", "has_effects", "lost_before", "settle"]
 
 BEGAN: Final = "orga:effect-began"
 ENDED: Final = "orga:effect-ended"
 
 log = logging.getLogger("orga.tools")
+
+
+def has_effects(tool: Tool) -> bool:
+    """Whether a lost attempt of ``tool`` needs settling: it declares effects (``serial``, or
+    ``requires_approval``) or says how to reconcile them. Others run again, as ever."""
+    definition = tool.definition
+    return definition.serial or definition.requires_approval or tool.reconcile is not None
 
 
 def lost_before(attempt: int, details: Sequence[Any]) -> bool:

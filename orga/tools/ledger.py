@@ -10,7 +10,7 @@ finds what the first one recorded. Effects in that database are exactly-once; fo
 elsewhere (an HTTP call), pass the key on as that system's own idempotency key and record its
 answer here:
 
-    @tool(serial=True)
+    @tool(serial=True, idempotent=True)  # the ledger makes a run again harmless
     def pay(amount: int, to: str, ctx: ToolContext) -> str:
         ctx.ledger.prepare(PAYMENTS_TABLE)
         return ctx.ledger.once(ctx.idempotency_key, lambda db: insert_payment(db, amount, to))

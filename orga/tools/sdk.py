@@ -344,8 +344,9 @@ def tool(
         reconcile: ``reconcile(ctx)`` asks the outside world, by ``ctx.idempotency_key``, what
             became of a call whose attempt was lost after it began: what the call returned
             if its effect happened (the call is then delivered, not run again), ``None`` if it
-            did not (it runs again). A tool with neither: a person settles such a call on the
-            desk (confirm what happened, run it again, or skip it).
+            did not (it runs again). A tool with effects (``serial`` or ``requires_approval``)
+            and neither: a person settles such a call on the desk (confirm what happened, run
+            it again, or skip it). A tool without effects runs again.
     """
 
     def decorate(function: Callable[..., Any]) -> Tool:

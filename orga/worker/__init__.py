@@ -9,6 +9,8 @@ I/O, never imported by workflow code. Modules:
   and weights (``ORGA_PRINCIPALS`` or the agents file)
 * ``blobs`` — texts the payload guard cut
 * ``conversation_cache`` — each loop's conversation on the worker, so model calls carry deltas
+* ``provider_health`` — a breaker per (provider, model): a model down for one loop is down for
+  every loop on the worker, which then asks its fallback at once
 * ``heartbeat``, ``metrics`` — what activities share: heartbeating while waiting; histograms
 """
 

@@ -6,17 +6,21 @@ Temporal's retries a failure ends the loop with ``ModelCallFailed`` naming the c
 a call the workers that took it could not make because they lack a tool the loop names, which
 waits for a worker that has it and is made again (patch ``model-waits-for-worker``). A loop
 whose model is unavailable after its retries asks its next fallback model
-(``call_with_fallbacks``), and keeps it from then on.
+(``call_with_fallbacks``), and keeps it from then on. A model that is down on the worker
+(``orga.worker.provider_health``: it failed unavailable for other calls too) fails the call
+``ProviderDown`` at once; a loop with a fallback left takes that as final and switches without
+retrying (patch ``provider-down-switches``), one without retries as it would any outage.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any, Final, cast
 
 from temporalio import workflow
-from temporalio.common import Priority
+from temporalio.common import Priority, RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from orga.contracts.errors import BudgetExceeded, ModelCallFailed, ToolNotOnThisWorker
@@ -26,14 +30,25 @@ from orga.workflows.reasoning.loop_books import LoopBooks
 from orga.workflows.reasoning.loop_parts import LoopParts
 from orga.workflows.shared.failures import failure_of
 from orga.workflows.shared.options import MODEL_HEARTBEAT_TIMEOUT, MODEL_RETRY
-from orga.workflows.shared.patches import MODEL_WAITS_FOR_WORKER
+from orga.workflows.shared.patches import MODEL_WAITS_FOR_WORKER, PROVIDER_DOWN_SWITCHES
 from orga.workflows.shared.tool_calls import WorkerWait
 
 __all__ = ["call_model", "call_with_fallbacks"]
 
-_UNAVAILABLE: Final = frozenset({"ProviderUnavailable", "TimeoutError"})
+_PROVIDER_DOWN: Final = "ProviderDown"
+"""The type of a call the worker refused because its model is down there (the worker's
+``orga.worker.provider_health.PROVIDER_DOWN``)."""
+
+_UNAVAILABLE: Final = frozenset({"ProviderUnavailable", _PROVIDER_DOWN, "TimeoutError"})
 """Failures of a model call after its retries that a fallback model may not share (5xx, 429,
-network errors, timeouts); never a refusal of the request itself (4xx, bad credentials)."""
+network errors, timeouts, a model down on the worker); never a refusal of the request itself
+(4xx, bad credentials)."""
+
+_SWITCHING_RETRY: Final = dataclasses.replace(
+    MODEL_RETRY,
+    non_retryable_error_types=[*(MODEL_RETRY.non_retryable_error_types or ()), _PROVIDER_DOWN],
+)
+"""A loop with a fallback left: a model down on the worker is final, the fallback is next."""
 
 
 async def call_model(
@@ -44,12 +59,14 @@ async def call_model(
     waiting: dict[str, int] | None = None,
     waiting_changed: Callable[[], None] | None = None,
     priority: Priority = Priority.default,
+    retry_policy: RetryPolicy = MODEL_RETRY,
 ) -> InferenceResponse:
     """The model's response to ``request`` (asked on ``task_queue``: the loop's by default).
 
     ``waiting`` / ``waiting_changed``: the loop's count of calls waiting for a worker with a
     tool (``waiting_for_workers``) and what to tell when it changes. ``priority``: the
-    call's fairness key and weight (the principal's tenant).
+    call's fairness key and weight (the principal's tenant). ``retry_policy``: the
+    activity's (``MODEL_RETRY``, or ``_SWITCHING_RETRY`` when a fallback is left).
 
     Raises:
         BudgetExceeded: the call could not fit in ``request.token_budget`` and was not made.
@@ -65,7 +82,7 @@ async def call_model(
                 result_type=InferenceResponse,
                 start_to_close_timeout=timeout,
                 heartbeat_timeout=MODEL_HEARTBEAT_TIMEOUT,
-                retry_policy=MODEL_RETRY,
+                retry_policy=retry_policy,
                 task_queue=task_queue,
                 summary=f"model {model} · iteration {request.iteration}",
                 priority=priority,
@@ -119,12 +136,17 @@ async def call_with_fallbacks(
 ) -> InferenceResponse:
     """The model's answer; when the loop's model is unavailable after its retries (not for a
     request it refused), the next fallback's (``parts.fallbacks``), which the loop keeps from
-    then on (``parts.provider``/``model``, journaled ``ModelSwitched``).
+    then on (``parts.provider``/``model``, journaled ``ModelSwitched``). While a fallback is
+    left, a model down on the worker (``ProviderDown``) is not retried: the fallback is asked
+    at once.
 
     Raises:
         BudgetExceeded, ModelCallFailed: as ``call_model``, once no fallback is left.
     """
     while True:
+        retry = MODEL_RETRY
+        if parts.fallbacks and workflow.patched(PROVIDER_DOWN_SWITCHES):
+            retry = _SWITCHING_RETRY
         try:
             return await call_model(
                 request,
@@ -133,6 +155,7 @@ async def call_with_fallbacks(
                 waiting=books.waiting_for_workers,
                 waiting_changed=books.worker_wait_changed,
                 priority=parts.priority,
+                retry_policy=retry,
             )
         except ModelCallFailed as failed:
             details: object = failed.details[0] if failed.details else None

@@ -27,6 +27,7 @@ __all__ = [
     "MESSAGE_LIMITS",
     "MODEL_WAITS_FOR_WORKER",
     "ONE_KEY_ONE_APPROVER",
+    "PROVIDER_DOWN_SWITCHES",
     "SCHEMA_IN_RETRY",
     "SUMMARY_AFTER_FAILURE",
     "TASK_CANCELLED_STATUS",
@@ -123,3 +124,11 @@ THREAD_FORK_WAITS: Final = "thread-fork-waits"
 """A thread forked after one of its answers with nothing to say waits for its next message
 instead of failing ``InvalidConfig`` (``start_fork``): a thread's fork may say nothing, as the
 client and the guide allow. Asked only for such a fork; scenario ``thread_fork_waits``."""
+
+PROVIDER_DOWN_SWITCHES: Final = "provider-down-switches"
+"""A loop with a fallback model left lists ``ProviderDown`` (the worker refused the call: its
+model is down there, ``orga.worker.provider_health``) as non-retryable in its model call's
+retry policy, so it turns to its fallback at once instead of after the call's retries
+(``call_with_fallbacks``). Only the retry policy's attributes change; asked only while a
+fallback is left, so histories record the marker only for loops with fallbacks; scenario
+``provider_down``."""
