@@ -22,9 +22,8 @@ The worker's settings are the environment's (``Settings.from_env``: providers an
 agents, policies, the store…) unless given; ``connect_config()`` reaches the Temporal they
 name as every orga process does (``TEMPORAL_ADDRESS``, else ``localhost:7233``). The plugin
 opens what its activities need when the worker runs — an HTTP client, the MCP servers of
-``ORGA_MCP_SERVERS`` — and closes it after.
-It is the one wiring every orga process uses: ``worker.py`` / ``orga worker``
-(``orga.cli.worker``), ``orga demo``, the tests and the benchmarks.
+``ORGA_MCP_SERVERS`` — and closes it after. It is the one wiring every orga process uses:
+``worker.py`` / ``orga worker``, ``orga demo``, the tests and the benchmarks.
 """
 
 from __future__ import annotations
@@ -60,6 +59,7 @@ from orga.knowledge.embeddings import embedder
 from orga.knowledge.tools import knowledge_tools
 from orga.runtime.connect import StartAttributes, connect_config
 from orga.runtime.converter import OrgaPayloadConverter, data_converter
+from orga.runtime.pauses import PauseBook
 from orga.runtime.presence import publish_tools, warn_about_other_registries
 from orga.runtime.settings import Settings
 from orga.runtime.spend import SpendLedger
@@ -299,8 +299,7 @@ class _Parts:
             blobs=blobs,
         )
         principals = PrincipalRegistry.load(settings)
-        # The ledger is the store every worker shares: one principal's loops are charged
-        # together wherever they run.
+        # The ledger is in the store every worker shares: a principal's loops charged together.
         spend = SpendGuard(principals, SpendLedger(store), settings.model_prices)
         self.inference = InferenceActivities(
             settings=settings,
@@ -311,11 +310,12 @@ class _Parts:
             spend=spend,
             decide=self.policy.evaluate_policy,  # the default gate, decided where answers arrive
         )
-        self.summary = SummaryActivities(
-            settings=settings, http=http, cache=self.inference.cache, spend=spend
-        )
+        cache = self.inference.cache
+        self.summary = SummaryActivities(settings=settings, http=http, cache=cache, spend=spend)
         self.critic = CriticActivities(settings=settings, http=http, spend=spend)
-        self.tools = ToolActivities(registry=self.registry, blobs=blobs, ledger=Ledger(store))
+        self.tools = ToolActivities(
+            registry=self.registry, blobs=blobs, ledger=Ledger(store), pauses=PauseBook(store)
+        )
         self.knowledge = knowledge
         agents = _build_agents(settings, engines)
         _say_who_decides(agents)

@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from datetime import timedelta
 from typing import Any
 
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 
 from orga.contracts.approvals import ApprovalDecision, EscalationResolution
+from orga.runtime.pauses import PauseBook
 from orga.scripted.server import Turn
 from orga.tools.sdk import ToolContext, tool
-from tests.harness import Harness
-from tests.helpers import SHOP_STEPS, escalated, eventually, pending, task_state
+from tests.harness import TEST_STORE, Harness
+from tests.helpers import SHOP_STEPS, escalated, eventually, loop_state, pending, task_state
 from tests.sample_tools import Probe, Shop, probe_tools, transfer
 
 
@@ -90,4 +92,42 @@ async def unknown_outcome(h: Harness) -> WorkflowHandle[Any, Any]:
     return handle
 
 
-RECEIPT_SCENARIOS = {"task_cancelled": task_cancelled, "unknown_outcome": unknown_outcome}
+async def tool_paused(h: Harness) -> WorkflowHandle[Any, Any]:
+    """A call whose tool is paused (``orga pause --tool``) waits, unrun, and runs once after
+    the resume (``CallPaused``, timers of ``pause_recheck``)."""
+    book = PauseBook(TEST_STORE)
+
+    @tool(name="history_export")
+    def export(table: str) -> str:
+        """Export a table.
+
+        Args:
+            table: which.
+        """
+        return f"exported {table}"
+
+    book.pause("history_export", "scenario", "the export service is down")
+    model = h.new_model([Turn(tool_calls=[("history_export", {"table": "t"})]), Turn(text="ok")])
+    async with h.worker(tools=[export]):
+        handle = await h.start(
+            "export",
+            model=model,
+            tools=["history_export"],
+            pause_recheck=timedelta(seconds=1),
+            workflow_id="history-tool-paused",
+        )
+
+        async def paused() -> bool:
+            return (await loop_state(handle)).status == "paused"
+
+        await eventually(paused, "the call paused")
+        book.resume("history_export")
+        await handle.result()
+    return handle
+
+
+RECEIPT_SCENARIOS = {
+    "task_cancelled": task_cancelled,
+    "unknown_outcome": unknown_outcome,
+    "tool_paused": tool_paused,
+}

@@ -10,7 +10,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from orga.contracts.conversation import ToolResult
-from orga.contracts.errors import ToolFailed, ToolNotFound, ToolNotOnThisWorker
+from orga.contracts.errors import ToolFailed, ToolNotFound, ToolNotOnThisWorker, ToolPaused
 from orga.contracts.evidence import Evidence
 from orga.contracts.tools import (
     RUN_TOOL,
@@ -18,6 +18,7 @@ from orga.contracts.tools import (
     idempotency_key,
 )
 from orga.core.text import cut
+from orga.runtime.pauses import PauseBook
 from orga.runtime.tracing import tracer
 from orga.tools._loading import render_value
 from orga.tools._outcomes import BEGAN, ENDED, has_effects, lost_before, settle
@@ -33,10 +34,19 @@ __all__ = ["ToolActivities"]
 class ToolActivities:
     """Runs the tools of one worker's registry."""
 
-    def __init__(self, *, registry: ToolRegistry, blobs: BlobStore, ledger: Ledger) -> None:
+    def __init__(
+        self,
+        *,
+        registry: ToolRegistry,
+        blobs: BlobStore,
+        ledger: Ledger,
+        pauses: PauseBook | None = None,
+    ) -> None:
         self._registry = registry
         self._blobs = blobs
         self._ledger = ledger
+        self._pauses = pauses
+        """Tools paused across loops (``orga pause --tool``): a call of one does not run."""
 
     def _tool(self, name: str) -> Tool:
         found = self._registry.get(name)
@@ -59,6 +69,9 @@ class ToolActivities:
         call = invocation.call
         found = self._tool(call.name)
         arguments = found.validate(parse_arguments(call.name, call.arguments))
+        held = self._pauses.held(call.name) if self._pauses is not None else None
+        if held is not None:  # not run: the loop waits for the pause to end, and asks again
+            raise ToolPaused(held.describe(), non_retryable=True)
         context = ToolContext(
             call_id=call.id,
             workflow_id=invocation.workflow_id,

@@ -116,6 +116,12 @@ class LoopConfig(BaseModel):
     approval_timeout: timedelta = Field(default=timedelta(hours=1), gt=timedelta(0))
     """How long a call that needs approval waits for a person; then it is denied ("approval
     timed out"). Time spent waiting for people does not count against ``timeout``."""
+    pause_recheck: timedelta = Field(
+        default=timedelta(seconds=10), ge=timedelta(seconds=1), le=timedelta(minutes=10)
+    )
+    """A call whose tool is paused asks again after this long plus a random share of it, so
+    the calls a resume releases run spread out, not all at once. The wait does not count
+    against ``timeout``."""
 
     circuit_breaker: BreakerConfig = Field(default_factory=BreakerConfig)
     """One breaker per tool: opens after consecutive failures, probes after a pause."""

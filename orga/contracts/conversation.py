@@ -48,6 +48,7 @@ ToolStatus = Literal[
     "circuit_open",
     "not_run",
     "unknown",
+    "paused",
 ]
 """How a call ended. ``ok`` ran and succeeded; ``recovered`` failed but a recovery strategy
 answered (fallback tool, cached result, operator); ``failed`` ran and raised; ``timed_out`` ran
@@ -57,7 +58,8 @@ skipped it); ``refused`` broke the evidence protocol (duplicate scope, missing j
 required); ``circuit_open`` was refused by the tool's breaker; ``not_run`` was dropped
 because the loop ended; ``unknown``: the attempt that ran it was lost after it began (its
 worker died, or it timed out), and the tool can neither run again safely nor tell what
-happened — a person settles it."""
+happened — a person settles it; ``paused``: its tool is paused (``orga pause --tool``), the call
+has not run and waits for the pause to end."""
 
 
 class ToolCall(BaseModel):

@@ -31,6 +31,7 @@ it is a property of the class (``retryable``), decided once here:
         ├── ToolPermissionError .. the tool may not do this (raised by tools; never retried)
         ├── ToolFailed ........... the tool function raised (retryable, if the tool asks so)
         ├── OutcomeUnknown ....... an attempt was lost mid-effect; a person settles it
+        ├── ToolPaused ........... the tool is paused (orga pause --tool); the loop waits
         └── ToolUnavailable ...... the tool's MCP server is not reachable right now (retryable)
 
 A ``LoopFailure`` is raised by workflow code, which ends the loop at once, or by an activity
@@ -77,6 +78,7 @@ __all__ = [
     "ToolInputError",
     "ToolNotFound",
     "ToolNotOnThisWorker",
+    "ToolPaused",
     "ToolPermissionError",
     "ToolUnavailable",
     "UnhandledStopReason",
@@ -233,6 +235,11 @@ class OutcomeUnknown(ToolError):
     """The attempt that ran a call was lost after its effect began (its worker died, or it
     timed out), and the tool is neither idempotent nor reconcilable: whether the effect
     happened, nobody can say. Never retried; a person settles it on the desk."""
+
+
+class ToolPaused(ToolError):
+    """The call's tool is paused (``orga pause --tool``): the call did not run, and its loop
+    waits for the pause to end. Never retried by Temporal; the loop asks again."""
 
 
 class ToolUnavailable(ToolError):

@@ -25,6 +25,7 @@ from orga.contracts.wire import Tagged
 __all__ = [
     "ApprovalDecided",
     "CallOutcome",
+    "CallPaused",
     "CallReceipt",
     "CompensationSettled",
     "ContextSummarised",
@@ -168,6 +169,17 @@ class CallReceipt(_Event):
     note: str = ""
     """Why, in words: the rule or person that refused it, the error, how an unknown outcome
     was settled (cut to 300 characters)."""
+
+
+class CallPaused(_Event):
+    """A call found its tool paused (``orga pause --tool``): it waits, not run, for the pause
+    to end (approvals already granted are kept), and then runs once."""
+
+    kind: Literal["CallPaused"] = "CallPaused"
+    call_id: str
+    tool: str
+    reason: str
+    """Who paused the tool, since when, and why."""
 
 
 class ObservationsCollected(_Event):
@@ -432,6 +444,7 @@ JournalEntry = Annotated[
     | ToolsDispatched
     | ObservationsCollected
     | CallReceipt
+    | CallPaused
     | RecoveryTriggered
     | ModelSwitched
     | StepLimitReached

@@ -30,7 +30,8 @@ AGENT_ID: Final = SearchAttributeKey.for_keyword("OrgaAgentId")
 STATUS: Final = SearchAttributeKey.for_keyword("OrgaStatus")
 """``running`` | ``awaiting_approval`` (a loop's call, or a task's escalation) |
 ``awaiting_review`` (a loop's answer) | ``awaiting_message`` (a thread between turns) |
-``awaiting_worker`` (a tool call, for a worker that registers its tool) |
+``awaiting_worker`` (a tool call, for a worker that registers its tool) | ``paused`` (a
+tool call whose tool is paused) |
 ``completed`` | ``failed`` (a task that was aborted,
 cancelled or failed: ``orga task state`` tells which)."""
 ITERATION: Final = SearchAttributeKey.for_int("OrgaIteration")

@@ -31,6 +31,7 @@ LoopStatus = Literal[
     "awaiting_review",
     "awaiting_message",
     "awaiting_worker",
+    "paused",
     "completed",
     "failed",
     "cancelled",
@@ -83,6 +84,8 @@ class LoopState(BaseModel):
     tool_call_count: int = 0
     tool_calls: list[ToolCallRecord] = Field(default_factory=list[ToolCallRecord])
     """The most recent tool calls (up to 100), oldest first."""
+    paused_calls: dict[str, str] = Field(default_factory=dict[str, str])
+    """Calls whose tool is paused (``orga pause --tool``): call id → who paused it and why."""
     receipts: list[CallReceipt] = Field(default_factory=list[CallReceipt])
     """What became of the most recent calls (up to 100), oldest first (``orga receipts``)."""
     messages: int = 0

@@ -35,7 +35,7 @@ class InboxItem(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    kind: Literal["approval", "escalation", "review", "message", "worker", "unreadable"]
+    kind: Literal["approval", "escalation", "review", "message", "worker", "paused", "unreadable"]
     workflow_id: str
     workflow_type: str
     item_id: str | None = None
@@ -121,6 +121,17 @@ def _items_of(
                 commands=[f"orga state {shlex.quote(workflow_id)}"],
             )
         )
+    for call_id, why in (state.paused_calls if isinstance(state, LoopState) else {}).items():
+        items.append(
+            InboxItem(
+                kind="paused",
+                workflow_id=workflow_id,
+                workflow_type=workflow_type,
+                item_id=call_id,
+                reason=why,
+                commands=["orga pause", "orga resume --tool …"],
+            )
+        )
     thread = state.thread if isinstance(state, LoopState) else None
     if thread is not None and thread.waiting_for_message and thread.ended is None:
         ids = shlex.quote(workflow_id)
@@ -200,7 +211,7 @@ async def inbox(
     query = (
         f"WorkflowType IN ('{LOOP_WORKFLOW}', '{TASK_WORKFLOW}') AND ExecutionStatus = 'Running' "
         "AND OrgaStatus IN ('awaiting_approval', 'awaiting_review', 'awaiting_message', "
-        "'awaiting_worker')"
+        "'awaiting_worker', 'paused')"
     )
     if principal is not None:
         if not re.fullmatch(NAME_PATTERN, principal):  # plain names only: nothing to escape

@@ -18,7 +18,7 @@ from temporalio.workflow import ActivityCancellationType
 from orga.contracts.approvals import PendingEscalation
 from orga.contracts.conversation import ToolCall, ToolResult, ToolStatus
 from orga.contracts.errors import Aborted
-from orga.contracts.journal import RecoveryTriggered
+from orga.contracts.journal import CallPaused, RecoveryTriggered
 from orga.contracts.resilience import (
     CachedResult,
     DeadLetter,
@@ -65,8 +65,31 @@ class CallExecutor:
         """The call's one result (raises ``Aborted`` only when an operator aborts)."""
         strategy = self._state.recovery.for_tool(call.name)
         escalations = 0
+        paused = False
         while True:
             result = await self._guarded(call, strategy)
+            if result.status == "paused":  # not run: wait for the pause to end, then again
+                if not paused:
+                    paused = True
+                    self._state.record(
+                        CallPaused(
+                            **self._state.stamp(),
+                            call_id=call.id,
+                            tool=call.name,
+                            reason=result.content,
+                        )
+                    )
+                if self._state.paused is not None:
+                    self._state.paused(call.id, result.content)
+                recheck = self._state.pause_recheck
+                await workflow.sleep(
+                    recheck * (1 + workflow.random().random()),  # released spread out
+                    summary=f"tool {call.name} paused · {call.id}",
+                )
+                continue
+            if paused and self._state.paused is not None:
+                self._state.paused(call.id, None)
+                paused = False
             if result.status == "unknown":  # its effect may have happened: a person settles it
                 if workflow.patched(CALL_RECEIPTS) and self._state.receipt is not None:
                     self._state.receipt(receipt_fields(result))

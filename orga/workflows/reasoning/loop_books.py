@@ -75,6 +75,8 @@ class LoopBooks:
         self.status: LoopStatus = "running"
         self.last_stop_reason: str | None = None
         self.tool_calls: list[ToolCallRecord] = []
+        self.paused_calls: dict[str, str] = {}
+        """Calls waiting for their paused tool: call id → who paused it and why."""
         self.receipts: list[CallReceipt] = []
         """What became of the most recent calls (``CallReceipt``)."""
         self.tool_call_count = 0
@@ -274,6 +276,7 @@ class LoopBooks:
             tool_call_count=self.tool_call_count,
             tool_calls=list(self.tool_calls),
             receipts=list(self.receipts),
+            paused_calls=dict(self.paused_calls),
             messages=messages,
             output=self.output,
             termination_reason=self.termination_reason,
@@ -309,6 +312,7 @@ class LoopBooks:
         if self._awaiting_message:
             pending.append("the next message")
         pending += [f"a worker with tool {tool}" for tool in sorted(self.waiting_for_workers)]
+        pending += [f"a paused tool ({call_id})" for call_id in sorted(self.paused_calls)]
         waiting = f" · waiting for {', '.join(pending)}" if pending else ""
         limits = self.limits
         turn = f"turn {self.turn} · " if self.turn is not None else ""
@@ -332,12 +336,21 @@ class LoopBooks:
             self.set_phase("awaiting_message")
         self._waiting_changed()
 
+    def call_paused(self, call_id: str, reason: str | None) -> None:
+        """A call began (``reason``) or ended (``None``) waiting for its paused tool: the
+        loop's status says ``paused`` and its working clock stops, as for people."""
+        if reason is None:
+            self.paused_calls.pop(call_id, None)
+        else:
+            self.paused_calls[call_id] = reason
+        self._waiting_changed()
+
     def worker_wait_changed(self) -> None:
         """A tool call began or ended waiting for a worker with its tool."""
         self._waiting_changed()
 
     def _waiting_changed(self) -> None:
-        waiting = self.desk.waiting or self._awaiting_message
+        waiting = self.desk.waiting or self._awaiting_message or bool(self.paused_calls)
         now = workflow.now()
         if waiting and self._human_wait_since is None:
             self._human_wait_since = now
@@ -353,6 +366,8 @@ class LoopBooks:
             if self._awaiting_message
             else "awaiting_worker"
             if self.waiting_for_workers
+            else "paused"
+            if self.paused_calls
             else "running"
         )
         if status != self.status:

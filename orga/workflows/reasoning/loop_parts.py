@@ -161,6 +161,8 @@ def loop_tool_state(
         waiting_for_workers=books.waiting_for_workers,
         worker_wait_changed=books.worker_wait_changed,
         receipt=books.receipt,
+        pause_recheck=config.pause_recheck,
+        paused=books.call_paused,
     )
 
 

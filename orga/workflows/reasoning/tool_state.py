@@ -74,6 +74,10 @@ class ToolState:
     """Tools whose calls wait for a worker that registers them, and how many calls each."""
     worker_wait_changed: Callable[[], None] | None = None
     """Told when a call begins or ends waiting for a worker (the loop's status says it)."""
+    pause_recheck: timedelta = field(default_factory=lambda: timedelta(seconds=10))
+    """How long a call of a paused tool waits before it asks again (plus up to as much)."""
+    paused: Callable[[str, str | None], None] | None = None
+    """Told when a call begins (its reason) or ends (``None``) waiting for its paused tool."""
     receipt: Callable[[dict[str, Any]], None] | None = None
     """Journals what became of a call (``LoopBooks.receipt``): an ``unknown`` one at once."""
     priority: Priority = field(default_factory=lambda: Priority.default)

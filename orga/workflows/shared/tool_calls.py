@@ -48,6 +48,7 @@ _BY_TYPE: Final[dict[str, tuple[ToolStatus, bool]]] = {
     "ToolFailed": ("failed", False),
     "ToolUnavailable": ("failed", False),
     "OutcomeUnknown": ("unknown", True),
+    "ToolPaused": ("paused", False),
 }
 """An error type's status for the model, and whether no other attempt can do better."""
 

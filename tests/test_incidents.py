@@ -1,0 +1,97 @@
+"""Incident controls (issue 55): ``orga pause --tool`` stops one tool across every loop — a
+call of it waits, not run, durably, journaled and on the desk, with who paused it and why
+(an approval already granted is kept) — and ``orga resume --tool`` lets each run once."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+from temporalio.testing import WorkflowEnvironment
+
+from orga.contracts.approvals import ApprovalDecision
+from orga.contracts.journal import CallPaused, Journal
+from orga.contracts.state import LoopState
+from orga.runtime.pauses import PauseBook
+from orga.scripted.server import Turn
+from orga.tools.sdk import tool
+from tests.harness import TEST_STORE, Harness
+from tests.helpers import eventually, inbox, loop_state, on, orga, pending
+
+
+async def test_a_paused_tool_holds_its_calls_in_three_loops_and_resume_runs_each_once(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    name = f"refund_{uuid.uuid4().hex[:6]}"  # the pause is the store's: one tool per test
+    ran: list[int] = []
+
+    @tool(name=name, requires_approval=False)
+    def refund(amount: int) -> str:
+        """Refund an amount.
+
+        Args:
+            amount: cents.
+        """
+        ran.append(amount)
+        return f"refunded {amount}"
+
+    gated = f"{name}_gated"
+
+    @tool(name=gated, requires_approval=True)
+    def refund_gated(amount: int) -> str:
+        """Refund an amount (a person approves it).
+
+        Args:
+            amount: cents.
+        """
+        ran.append(amount)
+        return f"refunded {amount}"
+
+    cli = {**on(env, harness), "ORGA_STORE_URL": TEST_STORE.url, "ORGA_APPROVER": "olu"}
+    code, out, err = await orga("pause", "--tool", name, "--reason", "double refunds", env=cli)
+    assert code == 0, err
+    code, out, err = await orga("pause", "--tool", gated, "--reason", "double refunds", env=cli)
+    assert code == 0 and "paused by olu" in out, err
+    handles = []
+    async with harness.worker(tools=[refund, refund_gated]):
+        for amount, tool_name in ((1, name), (2, name), (3, gated)):
+            model = harness.new_model(
+                [Turn(tool_calls=[(tool_name, {"amount": amount})]), Turn(text=f"{amount} done")]
+            )
+            handles.append(
+                await harness.start(
+                    f"refund {amount}",
+                    model=model,
+                    tools=[tool_name],
+                    pause_recheck=timedelta(seconds=1),
+                )
+            )
+        [waiting] = (await pending(handles[2])).pending_approvals
+        await handles[2].execute_update(  # approved before the pause ends: kept
+            "approve", ApprovalDecision(call_id=waiting.call_id, approved=True, approver="pat")
+        )
+
+        async def all_paused() -> list[LoopState] | None:
+            states = [await loop_state(h) for h in handles]
+            return states if all(s.status == "paused" for s in states) else None
+
+        states = await eventually(all_paused, "three loops paused")
+        items = [i for i in await inbox(env, harness, 3) if i["kind"] == "paused"]
+        code, listed, _ = await orga("list", "--status", "paused", "--json", env=cli)
+        assert code == 0 and all(h.id in listed for h in handles)
+        assert ran == []  # nothing ran while paused
+        for tool_name in (name, gated):
+            code, out, err = await orga("resume", "--tool", tool_name, env=cli)
+            assert code == 0 and "resumed tool" in out, err
+        results = [await h.result() for h in handles]
+        journals = [await h.query("journal", result_type=Journal) for h in handles]
+    assert sorted(ran) == [1, 2, 3]  # each once
+    assert [r.output for r in results] == ["1 done", "2 done", "3 done"]
+    for state in states:
+        [why] = state.paused_calls.values()
+        assert "is paused by olu" in why and "double refunds" in why
+    assert {i["workflow_id"] for i in items} == {h.id for h in handles}
+    for journal in journals:
+        [paused] = [e for e in journal.entries if isinstance(e, CallPaused)]
+        assert "double refunds" in paused.reason
+    assert PauseBook(TEST_STORE).of(name) is None
