@@ -245,6 +245,12 @@ async def test_cancellation_still_compensates(harness: Harness, where: str) -> N
     assert state.status == "cancelled" and listed == "cancelled"  # orga list --status cancelled
     [ended] = [e for e in journal.entries if isinstance(e, Terminated)]
     assert ended.reason == "cancelled"
+    # What became of each effect: ran, then undone; the step cancelled mid-call is unknown.
+    receipts = [(r.call_id, r.outcome) for r in state.receipts]
+    assert receipts[:2] == [("reserve", "delivered"), ("charge", "delivered")]
+    assert receipts[-2:] == [("charge", "compensated"), ("reserve", "compensated")]
+    if where == "step":
+        assert ("slow", "unknown") in receipts
     assert ended.message.startswith("the task was cancelled: the customer called it off; ")
     assert statuses(state)["reserve"] == "compensated"
     assert statuses(state)["charge"] == "compensated"

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from orga.contracts.approvals import PendingApproval, PendingEscalation
 from orga.contracts.config import LoopInput
+from orga.contracts.journal import CallReceipt
 from orga.contracts.principals import Principal, PrincipalClaim
 from orga.contracts.wire import Compact, Tagged
 
@@ -189,6 +190,8 @@ class TaskState(BaseModel):
     completion_order: list[str]
     pending_escalations: list[PendingEscalation] = Field(default_factory=list[PendingEscalation])
     pending_approvals: list[PendingApproval] = Field(default_factory=list[PendingApproval])
+    receipts: list[CallReceipt] = Field(default_factory=list[CallReceipt])
+    """What became of each step's effect and each compensation, so far."""
     """Steps (or compensations) the gate sent to a person, waiting for a decision."""
     agent_id: str = "task"
     message: str | None = None
@@ -212,3 +215,5 @@ class TaskResult(BaseModel):
     """Attempted steps whose compensation did not happen."""
     message: str | None = None
     """How the task ended, in words."""
+    receipts: list[CallReceipt] = Field(default_factory=list[CallReceipt])
+    """What became of each step's effect and each compensation (``orga receipts``)."""

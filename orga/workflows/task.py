@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable
-from typing import TypeVar
+from collections.abc import Awaitable, Mapping
+from typing import Final, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RawValue
@@ -32,8 +32,10 @@ from orga.contracts import search_attributes as sa
 from orga.contracts.audit import AUDITED_KINDS, AuditChain
 from orga.contracts.errors import InvalidConfig, TaskAborted
 from orga.contracts.journal import (
+    CallReceipt,
     Journal,
     JournalEntry,
+    ReceiptOutcome,
     Stamp,
     Terminated,
 )
@@ -50,6 +52,9 @@ from orga.contracts.task import (
     ToolStep,
 )
 from orga.core.audit import AuditLog
+from orga.core.receipts import NOTE_CHARS
+from orga.core.signatures import sha256_text
+from orga.core.text import cut
 from orga.workflows.saga.attempts import StepAttempts, StopTask
 from orga.workflows.saga.compensation import Saga
 from orga.workflows.saga.setup import set_up_task
@@ -58,9 +63,17 @@ from orga.workflows.shared.common import decoded, upsert
 from orga.workflows.shared.desk_handlers import DeskHandlers
 from orga.workflows.shared.human_desk import HumanDesk
 from orga.workflows.shared.metrics import emit_entry
-from orga.workflows.shared.patches import TASK_CANCELLED_STATUS
+from orga.workflows.shared.patches import CALL_RECEIPTS, TASK_CANCELLED_STATUS
 
 __all__ = ["TaskWorkflow"]
+
+_ENDS: Final[Mapping[str, ReceiptOutcome]] = {
+    "completed": "delivered",
+    "failed": "failed",
+    "cancelled": "unknown",
+}
+"""A step's status that ends it, and its receipt (a step cancelled mid-call: unknown, then its
+compensation's receipt)."""
 
 T = TypeVar("T")
 
@@ -130,6 +143,7 @@ class TaskWorkflow(DeskHandlers):
             completion_order=list(self._order),
             pending_escalations=list(self._desk.escalations.values()),
             pending_approvals=list(self._desk.approvals.values()),
+            receipts=self._receipts(),
             agent_id=self._input.agent_id,
             message=self._message,
             outcome=self._outcome,
@@ -170,7 +184,24 @@ class TaskWorkflow(DeskHandlers):
 
     def _mark(self, report: StepReport, status: StepStatus) -> None:
         report.status = status
+        if status in _ENDS and workflow.patched(CALL_RECEIPTS):
+            step = self._steps[report.id]
+            cancelled = "cancelled while running: its effect may have landed (compensated next)"
+            note = {"failed": report.errors[-1] if report.errors else "", "cancelled": cancelled}
+            self._record(
+                CallReceipt(
+                    **self._stamp(),
+                    call_id=report.id,
+                    tool=step.action.tool if isinstance(step.action, ToolStep) else "(loop)",
+                    outcome=_ENDS[status],
+                    digest=sha256_text(report.result or "") if status == "completed" else None,
+                    note=cut(note.get(status, ""), NOTE_CHARS),
+                )
+            )
         self._show()
+
+    def _receipts(self) -> list[CallReceipt]:
+        return [e for e in self._journal.entries if isinstance(e, CallReceipt)]
 
     def _completed(self, step_id: str) -> None:
         self._order.append(step_id)
@@ -241,6 +272,7 @@ class TaskWorkflow(DeskHandlers):
             outcome=self._outcome or "completed",
             uncompensated=list(self._uncompensated),
             message=self._message,
+            receipts=self._receipts(),
         )
 
     async def _run_steps(self) -> None:

@@ -29,12 +29,13 @@ from temporalio.common import RetryPolicy
 
 from orga.contracts.approvals import EscalationAction, PendingEscalation
 from orga.contracts.conversation import ToolCall
-from orga.contracts.journal import CompensationSettled, JournalEntry, Stamp
-from orga.contracts.task import Step, StepReport, TaskOutcome
+from orga.contracts.journal import CallReceipt, CompensationSettled, JournalEntry, Stamp
+from orga.contracts.task import Step, StepReport, TaskOutcome, ToolStep
 from orga.contracts.tools import ToolInvocation
 from orga.core.template import fill_template
 from orga.workflows.saga.steps import TaskClearance
 from orga.workflows.shared.options import non_retryable
+from orga.workflows.shared.patches import CALL_RECEIPTS
 from orga.workflows.shared.tool_calls import ToolFailure, run_task_tool
 
 __all__ = ["Saga"]
@@ -263,6 +264,18 @@ class Saga:
         ok = how in ("succeeded", "marked_compensated")
         self._set(report, "compensated" if ok else "compensation_failed")
         compensation = self._steps[step_id].compensation
+        if ok and workflow.patched(CALL_RECEIPTS):
+            action = self._steps[step_id].action
+            self._record(
+                CallReceipt(
+                    **self._stamp(),
+                    call_id=step_id,
+                    tool=action.tool if isinstance(action, ToolStep) else "(loop)",
+                    outcome="compensated",
+                    by=compensation.tool if compensation is not None else operator,
+                    note=report.compensation_note or "",
+                )
+            )
         self._record(
             CompensationSettled(
                 **self._stamp(),
