@@ -24,6 +24,9 @@ name as every orga process does (``TEMPORAL_ADDRESS``, else ``localhost:7233``).
 opens what its activities need when the worker runs — an HTTP client, the MCP servers of
 ``ORGA_MCP_SERVERS`` — and closes it after. It is the one wiring every orga process uses:
 ``worker.py`` / ``orga worker``, ``orga demo``, the tests and the benchmarks.
+
+Over 400 lines: it is the one place that builds every activity from its parts (settings,
+store, HTTP client, registries); split, a worker's wiring would be read in two places.
 """
 
 from __future__ import annotations
@@ -301,6 +304,7 @@ class _Parts:
         principals = PrincipalRegistry.load(settings)
         # The ledger is in the store every worker shares: a principal's loops charged together.
         spend = SpendGuard(principals, SpendLedger(store), settings.model_prices)
+        pauses = PauseBook(store)
         self.inference = InferenceActivities(
             settings=settings,
             http=http,
@@ -309,12 +313,13 @@ class _Parts:
             blobs=blobs,
             spend=spend,
             decide=self.policy.evaluate_policy,  # the default gate, decided where answers arrive
+            pauses=pauses,
         )
         cache = self.inference.cache
         self.summary = SummaryActivities(settings=settings, http=http, cache=cache, spend=spend)
         self.critic = CriticActivities(settings=settings, http=http, spend=spend)
         self.tools = ToolActivities(
-            registry=self.registry, blobs=blobs, ledger=Ledger(store), pauses=PauseBook(store)
+            registry=self.registry, blobs=blobs, ledger=Ledger(store), pauses=pauses
         )
         self.knowledge = knowledge
         agents = _build_agents(settings, engines)

@@ -106,7 +106,7 @@ async def tool_paused(h: Harness) -> WorkflowHandle[Any, Any]:
         """
         return f"exported {table}"
 
-    book.pause("history_export", "scenario", "the export service is down")
+    book.pause("tool:history_export", "scenario", "the export service is down")
     model = h.new_model([Turn(tool_calls=[("history_export", {"table": "t"})]), Turn(text="ok")])
     async with h.worker(tools=[export]):
         handle = await h.start(
@@ -121,7 +121,7 @@ async def tool_paused(h: Harness) -> WorkflowHandle[Any, Any]:
             return (await loop_state(handle)).status == "paused"
 
         await eventually(paused, "the call paused")
-        book.resume("history_export")
+        book.resume("tool:history_export")
         await handle.result()
     return handle
 

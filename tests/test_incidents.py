@@ -94,4 +94,43 @@ async def test_a_paused_tool_holds_its_calls_in_three_loops_and_resume_runs_each
     for journal in journals:
         [paused] = [e for e in journal.entries if isinstance(e, CallPaused)]
         assert "double refunds" in paused.reason
-    assert PauseBook(TEST_STORE).of(name) is None
+    assert PauseBook(TEST_STORE).of(f"tool:{name}") is None
+
+
+async def test_a_paused_loop_and_a_paused_agent_wait_before_their_next_model_call(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    """``orga pause ID`` holds one loop, ``orga pause --agent`` every loop of an agent: each
+    waits before its next model call (status ``paused``, on the desk) and goes on after
+    ``orga resume``, asking the model once."""
+    cli = {**on(env, harness), "ORGA_STORE_URL": TEST_STORE.url, "ORGA_APPROVER": "olu"}
+    loop_id = f"loop-{uuid.uuid4().hex[:12]}"
+    agent = f"agent-{uuid.uuid4().hex[:8]}"
+    code, out, err = await orga("pause", loop_id, "--reason", "it misbehaves", env=cli)
+    assert code == 0 and f"loop {loop_id!r} is paused by olu" in out, err
+    code, out, err = await orga("pause", "--agent", agent, "--reason", "all of them", env=cli)
+    assert code == 0, err
+    one = harness.new_model([Turn(text="one")])
+    other = harness.new_model([Turn(text="other")])
+    async with harness.worker():
+        held = await harness.start(
+            "hi", model=one, workflow_id=loop_id, pause_recheck=timedelta(seconds=1)
+        )
+        of_agent = await harness.start(
+            "hi", model=other, agent_id=agent, pause_recheck=timedelta(seconds=1)
+        )
+
+        async def both_paused() -> list[LoopState] | None:
+            states = [await loop_state(h) for h in (held, of_agent)]
+            return states if all(s.status == "paused" for s in states) else None
+
+        states = await eventually(both_paused, "both loops paused")
+        assert harness.model.requests_for(one) == [] and harness.model.requests_for(other) == []
+        for target in ((loop_id,), ("--agent", agent)):
+            code, out, err = await orga("resume", *target, env=cli)
+            assert code == 0 and "resumed" in out, err
+        results = [await h.result() for h in (held, of_agent)]
+    assert [r.output for r in results] == ["one", "other"]
+    assert len(harness.model.requests_for(one)) == len(harness.model.requests_for(other)) == 1
+    assert "it misbehaves" in next(iter(states[0].paused_calls.values()))
+    assert "all of them" in next(iter(states[1].paused_calls.values()))

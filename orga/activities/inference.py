@@ -14,6 +14,7 @@ from opentelemetry.trace import SpanKind
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
+from temporalio.exceptions import ApplicationError
 
 from orga.activities.principals import SpendGuard
 from orga.contracts.conversation import Message
@@ -44,6 +45,7 @@ from orga.core.text import estimate_tokens
 from orga.core.typed_answers import with_schema
 from orga.providers.client import complete
 from orga.providers.prices import priced
+from orga.runtime.pauses import LOOP_PAUSED, PauseBook
 from orga.runtime.settings import Settings
 from orga.runtime.tracing import tracer
 from orga.tools.sdk import ToolRegistry
@@ -94,7 +96,10 @@ class InferenceActivities:
         spend: SpendGuard,
         decide: Callable[[PolicyRequest], Awaitable[PolicyResult]] | None = None,
         health: ProviderHealth | None = None,
+        pauses: PauseBook | None = None,
     ) -> None:
+        self.pauses = pauses
+        """Loops and agents paused (``orga pause ID``, ``--agent``): their model calls wait."""
         self.health = health or ProviderHealth()
         """One breaker per (provider, model) for the worker's model calls: a model that is down
         is not asked again until its cool-off ends (``orga.worker.provider_health``)."""
@@ -190,6 +195,11 @@ class InferenceActivities:
         asked, the answer gated (the ``default`` gate) and bounded, and kept in the worker's
         copy of the conversation as the loop will record it. A model that is down on this
         worker is not asked: the call fails ``ProviderDown`` at once."""
+        if self.pauses is not None:  # a paused loop or agent: its loop waits, asks again
+            loop = activity.info().workflow_id
+            held = self.pauses.held(f"loop:{loop}", f"agent:{request.agent_id}")
+            if held is not None:
+                raise ApplicationError(held.describe(), type=LOOP_PAUSED, non_retryable=True)
         provider = self._settings.provider(request.provider)
         model = request.model or provider.default_model
         with self.health.guard(provider.name, model):

@@ -69,7 +69,7 @@ class ToolActivities:
         call = invocation.call
         found = self._tool(call.name)
         arguments = found.validate(parse_arguments(call.name, call.arguments))
-        held = self._pauses.held(call.name) if self._pauses is not None else None
+        held = self._pauses.held(f"tool:{call.name}") if self._pauses is not None else None
         if held is not None:  # not run: the loop waits for the pause to end, and asks again
             raise ToolPaused(held.describe(), non_retryable=True)
         context = ToolContext(

@@ -29,7 +29,7 @@ Modules:
 * ``store`` — ``orga blob``
 * ``spend`` — ``orga spend``: each user's and tenant's spend against their limits
 * ``receipts`` — ``orga receipts``: what became of each effect of a loop or task
-* ``incidents`` — ``orga pause --tool``, ``orga resume --tool``: a tool stopped across loops
+* ``incidents`` — ``orga pause``, ``orga resume``: a tool, an agent's loops or one loop stopped
 * ``api`` — ``orga api``: the AG-UI endpoint web apps drive threads through; ``orga api-token``
 * ``mcp``, ``mcp_decisions`` — ``orga mcp``, orga as an MCP server; its approve and deny
   (``--decisions``), which ask the person by elicitation and record the answer as the MCP

@@ -1,10 +1,12 @@
-"""``orga pause --tool`` / ``orga resume --tool``: stop one misbehaving tool across every loop.
+"""``orga pause`` / ``orga resume``: stop a misbehaving tool across every loop, every loop of
+an agent, or one loop — and let them go.
 
 A paused tool's calls do not run: each waits in its loop, durably — approvals already granted
 are kept — with its loop ``paused`` (``orga list --status paused``, ``orga pending``), and runs
-once after ``orga resume``, the waiting calls released spread over ``config.pause_recheck``.
-The pause lives in the store every worker shares (``orga.runtime.pauses``). ``orga pause``
-with no option lists the pauses.
+once after ``orga resume``, the waiting calls released spread over ``config.pause_recheck``. A
+paused loop (or agent) makes no model call: it waits the same way before its next one (a call
+of a tool it is running finishes). The pause lives in the store every worker shares
+(``orga.runtime.pauses``). ``orga pause`` with nothing named lists the pauses.
 """
 
 from __future__ import annotations
@@ -22,9 +24,11 @@ from orga.runtime.safe_text import one_line
 
 __all__ = ["register"]
 
-_TOOL = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,199}$")
 
-ToolName = Annotated[str | None, typer.Option("--tool", help="The tool to pause or resume.")]
+LoopId = Annotated[str | None, typer.Argument(help="A loop's workflow id (pause that loop).")]
+ToolName = Annotated[str | None, typer.Option("--tool", help="A tool, across every loop.")]
+AgentName = Annotated[str | None, typer.Option("--agent", help="Every loop of an agent.")]
 
 
 def register(app: typer.Typer) -> None:
@@ -35,23 +39,34 @@ def register(app: typer.Typer) -> None:
     app.command("resume", epilog="Example: orga resume --tool issue_refund")(resume)
 
 
-def _tool(name: str | None) -> str:
-    if name is None or not _TOOL.match(name):
-        raise CliError("give --tool NAME (a tool's name: letters, digits, '_' or '-')", 2)
-    return name
+def _target(loop: str | None, tool: str | None, agent: str | None) -> str | None:
+    """The pause's key (``loop:ID``, ``tool:NAME``, ``agent:NAME``); None when none is named."""
+    named = [(kind, v) for kind, v in (("loop", loop), ("tool", tool), ("agent", agent)) if v]
+    if not named:
+        return None
+    if len(named) > 1:
+        raise CliError("name one thing: a loop's id, --tool NAME or --agent NAME", 2)
+    [(kind, value)] = named
+    if not _NAME.match(value):
+        raise CliError(f"{value!r} is not a {kind} name or id", 2)
+    return f"{kind}:{value}"
 
 
 def pause(
+    loop: LoopId = None,
     tool: ToolName = None,
+    agent: AgentName = None,
     reason: Annotated[str | None, typer.Option(help="Why (shown on the desk, journaled).")] = None,
     approver: Approver = None,
 ) -> None:
-    """Pause a tool across every loop (its calls wait, not run); without --tool, list pauses."""
+    """Pause a tool (its calls wait, unrun), an agent's loops or one loop (they wait before
+    their next model call); with nothing named, list the pauses."""
 
     async def body() -> int:
         book = PauseBook(settings().store())
         out = console()
-        if tool is None:
+        target = _target(loop, tool, agent)
+        if target is None:
             found = book.all()
             for held in found:
                 out.print(one_line(held.describe()), markup=False, highlight=False)
@@ -64,9 +79,9 @@ def pause(
             who = who_decides(approver)
         except DeskError as error:
             raise CliError(str(error), 2) from error
-        held = book.pause(_tool(tool), who, reason.strip())
+        held = book.pause(target, who, reason.strip())
         out.print(
-            one_line(f"{held.describe()} — its calls wait until `orga resume --tool {tool}`"),
+            one_line(f"{held.describe()} — it waits until `orga resume` names it"),
             markup=False,
             highlight=False,
         )
@@ -75,15 +90,19 @@ def pause(
     execute(body)
 
 
-def resume(tool: ToolName = None) -> None:
-    """End a tool's pause: the calls that wait for it run, each once, spread out."""
+def resume(loop: LoopId = None, tool: ToolName = None, agent: AgentName = None) -> None:
+    """End a pause: what waits for it goes on, each call once, spread out."""
 
     async def body() -> int:
-        ended = PauseBook(settings().store()).resume(_tool(tool))
+        target = _target(loop, tool, agent)
+        if target is None:
+            raise CliError("name what to resume: a loop's id, --tool NAME or --agent NAME", 2)
+        ended = PauseBook(settings().store()).resume(target)
+        kind, _, name = target.partition(":")
         if ended is None:
-            raise CliError(f"tool {tool!r} is not paused")
+            raise CliError(f"{kind} {name!r} is not paused")
         console().print(
-            one_line(f"resumed tool {tool!r} (paused by {ended.by}: {ended.reason})"),
+            one_line(f"resumed {kind} {name!r} (paused by {ended.by}: {ended.reason})"),
             markup=False,
             highlight=False,
         )

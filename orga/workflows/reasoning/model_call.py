@@ -60,6 +60,8 @@ async def call_model(
     waiting_changed: Callable[[], None] | None = None,
     priority: Priority = Priority.default,
     retry_policy: RetryPolicy = MODEL_RETRY,
+    paused: Callable[[str | None], None] | None = None,
+    recheck: timedelta = timedelta(seconds=10),
 ) -> InferenceResponse:
     """The model's response to ``request`` (asked on ``task_queue``: the loop's by default).
 
@@ -67,6 +69,9 @@ async def call_model(
     tool (``waiting_for_workers``) and what to tell when it changes. ``priority``: the
     call's fairness key and weight (the principal's tenant). ``retry_policy``: the
     activity's (``MODEL_RETRY``, or ``_SWITCHING_RETRY`` when a fallback is left).
+    ``paused``: told why (or ``None`` once it goes on) while the loop or its agent is paused
+    (``orga pause``): the call did not run, and is asked again after ``recheck`` plus a random
+    share of it.
 
     Raises:
         BudgetExceeded: the call could not fit in ``request.token_budget`` and was not made.
@@ -74,6 +79,7 @@ async def call_model(
     """
     model = request.model or f"{request.provider or 'default provider'}'s default model"
     wait: WorkerWait | None = None
+    was_paused = False
     while True:
         try:
             response = await workflow.execute_activity(
@@ -90,6 +96,14 @@ async def call_model(
             break
         except ActivityError as error:
             failure = failure_of(error)
+            if failure.kind == "LoopPaused" and paused is not None:  # not run: wait, ask again
+                was_paused = True
+                paused(failure.message)
+                await workflow.sleep(
+                    recheck * (1 + workflow.random().random()),
+                    summary=f"paused · model {model} · iteration {request.iteration}",
+                )
+                continue
             tool = _missing_tool(failure.kind, failure.details)
             if tool is not None and workflow.patched(MODEL_WAITS_FOR_WORKER):
                 if wait is None or wait.tool != tool:
@@ -112,6 +126,8 @@ async def call_model(
             ) from error
     if wait is not None:
         wait.end()
+    if was_paused and paused is not None:
+        paused(None)
     return response
 
 
@@ -156,6 +172,8 @@ async def call_with_fallbacks(
                 waiting_changed=books.worker_wait_changed,
                 priority=parts.priority,
                 retry_policy=retry,
+                paused=lambda why: books.call_paused("(model call)", why),
+                recheck=books.config.pause_recheck,
             )
         except ModelCallFailed as failed:
             details: object = failed.details[0] if failed.details else None
