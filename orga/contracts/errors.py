@@ -20,6 +20,7 @@ it is a property of the class (``retryable``), decided once here:
     │   ├── ProviderAuthError .... 401/403: key refused (names its variable, never the key)
     │   ├── ProviderRejected ..... any other 4xx: the request itself is wrong
     │   ├── ProviderUnavailable .. 408/409/429/5xx, network errors, in-band errors (retryable)
+    │   ├── ProviderDown ......... the model is down on this worker: not asked (retryable)
     │   ├── MalformedModelResponse  the body does not follow the provider's wire format (retryable)
     │   │   └── ImplausibleUsage .. token usage negative or beyond the request: never a credit
     │   └── ConversationUnavailable the worker could not rebuild the conversation (retryable)
@@ -68,6 +69,7 @@ __all__ = [
     "OutputInvalid",
     "PolicyUnavailable",
     "ProviderAuthError",
+    "ProviderDown",
     "ProviderError",
     "ProviderRejected",
     "ProviderUnavailable",
@@ -166,6 +168,13 @@ class ProviderRejected(ProviderError):
 
 class ProviderUnavailable(ProviderError):
     """A transient provider failure: rate limit, overload, 5xx or network error."""
+
+    retryable = True
+
+
+class ProviderDown(ProviderError):
+    """The model is down on this worker (its breaker, ``orga.worker.provider_health``): the call
+    was not made. Retryable, when its trial is due; a loop with a fallback turns to it now."""
 
     retryable = True
 

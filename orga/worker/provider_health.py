@@ -10,7 +10,7 @@ down costs the worker its retries once, not every loop its own::
 The state machine is the tool breakers' (``orga.core.breaker``, on ``Breaker``), timed by the
 worker's clock instead of the workflow's, and held by the process, not by a loop: it starts
 closed on every worker and is not shared between workers. A call refused while down fails at
-once with a retryable ``ApplicationError`` of type ``PROVIDER_DOWN`` that asks Temporal to try
+once with ``ProviderDown`` (``orga.contracts.errors``, retryable), which asks Temporal to try
 again when the trial is due; a loop with a fallback model left lists that type as
 non-retryable and switches at once (``orga.workflows.reasoning.model_call``).
 
@@ -34,13 +34,13 @@ from typing import Final
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, FailureError
 
-from orga.contracts.errors import ProviderUnavailable
+from orga.contracts.errors import ProviderDown, ProviderUnavailable
 from orga.contracts.resilience import Breaker, BreakerConfig, BreakerState
 from orga.core.breaker import admit, record, reopens_at, withdraw
 
 __all__ = ["COOL_OFF", "PROVIDER_DOWN", "THRESHOLD", "ProviderHealth", "unavailable"]
 
-PROVIDER_DOWN: Final = "ProviderDown"
+PROVIDER_DOWN: Final = ProviderDown.__name__
 """The ``ApplicationError`` type of a call refused because its model is down on this worker
 (the workflow's ``model_call`` names the same type)."""
 
@@ -99,7 +99,7 @@ class ProviderHealth:
         the call ended.
 
         Raises:
-            ApplicationError: of type ``PROVIDER_DOWN`` (retryable), before the body runs when
+            ProviderDown: (retryable) before the body runs when
                 the model is down, or in place of the body's unavailable failure (chained) when
                 that failure takes it down.
         """
@@ -142,7 +142,7 @@ class ProviderHealth:
             if again is not None
             else "its trial call is in flight on this worker"
         )
-        return ApplicationError(
+        return ProviderDown(
             f"{provider} model {model!r} is down on this worker since "
             f"{since.isoformat() if since else '?'} ({breaker.consecutive_failures} calls "
             f"in a row unavailable, the last {self._said(key)}); {when}. A loop with a fallback "
@@ -154,8 +154,6 @@ class ProviderHealth:
                 "trial_from": again.isoformat() if again is not None else None,
                 "last_error": self._said(key),
             },
-            type=PROVIDER_DOWN,
-            non_retryable=False,
             # A retry lands when the trial is due, so a loop without a fallback gets its trial
             # instead of spending its attempts while the model is down.
             next_retry_delay=wait if wait is not None and wait > timedelta(0) else None,

@@ -23,7 +23,7 @@ from temporalio import workflow
 from temporalio.common import Priority, RetryPolicy
 from temporalio.exceptions import ActivityError
 
-from orga.contracts.errors import BudgetExceeded, ModelCallFailed, ToolNotOnThisWorker
+from orga.contracts.errors import BudgetExceeded, ModelCallFailed, ProviderDown, ToolNotOnThisWorker
 from orga.contracts.inference import CALL_MODEL, InferenceRequest, InferenceResponse
 from orga.contracts.journal import ModelSwitched
 from orga.workflows.reasoning.loop_books import LoopBooks
@@ -35,7 +35,7 @@ from orga.workflows.shared.tool_calls import WorkerWait
 
 __all__ = ["call_model", "call_with_fallbacks"]
 
-_PROVIDER_DOWN: Final = "ProviderDown"
+_PROVIDER_DOWN: Final = ProviderDown.__name__
 """The type of a call the worker refused because its model is down there (the worker's
 ``orga.worker.provider_health.PROVIDER_DOWN``)."""
 
