@@ -7,11 +7,12 @@ import asyncio
 import os
 import signal
 import uuid
+from typing import Any
 
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-from orga.contracts.journal import Journal, Terminated
+from orga.contracts.journal import CallReceipt, Journal, Terminated
 from orga.contracts.state import LoopState
 from orga.scripted.server import Turn
 from orga.tools.sdk import Tool, ToolContext, tool
@@ -20,7 +21,7 @@ from tests.helpers import ORGA, eventually, on, orga, pending
 from tests.sample_tools import transfer
 
 
-def _endless(name: str) -> tuple[Tool, asyncio.Event, asyncio.Event]:
+def _endless(name: str, **options: Any) -> tuple[Tool, asyncio.Event, asyncio.Event]:
     """A tool ``name`` that runs until it is cancelled: it, and when it started and stopped."""
     started, stopped = asyncio.Event(), asyncio.Event()
 
@@ -38,7 +39,7 @@ def _endless(name: str) -> tuple[Tool, asyncio.Event, asyncio.Event]:
             raise
         return "never"
 
-    return tool(name=name)(endless), started, stopped
+    return tool(name=name, **options)(endless), started, stopped
 
 
 async def test_orga_cancel_stops_the_running_tool_and_records_why(
@@ -103,7 +104,7 @@ async def test_a_cancel_reaches_a_running_tool_within_about_a_second(harness: Ha
     """The tool's heartbeats, which carry a cancel back, leave the worker every second — not
     at the SDK's 80 % of their 10 s timeout, when a cancel took 8 s to arrive in every run.
     Asserted with room for a loaded machine (it tells 1 s from 8 s); measured, it is printed."""
-    reindex, started, stopped = _endless("reindex")
+    reindex, started, stopped = _endless("reindex", serial=True)  # it has effects
     model = harness.new_model([Turn(tool_calls=[("reindex", {"table": "orders"})])])
     loop = asyncio.get_running_loop()
     async with harness.worker(tools=[reindex]):
@@ -120,5 +121,9 @@ async def test_a_cancel_reaches_a_running_tool_within_about_a_second(harness: Ha
         await handle.cancel()
         await eventually(stopped.is_set, "the tool was told to stop", timeout=20)
         took = loop.time() - asked
+        journal = await handle.query("journal", result_type=Journal)
     print(f"a cancel reached the running tool {took:.2f} s after it was asked")
     assert took < 3.0, took
+    # What the cancel left: a call that may have had its effect, said so on the audit chain.
+    [receipt] = [e for e in journal.entries if isinstance(e, CallReceipt)]
+    assert receipt.outcome == "unknown" and "cancelled while the call ran" in receipt.note

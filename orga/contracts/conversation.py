@@ -104,7 +104,9 @@ class ToolResult(Compact):
     """For evidence tools: did the call find anything (the tracker reads it, the model not)."""
     settled: str | None = None
     """A call whose earlier attempt was lost after its effect began: how its outcome was
-    settled (``reconciled``: the tool's ``reconcile`` found the effect; ``ran again``)."""
+    settled (``reconciled``: the tool's ``reconcile`` found the effect; ``ran again``); or
+    ``cancelled``: the loop was cancelled while this call, a tool with effects, ran — its
+    outcome is unknown."""
 
 
 ReasoningKind = Literal["thinking", "redacted_thinking", "reasoning_content", "reasoning"]

@@ -39,6 +39,14 @@ def receipt_fields(result: ToolResult, *, lost: bool = False) -> dict[str, Any]:
             f"({result.settled}) before anything ran again",
         }
     outcome: ReceiptOutcome
+    if result.settled == "cancelled":
+        return {
+            "call_id": result.call_id,
+            "tool": result.name,
+            "outcome": "unknown",
+            "note": "the loop was cancelled while the call ran: its effect may have landed "
+            "(ask by the call's idempotency key)",
+        }
     if result.status in ("ok", "recovered"):
         outcome = "delivered"
     elif result.status == "denied":

@@ -198,6 +198,11 @@ class CallExecutor:
                 "timed_out",
                 f"Tool {call.name!r} did not finish within {timeout.total_seconds():g} s.",
             )
+        if outcome.cancelled and (definition.serial or definition.requires_approval):
+            # The loop was cancelled while it ran: its effect may have landed (its receipt
+            # says unknown; a person finds out by its idempotency key).
+            failed = error_result(call, "failed", f"Tool {call.name!r} failed: {outcome.message}")
+            return failed.model_copy(update={"settled": "cancelled"})
         if not outcome.typed:
             return error_result(call, "failed", f"Tool {call.name!r} failed: {outcome.message}")
         return error_result(call, outcome.status, outcome.message)

@@ -203,7 +203,7 @@ class LoopBooks:
         del self.tool_calls[:-_RECENT_CALLS]
         if workflow.patched(CALL_RECEIPTS):
             for result in results:
-                if result.settled is not None:  # its attempt was lost: unknown, then settled
+                if result.settled not in (None, "cancelled"):  # lost: unknown, then settled
                     self.receipt(receipt_fields(result, lost=True))
                 self.receipt(receipt_fields(result))
         if self.progress is not None:
