@@ -23,6 +23,7 @@ Modules, each named for what it holds:
 * ``knowledge_bridge`` — ``KnowledgeBridge``: what the model is shown of its agent's
   knowledge; gated memory writes
 * ``prehydration`` — resolving the task's references before the first model call
+* ``loop_view`` — the loop as a reader of its stream sees it
 * ``progress`` — ``ProgressStream``: a streamed loop's steps on its Workflow Stream, kept bounded
 * ``running_summary`` — ``RunningSummary``: the summary of turns that left the context window
 * ``steering`` — ``Steering``: messages people send a running loop, taken at the next Observe

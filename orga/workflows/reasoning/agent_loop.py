@@ -51,7 +51,7 @@ from orga.contracts.errors import BudgetExceeded, InvalidConfig, LoopFailure
 from orga.contracts.forks import ForkPoint, ForkPointAsk
 from orga.contracts.inference import InferenceResponse
 from orga.contracts.policy import PolicyResult
-from orga.contracts.progress import ProgressView, WaitingCall
+from orga.contracts.progress import ProgressView
 from orga.contracts.state import LoopResult, LoopState
 from orga.contracts.threads import THREAD_MEMO
 from orga.core.genai import invocation_attributes
@@ -73,6 +73,7 @@ from orga.workflows.reasoning.forks import ForkMarks, forked_summary, start_fork
 from orga.workflows.reasoning.loop_books import LoopBooks
 from orga.workflows.reasoning.loop_budgets import LoopBudgets, of_which
 from orga.workflows.reasoning.loop_parts import LoopParts, loop_tool_state, set_up_loop
+from orga.workflows.reasoning.loop_view import loop_view
 from orga.workflows.reasoning.model_call import call_with_fallbacks
 from orga.workflows.reasoning.prehydration import pre_hydrate_loop
 from orga.workflows.reasoning.progress import ProgressStream
@@ -190,30 +191,7 @@ class AgentLoop:
 
     def _view(self) -> ProgressView:
         """The loop as a stream's reader shows it (``ProgressItem.view``)."""
-        books = self.books
-        limits, usage, max_cost = books.limits, books.usage, self._config.max_cost
-        spent = usage.cost_usd
-        if self._thread is not None:  # a turn's money budget counts from where it began
-            spent -= self._thread.spent_before.cost_usd
-        status = books.status
-        if status == "running" and self._thread is not None and self._thread.between_turns:
-            status = "awaiting_message"  # answered: the wait for the next message begins now
-        return ProgressView(
-            status=status,
-            phase=books.phase,
-            turn=books.turn,
-            iteration=books.iteration,
-            total_tokens=usage.total_tokens,
-            cost_usd=usage.cost_usd or None,
-            tokens_left=max(0, limits.max_total_tokens - usage.total_tokens),
-            model_calls_left=max(0, limits.max_iterations - books.model_calls),
-            usd_left=None if max_cost is None else round(max(0.0, max_cost - spent), 6),
-            pending_approvals=[
-                WaitingCall(call_id=p.call_id, tool=p.tool, arguments=p.arguments, reason=p.reason)
-                for p in books.desk.approvals.values()
-            ],
-            principal=books.principal.describe() if books.principal is not None else None,
-        )
+        return loop_view(self.books, self._thread, self._config.max_cost)
 
     def ended(self) -> bool:
         """Whether the loop has ended (a waiting ``turn`` update then lets go)."""
