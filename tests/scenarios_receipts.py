@@ -1,6 +1,6 @@
 """Scenarios of what became of each effect (issue 55; ``tests/scenarios.py`` records them with
 the rest): a task cancelled with a reason; a call whose attempt was lost mid-call, settled by a
-person; receipts of a delivered and a denied call."""
+person; receipts of a delivered and a denied call; a task's step lost mid-effect."""
 
 from __future__ import annotations
 
@@ -126,7 +126,45 @@ async def tool_paused(h: Harness) -> WorkflowHandle[Any, Any]:
     return handle
 
 
+async def task_unknown_step(h: Harness) -> WorkflowHandle[Any, Any]:
+    """A task's step whose first attempt times out after its effect waits for a person (patch
+    ``task-unknown-step``), who says it happened."""
+    effects: list[int] = []
+
+    @tool(name="history_ship_once", timeout=1, serial=True)
+    async def ship(parcel: int, ctx: ToolContext) -> str:
+        """Ship a parcel.
+
+        Args:
+            parcel: its number.
+        """
+        effects.append(parcel)
+        if len(effects) == 1:
+            await asyncio.sleep(30)  # the attempt times out after the effect
+        return f"shipped {parcel}"
+
+    steps = [{"id": "ship", "action": {"kind": "tool", "tool": "history_ship_once",
+                                       "arguments": {"parcel": 1}}}]  # fmt: skip
+    async with h.worker(tools=[ship]):
+        handle = await h.start_task(steps, tool_timeout=1, workflow_id="history-task-unknown-step")
+
+        async def waiting() -> str | None:
+            escalations = (await task_state(handle)).pending_escalations
+            return escalations[0].escalation_id if escalations else None
+
+        escalation = await eventually(waiting, "the step on the desk")
+        await handle.execute_update(
+            "resolve_escalation",
+            EscalationResolution(
+                escalation_id=escalation, action="result", result="shipped 1", operator="olu"
+            ),
+        )
+        await handle.result()
+    return handle
+
+
 RECEIPT_SCENARIOS = {
+    "task_unknown_step": task_unknown_step,
     "task_cancelled": task_cancelled,
     "unknown_outcome": unknown_outcome,
     "tool_paused": tool_paused,

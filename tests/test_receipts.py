@@ -19,7 +19,17 @@ from orga.contracts.state import LoopState
 from orga.scripted.server import Turn
 from orga.tools.sdk import Tool, ToolContext, tool
 from tests.harness import Harness
-from tests.helpers import conversation, escalated, on, orga, pending, tool_results
+from tests.helpers import (
+    conversation,
+    escalated,
+    eventually,
+    on,
+    orga,
+    pending,
+    task_escalated,
+    task_state,
+    tool_results,
+)
 from tests.sample_tools import transfer
 
 
@@ -38,10 +48,10 @@ class Payments:
         payments = self
 
         async def stall(ctx: ToolContext, where: str, label: str) -> None:
-            """The first attempt hangs ``where`` the test asked (before or after the effect),
-            until its 1 s timeout: the attempt is lost with the effect done or not."""
-            if ctx.attempt == 1 and label == where:
-                payments.held.add(label)
+            """A call's first attempt hangs ``where`` the test asked (before or after the
+            effect), until its 1 s timeout: the attempt is lost with the effect done or not."""
+            if label == where and ctx.idempotency_key not in payments.held:
+                payments.held.add(ctx.idempotency_key)
                 await asyncio.sleep(30)
 
         async def refund(amount: int, stall_at: str, ctx: ToolContext) -> str:
@@ -195,3 +205,54 @@ async def test_a_denied_call_has_its_receipt_and_a_retried_failure_is_no_lost_at
     ]
     [denied] = [e for e in journal.entries if isinstance(e, CallReceipt) and e.outcome == "denied"]
     assert "not approved by pat: not eve" in denied.note
+
+
+async def test_a_tasks_step_lost_mid_effect_waits_for_a_person_whatever_its_policy(
+    harness: Harness,
+) -> None:
+    """A task's step whose attempt was lost after its effect (``refund_plain``: neither
+    idempotent nor able to reconcile) leaves an ``unknown`` receipt and waits on the desk though
+    the task would skip failed steps; the person says it happened (its result). A second one,
+    lost before its effect, is run again on the person's word: each refund happened once."""
+    payments = Payments()
+    steps = [
+        {"id": "a", "action": {"kind": "tool", "tool": "refund_plain",
+                               "arguments": {"amount": 4, "stall_at": "after"}}},
+        {"id": "b", "action": {"kind": "tool", "tool": "refund_plain",
+                               "arguments": {"amount": 5, "stall_at": "before"}}},
+    ]  # fmt: skip
+    async with harness.worker(tools=payments.tools()):
+        handle = await harness.start_task(
+            steps, tool_timeout=1, policy={"on_limit_reached": "skip_step"}
+        )
+        first = await task_escalated(handle)
+        [waiting] = (await task_state(handle)).pending_escalations
+        await handle.execute_update(
+            "resolve_escalation",
+            EscalationResolution(
+                escalation_id=first, action="result", result="refunded 4", operator="olu"
+            ),
+        )
+
+        async def second() -> str | None:
+            escalations = (await task_state(handle)).pending_escalations
+            return escalations[0].escalation_id if escalations else None
+
+        again = await eventually(second, "step b on the desk")
+        await handle.execute_update(
+            "resolve_escalation",
+            EscalationResolution(escalation_id=again, action="retry", operator="olu"),
+        )
+        result = await handle.result()
+    assert waiting.options == ["result", "retry", "skip", "abort"]
+    assert "outcome of call" in waiting.error
+    assert sorted(payments.refunds.values()) == [4, 5]  # each effect once
+    assert result.status == "completed"
+    assert [s.status for s in result.steps] == ["completed", "completed"]
+    assert result.steps[0].result == "[result supplied by olu]\nrefunded 4"
+    assert [(r.call_id, r.outcome) for r in result.receipts] == [
+        ("a", "unknown"),
+        ("a", "delivered"),
+        ("b", "unknown"),
+        ("b", "delivered"),
+    ]

@@ -117,6 +117,7 @@ class TaskWorkflow(DeskHandlers):
             stamp=self._stamp,
             mark=self._mark,
             completed=self._completed,
+            receipt=self._receipt,
         )
         self._saga = Saga(
             workflow_id=self._workflow_id,
@@ -185,20 +186,26 @@ class TaskWorkflow(DeskHandlers):
     def _mark(self, report: StepReport, status: StepStatus) -> None:
         report.status = status
         if status in _ENDS and workflow.patched(CALL_RECEIPTS):
-            step = self._steps[report.id]
             cancelled = "cancelled while running: its effect may have landed (compensated next)"
             note = {"failed": report.errors[-1] if report.errors else "", "cancelled": cancelled}
-            self._record(
-                CallReceipt(
-                    **self._stamp(),
-                    call_id=report.id,
-                    tool=step.action.tool if isinstance(step.action, ToolStep) else "(loop)",
-                    outcome=_ENDS[status],
-                    digest=sha256_text(report.result or "") if status == "completed" else None,
-                    note=cut(note.get(status, ""), NOTE_CHARS),
-                )
-            )
+            digest = sha256_text(report.result or "") if status == "completed" else None
+            self._receipt(report, _ENDS[status], note.get(status, ""), digest)
         self._show()
+
+    def _receipt(
+        self, report: StepReport, outcome: ReceiptOutcome, note: str, digest: str | None = None
+    ) -> None:
+        step = self._steps[report.id]
+        self._record(
+            CallReceipt(
+                **self._stamp(),
+                call_id=report.id,
+                tool=step.action.tool if isinstance(step.action, ToolStep) else "(loop)",
+                outcome=outcome,
+                digest=digest,
+                note=cut(note, NOTE_CHARS),
+            )
+        )
 
     def _receipts(self) -> list[CallReceipt]:
         return [e for e in self._journal.entries if isinstance(e, CallReceipt)]

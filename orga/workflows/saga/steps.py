@@ -40,12 +40,14 @@ __all__ = ["StepFailed", "StepRunner", "TaskClearance"]
 
 
 class StepFailed(Exception):
-    """An attempt failed; ``unrecoverable`` when no other attempt can do better."""
+    """An attempt failed; ``unrecoverable`` when no other attempt can do better; ``unknown``
+    when it was lost after its effect may have begun (``OutcomeUnknown``)."""
 
-    def __init__(self, message: str, unrecoverable: bool) -> None:
+    def __init__(self, message: str, unrecoverable: bool, unknown: bool = False) -> None:
         super().__init__(message)
         self.message = message
         self.unrecoverable = unrecoverable
+        self.unknown = unknown
 
 
 @dataclass
@@ -156,5 +158,5 @@ class StepRunner:
         if isinstance(done, ToolFailure):
             if done.cancelled:  # the task's cancellation: compensation, not re-attempts
                 raise asyncio.CancelledError(done.message)
-            raise StepFailed(done.message, done.unrecoverable)
+            raise StepFailed(done.message, done.unrecoverable, unknown=done.status == "unknown")
         return done.content

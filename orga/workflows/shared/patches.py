@@ -31,6 +31,7 @@ __all__ = [
     "SCHEMA_IN_RETRY",
     "SUMMARY_AFTER_FAILURE",
     "TASK_CANCELLED_STATUS",
+    "TASK_UNKNOWN_STEP",
     "TASK_WAITS_FOR_WORKER",
     "THREAD_FORK_WAITS",
     "TURN_BUDGET_ENDS_TURN",
@@ -62,6 +63,12 @@ CALL_RECEIPTS: Final = "call-receipts"
 denied, failed, or unknown before a person settles it): ``LoopBooks.observed``,
 ``CallExecutor.run``; scenario ``unknown_outcome``. Older runs' audit chains hold none, and
 replay without them."""
+
+TASK_UNKNOWN_STEP: Final = "task-unknown-step"
+"""A task's step whose attempt was lost mid-effect (``OutcomeUnknown``) leaves an ``unknown``
+receipt and waits for a person on the desk (result: it happened; retry; skip; abort),
+whatever the task's ``on_limit_reached`` says (``StepAttempts.run``; scenario
+``task_unknown_step``). Asked only when such a step fails."""
 
 TASK_CANCELLED_STATUS: Final = "task-cancelled-status"
 """A cancelled task's ``OrgaStatus`` is ``cancelled`` (``orga list --status cancelled`` shows
