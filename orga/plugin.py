@@ -79,6 +79,7 @@ from orga.worker.agent_registry import AgentRegistry
 from orga.worker.blobs import BlobStore
 from orga.worker.heartbeat import throttle_heartbeats
 from orga.worker.principals import PrincipalRegistry
+from orga.worker.provider_health import ProviderHealth
 from orga.worker.sandbox import workflow_runner
 from orga.workflows.loop import ReasoningLoopWorkflow
 from orga.workflows.task import TaskWorkflow
@@ -303,7 +304,8 @@ class _Parts:
         )
         principals = PrincipalRegistry.load(settings)
         # The ledger is in the store every worker shares: a principal's loops charged together.
-        spend = SpendGuard(principals, SpendLedger(store), settings.model_prices)
+        health = ProviderHealth()  # one breaker per model for the loop's and the side calls
+        spend = SpendGuard(principals, SpendLedger(store), settings.model_prices, health)
         pauses = PauseBook(store)
         self.inference = InferenceActivities(
             settings=settings,
@@ -314,6 +316,7 @@ class _Parts:
             spend=spend,
             decide=self.policy.evaluate_policy,  # the default gate, decided where answers arrive
             pauses=pauses,
+            health=health,
         )
         cache = self.inference.cache
         self.summary = SummaryActivities(settings=settings, http=http, cache=cache, spend=spend)

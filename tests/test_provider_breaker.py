@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from temporalio.exceptions import ApplicationError
@@ -151,6 +152,39 @@ def test_a_trial_without_verdict_leaves_the_next_call_the_trial() -> None:
 
 DOWN = Raw(503, {"error": {"message": "overloaded"}})
 """A model that is down, without ``Retry-After``: Temporal's backoff (1, 2, 4, 8 s) applies."""
+
+
+async def test_a_side_call_shares_the_breaker_of_the_loops_calls() -> None:
+    """A critic's review or a context summary (``SpendGuard.charged``) of a model the loops
+    took down is refused unasked, and its own unavailable failures count toward the breaker."""
+    from temporalio.testing import ActivityEnvironment
+
+    from orga.activities.principals import SpendGuard
+    from orga.worker.principals import PrincipalRegistry
+
+    health = ProviderHealth()
+    guard = SpendGuard(PrincipalRegistry(), None, None, health)
+    asked: list[str] = []
+
+    async def side_call() -> None:
+        async def call() -> Any:
+            asked.append("asked")
+            raise OVERLOADED
+
+        await guard.charged(
+            None, provider="openai", model="m", estimated=10, max_output=10, call=call
+        )
+
+    for _ in range(THRESHOLD - 1):
+        with pytest.raises(ProviderUnavailable):
+            await ActivityEnvironment().run(side_call)
+    with pytest.raises(ApplicationError) as failed:  # the side call's failure takes it down
+        await ActivityEnvironment().run(side_call)
+    assert failed.value.type == PROVIDER_DOWN and len(asked) == THRESHOLD
+    refused(health)  # the loop's own calls see it down too
+    with pytest.raises(ApplicationError) as failed:
+        await ActivityEnvironment().run(side_call)
+    assert failed.value.type == PROVIDER_DOWN and len(asked) == THRESHOLD  # not asked
 
 
 async def test_ten_loops_pay_for_a_down_model_once(harness: Harness) -> None:

@@ -42,6 +42,7 @@ from orga.runtime.spend import Cost, LedgerUnavailable, SpendLedger, SpendRefuse
 from orga.worker.heartbeat import heartbeating
 from orga.worker.metrics import observe
 from orga.worker.principals import PrincipalRegistry
+from orga.worker.provider_health import ProviderHealth
 
 __all__ = ["PrincipalResolver", "SpendGuard", "parent_check"]
 
@@ -153,11 +154,14 @@ class SpendGuard:
         registry: PrincipalRegistry,
         ledger: SpendLedger | None,
         prices: Mapping[str, ModelPrice] | None = None,
+        health: ProviderHealth | None = None,
     ) -> None:
         self._registry = registry
         self._ledger = ledger
         self._prices: Mapping[str, ModelPrice] = prices or {}
         """The worker's own prices (``ORGA_MODEL_PRICES``), as the calls are priced."""
+        self._health = health or ProviderHealth()
+        """The worker's breakers per model, which side calls share with the loop's own."""
 
     @contextlib.asynccontextmanager
     async def held(
@@ -244,11 +248,13 @@ class SpendGuard:
         call: Callable[[], Awaitable[InferenceResponse]],
     ) -> tuple[InferenceResponse, Usage]:
         """A model call beside the loop's own (a critic's review, a context summary): ``call``
-        made within the principal's hold (``held``), heartbeating; its response and what it
-        served, priced as the loop's calls are — and charged so.
+        made within the principal's hold (``held``), heartbeating, through the worker's breaker
+        of ``model`` (``orga.worker.provider_health``); its response and what it served, priced
+        as the loop's calls are — and charged so.
 
         Raises:
             BudgetExceeded, ApplicationError: as ``held``.
+            ProviderDown: ``model`` is down on this worker (not asked).
         """
         async with (
             self.held(
@@ -260,7 +266,8 @@ class SpendGuard:
             ) as settle,
             heartbeating(),
         ):
-            response = await call()
+            with self._health.guard(provider, model):  # a model down is not asked: ProviderDown
+                response = await call()
             usage = priced(served(response, estimated), provider, model, self._prices)
             await settle(usage)
         return response, usage
