@@ -10,7 +10,7 @@ from datetime import timedelta
 from temporalio.testing import WorkflowEnvironment
 
 from orga.contracts.approvals import ApprovalDecision
-from orga.contracts.journal import CallPaused, Journal
+from orga.contracts.journal import CallPaused, CallResumed, Journal
 from orga.contracts.state import LoopState
 from orga.runtime.pauses import PauseBook
 from orga.scripted.server import Turn
@@ -93,7 +93,10 @@ async def test_a_paused_tool_holds_its_calls_in_three_loops_and_resume_runs_each
     assert {i["workflow_id"] for i in items} == {h.id for h in handles}
     for journal in journals:
         [paused] = [e for e in journal.entries if isinstance(e, CallPaused)]
+        [resumed] = [e for e in journal.entries if isinstance(e, CallResumed)]
         assert "double refunds" in paused.reason
+        assert (resumed.call_id, resumed.tool) == (paused.call_id, paused.tool)
+        assert paused.seq < resumed.seq and paused.at < resumed.at
     assert PauseBook(TEST_STORE).of(f"tool:{name}") is None
 
 
@@ -130,7 +133,11 @@ async def test_a_paused_loop_and_a_paused_agent_wait_before_their_next_model_cal
             code, out, err = await orga("resume", *target, env=cli)
             assert code == 0 and "resumed" in out, err
         results = [await h.result() for h in (held, of_agent)]
+        journals = [await h.query("journal", result_type=Journal) for h in (held, of_agent)]
     assert [r.output for r in results] == ["one", "other"]
+    for journal in journals:  # the pause's two ends, journaled
+        kinds = [e.kind for e in journal.entries if isinstance(e, CallPaused | CallResumed)]
+        assert kinds == ["CallPaused", "CallResumed"]
     assert len(harness.model.requests_for(one)) == len(harness.model.requests_for(other)) == 1
     assert "it misbehaves" in next(iter(states[0].paused_calls.values()))
     assert "all of them" in next(iter(states[1].paused_calls.values()))

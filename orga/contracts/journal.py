@@ -27,6 +27,7 @@ __all__ = [
     "CallOutcome",
     "CallPaused",
     "CallReceipt",
+    "CallResumed",
     "CompensationSettled",
     "ContextSummarised",
     "DecisionRecord",
@@ -180,6 +181,16 @@ class CallPaused(_Event):
     tool: str
     reason: str
     """Who paused the tool, since when, and why."""
+
+
+class CallResumed(_Event):
+    """A call that waited for its paused tool (or a model call for its paused loop or agent)
+    goes on: the pause ended (``orga resume``), and the call is made now (it waited since its
+    ``CallPaused``)."""
+
+    kind: Literal["CallResumed"] = "CallResumed"
+    call_id: str
+    tool: str
 
 
 class ObservationsCollected(_Event):
@@ -445,6 +456,7 @@ JournalEntry = Annotated[
     | ObservationsCollected
     | CallReceipt
     | CallPaused
+    | CallResumed
     | RecoveryTriggered
     | ModelSwitched
     | StepLimitReached

@@ -18,7 +18,7 @@ from temporalio.workflow import ActivityCancellationType
 from orga.contracts.approvals import PendingEscalation
 from orga.contracts.conversation import ToolCall, ToolResult, ToolStatus
 from orga.contracts.errors import Aborted
-from orga.contracts.journal import CallPaused, RecoveryTriggered
+from orga.contracts.journal import RecoveryTriggered
 from orga.contracts.resilience import (
     CachedResult,
     DeadLetter,
@@ -69,26 +69,17 @@ class CallExecutor:
         while True:
             result = await self._guarded(call, strategy)
             if result.status == "paused":  # not run: wait for the pause to end, then again
-                if not paused:
-                    paused = True
-                    self._state.record(
-                        CallPaused(
-                            **self._state.stamp(),
-                            call_id=call.id,
-                            tool=call.name,
-                            reason=result.content,
-                        )
-                    )
-                if self._state.paused is not None:
-                    self._state.paused(call.id, result.content)
+                paused = True
+                if self._state.paused is not None:  # journaled CallPaused when it begins
+                    self._state.paused(call.id, call.name, result.content)
                 recheck = self._state.pause_recheck
                 await workflow.sleep(
                     recheck * (1 + workflow.random().random()),  # released spread out
                     summary=f"tool {call.name} paused · {call.id}",
                 )
                 continue
-            if paused and self._state.paused is not None:
-                self._state.paused(call.id, None)
+            if paused and self._state.paused is not None:  # journaled CallResumed
+                self._state.paused(call.id, call.name, None)
                 paused = False
             if result.status == "unknown":  # its effect may have happened: a person settles it
                 if workflow.patched(CALL_RECEIPTS) and self._state.receipt is not None:

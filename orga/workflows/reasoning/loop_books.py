@@ -27,7 +27,9 @@ from orga.contracts.evidence import EvidenceCollection
 from orga.contracts.inference import InferenceResponse, Usage
 from orga.contracts.journal import (
     CallOutcome,
+    CallPaused,
     CallReceipt,
+    CallResumed,
     Journal,
     JournalEntry,
     ObservationsCollected,
@@ -96,10 +98,10 @@ class LoopBooks:
         """Time spent waiting for people, which the loop's timeout does not count."""
         self._human_wait_since: datetime | None = None
         self._awaiting_message = False
+        """A thread between turns: waiting for a person's next message."""
         self.waiting_for_workers: dict[str, int] = {}
         """Tools whose calls wait for a worker that registers them, and how many calls each
         (``ToolState.waiting_for_workers`` is this dict)."""
-        """A thread between turns: waiting for a person's next message."""
         self.turn: int | None = None
         """A thread's turn (the Web UI's current details name it)."""
         self.principal: Principal | None = None
@@ -336,12 +338,16 @@ class LoopBooks:
             self.set_phase("awaiting_message")
         self._waiting_changed()
 
-    def call_paused(self, call_id: str, reason: str | None) -> None:
-        """A call began (``reason``) or ended (``None``) waiting for its paused tool: the
-        loop's status says ``paused`` and its working clock stops, as for people."""
+    def call_paused(self, call_id: str, tool: str, reason: str | None) -> None:
+        """A call began (``reason``) or ended (``None``) waiting for its paused tool (or a model
+        call for its paused loop): journaled at either end; the loop's status says ``paused``
+        and its working clock stops, as for people."""
         if reason is None:
-            self.paused_calls.pop(call_id, None)
+            if self.paused_calls.pop(call_id, None) is not None:
+                self.record(CallResumed(**self.stamp(), call_id=call_id, tool=tool))
         else:
+            if call_id not in self.paused_calls:
+                self.record(CallPaused(**self.stamp(), call_id=call_id, tool=tool, reason=reason))
             self.paused_calls[call_id] = reason
         self._waiting_changed()
 

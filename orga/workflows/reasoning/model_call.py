@@ -172,7 +172,7 @@ async def call_with_fallbacks(
                 waiting_changed=books.worker_wait_changed,
                 priority=parts.priority,
                 retry_policy=retry,
-                paused=lambda why: books.call_paused("(model call)", why),
+                paused=lambda why: books.call_paused("(model call)", "(model call)", why),
                 recheck=books.config.pause_recheck,
             )
         except ModelCallFailed as failed:

@@ -76,8 +76,9 @@ class ToolState:
     """Told when a call begins or ends waiting for a worker (the loop's status says it)."""
     pause_recheck: timedelta = field(default_factory=lambda: timedelta(seconds=10))
     """How long a call of a paused tool waits before it asks again (plus up to as much)."""
-    paused: Callable[[str, str | None], None] | None = None
-    """Told when a call begins (its reason) or ends (``None``) waiting for its paused tool."""
+    paused: Callable[[str, str, str | None], None] | None = None
+    """Told a call's id and tool when it begins (its reason) or ends (``None``) waiting for its
+    paused tool."""
     receipt: Callable[[dict[str, Any]], None] | None = None
     """Journals what became of a call (``LoopBooks.receipt``): an ``unknown`` one at once."""
     priority: Priority = field(default_factory=lambda: Priority.default)
