@@ -45,6 +45,7 @@ from temporalio.worker import Interceptor, Replayer, Worker, WorkerConfig
 
 from orga.activities.answers import check_answer
 from orga.activities.critic import CriticActivities
+from orga.activities.deployments import CurrentBuilds
 from orga.activities.forks import fetch_fork_point
 from orga.activities.inference import InferenceActivities
 from orga.activities.knowledge import KnowledgeActivities
@@ -327,6 +328,7 @@ class _Parts:
         self.knowledge = knowledge
         agents = _build_agents(settings, engines)
         _say_who_decides(agents)
+        self.builds = CurrentBuilds(client)
         self.setup = SetupActivities(
             settings=settings,
             registry=self.registry,
@@ -350,6 +352,7 @@ class _Parts:
             self.summary.summarise_context,
             check_answer,
             fetch_fork_point,
+            self.builds.current_build,
         ]
 
     def model_activities(self) -> list[Callable[..., Any]]:

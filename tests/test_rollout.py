@@ -13,7 +13,10 @@ from temporalio.api.workflowservice.v1 import (
 from temporalio.client import Client
 from temporalio.service import RPCError
 
+import orga
 from orga.contracts.approvals import ApprovalDecision
+from orga.contracts.config import LoopConfig
+from orga.contracts.threads import ThreadConfig
 from orga.scripted.server import Turn
 from tests.harness import Harness, scripted_settings
 from tests.helpers import eventually, pending
@@ -81,3 +84,48 @@ async def test_a_loop_started_on_a_finishes_on_a_while_new_loops_go_to_b(
     assert (
         described.worker_deployment_info.routing_config.current_deployment_version.build_id == "b"
     )
+
+
+async def test_a_waiting_thread_moves_to_the_new_version_at_its_next_message(
+    harness: Harness,
+) -> None:
+    """A thread that waits for its next message while its deployment's current version moves
+    from A to B answers that message on B: it continues as new onto the target version
+    (Temporal's upgrade on continue-as-new, no patch) though the worker on A kept it cached
+    (the server's own flag never reaches a sticky task). A thread with
+    ``upgrade_on_continue=False`` answers on A."""
+    deployment = f"orga-{uuid.uuid4().hex[:8]}"
+    moving_model = harness.new_model([Turn(text="1 on a"), Turn(text="2 on b")])
+    pinned_model = harness.new_model([Turn(text="1 on a"), Turn(text="2 on a")])
+    settings_a = scripted_settings(harness.model, deployment_name=deployment, build_id="a")
+    settings_b = scripted_settings(harness.model, deployment_name=deployment, build_id="b")
+    threads: list[orga.ThreadHandle] = []
+    async with harness.worker(settings=settings_a):
+        await make_current(harness.client, deployment, "a")
+        for model, upgrade in ((moving_model, True), (pinned_model, False)):
+            config = LoopConfig(model=model, thread=ThreadConfig(), upgrade_on_continue=upgrade)
+            chat = await orga.start_thread(
+                harness.client, config, "first", task_queue=harness.task_queue
+            )
+            harness.handles.append(chat.handle)
+            threads.append(chat)
+        firsts = [(await chat.turn(1)).output for chat in threads]
+        assert [await version_of(harness.client, chat.id) for chat in threads] == ["a", "a"]
+        async with harness.worker(settings=settings_b):
+            await make_current(harness.client, deployment, "b")
+            seconds = [(await chat.send("second")).output for chat in threads]
+            versions = [await version_of(harness.client, chat.id) for chat in threads]
+            runs = [await _runs(harness.client, chat.id) for chat in threads]
+            for chat in threads:
+                await chat.close()
+    assert firsts == ["1 on a", "1 on a"]
+    assert seconds == ["2 on b", "2 on a"]
+    assert versions == ["b", "a"]
+    assert runs == [2, 1]  # the moving thread continued as new once; the pinned one never
+    last = harness.model.requests_for(moving_model)[-1]
+    assert last.user_texts() == ["first", "second"]  # its conversation came along
+
+
+async def _runs(client: Client, workflow_id: str) -> int:
+    """How many runs the workflow id has had."""
+    return len([w async for w in client.list_workflows(f"WorkflowId = '{workflow_id}'")])

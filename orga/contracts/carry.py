@@ -83,3 +83,7 @@ class LoopCarry(BaseModel):
     """A thread's turns and where the current one began (``config.thread``)."""
     stream: StreamCarry | None = None
     """A streamed loop's stream (``config.stream``): what it keeps, at the same offsets."""
+    moved_from: str | None = None
+    """The build a run asked to move off (``config.upgrade_on_continue``): the next run starts
+    on the deployment's current build; one that finds itself on this build again was kept
+    there (a pinned versioning override) and does not ask again."""

@@ -213,6 +213,14 @@ class LoopConfig(BaseModel):
     """Continue as new at the next iteration boundary once the history is this long (or when
     Temporal suggests it): well under Temporal's 10 240-event warning."""
 
+    upgrade_on_continue: bool = True
+    """On versioned workers (``ORGA_DEPLOYMENT_NAME``) a run stays on the build it started
+    on. A thread whose deployment has a new current build when its next message arrives
+    continues as new onto that build before it answers (Temporal's upgrade on
+    continue-as-new), so a thread that waits for weeks picks up new code without a patch.
+    ``False`` keeps the thread on its build. A loop that is not a thread always finishes on
+    the build it started on."""
+
     @field_validator("tools")
     @classmethod
     def _unique_tools(cls, tools: list[str]) -> list[str]:

@@ -20,6 +20,7 @@ from orga.contracts.vocabulary import PolicyMode, ProviderName
 from orga.contracts.wire import Compact
 
 __all__ = [
+    "CURRENT_BUILD",
     "RESOLVE_LOOP",
     "RESOLVE_TASK",
     "LoopSetup",
@@ -34,6 +35,8 @@ RESOLVE_LOOP: Final = "resolve_loop"
 """Name of the local activity that resolves a loop's setup."""
 RESOLVE_TASK: Final = "resolve_task"
 """Name of the local activity that resolves a task's setup."""
+CURRENT_BUILD: Final = "current_build"
+"""Name of the local activity that says which build of a worker deployment is current."""
 
 
 class ParentRun(Compact):

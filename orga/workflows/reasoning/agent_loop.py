@@ -302,6 +302,7 @@ class AgentLoop:
                 thread.begin()
             await self._turn(thread, first=fresh and self._input.fork is None)
         while await thread.next_message():
+            await continuation.check_upgrade(self.books, self._config)
             thread.begin()
             await self._turn(thread, first=False)
         return thread.last_finished()

@@ -6,7 +6,9 @@ Workflow code. Between iterations, with nobody asked anything, a loop whose hist
 carried digest), and usage, budgets spent, the working clock, journal, tool records, breakers,
 cached results, dead letters, decided approvals, evidence and the running context summary
 come along. The result and the
-queries of a loop that continued look the same as those of one that never did.
+queries of a loop that continued look the same as those of one that never did. On versioned
+workers a thread whose next message finds a new current build of its deployment continues as
+new onto it (``check_upgrade``, ``config.upgrade_on_continue``).
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ from __future__ import annotations
 from typing import NoReturn
 
 from temporalio import workflow
+from temporalio.workflow import ContinueAsNewVersioningBehavior
 
 from orga.contracts.carry import LoopCarry
 from orga.contracts.config import Limits, LoopConfig, LoopInput
 from orga.contracts.errors import StateTooLarge
 from orga.contracts.evidence import EvidenceCollection
 from orga.contracts.principals import PrincipalClaim
+from orga.contracts.setup import CURRENT_BUILD
 from orga.contracts.threads import ThreadCarry
 from orga.contracts.vocabulary import PolicyMode
 from orga.core.audit import AuditLog
@@ -32,9 +36,11 @@ from orga.workflows.reasoning.steering import Steering
 from orga.workflows.reasoning.thread import Thread
 from orga.workflows.reasoning.tool_state import ToolState
 from orga.workflows.shared.metrics import count
+from orga.workflows.shared.options import SETUP_TIMEOUT, SHORT_RETRY
 
 __all__ = [
     "carried",
+    "check_upgrade",
     "continue_as_new",
     "next_run",
     "restore",
@@ -67,14 +73,52 @@ def start_problem(loop: LoopInput, info: workflow.Info) -> str | None:
 
 
 def should_continue_as_new(books: LoopBooks, config: LoopConfig) -> bool:
-    """At an iteration boundary (nothing is pending mid-batch): is the history long?"""
+    """At an iteration boundary (nothing is pending mid-batch): is the history long, or is a
+    thread to move to its deployment's new current version (``check_upgrade``)?"""
     if books.desk.waiting:
         return False
     info = workflow.info()
     return (
         info.is_continue_as_new_suggested()
         or info.get_current_history_length() >= config.max_history_events
+        or books.leaving is not None
     )
+
+
+def _build() -> str | None:
+    """The build this run is on (None on workers without versioning)."""
+    version = workflow.info().get_current_deployment_version()
+    return version.build_id if version is not None else None
+
+
+async def check_upgrade(books: LoopBooks, config: LoopConfig) -> None:
+    """A versioned thread's next message arrived: ask which build its deployment now routes
+    to (``current_build``, a local activity); another than this run's means the turn first
+    continues as new onto it (``config.upgrade_on_continue``). Not asked again on a build
+    this run was kept on when its previous run asked to leave it (a pinned override).
+
+    The server's own flag (``is_target_worker_deployment_version_changed``) is not used: it
+    never reaches a task a worker's sticky cache takes (Server 1.32), so a thread its worker
+    kept cached would never move.
+    """
+    version = workflow.info().get_current_deployment_version()
+    if (
+        not config.upgrade_on_continue
+        or config.thread is None
+        or version is None
+        or not version.deployment_name  # an unversioned worker (its build id: a checksum)
+        or version.build_id == books.moved_from
+    ):
+        return
+    current = await workflow.execute_local_activity(
+        CURRENT_BUILD,
+        version.deployment_name,
+        start_to_close_timeout=SETUP_TIMEOUT,
+        retry_policy=SHORT_RETRY,
+        summary="which build is current",
+    )
+    if current is not None and current != version.build_id:
+        books.leaving = version.build_id
 
 
 def carried(
@@ -116,6 +160,7 @@ def carried(
         summarised_through=summary[1],
         unsummarised_through=summary[2],
         thread=thread,
+        moved_from=books.leaving or books.moved_from,
     )
     return bounded(carry)
 
@@ -189,6 +234,11 @@ async def continue_as_new(
         workflow.info().get_current_history_length(),
     )
     count("orga_continue_as_new", workflow="loop")
+    if carry.moved_from is not None and carry.moved_from == _build():  # onto the target
+        workflow.logger.info("the deployment's current version changed: the next run moves to it")
+        workflow.continue_as_new(
+            next_input, initial_versioning_behavior=ContinueAsNewVersioningBehavior.AUTO_UPGRADE
+        )
     workflow.continue_as_new(next_input)
 
 
@@ -219,4 +269,5 @@ def restore(
     books.delegations = list(carry.delegations)
     books.reviews = list(carry.reviews)
     books.audit = AuditLog(carry.audit_count, carry.audit_head)
+    books.moved_from = carry.moved_from
     tools.restore(carry.tools)

@@ -77,6 +77,8 @@ class LoopBooks:
         self.status: LoopStatus = "running"
         self.last_stop_reason: str | None = None
         self.tool_calls: list[ToolCallRecord] = []
+        self.moved_from: str | None = None  # the build the previous run asked to move off
+        self.leaving: str | None = None  # the build this run is to move off (continuation)
         self.paused_calls: dict[str, str] = {}
         """Calls waiting for their paused tool: call id → who paused it and why."""
         self.receipts: list[CallReceipt] = []
@@ -88,8 +90,7 @@ class LoopBooks:
         """The loop's effective provider, once resolved (a label of its model metrics)."""
         self.audit = AuditLog()
         """The hash chain of the loop's governance records (``orga.core.audit``)."""
-        self.reviews: list[ReviewRecord] = []
-        """The critic's reviews of the loop's answers."""
+        self.reviews: list[ReviewRecord] = []  # the critic's reviews of the loop's answers
         self.output: str | None = None
         self.termination_reason: str | None = None
         self.termination_message: str | None = None
