@@ -14,8 +14,8 @@ from orga.contracts.config import LoopConfig
 from orga.contracts.threads import ThreadConfig
 from orga.scripted.server import Turn
 from tests.harness import Harness
+from tests.helpers import requests_per_run, runs, turns_written
 from tests.sample_tools import dump
-from tests.test_long_loops import requests_per_run, runs, turns_written
 
 PAGES_PER_TURN = 5
 PAGE_KIB = 8

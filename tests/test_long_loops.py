@@ -5,13 +5,12 @@ from __future__ import annotations
 import itertools
 import statistics
 import sys
-from collections.abc import AsyncIterator
 from types import FrameType
 from typing import Any
 
 from temporalio.bridge.proto.workflow_activation import WorkflowActivation
 from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
-from temporalio.client import WorkflowHandle, WorkflowHistory
+from temporalio.client import WorkflowHandle
 from temporalio.converter import SerializationContext, StorageDriverStoreContext
 from temporalio.worker import (
     Replayer,
@@ -21,12 +20,12 @@ from temporalio.worker import (
 )
 from temporalio.workflow import Info
 
-from orga.contracts.inference import CALL_MODEL, InferenceRequest
 from orga.contracts.journal import Journal
 from orga.contracts.state import LoopState
 from orga.plugin import WORKFLOWS
 from orga.scripted.server import RecordedRequest, Turn
 from tests.harness import Harness, replay
+from tests.helpers import requests_per_run, runs, turns_written
 
 ITERATIONS = 120
 """Enough for three continues at ``max_history_events=400``, and a journal past its limit."""
@@ -104,56 +103,6 @@ async def test_a_long_loop_continues_as_new_and_looks_the_same(harness: Harness)
     early_calls = statistics.median(calls[0][3:23])
     late_calls = statistics.median(calls[-1][-22:-2])
     assert late_calls <= 1.1 * early_calls, (early_calls, late_calls)
-
-
-async def runs(
-    harness: Harness, handle: WorkflowHandle[Any, Any]
-) -> AsyncIterator[WorkflowHistory]:
-    """The history of every run of a loop, in order (following continue-as-new)."""
-    run_id = handle.first_execution_run_id
-    while run_id:
-        history = await harness.client.get_workflow_handle(handle.id, run_id=run_id).fetch_history()
-        yield history
-        last = history.events[-1]
-        run_id = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
-
-
-async def requests_per_run(
-    harness: Harness, handle: WorkflowHandle[Any, Any]
-) -> list[list[InferenceRequest]]:
-    """The request of every model call, run by run (from the histories)."""
-    converter = harness.client.data_converter
-    found: list[list[InferenceRequest]] = []
-    async for history in runs(harness, handle):
-        calls: list[InferenceRequest] = []
-        for event in history.events:
-            if event.HasField("activity_task_scheduled_event_attributes"):
-                scheduled = event.activity_task_scheduled_event_attributes
-                if scheduled.activity_type.name == CALL_MODEL:
-                    [request] = await converter.decode(scheduled.input.payloads, [InferenceRequest])
-                    calls.append(request)
-        found.append(calls)
-    return found
-
-
-async def turns_written(
-    harness: Harness, handle: WorkflowHandle[Any, Any]
-) -> list[tuple[int, int]]:
-    """``(events, bytes)`` of the history each whole turn wrote, in order across every run:
-    from one model call's scheduling to the next's, each run's first and last turn left out
-    (its setup, its continue or its answer)."""
-    turns: list[tuple[int, int]] = []
-    async for history in runs(harness, handle):
-        starts = [
-            i
-            for i, event in enumerate(history.events)
-            if event.HasField("activity_task_scheduled_event_attributes")
-            and event.activity_task_scheduled_event_attributes.activity_type.name == CALL_MODEL
-        ]
-        for begin, end in itertools.pairwise(starts[1:]):  # the run's first turn left out
-            written = history.events[begin:end]
-            turns.append((len(written), sum(e.ByteSize() for e in written)))
-    return turns
 
 
 async def calls_per_activation(

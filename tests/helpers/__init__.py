@@ -29,6 +29,7 @@ from tests.helpers._commands import (
     temporal,
     worker_process,
 )
+from tests.helpers._histories import requests_per_run, runs, turns_written
 from tests.helpers._node import AGUI_CLIENT, WEB_EXAMPLE, ag_ui_client, web_example
 from tests.helpers._offline import calls_of, offline_env, offline_worker
 from tests.helpers._processes import children, parent_of
@@ -143,7 +144,9 @@ __all__ = [
     "read_page",
     "reader",
     "refund_policies",
+    "requests_per_run",
     "reusable_port",
+    "runs",
     "scrape",
     "server_process",
     "servers_file",
@@ -160,6 +163,7 @@ __all__ = [
     "terminal",
     "tool_results",
     "total",
+    "turns_written",
     "verdict",
     "waiting_review",
     "waits_for_a_worker",
