@@ -1,15 +1,19 @@
-"""``orga desk`` in a real browser: headless Chromium (Debian's package) approves a waiting loop;
-and its API, which a thread waiting for its next message is answered through.
+"""``orga desk`` in a real browser: headless Chromium (Debian's package) approves a waiting loop,
+shows a call held by a paused tool and each loop's receipts; and its API, which a thread
+waiting for its next message is answered through.
 
 ``.ci/run`` installs Chromium when it is missing; the test fails, naming it, when it is absent.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 import shutil
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from datetime import timedelta
 
 import httpx
 from playwright.async_api import Page, async_playwright
@@ -18,13 +22,17 @@ from temporalio.testing import WorkflowEnvironment
 from orga.contracts.journal import ApprovalDecided, EscalationResolved, Journal
 from orga.contracts.state import LoopState
 from orga.desk.page import TOKEN_HEADER
+from orga.runtime.pauses import PauseBook
 from orga.scripted.server import Turn
-from tests.harness import Harness
+from orga.tools.sdk import tool
+from tests.harness import TEST_STORE, Harness
 from tests.helpers import (
     ask,
     conversation,
     escalated,
+    eventually,
     inbox,
+    loop_state,
     on,
     pending,
     serving,
@@ -32,7 +40,7 @@ from tests.helpers import (
     waiting_review,
 )
 from tests.helpers import orga as orga_command
-from tests.sample_tools import Flaky, transfer
+from tests.sample_tools import Flaky, explode, get_weather, transfer
 
 CHROMIUM_FLAGS = [
     "--headless",
@@ -356,3 +364,123 @@ async def test_answer_a_thread_in_the_browser(env: WorkflowEnvironment, harness:
     assert "write the message" in hint
     assert second.output == "5"
     assert harness.model.requests_for(model)[1].user_texts() == ["hi", "2+3?"]
+
+
+async def test_a_paused_call_and_its_loops_receipts_in_the_browser(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    """A call of a paused tool is on the desk with who paused the tool, since when and why, and
+    nothing to decide (``orga resume`` lets it go); beside it the loop's receipts so far — the
+    digest of what the model read, and a failure whose note carries markup, shown as text."""
+    name = f"refund_{uuid.uuid4().hex[:6]}"  # the pause is the store's: one tool per test
+    markup = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">'
+
+    @tool(name=name)
+    def refund(amount: int) -> str:
+        """Refund an amount.
+
+        Args:
+            amount: cents.
+        """
+        return f"refunded {amount}"
+
+    pauses = PauseBook(TEST_STORE)
+    pauses.pause(f"tool:{name}", "olu", "refunds double-paid")
+    model = harness.new_model(
+        [
+            Turn(
+                tool_calls=[("get_weather", {"location": "Oslo"}), ("explode", {"reason": markup})]
+            ),
+            Turn(tool_calls=[(name, {"amount": 5})]),
+            Turn(text="refunded 5"),
+        ]
+    )
+    async with harness.worker(tools=[refund, get_weather, explode]):
+        handle = await harness.start(
+            "Refund ann 5 cents.",
+            model=model,
+            tools=[name, "get_weather", "explode"],
+            pause_recheck=timedelta(seconds=1),
+        )
+
+        async def held() -> LoopState | None:
+            state = await loop_state(handle)
+            return state if state.status == "paused" and state.paused_calls else None
+
+        state = await eventually(held, f"{handle.id} waiting for its paused tool")
+        [call_id] = state.paused_calls
+        async with desk_page(env, harness, "pat") as page:
+            card = page.locator(f'[data-item="{handle.id}/{call_id}"]')
+            await card.wait_for(timeout=20_000)  # the page polls the inbox every 3 s
+            kind = await card.locator(".kind").inner_text()
+            why = await card.locator('[data-field="paused"]').inner_text()
+            text = await card.inner_text()
+            controls = await card.locator("button, input, textarea").count()
+            receipts = await card.locator('[data-field="receipts"]').inner_text()
+            injected = await card.locator("script, img").count()
+            pwned = await page.evaluate("window.pwned")
+        pauses.resume(f"tool:{name}")
+        result = await handle.result()
+    assert kind.lower() == "paused"
+    assert f"tool {name!r} is paused by olu since " in why and "refunds double-paid" in why
+    assert "orga resume" in text and "nothing to decide here" in text
+    assert controls == 0  # no approve or deny: nothing is decided on the desk
+    [delivered, failed] = state.receipts
+    assert (delivered.outcome, delivered.tool, failed.outcome, failed.tool) == (
+        "delivered",
+        "get_weather",
+        "failed",
+        "explode",
+    )
+    assert delivered.digest is not None
+    assert f"delivered get_weather · {delivered.call_id} · sha256:{delivered.digest[:16]}…" in (
+        receipts
+    )
+    assert f"failed explode · {failed.call_id}" in receipts
+    assert markup in failed.note and markup in receipts  # the note, as text
+    assert injected == 0 and pwned is None  # nothing of it became an element, nothing ran
+    assert result.output == "refunded 5"
+
+
+async def test_an_unknown_receipt_stands_out_beside_its_escalation(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    """A call whose attempt was lost after its effect began (here it timed out while it ran) has
+    an ``unknown`` receipt and waits for a person: beside its escalation, that receipt is
+    marked unsettled, until the person settles it on the desk."""
+
+    @tool(name="pay", timeout=1, serial=True)
+    async def pay(amount: int) -> str:
+        """Pay an amount (hangs past its 1 s timeout: nobody can tell whether it paid).
+
+        Args:
+            amount: cents.
+        """
+        await asyncio.sleep(30)
+        return f"paid {amount}"
+
+    model = harness.new_model([Turn(tool_calls=[("pay", {"amount": 5})]), Turn(text="settled")])
+    async with harness.worker(tools=[pay]):
+        handle = await harness.start("Pay ann 5 cents.", model=model, tools=["pay"])
+        escalation = await escalated(handle)
+        [unknown] = (await loop_state(handle)).receipts
+        key = f"{handle.id}/{escalation}"
+        async with desk_page(env, harness, "pat") as page:
+            card = page.locator(f'[data-item="{key}"]')
+            await card.wait_for(timeout=20_000)
+            receipt = card.locator(f'[data-receipt="{unknown.call_id}"]')
+            shown = await receipt.inner_text()
+            classes = await receipt.get_attribute("class")
+            border = await receipt.evaluate("e => getComputedStyle(e).borderLeftColor")
+            await click(page, key, "result", "paid 5 (the bank shows it)", field="result")
+        result = await handle.result()
+        after = (await loop_state(handle)).receipts
+    assert unknown.outcome == "unknown"
+    assert shown.startswith(f"unknown pay · {unknown.call_id}")
+    assert "a person must settle it" in shown
+    assert classes == "receipt unknown unsettled" and border == "rgb(180, 35, 24)"  # --bad
+    assert result.output == "settled"
+    assert [(r.call_id, r.outcome) for r in after] == [
+        (unknown.call_id, "unknown"),
+        (unknown.call_id, "delivered"),
+    ]

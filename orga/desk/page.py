@@ -3,9 +3,12 @@
 
 Served by the CLI on 127.0.0.1 (no build step: one HTML file with plain JavaScript). It lists
 what ``orga pending`` lists and lets a person approve, deny or resolve with a reason, seeing the
-tool, its arguments, the policy's reason and the last messages of the loop's conversation. Every
-decision goes through the same update (and validator) as the CLI's, recorded under the identity
-of whoever runs ``orga desk`` (``--approver``, ``ORGA_APPROVER`` or the OS user).
+tool, its arguments, the policy's reason, the last messages of the loop's conversation and the
+workflow's receipts (what became of its recent calls; an ``unknown`` one not yet settled stands
+out). A call held by a paused tool shows who paused it, since when and why, with nothing to
+decide: ``orga resume`` lets it go. Every decision goes through the same update (and validator)
+as the CLI's, recorded under the identity of whoever runs ``orga desk`` (``--approver``,
+``ORGA_APPROVER`` or the OS user).
 
 The page is a door into running workflows, so it is locked: the API answers only requests that
 carry the random token printed in the page's address (a header, never a cookie, so another site
@@ -223,7 +226,8 @@ def _shown(item: InboxItem) -> dict[str, Any]:
 
 
 async def _details(client: Client, workflow_id: str) -> dict[str, Any]:
-    """A workflow's state and, for a loop, the last messages of its conversation."""
+    """A workflow's state (its receipts among it) and, for a loop, the last messages of its
+    conversation."""
     facts = await describe(client, workflow_id)
     kind: Literal["loop", "task"]
     if facts.workflow_type == LOOP_WORKFLOW:
