@@ -27,8 +27,9 @@ events of history); the conversation's tokens when the long turn began (as the m
 it); the workflow's runs, events and history bytes, every run counted; over the long turn's
 first ten and last ten tool calls, the history bytes each added (from its model call's
 scheduling to the next one's: the model call, the tool call, the workflow tasks) and its time
-(the same span, by the server's clock), with their ratios and the slowest call; this process's
-resident memory when the tool ran at the first call and the last. Not a test: times move by
+(the same span, by the server's clock; the model call's share beside it: it grows with what
+the model is sent), with their ratios and the slowest call; this process's resident memory
+when the tool ran at the first call and the last. Not a test: times move by
 ±20 % on a shared machine.
 """
 
@@ -37,12 +38,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import itertools
 import json
 import multiprocessing
 import os
-import re
-import statistics
+import queue
 import sys
 import tempfile
 import uuid
@@ -53,22 +52,31 @@ from datetime import timedelta
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Event
 from pathlib import Path
+from statistics import mean, median
 from typing import Any
 
-from temporalio import activity, workflow
+from temporalio import workflow
 
 if __name__ == "__main__":  # not in the sandbox, which runs this module for every workflow
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 with workflow.unsafe.imports_passed_through():
-    import httpx
     from pydantic import SecretStr
-    from temporalio.api.history.v1 import HistoryEvent
     from temporalio.client import Client
     from temporalio.worker import Worker
 
     import orga
-    from bench.loop_vs_bare import rss_kib
+    from bench.chat_history import Measured, history_of, measure
+    from bench.chat_workloads import (
+        ASK,
+        CALLS,
+        PAGES_PER_TURN,
+        MinimalActivities,
+        MinimalThreadWorkflow,
+        agents_parts,
+        page_size,
+        read_page,
+    )
     from bench.setup import _free_port as free_port
     from orga.cli.worker import build_workers
     from orga.contracts.config import LoopConfig
@@ -79,65 +87,6 @@ with workflow.unsafe.imports_passed_through():
     from orga.runtime.settings import ProviderSettings, Settings
     from orga.scripted.server import RecordedRequest, ScriptedModelServer, Turn
     from orga.server.devserver import DevServer
-    from orga.tools.sdk import tool
-
-PAGES_PER_TURN = 4
-"""Tool calls per turn while the conversation grows."""
-ASK = re.compile(r"Read (\d+) pages from page (\d+)(?:, (\d+) bytes each)?\.")
-"""What the person asks; the scripted model reads it from the conversation."""
-MODEL_CALLS = {"call_model", "long_call_model", "invoke_model_activity"}
-"""The activity types of the three variants' model calls: where each tool call's span begins."""
-WORDS = "the quick brown fox jumps over the lazy dog while the log rotates at noon "
-
-
-def page_size(page: int) -> int:
-    """8-16 KB, spread by the page number: the results while the conversation grows."""
-    return 8192 + (page * 2_654_435_761) % 8193
-
-
-def page_text(page: int, size: int) -> str:
-    """``size`` bytes of ASCII text for ``page``."""
-    head = f"page {page}: "
-    body = WORDS * (size // len(WORDS) + 1)
-    return (head + body)[:size]
-
-
-CALLS: list[int] = []
-"""This process's resident memory (KiB) each time a tool ran: the driver clears it."""
-
-
-@tool
-def read_page(page: int, size: int) -> str:
-    """Read one page of the log.
-
-    Args:
-        page: which page.
-        size: how many bytes of it.
-    """
-    CALLS.append(rss_kib())
-    return page_text(page, size)
-
-
-@activity.defn(name="long_read_page")
-async def read_page_activity(page: int, size: int) -> str:
-    """Read one page of the log (the agents' tool, an activity)."""
-    CALLS.append(rss_kib())
-    return page_text(page, size)
-
-
-READ_PAGE = {
-    "type": "function",
-    "function": {
-        "name": "read_page",
-        "description": "Read one page of the log.",
-        "parameters": {
-            "type": "object",
-            "properties": {"page": {"type": "integer"}, "size": {"type": "integer"}},
-            "required": ["page", "size"],
-        },
-    },
-}
-
 
 # ---- the scripted model, in a process of its own ----------------------------------------------
 
@@ -183,145 +132,6 @@ def serve_model(port: int, marks: Queue[tuple[str, int]], ready: Event, stop: Ev
         stop.wait()
 
 
-# ---- the minimal chat a Temporal user writes --------------------------------------------------
-
-
-class MinimalActivities:
-    """A chat-completions call over one shared HTTP client, and the tool, on plain dicts."""
-
-    def __init__(self, http: httpx.AsyncClient, base_url: str) -> None:
-        self._http = http
-        self._url = f"{base_url}/chat/completions"
-
-    @activity.defn(name="long_call_model")
-    async def call_model(self, request: dict[str, Any]) -> dict[str, Any]:
-        body = {"model": request["model"], "messages": request["messages"], "tools": [READ_PAGE]}
-        response = await self._http.post(self._url, json=body)
-        response.raise_for_status()
-        message: dict[str, Any] = response.json()["choices"][0]["message"]
-        return message
-
-    @activity.defn(name="long_run_tool")
-    async def run_tool(self, function: dict[str, Any]) -> str:
-        arguments = json.loads(function["arguments"] or "{}")
-        CALLS.append(rss_kib())
-        return page_text(arguments["page"], arguments["size"])
-
-
-@workflow.defn(name="LongMinimalThread")
-class MinimalThreadWorkflow:
-    """``bench/minimal.py``'s loop as a chat: each message an update that runs the loop over
-    the whole conversation, kept in the workflow."""
-
-    @workflow.init
-    def __init__(self, model: str) -> None:
-        self._model = model
-        self._messages: list[dict[str, Any]] = []
-        self._closed = False
-
-    @workflow.run
-    async def run(self, model: str) -> None:
-        await workflow.wait_condition(lambda: self._closed and workflow.all_handlers_finished())
-
-    @workflow.signal
-    def close(self) -> None:
-        self._closed = True
-
-    @workflow.update
-    async def send(self, text: str) -> str:
-        self._messages.append({"role": "user", "content": text})
-        while True:
-            answer: dict[str, Any] = await workflow.execute_activity(
-                "long_call_model",
-                {"model": self._model, "messages": self._messages},
-                start_to_close_timeout=timedelta(seconds=60),
-            )
-            self._messages.append(answer)
-            calls: list[dict[str, Any]] = answer.get("tool_calls") or []
-            if not calls:
-                return str(answer.get("content") or "")
-            for call in calls:
-                content: str = await workflow.execute_activity(
-                    "long_run_tool", call["function"], start_to_close_timeout=timedelta(seconds=30)
-                )
-                self._messages.append(
-                    {"role": "tool", "tool_call_id": call["id"], "content": content}
-                )
-
-
-# ---- the OpenAI Agents SDK on Temporal's plugin -----------------------------------------------
-
-
-@workflow.defn(name="LongAgentsThread")
-class AgentsThreadWorkflow:
-    """A chat on the Agents SDK: each message an update that runs the agent over the
-    conversation so far (``result.to_input_list()``), as its documentation shows."""
-
-    @workflow.init
-    def __init__(self, model: str) -> None:
-        self._model = model
-        self._items: list[Any] = []
-        self._closed = False
-
-    @workflow.run
-    async def run(self, model: str) -> None:
-        await workflow.wait_condition(lambda: self._closed and workflow.all_handlers_finished())
-
-    @workflow.signal
-    def close(self) -> None:
-        self._closed = True
-
-    @workflow.update
-    async def send(self, text: str) -> str:
-        # Imported here: the peers group may be missing (the plugin passes them through).
-        from agents import Agent, Runner  # pyright: ignore[reportMissingImports]
-        from temporalio.openai_agents.workflow import (  # pyright: ignore[reportMissingImports]
-            activity_as_tool,
-        )
-
-        reader = activity_as_tool(read_page_activity, start_to_close_timeout=timedelta(seconds=30))
-        agent = Agent(
-            name="reader",
-            instructions="Read what you are asked to.",
-            model=self._model,
-            tools=[reader],
-        )
-        result = await Runner.run(
-            agent, [*self._items, {"role": "user", "content": text}], max_turns=100_000
-        )
-        self._items = result.to_input_list()
-        return str(result.final_output)
-
-
-async def agents_parts(address: str, base_url: str) -> tuple[Client, Worker] | str:
-    """A client and worker with the OpenAI Agents plugin, the model at ``base_url``; or why
-    not (the ``peers`` group is not installed)."""
-    try:  # reportMissingImports: the peers group is optional (CI does not install it)
-        from agents import OpenAIProvider  # pyright: ignore[reportMissingImports]
-        from openai import AsyncOpenAI  # pyright: ignore[reportMissingImports]
-        from temporalio.openai_agents import (  # pyright: ignore[reportMissingImports]
-            ModelActivityParameters,
-            OpenAIAgentsPlugin,
-        )
-    except ImportError as missing:
-        return f"{missing.name} is not installed: `uv run --group peers` brings it"
-    # Read by every trace provider, the plugin's too: traces would go to OpenAI's servers.
-    os.environ["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
-    model = AsyncOpenAI(base_url=base_url, api_key="unused", max_retries=0)
-    plugin = OpenAIAgentsPlugin(
-        model_params=ModelActivityParameters(start_to_close_timeout=timedelta(seconds=60)),
-        model_provider=OpenAIProvider(openai_client=model, use_responses=False),
-    )
-    client = await Client.connect(address, plugins=[plugin])
-    worker = Worker(
-        client,
-        task_queue="long-agents",
-        workflows=[AgentsThreadWorkflow],
-        activities=[read_page_activity],
-    )
-    return client, worker
-
-
 # ---- the environment --------------------------------------------------------------------------
 
 
@@ -338,10 +148,14 @@ class Env:
     tokens: dict[str, int] = field(default_factory=dict[str, int])
 
     def tokens_of(self, model: str) -> int | None:
-        while not self.marks.empty():
-            name, tokens = self.marks.get()
+        """``model``'s mark; ``None`` if it never began the long turn."""
+        while model not in self.tokens:
+            try:
+                name, tokens = self.marks.get(timeout=2)
+            except queue.Empty:
+                return None
             self.tokens.setdefault(name, tokens)
-        return self.tokens.get(model)
+        return self.tokens[model]
 
 
 def settings_for(address: str, base_url: str, data: Path) -> Settings:
@@ -490,87 +304,6 @@ async def converse(
     return None
 
 
-# ---- what its history says --------------------------------------------------------------------
-
-
-async def history_of(client: Client, workflow_id: str) -> list[HistoryEvent]:
-    """Every event of every run of the workflow, in order."""
-    handle = client.get_workflow_handle(workflow_id)
-    described = await handle.describe()
-    run_id: str | None = described.raw_description.workflow_execution_info.first_run_id
-    events: list[HistoryEvent] = []
-    while run_id:
-        history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
-        events += history.events
-        last = history.events[-1]
-        run_id = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
-    return events
-
-
-def _seconds(event: HistoryEvent) -> float:
-    return event.event_time.seconds + event.event_time.nanos / 1e9
-
-
-@dataclass
-class Measured:
-    """One variant's conversation, one run."""
-
-    stopped: str | None
-    """Why it stopped, or ``None``: it completed."""
-    turn: int
-    """The turn it stopped in (0: none)."""
-    reached: int
-    """Model calls the long turn scheduled (``calls + 1`` when it completed)."""
-    tokens: int | None
-    runs: int
-    """Runs of the workflow (one more than its continues-as-new)."""
-    runs_in_turn: int
-    """Runs that began during the long turn."""
-    events: int
-    history_bytes: int
-    call_bytes: list[int]
-    """History bytes of each tool call of the long turn: from its model call's scheduling to
-    the next model call's, every event between (the tool's and the workflow tasks' too)."""
-    call_seconds: list[float]
-    rss_kib: list[int]
-    """This process's resident memory when each tool call of the long turn ran."""
-
-
-def measure(
-    events: list[HistoryEvent], build_calls: int, stop: tuple[int, str] | None, tokens: int | None
-) -> Measured:
-    model_calls = [
-        index
-        for index, event in enumerate(events)
-        if event.HasField("activity_task_scheduled_event_attributes")
-        and event.activity_task_scheduled_event_attributes.activity_type.name in MODEL_CALLS
-    ]
-    turn = model_calls[build_calls:]
-    spans = list(itertools.pairwise(turn))
-    stopped = stop[1] if stop else None
-    ended = events[-1]
-    if stop and ended.HasField("workflow_execution_terminated_event_attributes"):
-        terminated = ended.workflow_execution_terminated_event_attributes
-        stopped = f"terminated by {terminated.identity}: {terminated.reason}"
-    return Measured(
-        stopped=stopped,
-        turn=stop[0] if stop else 0,
-        reached=len(turn),
-        tokens=tokens,
-        runs=sum(e.HasField("workflow_execution_started_event_attributes") for e in events),
-        runs_in_turn=sum(
-            e.HasField("workflow_execution_started_event_attributes") for e in events[turn[0] :]
-        )
-        if turn
-        else 0,
-        events=len(events),
-        history_bytes=sum(e.ByteSize() for e in events),
-        call_bytes=[sum(e.ByteSize() for e in events[a:b]) for a, b in spans],
-        call_seconds=[_seconds(events[b]) - _seconds(events[a]) for a, b in spans],
-        rss_kib=list(CALLS),
-    )
-
-
 # ---- the report -------------------------------------------------------------------------------
 
 
@@ -579,11 +312,28 @@ def _number(value: float | None, digits: int = 0) -> str:
 
 
 def _median(values: list[float]) -> float | None:
-    return statistics.median(values) if values else None
+    return median(values) if values else None
 
 
-def _ratio(late: float | None, early: float | None) -> str:
-    return "—" if late is None or not early else f"{late / early:.2f}"
+def _ratio(ratios: list[float]) -> str:
+    return "—" if not ratios else f"{median(ratios):.2f}"
+
+
+def _figure(
+    some: list[Measured],
+    done: list[Measured],
+    at: Callable[[Measured, slice], float],
+    n: int,
+    digits: int = 1,
+) -> list[str]:
+    """A figure at the first ``n`` calls (every run that made them), at the last ``n`` (runs
+    that completed), and the median of the completed runs' own ratios."""
+    first, last = slice(None, n), slice(-n, None)
+    return [
+        _number(_median([at(r, first) for r in some]), digits),
+        _number(_median([at(r, last) for r in done]), digits),
+        _ratio([at(r, last) / at(r, first) for r in done]),
+    ]
 
 
 def _table(header: list[str], rows: list[list[str]]) -> None:
@@ -594,22 +344,29 @@ def _table(header: list[str], rows: list[list[str]]) -> None:
 
 
 def report(results: dict[str, list[Measured]], calls: int, turns: int) -> None:
-    """Two tables of medians over the runs, then where each run that stopped stopped.
-
-    The last ten calls count only in runs that completed (a run that stopped has none)."""
+    """Two tables of medians over the runs, then where each run that stopped stopped. The last
+    calls count only in runs that completed; a ratio is the median of the runs' own ratios
+    (this process's memory at a run's start depends on the runs before it)."""
     n = min(10, calls)
     early, late = f"1-{n}", f"{calls - n + 1}-{calls}"
+
+    def bytes_at(run: Measured, window: slice) -> float:
+        return mean(run.call_bytes[window])
+
+    def ms_at(run: Measured, window: slice) -> float:
+        return 1000 * median(run.call_seconds[window])
+
+    def model_ms_at(run: Measured, window: slice) -> float:
+        return 1000 * median(run.model_seconds[window])
+
+    def mib_at(run: Measured, window: slice) -> float:  # at the first call, or the last
+        return run.rss_kib[window][0 if window.start is None else -1] / 1024
+
     sizes: list[list[str]] = []
     times: list[list[str]] = []
     for name, runs in results.items():
         done = [r for r in runs if r.stopped is None and len(r.call_bytes) == calls]
         some = [r for r in runs if len(r.call_bytes) >= n]
-        b1 = _median([statistics.mean(r.call_bytes[:n]) for r in some])
-        b2 = _median([statistics.mean(r.call_bytes[-n:]) for r in done])
-        t1 = _median([1000 * statistics.median(r.call_seconds[:n]) for r in some])
-        t2 = _median([1000 * statistics.median(r.call_seconds[-n:]) for r in done])
-        m1 = _median([r.rss_kib[0] / 1024 for r in runs if r.rss_kib])
-        m2 = _median([r.rss_kib[calls - 1] / 1024 for r in done if len(r.rss_kib) >= calls])
         sizes.append(
             [
                 name,
@@ -619,22 +376,19 @@ def report(results: dict[str, list[Measured]], calls: int, turns: int) -> None:
                 _number(_median([r.runs_in_turn for r in runs])),
                 _number(_median([r.events for r in runs])),
                 _number(_median([r.history_bytes / 2**20 for r in runs]), 1),
-                *(_number(b1), _number(b2), _ratio(b2, b1)),
+                *_figure(some, done, bytes_at, n, digits=0),
             ]
         )
-        times.append(
-            [
-                name,
-                *(_number(t1, 1), _number(t2, 1), _ratio(t2, t1)),
-                _number(_median([1000 * max(r.call_seconds) for r in done]), 1),
-                *(_number(m1, 1), _number(m2, 1), _ratio(m2, m1)),
-            ]
-        )
+        slowest = _number(_median([1000 * max(r.call_seconds) for r in done]), 1)
+        model = _figure(some, done, model_ms_at, n)[:2]
+        memory = _figure(some, done, mib_at, n)
+        times.append([name, *_figure(some, done, ms_at, n), *model, slowest, *memory])
     sizes_header = ["variant", "completed", "tokens", "runs", "in turn", "events", "history MiB"]
     _table([*sizes_header, f"B/call {early}", f"B/call {late}", "ratio"], sizes)
     print()
-    times_header = ["variant", f"ms/call {early}", f"ms/call {late}", "ratio", "slowest ms"]
-    _table([*times_header, "RSS MiB call 1", f"call {calls}", "ratio"], times)
+    times_header = ["variant", f"ms/call {early}", f"ms/call {late}", "ratio"]
+    model_header = [f"model call {early}", f"model call {late}", "slowest ms"]
+    _table([*times_header, *model_header, "RSS MiB call 1", f"call {calls}", "ratio"], times)
     for name, runs in results.items():
         for number, run in enumerate(runs, start=1):
             if run.stopped is None:
@@ -646,7 +400,7 @@ def report(results: dict[str, list[Measured]], calls: int, turns: int) -> None:
             )
             adding = (
                 f", each of its last {len(run.call_bytes[-n:])} calls adding "
-                f"{_number(statistics.mean(run.call_bytes[-n:]))} B"
+                f"{_number(mean(run.call_bytes[-n:]))} B"
                 if run.call_bytes
                 else ""
             )
@@ -700,10 +454,13 @@ async def main(arguments: argparse.Namespace) -> None:
                 events = await history_of(chat.client, chat.workflow_id)
                 found = measure(events, build_calls, stop, env.tokens_of(model))
                 results[name].append(found)
+                times = [1000 * s for s in found.call_seconds]
                 print(
                     f"run {run}, {name}: {'completed' if stop is None else 'stopped'}; "
                     f"{found.reached} model calls in the long turn, "
-                    f"{found.history_bytes / 2**20:.1f} MiB of history",
+                    f"{found.history_bytes / 2**20:.1f} MiB of history"
+                    + (f"; ms/call {median(times[:10]):.1f} (first 10)" if times else "")
+                    + (f", {median(times[-10:]):.1f} (last 10)" if stop is None else ""),
                     flush=True,
                 )
         print(

@@ -173,20 +173,17 @@ class CallReceipt(_Event):
 
 
 class CallPaused(_Event):
-    """A call found its tool paused (``orga pause --tool``): it waits, not run, for the pause
-    to end (approvals already granted are kept), and then runs once."""
+    """A call found its tool (or a model call its loop or agent) paused (``orga pause``): it
+    waits, not run, keeping approvals already granted, and then runs once."""
 
     kind: Literal["CallPaused"] = "CallPaused"
     call_id: str
     tool: str
-    reason: str
-    """Who paused the tool, since when, and why."""
+    reason: str  # who paused it, since when, and why
 
 
 class CallResumed(_Event):
-    """A call that waited for its paused tool (or a model call for its paused loop or agent)
-    goes on: the pause ended (``orga resume``), and the call is made now (it waited since its
-    ``CallPaused``)."""
+    """A call that waited since its ``CallPaused`` goes on: the pause ended (``orga resume``)."""
 
     kind: Literal["CallResumed"] = "CallResumed"
     call_id: str
