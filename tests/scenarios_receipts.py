@@ -163,7 +163,18 @@ async def task_unknown_step(h: Harness) -> WorkflowHandle[Any, Any]:
     return handle
 
 
+async def receipts_by_setup_level(h: Harness) -> WorkflowHandle[Any, Any]:
+    """A loop set up at ``SETUP_LEVEL`` 1: its calls' receipts with no ``call-receipts``
+    marker (nor the ``TemporalChangeVersion`` upsert that comes with one) in its history."""
+    model = h.new_model([Turn(tool_calls=[("add", {"a": 2, "b": 3})]), Turn(text="5")])
+    async with h.worker():
+        handle = await h.start("2+3?", model=model, tools=["add"], workflow_id="history-level")
+        await handle.result()
+    return handle
+
+
 RECEIPT_SCENARIOS = {
+    "receipts_by_setup_level": receipts_by_setup_level,
     "task_unknown_step": task_unknown_step,
     "task_cancelled": task_cancelled,
     "unknown_outcome": unknown_outcome,

@@ -22,6 +22,7 @@ from orga.contracts.knowledge import RECALL_TOOL, STORE_TOOL
 from orga.contracts.setup import (
     RESOLVE_LOOP,
     RESOLVE_TASK,
+    SETUP_LEVEL,
     LoopSetup,
     LoopSetupRequest,
     TaskSetup,
@@ -133,6 +134,7 @@ class SetupActivities:
             check_model(agent, provider, model, self._offer, " — a fallback of the loop")
             fallbacks.append((provider, model))
         return LoopSetup(
+            level=SETUP_LEVEL,
             tools=[t.referenced() for t in tools],  # schemas and descriptions stay on the worker
             provider=resolved.provider,
             model=resolved.model,

@@ -23,6 +23,7 @@ __all__ = [
     "CURRENT_BUILD",
     "RESOLVE_LOOP",
     "RESOLVE_TASK",
+    "SETUP_LEVEL",
     "LoopSetup",
     "LoopSetupRequest",
     "ParentRun",
@@ -37,6 +38,10 @@ RESOLVE_TASK: Final = "resolve_task"
 """Name of the local activity that resolves a task's setup."""
 CURRENT_BUILD: Final = "current_build"
 """Name of the local activity that says which build of a worker deployment is current."""
+SETUP_LEVEL: Final = 1
+"""Which of orga's changes to the loop's workflow a worker of this release has: the level it
+sets a loop up with (``LoopSetup.level``). A change at or below a run's level takes its new
+path without a patch marker (``orga.workflows.shared.patches.taken``)."""
 
 
 class ParentRun(Compact):
@@ -117,6 +122,9 @@ class LoopSetup(Compact):
     fairness_weight: float | None = None
     """The operator's weight for the principal's tenant (Temporal's fairness weight of its
     model and tool calls; None: the server's default)."""
+    level: int = 0
+    """The ``SETUP_LEVEL`` of the worker that set the loop up (0: a worker from before levels,
+    whose runs ask ``workflow.patched``)."""
 
 
 class TaskSetupRequest(Compact):

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from pydantic import BaseModel
+
 from orga.contracts.audit import GENESIS, AuditChain, AuditEntry, Effect, ResetRun
 
 __all__ = [
@@ -70,33 +72,50 @@ def first_difference(rebuilt: Sequence[AuditEntry], claimed: Sequence[AuditEntry
 
 
 class AuditLog:
-    """A run's chain as it grows (appending is O(1); ``chain()`` is the snapshot)."""
+    """A run's chain as it grows (appending is O(1); ``chain()`` is the snapshot).
+
+    A record added as a model (a frozen journal entry) is dumped and hashed
+    only when the chain is read — its head, entries or snapshot —, which most runs never are
+    before they end: the chain read is the one it would have been, link for link."""
 
     def __init__(self, base_index: int = 0, base: str = GENESIS) -> None:
         self.base_index = base_index
         self.base = base
-        self.entries: list[AuditEntry] = []
+        self._entries: list[AuditEntry] = []
+        self._pending: list[tuple[str, BaseModel | dict[str, Any]]] = []
+
+    @property
+    def entries(self) -> list[AuditEntry]:
+        """Every entry of this run, oldest first."""
+        for kind, record in self._pending:
+            index = self.base_index + len(self._entries)
+            prev = self._entries[-1].hash if self._entries else self.base
+            body = record.model_dump(mode="json") if isinstance(record, BaseModel) else record
+            self._entries.append(
+                AuditEntry(
+                    index=index,
+                    kind=kind,
+                    record=body,
+                    prev=prev,
+                    hash=entry_hash(prev, index, kind, body),
+                )
+            )
+        self._pending.clear()
+        return self._entries
 
     @property
     def head(self) -> str:
-        return self.entries[-1].hash if self.entries else self.base
+        entries = self.entries
+        return entries[-1].hash if entries else self.base
 
     @property
     def count(self) -> int:
         """Entries in the whole chain so far (earlier runs' included)."""
-        return self.base_index + len(self.entries)
+        return self.base_index + len(self._entries) + len(self._pending)
 
-    def add(self, kind: str, record: dict[str, Any]) -> None:
-        index, prev = self.count, self.head
-        self.entries.append(
-            AuditEntry(
-                index=index,
-                kind=kind,
-                record=record,
-                prev=prev,
-                hash=entry_hash(prev, index, kind, record),
-            )
-        )
+    def add(self, kind: str, record: dict[str, Any] | BaseModel) -> None:
+        """Add a record (a frozen model's JSON is taken when the chain is read)."""
+        self._pending.append((kind, record))
 
     def chain(self) -> AuditChain:
         return AuditChain(base_index=self.base_index, base=self.base, entries=list(self.entries))

@@ -346,7 +346,7 @@ class TaskWorkflow(DeskHandlers):
     def _record(self, entry: JournalEntry) -> None:
         self._journal.append(entry)
         if entry.kind in AUDITED_KINDS:  # a governance record: onto the audit chain too
-            self._audit.add(entry.kind, entry.model_dump(mode="json"))
+            self._audit.add(entry.kind, entry)
         emit_entry(entry, "task")
 
     def _finish(self, reason: str, message: str) -> None:

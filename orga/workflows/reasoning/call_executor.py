@@ -34,7 +34,7 @@ from orga.core.receipts import receipt_fields
 from orga.workflows.reasoning.tool_state import ToolState, cache_key
 from orga.workflows.shared.metrics import count
 from orga.workflows.shared.options import TOOL_RETRY, non_retryable, tool_heartbeat_timeout
-from orga.workflows.shared.patches import CALL_RECEIPTS
+from orga.workflows.shared.patches import CALL_RECEIPTS, taken
 from orga.workflows.shared.tool_calls import WorkerWait, run_tool
 
 __all__ = ["CallExecutor", "error_result"]
@@ -82,7 +82,8 @@ class CallExecutor:
                 self._state.paused(call.id, call.name, None)
                 paused = False
             if result.status == "unknown":  # its effect may have happened: a person settles it
-                if workflow.patched(CALL_RECEIPTS) and self._state.receipt is not None:
+                level = self._state.setup_level
+                if taken(CALL_RECEIPTS, level) and self._state.receipt is not None:
                     self._state.receipt(receipt_fields(result))
                 escalations += 1
                 decided = await self._escalate(call, result, escalations)

@@ -62,6 +62,18 @@ class _Mark:
 _NO_TOOL_STATE = ToolStateSnapshot()
 
 
+def _copied(tools: ToolState) -> ToolStateSnapshot:
+    """The tool state as it is now, for a mark: each breaker copied (``orga.core.breaker``
+    changes them in place); the cached results and dead letters are replaced or appended, never
+    changed, so copies of their containers hold them."""
+    return ToolStateSnapshot.model_construct(
+        breakers={name: breaker.model_copy() for name, breaker in tools.breakers.items()},
+        cache=dict(tools.cache),
+        dead_letters=list(tools.dead_letters),
+        decided_ids=[],
+    )
+
+
 def state_hash(at: int, digest: str, usage: Usage, model_calls: int, tool_calls: int) -> str:
     """SHA-256 of a fork point's state: the conversation's digest and the budgets spent."""
     text = f"{at}|{digest}|{usage.total_tokens}|{model_calls}|{tool_calls}"
@@ -98,7 +110,7 @@ class ForkMarks:
             model_calls=books.model_calls,
             tool_call_count=books.tool_call_count,
             answered=answered,
-            tools=tools.snapshot().model_copy(deep=True) if held else _NO_TOOL_STATE,
+            tools=_copied(tools) if held else _NO_TOOL_STATE,
             evidence=evidence.model_copy(deep=True) if evidence is not None else None,
             summary=summary,
             calibration=calibration,

@@ -48,7 +48,7 @@ from orga.workflows.reasoning.progress import ProgressStream
 from orga.workflows.reasoning.tool_state import ToolState
 from orga.workflows.shared.human_desk import HumanDesk
 from orga.workflows.shared.metrics import emit_entry
-from orga.workflows.shared.patches import CALL_RECEIPTS
+from orga.workflows.shared.patches import CALL_RECEIPTS, taken
 
 __all__ = ["LoopBooks"]
 
@@ -86,8 +86,7 @@ class LoopBooks:
         self.tool_call_count = 0
         self.delegations: list[DelegationRecord] = []
         """The loop's children (``delegate``), newest last."""
-        self.provider: str | None = None
-        """The loop's effective provider, once resolved (a label of its model metrics)."""
+        self.provider: str | None = None  # once resolved (a label of its model metrics)
         self.audit = AuditLog()
         """The hash chain of the loop's governance records (``orga.core.audit``)."""
         self.reviews: list[ReviewRecord] = []  # the critic's reviews of the loop's answers
@@ -110,6 +109,7 @@ class LoopBooks:
         self.priority = Priority.default
         """The fairness key and weight of its model and tool calls (the principal's tenant)."""
         self._principal_known = False
+        self.setup_level = 0  # the worker's SETUP_LEVEL when it set the loop up (patches.taken)
         self._attributes = LoopAttributes(self._facts(), started_at)
         """Its search attributes (``loop_attributes``)."""
         self.desk = HumanDesk(on_change=self._waiting_changed, record=self.record, stamp=self.stamp)
@@ -130,7 +130,7 @@ class LoopBooks:
     def record(self, entry: JournalEntry) -> None:
         self.journal.append(entry)
         if entry.kind in AUDITED_KINDS:  # a governance record: onto the audit chain too
-            self.audit.add(entry.kind, entry.model_dump(mode="json"))
+            self.audit.add(entry.kind, entry)
         emit_entry(entry, "loop", self.provider)
 
     # ---- what happened -------------------------------------------------------------------
@@ -204,7 +204,7 @@ class LoopBooks:
                 )
             )
         del self.tool_calls[:-_RECENT_CALLS]
-        if workflow.patched(CALL_RECEIPTS):
+        if taken(CALL_RECEIPTS, self.setup_level):
             for result in results:
                 if result.settled not in (None, "cancelled"):  # lost: unknown, then settled
                     self.receipt(receipt_fields(result, lost=True))

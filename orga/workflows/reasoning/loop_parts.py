@@ -191,6 +191,7 @@ async def set_up_loop(
     parts.priority = fair_share(setup.principal, setup.fairness_weight)
     books.runs_for(setup.principal, parts.priority)
     tools.priority = parts.priority
+    books.setup_level = tools.setup_level = setup.level
     tools.definitions = {d.name: d for d in setup.tools}
     parts.provider, parts.model = setup.provider, setup.model
     parts.model_task_queue = setup.model_task_queue

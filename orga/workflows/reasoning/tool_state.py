@@ -83,6 +83,8 @@ class ToolState:
     """Journals what became of a call (``LoopBooks.receipt``): an ``unknown`` one at once."""
     priority: Priority = field(default_factory=lambda: Priority.default)
     """Its tool calls' fairness key and weight (the principal's tenant)."""
+    setup_level: int = 0
+    """The worker's ``SETUP_LEVEL`` when it set the loop up (``patches.taken``)."""
 
     def breaker(self, tool: str) -> Breaker:
         return self.breakers.setdefault(tool, Breaker())

@@ -10,6 +10,13 @@ or marker added, removed or reordered) replays older histories only behind a pat
    execution started before the change — retention of the namespace tells when;
 3. remove it in the next release after that.
 
+A loop asks ``workflow.patched`` only where its setup does not already say: a worker records
+its ``SETUP_LEVEL`` in the loop's setup (``LoopSetup.level``, in the setup's marker), and a
+patch listed in ``LEVELS`` at or below that level is taken without a marker of its own
+(``taken``) — Temporal's SDK writes each patch's marker and a ``TemporalChangeVersion`` search
+attribute (two events and a visibility write) in every run that asks. Runs set up before the
+level ask ``patched`` as before, so every older history replays as it was recorded.
+
 The history of patches before 1.0 is in ``CHANGELOG.md``.
 """
 
@@ -17,12 +24,15 @@ from __future__ import annotations
 
 from typing import Final
 
+from temporalio import workflow
+
 __all__ = [
     "CALL_RECEIPTS",
     "ELIDE_REFUSED_ARGUMENTS",
     "FORK_OWN_PROMPTS",
     "GATE_BY_ACTION",
     "GATE_TYPED_ANSWER",
+    "LEVELS",
     "MCP_ANSWERS_ARE_CLAIMS",
     "MESSAGE_LIMITS",
     "MODEL_WAITS_FOR_WORKER",
@@ -35,6 +45,7 @@ __all__ = [
     "TASK_WAITS_FOR_WORKER",
     "THREAD_FORK_WAITS",
     "TURN_BUDGET_ENDS_TURN",
+    "taken",
 ]
 
 SUMMARY_AFTER_FAILURE: Final = "summary-after-failure"
@@ -139,3 +150,14 @@ retry policy, so it turns to its fallback at once instead of after the call's re
 (``call_with_fallbacks``). Only the retry policy's attributes change; asked only while a
 fallback is left, so histories record the marker only for loops with fallbacks; scenario
 ``provider_down``."""
+
+LEVELS: Final = {CALL_RECEIPTS: 1}
+"""The setup level (``orga.contracts.setup.SETUP_LEVEL``) from which a loop takes a patch
+without asking ``workflow.patched``."""
+
+
+def taken(patch: str, level: int) -> bool:
+    """Whether this run takes ``patch``'s new path: at once where the worker that set it up
+    was at ``LEVELS[patch]`` or later, else as ``workflow.patched`` says."""
+    known = LEVELS.get(patch)
+    return (known is not None and level >= known) or workflow.patched(patch)
