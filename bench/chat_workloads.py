@@ -21,7 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.client import Client
     from temporalio.worker import Worker
 
-    from bench.loop_vs_bare import rss_kib
+    from bench.approvals import rss_kib
     from orga.tools.sdk import tool
 
 PAGES_PER_TURN = 4

@@ -87,7 +87,10 @@ class ToolState:
     """The worker's ``SETUP_LEVEL`` when it set the loop up (``patches.taken``)."""
 
     def breaker(self, tool: str) -> Breaker:
-        return self.breakers.setdefault(tool, Breaker())
+        found = self.breakers.get(tool)
+        if found is None:
+            found = self.breakers[tool] = Breaker()
+        return found
 
     def remember(self, call: ToolCall, content: str) -> None:
         key = cache_key(call)

@@ -72,6 +72,9 @@ class ModelCallDecisions:
             if found is None:
                 return None
             decisions.append(found)
+        own = self._result.decisions
+        if len(decisions) == len(own) and all(a is b for a, b in zip(decisions, own, strict=True)):
+            return self._result  # the answer's own decisions, in its order: as they came (frozen)
         return self._result.model_copy(update={"decisions": decisions})
 
     def same_turn(self, actions: Sequence[PolicyAction]) -> bool:
