@@ -1,6 +1,7 @@
 """``orga desk`` in a real browser: headless Chromium (Debian's package) approves a waiting loop,
-shows a call held by a paused tool and each loop's receipts; and its API, which a thread
-waiting for its next message is answered through.
+shows a call held by a paused tool and each loop's receipts, pauses a tool and resumes it, and
+reads the receipts of a loop that finished; and its API, which a thread waiting for its next
+message is answered through, and which pauses only what it is sent plainly, behind its lock.
 
 ``.ci/run`` installs Chromium when it is missing; the test fails, naming it, when it is absent.
 """
@@ -21,7 +22,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from orga.contracts.journal import ApprovalDecided, EscalationResolved, Journal
 from orga.contracts.state import LoopState
-from orga.desk.page import TOKEN_HEADER
+from orga.desk.page import TOKEN_HEADER, build_app
 from orga.runtime.pauses import PauseBook
 from orga.scripted.server import Turn
 from orga.tools.sdk import tool
@@ -370,8 +371,9 @@ async def test_a_paused_call_and_its_loops_receipts_in_the_browser(
     env: WorkflowEnvironment, harness: Harness
 ) -> None:
     """A call of a paused tool is on the desk with who paused the tool, since when and why, and
-    nothing to decide (``orga resume`` lets it go); beside it the loop's receipts so far — the
-    digest of what the model read, and a failure whose note carries markup, shown as text."""
+    one button, which ends the pause (``orga resume --tool`` does the same); beside it the
+    loop's receipts so far — the digest of what the model read, and a failure whose note
+    carries markup, shown as text."""
     name = f"refund_{uuid.uuid4().hex[:6]}"  # the pause is the store's: one tool per test
     markup = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">'
 
@@ -415,7 +417,7 @@ async def test_a_paused_call_and_its_loops_receipts_in_the_browser(
             kind = await card.locator(".kind").inner_text()
             why = await card.locator('[data-field="paused"]').inner_text()
             text = await card.inner_text()
-            controls = await card.locator("button, input, textarea").count()
+            controls = await card.locator("button, input, textarea").all_inner_texts()
             receipts = await card.locator('[data-field="receipts"]').inner_text()
             injected = await card.locator("script, img").count()
             pwned = await page.evaluate("window.pwned")
@@ -423,8 +425,8 @@ async def test_a_paused_call_and_its_loops_receipts_in_the_browser(
         result = await handle.result()
     assert kind.lower() == "paused"
     assert f"tool {name!r} is paused by olu since " in why and "refunds double-paid" in why
-    assert "orga resume" in text and "nothing to decide here" in text
-    assert controls == 0  # no approve or deny: nothing is decided on the desk
+    assert f"orga resume --tool {name}" in text and "for every loop it holds" in text
+    assert controls == [f"Resume tool {name} (every loop)"]  # no approve or deny
     [delivered, failed] = state.receipts
     assert (delivered.outcome, delivered.tool, failed.outcome, failed.tool) == (
         "delivered",
@@ -484,3 +486,144 @@ async def test_an_unknown_receipt_stands_out_beside_its_escalation(
         (unknown.call_id, "unknown"),
         (unknown.call_id, "delivered"),
     ]
+
+
+async def test_pause_a_tool_on_the_desk_resume_it_and_read_the_receipts(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    """The Pauses panel pauses a tool, recorded by whoever runs the desk: a loop's call of it
+    waits on the page with that reason (markup in it stays text); its Resume button lets it
+    run, once. Then the receipts of that finished loop are read on the page, and a workflow
+    that does not exist is said to be so."""
+    name = f"refund_{uuid.uuid4().hex[:6]}"  # the pause is the store's: one tool per test
+    target = f"tool:{name}"
+    reason = "double refunds <b>again</b>"
+    ran: list[int] = []
+
+    @tool(name=name)
+    def refund(amount: int) -> str:
+        """Refund an amount.
+
+        Args:
+            amount: cents.
+        """
+        ran.append(amount)
+        return f"refunded {amount}"
+
+    model = harness.new_model([Turn(tool_calls=[(name, {"amount": 5})]), Turn(text="refunded")])
+    async with harness.worker(tools=[refund]), desk_page(env, harness, "pat") as page:
+        panel = page.locator("#pauses")
+        await panel.wait_for(timeout=20_000)  # shown once the desk says it has the pauses
+        await panel.locator('[data-field="pause-kind"]').select_option("tool")
+        await panel.locator('[data-field="pause-name"]').fill(name)
+        await panel.locator('[data-action="pause"]').click()  # no reason: nothing is sent
+        refused = await panel.locator('[data-field="pause-outcome"]').inner_text()
+        assert PauseBook(TEST_STORE).of(target) is None
+        await panel.locator('[data-field="pause-reason"]').fill(reason)
+        await panel.locator('[data-action="pause"]').click()
+        listed = panel.locator(f'[data-pause="{target}"]')
+        await listed.wait_for(timeout=20_000)
+        listed_text = await listed.inner_text()
+        held = PauseBook(TEST_STORE).of(target)
+
+        handle = await harness.start(
+            "Refund ann 5 cents.", model=model, tools=[name], pause_recheck=timedelta(seconds=1)
+        )
+
+        async def paused() -> LoopState | None:
+            state = await loop_state(handle)
+            return state if state.paused_calls else None
+
+        [call_id] = (await eventually(paused, f"{handle.id} waiting for {name}")).paused_calls
+        key = f"{handle.id}/{call_id}"
+        card = page.locator(f'[data-item="{key}"]')
+        await card.wait_for(timeout=20_000)  # the page polls the inbox every 3 s
+        why = await card.locator('[data-field="paused"]').inner_text()
+        markup = await page.locator("#inbox b, #pauses b").count()
+        assert ran == []
+        await click(page, key, "resume")
+        done = await page.locator(f'[data-outcome="{key}"]').inner_text()
+        result = await handle.result()
+
+        lookup = page.locator("#lookup")
+        await lookup.locator('[data-field="lookup-id"]').fill(handle.id)
+        await lookup.locator('[data-action="lookup"]').click()
+        receipt = lookup.locator(f'[data-receipt="{call_id}"]')
+        await receipt.wait_for(timeout=20_000)
+        receipt_text = await receipt.inner_text()
+        of = await lookup.locator('[data-field="lookup-of"]').inner_text()
+        missing = f"no-such-loop-{uuid.uuid4().hex[:8]}"
+        await lookup.locator('[data-field="lookup-id"]').fill(missing)
+        await lookup.locator('[data-action="lookup"]').click()
+        error = lookup.locator('[data-field="lookup-error"]')
+        await error.wait_for(timeout=20_000)
+        error_text = await error.inner_text()
+    assert "say why" in refused
+    assert held is not None and (held.by, held.reason) == ("pat", reason)
+    assert f"tool {name!r} is paused by pat since " in listed_text and reason in listed_text
+    assert f"Resume tool {name} (every loop)" in listed_text
+    assert f"tool {name!r} is paused by pat since " in why and reason in why
+    assert markup == 0  # the reason's markup is text, never an element
+    assert f"resumed tool {name}" in done and "every loop it held goes on" in done
+    assert result.output == "refunded" and ran == [5]  # it ran once, after the resume
+    assert PauseBook(TEST_STORE).of(target) is None
+    assert receipt_text.startswith(f"delivered {name} · {call_id}")
+    assert of == f"{handle.id} (loop) · completed"
+    assert error_text == f"there is no workflow {missing!r} in namespace 'default'"
+
+
+async def test_the_desk_pauses_only_plain_targets_behind_its_lock(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    """``/api/pause`` and ``/api/resume``: refused without the token or not as JSON; a target
+    that is not ``tool|agent|loop:plain-name`` or a pause without a reason is a 400, nothing
+    written; resuming what is not paused a 409 that says so. A desk built without the store
+    has no pauses (404), and says it."""
+    name = f"agent-{uuid.uuid4().hex[:8]}"
+    target = f"agent:{name}"
+    book = PauseBook(TEST_STORE)
+    async with desk(env, harness, "pat") as url, httpx.AsyncClient(timeout=30) as http:
+        base, token = url.split("/?token=")
+        headers = {TOKEN_HEADER: token}
+        wanted = {"target": target, "reason": "it loops"}
+        anonymous = await http.post(f"{base}/api/pause", json=wanted)
+        form = await http.post(
+            f"{base}/api/pause",
+            content=f"target={target}&reason=x",
+            headers={**headers, "content-type": "application/x-www-form-urlencoded"},
+        )
+        assert book.of(target) is None  # refused: nothing written
+        invalid = [
+            await http.post(f"{base}/api/pause", json={**wanted, "target": bad}, headers=headers)
+            for bad in ("agent:a b", "widget:x", f"agent:{name}\n", "agent:", name)
+        ]
+        no_reason = await http.post(
+            f"{base}/api/pause", json={**wanted, "reason": "  "}, headers=headers
+        )
+        assert book.of(target) is None
+        paused = await http.post(f"{base}/api/pause", json=wanted, headers=headers)
+        listed = (await http.get(f"{base}/api/pauses", headers=headers)).json()["pauses"]
+        resumed = await http.post(f"{base}/api/resume", json={"target": target}, headers=headers)
+        again = await http.post(f"{base}/api/resume", json={"target": target}, headers=headers)
+    assert anonymous.status_code == 401 and form.status_code == 415
+    assert [r.status_code for r in invalid] == [400] * 5
+    assert "is not a pause's target" in invalid[0].json()["error"]
+    assert no_reason.status_code == 400 and "needs a reason" in no_reason.json()["error"]
+    assert paused.status_code == 200 and (paused.json()["by"], paused.json()["target"]) == (
+        "pat",
+        target,
+    )
+    [mine] = [p for p in listed if p["target"] == target]
+    assert mine["described"].startswith(f"agent {name!r} is paused by pat since ")
+    assert resumed.status_code == 200 and resumed.json()["reason"] == "it loops"
+    assert again.status_code == 409 and f"agent {name!r} is not paused" in again.json()["error"]
+    assert book.of(target) is None
+
+    bare = build_app(env.client, token="t", approver="pat", hosts={"127.0.0.1"})
+    transport = httpx.ASGITransport(app=bare)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+        listing = await http.get("/api/pauses", headers={TOKEN_HEADER: "t"})
+        pausing = await http.post("/api/pause", json=wanted, headers={TOKEN_HEADER: "t"})
+    assert listing.status_code == pausing.status_code == 404
+    assert "pauses are not available" in pausing.json()["error"]
+    assert book.of(target) is None

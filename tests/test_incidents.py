@@ -1,6 +1,7 @@
 """Incident controls (issue 55): ``orga pause --tool`` stops one tool across every loop — a
 call of it waits, not run, durably, journaled and on the desk, with who paused it and why
-(an approval already granted is kept) — and ``orga resume --tool`` lets each run once."""
+(an approval already granted is kept) and the command that ends that pause — and
+``orga resume --tool`` lets each run once."""
 
 from __future__ import annotations
 
@@ -91,6 +92,13 @@ async def test_a_paused_tool_holds_its_calls_in_three_loops_and_resume_runs_each
         [why] = state.paused_calls.values()
         assert "is paused by olu" in why and "double refunds" in why
     assert {i["workflow_id"] for i in items} == {h.id for h in handles}
+    assert sorted(i["commands"][0] for i in items) == sorted(  # the command that ends each
+        [f"orga resume --tool {name}"] * 2 + [f"orga resume --tool {gated}"]
+    )
+    assert {(i["pause"], i["tool"]) for i in items} == {
+        (f"tool:{name}", name),
+        (f"tool:{gated}", gated),
+    }
     for journal in journals:
         [paused] = [e for e in journal.entries if isinstance(e, CallPaused)]
         [resumed] = [e for e in journal.entries if isinstance(e, CallResumed)]
@@ -128,6 +136,7 @@ async def test_a_paused_loop_and_a_paused_agent_wait_before_their_next_model_cal
             return states if all(s.status == "paused" for s in states) else None
 
         states = await eventually(both_paused, "both loops paused")
+        items = {i["workflow_id"]: i for i in await inbox(env, harness, 2)}
         assert harness.model.requests_for(one) == [] and harness.model.requests_for(other) == []
         for target in ((loop_id,), ("--agent", agent)):
             code, out, err = await orga("resume", *target, env=cli)
@@ -140,4 +149,10 @@ async def test_a_paused_loop_and_a_paused_agent_wait_before_their_next_model_cal
         assert kinds == ["CallPaused", "CallResumed"]
     assert len(harness.model.requests_for(one)) == len(harness.model.requests_for(other)) == 1
     assert "it misbehaves" in next(iter(states[0].paused_calls.values()))
+    # On the desk and in `orga pending`, each with the one command that ends its pause.
+    assert (items[held.id]["commands"], items[held.id]["pause"]) == (
+        [f"orga resume {loop_id}"],
+        f"loop:{loop_id}",
+    )
+    assert items[of_agent.id]["commands"] == [f"orga resume --agent {agent}"]
     assert "all of them" in next(iter(states[1].paused_calls.values()))

@@ -17,6 +17,7 @@ from orga.core.signatures import fingerprint
 from orga.desk.approvals import signing_key, who_decides
 from orga.desk.page import build_app
 from orga.runtime.approver_keys import public_key_of
+from orga.runtime.pauses import PauseBook
 
 __all__ = ["register"]
 
@@ -37,7 +38,8 @@ def serve_desk(
         str | None, typer.Option(help="List only what waits in this user's loops and tasks.")
     ] = None,
 ) -> None:
-    """The inbox as a local web page: approve, deny or resolve with a reason, in a browser."""
+    """The inbox as a local web page: approve, deny or resolve with a reason, pause or resume
+    a tool, an agent or a loop, read a workflow's receipts — in a browser."""
 
     async def body() -> int:
         who = who_decides(approver)
@@ -46,8 +48,9 @@ def serve_desk(
         client = await client_for(config)
         token = secrets.token_urlsafe(24)
         app = build_app(
-            client, token=token, approver=who, hosts=_hosts(host), key=key, principal=principal
-        )
+            client, token=token, approver=who, hosts=_hosts(host), key=key, principal=principal,
+            pauses=PauseBook(config.store()),
+        )  # fmt: skip
 
         def announce(bound: int) -> None:
             url = f"http://{host}:{bound}/?token={token}"

@@ -11,7 +11,6 @@ of a tool it is running finishes). The pause lives in the store every worker sha
 
 from __future__ import annotations
 
-import re
 from typing import Annotated
 
 import typer
@@ -19,12 +18,10 @@ import typer
 from orga.cli.common import Approver, CliError, console, execute, settings
 from orga.desk.approvals import who_decides
 from orga.desk.facts import DeskError
-from orga.runtime.pauses import PauseBook
+from orga.runtime.pauses import PAUSE_NAME, PauseBook
 from orga.runtime.safe_text import one_line
 
 __all__ = ["register"]
-
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,199}$")
 
 LoopId = Annotated[str | None, typer.Argument(help="A loop's workflow id (pause that loop).")]
 ToolName = Annotated[str | None, typer.Option("--tool", help="A tool, across every loop.")]
@@ -47,7 +44,7 @@ def _target(loop: str | None, tool: str | None, agent: str | None) -> str | None
     if len(named) > 1:
         raise CliError("name one thing: a loop's id, --tool NAME or --agent NAME", 2)
     [(kind, value)] = named
-    if not _NAME.match(value):
+    if not PAUSE_NAME.fullmatch(value):
         raise CliError(f"{value!r} is not a {kind} name or id", 2)
     return f"{kind}:{value}"
 

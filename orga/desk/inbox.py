@@ -26,6 +26,7 @@ from orga.contracts.principals import NAME_PATTERN
 from orga.contracts.state import LoopState
 from orga.contracts.task import TaskState
 from orga.desk.facts import DeskError, read_state
+from orga.runtime.pauses import Pause, split_target
 
 __all__ = ["InboxItem", "decided_by", "inbox"]
 
@@ -57,6 +58,9 @@ class InboxItem(BaseModel):
     """Of an approval, who may decide and what it needs: ``signed by an enrolled approver``
     (approvers are enrolled), or ``unverified`` (none are: the name recorded is the caller's
     claim); and how many approvals it still needs, when more than one."""
+    pause: str | None = None
+    """Of a paused item, the pause that holds it (``tool:issue_refund``, ``agent:NAME``,
+    ``loop:ID``), read from its reason; None where the reason names none."""
 
 
 def _approval_commands(workflow_id: str, call_id: str) -> list[str]:
@@ -76,6 +80,17 @@ def decided_by(approval: PendingApproval) -> str:
         so_far = f" (approved by {', '.join(approval.approved_by)})" if approval.approved_by else ""
         said += f"; {left} more of {approval.approvals_needed} distinct approvers{so_far}"
     return said
+
+
+def _resume_commands(target: str | None) -> list[str]:
+    """The command that ends ``target``'s pause; without one, the command that lists the
+    pauses (never a guessed one)."""
+    parts = split_target(target) if target is not None else None
+    if parts is None:
+        return ["orga pause"]
+    kind, name = parts
+    named = shlex.quote(name) if kind == "loop" else f"--{kind} {shlex.quote(name)}"
+    return [f"orga resume {named}"]
 
 
 def _escalation_commands(workflow_id: str, escalation: PendingEscalation) -> list[str]:
@@ -122,14 +137,18 @@ def _items_of(
             )
         )
     for call_id, why in (state.paused_calls if isinstance(state, LoopState) else {}).items():
+        target = Pause.target_in(why)
+        kind, _, name = (target or "").partition(":")
         items.append(
             InboxItem(
                 kind="paused",
                 workflow_id=workflow_id,
                 workflow_type=workflow_type,
                 item_id=call_id,
+                tool=name if kind == "tool" else None,
                 reason=why,
-                commands=["orga pause", "orga resume --tool …"],
+                commands=_resume_commands(target),
+                pause=target,
             )
         )
     thread = state.thread if isinstance(state, LoopState) else None

@@ -5,10 +5,12 @@ Served by the CLI on 127.0.0.1 (no build step: one HTML file with plain JavaScri
 what ``orga pending`` lists and lets a person approve, deny or resolve with a reason, seeing the
 tool, its arguments, the policy's reason, the last messages of the loop's conversation and the
 workflow's receipts (what became of its recent calls; an ``unknown`` one not yet settled stands
-out). A call held by a paused tool shows who paused it, since when and why, with nothing to
-decide: ``orga resume`` lets it go. Every decision goes through the same update (and validator)
-as the CLI's, recorded under the identity of whoever runs ``orga desk`` (``--approver``,
-``ORGA_APPROVER`` or the OS user).
+out). A call held by a pause shows who paused what, since when and why, and one button: it
+ends that pause — for every loop it holds — as ``orga resume`` does. A panel lists the pauses
+and pauses a tool, an agent or a loop with a reason, as ``orga pause`` does (``pauses``: the
+store the workers share); another reads the receipts of any workflow, one that finished too.
+Every decision goes through the same update (and validator) as the CLI's, recorded under the
+identity of whoever runs ``orga desk`` (``--approver``, ``ORGA_APPROVER`` or the OS user).
 
 The page is a door into running workflows, so it is locked: the API answers only requests that
 carry the random token printed in the page's address (a header, never a cookie, so another site
@@ -18,13 +20,15 @@ rebinding), and state-changing requests only as JSON.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from importlib import resources
 from typing import Any, Literal, TypeVar
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from pydantic import BaseModel, ValidationError, model_validator
+from pydantic import BaseModel, ValidationError, field_validator, model_validator
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
@@ -43,6 +47,7 @@ from orga.desk.facts import DeskError, describe, read_state
 from orga.desk.inbox import InboxItem
 from orga.desk.inbox import inbox as waiting_items
 from orga.desk.inbox_text import argument_lines
+from orga.runtime.pauses import Pause, PauseBook, split_target
 from orga.runtime.safe_text import printable, printable_data
 
 __all__ = ["TOKEN_HEADER", "build_app"]
@@ -94,6 +99,49 @@ class _Close(BaseModel):
     reason: str | None = None
 
 
+class _Target(BaseModel):
+    target: str
+    """``tool:NAME``, ``agent:NAME`` or ``loop:ID``."""
+
+    @field_validator("target")
+    @classmethod
+    def _plain(cls, target: str) -> str:
+        if split_target(target) is None:
+            raise ValueError(
+                f"{target!r} is not a pause's target: tool:NAME, agent:NAME or loop:ID, "
+                "with a plain name (letters, digits, _.:@/-)"
+            )
+        return target
+
+
+class _PauseRequest(_Target):
+    reason: str
+
+    @field_validator("reason")
+    @classmethod
+    def _says_why(cls, reason: str) -> str:
+        if not reason.strip():
+            raise ValueError("a pause needs a reason: it is shown with every call that waits")
+        return reason.strip()
+
+
+class _Held(BaseModel):
+    """A pause as the page shows it."""
+
+    target: str
+    by: str
+    reason: str
+    since: datetime
+    described: str
+
+    @classmethod
+    def of(cls, pause: Pause) -> _Held:
+        return cls(
+            target=pause.target, by=pause.by, reason=pause.reason, since=pause.since,
+            described=pause.describe(),
+        )  # fmt: skip
+
+
 def build_app(
     client: Client,
     *,
@@ -102,10 +150,11 @@ def build_app(
     hosts: set[str],
     key: Ed25519PrivateKey | None = None,
     principal: str | None = None,
+    pauses: PauseBook | None = None,
 ) -> Starlette:
     """The desk's web application (routes, and the lock on them); decisions are signed with
     ``key`` (the approver's), when given; with ``principal``, its inbox lists only what waits
-    in that user's loops."""
+    in that user's loops; with ``pauses``, it lists, makes and ends pauses (as ``approver``)."""
 
     def allowed(request: Request) -> Response | None:
         name = request.headers.get("host", "").rsplit(":", 1)[0]
@@ -151,6 +200,8 @@ def build_app(
             record = await act(contract.model_validate(await request.json()))
         except (ValidationError, ValueError) as error:
             return _error(f"invalid request: {error}", 400)
+        except _Unavailable as error:
+            return _error(error, 404)
         except DeskError as error:
             return _error(error, 409)
         return JSONResponse(printable_data(record.model_dump(mode="json")))
@@ -194,6 +245,36 @@ def build_app(
 
         return await decide(request, _Close, act)
 
+    async def paused(request: Request) -> Response:
+        if (refused := allowed(request)) is not None:
+            return refused
+        if pauses is None:
+            return _error(_NO_PAUSES, 404)
+        found = await asyncio.to_thread(pauses.all)
+        return JSONResponse(
+            {"pauses": [printable_data(_Held.of(p).model_dump(mode="json")) for p in found]}
+        )
+
+    async def pause(request: Request) -> Response:
+        async def act(p: _PauseRequest) -> BaseModel:
+            if pauses is None:
+                raise _Unavailable(_NO_PAUSES)
+            return _Held.of(await asyncio.to_thread(pauses.pause, p.target, approver, p.reason))
+
+        return await decide(request, _PauseRequest, act)
+
+    async def resume(request: Request) -> Response:
+        async def act(r: _Target) -> BaseModel:
+            if pauses is None:
+                raise _Unavailable(_NO_PAUSES)
+            ended = await asyncio.to_thread(pauses.resume, r.target)
+            if ended is None:
+                kind, _, name = r.target.partition(":")
+                raise DeskError(f"{kind} {name!r} is not paused: nothing to resume")
+            return _Held.of(ended)
+
+        return await decide(request, _Target, act)
+
     return Starlette(
         routes=[
             Route("/", page),
@@ -204,8 +285,18 @@ def build_app(
             Route("/api/review", review, methods=["POST"]),
             Route("/api/say", say, methods=["POST"]),
             Route("/api/close", close, methods=["POST"]),
+            Route("/api/pauses", paused),
+            Route("/api/pause", pause, methods=["POST"]),
+            Route("/api/resume", resume, methods=["POST"]),
         ]
     )
+
+
+_NO_PAUSES = "pauses are not available on this desk (it was started without the store)"
+
+
+class _Unavailable(Exception):
+    """What the desk was built without (answered 404)."""
 
 
 def _error(error: Exception | str, status: int) -> Response:
@@ -216,12 +307,13 @@ def _shown(item: InboxItem) -> dict[str, Any]:
     """An inbox item as the page shows it: every text made ``printable`` (no control or bidi
     character reaches the page), the arguments in full one per line as ``orga pending --full``
     prints them (numbers as Python reads them: JavaScript would round 2**53 + 1), and under
-    ``act`` the ids exactly as the workflow knows them, for the decision."""
+    ``act`` the ids exactly as the workflow knows them (and the pause that holds it), for the
+    decision."""
     lines, _ = argument_lines(item.arguments or "", full=True)
     return {
         **printable_data(item.model_dump(mode="json")),
         "argument_lines": lines,
-        "act": {"workflow_id": item.workflow_id, "item_id": item.item_id},
+        "act": {"workflow_id": item.workflow_id, "item_id": item.item_id, "pause": item.pause},
     }
 
 

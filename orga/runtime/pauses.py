@@ -9,6 +9,10 @@ process, so a busy worker does not ask the store for every call: a call of a pau
 pause to end — durably, journaled, shown on the desk — keeping the approvals already granted,
 then goes on (``orga.workflows.reasoning.call_executor``, ``model_call``).
 
+What a pause names is checked here once for every surface (``orga pause``, the desk):
+``split_target`` reads a key, and ``Pause.target_in`` reads a ``describe()`` text back — the
+reason a held call shows in its loop's state — so the desk offers the command that ends it.
+
 Temporal's own workflow and activity pause are experimental on this server and pause one
 execution at a time (``frontend.WorkflowPauseEnabled``); a tool or an agent across all loops is
 not a Temporal notion, so orga keeps all three here.
@@ -16,17 +20,36 @@ not a Temporal notion, so orga keeps all three here.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from sqlalchemy import Column, MetaData, String, Table, Text, delete, insert, select
 
 from orga.runtime.store import Store
 
-__all__ = ["LOOP_PAUSED", "Pause", "PauseBook"]
+__all__ = [
+    "LOOP_PAUSED",
+    "PAUSE_KINDS",
+    "PAUSE_NAME",
+    "Pause",
+    "PauseBook",
+    "PauseKind",
+    "split_target",
+]
+
+PauseKind = Literal["tool", "agent", "loop"]
+PAUSE_KINDS: Final[tuple[PauseKind, ...]] = ("tool", "agent", "loop")
+PAUSE_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,199}")
+"""A tool's or agent's name or a loop's id, as a pause names it (``fullmatch``): plain, so
+``describe`` quotes it the same way every time and a command needs no escape for it."""
+_DESCRIBED: Final = re.compile(
+    rf"({'|'.join(PAUSE_KINDS)}) '([^']*)' is paused by .*? since \S+: ", re.DOTALL
+)
+"""The start of ``Pause.describe()``'s text: the kind and the name."""
 
 _METADATA = MetaData()
 PAUSES: Final = Table(
@@ -53,11 +76,23 @@ class Pause:
     since: datetime
 
     def describe(self) -> str:
+        """``tool 'x' is paused by olu since 2025-05-01T09:14:02+00:00: why`` (``target_in``
+        reads it back)."""
         kind, _, name = self.target.partition(":")
         return (
             f"{kind} {name!r} is paused by {self.by} since "
             f"{self.since.isoformat(timespec='seconds')}: {self.reason}"
         )
+
+    @staticmethod
+    def target_in(text: str) -> str | None:
+        """The target a ``describe()`` text names (``tool:x``); None for any other text, or a
+        name that is not plain — it comes back from a workflow's state: nothing is guessed."""
+        found = _DESCRIBED.match(text)
+        if found is None:
+            return None
+        target = f"{found[1]}:{found[2]}"
+        return target if split_target(target) is not None else None
 
 
 class PauseBook:
@@ -120,6 +155,15 @@ class PauseBook:
             if cached[1] is not None:
                 return cached[1]
         return None
+
+
+def split_target(target: str) -> tuple[PauseKind, str] | None:
+    """``target``'s kind and name (``tool:x`` → ``("tool", "x")``); None unless the kind is one
+    of ``PAUSE_KINDS`` and the name is plain (``PAUSE_NAME``)."""
+    kind, colon, name = target.partition(":")
+    if not colon or not PAUSE_NAME.fullmatch(name):
+        return None
+    return next(((known, name) for known in PAUSE_KINDS if known == kind), None)
 
 
 def _pause(row: Any) -> Pause:
