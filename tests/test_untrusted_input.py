@@ -14,6 +14,8 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from orga.contracts.audit import AuditChain
 from orga.contracts.errors import MalformedModelResponse, ToolInputError
@@ -25,6 +27,7 @@ from orga.core.arguments import (
     ELIDED_KEY,
     MAX_ARGUMENT_CHARS,
     MAX_ARGUMENT_DEPTH,
+    json_depth,
     parse_arguments,
     try_parse_arguments,
 )
@@ -140,6 +143,30 @@ def test_arguments_are_bounded_in_depth_and_size() -> None:
         assert try_parse_arguments(raw) is None
     with pytest.raises(ToolInputError, match="characters long"):
         parse_arguments("t", json.dumps({"text": "x" * MAX_ARGUMENT_CHARS}))
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text('[]{}a\\"', max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=200,
+)
+
+
+@given(st.dictionaries(st.text(max_size=3), _JSON, max_size=3), st.integers(0, 70))
+def test_only_text_with_enough_brackets_is_walked_for_its_depth(
+    value: dict[str, Any], extra: int
+) -> None:
+    """``parse_arguments`` walks the parsed value only when its text has more brackets than
+    the depth allowed; the answer is the walk's either way (brackets in strings included)."""
+    deep: list[Any] = []
+    for _ in range(extra):
+        deep = [deep]
+    value = {"deep": deep, **value}
+    raw = json.dumps(value)
+    refused = json_depth(value) > MAX_ARGUMENT_DEPTH
+    assert (try_parse_arguments(raw) is None) == refused
 
 
 @pytest.mark.parametrize("policy", ["default", "permissive"])

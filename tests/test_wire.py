@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pydantic_core
+import pytest
 from pydantic import BaseModel
 from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter
+from temporalio.converter import CompositePayloadConverter
 
 import orga.contracts as contracts_package
 from orga.contracts.carry import LoopCarry
@@ -238,6 +240,28 @@ def test_what_people_read_is_written_whole() -> None:
     # and the same JSON Temporal's own pydantic converter writes
     stock = PydanticJSONPlainPayloadConverter().to_payload(result)
     assert stock is not None and json.loads(stock.data) == written
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        ["a summary", "naïve ☃ \u2028"],
+        [LoopInput(messages=[Message(role="user", content="hi")], config=LoopConfig(model="m"))],
+        ["mixed", None, b"raw", {"plain": [1, 2]}],
+    ],
+    ids=["strings", "compact", "mixed"],
+)
+def test_strings_and_compact_models_are_written_as_the_stock_way_writes_them(
+    values: list[Any],
+) -> None:
+    """orga's converter sends a string (an activity's summary) or a ``Compact`` model straight
+    to its JSON converter, skipping the ones that take only None, bytes and protobuf: the
+    payloads are those the composite writes, and read back the same."""
+    converter = OrgaPayloadConverter()
+    fast = converter.to_payloads(values)
+    stock = [CompositePayloadConverter.to_payloads(converter, [v])[0] for v in values]
+    assert fast == stock
+    assert converter.from_payloads(fast, [type(v) for v in values]) == values
 
 
 if __name__ == "__main__":

@@ -83,7 +83,10 @@ def parse_arguments(tool_name: str, raw: str) -> dict[str, Any]:
         value = None
         depth = MAX_ARGUMENT_DEPTH + 1
     else:
-        depth = json_depth(value)
+        # Every level opens with a bracket, so text with few of them cannot nest too deep
+        # (brackets inside strings only raise the count): the usual call is not walked.
+        brackets = text.count("{") + text.count("[")
+        depth = json_depth(value) if brackets > MAX_ARGUMENT_DEPTH else 0
     if depth > MAX_ARGUMENT_DEPTH:
         raise ToolInputError(
             f"arguments for tool {tool_name!r} nest arrays and objects more than "

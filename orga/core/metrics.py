@@ -92,6 +92,8 @@ class KnownLabels:
 
     def bound(self, attributes: dict[str, str]) -> dict[str, str]:
         """``attributes`` with each tool or agent this workflow does not know as ``other``."""
+        if "tool" not in attributes and "agent" not in attributes:
+            return attributes
         known = {"tool": self.tools, "agent": self.agents}
         return {
             key: value if key not in known or value in known[key] else OTHER

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
+import pydantic_core
 from temporalio.api.common.v1 import Payload
 from temporalio.api.sdk.v1 import ExternalStorageReference
 from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter, PydanticPayloadConverter
@@ -157,12 +158,25 @@ class CompactJSONPayloadConverter(PydanticJSONPlainPayloadConverter):
     def to_payload(self, value: Any) -> Payload | None:
         if isinstance(value, Compact):
             data = value.__pydantic_serializer__.to_json(value, exclude_defaults=True)
-            return Payload(metadata={"encoding": self.encoding.encode()}, data=data)
-        return super().to_payload(value)
+        elif type(value) is str:
+            data = pydantic_core.to_json(value)  # as the stock converter writes it
+        else:
+            return super().to_payload(value)
+        payload = Payload(data=data)
+        payload.metadata["encoding"] = _JSON_PLAIN  # (the keyword builds the map slowly)
+        return payload
 
+
+_JSON_PLAIN: Final = b"json/plain"
 
 _SHARED_JSON: Final = CompactJSONPayloadConverter()
 """One pydantic JSON converter, and one cache of type adapters, for every payload converter."""
+
+
+def _to_json(value: Any) -> Payload:
+    payload = _SHARED_JSON.to_payload(value)
+    assert payload is not None  # the JSON converter takes any value
+    return payload
 
 
 _CONVERTERS: Final = MappingProxyType(
@@ -190,6 +204,14 @@ class OrgaPayloadConverter(PydanticPayloadConverter):
 
     def __init__(self) -> None:
         self.converters = _CONVERTERS
+
+    def to_payloads(self, values: Sequence[Any]) -> list[Payload]:
+        """As the stock converter, but a string or a ``Compact`` model (an activity's input,
+        its summary) goes to the JSON converter at once: the converters tried before it take
+        only ``None``, bytes and protobuf messages, so the payload is the same."""
+        if all(type(v) is str or isinstance(v, Compact) for v in values):
+            return [_to_json(v) for v in values]
+        return super().to_payloads(values)
 
 
 def data_converter(store: Callable[[], Store]) -> DataConverter:

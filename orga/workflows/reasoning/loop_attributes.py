@@ -71,6 +71,9 @@ class LoopAttributes:
             started_at if fresh and self._published == self._wanted(facts) else None
         )
         """When they were last upserted (the start counts, when it set them as wanted)."""
+        self._settled: tuple[object, ...] | None = None
+        """The facts that decide the attributes upserted at once, as of the last ``publish``
+        that left none of those to upsert."""
 
     def _wanted(self, facts: LoopFacts) -> dict[str, object]:
         """The attributes as the loop would have them: the principal's only once the loop
@@ -95,17 +98,17 @@ class LoopAttributes:
 
     def publish(self, facts: LoopFacts) -> None:
         """Upsert what changed, when it may not wait (see the module docstring)."""
+        settled = (facts.agent_id, facts.status, facts.principal, facts.principal_known)
+        now = workflow.now()
+        waits = self._published_at is not None and now - self._published_at < _PROGRESS_EVERY
+        if waits and settled == self._settled:
+            return  # nothing to upsert at once, and progress waits: the usual turn
         wanted = self._wanted(facts)
         changed = {n: v for n, v in wanted.items() if self._published.get(n) != v}
-        if not changed:
-            return
-        now = workflow.now()
-        if (
-            not changed.keys() & _AT_ONCE
-            and self._published_at is not None
-            and now - self._published_at < _PROGRESS_EVERY
-        ):
-            return
+        if not changed.keys() & _AT_ONCE:
+            self._settled = settled
+            if not changed or waits:
+                return
         updates: list[SearchAttributeUpdate[Any]] = [
             sa.AGENT_ID.value_set(facts.agent_id),
             sa.STATUS.value_set(facts.status),
@@ -118,3 +121,4 @@ class LoopAttributes:
         upsert([u for u in updates if u.key.name in changed])
         self._published.update(changed)
         self._published_at = now
+        self._settled = settled

@@ -5,6 +5,9 @@ search attributes and current details the Web UI shows, in one place, so the cyc
 says what happened (``reasoned``, ``observed``, ``completed``, ``failed``). It also owns the
 ``HumanDesk`` (pending approvals and escalations) and the loop's working clock, which stops
 while the loop waits for people: the loop's ``timeout`` counts working time only.
+
+Over 400 lines: everything the queries, the Web UI and the journal say of a loop is kept here,
+so that every turn records itself in one place.
 """
 
 from __future__ import annotations
@@ -306,7 +309,21 @@ class LoopBooks:
     def set_phase(self, phase: Phase) -> None:
         """Move to ``phase`` and say so in the Web UI's current details."""
         self.phase = phase
+        limits = self.limits
+        turn = f"turn {self.turn} · " if self.turn is not None else ""
+        workflow.set_current_details(
+            f"**{phase}** · {turn}iteration {self.iteration}/{limits.max_iterations} · "
+            f"{self.usage.total_tokens}/{limits.max_total_tokens} tokens · "
+            f"{self.tool_call_count} tool call(s){self._waiting_for()}"
+        )
+
+    def _waiting_for(self) -> str:
+        """What the loop waits for, as its current details end (empty while it runs)."""
         desk = self.desk
+        if not (
+            desk.waiting or self._awaiting_message or self.waiting_for_workers or self.paused_calls
+        ):
+            return ""
         pending = [f"approval of {p.tool} ({p.call_id})" for p in desk.approvals.values()] + [
             f"operator for {e.tool} ({e.escalation_id})" for e in desk.escalations.values()
         ]
@@ -316,14 +333,7 @@ class LoopBooks:
             pending.append("the next message")
         pending += [f"a worker with tool {tool}" for tool in sorted(self.waiting_for_workers)]
         pending += [f"a paused tool ({call_id})" for call_id in sorted(self.paused_calls)]
-        waiting = f" · waiting for {', '.join(pending)}" if pending else ""
-        limits = self.limits
-        turn = f"turn {self.turn} · " if self.turn is not None else ""
-        workflow.set_current_details(
-            f"**{phase}** · {turn}iteration {self.iteration}/{limits.max_iterations} · "
-            f"{self.usage.total_tokens}/{limits.max_total_tokens} tokens · "
-            f"{self.tool_call_count} tool call(s){waiting}"
-        )
+        return f" · waiting for {', '.join(pending)}"
 
     def working_seconds(self) -> float:
         """Seconds the loop has run, not counting time spent waiting for people."""

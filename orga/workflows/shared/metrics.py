@@ -51,10 +51,9 @@ def know(*, tools: set[str], agents: set[str], runs_as: AgentSpec | None) -> Non
     _run().known = KnownLabels(frozenset(tools), frozenset(agents if configured else ()))
 
 
-def _emit(point: Point) -> None:
+def _emit(run: _RunMetrics, point: Point) -> None:
     if point.value <= 0:
         return
-    run = _run()
     counter = run.counters.get(point.metric)
     if counter is None:
         spec = METRICS[point.metric]
@@ -65,12 +64,19 @@ def _emit(point: Point) -> None:
 
 def count(metric: str, **attributes: str) -> None:
     """Add one to ``metric`` (a counter of ``orga.core.metrics.METRICS``)."""
-    _emit(Point(metric, 1, attributes))
+    if not workflow.unsafe.is_replaying():
+        _emit(_run(), Point(metric, 1, attributes))
 
 
 def emit_entry(
     entry: JournalEntry, workflow_kind: Literal["loop", "task"], provider: str | None = None
 ) -> None:
-    """The metrics a journal entry makes."""
-    for point in points(entry, workflow=workflow_kind, provider=provider):
-        _emit(point)
+    """The metrics a journal entry makes (none while a history is replayed: Temporal's
+    workflow meter drops them then anyway)."""
+    if workflow.unsafe.is_replaying():
+        return
+    found = points(entry, workflow=workflow_kind, provider=provider)
+    if found:
+        run = _run()
+        for point in found:
+            _emit(run, point)
