@@ -6,16 +6,19 @@ that holds each call, or only ``orga pause`` (the list) when its reason names no
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from sqlalchemy import event
 
 from orga.contracts.inference import Usage
 from orga.contracts.messages import LOOP_WORKFLOW
 from orga.contracts.state import LoopState
 from orga.desk.inbox import _items_of  # pyright: ignore[reportPrivateUsage] -- the rule itself
-from orga.runtime.pauses import PAUSE_KINDS, PAUSE_NAME, Pause, split_target
+from orga.runtime.pauses import PAUSE_KINDS, PAUSE_NAME, Pause, PauseBook, split_target
+from orga.runtime.store import Store
 
 SINCE = datetime(2025, 5, 1, 9, 14, 2, tzinfo=UTC)
 
@@ -98,3 +101,24 @@ def test_a_paused_item_offers_the_command_that_ends_its_pause(
 def test_a_reason_that_names_no_pause_offers_only_the_list() -> None:
     [item] = _items_of("loop-1", LOOP_WORKFLOW, held("tool 'x; rm -rf ~' is paused"))
     assert (item.pause, item.tool, item.commands) == (None, None, ["orga pause"])
+
+
+def test_a_worker_reads_every_pause_at_once_and_keeps_nothing_per_loop(tmp_path: Path) -> None:
+    """Each new loop asks for its own ``loop:ID``: one query a second answers them all (it was
+    one query per loop, and a cache entry per loop kept for the worker's life). A pause this
+    book makes or ends is seen at once."""
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    book = PauseBook(store)
+    book.pause("tool:refund", "olu", "double-paid")
+    queries: list[str] = []
+    event.listen(store.engine, "before_cursor_execute", lambda *a: queries.append(a[2]))
+    for loop in range(50):
+        assert book.held(f"loop:l{loop}", "agent:support") is None
+        held = book.held("tool:refund")
+        assert held is not None and held.reason == "double-paid"
+    assert [q for q in queries if "orga_pauses" in q] == queries[-1:]  # and its BEGIN
+    book.pause("agent:support", "ann", "runaway")
+    found = book.held("loop:l1", "agent:support")
+    assert found is not None and found.by == "ann"
+    book.resume("agent:support")
+    assert book.held("agent:support") is None

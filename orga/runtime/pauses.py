@@ -3,9 +3,9 @@
 ``orga pause --tool issue_refund --reason …`` (or ``--agent NAME``, or a loop's id) writes who
 paused it, why and since when, keyed ``tool:NAME``, ``agent:NAME`` or ``loop:ID``;
 ``orga resume …`` removes it. A worker asks before it runs a tool call (``tool:``) or a loop's
-model call (``agent:``, ``loop:``) — ``PauseBook.held``, at most once a second per key and
-process, so a busy worker does not ask the store for every call: a call of a paused tool fails
-``ToolPaused`` unrun, a paused loop's model call ``LoopPaused``, and the loop waits for the
+model call (``agent:``, ``loop:``) — ``PauseBook.held``, which reads them all at most once a
+second per process, so a busy worker does not ask the store for every call: a call of a paused
+tool fails ``ToolPaused`` unrun, a paused loop's model call ``LoopPaused``, and the loop waits for the
 pause to end — durably, journaled, shown on the desk — keeping the approvals already granted,
 then goes on (``orga.workflows.reasoning.call_executor``, ``model_call``).
 
@@ -102,7 +102,8 @@ class PauseBook:
         self._store = store
         self._ready = False
         self._lock = threading.Lock()
-        self._read: dict[str, tuple[float, Pause | None]] = {}
+        self._read: tuple[float, dict[str, Pause]] | None = None
+        """Every pause, as this process last read them (``held``), and when."""
 
     def _tables(self) -> None:
         with self._lock:
@@ -121,6 +122,7 @@ class PauseBook:
                     target=target, paused_by=by, reason=reason, since=found.since.isoformat()
                 )
             )
+        self._read = None
         return found
 
     def resume(self, target: str) -> Pause | None:
@@ -128,6 +130,7 @@ class PauseBook:
         found = self.of(target)
         with self._store.engine.begin() as db:
             db.execute(delete(PAUSES).where(PAUSES.c.target == target))
+        self._read = None
         return found
 
     def of(self, target: str) -> Pause | None:
@@ -144,17 +147,15 @@ class PauseBook:
         return [_pause(row) for row in rows]
 
     def held(self, *targets: str) -> Pause | None:
-        """The first of ``targets`` paused, as this process last read each (again after
-        ``_FRESH`` seconds)."""
+        """The first of ``targets`` paused, as this process last read the pauses (all of them
+        at once — a few rows an operator wrote — and again after ``_FRESH`` seconds, or when
+        this book paused or resumed something): a worker's every new loop asks for its own
+        ``loop:ID`` without a query of its own, and keeps nothing per loop."""
         now = time.monotonic()
-        for target in targets:
-            cached = self._read.get(target)
-            if cached is None or now - cached[0] >= _FRESH:
-                cached = (now, self.of(target))
-                self._read[target] = cached
-            if cached[1] is not None:
-                return cached[1]
-        return None
+        read = self._read
+        if read is None or now - read[0] >= _FRESH:
+            read = self._read = (now, {pause.target: pause for pause in self.all()})
+        return next((read[1][t] for t in targets if t in read[1]), None)
 
 
 def split_target(target: str) -> tuple[PauseKind, str] | None:
