@@ -25,7 +25,7 @@ from bench.bare import BareInput, BareLoopWorkflow
 from bench.bare_activities import BareActivities
 from bench.minimal import MinimalApprovalWorkflow, MinimalLoopWorkflow
 from bench.minimal_activities import MinimalActivities
-from orga.cli.worker import build_workers
+from orga.cli.worker import build_workers, settle_heap
 from orga.contracts.config import LoopConfig, LoopInput
 from orga.contracts.conversation import Message
 from orga.plugin import OrgaPlugin, http_client
@@ -160,6 +160,7 @@ async def bench(
                     activities=[minimal.call_model, minimal.run_tool, minimal.pay],
                 )
                 async with orga_worker, bare_worker, minimal_worker:
+                    settle_heap()  # as `orga worker` does once its workers run
                     yield Bench(client, plain)
         finally:
             await server.stop()
