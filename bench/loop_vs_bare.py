@@ -13,8 +13,9 @@ All variants run on the tuned embedded dev server (SQLite file, WAL, transfer po
 * ``orga`` — orga's loop with the ``default`` gate and the built-in ``add``;
 * ``local`` — the same with the tool declared ``@tool(local=True)``.
 
-For K tool calls (one per turn, K+1 model calls) it prints, per loop: median wall time, worker
-CPU (this process: workers, clients and the model server), history events and bytes, and
+For K tool calls (one per turn, K+1 model calls) it prints, per loop: median wall time, median
+worker CPU (this process: workers, clients and the model server; the mean until 2026-12-05:
+the median, as for wall time, is not moved by one slow loop), history events and bytes, and
 loops/s with N loops at once (the median of three rounds) — each with its ratio to
 ``minimal`` (``--k`` with no value leaves these rows out). Then N loops that wait for an
 approval (``bench/approvals.py``): the growth of resident memory per waiting loop; how long
@@ -129,14 +130,14 @@ async def measure(b: Bench, k: int, runs: int, concurrent: int) -> dict[str, Mea
         for _ in range(2):
             await runner(b, k)  # warm up: sticky cache, connections, the sandbox's modules
     walls: dict[str, list[float]] = {name: [] for name in VARIANTS}
-    cpus: dict[str, float] = dict.fromkeys(VARIANTS, 0.0)
+    cpus: dict[str, list[float]] = {name: [] for name in VARIANTS}
     last: dict[str, str] = {}
     for _ in range(runs):
         for name, runner in VARIANTS.items():
             cpu, start = time.process_time(), time.perf_counter()
             last[name], _ = await runner(b, k)
             walls[name].append(time.perf_counter() - start)
-            cpus[name] += time.process_time() - cpu
+            cpus[name].append(time.process_time() - cpu)
     rates: dict[str, list[float]] = {name: [] for name in VARIANTS}
     for _ in range(THROUGHPUT_ROUNDS):
         for name, runner in VARIANTS.items():
@@ -148,7 +149,7 @@ async def measure(b: Bench, k: int, runs: int, concurrent: int) -> dict[str, Mea
         events, size = await history_size(b.client, last[name])
         found[name] = Measured(
             statistics.median(walls[name]),
-            cpus[name] / runs,
+            statistics.median(cpus[name]),
             events,
             size,
             statistics.median(rates[name]),
