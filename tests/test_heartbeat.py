@@ -1,12 +1,22 @@
-"""``heartbeating``: beats while an activity's body waits, and not once it has ended."""
+"""``heartbeating``: beats while an activity's body waits, and not once it has ended; the tool
+activity marks a begun effect only where one is settled."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+from pathlib import Path
 
 from temporalio.testing import ActivityEnvironment
 
+from orga.activities.tools import ToolActivities
+from orga.contracts.conversation import ToolCall
+from orga.contracts.tools import ToolInvocation
+from orga.runtime.store import Store
+from orga.tools._outcomes import BEGAN
+from orga.tools.ledger import Ledger
+from orga.tools.sdk import ToolRegistry, tool
+from orga.worker.blobs import BlobStore
 from orga.worker.heartbeat import heartbeating
 
 
@@ -45,3 +55,41 @@ async def test_a_local_activity_does_not_beat() -> None:
 
     await env.run(quick_local_call)
     assert beats == []
+
+
+async def test_only_a_tool_with_effects_marks_its_effect_begun(tmp_path: Path) -> None:
+    """The tool activity tells the server a call's effect began (a heartbeat, before the tool
+    runs) only for a tool that would be settled after a lost attempt: one with effects. A pure
+    tool's call runs again after a lost attempt as ever, so marking it cost a heartbeat call to
+    the server on every call for nothing (measured: ~1.5 ms of each call's latency)."""
+
+    @tool
+    async def double(x: int) -> int:
+        """Double a number.
+
+        Args:
+            x: the number.
+        """
+        return 2 * x
+
+    @tool(serial=True)
+    async def send(to: str) -> str:
+        """Send a letter.
+
+        Args:
+            to: who gets it.
+        """
+        return f"sent to {to}"
+
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    activities = ToolActivities(
+        registry=ToolRegistry([double, send]), blobs=BlobStore(store), ledger=Ledger(store)
+    )
+    beats: dict[str, list[tuple[object, ...]]] = {}
+    for name, arguments in (("double", '{"x": 2}'), ("send", '{"to": "ann"}')):
+        env = ActivityEnvironment()
+        env.on_heartbeat = lambda *details, name=name: beats.setdefault(name, []).append(details)
+        call = ToolCall(id="c1", name=name, arguments=arguments)
+        result = await env.run(activities.run_tool, ToolInvocation(call=call, workflow_id="w"))
+        assert not result.is_error
+    assert beats == {"send": [(BEGAN,)]}

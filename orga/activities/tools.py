@@ -85,9 +85,12 @@ class ToolActivities:
             else idempotency_key(invocation.workflow_id, invocation.compensates, invocation.chain),
         )
         info = activity.info()
-        marked = not info.is_local  # a local activity cannot heartbeat: nothing to mark
+        # Only a tool with effects is settled after a lost attempt, so only its begun effect is
+        # marked (a heartbeat the server keeps: one call to it before the tool runs); a local
+        # activity cannot heartbeat.
+        marked = not info.is_local and has_effects(found)
         settled: str | None = None
-        if marked and has_effects(found) and lost_before(info.attempt, info.heartbeat_details):
+        if marked and lost_before(info.attempt, info.heartbeat_details):
             reconciled = await settle(found, context)  # raises OutcomeUnknown: a person decides
             if reconciled is not None:
                 return self._result(invocation, found, reconciled.value, "reconciled")
