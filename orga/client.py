@@ -375,8 +375,9 @@ class ThreadHandle(LoopHandle):
     the workflow's current run, so it follows the thread through continue-as-new."""
 
     async def send(self, text: str, *, sender: str | None = None) -> TurnResult:
-        """Send the next message and return its turn's answer once the turn has one (a
-        message sent while a turn runs joins that turn, whose answer this returns).
+        """Send the next message and return the answer of the turn that read it (a message
+        sent while a turn runs joins that turn — or, if that turn ran out of its budget
+        first, the next one).
 
         Raises:
             WorkflowUpdateFailedError: refused (empty, too long, the thread is closed or
@@ -384,11 +385,13 @@ class ThreadHandle(LoopHandle):
         """
         accepted = await self.say(text, sender=sender)
         assert accepted.turn is not None, "a thread names the turn a message joins"
-        return await self.turn(accepted.turn)
+        return await self.turn(accepted.turn, message=accepted.seq)
 
-    async def turn(self, number: int) -> TurnResult:
-        """Turn ``number``'s answer, once there (the newest 20 stay readable)."""
-        answered = await await_turn(self.handle, number)
+    async def turn(self, number: int, *, message: int | None = None) -> TurnResult:
+        """Turn ``number``'s answer, once there (the newest 20 stay readable); with
+        ``message`` (``MessageAccepted.seq``), the answer of the turn that read that message
+        (``number`` or a later one), never one that did not."""
+        answered = await await_turn(self.handle, number, message)
         if self.output_type is not None and answered.value is not None:
             value = self.output_type.model_validate(answered.value)
             answered = answered.model_copy(update={"value": value})

@@ -126,4 +126,4 @@ async def test_a_cancel_reaches_a_running_tool_within_about_a_second(harness: Ha
     assert took < 3.0, took
     # What the cancel left: a call that may have had its effect, said so on the audit chain.
     [receipt] = [e for e in journal.entries if isinstance(e, CallReceipt)]
-    assert receipt.outcome == "unknown" and "cancelled while the call ran" in receipt.note
+    assert receipt.outcome == "unknown" and "cancelled while it ran" in receipt.note

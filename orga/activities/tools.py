@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any, Final, Literal
 
@@ -10,7 +11,13 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from orga.contracts.conversation import ToolResult
-from orga.contracts.errors import ToolFailed, ToolNotFound, ToolNotOnThisWorker, ToolPaused
+from orga.contracts.errors import (
+    OutcomeUnknown,
+    ToolFailed,
+    ToolNotFound,
+    ToolNotOnThisWorker,
+    ToolPaused,
+)
 from orga.contracts.evidence import Evidence
 from orga.contracts.tools import (
     RUN_TOOL,
@@ -21,7 +28,7 @@ from orga.core.text import cut
 from orga.runtime.pauses import PauseBook
 from orga.runtime.tracing import tracer
 from orga.tools._loading import render_value
-from orga.tools._outcomes import BEGAN, ENDED, has_effects, lost_before, settle
+from orga.tools._outcomes import BEGAN, ENDED, has_effects, lost_before, mark_began, settle
 from orga.tools.ledger import Ledger
 from orga.tools.sdk import Tool, ToolContext, ToolRegistry, parse_arguments
 from orga.worker.blobs import BlobStore
@@ -86,15 +93,18 @@ class ToolActivities:
         )
         info = activity.info()
         # Only a tool with effects is settled after a lost attempt, so only its begun effect is
-        # marked (a heartbeat the server keeps: one call to it before the tool runs); a local
-        # activity cannot heartbeat.
+        # marked (a heartbeat the server has stored before the tool runs: one call to it); a
+        # local activity cannot heartbeat.
         marked = not info.is_local and has_effects(found)
         settled: str | None = None
         if marked and lost_before(info.attempt, info.heartbeat_details):
-            reconciled = await settle(found, context)  # raises OutcomeUnknown: a person decides
+            async with heartbeating(details=(BEGAN,)):  # reconciling: still mid-effect
+                reconciled = await settle(found, context)  # OutcomeUnknown: a person decides
             if reconciled is not None:
                 return self._result(invocation, found, reconciled.value, "reconciled")
             settled = "ran again"
+        if marked:
+            await mark_began()  # stored before the effect, or the tool does not run
         started = time.monotonic()
         span = tracer().start_span(
             f"execute_tool {call.name}",
@@ -104,16 +114,20 @@ class ToolActivities:
                 "gen_ai.tool.call.id": call.id,
             },
         )
-        if marked:
-            activity.heartbeat(BEGAN)  # the effect begins: a lost attempt leaves this behind
         try:
             with trace.use_span(span, end_on_exit=True):
                 async with heartbeating(details=(BEGAN,) if marked else ()):
                     value = await found.invoke(arguments, context)
+        except asyncio.CancelledError as cancelled:
+            if marked:  # cancelled mid-effect: what became of it, nobody can say
+                raise _cancelled_mid_effect(call.name, call.id) from cancelled
+            raise
         except ApplicationError:
             self._ended(marked)
             raise
         except Exception as error:
+            if marked and activity.is_cancelled():  # it raised as it was being cancelled
+                raise _cancelled_mid_effect(call.name, call.id) from error
             self._ended(marked)
             observe("orga_tool_call_latency", _elapsed_ms(started), tool=call.name)
             raise ToolFailed(
@@ -151,6 +165,16 @@ class ToolActivities:
             evidence=evidence,
             settled=settled,
         )
+
+
+def _cancelled_mid_effect(tool: str, call_id: str) -> OutcomeUnknown:
+    """A call cancelled after its effect began: the effect may or may not have happened."""
+    return OutcomeUnknown(
+        f"call {call_id!r} of tool {tool!r} was cancelled while it ran, after its effect "
+        "began: whether the effect happened, nobody can say (ask by the call's idempotency "
+        "key)",
+        non_retryable=True,
+    )
 
 
 _SETTLED: Final = {

@@ -3,7 +3,8 @@ an agent, or one loop — and let them go.
 
 A paused tool's calls do not run: each waits in its loop, durably — approvals already granted
 are kept — with its loop ``paused`` (``orga list --status paused``, ``orga pending``), and runs
-once after ``orga resume``, the waiting calls released spread over ``config.pause_recheck``. A
+once after ``orga resume`` — which tells the loops it held (``orga.desk.releases``) — the
+waiting calls released spread over ``config.pause_recheck``. A
 paused loop (or agent) makes no model call: it waits the same way before its next one (a call
 of a tool it is running finishes). The pause lives in the store every worker shares
 (``orga.runtime.pauses``). ``orga pause`` with nothing named lists the pauses.
@@ -14,10 +15,12 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from temporalio.service import RPCError
 
-from orga.cli.common import Approver, CliError, console, execute, settings
+from orga.cli.common import Approver, CliError, client_for, console, execute, settings
 from orga.desk.approvals import who_decides
 from orga.desk.facts import DeskError
+from orga.desk.releases import release_held
 from orga.runtime.pauses import PAUSE_NAME, PauseBook
 from orga.runtime.safe_text import one_line
 
@@ -94,15 +97,30 @@ def resume(loop: LoopId = None, tool: ToolName = None, agent: AgentName = None) 
         target = _target(loop, tool, agent)
         if target is None:
             raise CliError("name what to resume: a loop's id, --tool NAME or --agent NAME", 2)
-        ended = PauseBook(settings().store()).resume(target)
+        config = settings()
+        ended = PauseBook(config.store()).resume(target)
         kind, _, name = target.partition(":")
         if ended is None:
             raise CliError(f"{kind} {name!r} is not paused")
-        console().print(
+        out = console()
+        out.print(
             one_line(f"resumed {kind} {name!r} (paused by {ended.by}: {ended.reason})"),
             markup=False,
             highlight=False,
         )
+        try:
+            told = await release_held(await client_for(config), target)
+        except (CliError, RPCError) as error:
+            out.print(
+                one_line(
+                    f"the loops it held go on within an hour: they could not be told now ({error})"
+                ),
+                markup=False,
+                highlight=False,
+            )
+            return 0
+        if told:
+            out.print(f"told {told} held loop(s) to go on", markup=False, highlight=False)
         return 0
 
     execute(body)

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from pydantic import BaseModel, Field
 
 from orga.contracts.audit import GENESIS
+from orga.contracts.conversation import UserMessage
 from orga.contracts.critic import ReviewRecord
 from orga.contracts.delegation import DelegationRecord
 from orga.contracts.evidence import EvidenceCollection
@@ -22,7 +23,7 @@ from orga.contracts.resilience import Breaker, DeadLetterEntry
 from orga.contracts.state import ToolCallRecord
 from orga.contracts.threads import ThreadCarry
 
-__all__ = ["CachedEntry", "LoopCarry", "ToolStateSnapshot"]
+__all__ = ["CachedEntry", "InboxCarry", "LoopCarry", "ToolStateSnapshot", "WaitingMessage"]
 
 
 class CachedEntry(BaseModel):
@@ -39,6 +40,24 @@ class ToolStateSnapshot(BaseModel):
     cache: dict[str, CachedEntry] = Field(default_factory=dict[str, CachedEntry])
     dead_letters: list[DeadLetterEntry] = Field(default_factory=list[DeadLetterEntry])
     decided_ids: list[str] = Field(default_factory=list[str])
+
+
+class WaitingMessage(BaseModel):
+    """A person's message the loop accepted and has not read yet."""
+
+    seq: int
+    message: UserMessage
+
+
+class InboxCarry(BaseModel):
+    """The loop's inbox of people's messages (``Steering``): what waits to be read, how many
+    were accepted so far (numbers go on counting), and which turn of a thread read each of the
+    newest."""
+
+    received: int = 0
+    waiting: list[WaitingMessage] = Field(default_factory=list[WaitingMessage])
+    read_in: dict[int, int] = Field(default_factory=dict[int, int])
+    """Message number → the turn of a thread that read it (the newest ``READ_KEPT``)."""
 
 
 class LoopCarry(BaseModel):
@@ -83,6 +102,9 @@ class LoopCarry(BaseModel):
     """A thread's turns and where the current one began (``config.thread``)."""
     stream: StreamCarry | None = None
     """A streamed loop's stream (``config.stream``): what it keeps, at the same offsets."""
+    inbox: InboxCarry | None = None
+    """People's messages accepted and not yet read (a thread's, sent before a turn's end that
+    continued as new), and the numbering of the messages so far."""
     moved_from: str | None = None
     """The build a run asked to move off (``config.upgrade_on_continue``): the next run starts
     on the deployment's current build; one that finds itself on this build again was kept

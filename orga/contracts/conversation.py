@@ -210,7 +210,8 @@ class MessageAccepted(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     seq: int
-    """Its number among the messages this run of the loop was sent (from 1)."""
+    """Its number among the messages the loop was sent (from 1; it goes on counting across
+    continue-as-new, so a thread's ``turn`` update can find the turn that read it)."""
     at: datetime
     waiting: int
     """Messages (this one included) waiting for the next Observe."""

@@ -107,6 +107,9 @@ class ReviewRecord(BaseModel):
     reviewer: str | None = None
     source: Literal["model", "update", "timeout"]
     at: datetime
+    turn: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    """In a thread: the turn whose answer it reviewed (a turn's reviews count towards
+    ``max_rounds``, each turn anew)."""
 
 
 class CritiqueRequest(Compact):

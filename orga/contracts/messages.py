@@ -22,6 +22,7 @@ __all__ = [
     "LOOP_WORKFLOW",
     "MESSAGE_SIGNAL",
     "MESSAGE_UPDATE",
+    "PAUSE_LIFTED_SIGNAL",
     "RESOLVE_ESCALATION",
     "REVIEW_UPDATE",
     "STATE_QUERY",
@@ -59,5 +60,9 @@ TURN_UPDATE: Final = "turn"
 """A thread's ``TurnWait``: waits for that turn's answer and answers with its ``TurnResult``."""
 CLOSE_UPDATE: Final = "close"
 """A thread's ``CloseThread``: it ends now, or once the running turn is answered."""
+PAUSE_LIFTED_SIGNAL: Final = "pause_lifted"
+"""A pause ended (``orga resume``, the desk): a loop whose calls wait for one asks again now,
+spread out, rather than at its next fallback recheck. It carries nothing: the loop's next
+call finds out whether its own pause ended."""
 FORK_QUERY: Final = "fork_point"
 """A ``ForkPointAsk``: the loop's state after that turn (``ForkPoint``), for ``orga fork``."""

@@ -38,7 +38,7 @@ RESOLVE_TASK: Final = "resolve_task"
 """Name of the local activity that resolves a task's setup."""
 CURRENT_BUILD: Final = "current_build"
 """Name of the local activity that says which build of a worker deployment is current."""
-SETUP_LEVEL: Final = 1
+SETUP_LEVEL: Final = 2
 """Which of orga's changes to the loop's workflow a worker of this release has: the level it
 sets a loop up with (``LoopSetup.level``). A change at or below a run's level takes its new
 path without a patch marker (``orga.workflows.shared.patches.taken``)."""

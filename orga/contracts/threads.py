@@ -71,6 +71,10 @@ class TurnWait(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     turn: int = Field(ge=1)
+    message: int | None = Field(default=None, ge=1, exclude_if=lambda v: v is None)
+    """A message's number (``MessageAccepted.seq``): the answer of the turn that read it —
+    ``turn``, the turn it was accepted for, or a later one (a message that came as a turn
+    ran out of budget is read by the next)."""
 
 
 class TurnResult(BaseModel):

@@ -189,6 +189,10 @@ class ToolDispatching:
             raise ValueError(f"call {result.call_id!r} already has a result")
         self._ledger[result.call_id] = result
 
+    def results(self) -> list[ToolResult]:
+        """The results entered so far (a turn that stops before every call has one)."""
+        return [r for r in self._ledger.values() if r is not None]
+
     def missing(self) -> list[str]:
         """Call ids still without a result."""
         return [call_id for call_id, result in self._ledger.items() if result is None]
@@ -206,7 +210,7 @@ class ToolDispatching:
         """
         if missing := self.missing():
             raise ValueError(f"calls {missing!r} have no result; every call id needs one")
-        results = [r for r in self._ledger.values() if r is not None]
+        results = self.results()
         assistant = self.response.as_message()
         shown = [elided(p.call) if elide else p.call for p in self.planned]
         if any(s is not p.requested for s, p in zip(shown, self.planned, strict=True)):

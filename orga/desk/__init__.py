@@ -11,6 +11,7 @@ Modules:
   one place
 * ``sender`` — the one sender of people's decisions and messages, for ``orga.client``'s handles
   and, checked first, for the CLI, the page and ``orga mcp``
+* ``releases`` — after a pause ends, the loops it held are told (``pause_lifted``)
 * ``page`` — the inbox as a small local web page (``page.html``), the app ``orga desk`` serves
 
 The CLI's verbs (``orga pending``, ``approve``, ``deny``, ``review``, ``resolve``) are

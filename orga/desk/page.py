@@ -47,6 +47,7 @@ from orga.desk.facts import DeskError, describe, read_state
 from orga.desk.inbox import InboxItem
 from orga.desk.inbox import inbox as waiting_items
 from orga.desk.inbox_text import argument_lines
+from orga.desk.releases import release_held
 from orga.runtime.pauses import Pause, PauseBook, split_target
 from orga.runtime.safe_text import printable, printable_data
 
@@ -271,6 +272,7 @@ def build_app(
             if ended is None:
                 kind, _, name = r.target.partition(":")
                 raise DeskError(f"{kind} {name!r} is not paused: nothing to resume")
+            await release_held(client, r.target)  # what it held goes on now
             return _Held.of(ended)
 
         return await decide(request, _Target, act)

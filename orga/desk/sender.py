@@ -152,9 +152,10 @@ async def send_close(handle: _Handle, *, reason: str, sender: str | None) -> Thr
     return await _update(handle, CLOSE_UPDATE, given, ThreadClosed)
 
 
-async def await_turn(handle: _Handle, turn: int) -> TurnResult:
+async def await_turn(handle: _Handle, turn: int, message: int | None = None) -> TurnResult:
     """Turn ``turn``'s answer from the thread ``handle`` names (its current run: a thread that
-    continues as new while this waits is asked again).
+    continues as new while this waits is asked again); with ``message`` (its number), the
+    answer of the turn that read that message.
 
     Raises:
         WorkflowUpdateFailedError: refused (no such turn, not a thread), or the thread ended
@@ -162,7 +163,8 @@ async def await_turn(handle: _Handle, turn: int) -> TurnResult:
     """
     while True:
         try:
-            return await _update(handle, TURN_UPDATE, TurnWait(turn=turn), TurnResult)
+            wait = TurnWait(turn=turn, message=message)
+            return await _update(handle, TURN_UPDATE, wait, TurnResult)
         except WorkflowUpdateFailedError as error:
             cause = error.cause
             if isinstance(cause, ApplicationError) and cause.type == THREAD_MOVED:

@@ -32,7 +32,7 @@ import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Protocol, cast, get_args, get_type_hints, overload
+from typing import Any, Final, Protocol, cast, get_args, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
@@ -82,6 +82,9 @@ class ToolContext:
     its compensation undoes it."""
 
 
+RECONCILE_TIMEOUT: Final = timedelta(seconds=30)
+"""How long a tool's ``reconcile`` may take by default (``tool(reconcile_timeout=...)``)."""
+
 Reconcile = Callable[["ToolContext"], Any]
 """``reconcile(ctx)``: what became of a call whose attempt was lost (``tool(reconcile=...)``):
 what it returned if its effect happened, else ``None``; sync or async."""
@@ -109,6 +112,8 @@ class Tool:
         is unknown is run again (``orga.tools._outcomes``)."""
         self.reconcile = reconcile
         """Asks the outside world what became of a call whose outcome is unknown."""
+        self.reconcile_timeout = RECONCILE_TIMEOUT
+        """How long ``reconcile`` may take to answer (past it, the outcome is unknown)."""
 
     @property
     def name(self) -> str:
@@ -304,6 +309,7 @@ def tool(
     local: bool = False,
     idempotent: bool = False,
     reconcile: Reconcile | None = None,
+    reconcile_timeout: timedelta | float = RECONCILE_TIMEOUT,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -322,6 +328,7 @@ def tool(
     local: bool = False,
     idempotent: bool = False,
     reconcile: Reconcile | None = None,
+    reconcile_timeout: timedelta | float = RECONCILE_TIMEOUT,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a function a tool, with or without options.
 
@@ -347,6 +354,9 @@ def tool(
             did not (it runs again). A tool with effects (``serial`` or ``requires_approval``)
             and neither: a person settles such a call on the desk (confirm what happened, run
             it again, or skip it). A tool without effects runs again.
+        reconcile_timeout: how long ``reconcile`` may take (seconds or ``timedelta``; 30 s):
+            one that runs past it, raises or answers neither a result nor ``None`` settles
+            nothing — the outcome is unknown and a person decides.
     """
 
     def decorate(function: Callable[..., Any]) -> Tool:
@@ -363,6 +373,11 @@ def tool(
             local=local,
         )
         made.idempotent, made.reconcile = idempotent, reconcile
+        made.reconcile_timeout = (
+            reconcile_timeout
+            if isinstance(reconcile_timeout, timedelta)
+            else timedelta(seconds=reconcile_timeout)
+        )
         return made
 
     if fn is not None:

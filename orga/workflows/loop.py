@@ -24,6 +24,7 @@ from orga.contracts.messages import (
     LOOP_WORKFLOW,
     MESSAGE_SIGNAL,
     MESSAGE_UPDATE,
+    PAUSE_LIFTED_SIGNAL,
     STATE_QUERY,
     TURN_UPDATE,
 )
@@ -85,6 +86,11 @@ class ReasoningLoopWorkflow(DeskHandlers):
     def message_signal(self, message: UserMessage) -> None:
         """The same message, for senders that cannot wait for an answer."""
         self._loop.steering.receive_by_signal(message)
+
+    @workflow.signal(name=PAUSE_LIFTED_SIGNAL)
+    def pause_lifted(self) -> None:
+        """A pause ended: the calls a pause holds ask again now (spread out)."""
+        self._loop.books.pauses_lifted += 1
 
     @workflow.update(name=TURN_UPDATE)
     async def turn(self, wait: TurnWait) -> TurnResult:

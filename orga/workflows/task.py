@@ -118,6 +118,7 @@ class TaskWorkflow(DeskHandlers):
             mark=self._mark,
             completed=self._completed,
             receipt=self._receipt,
+            stopping=self._clearance.stopping,
         )
         self._saga = Saga(
             workflow_id=self._workflow_id,
@@ -265,6 +266,7 @@ class TaskWorkflow(DeskHandlers):
 
     async def _stop(self) -> None:
         """The task cannot go on: its running steps have stopped; undo what it attempted."""
+        self._clearance.stopping.undoing = True  # the one work a stopped task still does
         await self._shielded(self._saga.compensate())
         for report in self._reports.values():
             if report.status == "pending":
@@ -293,9 +295,13 @@ class TaskWorkflow(DeskHandlers):
             tasks = [asyncio.create_task(self._run_step(step)) for step in batch]
             try:
                 await asyncio.gather(*tasks)
-            except (asyncio.CancelledError, StopTask, Exception):
-                # One step aborted, or the task was cancelled: stop the batch's other steps.
+            except (asyncio.CancelledError, StopTask, Exception) as stop:
+                # One step aborted, or the task was cancelled: stop the batch's other steps
+                # (whose calls may come back as plain failures: they must not be retried,
+                # skipped or escalated, ``Stopping``).
                 # (Any other BaseException is the worker evicting this workflow: touch nothing.)
+                if isinstance(stop, StopTask):
+                    self._clearance.stopping.reason = f"the task stopped: {stop.reason}"
                 for task in tasks:
                     task.cancel()
                 for task in tasks:

@@ -145,6 +145,7 @@ class AgentLoop:
             record=books.record,
             stamp=books.stamp,
             facts=lambda: (books.iteration, books.usage),
+            stopping=books.stopping,
         )
         self._tools = loop_tool_state(
             config,
@@ -172,6 +173,8 @@ class AgentLoop:
                 self._invalid = str(error)
             if self._thread is not None and carry.thread is not None:
                 self._thread.restore(carry.thread)
+            if carry.inbox is not None:
+                self.steering.restore(carry.inbox)
 
     def state(self) -> LoopState:
         """Phase, iteration, usage, last stop reason, tool calls so far and status."""
@@ -340,6 +343,7 @@ class AgentLoop:
             )
         observing = Observing(books.iteration)
         while True:
+            books.stopping.check()  # a stopping loop asks and runs nothing new
             # Observe: the last turn joins the conversation, then what people sent meanwhile;
             # a long history starts afresh.
             self.conversation.append(observing.new_messages)
@@ -425,6 +429,7 @@ class AgentLoop:
             misses=self._answers.misses,
         )
         limit = parts.limits.max_total_tokens
+        books.stopping.check()  # what came before may have been cut short by a stop
         try:
             response = await call_with_fallbacks(request, config.model_timeout, parts, books)
         except BudgetExceeded as refused:
@@ -477,6 +482,7 @@ class AgentLoop:
                     self._summary.unsummarised_through,
                 ),
                 thread=thread.carry() if thread is not None else None,
+                inbox=self.steering.carry(),
             ),
             self._config,
             self._parts,

@@ -3,9 +3,10 @@
 Workflow code. A typed loop's answer is checked against its ``output_schema`` first (patch
 ``gate-typed-answer``: the gate then judges the value; before it, after the gate), a miss goes
 back to the model with why (``misses`` count them, each turn anew); the final-answer gate
-allows or denies (a denial is feedback); a message a person sent meanwhile sends the model
-round again; an allowed answer joins the conversation, marks its turn for forks, and — where
-the loop has a critic — is reviewed (the review is the loop's spend).
+allows or denies (a denial is feedback); a message a person sent meanwhile — before the gate
+decided, or while the critic reviewed the answer — sends the model round again; an allowed
+answer joins the conversation, marks its turn for forks, and — where the loop has a critic —
+is reviewed (the review is the loop's spend).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from orga.workflows.reasoning.finish import Finished, review_answer, typed_answe
 from orga.workflows.reasoning.loop_budgets import LoopBudgets
 from orga.workflows.reasoning.loop_parts import LoopParts
 from orga.workflows.reasoning.steering import Steering
-from orga.workflows.shared.patches import GATE_TYPED_ANSWER
+from orga.workflows.shared.patches import GATE_TYPED_ANSWER, READ_AFTER_REVIEW
 
 __all__ = ["FinalAnswers"]
 
@@ -91,6 +92,14 @@ class FinalAnswers:
                 )
             except BudgetExceeded as exceeded:  # the critic's review is the loop's spend
                 raise self._budgets.over(exceeded) from None
+            if (
+                isinstance(reviewed, Finished)
+                and self._steering.waiting
+                and workflow.patched(READ_AFTER_REVIEW)
+            ):
+                # A person spoke while the answer was reviewed: the model reads it (the answer
+                # is in the conversation already) and answers again.
+                return Observing(outcome.iteration, [])
             if isinstance(reviewed, Finished):
                 return dataclasses.replace(reviewed, value=value)
             outcome = reviewed

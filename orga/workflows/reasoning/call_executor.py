@@ -34,7 +34,8 @@ from orga.core.receipts import receipt_fields
 from orga.workflows.reasoning.tool_state import ToolState, cache_key
 from orga.workflows.shared.metrics import count
 from orga.workflows.shared.options import TOOL_RETRY, non_retryable, tool_heartbeat_timeout
-from orga.workflows.shared.patches import CALL_RECEIPTS, taken
+from orga.workflows.shared.patches import CALL_RECEIPTS, STOP_MEANS_STOP, taken
+from orga.workflows.shared.pause_wait import wait_out_pause
 from orga.workflows.shared.tool_calls import WorkerWait, run_tool
 
 __all__ = ["CallExecutor", "error_result"]
@@ -68,13 +69,16 @@ class CallExecutor:
         paused = False
         while True:
             result = await self._guarded(call, strategy)
+            if self._state.stopping.stops():  # as it ended: no recovery, nobody waited for
+                return result
             if result.status == "paused":  # not run: wait for the pause to end, then again
-                paused = True
+                first, paused = not paused, True
                 if self._state.paused is not None:  # journaled CallPaused when it begins
                     self._state.paused(call.id, call.name, result.content)
-                recheck = self._state.pause_recheck
-                await workflow.sleep(
-                    recheck * (1 + workflow.random().random()),  # released spread out
+                await wait_out_pause(
+                    self._state.pauses_lifted,
+                    self._state.pause_recheck,
+                    first=first,
                     summary=f"tool {call.name} paused · {call.id}",
                 )
                 continue
@@ -159,9 +163,15 @@ class CallExecutor:
             knowledge_namespace=self._state.knowledge_namespace,
             knowledge_directory=self._state.knowledge_directory,
         )
+        # A call of a tool with effects is cancelled waiting for the tool to say how it
+        # stopped (patch stop-means-stop), so its receipt says what happened, not a guess.
+        effects = definition.serial or definition.requires_approval
+        waits = self._state.wait_for_cancelled_tools or (
+            effects and taken(STOP_MEANS_STOP, self._state.setup_level)
+        )
         cancellation = (
             ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
-            if self._state.wait_for_cancelled_tools
+            if waits
             else ActivityCancellationType.TRY_CANCEL
         )
         # No worker that took it registers the tool: wait for one that does (the loop's
@@ -180,21 +190,41 @@ class CallExecutor:
             )
             if isinstance(outcome, ToolResult) or not outcome.elsewhere:
                 break
+            if self._state.stopping.stops():
+                break
             await wait.pause()
         wait.end()
         if isinstance(outcome, ToolResult):
             return outcome
+        stopped = self._state.stopping.now
+        if outcome.cancelled and effects and waits:
+            # The tool stopped before its effect began (or never started): nothing ran.
+            why = self._state.stopping.why if stopped else "cancelled"
+            return error_result(
+                call,
+                "failed",
+                f"Tool {call.name!r} did not run: its call was cancelled before its effect "
+                f"began ({why}).",
+            )
+        if effects and (
+            outcome.cancelled or (stopped and (outcome.timed_out or not outcome.typed))
+        ):
+            # The loop stopped while it ran and nothing says how the tool ended (a cancel not
+            # waited for, a worker lost meanwhile): its effect may have landed (its receipt
+            # says unknown; a person finds out by its idempotency key).
+            failed = error_result(call, "failed", f"Tool {call.name!r} failed: {outcome.message}")
+            return failed.model_copy(update={"settled": "cancelled"})
         if outcome.timed_out:
             return error_result(
                 call,
                 "timed_out",
                 f"Tool {call.name!r} did not finish within {timeout.total_seconds():g} s.",
             )
-        if outcome.cancelled and (definition.serial or definition.requires_approval):
-            # The loop was cancelled while it ran: its effect may have landed (its receipt
-            # says unknown; a person finds out by its idempotency key).
-            failed = error_result(call, "failed", f"Tool {call.name!r} failed: {outcome.message}")
-            return failed.model_copy(update={"settled": "cancelled"})
+        if outcome.cancelled:
+            why = self._state.stopping.why if stopped else "cancelled"
+            return error_result(
+                call, "failed", f"Tool {call.name!r} was cancelled while it ran ({why})."
+            )
         if not outcome.typed:
             return error_result(call, "failed", f"Tool {call.name!r} failed: {outcome.message}")
         return error_result(call, outcome.status, outcome.message)

@@ -18,7 +18,7 @@ from typing import NoReturn
 from temporalio import workflow
 from temporalio.workflow import ContinueAsNewVersioningBehavior
 
-from orga.contracts.carry import LoopCarry
+from orga.contracts.carry import InboxCarry, LoopCarry
 from orga.contracts.config import Limits, LoopConfig, LoopInput
 from orga.contracts.errors import StateTooLarge
 from orga.contracts.evidence import EvidenceCollection
@@ -130,11 +130,12 @@ def carried(
     calibration: float,
     summary: tuple[str | None, int, int] = (None, 0, 0),
     thread: ThreadCarry | None = None,
+    inbox: InboxCarry | None = None,
 ) -> LoopCarry:
     """Everything the next run needs besides the conversation itself, bounded
     (``orga.core.carry``); ``summary`` is the running summary of an ``anchored_summary`` loop,
     how many messages it covers and where the last fold not made would have ended; ``thread``
-    a thread's turns."""
+    a thread's turns; ``inbox`` people's messages accepted and not yet read."""
     carry = LoopCarry(
         runs=runs,
         digest=conversation.digest,
@@ -160,6 +161,7 @@ def carried(
         summarised_through=summary[1],
         unsummarised_through=summary[2],
         thread=thread,
+        inbox=inbox,
         moved_from=books.leaving or books.moved_from,
     )
     return bounded(carry)

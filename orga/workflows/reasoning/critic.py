@@ -14,6 +14,7 @@ critic waits on the desk for the ``review`` update (``OrgaStatus=awaiting_review
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Final
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
@@ -35,8 +36,13 @@ from orga.workflows.reasoning.loop_books import LoopBooks
 from orga.workflows.shared.failures import failure_of
 from orga.workflows.shared.gate import Gate
 from orga.workflows.shared.options import MODEL_HEARTBEAT_TIMEOUT, SIDE_MODEL_RETRY
+from orga.workflows.shared.patches import CRITIC_ROUNDS_PER_TURN
 
-__all__ = ["Critic"]
+__all__ = ["KEPT_REVIEWS", "Critic"]
+
+KEPT_REVIEWS: Final = 20
+"""Reviews a loop keeps (the newest; a turn has at most ``max_rounds`` ≤ 10): a thread's
+reviews no longer grow its state, and what it carries, without bound."""
 
 
 class Critic:
@@ -64,7 +70,23 @@ class Critic:
 
     @property
     def rounds_left(self) -> int:
-        return self.config.max_rounds - len(self._books.reviews)
+        """Reviews left: of the loop's ``max_rounds`` — in a thread, of this turn's (patch
+        ``critic-rounds-per-turn``: before it, every turn's reviews counted)."""
+        books = self._books
+        every = self.config.max_rounds - len(books.reviews)
+        if books.turn is None or every > 0:  # a loop, or the rules agree
+            return every
+        this_turn = self.config.max_rounds - self._this_turn()
+        if this_turn > 0 and workflow.patched(CRITIC_ROUNDS_PER_TURN):
+            return this_turn
+        return every
+
+    def _this_turn(self) -> int:
+        """Reviews of the current turn's answers (a loop: all of them)."""
+        books = self._books
+        if books.turn is None:
+            return len(books.reviews)
+        return sum(r.turn == books.turn for r in books.reviews)
 
     async def review(self, task: str, answer: str) -> ReviewRecord:
         """The next review of ``answer``.
@@ -72,13 +94,14 @@ class Critic:
         Raises:
             CriticFailed: a model critic could not give a verdict, or the gate refused it.
         """
-        round_ = len(self._books.reviews) + 1
+        round_ = self._this_turn() + 1
         if isinstance(self.config, HumanCritic):
             record = await self._by_a_person(self.config, answer, round_)
         else:
             record = await self._by_a_model(task, answer, round_)
         books = self._books
-        books.reviews.append(record)
+        record = record.model_copy(update={"turn": books.turn})
+        books.reviews = [*books.reviews, record][-KEPT_REVIEWS:]
         books.record(
             ReviewDecided(
                 **books.stamp(),
@@ -158,6 +181,7 @@ class Critic:
                 priority=self._books.priority,
             )
         except ActivityError as error:
+            books.stopping.check()  # cut short by the loop's stop: no failure of the critic
             failure = failure_of(error)
             message = failure.message
             if failure.kind == BudgetExceeded.__name__:

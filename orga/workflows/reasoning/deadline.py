@@ -2,7 +2,8 @@
 
 Workflow code. ``within`` runs the loop's cycle as its own task and waits for it on a workflow
 timer; at the deadline it cancels the cycle (with whatever activity it awaits) and raises
-``TimeoutError``, however the cycle reacts to its cancellation. While the loop waits for a
+``TimeoutError`` once the cycle has stopped: ``books.stopping`` says why meanwhile, so the
+cycle asks or runs nothing new (``orga.workflows.shared.stopping``). While the loop waits for a
 person there is no timer, only the wait's own::
 
     within ── create_task(cycle) ──┬── nobody waited for: timer(limit - working seconds)
@@ -58,11 +59,18 @@ async def within(cycle: Coroutine[Any, Any, _T], books: LoopBooks, limit: float)
             )
             if deadline.done() and not task.done():
                 raise TimeoutError
-    except (TimeoutError, asyncio.CancelledError):
-        # The deadline, or the loop itself was cancelled: stop the cycle and wait for it.
+    except (TimeoutError, asyncio.CancelledError) as stop:
+        # The deadline, or the loop itself was cancelled: stop the cycle and wait for it. The
+        # cycle asks ``books.stopping`` after each activity (Temporal hands it a cancelled one
+        # as a plain failure): the deadline is said there, a cancel the server says itself.
         # (Any other BaseException is the worker evicting this workflow: touch nothing.)
+        if isinstance(stop, TimeoutError):
+            books.stopping.reason = f"its timeout of {limit:g} s of working time passed"
         task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
+        try:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        finally:
+            books.stopping.reason = None  # a thread's next turn starts afresh
         raise
     return task.result()

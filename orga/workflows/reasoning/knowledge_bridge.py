@@ -98,6 +98,7 @@ class KnowledgeBridge:
                 summary=f"knowledge · iteration {iteration}",
             )
         except ActivityError as error:
+            books.stopping.check()  # cut short by the loop's stop: it ends here
             books.record(
                 KnowledgeInjected(**books.stamp(), query=query, error=failure_message(error))
             )

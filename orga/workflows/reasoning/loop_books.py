@@ -52,6 +52,7 @@ from orga.workflows.reasoning.tool_state import ToolState
 from orga.workflows.shared.human_desk import HumanDesk
 from orga.workflows.shared.metrics import emit_entry
 from orga.workflows.shared.patches import CALL_RECEIPTS, taken
+from orga.workflows.shared.stopping import Stopping
 
 __all__ = ["LoopBooks"]
 
@@ -84,6 +85,8 @@ class LoopBooks:
         self.leaving: str | None = None  # the build this run is to move off (continuation)
         self.paused_calls: dict[str, str] = {}
         """Calls waiting for their paused tool: call id → who paused it and why."""
+        self.pauses_lifted = 0
+        """``pause_lifted`` signals so far: a call held by a pause waits for the next."""
         self.receipts: list[CallReceipt] = []
         """What became of the most recent calls (``CallReceipt``)."""
         self.tool_call_count = 0
@@ -116,6 +119,8 @@ class LoopBooks:
         self._attributes = LoopAttributes(self._facts(), started_at)
         """Its search attributes (``loop_attributes``)."""
         self.desk = HumanDesk(on_change=self._waiting_changed, record=self.record, stamp=self.stamp)
+        self.stopping = Stopping(lambda: self.setup_level)
+        """Whether the loop is stopping (cancelled, or its timeout passed): nothing new runs."""
         self.progress: ProgressStream | None = None
         """Where a streamed loop publishes its steps (``config.stream``)."""
 

@@ -163,6 +163,8 @@ def loop_tool_state(
         receipt=books.receipt,
         pause_recheck=config.pause_recheck,
         paused=books.call_paused,
+        pauses_lifted=lambda: books.pauses_lifted,
+        stopping=books.stopping,
     )
 
 

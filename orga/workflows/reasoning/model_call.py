@@ -31,6 +31,8 @@ from orga.workflows.reasoning.loop_parts import LoopParts
 from orga.workflows.shared.failures import failure_of
 from orga.workflows.shared.options import MODEL_HEARTBEAT_TIMEOUT, MODEL_RETRY
 from orga.workflows.shared.patches import MODEL_WAITS_FOR_WORKER, PROVIDER_DOWN_SWITCHES
+from orga.workflows.shared.pause_wait import wait_out_pause
+from orga.workflows.shared.stopping import Stopping
 from orga.workflows.shared.tool_calls import WorkerWait
 
 __all__ = ["call_model", "call_with_fallbacks"]
@@ -62,6 +64,8 @@ async def call_model(
     retry_policy: RetryPolicy = MODEL_RETRY,
     paused: Callable[[str | None], None] | None = None,
     recheck: timedelta = timedelta(seconds=10),
+    stopping: Stopping | None = None,
+    lifted: Callable[[], int] | None = None,
 ) -> InferenceResponse:
     """The model's response to ``request`` (asked on ``task_queue``: the loop's by default).
 
@@ -71,7 +75,9 @@ async def call_model(
     activity's (``MODEL_RETRY``, or ``_SWITCHING_RETRY`` when a fallback is left).
     ``paused``: told why (or ``None`` once it goes on) while the loop or its agent is paused
     (``orga pause``): the call did not run, and is asked again after ``recheck`` plus a random
-    share of it.
+    share of it, then for ``pause_lifted`` (``lifted``: how many the loop has had;
+    ``wait_out_pause``). ``stopping``: the loop's stop — a call its cancellation cut short ends the
+    loop there (no failure of the model, no fallback).
 
     Raises:
         BudgetExceeded: the call could not fit in ``request.token_budget`` and was not made.
@@ -95,12 +101,16 @@ async def call_model(
             )
             break
         except ActivityError as error:
+            if stopping is not None:
+                stopping.check()
             failure = failure_of(error)
             if failure.kind == "LoopPaused" and paused is not None:  # not run: wait, ask again
-                was_paused = True
+                first, was_paused = not was_paused, True
                 paused(failure.message)
-                await workflow.sleep(
-                    recheck * (1 + workflow.random().random()),
+                await wait_out_pause(
+                    lifted,
+                    recheck,
+                    first=first,
                     summary=f"paused · model {model} · iteration {request.iteration}",
                 )
                 continue
@@ -174,6 +184,8 @@ async def call_with_fallbacks(
                 retry_policy=retry,
                 paused=lambda why: books.call_paused("(model call)", "(model call)", why),
                 recheck=books.config.pause_recheck,
+                stopping=books.stopping,
+                lifted=lambda: books.pauses_lifted,
             )
         except ModelCallFailed as failed:
             details: object = failed.details[0] if failed.details else None

@@ -127,6 +127,7 @@ class RunningSummary:
                 summary=f"context summary · messages [{leaving.start}, {leaving.through})",
             )
         except ActivityError as error:
+            books.stopping.check()  # cut short by the loop's stop: it ends here
             self._failed(leaving, failure_message(error))
             return
         books.charge(made.usage, 1)  # what was served, an answer without text included

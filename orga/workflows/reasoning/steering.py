@@ -6,7 +6,8 @@ past ``MAX_WAITING`` messages waiting) or signal puts a message in the loop's in
 Observe — never in the middle of a running tool or model call — the inbox joins the conversation
 as user messages, each journaled (``MessageReceived``). A message that arrives while the last
 answer is on its way is not lost: the loop goes on with the answer and the message instead of
-ending.
+ending. The inbox, and the numbering of messages, cross continue-as-new (``carry``): a message
+accepted before a thread's turn ended that continued as new is read by the next run.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Final
 
 from temporalio import workflow
 
+from orga.contracts.carry import InboxCarry, WaitingMessage
 from orga.contracts.conversation import Message, MessageAccepted, UserMessage
 from orga.contracts.journal import MessageReceived
 from orga.core.speakers import imitation_problem, people_texts
@@ -23,11 +25,14 @@ from orga.core.text import cut
 from orga.workflows.reasoning.loop_books import LoopBooks
 from orga.workflows.shared.patches import MESSAGE_LIMITS
 
-__all__ = ["MAX_WAITING", "Steering"]
+__all__ = ["MAX_WAITING", "READ_KEPT", "Steering"]
 
 MAX_WAITING: Final = 100
 """Messages that may wait for the loop's next Observe: a flood of messages is refused past it,
 not kept without bound in the loop's state (and carried into every next run)."""
+
+READ_KEPT: Final = 100
+"""Messages whose reading turn a thread remembers (the newest)."""
 
 _JOURNALED = 2_000
 """Characters of a message the journal keeps (the conversation keeps it whole)."""
@@ -40,7 +45,10 @@ class Steering:
         self._books = books
         self._inbox: list[tuple[int, UserMessage]] = []
         self.received = 0
-        """Messages taken so far by this run."""
+        """Messages taken so far (by this run and the runs it continues: numbers go on)."""
+        self.read_in: dict[int, int] = {}
+        """In a thread: message number → the turn that read it (the newest ``READ_KEPT``), so
+        the ``turn`` update can answer a message with the turn that really read it."""
         self.closed: str | None = None
         """Why no message is taken any more (the loop answered, or moves to its next run)."""
         self.turn: int | None = None
@@ -98,6 +106,8 @@ class Steering:
         taken, self._inbox = self._inbox, []
         books = self._books
         for seq, message in taken:
+            if self.turn is not None:
+                self.read_in[seq] = self.turn
             books.record(
                 MessageReceived(
                     **books.stamp(),
@@ -108,4 +118,31 @@ class Steering:
                     received_at=workflow.now(),
                 )
             )
+        while len(self.read_in) > READ_KEPT:
+            del self.read_in[next(iter(self.read_in))]
         return [Message(role="user", content=message.text) for _, message in taken]
+
+    def is_waiting(self, seq: int) -> bool:
+        """Whether message ``seq`` waits in the inbox (accepted, not read yet)."""
+        return any(waiting == seq for waiting, _ in self._inbox)
+
+    def read_by(self, seq: int) -> int | None:
+        """The turn of a thread that read message ``seq`` (None: not yet, or long ago)."""
+        return self.read_in.get(seq)
+
+    def carry(self) -> InboxCarry | None:
+        """What the next run's inbox starts from: nothing accepted is lost on the way (None:
+        no message was ever sent)."""
+        if not self.received:
+            return None
+        return InboxCarry(
+            received=self.received,
+            waiting=[WaitingMessage(seq=seq, message=message) for seq, message in self._inbox],
+            read_in=dict(self.read_in),
+        )
+
+    def restore(self, carry: InboxCarry) -> None:
+        """Pick up the previous run's inbox."""
+        self.received = carry.received
+        self._inbox = [(w.seq, w.message) for w in carry.waiting]
+        self.read_in = dict(carry.read_in)

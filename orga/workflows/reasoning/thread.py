@@ -217,7 +217,10 @@ class Thread:
     # ---- the updates -------------------------------------------------------------------------
 
     def check_wait(self, wait: TurnWait) -> None:
-        """Raise ``ValueError`` unless the ``turn`` update can wait for ``wait.turn``."""
+        """Raise ``ValueError`` unless the ``turn`` update can wait for ``wait.turn`` (and
+        for the turn that reads ``wait.message``)."""
+        if wait.message is not None:
+            self._check_message(wait.message)
         newest = self.turn + 1 if self.between_turns else self.turn
         if wait.turn > newest:
             raise ValueError(
@@ -232,25 +235,48 @@ class Thread:
         if self.ended is not None and wait.turn > self.answered:
             raise ValueError(f"the thread has ended ({self.ended}): turn {wait.turn} never will")
 
+    def _check_message(self, seq: int) -> None:
+        steering = self._steering
+        if seq > steering.received:
+            raise ValueError(f"message {seq} was not sent: {steering.received} were")
+        read = steering.read_in
+        forgotten = bool(read) and seq < min(read)  # read before the newest kept
+        if forgotten and steering.read_by(seq) is None and not steering.is_waiting(seq):
+            raise ValueError(
+                f"message {seq} was read long ago (the newest {len(read)} messages' turns "
+                "are kept): `orga journal` has its turn"
+            )
+
+    def _turn_of(self, wait: TurnWait) -> int | None:
+        """The turn whose answer ``wait`` asks for (None: its message is not read yet)."""
+        if wait.message is None:
+            return wait.turn
+        return self._steering.read_by(wait.message)
+
     async def result_of(self, wait: TurnWait, ended: Callable[[], bool]) -> TurnResult:
-        """Turn ``wait.turn``'s answer, once there (``ended()`` true: the loop ended first).
+        """Turn ``wait.turn``'s answer — or the answer of the turn that read ``wait.message``
+        — once there (``ended()`` true: the loop ended first).
 
         Raises:
             ApplicationError: the loop ended, or moves to its next run (``THREAD_MOVED``: ask
                 the next run again), before the turn was answered.
         """
-        await workflow.wait_condition(
-            lambda: self._kept(wait.turn) is not None or ended() or self.moving
-        )
-        found = self._kept(wait.turn)
+
+        def answered() -> TurnResult | None:
+            turn = self._turn_of(wait)
+            return self._kept(turn) if turn is not None else None
+
+        await workflow.wait_condition(lambda: answered() is not None or ended() or self.moving)
+        found = answered()
         if found is not None:
             return found
         if self.moving:
             raise ApplicationError(
                 "the thread moved to its next run: ask it again", type=THREAD_MOVED
             )
+        what = f"message {wait.message}" if wait.message is not None else f"turn {wait.turn}"
         raise ApplicationError(
-            f"the thread ended before turn {wait.turn} was answered", type="TurnNotAnswered"
+            f"the thread ended before {what} was answered", type="TurnNotAnswered"
         )
 
     def check_close(self, close: CloseThread) -> None:

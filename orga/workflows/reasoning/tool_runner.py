@@ -4,7 +4,8 @@ Workflow code (deterministic): calls run in parallel up to ``max_concurrent_tool
 tools one at a time in the model's order, calls on the same resource in order (and skipped
 after a failure on that resource). A call that needs approval waits for a person while the
 others go on. Whatever happens to a call (denied, unknown, invalid, raised, timed out, circuit
-open, skipped) becomes a result the model can read;
+open, skipped) becomes a result the model can read — unless the loop stops meanwhile (a cancel,
+its timeout): then the turn's results so far are recorded and the turn ends there;
 ``orga.workflows.reasoning.call_executor`` runs one call.
 """
 
@@ -39,7 +40,14 @@ async def act(
     (journaled; the knowledge bridge sees them too)."""
     books.set_phase("dispatching")
     runner = ToolRunner(tools, books.iteration)
-    await runner.run_turn(dispatching, advertised)
+    try:
+        await runner.run_turn(dispatching, advertised)
+    except asyncio.CancelledError:
+        # The loop stops mid-turn: what the calls that ended came to is on the record (their
+        # receipts: an effect that may have landed says unknown), then it ends.
+        if books.stopping.stops():
+            books.observed(dispatching.results())
+        raise
     # Refused arguments (a 5 MB one) leave the conversation: no later call could pay for them.
     elide = dispatching.refused_arguments() and workflow.patched(ELIDE_REFUSED_ARGUMENTS)
     observed = dispatching.collect(elide)
@@ -133,12 +141,18 @@ class ToolRunner:
             finally:
                 finished[planned.index].set()
 
-        if len(runnable) == 1:
-            await one(runnable[0])  # the usual turn: no task to gather
-        else:
-            await asyncio.gather(*(one(p) for p in runnable))
-        for planned in runnable:
-            dispatching.record(outcomes[planned.index])
+        try:
+            if len(runnable) == 1:
+                await one(runnable[0])  # the usual turn: no task to gather
+            else:
+                await asyncio.gather(*(one(p) for p in runnable))
+        finally:  # a turn that stops keeps what its calls came to (their receipts)
+            for planned in runnable:
+                if planned.index in outcomes:
+                    dispatching.record(outcomes[planned.index])
+        # Temporal hands a call the loop's cancellation as its result (or failure) and lets
+        # the turn go on: a stopping loop ends here, its calls' outcomes recorded.
+        self._state.stopping.check()
 
     async def _approve(self, planned: PlannedCall) -> ToolResult | None:
         """Wait for a person; the denial result, or ``None`` when approved."""

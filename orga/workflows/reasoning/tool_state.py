@@ -24,6 +24,7 @@ from orga.contracts.resilience import Breaker, BreakerConfig, DeadLetterEntry, R
 from orga.contracts.tools import ToolDefinition
 from orga.core.arguments import try_parse_arguments
 from orga.workflows.shared.human_desk import HumanDesk
+from orga.workflows.shared.stopping import Stopping
 
 __all__ = ["ToolState", "cache_key"]
 
@@ -79,12 +80,17 @@ class ToolState:
     paused: Callable[[str, str, str | None], None] | None = None
     """Told a call's id and tool when it begins (its reason) or ends (``None``) waiting for its
     paused tool."""
+    pauses_lifted: Callable[[], int] | None = None
+    """How many ``pause_lifted`` signals the loop has had (a held call waits for the next)."""
     receipt: Callable[[dict[str, Any]], None] | None = None
     """Journals what became of a call (``LoopBooks.receipt``): an ``unknown`` one at once."""
     priority: Priority = field(default_factory=lambda: Priority.default)
     """Its tool calls' fairness key and weight (the principal's tenant)."""
     setup_level: int = 0
     """The worker's ``SETUP_LEVEL`` when it set the loop up (``patches.taken``)."""
+    stopping: Stopping = field(default_factory=Stopping)
+    """Whether the loop is stopping: a call's outcome then ends the turn (no recovery, no
+    wait for a person), and nothing new runs."""
 
     def breaker(self, tool: str) -> Breaker:
         found = self.breakers.get(tool)

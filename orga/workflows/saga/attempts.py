@@ -10,6 +10,7 @@ have begun (``OutcomeUnknown``) always waits for a person, who may also say it h
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from typing import Literal
@@ -24,6 +25,7 @@ from orga.core.progress import StepTracker
 from orga.workflows.saga.steps import StepFailed, StepRunner
 from orga.workflows.shared.human_desk import HumanDesk
 from orga.workflows.shared.patches import TASK_UNKNOWN_STEP
+from orga.workflows.shared.stopping import Stopping
 
 __all__ = ["StepAttempts", "StopTask"]
 
@@ -50,6 +52,7 @@ class StepAttempts:
         mark: Callable[[StepReport, StepStatus], None],
         completed: Callable[[str], None],
         receipt: Callable[[StepReport, ReceiptOutcome, str], None],
+        stopping: Stopping | None = None,
     ) -> None:
         self._runner = runner
         self._desk = desk
@@ -59,6 +62,9 @@ class StepAttempts:
         self._mark = mark
         self._completed = completed
         self._receipt = receipt
+        self._stopping = stopping or Stopping()
+        """The task's stop: a step that failed meanwhile ends there (no re-attempt, skip or
+        escalation)."""
 
     async def run(self, step: Step, report: StepReport) -> None:
         """Attempt the step until it completes, is skipped, or aborts the task.
@@ -75,6 +81,9 @@ class StepAttempts:
                 result = await self._runner.attempt(step, report.attempts)
             except StepFailed as failure:
                 report.errors.append(failure.message)
+                if self._stopping.stops():  # the cancellation, handed over as a failure: the
+                    # step ends cancelled (its receipt: unknown; the saga compensates it)
+                    raise asyncio.CancelledError(self._stopping.why) from None
                 if failure.unknown and workflow.patched(TASK_UNKNOWN_STEP):
                     escalations += 1
                     settled = await self._settle_unknown(step, report, failure, escalations)

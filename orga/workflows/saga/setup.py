@@ -80,6 +80,7 @@ async def set_up_task(
         stamp=stamp,
         facts=lambda: (done(), Usage()),
         subject="task",
+        stopping=clearance.stopping,
     )
     clearance.tools = [t.name for t in setup.tools]
     clearance.principal = setup.principal

@@ -34,6 +34,7 @@ from orga.contracts.tools import ToolInvocation
 from orga.workflows.shared.gate import Gate
 from orga.workflows.shared.human_desk import HumanDesk
 from orga.workflows.shared.options import TOOL_RETRY
+from orga.workflows.shared.stopping import Stopping
 from orga.workflows.shared.tool_calls import ToolFailure, run_task_tool, tool_failure
 
 __all__ = ["StepFailed", "StepRunner", "TaskClearance"]
@@ -68,6 +69,8 @@ class TaskClearance:
     """What its loop steps are told they run for (``orga.core.principals.handed_on``)."""
     priority: Priority = field(default_factory=lambda: Priority.default)
     """Its steps' fairness key and weight (the principal's tenant)."""
+    stopping: Stopping = field(default_factory=Stopping)
+    """The task's stop (a client's cancel, or a step that aborted it): nothing new runs."""
 
     async def clear(self, call: ToolCall, step: str, compensation: bool) -> ToolCall | str:
         """The call to run (possibly rewritten by the policy), or why it may not run."""

@@ -9,8 +9,11 @@ Modules:
 * ``desk_handlers`` — ``DeskHandlers``: the people's signals and updates of both workflows
 * ``metrics`` — replay-safe metrics from workflow code
 * ``options`` — timeouts and retry policies of the activities
+* ``pause_wait`` — a call held by a pause waits for the ``pause_lifted`` signal, not by polling
 * ``patches`` — every ``workflow.patched`` id, and what it guards
 * ``principals`` — a workflow's principal as its setup is asked it; its calls' fairness key
+* ``stopping`` — ``Stopping``: once a workflow is cancelled (or its timeout passed), nothing
+  new is asked or run
 * ``tool_calls`` — the tool activity, and what its failure means
 """
 

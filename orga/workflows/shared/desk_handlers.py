@@ -41,7 +41,7 @@ class DeskHandlers:
     @workflow.update(name=RESOLVE_ESCALATION)
     def resolve_escalation(self, resolution: EscalationResolution) -> EscalationRecord:
         """Resolve a parked step; returns the resolution as recorded."""
-        return self._desk.resolve(resolution, "update")
+        return self._desk.resolve_update(resolution)
 
     @resolve_escalation.validator
     def _check_resolution(self, resolution: EscalationResolution) -> None:

@@ -36,6 +36,7 @@ from orga.contracts.vocabulary import PolicyMode
 from orga.workflows.shared.failures import failure_of
 from orga.workflows.shared.options import POLICY_RETRY, POLICY_TIMEOUT
 from orga.workflows.shared.patches import GATE_BY_ACTION
+from orga.workflows.shared.stopping import Stopping
 
 __all__ = ["Gate", "ModelCallDecisions"]
 
@@ -100,6 +101,7 @@ class Gate:
         stamp: Callable[[], Stamp],
         facts: Callable[[], tuple[int, Usage]],
         subject: Literal["loop", "task"] = "loop",
+        stopping: Stopping | None = None,
     ) -> None:
         self.policy: PolicyMode = policy
         """The gate (replaced by the resolved one once the workflow is set up)."""
@@ -112,6 +114,9 @@ class Gate:
         self._facts = facts
         """The iteration (a task: steps completed) and usage so far."""
         self._subject: Literal["loop", "task"] = subject
+        self._stopping = stopping or Stopping()
+        """The workflow's stop: a stopping workflow asks nothing, and a policy check its
+        cancellation cut short is no denial to go on from."""
 
     async def decide(
         self,
@@ -124,6 +129,7 @@ class Gate:
         cover every action, they are the gate's, journaled, with no policy call."""
         if not actions:  # every call was answered before the gate (the evidence tracker)
             return PolicyResult(engine=self.policy, decisions=[])
+        self._stopping.check()
         found = decided.for_actions(actions) if decided is not None else None
         if found is not None and (
             (decided is not None and decided.same_turn(actions)) or workflow.patched(GATE_BY_ACTION)
@@ -153,7 +159,9 @@ class Gate:
             )
         except FailureError as error:
             # A local activity's failure arrives as the error itself, not wrapped in an
-            # ActivityError; a timeout as a TimeoutError. Either way: deny (fail closed).
+            # ActivityError; a timeout as a TimeoutError. Either way: deny (fail closed) —
+            # unless the workflow's stop cut the check short: then it ends here.
+            self._stopping.check()
             reason = f"the policy check failed ({failure_of(error).message}); denied (fail closed)"
             result = PolicyResult(
                 engine=self.policy,

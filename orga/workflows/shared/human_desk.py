@@ -48,7 +48,11 @@ from orga.core.decisions import check_decision, key_approved_as
 from orga.core.profile import glob_matches
 from orga.core.signatures import sha256_text
 from orga.workflows.shared.metrics import count
-from orga.workflows.shared.patches import MCP_ANSWERS_ARE_CLAIMS, ONE_KEY_ONE_APPROVER
+from orga.workflows.shared.patches import (
+    MCP_ANSWERS_ARE_CLAIMS,
+    ONE_KEY_ONE_APPROVER,
+    ONE_RESOLUTION,
+)
 
 __all__ = ["HumanDesk"]
 
@@ -176,9 +180,10 @@ class HumanDesk:
         """
         runs: str | None = None
         if decision.arguments is not None and self.check_edit is not None:
-            pending = self.approvals[decision.call_id]
+            pending = self._still_pending(decision)
             edited = ToolCall(id=pending.call_id, name=pending.tool, arguments=decision.arguments)
             verdict = await self.check_edit(edited)
+            self._still_pending(decision)  # decided by someone else while the gate was asked
             if not verdict.permits and verdict.decision != "require_approval":
                 raise _refused(
                     f"the gate refuses the call with the edited arguments: {verdict.reason}. "
@@ -198,7 +203,7 @@ class HumanDesk:
             ApplicationError: the policy says they may not (the call stays pending).
         """
         assert self.judge is not None
-        pending = self.approvals[decision.call_id]
+        pending = self._still_pending(decision)
         approver = (decision.approver or "").strip()
         enrolled = self.approvers.get(approver)
         verb = "approve" if decision.approved else "deny"
@@ -212,12 +217,24 @@ class HumanDesk:
                 groups=enrolled.groups if enrolled is not None else (),
             )
         )
+        self._still_pending(decision)  # decided by someone else while the policy was asked
         if not verdict.permits:
             raise _refused(
                 f"the policy does not let {approver} {verb} call {decision.call_id!r} "
                 f"({pending.tool}): {verdict.reason or 'no policy permits it'}. The call still "
                 "waits."
             )
+
+    def _still_pending(self, decision: ApprovalDecision) -> PendingApproval:
+        """The call the update decides, still waiting; another decision may have ended the
+        wait while the gate was asked (then ``ApplicationError``: the update's failure)."""
+        pending = self.approvals.get(decision.call_id)
+        if pending is None or decision.call_id in self.decided_ids:
+            raise _refused(
+                f"call {decision.call_id!r} was decided while this decision was checked: it "
+                "no longer waits, and this decision is not recorded"
+            )
+        return pending
 
     def _decided(
         self, decision: ApprovalDecision, source: DecisionSource, runs: str | None
@@ -346,9 +363,13 @@ class HumanDesk:
 
     # ---- escalations -------------------------------------------------------------------
 
-    def check_resolution(self, resolution: EscalationResolution) -> None:
+    def check_resolution(
+        self, resolution: EscalationResolution, *, validating: bool = True
+    ) -> None:
         """Raise ``ValueError`` unless it answers a pending escalation with one of its options,
-        and says who resolved it."""
+        says who resolved it, and the escalation has no answer yet (two that arrive together
+        are not both "recorded": the first is, the second refused). ``validating``: the
+        update's validator asks; else the handler, behind patch ``one-resolution``."""
         if not (resolution.operator or "").strip():
             raise ValueError(
                 "the resolution names no operator: say who resolves it (operator), so the "
@@ -365,10 +386,24 @@ class HumanDesk:
                 f"escalation {resolution.escalation_id!r} can be resolved with "
                 f"{pending.options!r}, not {resolution.action!r}"
             )
+        earlier = self._resolved.get(resolution.escalation_id)
+        if earlier is not None and (validating or workflow.patched(ONE_RESOLUTION)):
+            raise ValueError(
+                f"escalation {resolution.escalation_id!r} was already resolved "
+                f"({earlier.action} by {earlier.operator or 'an operator'}, {earlier.source})"
+            )
+
+    def resolve_update(self, resolution: EscalationResolution) -> EscalationRecord:
+        """The ``resolve_escalation`` update: record it; one that lost a race since its
+        validator fails the update (``ApplicationError``), never the workflow task."""
+        try:
+            return self.resolve(resolution, "update")
+        except ValueError as error:
+            raise _refused(str(error)) from error
 
     def resolve(self, resolution: EscalationResolution, source: DecisionSource) -> EscalationRecord:
         """Record a resolution (the update's validator, or the signal handler, checked it)."""
-        self.check_resolution(resolution)
+        self.check_resolution(resolution, validating=False)
         record = EscalationRecord(
             escalation_id=resolution.escalation_id,
             action=resolution.action,

@@ -28,6 +28,7 @@ from temporalio import workflow
 
 __all__ = [
     "CALL_RECEIPTS",
+    "CRITIC_ROUNDS_PER_TURN",
     "ELIDE_REFUSED_ARGUMENTS",
     "FORK_OWN_PROMPTS",
     "GATE_BY_ACTION",
@@ -37,14 +38,19 @@ __all__ = [
     "MESSAGE_LIMITS",
     "MODEL_WAITS_FOR_WORKER",
     "ONE_KEY_ONE_APPROVER",
+    "ONE_RESOLUTION",
+    "PAUSE_WAITS_FOR_RESUME",
     "PROVIDER_DOWN_SWITCHES",
+    "READ_AFTER_REVIEW",
     "SCHEMA_IN_RETRY",
+    "STOP_MEANS_STOP",
     "SUMMARY_AFTER_FAILURE",
     "TASK_CANCELLED_STATUS",
     "TASK_UNKNOWN_STEP",
     "TASK_WAITS_FOR_WORKER",
     "THREAD_FORK_WAITS",
     "TURN_BUDGET_ENDS_TURN",
+    "WORKER_WAIT_GROWS",
     "taken",
 ]
 
@@ -151,7 +157,51 @@ retry policy, so it turns to its fallback at once instead of after the call's re
 fallback is left, so histories record the marker only for loops with fallbacks; scenario
 ``provider_down``."""
 
-LEVELS: Final = {CALL_RECEIPTS: 1}
+STOP_MEANS_STOP: Final = "stop-means-stop"
+"""A loop, thread or task that is cancelled, or a cycle whose ``timeout`` passes, while an
+activity runs (a tool, the policy check, a model call, a review) stops there: the turn's
+receipts are recorded and nothing new is asked or run (``orga.workflows.shared.stopping``);
+before it, the cancelled activity was read as an ordinary failure and the cycle went on (a new
+model call, the next tool, a fallback, an escalation). A loop's call of a tool with effects
+(``serial``, ``requires_approval``) is cancelled waiting for the tool to stop, so its receipt
+says what the tool reports, not a guess. Taken at setup level 2 without a marker; asked (by
+a run set up earlier, or a task) only where a stop is met and where such a call is scheduled;
+scenario ``cancelled_mid_tool``."""
+
+READ_AFTER_REVIEW: Final = "read-after-review"
+"""A message a person sent while the critic reviewed the loop's answer is read: the model gets
+it (after its reviewed answer) and answers again, where the accepted answer ended the loop and
+the message was never read (``FinalAnswers.judge``). Asked only when a message waits after a
+review; scenario ``message_during_review``."""
+
+CRITIC_ROUNDS_PER_TURN: Final = "critic-rounds-per-turn"
+"""In a thread, the critic's ``max_rounds`` counts the reviews of the turn's answers, each turn
+anew, where it counted every review of the thread (a later turn's first ``revise`` then ended
+it ``critic_rejected``), and a loop keeps its newest ``KEPT_REVIEWS`` reviews (``Critic``).
+Asked only where the two rules disagree; scenario ``critic_thread``."""
+
+ONE_RESOLUTION: Final = "one-resolution"
+"""An escalation answered twice before the workflow read the first answer (two decisions in
+one workflow task) takes the first; the second is refused (``HumanDesk.check_resolution``),
+where both were answered "recorded" and the second replaced the first — the journal and the
+audit chain kept one. The validator refuses without the patch; asked only when a handler
+meets a second answer (a signal, or an update accepted before the first was recorded); no
+scenario: ``tests/test_desk_races.py`` plays it."""
+
+PAUSE_WAITS_FOR_RESUME: Final = "pause-waits-for-resume"
+"""A call held by a pause asks again once after ``pause_recheck``, then waits for the
+``pause_lifted`` signal (``orga resume``, the desk) with a fallback of an hour, where it asked
+every ``pause_recheck`` until the history reached the server's limit (``wait_out_pause``).
+Asked at a held call's second wait; scenario ``paused_for_long``."""
+
+WORKER_WAIT_GROWS: Final = "worker-wait-grows"
+"""A call (a task's step, most of all, which no timeout bounds) that has waited ten minutes for
+a worker with its tool asks every 15 minutes, where it asked every minute until its history
+reached the server's limit in about four days (``WorkerWait.pause``). Asked after ten minutes
+of waiting; no scenario (a ten-minute wait): ``tests/test_pause_waits.py`` plays it on the
+time-skipping server."""
+
+LEVELS: Final = {CALL_RECEIPTS: 1, STOP_MEANS_STOP: 2}
 """The setup level (``orga.contracts.setup.SETUP_LEVEL``) from which a loop takes a patch
 without asking ``workflow.patched``."""
 

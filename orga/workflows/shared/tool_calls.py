@@ -24,11 +24,13 @@ from orga.contracts.conversation import ToolResult, ToolStatus
 from orga.contracts.tools import LOCAL_TOOL_TIMEOUT, RUN_TOOL, ToolInvocation
 from orga.workflows.shared.failures import failure_of
 from orga.workflows.shared.options import tool_heartbeat_timeout
-from orga.workflows.shared.patches import TASK_WAITS_FOR_WORKER
+from orga.workflows.shared.patches import TASK_WAITS_FOR_WORKER, WORKER_WAIT_GROWS
 
 __all__ = [
     "WORKER_WAIT_FIRST",
+    "WORKER_WAIT_LONG",
     "WORKER_WAIT_LONGEST",
+    "WORKER_WAIT_PATIENT",
     "ToolFailure",
     "WorkerWait",
     "run_tool",
@@ -38,6 +40,12 @@ __all__ = [
 WORKER_WAIT_FIRST: Final = timedelta(seconds=2)
 WORKER_WAIT_LONGEST: Final = timedelta(minutes=1)
 """A call no worker that took it could run waits this long at first, doubling to this."""
+WORKER_WAIT_PATIENT: Final = timedelta(minutes=10)
+WORKER_WAIT_LONG: Final = timedelta(minutes=15)
+"""Once a call has waited ``WORKER_WAIT_PATIENT`` for a worker with its tool, it asks every
+``WORKER_WAIT_LONG`` (patch ``worker-wait-grows``): a try is a timer and an activity, ~8
+events, and a wait of days must not bring the history to the server's limit (at a minute
+apart it did in about four days)."""
 
 _BY_TYPE: Final[dict[str, tuple[ToolStatus, bool]]] = {
     "ToolInputError": ("invalid_arguments", True),
@@ -164,9 +172,9 @@ async def run_task_tool(
 
 class WorkerWait:
     """A call's wait for a worker that registers ``tool``: a durable timer between tries (2 s,
-    doubling to a minute; the loop's timeout bounds it), counted in ``waiting`` (tool → calls
-    waiting: a loop's ``waiting_for_workers``) while it lasts, with ``changed`` told when the
-    count starts and ends."""
+    doubling to a minute, to 15 minutes after the first ten; the loop's timeout bounds it),
+    counted in ``waiting`` (tool → calls waiting: a loop's ``waiting_for_workers``) while it
+    lasts, with ``changed`` told when the count starts and ends."""
 
     def __init__(
         self,
@@ -178,6 +186,7 @@ class WorkerWait:
         self._waiting = waiting if waiting is not None else {}
         self._changed = changed
         self._pause = WORKER_WAIT_FIRST
+        self._waited = timedelta(0)
         self._counted = False
 
     async def pause(self) -> None:
@@ -187,7 +196,11 @@ class WorkerWait:
             self._counted = True
             self._tell()
         await workflow.sleep(self._pause, summary=f"waiting for a worker with tool {self.tool}")
-        self._pause = min(self._pause * 2, WORKER_WAIT_LONGEST)
+        self._waited += self._pause
+        longest = WORKER_WAIT_LONGEST
+        if self._waited >= WORKER_WAIT_PATIENT and workflow.patched(WORKER_WAIT_GROWS):
+            longest = WORKER_WAIT_LONG
+        self._pause = min(self._pause * 2, longest)
 
     def end(self) -> None:
         """The call ran (or failed otherwise): it no longer waits."""
