@@ -375,22 +375,19 @@ class ThreadHandle(LoopHandle):
     the workflow's current run, so it follows the thread through continue-as-new."""
 
     async def send(self, text: str, *, sender: str | None = None) -> TurnResult:
-        """Send the next message and return the answer of the turn that read it (a message
-        sent while a turn runs joins that turn — or, if that turn ran out of its budget
-        first, the next one).
+        """Send the next message and return the answer of the turn that read it (the running
+        turn's, or — if that one ran out of its budget first — the next one's).
 
         Raises:
-            WorkflowUpdateFailedError: refused (empty, too long, the thread is closed or
-                ended) or the thread ended before the turn was answered.
-        """
+            WorkflowUpdateFailedError: refused (empty, too long, the thread closed or ended),
+                or the thread ended before the message was answered."""
         accepted = await self.say(text, sender=sender)
         assert accepted.turn is not None, "a thread names the turn a message joins"
         return await self.turn(accepted.turn, message=accepted.seq)
 
     async def turn(self, number: int, *, message: int | None = None) -> TurnResult:
-        """Turn ``number``'s answer, once there (the newest 20 stay readable); with
-        ``message`` (``MessageAccepted.seq``), the answer of the turn that read that message
-        (``number`` or a later one), never one that did not."""
+        """Turn ``number``'s answer, once there (the newest 20 stay readable); with ``message``
+        (``MessageAccepted.seq``), that of the turn that read it (``number`` or a later one)."""
         answered = await await_turn(self.handle, number, message)
         if self.output_type is not None and answered.value is not None:
             value = self.output_type.model_validate(answered.value)

@@ -8,12 +8,52 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy import Connection, text
 
 from examples.payments import PAYMENTS
 from orga.contracts.evidence import Evidence
 from orga.tools.sdk import Tool, ToolContext, tool
+
+
+@dataclass
+class Running:
+    """A tool that works until it is cancelled, and what became of its calls."""
+
+    tool: Tool
+    started: asyncio.Event = field(default_factory=asyncio.Event)
+    stopped: asyncio.Event = field(default_factory=asyncio.Event)
+    """It was told to stop (its cancellation reached it)."""
+    calls: list[str] = field(default_factory=list[str])
+    """The call ids it ran for (one per attempt)."""
+
+
+def running(name: str, *, raise_on_cancel: bool = False, **options: Any) -> Running:
+    """A tool ``name`` that works until it is cancelled (``options``: ``tool``'s);
+    ``raise_on_cancel``: then it raises an error of its own, as a tool that tidies up does —
+    which Temporal hands the workflow instead of a cancel."""
+    made: list[Running] = []
+
+    async def work(table: str, ctx: ToolContext) -> str:
+        """Work through a table (until stopped).
+
+        Args:
+            table: which one.
+        """
+        made[0].calls.append(ctx.call_id)
+        made[0].started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            made[0].stopped.set()
+            if raise_on_cancel:
+                raise RuntimeError("interrupted: the table was left half done") from None
+            raise
+        return "never"
+
+    made.append(Running(tool(name=name, **options)(work)))
+    return made[0]
 
 
 @dataclass

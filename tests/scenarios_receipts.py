@@ -1,7 +1,6 @@
 """Scenarios of what became of each effect (issue 55; ``tests/scenarios.py`` records them with
 the rest): a task cancelled with a reason; a call whose attempt was lost mid-call, settled by a
-person; receipts of a delivered and a denied call; a task's step lost mid-effect; a loop and a
-task cancelled while a tool runs (issue 63)."""
+person; receipts of a delivered and a denied call; a task's step lost mid-effect."""
 
 from __future__ import annotations
 
@@ -174,83 +173,7 @@ async def receipts_by_setup_level(h: Harness) -> WorkflowHandle[Any, Any]:
     return handle
 
 
-def _until_cancelled(name: str, started: asyncio.Event, **options: Any) -> Any:
-    """A tool ``name`` that runs until it is cancelled, then raises an error of its own (as a
-    tool that tidies up does: Temporal hands that to the workflow, not a cancel)."""
-
-    async def work(table: str) -> str:
-        """Work through a table (until stopped).
-
-        Args:
-            table: which one.
-        """
-        started.set()
-        try:
-            await asyncio.Event().wait()
-        except asyncio.CancelledError:
-            raise RuntimeError("interrupted") from None
-        return "never"
-
-    return tool(name=name, **options)(work)
-
-
-async def cancelled_mid_tool(h: Harness) -> WorkflowHandle[Any, Any]:
-    """A loop cancelled while a tool with effects runs (patch ``stop-means-stop``): the call
-    is cancelled waiting for the tool, its receipt says unknown, the loop ends there — the
-    model is not asked again."""
-    started = asyncio.Event()
-    export = _until_cancelled("export_all", started, serial=True)
-    model = h.new_model(
-        [
-            Turn(tool_calls=[("export_all", {"table": "orders"})]),
-            Turn(tool_calls=[("export_all", {"table": "invoices"})]),
-            Turn(text="done"),
-        ]
-    )
-    async with h.worker(tools=[export]):
-        handle = await h.start(
-            "export",
-            model=model,
-            tools=["export_all"],
-            recovery={"default": {"strategy": "escalate"}},
-            workflow_id="history-cancelled-mid-tool",
-        )
-        await eventually(started.is_set, "the tool is running")
-        await handle.cancel(reason="wrong customer")
-        with contextlib.suppress(WorkflowFailureError):
-            await handle.result()
-    return handle
-
-
-async def task_stopped_mid_step(h: Harness) -> WorkflowHandle[Any, Any]:
-    """A task cancelled while a step's tool runs, which raises as it is cancelled (patch
-    ``stop-means-stop``): the step is not escalated, the task stops and compensates."""
-    shop, started = Shop(notify_fails=False), asyncio.Event()
-    export = _until_cancelled("export_all", started, serial=True)
-    steps: list[dict[str, Any]] = [
-        SHOP_STEPS[0],
-        {
-            "id": "export",
-            "action": {"kind": "tool", "tool": "export_all", "arguments": {"table": "t"}},
-            "depends_on": [SHOP_STEPS[0]["id"]],
-        },
-    ]
-    async with h.worker(tools=[*shop.tools, export]):
-        handle = await h.start_task(
-            steps,
-            policy={"on_limit_reached": "escalate"},
-            workflow_id="history-task-stopped-mid-step",
-        )
-        await eventually(started.is_set, "the export step is running")
-        await handle.cancel(reason="called off")
-        with contextlib.suppress(WorkflowFailureError):
-            await handle.result()
-    return handle
-
-
 RECEIPT_SCENARIOS = {
-    "cancelled_mid_tool": cancelled_mid_tool,
-    "task_stopped_mid_step": task_stopped_mid_step,
     "receipts_by_setup_level": receipts_by_setup_level,
     "task_unknown_step": task_unknown_step,
     "task_cancelled": task_cancelled,

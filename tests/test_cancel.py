@@ -7,7 +7,6 @@ import asyncio
 import os
 import signal
 import uuid
-from typing import Any
 
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
@@ -15,37 +14,16 @@ from temporalio.testing import WorkflowEnvironment
 from orga.contracts.journal import CallReceipt, Journal, Terminated
 from orga.contracts.state import LoopState
 from orga.scripted.server import Turn
-from orga.tools.sdk import Tool, ToolContext, tool
 from tests.harness import TEST_STORE, Harness
 from tests.helpers import ORGA, eventually, on, orga, pending
-from tests.sample_tools import transfer
-
-
-def _endless(name: str, **options: Any) -> tuple[Tool, asyncio.Event, asyncio.Event]:
-    """A tool ``name`` that runs until it is cancelled: it, and when it started and stopped."""
-    started, stopped = asyncio.Event(), asyncio.Event()
-
-    async def endless(table: str, ctx: ToolContext) -> str:
-        """Work through a table (for ever, unless stopped).
-
-        Args:
-            table: which one.
-        """
-        started.set()
-        try:
-            await asyncio.Event().wait()
-        except asyncio.CancelledError:
-            stopped.set()
-            raise
-        return "never"
-
-    return tool(name=name, **options)(endless), started, stopped
+from tests.sample_tools import running, transfer
 
 
 async def test_orga_cancel_stops_the_running_tool_and_records_why(
     env: WorkflowEnvironment, harness: Harness
 ) -> None:
-    export_all, started, stopped = _endless("export_all")
+    work = running("export_all")
+    export_all, started, stopped = work.tool, work.started, work.stopped
     model = harness.new_model([Turn(tool_calls=[("export_all", {"table": "orders"})])])
     cli = {**on(env, harness), "ORGA_STORE_URL": TEST_STORE.url}
     async with harness.worker(tools=[export_all]):
@@ -104,7 +82,8 @@ async def test_a_cancel_reaches_a_running_tool_within_about_a_second(harness: Ha
     """The tool's heartbeats, which carry a cancel back, leave the worker every second — not
     at the SDK's 80 % of their 10 s timeout, when a cancel took 8 s to arrive in every run.
     Asserted with room for a loaded machine (it tells 1 s from 8 s); measured, it is printed."""
-    reindex, started, stopped = _endless("reindex", serial=True)  # it has effects
+    work = running("reindex", serial=True)  # it has effects
+    reindex, started, stopped = work.tool, work.started, work.stopped
     model = harness.new_model([Turn(tool_calls=[("reindex", {"table": "orders"})])])
     loop = asyncio.get_running_loop()
     async with harness.worker(tools=[reindex]):

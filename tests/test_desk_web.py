@@ -23,6 +23,7 @@ from temporalio.testing import WorkflowEnvironment
 from orga.contracts.journal import ApprovalDecided, EscalationResolved, Journal
 from orga.contracts.state import LoopState
 from orga.desk.page import TOKEN_HEADER, build_app
+from orga.desk.releases import release_held
 from orga.runtime.pauses import PauseBook
 from orga.scripted.server import Turn
 from orga.tools.sdk import tool
@@ -422,6 +423,7 @@ async def test_a_paused_call_and_its_loops_receipts_in_the_browser(
             injected = await card.locator("script, img").count()
             pwned = await page.evaluate("window.pwned")
         pauses.resume(f"tool:{name}")
+        await release_held(harness.client, f"tool:{name}")  # as orga resume does
         result = await handle.result()
     assert kind.lower() == "paused"
     assert f"tool {name!r} is paused by olu since " in why and "refunds double-paid" in why

@@ -482,7 +482,6 @@ class AgentLoop:
                     self._summary.unsummarised_through,
                 ),
                 thread=thread.carry() if thread is not None else None,
-                inbox=self.steering.carry(),
             ),
             self._config,
             self._parts,

@@ -18,7 +18,7 @@ from typing import NoReturn
 from temporalio import workflow
 from temporalio.workflow import ContinueAsNewVersioningBehavior
 
-from orga.contracts.carry import InboxCarry, LoopCarry
+from orga.contracts.carry import LoopCarry
 from orga.contracts.config import Limits, LoopConfig, LoopInput
 from orga.contracts.errors import StateTooLarge
 from orga.contracts.evidence import EvidenceCollection
@@ -130,12 +130,11 @@ def carried(
     calibration: float,
     summary: tuple[str | None, int, int] = (None, 0, 0),
     thread: ThreadCarry | None = None,
-    inbox: InboxCarry | None = None,
 ) -> LoopCarry:
     """Everything the next run needs besides the conversation itself, bounded
     (``orga.core.carry``); ``summary`` is the running summary of an ``anchored_summary`` loop,
     how many messages it covers and where the last fold not made would have ended; ``thread``
-    a thread's turns; ``inbox`` people's messages accepted and not yet read."""
+    a thread's turns (its inbox: ``continue_as_new``)."""
     carry = LoopCarry(
         runs=runs,
         digest=conversation.digest,
@@ -161,7 +160,6 @@ def carried(
         summarised_through=summary[1],
         unsummarised_through=summary[2],
         thread=thread,
-        inbox=inbox,
         moved_from=books.leaving or books.moved_from,
     )
     return bounded(carry)
@@ -182,9 +180,8 @@ async def next_run(
     """Move the loop to its next run with ``carry``, keeping this run's gate (``policy``),
     budgets (a thread's per turn: ``turn_limits``), provider and model, whatever its worker's
     defaults (its setup is resolved again, and can only narrow them)."""
-    # Messages that arrive while the run waits for its handlers are refused, to be sent
-    # again to the next run: the carried conversation is sealed by its digest.
-    steering.closed = "it is moving to its next run: send the message again"
+    # Messages that arrive while the run waits for its handlers wait in the inbox, which is
+    # carried once they have finished (the conversation itself is sealed by its digest).
     if thread is not None:
         thread.moving = True  # waiting `turn` updates let go: they ask the next run
     pinned = config.model_copy(
@@ -197,7 +194,7 @@ async def next_run(
     )
     if progress is not None:  # release long-polling readers: they follow the next run
         progress.stream.detach_pollers()
-    await continue_as_new(pinned, conversation, carry, parts.claim, progress)
+    await continue_as_new(pinned, conversation, carry, parts.claim, progress, steering)
 
 
 async def continue_as_new(
@@ -206,11 +203,14 @@ async def continue_as_new(
     carry: LoopCarry,
     principal: PrincipalClaim | None = None,
     progress: ProgressStream | None = None,
+    steering: Steering | None = None,
 ) -> NoReturn:
     """Wait for running handlers, then end this run and start the next (never returns).
 
     ``principal``: the claim the loop was started with (its next run runs for it too);
-    ``progress``: a streamed loop's stream, whose items the next run keeps at their offsets.
+    ``progress``: a streamed loop's stream, whose items the next run keeps at their offsets;
+    ``steering``: its inbox, carried as it stands once the handlers finished (a message that
+    came meanwhile is read by the next run, never lost).
 
     Raises:
         StateTooLarge: the next run's input would be larger than ``config.max_state_bytes``.
@@ -218,6 +218,8 @@ async def continue_as_new(
     await workflow.wait_condition(workflow.all_handlers_finished)
     if progress is not None:  # what was published up to now, handlers' publishes included
         carry = carry.model_copy(update={"stream": progress.carry()})
+    if steering is not None:  # what was sent up to now, messages of the handlers included
+        carry = carry.model_copy(update={"inbox": steering.carry()})
     next_input = LoopInput(
         messages=conversation.messages, config=config, carry=carry, principal=principal
     )

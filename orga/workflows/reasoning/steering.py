@@ -1,7 +1,7 @@
 """Messages a person sends a running loop: taken at once, seen by the model before its next call.
 
 Workflow code. The ``message`` update (validated: not empty, not too long, not once the loop has
-answered or is moving to its next run, not beginning with a mark of orga's own notices, not
+answered, not beginning with a mark of orga's own notices, not
 past ``MAX_WAITING`` messages waiting) or signal puts a message in the loop's inbox; at the next
 Observe — never in the middle of a running tool or model call — the inbox joins the conversation
 as user messages, each journaled (``MessageReceived``). A message that arrives while the last
@@ -50,7 +50,7 @@ class Steering:
         """In a thread: message number → the turn that read it (the newest ``READ_KEPT``), so
         the ``turn`` update can answer a message with the turn that really read it."""
         self.closed: str | None = None
-        """Why no message is taken any more (the loop answered, or moves to its next run)."""
+        """Why no message is taken any more (the loop answered, or the thread ended)."""
         self.turn: int | None = None
         """In a thread: the turn a message sent now joins (``MessageAccepted.turn``)."""
 
