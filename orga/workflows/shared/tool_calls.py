@@ -10,6 +10,7 @@ no worker which took it could run, for a worker that registers its tool.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -18,7 +19,7 @@ from typing import Final
 from temporalio import workflow
 from temporalio.common import Priority, RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
-from temporalio.workflow import ActivityCancellationType
+from temporalio.workflow import ActivityCancellationType, ActivityHandle
 
 from orga.contracts.conversation import ToolResult, ToolStatus
 from orga.contracts.tools import LOCAL_TOOL_TIMEOUT, RUN_TOOL, ToolInvocation
@@ -115,7 +116,7 @@ async def run_tool(
     """
     try:
         if local:
-            return await workflow.execute_local_activity(
+            handle = workflow.start_local_activity(
                 RUN_TOOL,
                 invocation,
                 result_type=ToolResult,
@@ -123,20 +124,39 @@ async def run_tool(
                 retry_policy=retry,
                 summary=summary,
             )
-        return await workflow.execute_activity(
-            RUN_TOOL,
-            invocation,
-            result_type=ToolResult,
-            start_to_close_timeout=timeout,
-            heartbeat_timeout=heartbeat,
-            retry_policy=retry,
-            summary=summary,
-            cancellation_type=cancellation,
-            priority=priority,
-        )
+        else:
+            handle = workflow.start_activity(
+                RUN_TOOL,
+                invocation,
+                result_type=ToolResult,
+                start_to_close_timeout=timeout,
+                heartbeat_timeout=heartbeat,
+                retry_policy=retry,
+                summary=summary,
+                cancellation_type=cancellation,
+                priority=priority,
+            )
+        return await _outcome(handle)
     except (ActivityError, ApplicationError, TimeoutError) as error:
         # A local activity's failure may arrive as the error itself, not wrapped.
         return tool_failure(error)
+
+
+async def _outcome(handle: ActivityHandle[ToolResult]) -> ToolResult:
+    """The call's outcome, even when the workflow is cancelled as (or after) it comes.
+
+    Cancelled while it waits, Temporal's SDK drops a result that arrived in the same workflow
+    task as the cancellation: the call would have delivered its effect with no receipt. So the
+    call is shielded from the waiter's cancellation; on it, the call is asked to stop (unless
+    its result is already in) and its own outcome is what the caller reads — its result, its
+    failure, or, once it stopped, its cancellation (``cancellation``: waited for or not)."""
+    try:
+        return await asyncio.shield(handle)
+    except asyncio.CancelledError:
+        await asyncio.sleep(0)  # a result that came with the cancellation settles first
+        if not handle.done():
+            handle.cancel()  # the call is asked to stop
+        return await handle
 
 
 async def run_task_tool(
