@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -378,3 +379,24 @@ def test_prune_forgets_old_settled_calls_and_keeps_the_totals(store: Store) -> N
 
         kept = {row.key for row in db.execute(HOLDS.select().where(HOLDS.c.key.like(f"{p}/%")))}
     assert kept == {f"{p}/live"}
+
+
+@pytest.mark.parametrize("behind", [600.0, -DAY])
+def test_workers_with_skewed_clocks_cannot_pass_one_limit_twice(
+    store: Store, monkeypatch: pytest.MonkeyPatch, behind: float
+) -> None:
+    """One worker's clock 10 minutes behind (its hold expired at once by the others' clock),
+    or a day ahead (its call counted in tomorrow): the ledger reads the store's clock inside
+    each transaction, so two 0.80 USD calls never both fit a 1.00 USD day (issue 63: both
+    were reserved)."""
+    ledger = SpendLedger(store)  # the store's clock: what every worker of a deployment uses
+    p = _name("call")
+    ann = _user(_name(), day_usd=1.0)
+    on_time = time.time
+    monkeypatch.setattr(time, "time", lambda: on_time() - behind)  # the skewed worker
+    ledger.reserve(f"{p}/skewed", [ann], _usd(0.8), ttl=60)
+    monkeypatch.setattr(time, "time", on_time)  # the worker beside it
+    with pytest.raises(SpendRefused):
+        ledger.reserve(f"{p}/on-time", [ann], _usd(0.8), ttl=60)
+    [line] = ledger.lines("day", scope="user", name=ann.name)
+    assert line.reserved_usd == 0.8 and line.key == time.strftime("%Y-%m-%d", time.gmtime())

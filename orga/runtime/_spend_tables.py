@@ -45,6 +45,7 @@ __all__ = [
     "periods",
     "read_hold",
     "spent_by",
+    "store_now",
     "write_hold",
 ]
 
@@ -95,6 +96,17 @@ class Hold:
     usd: float
     tokens: int
     expires_at: float
+
+
+def store_now(db: Connection) -> float:
+    """Now (epoch seconds) by the store's clock, asked in ``db``'s transaction: PostgreSQL's
+    server clock, which every worker of a cluster shares; SQLite's is its machine's, which every
+    worker sharing the file shares."""
+    if db.dialect.name == "postgresql":
+        query = "SELECT EXTRACT(EPOCH FROM clock_timestamp())"
+    else:
+        query = "SELECT (julianday('now') - 2440587.5) * 86400.0"
+    return float(db.execute(text(query)).scalar_one())
 
 
 def periods(now: float) -> tuple[str, str]:

@@ -21,7 +21,6 @@ Synchronous (SQLAlchemy's sync engine, like the store): callers run it in a thre
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Generator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ from orga.runtime._spend_tables import (
     periods,
     read_hold,
     spent_by,
+    store_now,
     write_hold,
 )
 from orga.runtime.store import Store
@@ -91,12 +91,18 @@ def _lock_name(scope: str, name: str) -> str:
 
 
 class SpendLedger:
-    """The ledger in ``store`` (see the module docstring). Thread-safe; ``clock`` gives the
-    time (epoch seconds) that periods and expiries are read from."""
+    """The ledger in ``store`` (see the module docstring). Thread-safe. The time that periods
+    and expiries are read from is the store's, asked inside each transaction (``store_now``):
+    every worker counts a call in the same day and lets a dead worker's hold go at the same
+    moment, whatever its own clock says. ``clock`` (epoch seconds) replaces it in tests."""
 
-    def __init__(self, store: Store, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, store: Store, *, clock: Callable[[], float] | None = None) -> None:
         self._store = store
         self._clock = clock
+
+    def _now(self, db: Connection) -> float:
+        """Now, by the store's clock (or the one given)."""
+        return self._clock() if self._clock is not None else store_now(db)
 
     def reserve(
         self,
@@ -117,8 +123,8 @@ class SpendLedger:
             LedgerUnavailable: the store cannot be reached.
         """
         user, tenant = _names(holders)
-        now = self._clock()
         with self._transaction(key, holders) as db:
+            now = self._now(db)
             found = read_hold(db, key)
             if found is not None and found.state == "held" and found.expires_at > now:
                 db.execute(
@@ -156,9 +162,9 @@ class SpendLedger:
             ValueError: nothing was reserved under ``key`` and no ``holders`` were given.
             LedgerUnavailable: the store cannot be reached.
         """
-        now = self._clock()
         usd, tokens = served.usd or 0.0, served.tokens
         with self._transaction(key, holders, from_hold=True) as db:
+            now = self._now(db)
             found = read_hold(db, key)
             if found is None:
                 if not holders:
@@ -204,8 +210,8 @@ class SpendLedger:
         Raises:
             LedgerUnavailable: the store cannot be reached.
         """
-        now = self._clock()
         with self._transaction(key, (), from_hold=True) as db:
+            now = self._now(db)
             db.execute(
                 HOLDS.update()
                 .where(and_(HOLDS.c.key == key, HOLDS.c.state == "held"))
@@ -229,11 +235,11 @@ class SpendLedger:
         Raises:
             LedgerUnavailable: the store cannot be reached.
         """
-        now = self._clock()
-        day, month = periods(now if at is None else at)
-        period_key = day if period == "day" else month
         found: dict[tuple[Scope, str], dict[str, Any]] = {}
         with self._connection() as db:
+            now = self._now(db)
+            day, month = periods(now if at is None else at)
+            period_key = day if period == "day" else month
             for owner, (usd, tokens, calls) in spent_by(db, period_key, scope, name).items():
                 found[owner] = {"spent_usd": usd, "spent_tokens": tokens, "calls": calls}
             scopes: tuple[Scope, ...] = ("user", "tenant") if scope is None else (scope,)
@@ -269,9 +275,9 @@ class SpendLedger:
         Raises:
             LedgerUnavailable: the store cannot be reached.
         """
-        now = self._clock()
-        cutoff = now - older_than_days * 86_400
         with self._connection(begin=True) as db:
+            now = self._now(db)
+            cutoff = now - older_than_days * 86_400
             done = HOLDS.c.updated_at < cutoff
             gone = (HOLDS.c.state != "held") | (HOLDS.c.expires_at < now)
             return db.execute(HOLDS.delete().where(and_(done, gone))).rowcount
