@@ -8,9 +8,12 @@ import pytest
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 
-from orga.contracts.critic import Review
+from orga.client import start_thread
+from orga.contracts.config import LoopConfig
+from orga.contracts.critic import HumanCritic, Review
 from orga.contracts.journal import Journal, PolicyEvaluated, ReviewDecided
 from orga.contracts.state import LoopState
+from orga.contracts.threads import ThreadConfig
 from orga.desk.facts import DeskError
 from orga.desk.inbox import inbox
 from orga.desk.sender import review
@@ -149,3 +152,36 @@ async def test_a_critic_cannot_take_the_conversation_past_the_agent_s_models(
     assert "'elsewhere-model' is not one agent 'writer' may use" in error.message
     assert "the critic (agent 'critic')" in error.message
     assert harness.model.requests_for(writer) == []
+
+
+async def test_a_thread_s_critic_counts_each_turn_s_reviews_anew(harness: Harness) -> None:
+    """``max_rounds`` 2: each turn may be revised once. Counted over the thread (issue 63), turn
+    2's first revision was the third review and ended it ``critic_rejected``."""
+    model = harness.new_model([Turn(text=f"draft {n}") for n in range(1, 5)])
+    config = LoopConfig(model=model, thread=ThreadConfig(), critic=HumanCritic(max_rounds=2))
+    async with harness.worker():
+        chat = await start_thread(harness.client, config, "first", task_queue=harness.task_queue)
+        harness.handles.append(chat.handle)
+        answers = []
+        approved = Review(verdict="approve", reviewer="kim")
+        for turn in (1, 2):
+            if turn == 2:
+                await chat.say("second")
+            for round_, review in enumerate(
+                (Review(verdict="revise", feedback="shorter", reviewer="kim"), approved), start=1
+            ):
+                await waiting_review(chat.handle, round_)
+                await chat.handle.execute_update("review", review)
+            answers.append(await chat.turn(turn))
+        state = await chat.state()
+        await chat.close()
+    assert [(a.reason, a.output) for a in answers] == [
+        ("end_turn", "draft 2"),
+        ("end_turn", "draft 4"),
+    ]
+    assert [(r.turn, r.round, r.verdict) for r in state.reviews] == [
+        (1, 1, "revise"),
+        (1, 2, "approve"),
+        (2, 1, "revise"),
+        (2, 2, "approve"),
+    ]

@@ -32,22 +32,22 @@ _T = TypeVar("_T")
 async def within(cycle: Coroutine[Any, Any, _T], books: LoopBooks, limit: float) -> _T:
     """Run ``cycle`` under a timeout of ``limit`` working seconds (``books.working_seconds``).
 
-    The deadline's timer is cancelled only when a person is asked (the clock stops); when the
+    The deadline's timer is cancelled only when a person is asked or a call waits for its pause
+    to end (the clock stops: ``books.clock_stopped``); when the
     cycle ends first it is left to lapse, so a loop's history carries no cancelled timer.
 
     Raises:
         TimeoutError: the deadline passed (the cycle was cancelled and has ended).
     """
-    desk = books.desk
     task = asyncio.create_task(cycle)
     deadline: asyncio.Task[None] | None = None
     try:
         while not task.done():
-            if desk.waiting:
+            if books.clock_stopped():
                 if deadline is not None:
                     deadline.cancel()
                     deadline = None
-                await workflow.wait_condition(lambda: task.done() or not desk.waiting)
+                await workflow.wait_condition(lambda: task.done() or not books.clock_stopped())
                 continue
             if deadline is None:
                 remaining = limit - books.working_seconds()
@@ -55,7 +55,7 @@ async def within(cycle: Coroutine[Any, Any, _T], books: LoopBooks, limit: float)
                     raise TimeoutError
                 deadline = asyncio.create_task(workflow.sleep(remaining, summary="loop timeout"))
             await workflow.wait_condition(
-                lambda timer=deadline: task.done() or desk.waiting or timer.done()
+                lambda timer=deadline: task.done() or books.clock_stopped() or timer.done()
             )
             if deadline.done() and not task.done():
                 raise TimeoutError

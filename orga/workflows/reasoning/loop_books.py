@@ -51,7 +51,7 @@ from orga.workflows.reasoning.progress import ProgressStream
 from orga.workflows.reasoning.tool_state import ToolState
 from orga.workflows.shared.human_desk import HumanDesk
 from orga.workflows.shared.metrics import emit_entry
-from orga.workflows.shared.patches import CALL_RECEIPTS, taken
+from orga.workflows.shared.patches import CALL_RECEIPTS, PAUSE_STOPS_THE_CLOCK, taken
 from orga.workflows.shared.stopping import Stopping
 
 __all__ = ["LoopBooks"]
@@ -87,6 +87,8 @@ class LoopBooks:
         """Calls waiting for their paused tool: call id → who paused it and why."""
         self.pauses_lifted = 0
         """``pause_lifted`` signals so far: a call held by a pause waits for the next."""
+        self._pause_stops_clock = False
+        """A held call stops the deadline's timer too (patch ``pause-stops-the-clock``)."""
         self.receipts: list[CallReceipt] = []
         """What became of the most recent calls (``CallReceipt``)."""
         self.tool_call_count = 0
@@ -364,8 +366,16 @@ class LoopBooks:
         else:
             if call_id not in self.paused_calls:
                 self.record(CallPaused(**self.stamp(), call_id=call_id, tool=tool, reason=reason))
+                self._pause_stops_clock = self._pause_stops_clock or workflow.patched(
+                    PAUSE_STOPS_THE_CLOCK
+                )
             self.paused_calls[call_id] = reason
         self._waiting_changed()
+
+    def clock_stopped(self) -> bool:
+        """Whether the loop's working clock stands still: a person is asked, or a call waits
+        for its pause to end (the loop's ``timeout`` counts neither)."""
+        return self.desk.waiting or (self._pause_stops_clock and bool(self.paused_calls))
 
     def worker_wait_changed(self) -> None:
         """A tool call began or ended waiting for a worker with its tool."""

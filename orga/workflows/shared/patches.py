@@ -39,6 +39,7 @@ __all__ = [
     "MODEL_WAITS_FOR_WORKER",
     "ONE_KEY_ONE_APPROVER",
     "ONE_RESOLUTION",
+    "PAUSE_STOPS_THE_CLOCK",
     "PAUSE_WAITS_FOR_RESUME",
     "PROVIDER_DOWN_SWITCHES",
     "READ_AFTER_REVIEW",
@@ -200,6 +201,13 @@ a worker with its tool asks every 15 minutes, where it asked every minute until 
 reached the server's limit in about four days (``WorkerWait.pause``). Asked after ten minutes
 of waiting; no scenario (a ten-minute wait): ``tests/test_pause_waits.py`` plays it on the
 time-skipping server."""
+
+PAUSE_STOPS_THE_CLOCK: Final = "pause-stops-the-clock"
+"""While a call waits for its pause to end, the loop's deadline timer is cancelled as while a
+person is asked (``within``, ``LoopBooks.clock_stopped``): the working clock stood still, but
+the timer set before the pause fired, and a loop paused longer than its ``timeout`` ended
+``BudgetExceeded``. Asked when a call first waits for a pause; scenario ``paused_for_long``
+(recorded before the patch: it replays the old rule) and ``tests/test_pause_waits.py``."""
 
 LEVELS: Final = {CALL_RECEIPTS: 1, STOP_MEANS_STOP: 2}
 """The setup level (``orga.contracts.setup.SETUP_LEVEL``) from which a loop takes a patch

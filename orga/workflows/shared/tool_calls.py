@@ -192,8 +192,8 @@ async def run_task_tool(
 
 class WorkerWait:
     """A call's wait for a worker that registers ``tool``: a durable timer between tries (2 s,
-    doubling to a minute, to 15 minutes after the first ten; the loop's timeout bounds it),
-    counted in ``waiting`` (tool → calls waiting: a loop's ``waiting_for_workers``) while it
+    doubling to a minute, and on to 15 minutes after the first ten; the loop's timeout bounds
+    it), counted in ``waiting`` (tool → calls waiting: a loop's ``waiting_for_workers``) while it
     lasts, with ``changed`` told when the count starts and ends."""
 
     def __init__(
