@@ -307,7 +307,9 @@ class _Parts:
         # The ledger is in the store every worker shares: a principal's loops charged together.
         health = ProviderHealth()  # one breaker per model for the loop's and the side calls
         spend = SpendGuard(principals, SpendLedger(store), settings.model_prices, health)
-        pauses = PauseBook(store)
+        self.pauses = pauses = PauseBook(store)
+        """The pauses this worker's activities read (a pause made through it is seen at once;
+        one made elsewhere within a second)."""
         self.inference = InferenceActivities(
             settings=settings,
             http=http,

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from temporalio.client import WorkflowHandle
+from temporalio.client import WorkflowFailureError, WorkflowHandle
+from temporalio.exceptions import CancelledError
 
 from orga.client import start_thread
 from orga.contracts.approvals import ApprovalDecision
@@ -22,10 +23,11 @@ from orga.contracts.conversation import MessageAccepted, UserMessage
 from orga.contracts.critic import Review
 from orga.contracts.messages import PAUSE_LIFTED_SIGNAL
 from orga.contracts.threads import ThreadConfig
+from orga.desk.releases import release_held
 from orga.scripted.server import RecordedRequest, Turn
 from orga.tools.sdk import Tool, tool
 from tests.harness import Harness, scripted_settings
-from tests.helpers import pending, waiting_review
+from tests.helpers import eventually, loop_state, pending, waiting_review
 from tests.local_http import Reply, serve
 
 PHASES = ("model", "tool", "gate", "approval", "review", "answer")
@@ -248,3 +250,54 @@ async def test_a_message_waiting_as_a_turn_runs_out_and_continues_as_new_is_answ
     assert unanswered.unanswered is not None and "max_iterations" in unanswered.unanswered
     assert first.status is not None and first.status.name == "CONTINUED_AS_NEW"
     assert (answered.turn, answered.output) == (2, "read: MSG as the turn runs out")
+
+
+@pytest.mark.parametrize("name", list(PHASES))
+async def test_a_cancel_at_each_phase_of_a_loop_ends_it_with_nothing_new_run(
+    harness: Harness, name: str, opa: tuple[str, Hold]
+) -> None:
+    url, gate = opa
+    phase = _phase(harness, name, gate)
+    settings = scripted_settings(harness.model, opa_url=url)
+    async with harness.worker(settings=settings, tools=phase.tools):
+        handle = await harness.start("go", model=phase.model, **phase.config)
+        await _at(phase, handle)
+        asked = len(harness.model.requests_for(phase.model))
+        await handle.cancel(reason=f"cancelled at {name}")
+        phase.hold.release.set()  # what was held goes on, if it still can
+        with pytest.raises(WorkflowFailureError) as ended:
+            await handle.result()
+        state = await loop_state(handle)
+    assert isinstance(ended.value.cause, CancelledError)
+    assert len(harness.model.requests_for(phase.model)) == asked  # the model not asked again
+    assert state.status == "cancelled" and state.tool_call_count <= 1
+
+
+@pytest.mark.parametrize("name", ["model", "tool", "gate", "approval"])
+async def test_a_pause_at_each_phase_of_a_loop_holds_it_before_its_next_model_call(
+    harness: Harness, name: str, opa: tuple[str, Hold]
+) -> None:
+    """``orga pause ID`` at each phase a model call follows: what runs finishes, the next model
+    call waits for the resume (the call is not lost: it is made once, after). At the critic's
+    review or the answer's model call no call follows: the loop ends as it would have."""
+    url, gate = opa
+    phase = _phase(harness, name, gate)
+    settings = scripted_settings(harness.model, opa_url=url)
+    async with harness.worker(settings=settings, tools=phase.tools):
+        assert harness.plugin is not None  # the worker's own pauses: seen at once
+        book = harness.plugin.parts(harness.client).pauses
+        handle = await harness.start("go", model=phase.model, pause_recheck=1, **phase.config)
+        go_on = await _at(phase, handle)
+        book.pause(f"loop:{handle.id}", "olu", "hold on")
+        asked = len(harness.model.requests_for(phase.model))
+        await go_on()
+
+        async def held() -> bool:
+            return (await loop_state(handle)).status == "paused"
+
+        await eventually(held, f"the loop holds after {name}")
+        assert len(harness.model.requests_for(phase.model)) == asked
+        book.resume(f"loop:{handle.id}")
+        await release_held(harness.client, f"loop:{handle.id}")
+        result = await handle.result()
+    assert result.output.startswith("read: ")

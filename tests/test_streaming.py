@@ -15,7 +15,7 @@ from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.testing import WorkflowEnvironment
 
 import orga as orga_api
-from orga.contracts.config import LoopConfig
+from orga.contracts.config import LoopConfig, LoopInput
 from orga.contracts.errors import ProviderError, ProviderRejected, ProviderUnavailable
 from orga.contracts.inference import STREAM_TOPIC, StreamedText
 from orga.contracts.threads import ThreadConfig
@@ -30,7 +30,8 @@ from orga.providers.streaming import (
 from orga.scripted.server import Turn, Wire, stream_events
 from tests.fixtures import body, raw_text
 from tests.harness import TEST_STORE, Harness
-from tests.helpers import conversation, eventually, on, orga, tool_results
+from tests.helpers import conversation, eventually, on, orga, runs, tool_results
+from tests.sample_tools import get_weather
 
 
 async def _lines(text: str) -> AsyncIterator[str]:
@@ -271,3 +272,34 @@ async def test_a_reader_that_went_away_mid_poll_does_not_keep_the_loop_from_endi
     assert result.output == "hello there"
     status = (await chat.handle.describe()).status
     assert status == WorkflowExecutionStatus.COMPLETED
+
+
+async def test_a_streamed_loop_carries_only_its_last_run_s_items_into_the_next(
+    harness: Harness,
+) -> None:
+    """A streamed loop that is not a thread (no turn to truncate at) carried its whole stream
+    through every continue-as-new, each run's input larger than the last (issue 63). Each run
+    now hands on only its own items: what the next run starts from stays the same size."""
+    steps = 30
+    model = harness.new_model(
+        [Turn(tool_calls=[("get_weather", {"location": f"city {n}"})]) for n in range(steps)]
+        + [Turn(text="done")]
+    )
+    async with harness.worker(tools=[get_weather]):
+        handle = await harness.start(
+            "go",
+            model=model,
+            tools=["get_weather"],
+            stream=True,
+            max_history_events=200,
+            max_iterations=steps + 1,
+        )
+        await handle.result()
+        carried: list[int] = []
+        async for history in runs(harness, handle):
+            first = history.events[0].workflow_execution_started_event_attributes
+            [given] = await harness.client.data_converter.decode(first.input.payloads, [LoopInput])
+            if given.carry is not None and given.carry.stream is not None:
+                carried.append(len(given.carry.stream.state.log))
+    assert len(carried) >= 2, carried  # it continued as new at least twice
+    assert max(carried) <= 2 * min(carried), carried  # flat, not growing with every run

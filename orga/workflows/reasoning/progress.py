@@ -52,6 +52,9 @@ class ProgressStream:
             PROGRESS_TOPIC, type=ProgressItem
         )
         self._turn_began_at = carried.turn_began_at if carried is not None else None
+        state = stream.get_state()
+        self._run_began_at = state.base_offset + len(state.log)
+        """Where this run's items begin: a loop that is not a thread hands on only these."""
         _only_text_from_outside()
         self._waiting: tuple[str, ...] = ()
         """The calls the last ``waiting`` item listed (empty: none waits)."""
@@ -111,7 +114,11 @@ class ProgressStream:
             self._publish("resumed")
 
     def carry(self) -> StreamCarry:
-        """What the next run's stream starts from (continue-as-new)."""
+        """What the next run's stream starts from (continue-as-new): a thread's items since
+        its turn began; a loop's, this run's (it has no turn to cut at, and carried every
+        item through every run, each run's input larger than the last)."""
+        if self._turn_began_at is None:
+            self.stream.truncate(self._run_began_at)
         return StreamCarry(state=self.stream.get_state(), turn_began_at=self._turn_began_at)
 
     def _publish(self, kind: ProgressKind, **fields: object) -> None:
