@@ -7,8 +7,9 @@ was never read; in a thread, messages accepted as a turn's end continued as new 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -159,16 +160,25 @@ async def _at(phase: Phase, handle: WorkflowHandle[Any, Any]) -> Callable[[], Aw
     return release
 
 
-@pytest.mark.parametrize("name", list(PHASES))
-async def test_a_message_at_each_phase_of_a_loop_is_read_before_it_answers(
-    harness: Harness, name: str, opa: tuple[str, Hold]
-) -> None:
+@contextlib.asynccontextmanager
+async def _loop_at(
+    harness: Harness, name: str, opa: tuple[str, Hold], **more: Any
+) -> AsyncIterator[tuple[Phase, WorkflowHandle[Any, Any], Callable[[], Awaitable[None]]]]:
+    """A loop held at phase ``name`` on a worker of its own: the phase, its handle, and what
+    lets it go on."""
     url, gate = opa
     phase = _phase(harness, name, gate)
     settings = scripted_settings(harness.model, opa_url=url)
     async with harness.worker(settings=settings, tools=phase.tools):
-        handle = await harness.start("go", model=phase.model, **phase.config)
-        go_on = await _at(phase, handle)
+        handle = await harness.start("go", model=phase.model, **phase.config, **more)
+        yield phase, handle, await _at(phase, handle)
+
+
+@pytest.mark.parametrize("name", list(PHASES))
+async def test_a_message_at_each_phase_of_a_loop_is_read_before_it_answers(
+    harness: Harness, name: str, opa: tuple[str, Hold]
+) -> None:
+    async with _loop_at(harness, name, opa) as (_, handle, go_on):
         accepted = await handle.execute_update(
             "message", UserMessage(text=f"MSG at {name}"), result_type=MessageAccepted
         )
@@ -256,12 +266,7 @@ async def test_a_message_waiting_as_a_turn_runs_out_and_continues_as_new_is_answ
 async def test_a_cancel_at_each_phase_of_a_loop_ends_it_with_nothing_new_run(
     harness: Harness, name: str, opa: tuple[str, Hold]
 ) -> None:
-    url, gate = opa
-    phase = _phase(harness, name, gate)
-    settings = scripted_settings(harness.model, opa_url=url)
-    async with harness.worker(settings=settings, tools=phase.tools):
-        handle = await harness.start("go", model=phase.model, **phase.config)
-        await _at(phase, handle)
+    async with _loop_at(harness, name, opa) as (phase, handle, _):
         asked = len(harness.model.requests_for(phase.model))
         await handle.cancel(reason=f"cancelled at {name}")
         phase.hold.release.set()  # what was held goes on, if it still can
@@ -280,14 +285,9 @@ async def test_a_pause_at_each_phase_of_a_loop_holds_it_before_its_next_model_ca
     """``orga pause ID`` at each phase a model call follows: what runs finishes, the next model
     call waits for the resume (the call is not lost: it is made once, after). At the critic's
     review or the answer's model call no call follows: the loop ends as it would have."""
-    url, gate = opa
-    phase = _phase(harness, name, gate)
-    settings = scripted_settings(harness.model, opa_url=url)
-    async with harness.worker(settings=settings, tools=phase.tools):
+    async with _loop_at(harness, name, opa, pause_recheck=1) as (phase, handle, go_on):
         assert harness.plugin is not None  # the worker's own pauses: seen at once
         book = harness.plugin.parts(harness.client).pauses
-        handle = await harness.start("go", model=phase.model, pause_recheck=1, **phase.config)
-        go_on = await _at(phase, handle)
         book.pause(f"loop:{handle.id}", "olu", "hold on")
         asked = len(harness.model.requests_for(phase.model))
         await go_on()
