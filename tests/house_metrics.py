@@ -16,6 +16,8 @@ import statistics
 import sys
 from pathlib import Path
 
+from tests.helpers._source import parse_python
+
 LONG_FUNCTION = 80
 
 
@@ -37,7 +39,7 @@ def modules(root: Path) -> dict[str, Path]:
 def edges(found: dict[str, Path]) -> set[tuple[str, str]]:
     pairs: set[tuple[str, str]] = set()
     for name, path in found.items():
-        tree = ast.parse(path.read_text())
+        tree = parse_python(path)
         for node in ast.walk(tree):
             targets: list[str] = []
             if isinstance(node, ast.Import):
@@ -94,7 +96,7 @@ def cycles(pairs: set[tuple[str, str]]) -> list[list[str]]:
 def long_functions(found: dict[str, Path]) -> list[tuple[int, str]]:
     long: list[tuple[int, str]] = []
     for name, path in found.items():
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parse_python(path)):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 length = (node.end_lineno or node.lineno) - node.lineno + 1
                 if length > LONG_FUNCTION:

@@ -31,6 +31,7 @@ from temporalio.worker.workflow_sandbox import (
 )
 
 from orga.worker.sandbox import PASSTHROUGH, STRICT_PASSTHROUGH, workflow_runner
+from tests.helpers import parse_python
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -54,7 +55,7 @@ def modules_of(package: str) -> list[str]:
 def imports_of(module: str) -> list[str]:
     path = importlib.import_module(module).__file__
     assert path is not None
-    tree = ast.parse(Path(path).read_text())
+    tree = parse_python(Path(path))
     names: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -93,7 +94,7 @@ def test_sandbox_side_imports_only_what_it_may(module: str) -> None:
 def test_sandbox_side_never_opens_files(module: str) -> None:
     path = importlib.import_module(module).__file__
     assert path is not None
-    for node in ast.walk(ast.parse(Path(path).read_text())):
+    for node in ast.walk(parse_python(Path(path))):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             assert node.func.id not in {"open", "input", "print", "exec", "eval"}, (
                 f"{module} calls {node.func.id}() at line {node.lineno}"
@@ -159,7 +160,7 @@ def upward_imports(module: str, source: str) -> list[str]:
     rank = {room: index for index, room in enumerate(LAYERS)}
     own = rank[room_of(module)]
     found: list[str] = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parse_python(source)):
         names: list[str] = []
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
@@ -227,7 +228,7 @@ def test_workflow_code_keeps_no_state_of_its_own(module: str) -> None:
     workflow instance)."""
     path = importlib.import_module(module).__file__
     assert path is not None
-    tree = ast.parse(Path(path).read_text())
+    tree = parse_python(Path(path))
     for node in ast.walk(tree):
         assert not isinstance(node, (ast.Global, ast.Nonlocal)), f"{module}:{node.lineno}"
     for node in tree.body:
@@ -395,7 +396,7 @@ def test_no_module_is_over_400_lines_without_a_reason(path: Path) -> None:
     text = path.read_text()
     if text.count("\n") <= 400:
         return
-    tree = ast.parse(text)
+    tree = parse_python(text)
     doc = ast.get_docstring(tree) or ""
     assert "Over 400 lines:" in doc, (
         f"{path.relative_to(ROOT)} has {text.count(chr(10))} lines: split it, or say why not "

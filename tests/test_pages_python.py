@@ -38,6 +38,7 @@ from tests.helpers import (
     eventually,
     offline_env,
     offline_worker,
+    parse_python,
     terminal,
 )
 from tests.helpers import (
@@ -75,7 +76,7 @@ def python_steps(page: Path) -> list[tuple[str, str]]:
 async def run_block(code: str, where: str, namespace: Namespace) -> None:
     """``code`` as the asyncio REPL runs it: top-level ``await``, the last expression's value
     kept as ``_``."""
-    tree = ast.parse(code, where)
+    tree = parse_python(code, where)
     if tree.body and isinstance(last := tree.body[-1], ast.Expr):
         tree.body[-1] = ast.Assign(targets=[ast.Name("_", ast.Store())], value=last.value)
         ast.fix_missing_locations(tree)

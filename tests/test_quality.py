@@ -13,6 +13,8 @@ from types import ModuleType
 
 import pytest
 
+from tests.helpers import parse_python
+
 TESTS = Path(__file__).resolve().parent
 MODULES = sorted(TESTS.rglob("*.py"))
 
@@ -20,7 +22,7 @@ MODULES = sorted(TESTS.rglob("*.py"))
 def imported(path: Path) -> list[str]:
     """The modules ``path`` imports from, wherever in the file."""
     found: list[str] = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parse_python(path)):
         if isinstance(node, ast.ImportFrom) and node.module:
             found.append(node.module)
         elif isinstance(node, ast.Import):

@@ -14,6 +14,7 @@ from orga.contracts.config import LoopConfig
 from orga.contracts.errors import InvalidConfig
 from orga.runtime import settings_docs
 from orga.runtime.settings import Env, Settings
+from tests.helpers import parse_python
 
 ROOT = Path(__file__).resolve().parent.parent
 NOT_FROM_THE_ENVIRONMENT = {"providers", "web_fetch_max_bytes", "web_fetch_timeout"}
@@ -72,7 +73,7 @@ def _reads_of_orga_variables(path: Path) -> list[str]:
     """Where ``path`` reads an ``ORGA_*`` variable: ``x.get("ORGA_…")``, ``getenv("ORGA_…")``,
     ``x["ORGA_…"]``."""
     found: list[str] = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parse_python(path)):
         key: ast.expr | None = None
         if isinstance(node, ast.Call) and node.args:
             name = getattr(node.func, "attr", getattr(node.func, "id", ""))

@@ -27,7 +27,7 @@ from orga.desk.inbox_text import ARGUMENT_LIMIT, PAGE_WIDTH, argument_lines, ren
 from orga.runtime.safe_text import SafeConsole, json_text, one_line, printable
 from orga.scripted.server import Turn
 from tests.harness import Harness
-from tests.helpers import inbox, on, orga, pending, waiting_review
+from tests.helpers import inbox, on, orga, parse_python, pending, waiting_review
 from tests.sample_tools import transfer
 
 # Written out here, not imported: the test states what must never reach a terminal.
@@ -195,7 +195,7 @@ def test_every_raw_write_in_the_cli_is_sanitised_or_reviewed() -> None:
     stdout or stderr itself must pass its text through a sanitiser, or be reviewed here."""
     found: list[str] = []
     for path in sorted(Path("orga/cli").glob("*.py")):
-        for function, call in _writes(ast.parse(path.read_text(encoding="utf-8")), "<module>"):
+        for function, call in _writes(parse_python(path), "<module>"):
             safe = all(isinstance(arg, ast.Constant) or _sanitised(arg) for arg in call.args)
             if not safe and (path.name, function) not in _REVIEWED:
                 found.append(f"{path}:{call.lineno} in {function}")

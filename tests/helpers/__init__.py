@@ -70,6 +70,7 @@ from tests.helpers._servers import (
     scrape,
     total,
 )
+from tests.helpers._source import parse_python
 from tests.helpers._terminal import Terminal, terminal
 from tests.helpers._waiting import (
     POLL,
@@ -138,6 +139,7 @@ __all__ = [
     "on",
     "orga",
     "parent_of",
+    "parse_python",
     "pending",
     "port_is_free",
     "provider_settings",
