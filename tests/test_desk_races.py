@@ -10,9 +10,6 @@ judge is Cedar, too quick to hold; the check is held here, and both paths ask
 from __future__ import annotations
 
 import asyncio
-import json
-import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,8 +20,15 @@ from orga.contracts.journal import ApprovalDecided, EscalationResolved, Journal
 from orga.scripted.server import Turn
 from orga.tools.sdk import tool
 from tests.harness import Harness, scripted_settings
-from tests.helpers import ask, conversation, escalated, eventually, pending, tool_results
-from tests.local_http import Reply, serve
+from tests.helpers import (
+    ask,
+    conversation,
+    escalated,
+    eventually,
+    held_opa,
+    pending,
+    tool_results,
+)
 from tests.sample_tools import Flaky
 
 _SCHEDULED = "activity_task_scheduled_event_attributes"
@@ -53,34 +57,19 @@ async def test_two_answers_to_one_escalation_in_one_workflow_task_record_the_fir
     assert result.status == "skipped" and "skipped by ann" in result.content
 
 
-@pytest.fixture
-def edit_check_held() -> Iterator[tuple[str, threading.Event, threading.Event]]:
-    """An OPA that asks a person about ``purge`` and holds every check of the approver's edit
-    until released: its URL, when it first holds, and the release."""
-    holding, release = threading.Event(), threading.Event()
+def _purging_asks_a_person(facts: dict[str, Any]) -> dict[str, Any]:
+    """An OPA's rule: a call of ``purge`` needs a person (its edit, the approver's, does not)."""
+    asks = facts.get("tool") == "purge" and not _edited(facts)
+    return {"allow": True, "require_approval": asks, "reason": "purging needs a person"}
 
-    def answer(method: str, target: str, raw: bytes) -> Reply:
-        if method == "GET":
-            return 200, "application/json", b'{"result": []}'
-        facts = json.loads(raw)["input"]
-        edit = facts.get("arguments") == {"table": "t2"}
-        if edit:
-            holding.set()
-            release.wait(30)
-        needs = facts.get("tool") == "purge" and not edit
-        result = {"allow": True, "require_approval": needs, "reason": "purging needs a person"}
-        return 200, "application/json", json.dumps({"result": result}).encode()
 
-    with serve(answer) as url:
-        yield f"{url}/v1/data/orga/gate", holding, release
-    release.set()
+def _edited(facts: dict[str, Any]) -> bool:
+    return facts.get("arguments") == {"table": "t2"}
 
 
 async def test_an_edit_whose_call_was_decided_meanwhile_fails_the_update_not_the_loop(
-    harness: Harness, edit_check_held: tuple[str, threading.Event, threading.Event]
+    harness: Harness,
 ) -> None:
-    url, holding, release = edit_check_held
-
     @tool
     def purge(table: str) -> str:
         """Purge a table.
@@ -91,31 +80,33 @@ async def test_an_edit_whose_call_was_decided_meanwhile_fails_the_update_not_the
         return f"purged {table}"
 
     model = harness.new_model([Turn(tool_calls=[("purge", {"table": "t1"})]), Turn(text="ok")])
-    settings = scripted_settings(harness.model, opa_url=url)
-    async with harness.worker(settings=settings, tools=[purge]):
-        handle = await harness.start("purge", model=model, tools=["purge"], policy="opa")
-        [waiting] = (await pending(handle)).pending_approvals
-        edited = ApprovalDecision(
-            call_id=waiting.call_id, approved=True, approver="kim", arguments='{"table": "t2"}'
-        )
-        editing = asyncio.create_task(handle.execute_update("approve", edited))
-        await asyncio.to_thread(holding.wait, 30)  # the edit is being checked
-        denial = ApprovalDecision(call_id=waiting.call_id, approved=False, approver="olu")
-        await handle.signal("approval", denial)
+    # The approver's edit is checked by the gate again: that check waits until released.
+    with held_opa(_purging_asks_a_person, holds=_edited) as (url, check):
+        settings = scripted_settings(harness.model, opa_url=url)
+        async with harness.worker(settings=settings, tools=[purge]):
+            handle = await harness.start("purge", model=model, tools=["purge"], policy="opa")
+            [waiting] = (await pending(handle)).pending_approvals
+            edited = ApprovalDecision(
+                call_id=waiting.call_id, approved=True, approver="kim", arguments='{"table": "t2"}'
+            )
+            editing = asyncio.create_task(handle.execute_update("approve", edited))
+            await check.arrived()  # the edit is being checked
+            denial = ApprovalDecision(call_id=waiting.call_id, approved=False, approver="olu")
+            await handle.signal("approval", denial)
 
-        async def moved_on() -> bool:  # the denial is in: the model is asked again
-            history = await handle.fetch_history()
-            scheduled = [e for e in history.events if e.HasField(_SCHEDULED)]
-            return len(scheduled) >= 2
+            async def moved_on() -> bool:  # the denial is in: the model is asked again
+                history = await handle.fetch_history()
+                scheduled = [e for e in history.events if e.HasField(_SCHEDULED)]
+                return len(scheduled) >= 2
 
-        # The check runs as a local activity: the loop reads the signal when its workflow task
-        # heartbeats (every few seconds), while the check still waits.
-        await eventually(moved_on, "the loop took the denial while the edit was checked")
-        release.set()
-        with pytest.raises(WorkflowUpdateFailedError) as refused:
-            await editing
-        await handle.result()
-        journal = await handle.query("journal", result_type=Journal)
+            # The check runs as a local activity: the loop reads the signal when its workflow task
+            # heartbeats (every few seconds), while the check still waits.
+            await eventually(moved_on, "the loop took the denial while the edit was checked")
+            check.release.set()
+            with pytest.raises(WorkflowUpdateFailedError) as refused:
+                await editing
+            await handle.result()
+            journal = await handle.query("journal", result_type=Journal)
     assert "was decided while this decision was checked" in str(refused.value.cause)
     [decided] = [e for e in journal.entries if isinstance(e, ApprovalDecided)]
     assert (decided.approved, decided.approver) == (False, "olu")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import shutil
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -30,6 +29,7 @@ from orga.tools.sdk import tool
 from tests.harness import TEST_STORE, Harness
 from tests.helpers import (
     ask,
+    chromium,
     conversation,
     escalated,
     eventually,
@@ -54,12 +54,6 @@ CHROMIUM_FLAGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-
-
-def chromium() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    assert found, "Chromium is not installed: `apt-get install chromium` (.ci/run does it)"
-    return found
 
 
 def desk(

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,29 +27,12 @@ from orga.desk.releases import release_held
 from orga.scripted.server import RecordedRequest, Turn
 from orga.tools.sdk import Tool, tool
 from tests.harness import Harness, scripted_settings
-from tests.helpers import eventually, loop_state, pending, waiting_review
-from tests.local_http import Reply, serve
+from tests.helpers import Hold, eventually, held_opa, loop_state, pending, waiting_review
 
 PHASES = ("model", "tool", "gate", "approval", "review", "answer")
 """Where the message lands: the model call that asks for a tool, the tool, the policy check of
 its call, a person's approval of it, the human critic's review of the answer, the model call
 whose answer ends the turn."""
-
-
-@dataclass
-class Hold:
-    """A point the loop stops at until the test lets it go."""
-
-    reached: threading.Event = field(default_factory=threading.Event)
-    release: threading.Event = field(default_factory=threading.Event)
-
-    def wait_here(self) -> None:
-        self.reached.set()
-        self.release.wait(30)
-
-    async def arrived(self) -> None:
-        await asyncio.to_thread(self.reached.wait, 30)
-        assert self.reached.is_set(), "the loop never reached the held point"
 
 
 @dataclass
@@ -118,18 +100,8 @@ def _phase(harness: Harness, name: str, gate: Hold) -> Phase:
 @pytest.fixture
 def opa() -> Iterator[tuple[str, Hold]]:
     """An OPA that allows everything, held at its first question until released."""
-    hold = Hold()
-
-    def answer(method: str, target: str, raw: bytes) -> Reply:
-        if method == "GET":
-            return 200, "application/json", b'{"result": []}'
-        if not hold.reached.is_set():
-            hold.wait_here()
-        return 200, "application/json", b'{"result": {"allow": true}}'
-
-    with serve(answer) as url:
-        yield f"{url}/v1/data/orga/gate", hold
-    hold.release.set()
+    with held_opa() as held:
+        yield held
 
 
 async def _at(phase: Phase, handle: WorkflowHandle[Any, Any]) -> Callable[[], Awaitable[None]]:

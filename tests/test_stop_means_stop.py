@@ -7,9 +7,6 @@ the task)."""
 
 from __future__ import annotations
 
-import asyncio
-import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,8 +19,7 @@ from orga.contracts.state import LoopState
 from orga.contracts.task import TaskState
 from orga.scripted.server import Turn
 from tests.harness import Harness, scripted_settings
-from tests.helpers import eventually, failure
-from tests.local_http import Reply, serve
+from tests.helpers import eventually, failure, held_opa
 from tests.sample_tools import Bank, running
 
 
@@ -130,37 +126,20 @@ async def test_a_cancel_during_the_model_call_is_no_failure_of_the_model(
     assert harness.model.requests_for(second) == []
 
 
-@pytest.fixture
-def slow_policy() -> Iterator[tuple[str, threading.Event, threading.Event]]:
-    """An OPA that answers only once released: its URL, when it was asked, and the release."""
-    asked, release = threading.Event(), threading.Event()
-
-    def answer(method: str, target: str, raw: bytes) -> Reply:
-        if method == "GET":
-            return 200, "application/json", b'{"result": []}'
-        asked.set()
-        release.wait(30)
-        return 200, "application/json", b'{"result": {"allow": true}}'
-
-    with serve(answer) as url:
-        yield f"{url}/v1/data/orga/gate", asked, release
-    release.set()
-
-
 async def test_a_cancel_during_the_policy_check_is_no_denial_to_go_on_from(
-    harness: Harness, slow_policy: tuple[str, threading.Event, threading.Event]
+    harness: Harness,
 ) -> None:
-    url, asked, release = slow_policy
     work = running("export_all")
     model = harness.new_model(again("export_all"))
-    settings = scripted_settings(harness.model, opa_url=url)
-    async with harness.worker(settings=settings, tools=[work.tool]):
-        handle = await harness.start("export", model=model, tools=["export_all"], policy="opa")
-        await asyncio.to_thread(asked.wait, 30)
-        await handle.cancel()
-        await cancelled(handle)
-        release.set()
-        journal = await handle.query("journal", result_type=Journal)
+    with held_opa() as (url, check):  # the policy check answers only once released
+        settings = scripted_settings(harness.model, opa_url=url)
+        async with harness.worker(settings=settings, tools=[work.tool]):
+            handle = await harness.start("export", model=model, tools=["export_all"], policy="opa")
+            await check.arrived()
+            await handle.cancel()
+            await cancelled(handle)
+            check.release.set()
+            journal = await handle.query("journal", result_type=Journal)
     assert not [e for e in journal.entries if isinstance(e, PolicyEvaluated)]  # no denial made up
     assert len(harness.model.requests_for(model)) == 1
     assert work.calls == []

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 from playwright.async_api import async_playwright
@@ -17,7 +16,7 @@ from temporalio.testing import WorkflowEnvironment
 from orga.contracts.journal import ApprovalDecided, Journal
 from orga.web.agui_run import THREAD_PREFIX
 from tests.harness import replay
-from tests.helpers import offline_env, offline_worker, server_process, web_example
+from tests.helpers import chromium, offline_env, offline_worker, server_process, web_example
 
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
 
@@ -25,9 +24,8 @@ CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
 async def test_the_example_page_streams_a_thread_and_approves_an_edited_refund(
     env: WorkflowEnvironment, tmp_path: Path
 ) -> None:
+    executable = chromium()
     public = await web_example()
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    assert chromium, "Chromium is not installed: `apt-get install chromium` (.ci/run does it)"
     cli = offline_env(env, tmp_path, ORGA_TOOL_MODULES="examples.shop")
     args = ("api", "--page", str(public), "--user", "ann", "--tool", "issue_refund", "--port", "0")
     shot = Path(os.environ.get("ORGA_TEST_ARTIFACTS", tmp_path)) / "web-example.png"
@@ -39,7 +37,7 @@ async def test_the_example_page_streams_a_thread_and_approves_an_edited_refund(
         assert api.stdout is not None
         link = (await api.stdout.readline()).decode().strip().removeprefix("ann: ")
         assert "/#token=" in link, link
-        browser = await playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS)
+        browser = await playwright.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS)
         try:
             page = await browser.new_page()
             await page.goto(link)

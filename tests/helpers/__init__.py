@@ -14,6 +14,7 @@ The session's servers and the per-test harness are fixtures (``tests/conftest.py
 ``tests/harness.py``).
 """
 
+from tests.helpers._browser import chromium, web_tool
 from tests.helpers._commands import (
     ORGA,
     ROOT,
@@ -29,6 +30,7 @@ from tests.helpers._commands import (
     temporal,
     worker_process,
 )
+from tests.helpers._held import Hold, held_opa
 from tests.helpers._histories import requests_per_run, runs, turns_written
 from tests.helpers._node import AGUI_CLIENT, WEB_EXAMPLE, ag_ui_client, web_example
 from tests.helpers._offline import calls_of, offline_env, offline_worker
@@ -111,6 +113,7 @@ __all__ = [
     "WEB_EXAMPLE",
     "WHO_DECIDES",
     "ForkedProcess",
+    "Hold",
     "Terminal",
     "aborted",
     "ag_ui_client",
@@ -119,6 +122,7 @@ __all__ = [
     "calls_of",
     "charge_step",
     "children",
+    "chromium",
     "conversation",
     "critic_agents",
     "decision_policies",
@@ -128,6 +132,7 @@ __all__ = [
     "failure",
     "forked_orga",
     "free_port",
+    "held_opa",
     "host_env",
     "http_server",
     "inbox",
@@ -170,5 +175,6 @@ __all__ = [
     "waiting_review",
     "waits_for_a_worker",
     "web_example",
+    "web_tool",
     "worker_process",
 ]

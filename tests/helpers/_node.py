@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
-import shutil
 from pathlib import Path
 
+from tests.helpers._browser import web_tool
 from tests.helpers._commands import ROOT
 
 AGUI_CLIENT = ROOT / "tests" / "agui_client"
@@ -30,8 +30,8 @@ async def web_example() -> Path:
 async def _installed(folder: Path, *, build: bool = False) -> str:
     """``node``, once ``folder``'s locked packages are installed (``npm ci`` the first time;
     one installer at a time, whichever test asks first) and, with ``build``, its bundle made."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    assert node and npm, "Node 20 and npm run the web parts (.ci/run has them)"
+    install = "Node 20 and npm (`apt-get install nodejs npm`)"
+    node, npm = web_tool("node", install=install), web_tool("npm", install=install)
     with (folder / "package.json").open() as held:
         await asyncio.to_thread(fcntl.flock, held, fcntl.LOCK_EX)
         try:

@@ -197,9 +197,9 @@ class CallExecutor:
         if isinstance(outcome, ToolResult):
             return outcome
         stopped = self._state.stopping.now
+        why = self._state.stopping.why if stopped else "cancelled"
         if outcome.cancelled and effects and waits:
             # The tool stopped before its effect began (or never started): nothing ran.
-            why = self._state.stopping.why if stopped else "cancelled"
             return error_result(
                 call,
                 "failed",
@@ -221,7 +221,6 @@ class CallExecutor:
                 f"Tool {call.name!r} did not finish within {timeout.total_seconds():g} s.",
             )
         if outcome.cancelled:
-            why = self._state.stopping.why if stopped else "cancelled"
             return error_result(
                 call, "failed", f"Tool {call.name!r} was cancelled while it ran ({why})."
             )

@@ -18,8 +18,8 @@ recorded, a saga's compensations run — ``undoing``: the one work a stopped tas
 raising.
 
 Patch ``stop-means-stop``: before it, a loop went on after a cancel that landed while an
-activity ran. Its marker is written only where a stop is met, so the runs that never stop
-carry none.
+activity ran. A loop set up at ``SETUP_LEVEL`` 2 takes it without a marker; a run set up
+earlier, or a task, asks for it only where a stop is met.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ __all__ = ["Stopping"]
 
 
 class Stopping:
-    """One workflow's stop: a client's cancel, or its cycle's deadline."""
+    """One workflow's stop: a client's cancel, its cycle's deadline, or a task's abort."""
 
     def __init__(self, level: Callable[[], int] = lambda: 0) -> None:
         self.reason: str | None = None
