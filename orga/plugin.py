@@ -44,13 +44,19 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import Interceptor, Replayer, Worker, WorkerConfig
 
 from orga.activities.answers import check_answer
+from orga.activities.continued import ContinuedRuns
 from orga.activities.critic import CriticActivities
 from orga.activities.deployments import CurrentBuilds
 from orga.activities.forks import fetch_fork_point
 from orga.activities.inference import InferenceActivities
 from orga.activities.knowledge import KnowledgeActivities
 from orga.activities.policy import PolicyActivities
-from orga.activities.principals import PrincipalResolver, SpendGuard, parent_check
+from orga.activities.principals import (
+    PrincipalResolver,
+    SpendGuard,
+    binding_use,
+    parent_check,
+)
 from orga.activities.setup import SetupActivities
 from orga.activities.summary import SummaryActivities
 from orga.activities.tools import ToolActivities
@@ -331,12 +337,13 @@ class _Parts:
         agents = _build_agents(settings, engines)
         _say_who_decides(agents)
         self.builds = CurrentBuilds(client)
+        self.continued = ContinuedRuns(client)
         self.setup = SetupActivities(
             settings=settings,
             registry=self.registry,
             agents=agents,
             engines=engines,
-            principals=PrincipalResolver(principals, parent_check(client)),
+            principals=PrincipalResolver(principals, parent_check(client), binding_use(store)),
             approval_policy=cedar is not None and cedar.decides_approvals,
         )
 
@@ -355,6 +362,7 @@ class _Parts:
             check_answer,
             fetch_fork_point,
             self.builds.current_build,
+            self.continued.continued_from,
         ]
 
     def model_activities(self) -> list[Callable[..., Any]]:

@@ -50,6 +50,7 @@ from tests.helpers import (
 )
 from tests.sample_tools import Flaky, Shop, log_search_tools, transfer
 from tests.scenarios_failover import FAILOVER_SCENARIOS
+from tests.scenarios_inputs import INPUT_SCENARIOS
 from tests.scenarios_instants import INSTANT_SCENARIOS
 from tests.scenarios_receipts import RECEIPT_SCENARIOS
 from tests.scenarios_streams import STREAM_SCENARIOS
@@ -798,4 +799,5 @@ SCENARIOS: dict[str, Scenario] = {
     **RECEIPT_SCENARIOS,
     **FAILOVER_SCENARIOS,
     **INSTANT_SCENARIOS,
+    **INPUT_SCENARIOS,
 }

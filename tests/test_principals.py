@@ -611,11 +611,12 @@ async def test_the_inbox_says_whom_each_waiting_call_is_for_and_filters_by_it(
         code, shown, _ = await run_orga("pending", env=on(env, harness))
         for handle in harness.handles:
             await handle.terminate()
+    # Their claims name acme, which the operator maps neither to: a claim names no tenant.
     assert sorted(i["principal"] for i in items) == sorted(
-        f"{user}@acme (claimed)" for user in (ann, bob)
+        f"{user} (claimed)" for user in (ann, bob)
     )
-    assert [i["principal"] for i in filtered] == [f"{ann}@acme (claimed)"]
-    assert code == 0 and f"for        {ann}@acme (claimed)" in shown
+    assert [i["principal"] for i in filtered] == [f"{ann} (claimed)"]
+    assert code == 0 and f"for        {ann} (claimed)" in shown
 
 
 async def test_a_next_run_and_a_tasks_loop_step_run_for_the_same_principal(
@@ -694,3 +695,82 @@ async def test_a_next_run_and_a_tasks_loop_step_run_for_the_same_principal(
     assert line.calls == 26  # the loop's 25 calls, over its runs, and the step's one
     assert line.spent_usd == pytest.approx(26 * CALL_USD)
     assert SpendLedger(TEST_STORE).lines("day", scope="user", name=stranger)[0].calls == 0
+
+
+@pytest.mark.parametrize("claims", ["refuse", "record"])
+async def test_a_binding_copied_from_a_finished_loop_starts_nothing_under_its_id(
+    harness: Harness, tmp_path: Path, claims: str
+) -> None:
+    """Issue 64, the attack: a plain client with no key read ann's signed binding from her
+    finished loop's start event and started a new loop under the same workflow id with its
+    own task. It ran verified as ann and was charged to her ledger. A binding now admits the
+    one execution that used it first (recorded in the store): the copy is refused, whatever
+    the operator does with claims, and nothing is asked or charged."""
+    user = _user()
+    model = harness.new_model([Turn(text="done", input_tokens=10, output_tokens=90)] * 3)
+    principals = principals_file(tmp_path, f'[principals]\nclaims = "{claims}"\n')
+    settings = _settings(harness, model, principals)
+    loop_id = f"loop-{uuid.uuid4().hex[:12]}"
+    async with harness.worker(settings=settings):
+        first = await _start(
+            harness, model, bind(user, loop_id, Issuer("web", ISSUER)), workflow_id=loop_id
+        )
+        await first.result()
+        # The attacker's steps: the start event is there for any client of the namespace.
+        history = await first.fetch_history()
+        payloads = history.events[0].workflow_execution_started_event_attributes.input.payloads
+        [started] = await harness.client.data_converter.decode(payloads, [LoopInput])
+        copied = started.principal
+        assert copied is not None and copied.signature is not None
+        again = await _start(
+            harness, model, copied, workflow_id=loop_id, system_prompt="You obey the attacker."
+        )
+        refused = await failure(again, "InvalidConfig")
+        state = await _state(again)
+    assert "was used by another execution of this workflow id" in refused.message
+    assert "Nothing was run" in refused.message
+    assert len(harness.model.requests_for(model)) == 1  # ann's own call, nothing since
+    with settings.store() as store:
+        line = _spent(store, user)
+    assert line.calls == 1 and line.reserved_usd == 0  # nothing charged to ann for it
+    assert state.usage.total_tokens == 0
+
+
+async def test_a_claim_naming_a_tenant_spends_nothing_of_it(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """Issue 64, the attack: under the default ``claims = "record"``, loops claiming users
+    nobody listed, "of acme", spent acme's day limit and ran with acme's fairness weight, and
+    acme's own user was then refused. A claim names no tenant now: they run under
+    ``claimed`` (its own limits and weight), and acme's user goes on."""
+    ann, acme = _user(), f"acme-{uuid.uuid4().hex[:6]}"
+    zeds = [f"zed{i}-{uuid.uuid4().hex[:6]}" for i in range(2)]
+    model = harness.new_model([Turn(text="done", input_tokens=10, output_tokens=90)] * 3)
+    principals = principals_file(
+        tmp_path,
+        f'[tenants.{acme}]\nday_usd = 0.12\nweight = 50.0\n\n[users.{ann}]\ntenant = "{acme}"\n',
+    )
+    settings = _settings(harness, model, principals)
+    async with harness.worker(settings=settings):
+        for zed in zeds:
+            claimed = await _start(harness, model, PrincipalClaim(user=zed, tenant=acme))
+            await claimed.result()
+        bound = await _start(harness, model, PrincipalClaim(user=ann))
+        result = await bound.result()  # acme's own user: not refused on acme's limit
+        states = [await _state(h) for h in harness.handles]
+        history = await harness.handles[0].fetch_history()
+    assert result.output == "done"
+    tenants = [s.principal.tenant if s.principal else None for s in states]
+    assert tenants == ["claimed", "claimed", acme]
+    with settings.store() as store:
+        acmes = SpendLedger(store).lines("day", scope="tenant", name=acme)
+        claims = SpendLedger(store).lines("day", scope="tenant", name="claimed")
+    assert [line.calls for line in acmes] == [1]  # ann's call only
+    assert claims and claims[0].calls >= 2  # theirs (other tests' claims share the line)
+    [call] = [
+        e.activity_task_scheduled_event_attributes
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+    assert call.priority.fairness_key == "claimed"  # not acme's weight of 50
+    assert call.priority.fairness_weight != pytest.approx(50.0)

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from datetime import timedelta
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from temporalio import activity
 from temporalio.client import Client
@@ -32,7 +33,7 @@ from temporalio.service import RPCError
 from orga.contracts.errors import BudgetExceeded, InvalidConfig
 from orga.contracts.inference import InferenceResponse, Usage
 from orga.contracts.messages import LOOP_WORKFLOW, TASK_WORKFLOW
-from orga.contracts.principals import Principal, PrincipalClaim
+from orga.contracts.principals import CLAIMED_TENANT, Principal, PrincipalClaim
 from orga.contracts.setup import ParentRun, PrincipalSetup
 from orga.core.budget import served
 from orga.core.signatures import principal_text, signature_holds
@@ -44,10 +45,16 @@ from orga.worker.metrics import observe
 from orga.worker.principals import PrincipalRegistry
 from orga.worker.provider_health import ProviderHealth
 
-__all__ = ["PrincipalResolver", "SpendGuard", "parent_check"]
+if TYPE_CHECKING:
+    from orga.runtime.store import Store
+
+__all__ = ["BindingUse", "PrincipalResolver", "SpendGuard", "binding_use", "parent_check"]
 
 ParentCheck = Callable[[ParentRun, str], Awaitable[bool]]
 """Whether a parent run is an orga workflow on the given task queue (asked of the server)."""
+BindingUse = Callable[[str, str], str]
+"""``(binding, execution)`` → the execution that first used ``binding``: records it for
+``execution`` when none did (in the store every worker shares), else says which did."""
 
 _WORST_OUTPUT: Final = 4_096
 """Output tokens a call without an output cap is reserved for (its settlement counts what was
@@ -58,9 +65,12 @@ _HOLD_MARGIN: Final = timedelta(minutes=1)
 class PrincipalResolver:
     """Resolves the principal of a loop or task (see the module docstring)."""
 
-    def __init__(self, registry: PrincipalRegistry, parent_is_ours: ParentCheck) -> None:
+    def __init__(
+        self, registry: PrincipalRegistry, parent_is_ours: ParentCheck, used_by: BindingUse
+    ) -> None:
         self._registry = registry
         self._parent_is_ours = parent_is_ours
+        self._used_by = used_by
 
     async def resolve(self, setup: PrincipalSetup | None, workflow_id: str) -> Principal | None:
         """The principal ``workflow_id`` runs for (None: nobody).
@@ -69,8 +79,7 @@ class PrincipalResolver:
             InvalidConfig: the operator requires a principal and none was given, or refuses
                 claims and this one is not bound.
         """
-        claim = setup.claim if setup is not None else None
-        if claim is None:
+        if setup is None or setup.claim is None:
             if self._registry.required:
                 raise InvalidConfig(
                     f"the worker's operator requires every loop to run for a principal "
@@ -78,7 +87,8 @@ class PrincipalResolver:
                     "with principal={'user': …} (orga run --principal USER)"
                 )
             return None
-        issuer = await self._bound_by(claim, workflow_id, setup.parent if setup else None)
+        claim = setup.claim
+        issuer = await self._bound_by(claim, workflow_id, setup)
         if issuer is None and self._registry.claims == "refuse":
             raise InvalidConfig(
                 f"principal {claim.user!r} is only claimed: no enrolled issuer signed it for "
@@ -86,17 +96,24 @@ class PrincipalResolver:
                 f'= "refuse" in {self._registry.origin}). Start it through an endpoint that '
                 "authenticates the user, or with ORGA_ISSUER_KEY set (orga run --principal)"
             )
+        # The operator's mapping wins; else an issuer's word; a claim never names a tenant.
+        mapped = self._registry.tenant_of(claim.user)
         return Principal(
             user=claim.user,
-            tenant=self._registry.tenant_of(claim.user) or claim.tenant,
+            tenant=mapped or (claim.tenant if issuer is not None else CLAIMED_TENANT),
             verified=issuer is not None,
             issuer=issuer,
         )
 
     async def _bound_by(
-        self, claim: PrincipalClaim, workflow_id: str, parent: ParentRun | None
+        self, claim: PrincipalClaim, workflow_id: str, setup: PrincipalSetup
     ) -> str | None:
-        """The enrolled issuer whose signature binds ``claim`` to this workflow, if any."""
+        """The enrolled issuer whose signature binds ``claim`` to this workflow, if any.
+
+        Raises:
+            InvalidConfig: the binding holds, but another execution of this workflow id used
+                it first (a binding admits one execution).
+        """
         if (
             claim.issuer is None
             or claim.signature is None
@@ -117,12 +134,34 @@ class PrincipalResolver:
         if not signature_holds(key, text, claim.signature):
             return None
         if claim.workflow_id == workflow_id:
+            await self._admit(claim, claim.signature, setup.execution)
             return claim.issuer
         # Signed for another workflow: it holds here only for a child of an orga workflow on
         # this task queue, whose code hands on only a binding it verified itself.
+        parent = setup.parent
         if parent is not None and await self._parent_is_ours(parent, activity.info().task_queue):
             return claim.issuer
         return None
+
+    async def _admit(self, claim: PrincipalClaim, signature: str, execution: str | None) -> None:
+        """Record that this execution (its first run: every run it continues as new into
+        shares it) uses the binding; refuse it where another execution used it first.
+
+        Raises:
+            InvalidConfig: used by another execution, or this one is not known.
+        """
+        key = "principal-binding/" + hashlib.sha256(signature.encode()).hexdigest()
+        first = (
+            None if execution is None else await asyncio.to_thread(self._used_by, key, execution)
+        )
+        if first is not None and first == execution:
+            return
+        raise InvalidConfig(
+            f"the binding of {claim.user!r} by issuer {claim.issuer!r} (signed "
+            f"{claim.signed_at:%Y-%m-%dT%H:%M:%SZ}) was used by another execution of this "
+            f"workflow id (first run {first}): a binding admits the one execution it was issued "
+            "for, and a copy of it from that run's history starts nothing. Nothing was run"
+        )
 
     def weight(self, principal: Principal | None) -> float | None:
         """The operator's fairness weight of the principal's tenant (None: the default)."""
@@ -144,6 +183,17 @@ def parent_check(client: Client) -> ParentCheck:
         )
 
     return check
+
+
+def binding_use(store: Store) -> BindingUse:
+    """A ``BindingUse`` kept in ``store``'s idempotency ledger: the first execution to use a
+    binding is recorded there once, for every worker."""
+
+    def used_by(binding: str, execution: str) -> str:
+        first: str = store.once(binding, lambda _: execution)
+        return first
+
+    return used_by
 
 
 class SpendGuard:

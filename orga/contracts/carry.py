@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, NonNegativeInt, PositiveFloat, PositiveInt
 
 from orga.contracts.audit import GENESIS
 from orga.contracts.conversation import UserMessage
@@ -45,7 +45,7 @@ class ToolStateSnapshot(BaseModel):
 class WaitingMessage(BaseModel):
     """A person's message the loop accepted and has not read yet."""
 
-    seq: int
+    seq: NonNegativeInt
     message: UserMessage
 
 
@@ -54,48 +54,50 @@ class InboxCarry(BaseModel):
     were accepted so far (numbers go on counting), and which turn of a thread read each of the
     newest."""
 
-    received: int = 0
+    received: NonNegativeInt = 0
     waiting: list[WaitingMessage] = Field(default_factory=list[WaitingMessage])
-    read_in: dict[int, int] = Field(default_factory=dict[int, int])
+    read_in: dict[NonNegativeInt, NonNegativeInt] = Field(
+        default_factory=dict[NonNegativeInt, NonNegativeInt]
+    )
     """Message number → the turn of a thread that read it (the newest ``READ_KEPT``)."""
 
 
 class LoopCarry(BaseModel):
     """The loop's state at the iteration boundary where it continued as new."""
 
-    runs: int = 1
+    runs: PositiveInt = 1
     """How many runs the loop has had before this one."""
     digest: str
-    sent: int
+    sent: NonNegativeInt
     usage: Usage
-    iteration: int
-    other_calls: int = 0
+    iteration: NonNegativeInt
+    other_calls: NonNegativeInt = 0
     """Model calls of its critic and children its budget paid for so far."""
     started_at: datetime
     human_wait: timedelta = timedelta(0)
     last_stop_reason: str | None = None
     journal: Journal
     tool_calls: list[ToolCallRecord] = Field(default_factory=list[ToolCallRecord])
-    tool_call_count: int = 0
+    tool_call_count: NonNegativeInt = 0
     receipts: list[CallReceipt] = Field(default_factory=list[CallReceipt])
     """What became of the most recent calls (the state query's)."""
     tools: ToolStateSnapshot = Field(default_factory=ToolStateSnapshot)
     evidence: EvidenceCollection | None = None
-    calibration: float = 1.0
+    calibration: PositiveFloat = 1.0
     """The token-estimate calibration learnt from the provider's counts."""
     delegations: list[DelegationRecord] = Field(default_factory=list[DelegationRecord])
     """The loop's finished children (the newest)."""
     reviews: list[ReviewRecord] = Field(default_factory=list[ReviewRecord])
     """The critic's reviews so far (they count towards ``max_rounds``)."""
-    audit_count: int = 0
+    audit_count: NonNegativeInt = 0
     """How many entries the audit chain holds so far."""
     audit_head: str = GENESIS
     """Where the audit chain stands: the next run's entries follow this hash."""
     context_summary: str | None = None
     """An ``anchored_summary`` loop's running summary of the conversation's older messages."""
-    summarised_through: int = 0
+    summarised_through: NonNegativeInt = 0
     """How many messages of the conversation ``context_summary`` covers."""
-    unsummarised_through: int = 0
+    unsummarised_through: NonNegativeInt = 0
     """Where the last fold whose summary was not made would have ended (0: none): the next run
     asks the summariser again only when turns past it must leave the window."""
     thread: ThreadCarry | None = None

@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Annotated, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt
 
 from orga.contracts.inference import Usage
 from orga.contracts.principals import Principal
@@ -100,14 +100,14 @@ class ReviewRecord(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    round: int
+    round: NonNegativeInt
     verdict: Literal["approve", "revise", "reject"]
     """``reject``: an unanswered human review under ``on_timeout = "reject"``."""
     feedback: str = ""
     reviewer: str | None = None
     source: Literal["model", "update", "timeout"]
     at: datetime
-    turn: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    turn: NonNegativeInt | None = Field(default=None, exclude_if=lambda v: v is None)
     """In a thread: the turn whose answer it reviewed (a turn's reviews count towards
     ``max_rounds``, each turn anew)."""
 

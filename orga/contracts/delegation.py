@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt
 
 from orga.contracts.inference import Usage
 
@@ -51,8 +51,8 @@ class DelegationRecord(BaseModel):
     agent: str
     workflow_id: str
     status: DelegationStatus
-    max_tokens: int
-    max_iterations: int
+    max_tokens: NonNegativeInt
+    max_iterations: NonNegativeInt
     usage: Usage = Field(default_factory=Usage)
     """What the child spent (charged to the parent)."""
     error: str | None = None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt
 
 __all__ = [
     "JUDGEMENT_FIELD",
@@ -70,12 +70,12 @@ class ProgressSnapshot(BaseModel):
 class EvidenceCollection(BaseModel):
     """Control state of evidence collection (only control facts, never raw results)."""
 
-    max_no_gain: int = 2
+    max_no_gain: NonNegativeInt = 2
     state: CollectionState = "COLLECTING"
     completed: list[CompletedScope] = Field(default_factory=list[CompletedScope])
     awaiting_judgement: list[str] = Field(default_factory=list[str])
     """Call ids whose results the next evidence call must judge."""
-    consecutive_no_gain: int = 0
+    consecutive_no_gain: NonNegativeInt = 0
     stop_reason: str | None = None
     stop_delivered: bool = False
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt
 
 from orga.contracts.conversation import Message, Reasoning, ToolCall
 from orga.contracts.principals import Principal
@@ -75,25 +75,25 @@ class Usage(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    input_tokens: int = 0
+    input_tokens: NonNegativeInt = 0
     """Every input token, cache reads and writes included."""
-    output_tokens: int = 0
-    total_tokens: int = 0
+    output_tokens: NonNegativeInt = 0
+    total_tokens: NonNegativeInt = 0
     """``input_tokens`` + ``output_tokens`` (what ``max_total_tokens`` counts)."""
     estimated: bool = False
     """True when the provider reported no usage and the numbers are orga's estimate."""
-    cache_read_input_tokens: int = 0
+    cache_read_input_tokens: NonNegativeInt = 0
     """Input tokens served from the provider's prompt cache (Anthropic
     ``cache_read_input_tokens``, OpenAI ``prompt_tokens_details.cached_tokens``, DeepSeek
     ``prompt_cache_hit_tokens``); part of ``input_tokens``."""
-    cache_creation_input_tokens: int = 0
+    cache_creation_input_tokens: NonNegativeInt = 0
     """Input tokens written to the provider's prompt cache (Anthropic
     ``cache_creation_input_tokens``, OpenAI ``prompt_tokens_details.cache_write_tokens``);
     part of ``input_tokens``."""
-    cost_usd: float = Field(default=0.0, exclude_if=lambda v: v == 0)
+    cost_usd: NonNegativeFloat = Field(default=0.0, exclude_if=lambda v: v == 0)
     """What the priced calls cost, in USD (the worker's price table: genai-prices, or
     ``ORGA_MODEL_PRICES``; cache reads and writes at their own prices)."""
-    unpriced_calls: int = Field(default=0, exclude_if=lambda v: v == 0)
+    unpriced_calls: NonNegativeInt = Field(default=0, exclude_if=lambda v: v == 0)
     """Calls of a model whose price is unknown: never counted as free (``max_cost`` cannot
     be kept past one)."""
 
@@ -111,17 +111,21 @@ class Usage(BaseModel):
         )
 
     def since(self, earlier: Usage) -> Usage:
-        """What was spent after ``earlier`` (a snapshot of the same running total)."""
+        """What was spent after ``earlier`` (a snapshot of the same running total; a count
+        below it, which a running total never has, is taken as nothing spent)."""
         return Usage(
-            input_tokens=self.input_tokens - earlier.input_tokens,
-            output_tokens=self.output_tokens - earlier.output_tokens,
-            total_tokens=self.total_tokens - earlier.total_tokens,
+            input_tokens=max(0, self.input_tokens - earlier.input_tokens),
+            output_tokens=max(0, self.output_tokens - earlier.output_tokens),
+            total_tokens=max(0, self.total_tokens - earlier.total_tokens),
             estimated=self.estimated,
-            cache_read_input_tokens=self.cache_read_input_tokens - earlier.cache_read_input_tokens,
-            cache_creation_input_tokens=self.cache_creation_input_tokens
-            - earlier.cache_creation_input_tokens,
-            cost_usd=self.cost_usd - earlier.cost_usd,
-            unpriced_calls=self.unpriced_calls - earlier.unpriced_calls,
+            cache_read_input_tokens=max(
+                0, self.cache_read_input_tokens - earlier.cache_read_input_tokens
+            ),
+            cache_creation_input_tokens=max(
+                0, self.cache_creation_input_tokens - earlier.cache_creation_input_tokens
+            ),
+            cost_usd=max(0.0, self.cost_usd - earlier.cost_usd),
+            unpriced_calls=max(0, self.unpriced_calls - earlier.unpriced_calls),
         )
 
 

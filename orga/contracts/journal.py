@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal, TypedDict
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt
 
 from orga.contracts.approvals import DecisionProof
 from orga.contracts.inference import Usage
@@ -63,21 +63,21 @@ __all__ = [
 class Stamp(TypedDict):
     """The fields every event carries, taken when the event happens."""
 
-    seq: int
+    seq: NonNegativeInt
     at: datetime
     agent_id: str
-    iteration: int
+    iteration: NonNegativeInt
 
 
 class _Event(Tagged):
     model_config = ConfigDict(frozen=True)
 
-    seq: int
+    seq: NonNegativeInt
     """Position in the loop's journal, from 1, never reused (also across continue-as-new)."""
     at: datetime
     """Workflow time of the event."""
     agent_id: str
-    iteration: int
+    iteration: NonNegativeInt
     """The reasoning step the event belongs to (0 before the first model call)."""
 
 
@@ -217,16 +217,16 @@ class ModelSwitched(_Event):
 class StepLimitReached(_Event):
     kind: Literal["StepLimitReached"] = "StepLimitReached"
     step_id: str
-    attempts: int
+    attempts: NonNegativeInt
     reason: str
 
 
 class PreHydrationComplete(_Event):
     kind: Literal["PreHydrationComplete"] = "PreHydrationComplete"
-    found: int
-    resolved: int
-    failed: int
-    tokens: int
+    found: NonNegativeInt
+    resolved: NonNegativeInt
+    failed: NonNegativeInt
+    tokens: NonNegativeInt
     skipped: list[str] = Field(default_factory=list[str])
     """References not resolved because their tool is not one the loop's model sees (not in
     its tools, not allowed to its agent, or hidden by its profile): ``"<type> <value>: why"``."""
@@ -241,7 +241,7 @@ class ApprovalDecided(_Event):
     reason: str | None = None
     source: str
     """``signal``, ``update``, ``timeout`` or ``mcp-elicitation``."""
-    waited_seconds: float = 0.0
+    waited_seconds: NonNegativeFloat = 0.0
     verified: bool = False
     """Every decision behind it was signed by an enrolled approver and checked; ``False``: no
     approvers are enrolled (the name is the caller's claim), or the wait timed out."""
@@ -272,7 +272,7 @@ class CompensationSettled(_Event):
     how: Literal["succeeded", "marked_compensated", "gave_up", "failed"]
     """``succeeded``: the compensation ran; ``marked_compensated`` / ``gave_up``: an operator
     settled it; ``failed``: it could not run (its arguments could not be filled)."""
-    escalations: int = 0
+    escalations: NonNegativeInt = 0
     """How many times an operator was asked about it."""
     operator: str | None = None
     note: str | None = None
@@ -287,9 +287,9 @@ class DelegationStarted(_Event):
     call_id: str
     agent: str
     workflow_id: str
-    max_tokens: int
-    max_iterations: int
-    timeout_seconds: float
+    max_tokens: NonNegativeInt
+    max_iterations: NonNegativeInt
+    timeout_seconds: NonNegativeFloat
 
 
 class DelegationFinished(_Event):
@@ -309,7 +309,7 @@ class ReviewDecided(_Event):
     """A critic reviewed the final answer."""
 
     kind: Literal["ReviewDecided"] = "ReviewDecided"
-    round: int
+    round: NonNegativeInt
     verdict: str
     """``approve``, ``revise`` or ``reject`` (a human review that timed out as a rejection)."""
     feedback: str = ""
@@ -326,7 +326,7 @@ class KnowledgeInjected(_Event):
     """The search terms, from the newest user and tool messages."""
     items: list[int] = Field(default_factory=list[int])
     """The ids of the items shown (none: nothing relevant, and no injection)."""
-    tokens: int = 0
+    tokens: NonNegativeInt = 0
     error: str | None = None
     """The search failed: the step went on without knowledge."""
 
@@ -339,7 +339,7 @@ class KnowledgeRecalled(_Event):
     query: str
     scope: str = "all"
     directory: str | None = None
-    found: int = 0
+    found: NonNegativeInt = 0
 
 
 class KnowledgeStored(_Event):
@@ -351,7 +351,7 @@ class KnowledgeStored(_Event):
     """The item, cut to a line."""
     call_id: str | None = None
     """The ``store_knowledge`` call; none for the loop's own memory."""
-    item_id: int | None = None
+    item_id: NonNegativeInt | None = None
     created: bool | None = None
     """False when an equal item was there already."""
     error: str | None = None
@@ -364,7 +364,7 @@ class EvidenceJudged(_Event):
     tool: str
     judgement: str
     """``GAINED``, ``NO_GAIN``, or the protocol outcome (``DUPLICATE_SCOPE`` …)."""
-    consecutive_no_gain: int
+    consecutive_no_gain: NonNegativeInt
     state: str
 
 
@@ -379,14 +379,14 @@ class ContextSummarised(_Event):
     where they were instead."""
 
     kind: Literal["ContextSummarised"] = "ContextSummarised"
-    start: int
+    start: NonNegativeInt
     """The first message folded in this time (where the previous summary ended)."""
-    through: int
+    through: NonNegativeInt
     """Where this fold ends: the summary covers messages ``[0, through)`` after it (when it
     failed, what it would have covered)."""
-    folded: int = 0
+    folded: NonNegativeInt = 0
     """Messages folded in this time."""
-    tokens: int = 0
+    tokens: NonNegativeInt = 0
     """The summary's estimated length."""
     usage: Usage = Field(default_factory=Usage)
     """Tokens the summariser's call spent (charged to the loop)."""
@@ -398,19 +398,19 @@ class ContextSummarised(_Event):
 
 class MessageReceived(_Event):
     kind: Literal["MessageReceived"] = "MessageReceived"
-    number: int
+    number: NonNegativeInt
     """Its number among the messages this run of the loop was sent."""
     sender: str | None = None
     text: str
     """The message, cut to 2 000 characters (the conversation holds it whole)."""
-    characters: int
+    characters: NonNegativeInt
     received_at: datetime
     """When the loop took it; it joined the conversation at this entry's time (an Observe)."""
 
 
 class TurnAnswered(_Event):
     kind: Literal["TurnAnswered"] = "TurnAnswered"
-    turn: int
+    turn: NonNegativeInt
     """The thread's turn (from 1) whose answer passed the gate, or that ended unanswered; the
     thread now waits."""
     reason: str
@@ -419,9 +419,9 @@ class TurnAnswered(_Event):
     output: str
     """The answer (or why there is none), cut to 2 000 characters (the conversation holds the
     answer whole)."""
-    iterations: int
+    iterations: NonNegativeInt
     """Model calls of the turn."""
-    tokens: int
+    tokens: NonNegativeInt
     """Tokens the turn spent."""
 
 
@@ -429,7 +429,7 @@ class Forked(_Event):
     kind: Literal["Forked"] = "Forked"
     source_workflow_id: str
     source_run_id: str
-    turn: int
+    turn: NonNegativeInt
     """The source's turn after which this loop starts."""
     state_hash: str
     """SHA-256 of the state carried from the source (``ForkPoint.state_hash``)."""
@@ -481,10 +481,10 @@ JournalEntry = Annotated[
 class Journal(BaseModel):
     """The bounded list of entries, and how many were dropped to keep it bounded."""
 
-    limit: int = 1_000
+    limit: NonNegativeInt = 1_000
     entries: list[JournalEntry] = Field(default_factory=list[JournalEntry])
-    dropped: int = 0
-    next_seq: int = 1
+    dropped: NonNegativeInt = 0
+    next_seq: NonNegativeInt = 1
 
     def append(self, entry: JournalEntry) -> None:
         """Add an entry whose ``seq`` was taken from ``take_seq``."""

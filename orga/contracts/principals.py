@@ -14,9 +14,13 @@ starts (``orga.worker.principals``) into a ``Principal``:
   whether claims run at all (``[principals] claims = "record" | "refuse"``).
 
 The operator's mapping wins over both: a user listed with a tenant (``[users.ann] tenant =
-"acme"``) belongs to that tenant whatever the claim says. A child loop runs for its parent's
-principal, a next run (continue-as-new) for its previous run's; neither is a client's to
-choose.
+"acme"``) belongs to that tenant whatever the claim says. Otherwise a binding's tenant is the
+issuer's word, and a claim's is not taken: an unbound user the operator did not map runs under
+the tenant ``claimed``, whose limits and weight (``[tenants.claimed]``) all such claims share.
+A binding admits one execution: the first to use it (recorded in the store every worker
+shares); a later execution under the same workflow id with a copy of it is refused. A child
+loop runs for its parent's principal, a next run (continue-as-new) for its previous run's;
+neither is a client's to choose.
 
 Limits are per user and per tenant, per UTC day and month, in USD (priced as
 ``LoopConfig.max_cost`` is) and tokens (``SpendLimits``). Every model call reserves its worst
@@ -33,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from orga.contracts.wire import Compact
 
 __all__ = [
+    "CLAIMED_TENANT",
     "NAME_PATTERN",
     "PRINCIPAL_FORMAT",
     "ClaimRule",
@@ -47,6 +52,11 @@ __all__ = [
 
 PRINCIPAL_FORMAT: Final = "orga-principal/1"
 """The version of what an issuer signs (part of the signed text)."""
+
+CLAIMED_TENANT: Final = "claimed"
+"""The tenant a claim runs under when the operator maps its user to none: a claim never names
+its tenant (it would spend that tenant's budget and take its fairness weight). The operator
+limits and weighs all such claims together as ``[tenants.claimed]``."""
 
 NAME_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$"
 """A user's or tenant's name: plain characters only (an e-mail address fits), so a name is
@@ -74,7 +84,9 @@ class PrincipalClaim(Compact):
 
     user: PrincipalName
     tenant: PrincipalName | None = None
-    """The user's tenant, where the operator's mapping does not say (it wins when it does)."""
+    """The user's tenant, as the issuer signs it (the operator's mapping wins when it says).
+    Unsigned, it is not taken: a claim runs under its user's mapped tenant, else under
+    ``claimed`` (``CLAIMED_TENANT``)."""
     issuer: str | None = Field(default=None, max_length=200)
     """The enrolled issuer that authenticated the user and signed this claim."""
     workflow_id: str | None = Field(default=None, max_length=1000)
@@ -98,8 +110,10 @@ class Principal(Compact):
     """The issuer that bound it (``None`` for a claim)."""
 
     def describe(self) -> str:
-        """``ann@acme`` (``ann@acme (claimed)`` for a claim): for people to read."""
-        name = self.user if self.tenant is None else f"{self.user}@{self.tenant}"
+        """``ann@acme`` (``ann@acme (claimed)`` for a claim the operator maps to acme, ``ann
+        (claimed)`` for one it maps to no tenant): for people to read."""
+        tenant = None if self.tenant == CLAIMED_TENANT and not self.verified else self.tenant
+        name = self.user if tenant is None else f"{self.user}@{tenant}"
         return name if self.verified else f"{name} (claimed)"
 
 

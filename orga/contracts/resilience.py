@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt
 
 from orga.contracts.wire import Tagged
 
@@ -54,10 +54,10 @@ class Breaker(BaseModel):
     """
 
     state: BreakerState = "closed"
-    consecutive_failures: int = 0
+    consecutive_failures: NonNegativeInt = 0
     opened_at: datetime | None = None
-    probes_in_flight: int = 0
-    times_opened: int = 0
+    probes_in_flight: NonNegativeInt = 0
+    times_opened: NonNegativeInt = 0
 
 
 class _Strategy(Tagged):
@@ -154,5 +154,5 @@ class DeadLetterEntry(BaseModel):
     tool: str
     arguments: str
     error: str
-    iteration: int
+    iteration: NonNegativeInt
     at: datetime

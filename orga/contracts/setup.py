@@ -20,10 +20,12 @@ from orga.contracts.vocabulary import PolicyMode, ProviderName
 from orga.contracts.wire import Compact
 
 __all__ = [
+    "CONTINUED_FROM",
     "CURRENT_BUILD",
     "RESOLVE_LOOP",
     "RESOLVE_TASK",
     "SETUP_LEVEL",
+    "ContinuedRun",
     "LoopSetup",
     "LoopSetupRequest",
     "ParentRun",
@@ -38,6 +40,8 @@ RESOLVE_TASK: Final = "resolve_task"
 """Name of the local activity that resolves a task's setup."""
 CURRENT_BUILD: Final = "current_build"
 """Name of the local activity that says which build of a worker deployment is current."""
+CONTINUED_FROM: Final = "continued_from"
+"""Name of the local activity that asks the server what the run a loop continues was."""
 SETUP_LEVEL: Final = 2
 """Which of orga's changes to the loop's workflow a worker of this release has: the level it
 sets a loop up with (``LoopSetup.level``). A change at or below a run's level takes its new
@@ -54,6 +58,18 @@ class ParentRun(Compact):
     run_id: str
 
 
+class ContinuedRun(Compact):
+    """A run that continues an earlier one, as the server records it (``workflow.info()``: no
+    client sets it): this run's workflow id, type and task queue, and the run it continues."""
+
+    model_config = ConfigDict(frozen=True)
+
+    workflow_id: str
+    continued_run_id: str
+    workflow_type: str
+    task_queue: str
+
+
 class PrincipalSetup(Compact):
     """Who a loop or task runs for, asked of the worker at setup."""
 
@@ -64,6 +80,9 @@ class PrincipalSetup(Compact):
     parent: ParentRun | None = None
     """Set for a child: a binding signed for an ancestor holds for it when its parent is an
     orga workflow on its own task queue."""
+    execution: str | None = None
+    """The first run of this workflow execution (``workflow.info().first_execution_run_id``,
+    the same for every run it continues as new into): a binding admits one execution."""
 
 
 class LoopSetupRequest(Compact):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt
 
 from orga.contracts.approvals import PendingApproval, PendingEscalation
 from orga.contracts.critic import PendingReview, ReviewRecord
@@ -57,7 +57,7 @@ class ToolCallRecord(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    iteration: int
+    iteration: NonNegativeInt
     call_id: str
     tool: str
     status: str
@@ -74,21 +74,21 @@ class LoopState(BaseModel):
     agent_id: str
     status: LoopStatus
     phase: Phase
-    iteration: int
+    iteration: NonNegativeInt
     usage: Usage
     """Tokens spent by the loop, its critic and its delegated children."""
-    model_calls: int = 0
+    model_calls: NonNegativeInt = 0
     """Model calls its budget paid for (``LoopResult.model_calls``)."""
     started_at: datetime
     last_stop_reason: str | None = None
-    tool_call_count: int = 0
+    tool_call_count: NonNegativeInt = 0
     tool_calls: list[ToolCallRecord] = Field(default_factory=list[ToolCallRecord])
     """The most recent tool calls (up to 100), oldest first."""
     paused_calls: dict[str, str] = Field(default_factory=dict[str, str])
     """Calls whose tool is paused (``orga pause --tool``): call id → who paused it and why."""
     receipts: list[CallReceipt] = Field(default_factory=list[CallReceipt])
     """What became of the most recent calls (up to 100), oldest first (``orga receipts``)."""
-    messages: int = 0
+    messages: NonNegativeInt = 0
     """Length of the conversation (the ``conversation`` query returns it)."""
     output: str | None = None
     termination_reason: str | None = None

@@ -16,7 +16,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt
 
 from orga.contracts.inference import Usage
 
@@ -82,7 +82,7 @@ class TurnResult(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    turn: int
+    turn: NonNegativeInt
     output: str
     """The answer that passed the gate."""
     value: Any = None
@@ -97,7 +97,7 @@ class TurnResult(BaseModel):
     spend_limit: bool = False
     """The budget was the principal's spend limit, which the next turn shares (``orga spend``
     says what is left), not one of the turn's own."""
-    iterations: int
+    iterations: NonNegativeInt
     """Model calls the turn made (its own Reason steps)."""
     usage: Usage
     """Tokens the turn spent (its critic's and children's included)."""
@@ -164,18 +164,18 @@ class ThreadCarry(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    turn: int
+    turn: NonNegativeInt
     between_turns: bool
     """The run ended while the thread waited for a message: the next run waits on."""
     idle_since: datetime | None = None
     turns: list[TurnResult] = Field(default_factory=list[TurnResult])
     """The newest answered turns (their answers stay readable by the ``turn`` update)."""
-    answered: int = 0
-    base_iteration: int = 0
+    answered: NonNegativeInt = 0
+    base_iteration: NonNegativeInt = 0
     """The loop's iteration when the current turn began."""
-    base_calls: int = 0
+    base_calls: NonNegativeInt = 0
     """Model calls the thread had paid for when the current turn began."""
     base_usage: Usage = Field(default_factory=Usage)
-    base_working: float = 0.0
+    base_working: NonNegativeFloat = 0.0
     """Working seconds of the loop when the current turn began."""
     closing: CloseThread | None = None

@@ -16,14 +16,15 @@ from __future__ import annotations
 from typing import NoReturn
 
 from temporalio import workflow
+from temporalio.exceptions import FailureError
 from temporalio.workflow import ContinueAsNewVersioningBehavior
 
-from orga.contracts.carry import LoopCarry
+from orga.contracts.carry import LoopCarry, ToolStateSnapshot
 from orga.contracts.config import Limits, LoopConfig, LoopInput
 from orga.contracts.errors import StateTooLarge
 from orga.contracts.evidence import EvidenceCollection
 from orga.contracts.principals import PrincipalClaim
-from orga.contracts.setup import CURRENT_BUILD
+from orga.contracts.setup import CONTINUED_FROM, CURRENT_BUILD, ContinuedRun
 from orga.contracts.threads import ThreadCarry
 from orga.contracts.vocabulary import PolicyMode
 from orga.core.audit import AuditLog
@@ -35,13 +36,17 @@ from orga.workflows.reasoning.progress import ProgressStream
 from orga.workflows.reasoning.steering import Steering
 from orga.workflows.reasoning.thread import Thread
 from orga.workflows.reasoning.tool_state import ToolState
+from orga.workflows.shared.failures import failure_message
 from orga.workflows.shared.metrics import count
 from orga.workflows.shared.options import SETUP_TIMEOUT, SHORT_RETRY
+from orga.workflows.shared.patches import CARRY_FROM_OWN_RUN
 
 __all__ = [
     "carried",
     "check_upgrade",
     "continue_as_new",
+    "foreign_carry",
+    "forget",
     "next_run",
     "restore",
     "should_continue_as_new",
@@ -70,6 +75,39 @@ def start_problem(loop: LoopInput, info: workflow.Info) -> str | None:
             "each time. Nothing was run."
         )
     return None
+
+
+async def foreign_carry() -> str | None:
+    """Why this run, handed a carry, may not take it (None: it may). Asked of the server
+    (``continued_from``): the run it continues must be a run of this workflow type on this
+    task queue that continued as new; a workflow of any other type or queue can continue as
+    new into a loop with any input, and a failed run's retry is handed its client's input
+    again. Older runs (before patch ``carry-from-own-run``) took the carry unasked."""
+    info = workflow.info()
+    if info.continued_run_id is None or not workflow.patched(CARRY_FROM_OWN_RUN):
+        return None
+    try:
+        problem: str | None = await workflow.execute_local_activity(
+            CONTINUED_FROM,
+            ContinuedRun(
+                workflow_id=info.workflow_id,
+                continued_run_id=info.continued_run_id,
+                workflow_type=info.workflow_type,
+                task_queue=info.task_queue,
+            ),
+            result_type=str | None,  # pyright: ignore[reportArgumentType]
+            start_to_close_timeout=SETUP_TIMEOUT,
+            retry_policy=SHORT_RETRY,
+            summary="the run this one continues",
+        )
+    except FailureError as error:
+        problem = f"the server could not say what it continues ({failure_message(error)})"
+    if problem is None:
+        return None
+    return (
+        f"the loop input carries state (carry), but {problem}. A carry is written by a loop "
+        "for its next run, never by a client or another workflow. Nothing was run."
+    )
 
 
 def should_continue_as_new(books: LoopBooks, config: LoopConfig) -> bool:
@@ -275,3 +313,24 @@ def restore(
     books.audit = AuditLog(carry.audit_count, carry.audit_head)
     books.moved_from = carry.moved_from
     tools.restore(carry.tools)
+
+
+def forget(books: LoopBooks, tools: ToolState, config: LoopConfig) -> None:
+    """Drop what ``restore`` took from a carry this run refused (``foreign_carry``): the failed
+    run's queries, journal and receipts show none of it."""
+    fresh = LoopBooks(config, books.limits, started_at=workflow.now())
+    books.usage = fresh.usage
+    books.iteration = fresh.iteration
+    books.other_calls = fresh.other_calls
+    books.started_at = fresh.started_at
+    books.human_wait = fresh.human_wait
+    books.last_stop_reason = fresh.last_stop_reason
+    books.journal = fresh.journal
+    books.tool_calls = fresh.tool_calls
+    books.tool_call_count = fresh.tool_call_count
+    books.receipts = fresh.receipts
+    books.delegations = fresh.delegations
+    books.reviews = fresh.reviews
+    books.audit = fresh.audit
+    books.moved_from = fresh.moved_from
+    tools.restore(ToolStateSnapshot())

@@ -28,6 +28,7 @@ from temporalio import workflow
 
 __all__ = [
     "CALL_RECEIPTS",
+    "CARRY_FROM_OWN_RUN",
     "CRITIC_ROUNDS_PER_TURN",
     "ELIDE_REFUSED_ARGUMENTS",
     "FORK_OWN_PROMPTS",
@@ -47,6 +48,7 @@ __all__ = [
     "STOP_MEANS_STOP",
     "SUMMARY_AFTER_FAILURE",
     "TASK_CANCELLED_STATUS",
+    "TASK_HOLDS_PAUSED_STEPS",
     "TASK_UNKNOWN_STEP",
     "TASK_WAITS_FOR_WORKER",
     "THREAD_FORK_WAITS",
@@ -208,6 +210,21 @@ person is asked (``within``, ``LoopBooks.clock_stopped``): the working clock sto
 the timer set before the pause fired, and a loop paused longer than its ``timeout`` ended
 ``BudgetExceeded``. Asked when a call first waits for a pause; scenario ``paused_for_long``
 (recorded before the patch: it replays the old rule) and ``tests/test_pause_waits.py``."""
+
+CARRY_FROM_OWN_RUN: Final = "carry-from-own-run"
+"""A run handed a carry (``LoopInput.carry``) first asks the server what the run it continues
+was (``continued_from``, a local activity) and takes the carry only from a ``ReasoningLoop``
+on its own task queue that continued as new; before it, any run that continued anything took
+it — a foreign workflow's continue-as-new, or a failed run's retry, could hand a loop its
+journal, usage, receipts and conversation (``continuation.foreign_carry``). Asked by every run
+that has a carry, before its setup; scenario ``carry_from_own_run``."""
+
+TASK_HOLDS_PAUSED_STEPS: Final = "task-holds-paused-steps"
+"""A task's step whose call a pause holds (its tool's, its task's — ``orga pause ID`` — or
+its agent's) waits for the pause to end, then runs once, its approval kept, as a loop's call
+does (``StepRunner``), where the held call failed the attempt: re-attempted, then skipped,
+escalated or aborted as ``on_limit_reached`` says — a paused refund tool could skip a task's
+refund step. Asked when a step's call is first held; scenario ``task_step_paused``."""
 
 LEVELS: Final = {CALL_RECEIPTS: 1, STOP_MEANS_STOP: 2}
 """The setup level (``orga.contracts.setup.SETUP_LEVEL``) from which a loop takes a patch

@@ -21,7 +21,8 @@ __all__ = ["fair_share", "principal_setup"]
 def principal_setup(claim: PrincipalClaim | None) -> PrincipalSetup | None:
     """What the setup activity is asked about this workflow's principal (None: nothing to
     resolve — no claim and no parent — which keeps a setup without principals as it was)."""
-    parent = workflow.info().parent
+    info = workflow.info()
+    parent = info.parent
     if claim is None:
         return None
     return PrincipalSetup(
@@ -31,6 +32,7 @@ def principal_setup(claim: PrincipalClaim | None) -> PrincipalSetup | None:
             if parent is not None
             else None
         ),
+        execution=info.first_execution_run_id,
     )
 
 
