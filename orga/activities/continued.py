@@ -18,7 +18,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from orga.contracts.setup import CONTINUED_FROM, ContinuedRun
 
-__all__ = ["ContinuedRuns"]
+__all__ = ["ContinuedRuns", "continuation_problem"]
 
 
 class ContinuedRuns:
@@ -48,17 +48,28 @@ class ContinuedRuns:
                 f"the server could not describe the run this one continues: {error.message}",
                 type="ServerUnavailable",
             ) from error
-        found: list[str] = []
-        if earlier.workflow_type != run.workflow_type:
-            found.append(f"a {earlier.workflow_type!r} workflow, not {run.workflow_type!r}")
-        if earlier.task_queue != run.task_queue:
-            found.append(f"on task queue {earlier.task_queue!r}, not {run.task_queue!r}")
-        if earlier.status != WorkflowExecutionStatus.CONTINUED_AS_NEW:
-            status = earlier.status.name.lower() if earlier.status is not None else "unknown"
-            found.append(f"which ended {status}, not by continuing as new")
-        if not found:
-            return None
-        return (
-            f"the run it continues ({run.continued_run_id}) is {'; '.join(found)}: a carry is "
-            f"taken only from {run.workflow_type}'s own run on this task queue"
-        )
+        return continuation_problem(run, earlier.workflow_type, earlier.task_queue, earlier.status)
+
+
+def continuation_problem(
+    run: ContinuedRun,
+    workflow_type: str,
+    task_queue: str,
+    status: WorkflowExecutionStatus | None,
+) -> str | None:
+    """Why ``run`` may not take its carry from the run it continues, which the server
+    describes as a ``workflow_type`` on ``task_queue`` that ended ``status`` (None: it may)."""
+    found: list[str] = []
+    if workflow_type != run.workflow_type:
+        found.append(f"a {workflow_type!r} workflow, not {run.workflow_type!r}")
+    if task_queue != run.task_queue:
+        found.append(f"on task queue {task_queue!r}, not {run.task_queue!r}")
+    if status != WorkflowExecutionStatus.CONTINUED_AS_NEW:
+        ended = status.name.lower() if status is not None else "unknown"
+        found.append(f"which ended {ended}, not by continuing as new")
+    if not found:
+        return None
+    return (
+        f"the run it continues ({run.continued_run_id}) is {'; '.join(found)}: a carry is "
+        f"taken only from {run.workflow_type}'s own run on this task queue"
+    )

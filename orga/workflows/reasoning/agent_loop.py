@@ -240,8 +240,8 @@ class AgentLoop:
     async def run(self) -> LoopResult:
         """The loop, from its setup to its result (or its typed failure)."""
         books = self.books
-        if self._invalid is None and self._input.carry is not None:
-            self._invalid = await continuation.foreign_carry()
+        if self._input.carry is not None:  # the server's word on whose it is comes first
+            self._invalid = await continuation.foreign_carry() or self._invalid
             if self._invalid is not None:  # nothing of the carry is shown, let alone used
                 continuation.forget(books, self._tools, self._config)
         if self._invalid is None and self._input.carry is None:  # a next run's are the loop's
