@@ -129,3 +129,38 @@ async def test_a_waiting_thread_moves_to_the_new_version_at_its_next_message(
 async def _runs(client: Client, workflow_id: str) -> int:
     """How many runs the workflow id has had."""
     return len([w async for w in client.list_workflows(f"WorkflowId = '{workflow_id}'")])
+
+
+async def test_a_client_cannot_steer_a_thread_onto_a_build_it_chooses(harness: Harness) -> None:
+    """Issue 64, not tried before: the ways a client reaches a thread's build. A fork of a
+    thread on A, made once B is current, starts on B — no input of a fork names a build (the
+    source's runs on A are not the fork's); a message moves a waiting thread to B; a carry
+    whose ``moved_from`` names a build is a carry, taken only from the loop's own run
+    (``tests/test_start_inputs.py``). What stays a client's choice: ``upgrade_on_continue=False``
+    on its own thread (it answers on its build while that build is served), and Temporal's
+    own versioning override, which namespace authorization governs."""
+    deployment = f"orga-{uuid.uuid4().hex[:8]}"
+    model = harness.new_model([Turn(text="1 on a"), Turn(text="2 on b")])
+    forked_model = harness.new_model([Turn(text="fork on b")])
+    settings_a = scripted_settings(harness.model, deployment_name=deployment, build_id="a")
+    settings_b = scripted_settings(harness.model, deployment_name=deployment, build_id="b")
+    async with harness.worker(settings=settings_a):
+        await make_current(harness.client, deployment, "a")
+        config = LoopConfig(model=model, thread=ThreadConfig())
+        chat = await orga.start_thread(
+            harness.client, config, "first", task_queue=harness.task_queue
+        )
+        harness.handles.append(chat.handle)
+        assert (await chat.turn(1)).output == "1 on a"
+        async with harness.worker(settings=settings_b):
+            await make_current(harness.client, deployment, "b")
+            fork = await orga.loop(harness.client, chat.id).fork(1, say="again", model=forked_model)
+            harness.handles.append(fork.handle)
+            fork_answer = (await fork.turn(1)).output
+            fork_version = await version_of(harness.client, fork.id)
+            second = (await chat.send("second")).output
+            versions = await version_of(harness.client, chat.id)
+            await fork.close()
+            await chat.close()
+    assert fork_answer == "fork on b" and fork_version == "b"
+    assert second == "2 on b" and versions == "b"
