@@ -2,7 +2,8 @@
 cancelled while a tool runs (patch ``stop-means-stop``), a message sent while the critic
 reviews the answer (``read-after-review``), a thread's critic whose rounds count each turn
 anew (``critic-rounds-per-turn``), and a call held by a pause that waits for the resume
-(``pause-waits-for-resume``)."""
+(``pause-waits-for-resume``); of issue 64, a task's step held by its task's pause
+(``task-holds-paused-steps``)."""
 
 from __future__ import annotations
 
@@ -171,10 +172,59 @@ async def paused_for_long(h: Harness) -> WorkflowHandle[Any, Any]:
     return handle
 
 
+async def task_step_paused(h: Harness) -> WorkflowHandle[Any, Any]:
+    """A task paused (``orga pause ID``) before its step runs: the step's call is held — it
+    asks again once after ``pause_recheck``, then waits for the resume's signal — and runs
+    once resumed (patch ``task-holds-paused-steps``)."""
+    book = PauseBook(TEST_STORE)
+    task_id = "history-task-step-paused"
+
+    @tool(name="history_task_export")
+    def export(table: str) -> str:
+        """Export a table.
+
+        Args:
+            table: which.
+        """
+        return f"exported {table}"
+
+    book.pause(f"loop:{task_id}", "scenario", "the export service is down")
+    async with h.worker(tools=[export]):
+        handle = await h.start_task(
+            [
+                {
+                    "id": "export",
+                    "action": {
+                        "kind": "tool",
+                        "tool": "history_task_export",
+                        "arguments": {"table": "t"},
+                    },
+                }
+            ],
+            pause_recheck=timedelta(seconds=1),
+            workflow_id=task_id,
+        )
+
+        async def second_wait() -> bool:  # the first recheck found it paused still
+            history = await handle.fetch_history()
+            fired = [e for e in history.events if e.HasField("timer_fired_event_attributes")]
+            return len(fired) >= 1 and any(
+                isinstance(e, CallPaused)
+                for e in (await handle.query("journal", result_type=Journal)).entries
+            )
+
+        await eventually(second_wait, "the step waits for the resume")
+        book.resume(f"loop:{task_id}")
+        await release_held(h.client, f"loop:{task_id}")
+        await handle.result()
+    return handle
+
+
 INSTANT_SCENARIOS = {
     "cancelled_mid_tool": cancelled_mid_tool,
     "task_stopped_mid_step": task_stopped_mid_step,
     "message_during_review": message_during_review,
     "critic_thread": critic_thread,
     "paused_for_long": paused_for_long,
+    "task_step_paused": task_step_paused,
 }

@@ -25,7 +25,7 @@ from orga.contracts.tools import (
     idempotency_key,
 )
 from orga.core.text import cut
-from orga.runtime.pauses import PauseBook
+from orga.runtime.pauses import Pause, PauseBook
 from orga.runtime.tracing import tracer
 from orga.tools._loading import render_value
 from orga.tools._outcomes import BEGAN, ENDED, has_effects, lost_before, mark_began, settle
@@ -53,7 +53,8 @@ class ToolActivities:
         self._blobs = blobs
         self._ledger = ledger
         self._pauses = pauses
-        """Tools paused across loops (``orga pause --tool``): a call of one does not run."""
+        """What is paused (``orga pause``): a call of a paused tool, loop, task or agent does not
+        run."""
 
     def _tool(self, name: str) -> Tool:
         found = self._registry.get(name)
@@ -76,7 +77,7 @@ class ToolActivities:
         call = invocation.call
         found = self._tool(call.name)
         arguments = found.validate(parse_arguments(call.name, call.arguments))
-        held = self._pauses.held(f"tool:{call.name}") if self._pauses is not None else None
+        held = self._held(invocation)
         if held is not None:  # not run: the loop waits for the pause to end, and asks again
             raise ToolPaused(held.describe(), non_retryable=True)
         context = ToolContext(
@@ -136,6 +137,21 @@ class ToolActivities:
             ) from error
         observe("orga_tool_call_latency", _elapsed_ms(started), tool=call.name)
         return self._result(invocation, found, value, settled)
+
+    def _held(self, invocation: ToolInvocation) -> Pause | None:
+        """The pause that holds this call, if any: its tool's, its loop's or task's (its
+        workflow id) or its agent's — a paused loop or agent holds its calls as a paused tool
+        does, approved ones included. A compensation is held by its tool's pause only: it
+        undoes what a stopped task did, which a pause of the task or its agent must not
+        leave half done."""
+        if self._pauses is None:
+            return None
+        targets = [f"tool:{invocation.call.name}"]
+        if invocation.compensates is None:
+            targets.append(f"loop:{invocation.workflow_id}")
+            if invocation.agent_id is not None:
+                targets.append(f"agent:{invocation.agent_id}")
+        return self._pauses.held(*targets)
 
     @staticmethod
     def _ended(marked: bool) -> None:

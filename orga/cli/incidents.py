@@ -1,12 +1,13 @@
-"""``orga pause`` / ``orga resume``: stop a misbehaving tool across every loop, every loop of
-an agent, or one loop — and let them go.
+"""``orga pause`` / ``orga resume``: stop a misbehaving tool across every loop and task, every
+loop and task of an agent, or one loop or task — and let them go.
 
-A paused tool's calls do not run: each waits in its loop, durably — approvals already granted
-are kept — with its loop ``paused`` (``orga list --status paused``, ``orga pending``), and runs
-once after ``orga resume`` — which tells the loops it held (``orga.desk.releases``) — the
-waiting calls released spread over ``config.pause_recheck``. A
-paused loop (or agent) makes no model call: it waits the same way before its next one (a call
-of a tool it is running finishes). The pause lives in the store every worker shares
+A paused tool's calls do not run: each waits in its loop (or task), durably — approvals already
+granted are kept — with its loop ``paused`` (``orga list --status paused``, ``orga pending``),
+and runs once after ``orga resume`` — which tells the loops and tasks it held
+(``orga.desk.releases``) — the waiting calls released spread over ``config.pause_recheck``. A
+paused loop (or agent) holds its tool calls the same way, approved ones included, and makes no
+model call: it waits before its next one (a call already running finishes); a paused task
+holds its steps' calls. The pause lives in the store every worker shares
 (``orga.runtime.pauses``). ``orga pause`` with nothing named lists the pauses.
 """
 
@@ -26,9 +27,11 @@ from orga.runtime.safe_text import one_line
 
 __all__ = ["register"]
 
-LoopId = Annotated[str | None, typer.Argument(help="A loop's workflow id (pause that loop).")]
+LoopId = Annotated[
+    str | None, typer.Argument(help="A loop's or a task's workflow id (pause that one).")
+]
 ToolName = Annotated[str | None, typer.Option("--tool", help="A tool, across every loop.")]
-AgentName = Annotated[str | None, typer.Option("--agent", help="Every loop of an agent.")]
+AgentName = Annotated[str | None, typer.Option("--agent", help="Every loop and task of an agent.")]
 
 
 def register(app: typer.Typer) -> None:
@@ -59,8 +62,9 @@ def pause(
     reason: Annotated[str | None, typer.Option(help="Why (shown on the desk, journaled).")] = None,
     approver: Approver = None,
 ) -> None:
-    """Pause a tool (its calls wait, unrun), an agent's loops or one loop (they wait before
-    their next model call); with nothing named, list the pauses."""
+    """Pause a tool (its calls wait, unrun), an agent's loops and tasks or one of them (their
+    tool calls wait, approved ones included, and a loop waits before its next model call); with
+    nothing named, list the pauses."""
 
     async def body() -> int:
         book = PauseBook(settings().store())
@@ -120,7 +124,9 @@ def resume(loop: LoopId = None, tool: ToolName = None, agent: AgentName = None) 
             )
             return 0
         if told:
-            out.print(f"told {told} held loop(s) to go on", markup=False, highlight=False)
+            out.print(
+                f"told {told} held loop(s) or task(s) to go on", markup=False, highlight=False
+            )
         return 0
 
     execute(body)

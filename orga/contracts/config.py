@@ -119,9 +119,10 @@ class LoopConfig(BaseModel):
     pause_recheck: timedelta = Field(
         default=timedelta(seconds=10), ge=timedelta(seconds=1), le=timedelta(minutes=10)
     )
-    """A call whose tool is paused asks again after this long plus a random share of it, so
-    the calls a resume releases run spread out, not all at once. The wait does not count
-    against ``timeout``."""
+    """A call a pause holds (its tool's, its loop's or its agent's: ``orga pause``) asks again
+    after this long plus a random share of it, then when the pause ends, so the calls a resume
+    releases run spread out, not all at once. The wait does not count against ``timeout``. A
+    task has its own (``TaskInput.pause_recheck``)."""
 
     circuit_breaker: BreakerConfig = Field(default_factory=BreakerConfig)
     """One breaker per tool: opens after consecutive failures, probes after a pause."""

@@ -173,7 +173,7 @@ class CallReceipt(_Event):
 
 
 class CallPaused(_Event):
-    """A call found its tool (or a model call its loop or agent) paused (``orga pause``): it
+    """A call found its tool, its loop (or task) or its agent paused (``orga pause``): it
     waits, not run, keeping approvals already granted, and then runs once."""
 
     kind: Literal["CallPaused"] = "CallPaused"

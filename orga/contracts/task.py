@@ -148,6 +148,12 @@ class TaskInput(Compact):
     compensation_escalate_after: int = Field(default=5, ge=1, le=100)
     """Failed attempts after which a compensation also goes to an operator (``retry`` now,
     ``mark_compensated`` by hand, or ``give_up``); its retries go on meanwhile."""
+    pause_recheck: timedelta = Field(
+        default=timedelta(seconds=10), ge=timedelta(seconds=1), le=timedelta(minutes=10)
+    )
+    """A step whose call a pause holds (its tool's, its task's or its agent's: ``orga
+    pause``) asks again after this long plus a random share of it, then when the pause ends
+    (``LoopConfig.pause_recheck``)."""
     principal: PrincipalClaim | None = None
     """Who the task runs for (``LoopInput.principal``); its loop steps run for it too."""
 
@@ -202,6 +208,9 @@ class TaskState(BaseModel):
     """Attempted steps whose compensation did not happen (``compensation_incomplete``)."""
     principal: Principal | None = None
     """Who the task runs for, as its worker resolved it (``verified`` false: a claim)."""
+    paused_calls: dict[str, str] = Field(default_factory=dict[str, str])
+    """Steps whose call a pause holds (``orga pause``), by step id: who paused what, since
+    when and why. Each runs once the pause ends."""
 
 
 class TaskResult(BaseModel):

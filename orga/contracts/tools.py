@@ -135,6 +135,11 @@ class ToolInvocation(Compact):
     compensates: str | None = None
     """For a compensation: the call id of the step it undoes (the tool gets that step's
     idempotency key as ``ctx.step_key``)."""
+    agent_id: str | None = None
+    """The agent the call runs for (a loop's ``config.agent_id``, a task's ``agent_id``): a
+    pause of it (``orga pause --agent``) holds the call as a paused tool's is held. ``None``
+    in a call a worker from before this field scheduled: only its tool's and its loop's
+    pauses hold that one."""
 
 
 def idempotency_key(workflow_id: str, call_id: str, chain: str | None = None) -> str:

@@ -136,7 +136,7 @@ def _items_of(
                 commands=[f"orga state {shlex.quote(workflow_id)}"],
             )
         )
-    for call_id, why in (state.paused_calls if isinstance(state, LoopState) else {}).items():
+    for call_id, why in state.paused_calls.items():
         target = Pause.target_in(why)
         kind, _, name = (target or "").partition(":")
         items.append(

@@ -2,12 +2,14 @@
 
 ``orga pause --tool issue_refund --reason …`` (or ``--agent NAME``, or a loop's id) writes who
 paused it, why and since when, keyed ``tool:NAME``, ``agent:NAME`` or ``loop:ID``;
-``orga resume …`` removes it. A worker asks before it runs a tool call (``tool:``) or a loop's
-model call (``agent:``, ``loop:``) — ``PauseBook.held``, which reads them all at most once a
-second per process, so a busy worker does not ask the store for every call: a call of a paused
-tool fails ``ToolPaused`` unrun, a paused loop's model call ``LoopPaused``, and the loop waits
-for the pause to end — durably, journaled, shown on the desk — keeping the approvals already
-granted, then goes on (``orga.workflows.reasoning.call_executor``, ``model_call``).
+``orga resume …`` removes it. A worker asks before it runs a tool call (``tool:``, and its
+loop's or task's ``loop:`` and its agent's ``agent:``; a compensation: ``tool:`` only) or a
+loop's model call (``agent:``, ``loop:``) — ``PauseBook.held``, which reads them all at most
+once a second per process, so a busy worker does not ask the store for every call: a held tool
+call fails ``ToolPaused`` unrun — an approved one too —, a paused loop's model call
+``LoopPaused``, and the loop (or task) waits for the pause to end — durably, journaled, shown
+on the desk — keeping the approvals already granted, then goes on
+(``orga.workflows.reasoning.call_executor``, ``model_call``, ``orga.workflows.saga.holds``).
 
 What a pause names is checked here once for every surface (``orga pause``, the desk):
 ``split_target`` reads a key, and ``Pause.target_in`` reads a ``describe()`` text back — the

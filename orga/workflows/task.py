@@ -8,11 +8,12 @@ lacks fails before any step runs. Tool steps are activities (idempotency key
 steps are child ``ReasoningLoop`` workflows. A failing step is re-attempted until the step
 tracker says stop (attempt limit, the same error twice, or a denial); then
 ``on_limit_reached`` skips it (and its dependents), aborts the task, or waits for an operator
-(``resolve_escalation``: ``retry``, ``skip``, ``abort``). On abort — and on cancellation, which
-arrives as ``asyncio.CancelledError`` at whatever the task awaits — running steps are cancelled
-and waited for (a tool activity until it has stopped, a child loop until it has ended), then
-the saga (``orga.workflows.saga.compensation``) undoes every attempted step, shielded from
-cancellation, and the outcome says whether all of it was undone.
+(``resolve_escalation``: ``retry``, ``skip``, ``abort``). A step's call a pause holds is no
+failure: it waits for the pause to end (``orga.workflows.saga.holds``). On abort — and on
+cancellation, which arrives as ``asyncio.CancelledError`` at whatever the task awaits — running
+steps are cancelled and waited for (a tool activity until it has stopped, a child loop until
+it has ended), then the saga (``orga.workflows.saga.compensation``) undoes every attempted step,
+shielded from cancellation, and the outcome says whether all of it was undone.
 
 One workflow class — its state, queries and handlers, the steps' order; the setup, a step's
 attempts, one attempt and the saga are ``orga.workflows.saga``.
@@ -39,7 +40,13 @@ from orga.contracts.journal import (
     Stamp,
     Terminated,
 )
-from orga.contracts.messages import AUDIT_QUERY, JOURNAL_QUERY, STATE_QUERY, TASK_WORKFLOW
+from orga.contracts.messages import (
+    AUDIT_QUERY,
+    JOURNAL_QUERY,
+    PAUSE_LIFTED_SIGNAL,
+    STATE_QUERY,
+    TASK_WORKFLOW,
+)
 from orga.contracts.task import (
     Step,
     StepReport,
@@ -57,6 +64,7 @@ from orga.core.signatures import sha256_text
 from orga.core.text import cut
 from orga.workflows.saga.attempts import StepAttempts, StopTask
 from orga.workflows.saga.compensation import Saga
+from orga.workflows.saga.holds import PauseHolds
 from orga.workflows.saga.setup import set_up_task
 from orga.workflows.saga.steps import StepRunner, TaskClearance
 from orga.workflows.shared.common import decoded, upsert
@@ -106,8 +114,12 @@ class TaskWorkflow(DeskHandlers):
         self._clearance = TaskClearance(
             gate=None, desk=self._desk, tools=[], approval_timeout=task.approval_timeout
         )
+        self._holds = PauseHolds(
+            self._record, self._stamp, self._on_waiting_change, self._clearance.stopping
+        )
+        self._holds.recheck = task.pause_recheck
         self._runner = StepRunner(
-            self._workflow_id, task.tool_timeout, self._clearance, scheduled=self._scheduled
+            self._workflow_id, task, self._clearance, scheduled=self._scheduled, holds=self._holds
         )
         self._attempts = StepAttempts(
             self._runner,
@@ -151,6 +163,7 @@ class TaskWorkflow(DeskHandlers):
             outcome=self._outcome,
             uncompensated=list(self._uncompensated),
             principal=self._clearance.principal,
+            paused_calls=dict(self._holds.calls),
         )
 
     @workflow.query(name=JOURNAL_QUERY)
@@ -169,6 +182,11 @@ class TaskWorkflow(DeskHandlers):
         agent = {} if self._invalid else {"gen_ai.agent.name": self._input.agent_id}
         return {"gen_ai.operation.name": "invoke_workflow", **agent}
 
+    @workflow.signal(name=PAUSE_LIFTED_SIGNAL)
+    def pause_lifted(self) -> None:
+        """A pause ended (``orga resume``, the desk): a step's call it held asks again."""
+        self._holds.lifted += 1
+
     def _on_waiting_change(self) -> None:
         if self._status in ("running", "awaiting_operator"):
             self._status = "awaiting_operator" if self._desk.waiting else "running"
@@ -182,6 +200,8 @@ class TaskWorkflow(DeskHandlers):
         waiting = [*self._desk.approvals, *self._desk.escalations]
         if waiting:
             lines.append(f"waiting for an operator: {', '.join(waiting)}")
+        if self._holds.calls:
+            lines.append(f"held by a pause: {', '.join(self._holds.calls)}")
         workflow.set_current_details("\n".join(lines))
 
     def _mark(self, report: StepReport, status: StepStatus) -> None:
@@ -267,6 +287,8 @@ class TaskWorkflow(DeskHandlers):
     async def _stop(self) -> None:
         """The task cannot go on: its running steps have stopped; undo what it attempted."""
         self._clearance.stopping.undoing = True  # the one work a stopped task still does
+        if self._holds.release_all():  # a stopped task holds nothing
+            self._upsert_status()
         await self._shielded(self._saga.compensate())
         for report in self._reports.values():
             if report.status == "pending":
@@ -367,6 +389,8 @@ class TaskWorkflow(DeskHandlers):
             "awaiting_operator": "awaiting_approval",
             "completed": "completed",
         }.get(self._status, "failed")
+        if mapped == "running" and self._holds.calls:
+            mapped = "paused"  # a step's call waits for a pause to end
         if self._status == "cancelled" and workflow.patched(TASK_CANCELLED_STATUS):
             mapped = "cancelled"  # `orga list --status cancelled` shows it
         if mapped != self._published_status:

@@ -162,6 +162,7 @@ class CallExecutor:
             max_result_bytes=self._state.max_payload_bytes,
             knowledge_namespace=self._state.knowledge_namespace,
             knowledge_directory=self._state.knowledge_directory,
+            agent_id=self._state.agent_id,
         )
         # A call of a tool with effects is cancelled waiting for the tool to say how it
         # stopped (patch stop-means-stop), so its receipt says what happened, not a guess.

@@ -163,6 +163,7 @@ def loop_tool_state(
         receipt=books.receipt,
         pause_recheck=config.pause_recheck,
         paused=books.call_paused,
+        agent_id=config.agent_id,
         pauses_lifted=lambda: books.pauses_lifted,
         stopping=books.stopping,
     )

@@ -65,6 +65,9 @@ class ToolState:
     """The loop's knowledge store, passed to its tool calls (``recall_knowledge`` …)."""
     knowledge_directory: str | None = None
     """Where the loop works (``config.knowledge.directory``): its recalls stay there."""
+    agent_id: str | None = None
+    """The loop's agent, passed to its tool calls: a pause of it holds them
+    (``orga pause --agent``)."""
     wait_for_cancelled_tools: bool = False
     """A cancelled tool call is waited for until it has stopped (a child loop's: its parent
     compensates only once it has ended, so its tools' effects must have landed by then)."""

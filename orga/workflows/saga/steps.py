@@ -7,6 +7,9 @@ it is a compensation. ``allow`` runs it, ``modify`` runs it with the policy's ar
 refuses it with the policy's reason. A loop step is a child ``ReasoningLoop``, which gates its
 own calls under its own agent. Cancelling a running step waits until its activity or child loop
 has stopped, so its effect, if any, has landed before compensation.
+
+A tool step's call that a pause holds (``orga pause``: its tool, its task's id, its agent)
+waits for the pause to end, then runs once, its approval kept (``orga.workflows.saga.holds``).
 """
 
 from __future__ import annotations
@@ -29,8 +32,9 @@ from orga.contracts.messages import LOOP_WORKFLOW
 from orga.contracts.policy import PolicyAction
 from orga.contracts.principals import Principal, PrincipalClaim
 from orga.contracts.state import LoopResult
-from orga.contracts.task import LoopStep, Step
+from orga.contracts.task import LoopStep, Step, TaskInput
 from orga.contracts.tools import ToolInvocation
+from orga.workflows.saga.holds import PauseHolds
 from orga.workflows.shared.gate import Gate
 from orga.workflows.shared.human_desk import HumanDesk
 from orga.workflows.shared.options import TOOL_RETRY
@@ -101,12 +105,16 @@ class StepRunner:
     def __init__(
         self,
         workflow_id: str,
-        tool_timeout: float,
+        task: TaskInput,
         clearance: TaskClearance,
         scheduled: Callable[[str], None],
+        holds: PauseHolds,
     ) -> None:
         self._workflow_id = workflow_id
-        self._timeout = timedelta(seconds=tool_timeout)
+        self._holds = holds
+        self._agent_id = task.agent_id
+        """The task's agent, passed to its steps' calls: a pause of it holds them."""
+        self._timeout = timedelta(seconds=task.tool_timeout)
         self._clearance = clearance
         self._scheduled = scheduled
         """Told a step's id as its activity or child loop is scheduled (it is now attempted)."""
@@ -147,16 +155,22 @@ class StepRunner:
         # The idempotency key stays <workflow id>/<first run id>/<step id> on every attempt.
         call = call.model_copy(update={"arguments": cleared.arguments})
         self._scheduled(step.id)
-        done = await run_task_tool(
-            ToolInvocation(
-                call=call,
-                workflow_id=self._workflow_id,
-                chain=workflow.info().first_execution_run_id,
+        invocation = ToolInvocation(
+            call=call,
+            workflow_id=self._workflow_id,
+            chain=workflow.info().first_execution_run_id,
+            agent_id=self._agent_id,
+        )
+        done = await self._holds.run(
+            step.id,
+            action.tool,
+            lambda: run_task_tool(
+                invocation,
+                timeout=self._timeout,
+                retry=TOOL_RETRY,
+                summary=f"step {step.id} · {action.tool} · attempt {attempt}",
+                priority=self._clearance.priority,
             ),
-            timeout=self._timeout,
-            retry=TOOL_RETRY,
-            summary=f"step {step.id} · {action.tool} · attempt {attempt}",
-            priority=self._clearance.priority,
         )
         if isinstance(done, ToolFailure):
             if done.cancelled:  # the task's cancellation: compensation, not re-attempts
