@@ -154,8 +154,11 @@ async def test_a_client_cannot_steer_a_thread_onto_a_build_it_chooses(harness: H
         assert (await chat.turn(1)).output == "1 on a"
         async with harness.worker(settings=settings_b):
             await make_current(harness.client, deployment, "b")
-            fork = await orga.loop(harness.client, chat.id).fork(1, say="again", model=forked_model)
-            harness.handles.append(fork.handle)
+            forked = await orga.loop(harness.client, chat.id).fork(
+                1, say="again", model=forked_model
+            )
+            harness.handles.append(forked.handle)
+            fork = orga.thread(harness.client, forked.id)
             fork_answer = (await fork.turn(1)).output
             fork_version = await version_of(harness.client, fork.id)
             second = (await chat.send("second")).output

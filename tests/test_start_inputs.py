@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
@@ -36,14 +37,16 @@ from orga.contracts.journal import CallReceipt, Journal
 from orga.contracts.messages import JOURNAL_QUERY, STATE_QUERY
 from orga.contracts.setup import ContinuedRun
 from orga.contracts.state import LoopState
+from orga.runtime.approver_keys import public_key_of
 from orga.runtime.binding import Issuer, bind
 from orga.scripted.server import Turn
 from orga.workflows.reasoning.continuation import start_problem
-from tests.harness import Harness
+from tests.harness import Harness, scripted_settings
 from tests.helpers import eventually, failure
-from tests.test_principals import ISSUER, _settings, principals_file
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
+ISSUER = Ed25519PrivateKey.generate()
+"""The key of issuer ``web``, which the operator enrolls."""
 
 
 def forged_input(model: str) -> dict[str, Any]:
@@ -381,7 +384,8 @@ async def test_every_orga_only_field_is_refused_from_a_client_and_a_foreign_work
     orga's queue. Every one is refused with the reason, and no model or tool is asked."""
     model = harness.new_model([Turn(text="done")] + [Turn(text="must not be asked")] * 5)
     issuer = Issuer("web", ISSUER)
-    principals = principals_file(tmp_path, "")
+    principals = tmp_path / "principals.toml"
+    principals.write_text(f'[issuers.web]\nkey = "{public_key_of(ISSUER)}"\n')
     rogue_queue = f"rogue-{uuid.uuid4().hex[:8]}"
     rogue = Worker(
         harness.client,
@@ -398,7 +402,8 @@ async def test_every_orga_only_field_is_refused_from_a_client_and_a_foreign_work
         cases.append((f"carry.{field}", "ReasoningLoop", forged, None, "carry"))
     step_loop = {**forged_input(model), "carry": _carry_with("usage")}
     cases.append((STEP_CARRY, "Task", _task([_loop_step(step_loop)]), None, FRESH))
-    async with rogue, harness.worker(settings=_settings(harness, model, principals)):
+    settings = scripted_settings(harness.model, principals_file=principals)
+    async with rogue, harness.worker(settings=settings):
         # Ann's own loop and task, bound by the issuer; they run, and their inputs are there
         # for any client of the namespace to read.
         ann_loop = await _start_raw(

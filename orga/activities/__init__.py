@@ -12,6 +12,7 @@ Modules (each defines an activity class; what the activities use lives in ``orga
 * ``answers`` — ``check_answer``: a typed loop's answer against its ``output_schema``
 * ``forks`` — ``fetch_fork_point``: a fork's starting state, read from its source
 * ``deployments`` — ``current_build``: which build a worker deployment routes to now
+* ``continued`` — ``continued_from``: what the run a loop continues was, as the server says
 * ``summary`` — ``summarise_context``: a loop's running summary
 * ``principals`` — who a loop runs for (resolved at setup), and each model call's charge to
   that principal's spend ledger

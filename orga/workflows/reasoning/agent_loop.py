@@ -97,7 +97,9 @@ class AgentLoop:
         self._config = config = loop.config
         info = workflow.info()
         self._workflow_id = info.workflow_id
-        self._invalid = self._invalid or continuation.start_problem(loop, info)
+        self._refused_start = continuation.start_problem(loop, info)
+        """Why a run may not start with this input, whatever it carries (a fresh or cron run)."""
+        self._invalid = self._invalid or self._refused_start
         carried = loop.carry.stream if loop.carry is not None else None
         self._stream = (
             WorkflowStream(carried.state if carried is not None else None)
@@ -240,7 +242,8 @@ class AgentLoop:
     async def run(self) -> LoopResult:
         """The loop, from its setup to its result (or its typed failure)."""
         books = self.books
-        if self._input.carry is not None:  # the server's word on whose it is comes first
+        if self._input.carry is not None and self._refused_start is None:
+            # The server's word on whose the carry is comes before what the carry says.
             self._invalid = await continuation.foreign_carry() or self._invalid
             if self._invalid is not None:  # nothing of the carry is shown, let alone used
                 continuation.forget(books, self._tools, self._config)
