@@ -25,7 +25,7 @@ from orga.contracts.errors import InvalidConfig
 from orga.contracts.principals import NAME_PATTERN
 from orga.runtime.approver_keys import ApproverKeyError, load_key
 from orga.runtime.binding import issuer_from
-from orga.web.agui import AguiOptions, agui_app
+from orga.web.agui import AguiOptions, agui_app, uvicorn_limits
 from orga.web.callers import Callers, new_token
 
 __all__ = ["register"]
@@ -126,7 +126,8 @@ def api(
                 shown = f"http://{host}:{bound}/#token={token}" if page else f"token {token}"
                 out.print(f"{name}: {shown}", markup=False)
 
-        return await serve_http(app, host, port, announce)
+        limits = uvicorn_limits(options.limits)
+        return await serve_http(app, host, port, announce, options=limits)
 
     execute(body)
 

@@ -15,7 +15,7 @@ import os
 import re
 import socket
 import sys
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
 
@@ -218,10 +218,11 @@ async def serve_http(
     announce: Callable[[int], Awaitable[None] | None],
     *,
     lifespan: bool = False,
+    options: Mapping[str, Any] | None = None,
 ) -> int:
     """Serve ``app`` with uvicorn until stopped; ``announce`` gets the bound port once it
     listens (``port`` 0 picks a free one). ``lifespan``: run the app's start-up and shut-down
-    (an MCP server's session manager).
+    (an MCP server's session manager); ``options``: more of ``uvicorn.Config``'s (limits).
 
     Raises:
         CliError: the port is taken or the address cannot be listened on (one line, naming
@@ -230,8 +231,9 @@ async def serve_http(
     import uvicorn
 
     sockets = _listen(host, port)
+    life = "on" if lifespan else "off"
     config = uvicorn.Config(
-        app, host=host, port=port, log_level="warning", lifespan="on" if lifespan else "off"
+        app, host=host, port=port, log_level="warning", lifespan=life, **(options or {})
     )
     server = uvicorn.Server(config)
 

@@ -3,8 +3,11 @@
 Thin, stateless translators over the same client API as the CLI (``orga.client``, the desk's
 one sender of decisions): any number of processes serve the same threads. Modules:
 
-* ``callers`` — who calls: a bearer token per user, or a header the operator's proxy sets
-* ``agui`` — the AG-UI endpoint: who calls, what they send, whose thread it is
+* ``callers`` — who calls: a bearer token per user, or a header the operator's proxy sets;
+  how many requests each has open
+* ``agui`` — the AG-UI endpoint: who calls, what they send (bounded: ``AguiLimits``), whose
+  thread it is; the uvicorn options that bound a request's time (``uvicorn_limits``)
+* ``deadlines`` — the time a client may take to send a request, for uvicorn (it has none)
 * ``agui_run`` — one AG-UI request: a thread's turn started, continued, resumed or reconnected
   to; an approval is an interrupt the caller answers on the next run
 * ``agui_events`` — the AG-UI events of a thread's Workflow Stream, each with an id that never

@@ -23,6 +23,15 @@ answered by ``resume`` entries whose payload is ``{"approved": bool, "reason": s
 A caller sees and decides only the threads that run for them (the thread's principal); a
 request must come through a served ``Host`` and, from a browser, an allowed ``Origin``. Nothing
 is held in this process: any number of endpoints serve the same threads.
+
+What a request may take is bounded (``AguiLimits``): the app reads at most ``body_bytes`` of a
+body, within ``request_timeout``, refuses JSON nested deeper than ``json_depth`` before parsing
+it, and holds at most ``streams_per_caller`` requests of one caller open at once; the server,
+given ``uvicorn_limits``, closes a request not sent whole within ``request_timeout`` (uvicorn
+has no such timeout of its own: Kludex/uvicorn#157) and headers over ``header_bytes``. A
+refusal answers JSON ``{"error"}`` and closes the connection (what the client still sends is
+not read). Starlette's own ``max_body_size`` is not used: to a request that declares a longer
+body, it sends its own plain-text 413 in place of whatever the app answers (a 401 too).
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, cast
 
@@ -39,10 +49,11 @@ from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import Receive, Scope, Send
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -50,12 +61,20 @@ from orga.contracts.messages import LOOP_WORKFLOW
 from orga.contracts.state import LoopState
 from orga.desk.facts import DeskError, read_state
 from orga.web.agui_events import EventId, Marked, event_id, parse_id
-from orga.web.agui_run import QUERY_TIMEOUT, THREAD_PREFIX, AguiOptions, AguiRun, Refused
-from orga.web.callers import Callers
+from orga.web.agui_run import (
+    QUERY_TIMEOUT,
+    THREAD_PREFIX,
+    AguiLimits,
+    AguiOptions,
+    AguiRun,
+    Refused,
+)
+from orga.web.callers import Callers, OpenRequests
+from orga.web.deadlines import UvicornLimits, bounded_requests
 
-__all__ = ["AguiOptions", "agui_app"]
+__all__ = ["AguiLimits", "AguiOptions", "UvicornLimits", "agui_app", "uvicorn_limits"]
 
-_THREAD_ID: Final = re.compile(r"^[A-Za-z0-9._-]{1,120}$")
+_THREAD_ID: Final = re.compile(r"[A-Za-z0-9._-]{1,120}")
 
 
 def agui_app(
@@ -66,22 +85,8 @@ def agui_app(
     ``page``: a directory of static files served at ``/`` (a web app's page, e.g.
     ``examples/web/public``); the page calls the endpoint from the same origin.
     """
-
-    async def run(request: Request) -> Response:
-        try:
-            user = _caller(request, callers, options, same_origin=page is not None)
-            given = await _input(request)
-            workflow_id = f"{THREAD_PREFIX}{given.thread_id}"
-            issuer = options.issuer.name if options.issuer is not None else None
-            found = await _owned(client, workflow_id, user, issuer)
-            after, connect = _reconnect(request, given)
-        except Refused as refused:
-            return JSONResponse({"error": str(refused)}, refused.status)
-        events = AguiRun(client, options, given, user, workflow_id, found, after, connect).events()
-        return StreamingResponse(
-            _encoded(events), media_type="text/event-stream", headers=_STREAM_HEADERS
-        )
-
+    streams = OpenRequests(options.limits.streams_per_caller)
+    endpoint = _Endpoint(client, callers, options, streams, same_origin=page is not None)
     # A page served from an allowed origin may call (its preflight answered); no other.
     cors = Middleware(
         CORSMiddleware,
@@ -90,13 +95,50 @@ def agui_app(
         allow_headers=["authorization", "content-type"],
         max_age=600,
     )
-    routes: list[BaseRoute] = [Route("/agui", run, methods=["POST"])]
+    routes: list[BaseRoute] = [Route("/agui", endpoint, methods=["POST"])]
     if page is not None:
         routes.append(Mount("/", StaticFiles(directory=page, html=True)))
     return Starlette(routes=routes, middleware=[cors])
 
 
+@dataclass
+class _Endpoint:
+    """``POST /agui`` (an ASGI app: a caller's stream is counted until it has been sent)."""
+
+    client: Client
+    callers: Callers
+    options: AguiOptions
+    streams: OpenRequests
+    same_origin: bool
+    """Also the page this app serves may call (``agui_app``'s ``page``)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        try:
+            _head_within(request, self.options.limits)
+            user = _caller(request, self.callers, self.options, same_origin=self.same_origin)
+            with self.streams.held(user):
+                response = await self._stream(request, user)
+                await response(scope, receive, send)
+        except Refused as refused:
+            # Closed: what the client still sends (a body not read) is never read.
+            answer = JSONResponse({"error": str(refused)}, refused.status, _REFUSAL_HEADERS)
+            await answer(scope, receive, send)
+
+    async def _stream(self, request: Request, user: str) -> Response:
+        given = await _input(request, self.options.limits)
+        workflow_id = f"{THREAD_PREFIX}{given.thread_id}"
+        issuer = self.options.issuer.name if self.options.issuer is not None else None
+        found = await _owned(self.client, workflow_id, user, issuer)
+        after, connect = _reconnect(request, given)
+        run = AguiRun(self.client, self.options, given, user, workflow_id, found, after, connect)
+        return StreamingResponse(
+            _encoded(run.events()), media_type="text/event-stream", headers=_STREAM_HEADERS
+        )
+
+
 _STREAM_HEADERS: Final = {"cache-control": "no-store", "x-accel-buffering": "no"}
+_REFUSAL_HEADERS: Final = {"connection": "close"}
 
 
 async def _encoded(events: AsyncIterator[Marked | BaseEvent]) -> AsyncIterator[str]:
@@ -106,6 +148,16 @@ async def _encoded(events: AsyncIterator[Marked | BaseEvent]) -> AsyncIterator[s
             yield f"id: {event_id(event.id)}\n" + encoder.encode(event.stamped())
         else:
             yield encoder.encode(event)
+
+
+def _head_within(request: Request, limits: AguiLimits) -> None:
+    """Refuse headers over ``header_bytes``: h11 bounds a head only while it is incomplete, so
+    one that arrived whole in a single read gets here."""
+    size = sum(len(name) + len(value) for name, value in request.headers.raw)
+    if size > limits.header_bytes:
+        raise Refused(
+            431, f"the headers hold more than {limits.header_bytes} bytes (AguiLimits.header_bytes)"
+        )
 
 
 def _reconnect(request: Request, given: RunAgentInput) -> tuple[EventId | None, bool]:
@@ -141,14 +193,68 @@ def _caller(request: Request, callers: Callers, options: AguiOptions, *, same_or
     return user
 
 
-async def _input(request: Request) -> RunAgentInput:
+async def _input(request: Request, limits: AguiLimits) -> RunAgentInput:
+    body = await _body(request, limits)
+    if _deeper(body, limits.json_depth):
+        raise Refused(
+            400, f"the JSON nests deeper than {limits.json_depth} levels (AguiLimits.json_depth)"
+        )
     try:
-        given = RunAgentInput.model_validate(await request.json())
-    except (ValueError, ValidationError) as error:
+        given = RunAgentInput.model_validate_json(body)
+    except ValidationError as error:
         raise Refused(422, f"not a RunAgentInput: {str(error).splitlines()[0]}") from error
-    if not _THREAD_ID.match(given.thread_id):
+    if not _THREAD_ID.fullmatch(given.thread_id):
         raise Refused(422, "threadId: 1 to 120 letters, digits, '.', '_' or '-'")
     return given
+
+
+async def _body(request: Request, limits: AguiLimits) -> bytes:
+    """The request's body: no more than ``body_bytes`` (a declared length over it is refused
+    before a byte is read; a body sent without one, at the first chunk past it), sent within
+    ``request_timeout`` of its headers."""
+    declared = request.headers.get("content-length", "")
+    too_big = Refused(
+        413, f"the body holds more than {limits.body_bytes} bytes (AguiLimits.body_bytes)"
+    )
+    if _DIGITS.fullmatch(declared) and int(declared) > limits.body_bytes:
+        raise too_big
+    body = bytearray()
+    try:
+        async with asyncio.timeout(limits.request_timeout):
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > limits.body_bytes:
+                    raise too_big
+    except TimeoutError as error:
+        raise Refused(
+            408,
+            f"the body was not sent within {limits.request_timeout:g} s "
+            "(AguiLimits.request_timeout)",
+        ) from error
+    except ClientDisconnect as error:
+        raise Refused(400, "the client left before its body was sent") from error
+    return bytes(body)
+
+
+_DIGITS: Final = re.compile(r"[0-9]{1,30}")
+_STRING: Final = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
+"""A JSON string, escapes and all (what it holds is not structure). Its closing quote is
+optional: an unclosed string ends the text, and no search starts again inside it (which would
+take time quadratic in the body)."""
+_NOT_BRACKETS: Final = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def _deeper(body: bytes, most: int) -> bool:
+    """Whether the JSON text ``body`` nests arrays and objects deeper than ``most`` (counted
+    on its brackets outside strings, before any parser recurses into it)."""
+    if body.count(b"[") + body.count(b"{") <= most:
+        return False
+    depth = 0
+    for bracket in _STRING.sub(b"", body).translate(None, _NOT_BRACKETS):
+        depth += 1 if bracket in b"[{" else -1
+        if depth > most:
+            return True
+    return False
 
 
 async def _owned(
@@ -196,3 +302,14 @@ async def _set_up(client: Client, workflow_id: str) -> LoopState:
 
 _SETUP_WAIT: Final = 10.0
 """Seconds a request waits for a thread's run to be set up before it judges whose it is."""
+
+
+def uvicorn_limits(limits: AguiLimits) -> UvicornLimits:
+    """The options that make uvicorn hold to ``limits``: requests sent whole within
+    ``request_timeout``, headers within ``header_bytes`` (``orga.web.deadlines``).
+
+    ``uvicorn.Config(agui_app(...), **uvicorn_limits(options.limits), host=..., port=...)``
+    """
+    return bounded_requests(
+        limits.request_timeout, limits.header_bytes, "AguiLimits.request_timeout"
+    )

@@ -17,6 +17,7 @@ wait for a person (``waiting``: the interrupt outcome), or with the loop's end (
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Final, cast
 
@@ -42,16 +43,28 @@ from ag_ui.core import (
 from orga.contracts.inference import StreamedText
 from orga.contracts.progress import CallResult, ProgressItem, ProgressView
 
-__all__ = ["APPROVAL_SCHEMA", "EventId", "Marked", "ThreadEvents", "Window", "event_id", "parse_id"]
+__all__ = [
+    "APPROVAL_SCHEMA",
+    "REASON_LIMIT",
+    "EventId",
+    "Marked",
+    "ThreadEvents",
+    "Window",
+    "event_id",
+    "parse_id",
+]
 
 EventId = tuple[int, int]
 """Where an event comes from: the stream item's offset, and its place among its events."""
+
+REASON_LIMIT: Final = 2_000
+"""Characters the reason of an approval's answer may hold."""
 
 APPROVAL_SCHEMA: Final[dict[str, Any]] = {
     "type": "object",
     "properties": {
         "approved": {"type": "boolean"},
-        "reason": {"type": "string", "maxLength": 2000},
+        "reason": {"type": "string", "maxLength": REASON_LIMIT},
         "editedArgs": {
             "type": "object",
             "description": "Approve with edits: the call's arguments as they should run "
@@ -69,12 +82,14 @@ def event_id(at: EventId) -> str:
     return f"{at[0]}.{at[1]}"
 
 
+_ID: Final = re.compile(r"([0-9]{1,18})\.([0-9]{1,9})")
+"""An event id: ASCII digits only (``str.isdigit`` also takes ``"²"``, which ``int`` does not)."""
+
+
 def parse_id(text: str) -> EventId | None:
     """The id an event carried (``"<offset>.<k>"``); None if it is not one."""
-    offset, dot, k = text.strip().partition(".")
-    if not dot or not offset.isdigit() or not k.isdigit() or len(text) > 40:
-        return None
-    return int(offset), int(k)
+    found = _ID.fullmatch(text.strip())
+    return (int(found[1]), int(found[2])) if found else None
 
 
 @dataclass(frozen=True)

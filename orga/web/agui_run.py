@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -34,6 +35,7 @@ from temporalio.service import RPCError
 from orga.client import start_thread
 from orga.contracts.approvals import ApprovalDecision
 from orga.contracts.config import LoopConfig
+from orga.contracts.conversation import USER_MESSAGE_LIMIT
 from orga.contracts.inference import STREAM_TOPIC, StreamedText
 from orga.contracts.principals import PrincipalClaim
 from orga.contracts.progress import PROGRESS_TOPIC, ProgressItem
@@ -43,9 +45,26 @@ from orga.desk.approvals import approval_decision
 from orga.desk.facts import DeskError
 from orga.desk.sender import send_decision, send_user_message
 from orga.runtime.binding import Issuer
-from orga.web.agui_events import APPROVAL_SCHEMA, EventId, Marked, ThreadEvents, Window
+from orga.web.agui_events import (
+    APPROVAL_SCHEMA,
+    REASON_LIMIT,
+    EventId,
+    Marked,
+    ThreadEvents,
+    Window,
+)
 
-__all__ = ["APPROVAL_SCHEMA", "QUERY_TIMEOUT", "THREAD_PREFIX", "AguiOptions", "AguiRun", "Refused"]
+__all__ = [
+    "APPROVAL_SCHEMA",
+    "QUERY_TIMEOUT",
+    "THREAD_PREFIX",
+    "AguiLimits",
+    "AguiOptions",
+    "AguiRun",
+    "Refused",
+]
+
+_log = logging.getLogger(__name__)
 
 THREAD_PREFIX: Final = "agui-"
 """An AG-UI thread's workflow id is this and its ``threadId``."""
@@ -55,6 +74,33 @@ QUERY_TIMEOUT: Final = timedelta(seconds=30)
 """How long a request waits for a worker to answer a thread's query: a worker that died
 holding the thread in its cache keeps its queries for ``ORGA_STICKY_TIMEOUT`` (10 s) before
 another worker may answer them."""
+
+
+@dataclass(frozen=True)
+class AguiLimits:
+    """What one request may take: past each bound it is refused, with a reason the client
+    reads (``docs/guides/web-apps.md``, Limits). A message longer than ``USER_MESSAGE_LIMIT``
+    (the thread's own bound) ends its run ``RUN_ERROR`` before anything is sent."""
+
+    body_bytes: int = 2 * 1024 * 1024
+    """Bytes a request's body may hold (default 2 MiB): a message at its limit (100 000
+    characters, a few bytes each in JSON) and the copy of the conversation a client sends along.
+    A declared length over it is refused unread; else reading stops at the chunk past it: 413."""
+    json_depth: int = 64
+    """Levels of arrays and objects a body's JSON may nest (default 64), checked before it is
+    parsed: 400. (Past about 250, pydantic's parser refuses on its own: 422.)"""
+    streams_per_caller: int = 8
+    """Requests one caller may have open at once at this endpoint's process (default 8, more
+    than the 6 connections a browser opens to one host): each stream counts until its run
+    ends or the client leaves. One more: 429."""
+    request_timeout: float = 10.0
+    """Seconds a client has to send a request (default 10): under ``uvicorn_limits``, its
+    headers and body from its first byte (a connection that sends nothing counts from its
+    start); in any server, its body from its headers. Then 408 and the connection closed."""
+    header_bytes: int = 16 * 1024
+    """Bytes a request's headers may hold (default 16 KiB, h11's own default). Beyond: 400
+    from uvicorn while they arrive (h11's bound on an incomplete head, under
+    ``uvicorn_limits``), or 431 from the app for a head that arrived whole."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +119,8 @@ class AguiOptions:
     origins: frozenset[str] = frozenset()
     """Browser origins allowed to call (``Origin`` header); a request without one (a server,
     a script) is allowed."""
+    limits: AguiLimits = field(default_factory=AguiLimits)
+    """What one request may take (sizes, time, streams per caller)."""
 
 
 class Refused(Exception):
@@ -129,6 +177,12 @@ class AguiRun:
             failure = RunErrorEvent(message=message, code=type(error).__name__)
         except RPCError as error:
             failure = RunErrorEvent(message=f"Temporal: {error.message}", code="RPCError")
+        except Exception as error:  # a fault of ours: the client still hears its run ended
+            _log.exception("the AG-UI run of %s failed", self.workflow_id)
+            failure = RunErrorEvent(
+                message=f"the endpoint failed ({type(error).__name__}): try again",
+                code="EndpointError",
+            )
         if not sent:
             yield self._started()
         yield failure
@@ -175,10 +229,18 @@ class AguiRun:
         return Window(start=offset)
 
     def _text(self) -> str:
+        """The message the run sends: the first and every later one held to the same bound."""
         said = [m for m in self.given.messages if isinstance(m, UserMessage)]
         if not said or not isinstance(said[-1].content, str) or not said[-1].content.strip():
             raise Refused(422, "the run has no user message to send (messages[-1])")
-        return said[-1].content
+        text = said[-1].content
+        if len(text) > USER_MESSAGE_LIMIT:
+            raise Refused(
+                413,
+                f"the message holds {len(text)} characters, more than the {USER_MESSAGE_LIMIT} "
+                "a message may: nothing was sent (send it shorter, or in parts)",
+            )
+        return text
 
     async def _decide(self, state: LoopState) -> None:
         waiting = {p.call_id: p for p in state.pending_approvals}
@@ -202,6 +264,10 @@ class AguiRun:
                 raise Refused(422, "editedArgs must be a JSON object: nothing was decided")
             if reason is not None and not isinstance(reason, str):
                 raise Refused(422, "reason must be a string: nothing was decided")
+            if reason is not None and len(reason) > REASON_LIMIT:
+                raise Refused(
+                    413, f"reason holds more than {REASON_LIMIT} characters: nothing was decided"
+                )
             decisions.append(
                 approval_decision(
                     self.workflow_id,

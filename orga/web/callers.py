@@ -9,24 +9,28 @@ The operator writes the tokens file (TOML; the endpoint keeps only each token's 
 authenticates people itself, the endpoint may instead take the user from a header the proxy
 sets (``--trust-header X-Forwarded-User``): only where nothing else can reach the endpoint.
 A caller is a plain name (``orga.contracts.principals.NAME_PATTERN``): it becomes the loop's
-principal and the approver of its decisions.
+principal and the approver of its decisions. ``OpenRequests`` bounds how many requests each
+caller has open at once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import re
 import secrets
 import tomllib
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Generator, Mapping
 from pathlib import Path
 from typing import Any, cast
 
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.principals import NAME_PATTERN
+from orga.web.agui_run import Refused
 
-__all__ = ["Callers", "new_token"]
+__all__ = ["Callers", "OpenRequests", "new_token"]
 
 _HEX = re.compile(r"^[0-9a-f]{64}$")
 
@@ -104,3 +108,33 @@ class Callers:
             if hmac.compare_digest(known, digest):
                 return user
         return None
+
+
+class OpenRequests:
+    """The requests each caller has open at this process (a stream: until its run ends or
+    its client leaves): at most ``most`` at once."""
+
+    def __init__(self, most: int) -> None:
+        self._most = most
+        self._open: Counter[str] = Counter()
+
+    @contextlib.contextmanager
+    def held(self, user: str) -> Generator[None]:
+        """One of ``user``'s requests, open until the block ends.
+
+        Raises:
+            Refused: 429, ``user`` has ``most`` open already.
+        """
+        if self._open[user] >= self._most:
+            raise Refused(
+                429,
+                f"{user!r} has {self._most} requests open at this endpoint, the most one caller "
+                "may (AguiLimits.streams_per_caller): end one, or wait for its run to end",
+            )
+        self._open[user] += 1
+        try:
+            yield
+        finally:
+            self._open[user] -= 1
+            if not self._open[user]:
+                del self._open[user]
