@@ -44,6 +44,16 @@ async def test_orga_cancel_stops_the_running_tool_and_records_why(
     assert (ended.reason, ended.message) == ("cancelled", "wrong customer")
 
 
+def _default_sigint() -> None:
+    """In the child before it starts: Ctrl-C as a terminal gives it, however this suite was
+    started (a background job, ``nohup``: SIGINT ignored, and inherited)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _ignored_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 async def test_ctrl_c_on_orga_run_says_how_to_follow_or_cancel_the_loop(
     env: WorkflowEnvironment, harness: Harness
 ) -> None:
@@ -55,6 +65,7 @@ async def test_ctrl_c_on_orga_run_says_how_to_follow_or_cancel_the_loop(
             ORGA, "run", "pay ann", "--tool", "transfer", "--provider", "openai",
             "--model", model, "--id", workflow_id, env=variables,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            preexec_fn=_default_sigint,  # a suite started in the background ignores it
         )  # fmt: skip
         handle = harness.client.get_workflow_handle(workflow_id)
 
@@ -76,6 +87,36 @@ async def test_ctrl_c_on_orga_run_says_how_to_follow_or_cancel_the_loop(
         description = await handle.describe()
         assert description.status is not None and description.status.name == "RUNNING"
         await handle.cancel(reason="test over")
+
+
+async def test_orga_run_started_where_ctrl_c_is_ignored_says_so(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    """``orga run`` started in the background (SIGINT ignored) would never stop on Ctrl-C:
+    it says so when it begins to wait, and how to stop it and the loop."""
+    model = harness.new_model([Turn(tool_calls=[("transfer", {"amount": 5, "to": "ann"})])])
+    variables = {**os.environ, **on(env, harness), "ORGA_STORE_URL": TEST_STORE.url}
+    async with harness.worker(tools=[transfer]):
+        workflow_id = f"loop-{uuid.uuid4().hex[:12]}"
+        process = await asyncio.create_subprocess_exec(
+            ORGA, "run", "pay ann", "--tool", "transfer", "--provider", "openai",
+            "--model", model, "--id", workflow_id, env=variables,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            preexec_fn=_ignored_sigint,
+        )  # fmt: skip
+        assert process.stderr is not None
+        said = ""
+        while "Ctrl-C does not reach this command" not in said:
+            line = await asyncio.wait_for(process.stderr.readline(), 60)
+            assert line, f"orga run ended without saying so: {said!r}"
+            said += line.decode()
+        handle = harness.client.get_workflow_handle(workflow_id)
+        harness.handles.append(handle)
+        process.kill()
+        await process.wait()
+        await handle.cancel(reason="test over")
+    assert f"kill {process.pid}" in said
+    assert f"orga cancel {workflow_id} --reason" in said
 
 
 async def test_a_cancel_reaches_a_running_tool_within_about_a_second(harness: Harness) -> None:

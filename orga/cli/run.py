@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import signal
 import sys
 import uuid
 from collections.abc import Awaitable
@@ -252,6 +254,18 @@ async def _answer(
         CliError: the loop failed.
         asyncio.CancelledError: Ctrl-C (this command stops; the loop does not, as it says).
     """
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:  # started where Ctrl-C is ignored
+        shown_id = one_line(handle.id)
+        print(
+            printable(
+                "orga: Ctrl-C does not reach this command (its SIGINT is ignored: started in "
+                "the background or under nohup); it waits for the answer. Stop waiting: kill "
+                f"{os.getpid()}; the loop goes on. Stop the loop: orga cancel {shown_id} "
+                "--reason '…'"
+            ),
+            file=sys.stderr,
+            flush=True,
+        )
     try:
         async with reporting(client, handle, task_queue, quiet=quiet):
             return await handle.result()
