@@ -276,3 +276,38 @@ async def test_a_critic_is_not_asked_when_nothing_is_left(harness: Harness, tmp_
         error = await failure(handle)
     assert error.type == "BudgetExceeded" and error.details[0]["budget"] == "max_total_tokens"
     assert harness.model.requests_for(models["critic"]) == []
+
+
+def _offered(request: Any) -> list[str]:
+    return sorted(t["function"]["name"] for t in request.body.get("tools", []))
+
+
+async def test_a_loop_that_names_no_tools_uses_its_agents(harness: Harness, tmp_path: Path) -> None:
+    """Issue 65, a regression seen from the CLI: ``orga run "What is 2+3?" --agent demo``
+    (agent ``demo``: ``tools = ["add"]``) answered "No tools were given to me". A top-level
+    loop that names no tools uses its agent's (the guide's rule); one that names some, only
+    those; an agent with delegates has its tools and ``delegate``; the implicit agent of a
+    worker without an agents file hands out no tool unasked."""
+    path = tmp_path / "agents.toml"
+    path.write_text(
+        '[agents.demo]\ntools = ["add"]\n\n'
+        '[agents.lead]\ntools = ["add"]\ndelegates = ["helper"]\n\n'
+        '[agents.helper]\ntools = ["add"]\n'
+    )
+    added = harness.new_model([Turn(tool_calls=[("add", {"a": 2, "b": 3})]), Turn(text="5")])
+    narrowed = harness.new_model([Turn(text="none")])
+    leading = harness.new_model([Turn(text="planned")])
+    implicit = harness.new_model([Turn(text="no tools")])
+    async with harness.worker(settings=scripted_settings(harness.model, agents_file=path)):
+        demo = await harness.run("What is 2+3?", model=added, agent_id="demo")
+        named = await harness.run("Hello", model=narrowed, agent_id="lead", tools=["delegate"])
+        lead = await harness.run("Plan", model=leading, agent_id="lead")
+    async with harness.worker():
+        bare = await harness.run("Hello", model=implicit)
+    assert demo.output == "5"
+    [first, _] = harness.model.requests_for(added)
+    assert _offered(first) == ["add"]
+    assert _offered(harness.model.requests_for(narrowed)[0]) == ["delegate"]  # what it named
+    assert _offered(harness.model.requests_for(leading)[0]) == ["add", "delegate"]
+    assert _offered(harness.model.requests_for(implicit)[0]) == []
+    assert named.output == "none" and lead.output == "planned" and bare.output == "no tools"

@@ -14,7 +14,7 @@ import asyncio
 from temporalio import activity
 
 from orga.activities.principals import PrincipalResolver
-from orga.contracts.agents import AgentSpec
+from orga.contracts.agents import IMPLICIT_AGENT, AgentSpec
 from orga.contracts.critic import ModelCritic
 from orga.contracts.delegation import DELEGATE_TOOL
 from orga.contracts.errors import InvalidConfig
@@ -35,6 +35,7 @@ from orga.core.agents import (
     check_tools,
     choose_policy,
     delegation_bound,
+    narrows_tools,
     offers_delegation,
     resolve_loop,
 )
@@ -95,6 +96,12 @@ class SetupActivities:
         principal = await self._principals.resolve(request.principal, _workflow_id())
         resolved = resolve_loop(agent, request.config, request.tools, self._offer)
         tools = self._registry.definitions(request.tools, named_by="config.tools")
+        # A top-level loop that names no tools uses its agent's (the implicit agent's "every
+        # tool" is never handed out unasked).
+        own: list[str] = []
+        if not narrows_tools(request.config) and agent.id != IMPLICIT_AGENT:
+            own = [name for name in self._tools_of(agent) if name not in request.tools]
+            tools += self._registry.definitions(own, named_by=f"agent {agent.id!r}")
         delegates: list[AgentSpec] = []
         delegate_tools: dict[str, list[str]] = {}
         max_depth = resolved.limits.max_delegation_depth
@@ -136,6 +143,7 @@ class SetupActivities:
         return LoopSetup(
             level=SETUP_LEVEL,
             tools=[t.referenced() for t in tools],  # schemas and descriptions stay on the worker
+            agent_tools=own,
             provider=resolved.provider,
             model=resolved.model,
             fallbacks=fallbacks,

@@ -103,6 +103,10 @@ class LoopSetup(Compact):
     model_config = ConfigDict(frozen=True)
 
     tools: list[ToolDefinition] = Field(default_factory=list[ToolDefinition])
+    agent_tools: list[str] = Field(default_factory=list[str])
+    """A top-level loop that names no tools: its agent's own (the agent's globs over this
+    worker's tools), which it runs and advertises. Empty where the loop names its tools, for
+    the implicit agent, and in setups recorded before."""
     provider: ProviderName
     model: str
     policy: PolicyMode = "default"

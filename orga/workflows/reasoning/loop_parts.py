@@ -13,6 +13,7 @@ model sees.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from temporalio import workflow
@@ -260,13 +261,13 @@ async def set_up_loop(
         books.record(
             Started(
                 **books.stamp(),
-                tools=list(config.tools),
+                tools=[*config.tools, *setup.agent_tools],
                 provider=parts.provider,
                 model=parts.model,
                 policy=gate.policy,
             )
         )
-    parts.advertised = advertised_tools(config, tools.definitions)
+    parts.advertised = advertised_tools(config, tools.definitions, setup.agent_tools)
     if tools.delegate is not None and DELEGATE_TOOL not in parts.advertised:
         parts.advertised.append(DELEGATE_TOOL)
     # Track evidence when the loop advertises an evidence tool (or carried a record, or its
@@ -287,9 +288,12 @@ def loop_tools(config: LoopConfig) -> list[str]:
     return names
 
 
-def advertised_tools(config: LoopConfig, definitions: dict[str, ToolDefinition]) -> list[str]:
-    """The tools the model sees: the loop's tool list, filtered by the tool profile."""
-    listed = [definitions[name] for name in loop_tools(config)]
+def advertised_tools(
+    config: LoopConfig, definitions: dict[str, ToolDefinition], agents: Sequence[str] = ()
+) -> list[str]:
+    """The tools the model sees: the loop's tool list (and its agent's own, ``agents``, where
+    it names none: ``LoopSetup.agent_tools``), filtered by the tool profile."""
+    listed = [definitions[name] for name in [*loop_tools(config), *agents]]
     return [d.name for d in visible_tools(config.tool_profile, listed)]
 
 
