@@ -51,6 +51,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "alone: runs while no other test runs, in any process (a load test)"
     )
+    config.addinivalue_line(
+        "markers",
+        "real_model: needs a real model on 127.0.0.1 (../shared/real-model/serve.sh); run only "
+        "when asked for (uv run pytest -m real_model), never in the default suite",
+    )
     if not hasattr(config, "workerinput") and LOCKS not in os.environ:
         os.environ[LOCKS] = config.stash[_made] = tempfile.mkdtemp(prefix="orga-test-locks-")
         _isolate(config)
@@ -176,3 +181,14 @@ def postgres_url() -> Iterator[str]:
 
     with postgres_server() as url:
         yield url
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``real_model`` run only when ``-m`` names them: the default suite needs
+    no model but the scripted one."""
+    if "real_model" in (config.getoption("markexpr") or ""):
+        return
+    chosen = [item for item in items if item.get_closest_marker("real_model") is None]
+    if len(chosen) != len(items):
+        config.hook.pytest_deselected(items=[i for i in items if i not in chosen])
+        items[:] = chosen
