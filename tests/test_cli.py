@@ -262,3 +262,26 @@ async def test_server_runs_on_sqlite_and_stops_cleanly_on_ctrl_c(tmp_path: Path)
     assert out.decode().rstrip().endswith("stopped")
     assert (tmp_path / "data" / "temporal.db").is_file()
     assert not address_answers(f"127.0.0.1:{port}")
+
+
+async def test_api_token_appended_to_the_tokens_file_leaves_the_token_out_of_it(
+    tmp_path: Path,
+) -> None:
+    """Issue 65: ``orga api-token ann > tokens.toml`` wrote the raw token into the file as a
+    comment, where the guide says the file keeps only its SHA-256. The token goes to the
+    terminal (stderr), the file's lines to stdout, and the endpoint takes the file."""
+    import hashlib
+    import tomllib
+
+    from orga.web.callers import Callers
+
+    code, out, err = await orga("api-token", "ann")
+    assert code == 0, err
+    [token] = [word for word in err.split() if len(word) > 30]
+    assert token not in out
+    entry = tomllib.loads(out)
+    assert entry == {"users": {"ann": {"token_sha256": hashlib.sha256(token.encode()).hexdigest()}}}
+    tokens = tmp_path / "tokens.toml"
+    tokens.write_text(out)
+    callers = Callers.from_file(tokens)
+    assert callers.who({"authorization": f"Bearer {token}"}) == "ann"

@@ -1,6 +1,6 @@
 """``orga api``: the AG-UI endpoint a web app drives threads through (``orga.web.agui``).
 
-    orga api-token ann                       # a token for ann, and the line for the file
+    orga api-token ann >> tokens.toml        # ann's token on the terminal, its SHA-256 in the file
     orga api --tokens tokens.toml --tool issue_refund --origin http://localhost:5173
     orga api --page examples/web/public --user ann --tool issue_refund   # a page, and ann's link
 
@@ -12,6 +12,7 @@ the caller's own approver key when ``--approver-keys DIR`` holds ``DIR/<user>.pe
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -147,11 +148,10 @@ def api_token(user: Annotated[str, typer.Argument(help="The user the token stand
         if not re.fullmatch(NAME_PATTERN, user):  # it goes into a TOML key and a terminal
             raise CliError(f"{user!r} is not a plain user name", 2)
         token, digest = new_token()
-        out = console()
-        out.print(
-            f"# {user}'s token (give it to them; the file keeps its SHA-256): {token}", markup=False
-        )
-        out.print(f'[users.{user}]\ntoken_sha256 = "{digest}"', markup=False)
+        # The token to the terminal only (stderr): `>> tokens.toml` takes the file's lines,
+        # which hold its SHA-256 and never the token.
+        print(f"{user}'s token (give it to them; it is shown once): {token}", file=sys.stderr)
+        console().print(f'[users.{user}]\ntoken_sha256 = "{digest}"', markup=False)
         return 0
 
     execute(body)
