@@ -150,8 +150,9 @@ def api_token(user: Annotated[str, typer.Argument(help="The user the token stand
         token, digest = new_token()
         # The token to the terminal only (stderr): `>> tokens.toml` takes the file's lines,
         # which hold its SHA-256 and never the token.
-        print(f"{user}'s token (give it to them; it is shown once): {token}", file=sys.stderr)
         console().print(f'[users.{user}]\ntoken_sha256 = "{digest}"', markup=False)
+        sys.stdout.flush()
+        print(f"{user}'s token (give it to them; it is shown once): {token}", file=sys.stderr)
         return 0
 
     execute(body)
