@@ -133,7 +133,7 @@ async def test_forty_loops_of_one_principal_on_two_workers_stay_within_its_day_l
     for error in stopped:
         cause = error.cause
         assert isinstance(cause, ApplicationError) and cause.type == "BudgetExceeded", cause
-        assert f"{user} (claimed)'s budget" in cause.message
+        assert cause.message.startswith(f"{user} (claimed)'s budget"), cause.message
         assert "day_usd=1" in cause.message
     with Store(postgres_url) as store:
         line = _spent(store, user)

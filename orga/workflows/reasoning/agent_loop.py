@@ -440,13 +440,17 @@ class AgentLoop:
         try:
             response = await call_with_fallbacks(request, config.model_timeout, parts, books)
         except BudgetExceeded as refused:
-            raise self._budgets.exceeded(
-                "max_total_tokens",
-                limit,
+            own = (
                 f"the loop has {request.token_budget} of max_total_tokens={limit} tokens left "
-                f"at iteration {reasoning.iteration}, not enough for its next model call: "
-                f"{refused.message}",
-            ) from None
+                f"at iteration {reasoning.iteration}"
+            )
+            said: object = refused.details[0] if refused.details else None
+            why = (  # a principal's spend limit first: the loop's own budget was not the cause
+                f"{refused.message} ({own})"
+                if isinstance(said, dict) and "principal" in said
+                else f"{own}, not enough for its next model call: {refused.message}"
+            )
+            raise self._budgets.exceeded("max_total_tokens", limit, why) from None
         response = with_internal_ids(response, reasoning.iteration)  # providers may repeat ids
         self._decided = ModelCallDecisions.of(response)
         self.conversation.mark_sent()
