@@ -125,7 +125,15 @@ def _people_detail(entry: JournalEntry) -> str | None:
                 if entry.source == "timeout"
                 else "unverified"
             )
-            return f"{entry.tool} {entry.call_id} {verdict}{who} ({entry.source}, {proof}){why}"
+            edit = (  # what a reviewer most needs: the arguments before and after
+                f"; edited {shorten(entry.arguments or '', 300)} → "
+                f"{shorten(entry.edited_arguments, 300)}"
+                if entry.edited_arguments is not None
+                else ""
+            )
+            return (
+                f"{entry.tool} {entry.call_id} {verdict}{who} ({entry.source}, {proof}){why}{edit}"
+            )
         case EscalationResolved():
             who = f" by {entry.operator}" if entry.operator else ""
             return f"{entry.tool} {entry.escalation_id}: {entry.action}{who} ({entry.source})"
