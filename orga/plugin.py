@@ -32,6 +32,7 @@ store, HTTP client, registries); split, a worker's wiring would be read in two p
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
@@ -41,6 +42,7 @@ import httpx
 from temporalio.client import Client
 from temporalio.envconfig import ClientConnectConfig
 from temporalio.plugin import SimplePlugin
+from temporalio.service import RPCError
 from temporalio.worker import Interceptor, Replayer, Worker, WorkerConfig
 
 from orga.activities.answers import check_answer
@@ -70,7 +72,7 @@ from orga.knowledge.tools import knowledge_tools
 from orga.runtime.connect import StartAttributes, connect_config
 from orga.runtime.converter import OrgaPayloadConverter, data_converter
 from orga.runtime.pauses import PauseBook
-from orga.runtime.presence import publish_tools, warn_about_other_registries
+from orga.runtime.presence import publish_tools, registries, warn_about_other_registries
 from orga.runtime.settings import Settings
 from orga.runtime.spend import SpendLedger
 from orga.runtime.store import Store
@@ -345,6 +347,7 @@ class _Parts:
             engines=engines,
             principals=PrincipalResolver(principals, parent_check(client), binding_use(store)),
             approval_policy=cedar is not None and cedar.decides_approvals,
+            elsewhere=functools.partial(_registered_elsewhere, client, store),
         )
 
     def activities(self) -> list[Callable[..., Any]]:
@@ -368,6 +371,19 @@ class _Parts:
     def model_activities(self) -> list[Callable[..., Any]]:
         """The activities that call a model (a worker of ``ORGA_MODEL_TASK_QUEUE`` runs them)."""
         return [self.inference.call_model, self.critic.critique, self.summary.summarise_context]
+
+
+async def _registered_elsewhere(
+    client: Client, store: Store, task_queue: str, names: list[str]
+) -> bool:
+    """Whether a live worker of ``task_queue`` registers every tool of ``names``, as the store's
+    lists say (they route no call: a loop set up again lands on any worker, and a list that lies
+    only has its setup made again)."""
+    try:
+        found = await registries(client, task_queue, store)
+    except RPCError:
+        return False
+    return any(tools is not None and set(names) <= tools for tools in found.values())
 
 
 def _build_registry(

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle
 
 from orga.contracts.journal import DelegationStarted, Journal
@@ -311,3 +312,32 @@ async def test_a_loop_that_names_no_tools_uses_its_agents(harness: Harness, tmp_
     assert _offered(harness.model.requests_for(leading)[0]) == ["add", "delegate"]
     assert _offered(harness.model.requests_for(implicit)[0]) == []
     assert named.output == "none" and lead.output == "planned" and bare.output == "no tools"
+
+
+@tool(description="Shout the text back.")
+def shout(text: str) -> str:
+    return text.upper()
+
+
+async def test_a_worker_without_a_named_tool_leaves_the_setup_to_one_that_has_it(
+    harness: Harness,
+) -> None:
+    """Issue 65: beside a worker that registers ``shout``, a second worker of the queue does
+    not; of four loops naming ``shout``, two failed ``InvalidConfig … tools this worker does
+    not have`` (their setup landed there), though its start-up warning says calls wait for a
+    worker that has the tool. Now such a setup fails its workflow task, which Temporal makes
+    again on any worker of the queue: every loop is set up where ``shout`` is, and answers."""
+    model = harness.new_model([Turn(tool_calls=[("shout", {"text": "hi"})]), Turn(text="done")] * 8)
+    other = await harness.another_process()
+    async with other.worker(), harness.worker(tools=[shout]):
+        handles = [await harness.start("Shout hi", model=model, tools=["shout"]) for _ in range(8)]
+        results = [await handle.result() for handle in handles]
+        histories = [await handle.fetch_history() for handle in handles]
+    assert [r.output for r in results] == ["done"] * 8
+    failed_tasks = sum(
+        1
+        for history in histories
+        for event in history.events
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
+    )
+    print(f"setups made again elsewhere: {failed_tasks} of 8 loops' first tasks")

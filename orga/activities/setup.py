@@ -10,8 +10,10 @@ with other defaults pick it up later.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from orga.activities.principals import PrincipalResolver
 from orga.contracts.agents import IMPLICIT_AGENT, AgentSpec
@@ -22,6 +24,7 @@ from orga.contracts.knowledge import RECALL_TOOL, STORE_TOOL
 from orga.contracts.setup import (
     RESOLVE_LOOP,
     RESOLVE_TASK,
+    SETUP_ELSEWHERE,
     SETUP_LEVEL,
     LoopSetup,
     LoopSetupRequest,
@@ -60,7 +63,11 @@ class SetupActivities:
         engines: frozenset[PolicyMode],
         principals: PrincipalResolver,
         approval_policy: bool = False,
+        elsewhere: Callable[[str, list[str]], Awaitable[bool]] | None = None,
     ) -> None:
+        self._elsewhere = elsewhere
+        """Whether a live worker of a task queue registers all of some tools (the store's
+        lists): a setup landing here without them is made again there."""
         self._principals = principals
         """Who each loop and task runs for (``orga.activities.principals``)."""
         self._settings = settings
@@ -95,6 +102,7 @@ class SetupActivities:
             raise InvalidConfig(f"config.output_schema {problem}")
         principal = await self._principals.resolve(request.principal, _workflow_id())
         resolved = resolve_loop(agent, request.config, request.tools, self._offer)
+        await self._elsewhere_if_missing(request.tools)
         tools = self._registry.definitions(request.tools, named_by="config.tools")
         # A top-level loop that names no tools uses its agent's (the implicit agent's "every
         # tool" is never handed out unasked).
@@ -161,6 +169,26 @@ class SetupActivities:
             principal=principal,
             fairness_weight=self._principals.weight(principal),
         )
+
+    async def _elsewhere_if_missing(self, names: list[str]) -> None:
+        """Fail ``SetupElsewhere`` where tools of ``names`` are not registered here but a live
+        worker of this task queue registers them all: the loop's workflow task is made again,
+        on any worker of the queue (``resolve_loop``), instead of the loop failing.
+
+        Raises:
+            ApplicationError: ``SetupElsewhere``, non-retryable (a local activity retries on
+                this worker only).
+        """
+        missing = [name for name in names if name not in self._registry]
+        if not missing or self._elsewhere is None:
+            return
+        if await self._elsewhere(activity.info().task_queue, missing):
+            raise ApplicationError(
+                f"tools {missing!r} are registered by another worker of this task queue, not "
+                "this one: the loop is set up again on a worker of the queue",
+                type=SETUP_ELSEWHERE,
+                non_retryable=True,
+            )
 
     def _handed_to(
         self, child: AgentSpec, bound: list[str] | None, depth: int, max_depth: int
