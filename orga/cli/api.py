@@ -26,6 +26,7 @@ from orga.contracts.errors import InvalidConfig
 from orga.contracts.principals import NAME_PATTERN
 from orga.runtime.approver_keys import ApproverKeyError, load_key
 from orga.runtime.binding import issuer_from
+from orga.runtime.safe_text import printable
 from orga.web.agui import AguiOptions, agui_app, uvicorn_limits
 from orga.web.callers import Callers, new_token
 
@@ -152,7 +153,8 @@ def api_token(user: Annotated[str, typer.Argument(help="The user the token stand
         # which hold its SHA-256 and never the token.
         console().print(f'[users.{user}]\ntoken_sha256 = "{digest}"', markup=False)
         sys.stdout.flush()
-        print(f"{user}'s token (give it to them; it is shown once): {token}", file=sys.stderr)
+        said = f"{user}'s token (give it to them; it is shown once): {token}"
+        print(printable(said), file=sys.stderr)
         return 0
 
     execute(body)
