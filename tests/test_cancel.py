@@ -119,6 +119,36 @@ async def test_orga_run_started_where_ctrl_c_is_ignored_says_so(
     assert f"orga cancel {workflow_id} --reason" in said
 
 
+async def test_orga_run_piped_says_when_a_call_waits_for_a_person(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    """Issue 65: ``orga run`` on an approval tool printed nothing when piped (the status line
+    is a terminal's): it now says, once, which call waits and how to decide it."""
+    model = harness.new_model([Turn(tool_calls=[("transfer", {"amount": 5, "to": "ann"})])])
+    variables = {**os.environ, **on(env, harness), "ORGA_STORE_URL": TEST_STORE.url}
+    async with harness.worker(tools=[transfer]):
+        workflow_id = f"loop-{uuid.uuid4().hex[:12]}"
+        process = await asyncio.create_subprocess_exec(
+            ORGA, "run", "pay ann", "--tool", "transfer", "--provider", "openai",
+            "--model", model, "--id", workflow_id, env=variables,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        assert process.stderr is not None
+        said = ""
+        while "waits for a person's decision" not in said:
+            line = await asyncio.wait_for(process.stderr.readline(), 60)
+            assert line, f"orga run ended without saying so: {said!r}"
+            said += line.decode()
+        handle = harness.client.get_workflow_handle(workflow_id)
+        harness.handles.append(handle)
+        [waiting] = (await pending(handle)).pending_approvals
+        process.kill()
+        await process.wait()
+        await handle.cancel(reason="test over")
+    assert f"call {waiting.call_id} (transfer) waits for a person's decision" in said
+    assert f"orga approve {workflow_id} {waiting.call_id}" in said
+
+
 async def test_a_cancel_reaches_a_running_tool_within_about_a_second(harness: Harness) -> None:
     """The tool's heartbeats, which carry a cancel back, leave the worker every second — not
     at the SDK's 80 % of their 10 s timeout, when a cancel took 8 s to arrive in every run.

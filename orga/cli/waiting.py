@@ -4,8 +4,9 @@ A verb that starts a workflow and waits for it (``orga run``, ``orga task start`
 the server whether any worker serves the task queue (``orga.runtime.presence``): with none, it
 refuses in one line naming the command that starts one (``--no-wait`` starts the workflow
 anyway and says it will wait). While it waits, it says what for: on a terminal a status line
-on stderr (the workflow's status, phase and iteration, from its ``state`` query), elsewhere one
-line if the worker goes away; nothing extra with ``--json``.
+on stderr (the workflow's status, phase and iteration, from its ``state`` query); elsewhere (a
+pipe, a log) one line when the worker goes away, and one for each call that begins to wait for
+a person or is held by a pause; nothing extra with ``--json``.
 """
 
 from __future__ import annotations
@@ -119,7 +120,7 @@ async def reporting(
         yield
         return
     terminal = sys.stderr.isatty()
-    out = Console(file=sys.stderr, highlight=False)
+    out = Console(file=sys.stderr, highlight=False, soft_wrap=not terminal)  # a log: whole lines
     status = out.status("waiting for the workflow", spinner="dots") if terminal else None
     watching = asyncio.create_task(_watch(client, handle, task_queue, status, out))
     try:
@@ -141,6 +142,8 @@ async def _watch(
     out: Console,
 ) -> None:
     said_gone = False
+    told: set[str] = set()
+    """Calls already said to wait for a person (not on a terminal: each once)."""
     while True:
         await asyncio.sleep(POLL_SECONDS)
         if not await presence(client, task_queue):
@@ -155,13 +158,40 @@ async def _watch(
                 said_gone = True
             continue
         said_gone = False
-        if status is None:
-            continue
         with contextlib.suppress(Exception):  # a state that cannot be read: keep the last line
             state = await handle.query(
                 STATE_QUERY, result_type=dict[str, Any], rpc_timeout=timedelta(seconds=POLL_SECONDS)
             )
-            status.update(one_line(_describe(state)))
+            if status is not None:
+                status.update(one_line(_describe(state)))
+                continue
+            for line in _newly_waiting(state, handle.id, told):  # piped: each wait said once
+                out.print(f"orga: {one_line(line)}", markup=False, highlight=False)
+
+
+def _newly_waiting(state: dict[str, Any], workflow_id: str, told: set[str]) -> list[str]:
+    """What the loop now waits for that was not said yet (``told`` is updated): each call
+    waiting for a person's decision, and each call a pause holds."""
+    lines: list[str] = []
+    waiting: object = state.get("pending_approvals")
+    for item in cast(list[object], waiting) if isinstance(waiting, list) else []:
+        if not isinstance(item, dict):
+            continue
+        call = cast(dict[str, object], item)
+        call_id, tool = str(call.get("call_id", "")), str(call.get("tool", ""))
+        if call_id and f"approval:{call_id}" not in told:
+            told.add(f"approval:{call_id}")
+            lines.append(
+                f"call {call_id} ({tool}) waits for a person's decision: orga pending; orga "
+                f"approve {workflow_id} {call_id} --reason '…' (or orga deny)"
+            )
+    paused: object = state.get("paused_calls")
+    held = cast(dict[str, object], paused) if isinstance(paused, dict) else {}
+    for call_id, why in held.items():
+        if f"paused:{call_id}" not in told:
+            told.add(f"paused:{call_id}")
+            lines.append(f"call {call_id} is held by a pause ({why}): orga resume … lets it go")
+    return lines
 
 
 def _describe(state: dict[str, Any]) -> str:
