@@ -242,3 +242,47 @@ async def test_a_paused_task_agent_or_tool_holds_a_step_approved_meanwhile_then_
     paused = _paused_once(journal, "refund")
     assert paused.tool == refund.name and REASON in paused.reason
     assert [r.outcome for r in result.receipts] == ["delivered"]
+
+
+async def test_orga_say_to_a_paused_thread_says_what_holds_it(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    """Issue 65: ``orga say`` to a paused thread waited in silence, even on a terminal. It now
+    says what the turn waits for — the pause that holds its model call, once in a log, on the
+    status line on a terminal — and answers once the thread is resumed."""
+    import asyncio
+    import os
+
+    from orga.client import start_thread
+    from orga.contracts.config import LoopConfig
+    from orga.contracts.threads import ThreadConfig
+    from tests.harness import TEST_STORE
+    from tests.helpers import ORGA, on
+
+    model = harness.new_model([Turn(text="first"), Turn(text="second")])
+    variables = {**os.environ, **on(env, harness), "ORGA_STORE_URL": TEST_STORE.url}
+    async with harness.worker():
+        chat = await start_thread(
+            harness.client,
+            LoopConfig(model=model, thread=ThreadConfig()),
+            "hello",
+            task_queue=harness.task_queue,
+        )
+        harness.handles.append(chat.handle)
+        await chat.turn(1)
+        _book(harness).pause(f"loop:{chat.id}", "ops", "incident 42")
+        process = await asyncio.create_subprocess_exec(
+            ORGA, "say", chat.id, "and now?", env=variables,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        assert process.stderr is not None
+        said = ""
+        while "held by a pause" not in said:
+            line = await asyncio.wait_for(process.stderr.readline(), 60)
+            assert line, f"orga say ended without saying so: {said!r}"
+            said += line.decode()
+        await _resume(harness, f"loop:{chat.id}")
+        out, _ = await asyncio.wait_for(process.communicate(), 60)
+        await chat.close()
+    assert "incident 42" in said
+    assert process.returncode == 0 and "second" in out.decode()

@@ -45,7 +45,7 @@ from orga.cli.common import (
 )
 from orga.cli.run import failure_text, print_thread_hint
 from orga.cli.views import render_result
-from orga.cli.waiting import ensure_worker
+from orga.cli.waiting import ensure_worker, reporting
 from orga.client import ThreadHandle, start_fork
 from orga.contracts.errors import describe_validation_error
 from orga.contracts.messages import LOOP_WORKFLOW
@@ -132,7 +132,10 @@ def say(
         client = await client_for(settings())
         taken = await send_message(client, workflow_id, text, sender=who, wait=wait)
         if taken.turn is not None and answer:  # a thread: the turn's answer
-            turn = await wait_for_turn(client, workflow_id, taken.turn)
+            handle = client.get_workflow_handle(workflow_id)
+            queue = (await handle.describe()).task_queue
+            async with reporting(client, handle, queue, quiet=as_json):  # what it waits for
+                turn = await wait_for_turn(client, workflow_id, taken.turn)
             if as_json:
                 print_json(with_workflow_id(workflow_id, turn))
             else:

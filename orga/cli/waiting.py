@@ -207,4 +207,7 @@ def _describe(state: dict[str, Any]) -> str:
     waiting: object = state.get("pending_approvals")
     if isinstance(waiting, list) and waiting:
         parts.append(f"{len(cast(list[object], waiting))} approval(s) waiting: orga pending")
+    paused: object = state.get("paused_calls")
+    if isinstance(paused, dict) and paused:
+        parts.append(f"{len(cast(dict[str, object], paused))} call(s) held by a pause: orga resume")
     return "waiting for the workflow · " + " · ".join(parts)
