@@ -431,3 +431,38 @@ async def test_json_errors_are_json_on_stderr(env: WorkflowEnvironment, harness:
     assert error["code"] == 1 and "there is no workflow 'no-such-loop'" in error["message"]
     code, _, err = await orga("run", "x", "--max-iterations", "0", "--json", env=on(env, harness))
     assert code == 2 and json.loads(err)["error"]["code"] == 2
+
+
+async def test_idle_threads_come_after_decisions_and_pending_filters_by_kind(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    """Issue 65: idle threads crowded the inbox (7 of 13 items) ahead of refunds, oldest first,
+    and ``orga pending`` had no filter. A thread waiting for its next message now comes after
+    what waits for a decision, however long it has waited, and ``--kind`` filters."""
+    from orga.client import start_thread
+    from orga.contracts.config import LoopConfig
+    from orga.contracts.threads import ThreadConfig
+
+    chat_model = harness.new_model([Turn(text="hi")])
+    pay_model = harness.new_model([Turn(tool_calls=[("transfer", {"amount": 5, "to": "ann"})])])
+    async with harness.worker(tools=[transfer]):
+        chat = await start_thread(
+            harness.client,
+            LoopConfig(model=chat_model, thread=ThreadConfig()),
+            "hello",
+            task_queue=harness.task_queue,
+        )
+        harness.handles.append(chat.handle)
+        await chat.turn(1)  # idle from now: older than the approval below
+        paying = await harness.start("pay ann", model=pay_model, tools=["transfer"])
+        items = await inbox(env, harness, 2)
+        code, out, err = await orga("pending", "--kind", "approval", "--json", env=on(env, harness))
+        ours = {h.id for h in harness.handles}
+        approvals = [i for i in json.loads(out) if i["workflow_id"] in ours]
+        refused = await orga("pending", "--kind", "nope", env=on(env, harness))
+        await chat.close()
+        await paying.cancel()
+    assert [i["kind"] for i in items] == ["approval", "message"]
+    assert code == 0, err
+    assert [(i["kind"], i["workflow_id"]) for i in approvals] == [("approval", paying.id)]
+    assert refused[0] == 2 and "--kind 'nope' is none of approval" in refused[2]

@@ -13,7 +13,7 @@ nothing is recorded.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import Annotated, Any, cast, get_args
 
 import typer
 
@@ -30,7 +30,7 @@ from orga.cli.common import (
 from orga.contracts.approvals import EscalationAction
 from orga.contracts.critic import Verdict
 from orga.desk import approvals, sender
-from orga.desk.inbox import inbox
+from orga.desk.inbox import ItemKind, inbox
 from orga.desk.inbox_text import ARGUMENT_LIMIT, PAGE_WIDTH, render_inbox
 
 __all__ = ["register"]
@@ -77,13 +77,27 @@ def pending(
     principal: Annotated[
         str | None, typer.Option(help="Only what waits in this user's loops and tasks.")
     ] = None,
+    kind: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Only items of this kind (repeat it for several): approval, escalation, "
+            "review, message (a thread idle for its next message), worker, paused, unreadable."
+        ),
+    ] = None,
     as_json: Json = False,
 ) -> None:
     """The inbox: every approval, review and escalation waiting for a person, in loops and
-    tasks, oldest first: the arguments one per line, and the commands that answer each."""
+    tasks, oldest first (threads idle for their next message after them): the arguments one
+    per line, and the commands that answer each."""
 
     async def body() -> int:
-        items = await inbox(await client_for(settings()), limit=limit, principal=principal)
+        known = get_args(ItemKind)
+        unknown = [k for k in kind or [] if k not in known]
+        if unknown:
+            raise CliError(f"--kind {unknown[0]!r} is none of {', '.join(known)}", 2)
+        kinds = cast("list[ItemKind]", kind) if kind else None
+        client = await client_for(settings())
+        items = await inbox(client, limit=limit, principal=principal, kinds=kinds)
         out = console()
         if as_json:
             print_json([item.model_dump(mode="json") for item in items])

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import re
 import shlex
+from collections.abc import Collection
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -28,7 +29,11 @@ from orga.contracts.task import TaskState
 from orga.desk.facts import DeskError, read_state
 from orga.runtime.pauses import Pause, split_target
 
-__all__ = ["InboxItem", "decided_by", "inbox"]
+__all__ = ["InboxItem", "ItemKind", "decided_by", "inbox"]
+
+ItemKind = Literal["approval", "escalation", "review", "message", "worker", "paused", "unreadable"]
+"""What an inbox item is: a decision (approval, escalation, review), a thread waiting for its
+next message, a call waiting for a worker or held by a pause, or a workflow not read."""
 
 
 class InboxItem(BaseModel):
@@ -36,7 +41,7 @@ class InboxItem(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    kind: Literal["approval", "escalation", "review", "message", "worker", "paused", "unreadable"]
+    kind: ItemKind
     workflow_id: str
     workflow_type: str
     item_id: str | None = None
@@ -218,10 +223,16 @@ unreadable after this, and the others are not held up longer (the desk page poll
 
 
 async def inbox(
-    client: Client, *, limit: int = 100, principal: str | None = None
+    client: Client,
+    *,
+    limit: int = 100,
+    principal: str | None = None,
+    kinds: Collection[ItemKind] | None = None,
 ) -> list[InboxItem]:
-    """Everything waiting for a person, oldest first; with ``principal``, only what waits in
-    that user's loops (``OrgaPrincipal``).
+    """Everything waiting for a person, oldest first — threads idle for their next message
+    after what waits for a decision, so a day of idle threads does not bury a refund; with
+    ``principal``, only what waits in that user's loops (``OrgaPrincipal``); with ``kinds``,
+    only items of those kinds (and only workflows that can hold them are listed).
 
     Raises:
         DeskError: Temporal's visibility could not be listed, or ``principal`` is not a
@@ -232,6 +243,8 @@ async def inbox(
         "AND OrgaStatus IN ('awaiting_approval', 'awaiting_review', 'awaiting_message', "
         "'awaiting_worker', 'paused')"
     )
+    if kinds is not None and "message" not in kinds:  # idle threads take no room in `limit`
+        query = query.replace("'awaiting_message', ", "")
     if principal is not None:
         if not re.fullmatch(NAME_PATTERN, principal):  # plain names only: nothing to escape
             raise DeskError(f"{principal!r} is not a user's name")
@@ -268,6 +281,9 @@ async def inbox(
 
     batches = await asyncio.gather(*(items(e.id, e.workflow_type) for e in executions))
     for batch in batches:
-        found.extend(batch)
+        found.extend(i for i in batch if kinds is None or i.kind in kinds)
     epoch = datetime.min.replace(tzinfo=UTC)
-    return sorted(found, key=lambda i: (i.since or epoch, i.workflow_id, i.item_id or ""))
+    return sorted(
+        found,
+        key=lambda i: (i.kind == "message", i.since or epoch, i.workflow_id, i.item_id or ""),
+    )
