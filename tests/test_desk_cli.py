@@ -19,6 +19,7 @@ from orga.contracts.state import LoopState
 from orga.desk.approvals import who_decides
 from orga.desk.facts import DeskError
 from orga.scripted.server import Turn
+from orga.tools.sdk import tool
 from tests.harness import Harness
 from tests.helpers import ORGA, ask, escalated, eventually, inbox, on, orga, pending, task_escalated
 from tests.other_version_loop import OtherVersionLoop
@@ -466,3 +467,52 @@ async def test_idle_threads_come_after_decisions_and_pending_filters_by_kind(
     assert code == 0, err
     assert [(i["kind"], i["workflow_id"]) for i in approvals] == [("approval", paying.id)]
     assert refused[0] == 2 and "--kind 'nope' is none of approval" in refused[2]
+
+
+@tool(requires_approval=True)
+def refund(cents: int) -> str:
+    """Refund (needs a person's approval; calls of it run side by side)."""
+    return f"refunded {cents}"
+
+
+async def test_approve_without_a_call_id_decides_the_one_call_that_waits(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    """Issue 65: the README's commands could not be pasted (a fixed call id the reader's loop
+    does not have). ``orga approve ID`` decides the one call that waits; where several wait it
+    names them and records nothing."""
+    one = harness.new_model(
+        [Turn(tool_calls=[("transfer", {"amount": 5, "to": "ann"})]), Turn(text="paid")]
+    )
+    two = harness.new_model(
+        [
+            Turn(
+                tool_calls=[
+                    ("refund", {"cents": 5}),
+                    ("refund", {"cents": 7}),
+                ]
+            )
+        ]
+    )
+    async with harness.worker(tools=[transfer, refund]):
+        single = await harness.start(
+            "pay ann", model=one, tools=["transfer"], workflow_id=f"pay-{uuid.uuid4().hex[:8]}"
+        )
+        double = await harness.start("refund both", model=two, tools=["refund"])
+        await pending(single)
+        await eventually(lambda: _waiting_count(double, 2), "two calls wait in the second loop")
+        decided = await orga("approve", single.id, "--reason", "ok", env=on(env, harness))
+        result = await single.result()
+        several = await orga("approve", double.id, "--reason", "ok", env=on(env, harness))
+        still = len((await pending(double)).pending_approvals)
+        await double.cancel()
+    assert decided[0] == 0, decided[2]
+    assert "approved call i1_" in decided[1]
+    assert result.output == "paid"
+    assert several[0] == 1 and "2 calls wait for approval" in several[2], several
+    assert still == 2  # nothing was recorded
+
+
+async def _waiting_count(handle: WorkflowHandle[Any, Any], count: int) -> bool:
+    state = await handle.query("state", result_type=LoopState)
+    return len(state.pending_approvals) == count

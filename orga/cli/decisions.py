@@ -113,7 +113,7 @@ def pending(
 
 def _decide(
     workflow_id: str,
-    call_id: str,
+    call_id: str | None,
     approved: bool,
     reason: str | None,
     approver: str | None,
@@ -146,12 +146,17 @@ def _decide(
 
 
 WorkflowId = Annotated[str, typer.Argument(help="The loop's workflow id.")]
-CallId = Annotated[str, typer.Argument(help="The waiting call's id (orga pending lists it).")]
+CallId = Annotated[
+    str | None,
+    typer.Argument(
+        help="The waiting call's id (orga pending lists it); default: the one call that waits."
+    ),
+]
 
 
 def approve(
     workflow_id: WorkflowId,
-    call_id: CallId,
+    call_id: CallId = None,
     reason: Annotated[str | None, typer.Option(help="Why (recorded and shown).")] = None,
     approver: Approver = None,
     arguments: Annotated[
@@ -170,8 +175,8 @@ def approve(
 
 def deny(
     workflow_id: WorkflowId,
-    call_id: CallId,
     reason: Annotated[str, typer.Option(help="Why (the model reads it).")],
+    call_id: CallId = None,
     approver: Approver = None,
     wait: Wait = 30.0,
     as_json: Json = False,

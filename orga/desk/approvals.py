@@ -67,22 +67,38 @@ def who_decides(explicit: str | None, env: Mapping[str, str] | None = None) -> s
 
 
 async def waiting_call(
-    client: Client, facts: WorkflowFacts, call_id: str, *, served: dict[str, bool] | None = None
+    client: Client,
+    facts: WorkflowFacts,
+    call_id: str | None,
+    *,
+    served: dict[str, bool] | None = None,
 ) -> PendingApproval:
-    """The call ``call_id`` as it waits in the workflow ``facts`` describes (``served``: what
-    is known of which task queues a worker serves, as for ``read_state``).
+    """The call ``call_id`` as it waits in the workflow ``facts`` describes (None: the one call
+    that waits there; ``served``: what is known of which task queues a worker serves, as for
+    ``read_state``).
 
     Raises:
-        DeskError: its state cannot be read, or no such call waits there.
+        DeskError: its state cannot be read, no such call waits there, or (no ``call_id``)
+            none or several do.
     """
     result_type = TaskState if facts.workflow_type == TASK_WORKFLOW else LoopState
     state = await read_state(
         client, facts.workflow_id, result_type, facts.workflow_type, served=served
     )
-    for pending in state.pending_approvals:
+    waiting = state.pending_approvals
+    if call_id is None and len(waiting) == 1:
+        return waiting[0]
+    for pending in waiting:
         if pending.call_id == call_id:
             return pending
-    listed = ", ".join(p.call_id for p in state.pending_approvals) or "none"
+    listed = ", ".join(p.call_id for p in waiting) or "none"
+    if call_id is None:
+        raise DeskError(
+            f"{len(waiting)} calls wait for approval in {facts.workflow_id!r} ({listed}): name "
+            "the one you decide (orga pending lists them). Nothing was recorded."
+            if waiting
+            else f"no call waits for approval in {facts.workflow_id!r}. Nothing was recorded."
+        )
     raise DeskError(
         f"call {call_id!r} is not waiting for approval in {facts.workflow_id!r} (pending: "
         f"{listed}). Nothing was recorded."
@@ -92,7 +108,7 @@ async def waiting_call(
 async def approve(
     client: Client,
     workflow_id: str,
-    call_id: str,
+    call_id: str | None,
     *,
     approved: bool,
     reason: str | None,
@@ -102,7 +118,8 @@ async def approve(
     via: DecisionChannel | None = None,
     arguments: str | Mapping[str, Any] | None = None,
 ) -> ApprovalRecord:
-    """Approve or deny a call that waits for approval; the decision as recorded. With ``key``
+    """Approve or deny a call that waits for approval (``call_id`` None: the one that waits);
+    the decision as recorded. With ``key``
     (the approver's), the decision is signed over the arguments the call waits with; with
     ``arguments`` (an approval only), the call runs with those instead, once the gate passes
     them.
@@ -113,6 +130,7 @@ async def approve(
     facts = await ready_for_a_decision(client, workflow_id)
     # ready_for_a_decision found a worker on its queue: not asked again
     pending = await waiting_call(client, facts, call_id, served={facts.task_queue: True})
+    call_id = pending.call_id  # the one call that waits, where none was named
     decision = approval_decision(
         workflow_id,
         pending,
