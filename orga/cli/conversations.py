@@ -197,6 +197,9 @@ def fork(
     no_wait: Annotated[
         bool, typer.Option("--no-wait", help="Print the fork's id and return at once.")
     ] = False,
+    fork_id: Annotated[
+        str | None, typer.Option("--id", help="The fork's workflow id; default: a new one.")
+    ] = None,
     as_json: Json = False,
 ) -> None:
     """Start a new loop from a loop's state after turn N, optionally saying something else."""
@@ -208,7 +211,7 @@ def fork(
         overrides: dict[str, Any] = {k: v for k, v in named.items() if v}
         try:
             handle = await start_fork(
-                client, workflow_id, at, say=say, replace=replace, **overrides
+                client, workflow_id, at, say=say, replace=replace, workflow_id=fork_id, **overrides
             )
         except ForkPointError as error:
             raise DeskError(str(error)) from error
