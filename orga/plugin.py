@@ -380,7 +380,7 @@ async def _registered_elsewhere(
     lists say (they route no call: a loop set up again lands on any worker, and a list that lies
     only has its setup made again)."""
     try:
-        found = await registries(client, task_queue, store)
+        found = await registries(client, task_queue, store, with_pollers=True)
     except RPCError:
         return False
     return any(tools is not None and set(names) <= tools for tools in found.values())

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import signal
 import threading
@@ -169,6 +170,11 @@ async def _approval_waits(handle: WorkflowHandle[Any, Any]) -> LoopState | None:
     return state if state.pending_approvals else None
 
 
+async def _answered(handle: WorkflowHandle[Any, Any], escalation_id: str) -> bool:
+    state = await loop_state(handle)
+    return all(e.escalation_id != escalation_id for e in state.pending_escalations)
+
+
 async def _settle(cells: Cells, cell: Cell) -> bool:
     """The loop of ``cell`` to its end; where it asks a person what became of its call, the
     person looks at the bank and says. Whether a person was asked."""
@@ -193,7 +199,13 @@ async def _settle(cells: Cells, cell: Cell) -> bool:
             reason="the bank's statement" if paid else "the bank has no payment",
             operator="olu",
         )
-        await handle.execute_update("resolve_escalation", resolution)
+        # By signal: a resolution by update, sent to a loop its restarted worker took over,
+        # was once in ~4 full runs recorded so that its replay fails (NDE "Update machine does
+        # not handle this event: UpsertWorkflowSearchAttributes"): an open finding of its own,
+        # not what this test is about (each call's effect paid once, whatever the instant).
+        await handle.signal("resolve_escalation", resolution)
+        answered = functools.partial(_answered, handle, waiting.escalation_id)
+        await eventually(answered, f"{name(cell)} took the answer")
     await handle.result()
     return asked
 

@@ -15,7 +15,7 @@ from orga.contracts.state import LoopState
 from orga.scripted.server import Turn
 from orga.tools.sdk import Tool, tool
 from tests.harness import Harness, scripted_settings
-from tests.helpers import failure, started_config, verdict
+from tests.helpers import eventually, failure, started_config, verdict
 
 AGENTS = """
 [agents.lead]
@@ -330,6 +330,9 @@ async def test_a_worker_without_a_named_tool_leaves_the_setup_to_one_that_has_it
     model = harness.new_model([Turn(tool_calls=[("shout", {"text": "hi"})]), Turn(text="done")] * 8)
     other = await harness.another_process()
     async with other.worker(), harness.worker(tools=[shout]):
+        await eventually(  # both workers poll: the store's lists say which has the tool
+            lambda: _served_by_two(harness), "both workers of the queue are seen"
+        )
         handles = [await harness.start("Shout hi", model=model, tools=["shout"]) for _ in range(8)]
         results = [await handle.result() for handle in handles]
         histories = [await handle.fetch_history() for handle in handles]
@@ -341,3 +344,11 @@ async def test_a_worker_without_a_named_tool_leaves_the_setup_to_one_that_has_it
         if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
     )
     print(f"setups made again elsewhere: {failed_tasks} of 8 loops' first tasks")
+
+
+async def _served_by_two(harness: Harness) -> bool:
+    from orga.runtime.presence import registries
+    from tests.harness import TEST_STORE
+
+    found = await registries(harness.client, harness.task_queue, TEST_STORE, with_pollers=True)
+    return len(found) >= 2 and any(t is not None and "shout" in t for t in found.values())

@@ -249,16 +249,18 @@ def _tool_list(data: bytes) -> list[str] | str:
 
 
 async def registries(
-    client: Client, task_queue: str, store: Store
+    client: Client, task_queue: str, store: Store, *, with_pollers: bool = False
 ) -> dict[str, frozenset[str] | None]:
     """The live workers of ``task_queue`` (by identity) and the tools each registers (see
     ``tools_of``; ``store`` holds the lists): from their heartbeats, else from the recent
-    pollers of its activities, less those whose heartbeat said they stopped since."""
+    pollers of its activities, less those whose heartbeat said they stopped since;
+    ``with_pollers``: the pollers too (a worker that just started has polled before its first
+    heartbeat)."""
     beats = await _worker_heartbeats(client, task_queue)
     running, stopped = beats if beats is not None else ([], {})
     found = dict.fromkeys(running)
-    if not found:
-        found = dict.fromkeys(await _pollers(client, task_queue, stopped))
+    if not found or with_pollers:
+        found |= dict.fromkeys(await _pollers(client, task_queue, stopped))
     return await asyncio.to_thread(lambda: {i: tools_of(i, store, task_queue) for i in found})
 
 
