@@ -498,6 +498,8 @@ class Walk:
             words = [w.replace("<workflow-id>", newest).replace("<id>", newest) for w in words]
             if words[1:2] and words[1] in _ANSWERS:
                 await self._waiting_person(newest)
+        elif words[2:3] and words[1] in _ANSWERS and words[2] in {w for w, _ in self.started}:
+            await self._waiting_person(words[2])  # an id the reader chose: as for the newest
         return words
 
     def _expanded(self, word: str) -> str:
