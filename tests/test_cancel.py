@@ -15,7 +15,7 @@ from orga.contracts.journal import CallReceipt, Journal, Terminated
 from orga.contracts.state import LoopState
 from orga.scripted.server import Turn
 from tests.harness import TEST_STORE, Harness
-from tests.helpers import ORGA, eventually, on, orga, pending
+from tests.helpers import ORGA, eventually, on, orga, pending, stderr_until
 from tests.sample_tools import running, transfer
 
 
@@ -104,12 +104,7 @@ async def test_orga_run_started_where_ctrl_c_is_ignored_says_so(
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             preexec_fn=_ignored_sigint,
         )  # fmt: skip
-        assert process.stderr is not None
-        said = ""
-        while "Ctrl-C does not reach this command" not in said:
-            line = await asyncio.wait_for(process.stderr.readline(), 60)
-            assert line, f"orga run ended without saying so: {said!r}"
-            said += line.decode()
+        said = await stderr_until(process, "Ctrl-C does not reach this command")
         handle = harness.client.get_workflow_handle(workflow_id)
         harness.handles.append(handle)
         process.kill()
@@ -133,12 +128,7 @@ async def test_orga_run_piped_says_when_a_call_waits_for_a_person(
             "--model", model, "--id", workflow_id, env=variables,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip
-        assert process.stderr is not None
-        said = ""
-        while "waits for a person's decision" not in said:
-            line = await asyncio.wait_for(process.stderr.readline(), 60)
-            assert line, f"orga run ended without saying so: {said!r}"
-            said += line.decode()
+        said = await stderr_until(process, "waits for a person's decision")
         handle = harness.client.get_workflow_handle(workflow_id)
         harness.handles.append(handle)
         [waiting] = (await pending(handle)).pending_approvals

@@ -257,7 +257,7 @@ async def test_orga_say_to_a_paused_thread_says_what_holds_it(
     from orga.contracts.config import LoopConfig
     from orga.contracts.threads import ThreadConfig
     from tests.harness import TEST_STORE
-    from tests.helpers import ORGA, on
+    from tests.helpers import ORGA, on, stderr_until
 
     model = harness.new_model([Turn(text="first"), Turn(text="second")])
     variables = {**os.environ, **on(env, harness), "ORGA_STORE_URL": TEST_STORE.url}
@@ -275,12 +275,7 @@ async def test_orga_say_to_a_paused_thread_says_what_holds_it(
             ORGA, "say", chat.id, "and now?", env=variables,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip
-        assert process.stderr is not None
-        said = ""
-        while "held by a pause" not in said:
-            line = await asyncio.wait_for(process.stderr.readline(), 60)
-            assert line, f"orga say ended without saying so: {said!r}"
-            said += line.decode()
+        said = await stderr_until(process, "held by a pause")
         await _resume(harness, f"loop:{chat.id}")
         out, _ = await asyncio.wait_for(process.communicate(), 60)
         await chat.close()

@@ -27,6 +27,7 @@ from tests.helpers._commands import (
     server_process,
     serving,
     start_worker,
+    stderr_until,
     temporal,
     worker_process,
 )
@@ -162,6 +163,7 @@ __all__ = [
     "started_config",
     "started_tool",
     "statuses",
+    "stderr_until",
     "summaries",
     "summarise",
     "task_escalated",

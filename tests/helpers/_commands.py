@@ -327,3 +327,15 @@ async def worker_process(env: dict[str, str]) -> AsyncIterator[ForkedProcess]:
             process.kill()
         await process.wait()
         drain.cancel()
+
+
+async def stderr_until(process: asyncio.subprocess.Process, phrase: str) -> str:
+    """What ``process`` wrote on stderr up to the line that says ``phrase`` (an
+    ``AssertionError`` if it ends first; a minute per line at most)."""
+    assert process.stderr is not None
+    said = ""
+    while phrase not in said:
+        line = await asyncio.wait_for(process.stderr.readline(), 60)
+        assert line, f"it ended without saying {phrase!r}: {said!r}"
+        said += line.decode()
+    return said
