@@ -114,11 +114,26 @@ def test_a_worker_reads_every_pause_at_once_and_keeps_nothing_per_loop(tmp_path:
     event.listen(store.engine, "before_cursor_execute", lambda *a: queries.append(a[2]))
     for loop in range(50):
         assert book.held(f"loop:l{loop}", "agent:support") is None
-        held = book.held("tool:refund")
-        assert held is not None and held.reason == "double-paid"
     assert [q for q in queries if "orga_pauses" in q] == queries[-1:]  # and its BEGIN
+    held = book.held("tool:refund")
+    assert held is not None and held.reason == "double-paid"
     book.pause("agent:support", "ann", "runaway")
     found = book.held("loop:l1", "agent:support")
     assert found is not None and found.by == "ann"
     book.resume("agent:support")
     assert book.held("agent:support") is None
+
+
+def test_a_pause_another_process_ended_holds_no_call_from_an_earlier_read(
+    tmp_path: Path,
+) -> None:
+    """The worker read the pause a moment ago; ``orga resume`` (another process) ended it and
+    told the loop, which asks again at once: the worker's read of a second ago held the call
+    again, and the loop waited an hour for a resume already spent. A pause found in an earlier
+    read is read again before it holds a call."""
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    worker, operator = PauseBook(store), PauseBook(store)
+    operator.pause("tool:refund", "olu", "double-paid")
+    assert worker.held("loop:l1", "tool:refund") is not None
+    operator.resume("tool:refund")
+    assert worker.held("loop:l1", "tool:refund") is None

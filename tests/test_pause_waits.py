@@ -7,14 +7,22 @@ the time-skipping server: hours pass in a moment."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from datetime import timedelta
 from typing import Any
 
-from temporalio import workflow
-from temporalio.client import WorkflowHandle
+from temporalio import activity, workflow
+from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Interceptor as ClientInterceptor
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+from temporalio.worker import (
+    ActivityInboundInterceptor,
+    ExecuteActivityInput,
+    Interceptor,
+    UnsandboxedWorkflowRunner,
+    Worker,
+)
 
 from orga.contracts.state import LoopState
 from orga.desk.releases import release_held
@@ -74,6 +82,86 @@ async def test_a_paused_call_waits_hours_for_the_resume_with_a_few_events(
     # Its first try, one again after pause_recheck, then one an hour at most (the fallback).
     assert tries <= 5, tries
     assert result.output == "ok"
+
+
+class _ResumeAsItAnswers(ClientInterceptor, Interceptor):
+    """Ends the pause of ``target`` as ``orga resume`` does (the store, then ``pause_lifted``)
+    at the worst instant: after the ``nth`` ask of ``activity_type`` found it paused, before
+    the workflow reads that answer."""
+
+    def __init__(self, activity_type: str, nth: int, book: PauseBook, target: str) -> None:
+        self.activity_type, self.nth, self.book, self.target = activity_type, nth, book, target
+        self.client: Client | None = None
+        self.asked = 0
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        outer = self
+
+        class _Inbound(ActivityInboundInterceptor):
+            async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+                try:
+                    return await super().execute_activity(input)
+                finally:
+                    if activity.info().activity_type == outer.activity_type:
+                        outer.asked += 1
+                        if outer.asked == outer.nth:
+                            assert outer.client is not None
+                            outer.book.resume(outer.target)
+                            # What orga resume tells the loops (this server lists none).
+                            loop = activity.info().workflow_id
+                            await release_held(outer.client, f"loop:{loop}")
+
+        return _Inbound(next)
+
+
+async def test_a_resume_while_a_held_call_is_asked_again_is_not_lost(
+    skipping: Harness, skipping_env: WorkflowEnvironment
+) -> None:
+    """``orga resume`` between the worker's "still paused" and the workflow reading it: the
+    loop had been told, and went on to wait for the next ``pause_lifted`` — an hour, the
+    fallback's (seen in CI as a loop that never went on after its resume). Now the signal that
+    came while the call was asked counts: it asks again at once, and runs once. Both kinds of
+    held call: a tool's, and the model's."""
+    book = PauseBook(TEST_STORE)
+    name = f"export_{uuid.uuid4().hex[:6]}"
+
+    @tool(name=name)
+    def export(table: str) -> str:
+        """Export a table.
+
+        Args:
+            table: which one.
+        """
+        return f"exported {table}"
+
+    for activity_type, target in (("run_tool", f"tool:{name}"), ("call_model", None)):
+        loop_id = f"loop-{uuid.uuid4().hex[:12]}"
+        target = target or f"loop:{loop_id}"
+        book.pause(target, "olu", "not now")
+        hook = _ResumeAsItAnswers(activity_type, 2, book, target)
+        config = skipping.client.config()
+        config["interceptors"] = [*config["interceptors"], hook]
+        client = Client(**config)
+        hook.client = client
+        hooked = dataclasses.replace(skipping, client=client, handles=skipping.handles)
+        model = skipping.new_model([Turn(tool_calls=[(name, {"table": "t"})]), Turn(text="ok")])
+        async with hooked.worker(tools=[export]):
+            handle = await hooked.start(
+                "export",
+                model=model,
+                tools=[name],
+                workflow_id=loop_id,
+                pause_recheck=timedelta(seconds=10),
+            )
+            result = await handle.result()
+        history = await handle.fetch_history()
+        first, last = history.events[0], history.events[-1]
+        took = last.event_time.ToDatetime() - first.event_time.ToDatetime()
+        assert result.output == "ok"
+        # Held twice, then run: the tool once; the model twice more (the call, the answer).
+        assert hook.asked == (3 if activity_type == "run_tool" else 4), activity_type
+        # Two asks of ten to twenty seconds apart, the third at once: never the hour's wait.
+        assert took < timedelta(minutes=5), (activity_type, took)
 
 
 @workflow.defn(name="WorkerWaitSchedule")

@@ -5,7 +5,8 @@ paused it, why and since when, keyed ``tool:NAME``, ``agent:NAME`` or ``loop:ID`
 ``orga resume …`` removes it. A worker asks before it runs a tool call (``tool:``, and its
 loop's or task's ``loop:`` and its agent's ``agent:``; a compensation: ``tool:`` only) or a
 loop's model call (``agent:``, ``loop:``) — ``PauseBook.held``, which reads them all at most
-once a second per process, so a busy worker does not ask the store for every call: a held tool
+once a second per process, so a busy worker does not ask the store for every call (a pause it
+found is read again before it holds one, so a resume counts at once): a held tool
 call fails ``ToolPaused`` unrun — an approved one too —, a paused loop's model call
 ``LoopPaused``, and the loop (or task) waits for the pause to end — durably, journaled, shown
 on the desk — keeping the approvals already granted, then goes on
@@ -152,11 +153,18 @@ class PauseBook:
         """The first of ``targets`` paused, as this process last read the pauses (all of them
         at once — a few rows an operator wrote — and again after ``_FRESH`` seconds, or when
         this book paused or resumed something): a worker's every new loop asks for its own
-        ``loop:ID`` without a query of its own, and keeps nothing per loop."""
+        ``loop:ID`` without a query of its own, and keeps nothing per loop. A pause found in
+        an earlier read is read again before it holds a call: a resume counts at once (the
+        loop it signals asks again at once, and would otherwise be held again, then wait for
+        a resume already spent)."""
         now = time.monotonic()
         read = self._read
         if read is None or now - read[0] >= _FRESH:
             read = self._read = (now, {pause.target: pause for pause in self.all()})
+        found = next((read[1][t] for t in targets if t in read[1]), None)
+        if found is None or read[0] == now:
+            return found
+        read = self._read = (now, {pause.target: pause for pause in self.all()})
         return next((read[1][t] for t in targets if t in read[1]), None)
 
 

@@ -68,6 +68,8 @@ class CallExecutor:
         escalations = 0
         paused = False
         while True:
+            lifted = self._state.pauses_lifted
+            asked = lifted() if lifted is not None else 0
             result = await self._guarded(call, strategy)
             if self._state.stopping.stops():  # as it ended: no recovery, nobody waited for
                 return result
@@ -76,10 +78,11 @@ class CallExecutor:
                 if self._state.paused is not None:  # journaled CallPaused when it begins
                     self._state.paused(call.id, call.name, result.content)
                 await wait_out_pause(
-                    self._state.pauses_lifted,
+                    lifted,
                     self._state.pause_recheck,
                     first=first,
                     summary=f"tool {call.name} paused · {call.id}",
+                    asked=asked,
                 )
                 continue
             if paused and self._state.paused is not None:  # journaled CallResumed

@@ -87,6 +87,7 @@ async def call_model(
     wait: WorkerWait | None = None
     was_paused = False
     while True:
+        asked = lifted() if lifted is not None else 0
         try:
             response = await workflow.execute_activity(
                 CALL_MODEL,
@@ -112,6 +113,7 @@ async def call_model(
                     recheck,
                     first=first,
                     summary=f"paused · model {model} · iteration {request.iteration}",
+                    asked=asked,
                 )
                 continue
             tool = _missing_tool(failure.kind, failure.details)

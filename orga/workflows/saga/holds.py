@@ -50,6 +50,7 @@ class PauseHolds:
         """``call``'s outcome, asked again while a pause holds it."""
         first = True
         while True:
+            asked = self.lifted
             done = await call()
             why = (
                 done.message if isinstance(done, ToolFailure) and done.status == "paused" else None
@@ -72,6 +73,7 @@ class PauseHolds:
                 self.recheck,
                 first=first,
                 summary=f"step {step_id} paused · {tool}",
+                asked=asked,
             )
             first = False
 

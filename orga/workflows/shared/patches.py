@@ -226,6 +226,14 @@ does (``StepRunner``), where the held call failed the attempt: re-attempted, the
 escalated or aborted as ``on_limit_reached`` says — a paused refund tool could skip a task's
 refund step. Asked when a step's call is first held; scenario ``task_step_paused``."""
 
+RESUME_WHILE_ASKING: Final = "resume-while-asking"
+"""A held call that a ``pause_lifted`` signal reached while it was being asked (the resume
+came after the worker found it paused, before the workflow read that answer) asks again at
+once, where it began waiting for the next signal — for the hour of ``PAUSE_FALLBACK``, the
+resume it had been sent already spent (``wait_out_pause``'s ``asked``). Asked only when that
+happens; no scenario (a race of one signal): ``tests/test_pause_waits.py`` plays it.
+"""
+
 LEVELS: Final = {CALL_RECEIPTS: 1, STOP_MEANS_STOP: 2}
 """The setup level (``orga.contracts.setup.SETUP_LEVEL``) from which a loop takes a patch
 without asking ``workflow.patched``."""

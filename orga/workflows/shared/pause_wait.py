@@ -18,7 +18,7 @@ from typing import Final
 
 from temporalio import workflow
 
-from orga.workflows.shared.patches import PAUSE_WAITS_FOR_RESUME
+from orga.workflows.shared.patches import PAUSE_WAITS_FOR_RESUME, RESUME_WHILE_ASKING
 
 __all__ = ["PAUSE_FALLBACK", "wait_out_pause"]
 
@@ -28,15 +28,25 @@ that could not signal the loop: its store written directly, Temporal out of reac
 
 
 async def wait_out_pause(
-    lifted: Callable[[], int] | None, recheck: timedelta, *, first: bool, summary: str
+    lifted: Callable[[], int] | None,
+    recheck: timedelta,
+    *,
+    first: bool,
+    summary: str,
+    asked: int,
 ) -> None:
     """Wait before a held call asks again. ``lifted``: how many ``pause_lifted`` signals the
-    loop has had (None: it cannot be signalled); ``first``: the call's first wait."""
+    loop has had (None: it cannot be signalled); ``first``: the call's first wait;
+    ``asked``: how many it had when the call was asked — one that came since (the resume
+    raced the answer "paused") is the one it waits for, already here."""
     spread = recheck * (1 + workflow.random().random())
     if first or lifted is None or not workflow.patched(PAUSE_WAITS_FOR_RESUME):
         await workflow.sleep(spread, summary=summary)
         return
     seen = lifted()
+    if asked < seen and workflow.patched(RESUME_WHILE_ASKING):
+        await workflow.sleep(spread - recheck, summary=f"{summary} · resumed")
+        return
     try:
         await workflow.wait_condition(
             lambda: lifted() > seen,
