@@ -86,6 +86,7 @@ from orga.tools.mcp.config import load_mcp_config
 from orga.tools.sdk import Tool, ToolRegistry, ToolSource
 from orga.worker.agent_registry import AgentRegistry
 from orga.worker.blobs import BlobStore
+from orga.worker.eager import NotEager
 from orga.worker.heartbeat import throttle_heartbeats
 from orga.worker.principals import PrincipalRegistry
 from orga.worker.provider_health import ProviderHealth
@@ -181,6 +182,7 @@ class OrgaPlugin(SimplePlugin):
             workflow_runner=workflow_runner(),
             interceptors=[
                 StartAttributes(),
+                NotEager(),
                 *(tracing_interceptors() if self.tracer_provider is not None else ()),
             ],
         )
@@ -303,6 +305,8 @@ class _Parts:
         if opa is not None:
             offered.append("opa")
         engines = frozenset(offered)
+        # A local activity that needs tools this worker lacks runs on one that has them.
+        elsewhere = functools.partial(_registered_elsewhere, client, store)
         self.policy = PolicyActivities(
             registry=self.registry,
             cedar=cedar,
@@ -310,6 +314,7 @@ class _Parts:
             allow_permissive=settings.allow_permissive,
             allow_hidden=settings.file_read_hidden,
             blobs=blobs,
+            elsewhere=elsewhere,
         )
         principals = PrincipalRegistry.load(settings)
         # The ledger is in the store every worker shares: a principal's loops charged together.
@@ -325,15 +330,20 @@ class _Parts:
             client=client,
             blobs=blobs,
             spend=spend,
-            decide=self.policy.evaluate_policy,  # the default gate, decided where answers arrive
+            decide=self.policy.decide,  # the default gate, decided where answers arrive
             pauses=pauses,
             health=health,
+            elsewhere=elsewhere,
         )
         cache = self.inference.cache
         self.summary = SummaryActivities(settings=settings, http=http, cache=cache, spend=spend)
         self.critic = CriticActivities(settings=settings, http=http, spend=spend)
         self.tools = ToolActivities(
-            registry=self.registry, blobs=blobs, ledger=Ledger(store), pauses=pauses
+            registry=self.registry,
+            blobs=blobs,
+            ledger=Ledger(store),
+            pauses=pauses,
+            elsewhere=elsewhere,
         )
         self.knowledge = knowledge
         agents = _build_agents(settings, engines)
@@ -347,7 +357,7 @@ class _Parts:
             engines=engines,
             principals=PrincipalResolver(principals, parent_check(client), binding_use(store)),
             approval_policy=cedar is not None and cedar.decides_approvals,
-            elsewhere=functools.partial(_registered_elsewhere, client, store),
+            elsewhere=elsewhere,
         )
 
     def activities(self) -> list[Callable[..., Any]]:
@@ -377,8 +387,8 @@ async def _registered_elsewhere(
     client: Client, store: Store, task_queue: str, names: list[str]
 ) -> bool:
     """Whether a live worker of ``task_queue`` registers every tool of ``names``, as the store's
-    lists say (they route no call: a loop set up again lands on any worker, and a list that lies
-    only has its setup made again)."""
+    lists say (they route no call: a setup or a gate's check asked again lands on any worker,
+    and a list that lies only has it asked again until its ``ELSEWHERE_TIMEOUT``)."""
     try:
         found = await registries(client, task_queue, store, with_pollers=True)
     except RPCError:

@@ -9,12 +9,20 @@ from typing import Any
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle
+from temporalio.worker import Worker
 
-from orga.contracts.journal import DelegationStarted, Journal
+from orga.contracts.journal import (
+    DelegationStarted,
+    Journal,
+    ObservationsCollected,
+    PolicyEvaluated,
+)
 from orga.contracts.state import LoopState
+from orga.plugin import OrgaPlugin, http_client
+from orga.runtime.presence import publish_tools
 from orga.scripted.server import Turn
 from orga.tools.sdk import Tool, tool
-from tests.harness import Harness, scripted_settings
+from tests.harness import TEST_STORE, Harness, scripted_settings
 from tests.helpers import eventually, failure, started_config, verdict
 
 AGENTS = """
@@ -319,31 +327,74 @@ def shout(text: str) -> str:
     return text.upper()
 
 
-async def test_a_worker_without_a_named_tool_leaves_the_setup_to_one_that_has_it(
-    harness: Harness,
-) -> None:
+async def test_a_worker_without_a_named_tool_asks_one_that_has_it(harness: Harness) -> None:
     """Issue 65: beside a worker that registers ``shout``, a second worker of the queue does
     not; of four loops naming ``shout``, two failed ``InvalidConfig … tools this worker does
     not have`` (their setup landed there), though its start-up warning says calls wait for a
-    worker that has the tool. Now such a setup fails its workflow task, which Temporal makes
-    again on any worker of the queue: every loop is set up where ``shout`` is, and answers."""
-    model = harness.new_model([Turn(tool_calls=[("shout", {"text": "hi"})]), Turn(text="done")] * 8)
-    other = await harness.another_process()
-    async with other.worker(), harness.worker(tools=[shout]):
-        await eventually(  # both workers poll: the store's lists say which has the tool
-            lambda: _served_by_two(harness), "both workers of the queue are seen"
+    worker that has the tool. Then such a setup failed its workflow task, which the server
+    made again after a growing backoff (loops waited 10 to 35 s) — and a loop whose workflow
+    stayed on the worker without the tool had the gate deny its calls ("not registered on the
+    worker that checked the call").
+
+    Here every workflow runs on the worker without ``shout`` (the one with it runs only
+    activities): each setup and each gate's check is asked again as a plain activity, which
+    the worker with ``shout`` answers; every call is allowed and runs there, once."""
+    script = [Turn(tool_calls=[("shout", {"text": "hi"})]), Turn(text="done")]
+    models = [harness.new_model(script) for _ in range(8)]  # one script a loop
+    without = await harness.another_process()
+    async with http_client() as http:  # closed with the test (the plugin's own would leak)
+        with_tool = OrgaPlugin(
+            tools=[shout],
+            settings=scripted_settings(harness.model),
+            store=TEST_STORE,
+            http=http,
+            tracing=False,
         )
-        handles = [await harness.start("Shout hi", model=model, tools=["shout"]) for _ in range(8)]
-        results = [await handle.result() for handle in handles]
-        histories = [await handle.fetch_history() for handle in handles]
+        parts = with_tool.parts(harness.client)
+        # A worker of the queue that runs only activities, and says what it registers.
+        identity = harness.client.identity
+        publish_tools(TEST_STORE, harness.task_queue, identity, parts.registry.names())
+        activities_only = Worker(
+            harness.client, task_queue=harness.task_queue, activities=parts.activities()
+        )
+        async with without.worker(), activities_only:
+            await _both_run(harness, without, models)
+
+
+async def _both_run(harness: Harness, without: Harness, models: list[str]) -> None:
+    await eventually(lambda: _served_by_two(harness), "both workers of the queue are seen")
+    handles = [await harness.start("Shout hi", model=m, tools=["shout"]) for m in models]
+    results = [await handle.result() for handle in handles]
+    journals = [await handle.query("journal", result_type=Journal) for handle in handles]
+    histories = [await handle.fetch_history() for handle in handles]
     assert [r.output for r in results] == ["done"] * 8
-    failed_tasks = sum(
-        1
+    for journal in journals:
+        decisions = [
+            d.decision
+            for e in journal.entries
+            if isinstance(e, PolicyEvaluated)
+            for d in e.decisions
+            if d.tool == "shout"
+        ]
+        outcomes = [
+            (o.tool, o.status)
+            for e in journal.entries
+            if isinstance(e, ObservationsCollected)
+            for o in e.outcomes
+        ]
+        assert (decisions, outcomes) == (["allow"], [("shout", "ok")]), journal
+    workflow_workers = {
+        e.workflow_task_started_event_attributes.identity
         for history in histories
-        for event in history.events
-        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED
+    }
+    assert workflow_workers == {without.client.identity}
+    assert not any(
+        e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
+        for history in histories
+        for e in history.events
     )
-    print(f"setups made again elsewhere: {failed_tasks} of 8 loops' first tasks")
 
 
 async def _served_by_two(harness: Harness) -> bool:

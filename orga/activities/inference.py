@@ -16,6 +16,7 @@ from temporalio.client import Client
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import ApplicationError
 
+from orga.activities.elsewhere import Elsewhere, hand_on
 from orga.activities.principals import SpendGuard
 from orga.contracts.conversation import Message
 from orga.contracts.errors import (
@@ -97,7 +98,10 @@ class InferenceActivities:
         decide: Callable[[PolicyRequest], Awaitable[PolicyResult]] | None = None,
         health: ProviderHealth | None = None,
         pauses: PauseBook | None = None,
+        elsewhere: Elsewhere | None = None,
     ) -> None:
+        self._elsewhere = elsewhere
+        """Whether a live worker of a task queue registers a tool (``hand_on``)."""
         self.pauses = pauses
         """Loops and agents paused (``orga pause ID``, ``--agent``): their model calls wait."""
         self.health = health or ProviderHealth()
@@ -138,8 +142,8 @@ class InferenceActivities:
                 activity.logger.warning("not offering tool %r to the model: %s", name, why)
                 continue
             if found is None:  # the loop's setup found it: another worker registers it
-                # Not retried by Temporal: the loop waits for a worker with the tool, durably
-                # and visibly (status awaiting_worker), then asks again.
+                # Not retried by Temporal unless a live worker has it (``hand_on``): the loop
+                # waits for a worker with the tool, durably and visibly (awaiting_worker).
                 raise ToolNotOnThisWorker(
                     f"tool {name!r} is not registered on this worker (registered: "
                     f"{self._registry.names()!r}); the call waits for a worker that has it. "
@@ -203,7 +207,10 @@ class InferenceActivities:
         provider = self._settings.provider(request.provider)
         model = request.model or provider.default_model
         with self.health.guard(provider.name, model):
-            prompt = await self._prompt(request)
+            try:
+                prompt = await self._prompt(request)
+            except ToolNotOnThisWorker as missing:  # to a worker with the tool, if one is live
+                await hand_on(self._elsewhere, missing)
             async with self._spend.held(
                 request.principal,
                 provider=provider.name,

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from temporalio import activity
 
+from orga.activities.elsewhere import Elsewhere, elsewhere_if_missing
 from orga.contracts.policy import (
     EVALUATE_POLICY,
     AncestorGate,
@@ -57,7 +58,10 @@ class PolicyActivities:
         allow_permissive: bool = False,
         allow_hidden: bool = False,
         blobs: BlobStore | None = None,
+        elsewhere: Elsewhere | None = None,
     ) -> None:
+        self._elsewhere = elsewhere
+        """Whether a live worker of a task queue registers some tools (``evaluate_policy``)."""
         self._registry = registry
         self._blobs = blobs
         self._cedar = cedar
@@ -67,7 +71,20 @@ class PolicyActivities:
 
     @activity.defn(name=EVALUATE_POLICY)
     async def evaluate_policy(self, request: PolicyRequest) -> PolicyResult:
-        """Decide every action of one turn."""
+        """Decide every action of one turn — where this worker registers the tools the loop
+        was offered that they call; else, where another live worker of the queue does, fail
+        ``SetupElsewhere``: the workflow asks that one (``orga.activities.elsewhere``).
+
+        Raises:
+            ApplicationError: ``SetupElsewhere``.
+        """
+        offered = set(request.advertised)
+        called = [a.tool for a in request.actions if a.kind == "call_tool" and a.tool in offered]
+        await elsewhere_if_missing(self._registry, self._elsewhere, [t for t in called if t])
+        return await self.decide(request)
+
+    async def decide(self, request: PolicyRequest) -> PolicyResult:
+        """Decide every action of one turn with this worker's tools."""
         checked = [
             normalise_paths(a, self._registry, allow_hidden=self._allow_hidden)
             for a in request.actions

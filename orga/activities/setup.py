@@ -4,17 +4,18 @@ Local activities, run once when a loop or task starts (the result is recorded in
 the agent it runs as, the tool definitions from this worker's registry, the gate, and — for a
 loop — the budgets and the effective provider and model. The config may only narrow what the
 agent allows (``orga.core.agents``); a loop keeps what was recorded here even when workers
-with other defaults pick it up later.
+with other defaults pick it up later. A worker without a tool the loop names, which another
+live worker of the queue registers, says so (``orga.activities.elsewhere``): the workflow asks
+that one, as a plain activity.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
+from orga.activities.elsewhere import Elsewhere, elsewhere_if_missing
 from orga.activities.principals import PrincipalResolver
 from orga.contracts.agents import IMPLICIT_AGENT, AgentSpec
 from orga.contracts.critic import ModelCritic
@@ -24,7 +25,6 @@ from orga.contracts.knowledge import RECALL_TOOL, STORE_TOOL
 from orga.contracts.setup import (
     RESOLVE_LOOP,
     RESOLVE_TASK,
-    SETUP_ELSEWHERE,
     SETUP_LEVEL,
     LoopSetup,
     LoopSetupRequest,
@@ -63,7 +63,7 @@ class SetupActivities:
         engines: frozenset[PolicyMode],
         principals: PrincipalResolver,
         approval_policy: bool = False,
-        elsewhere: Callable[[str, list[str]], Awaitable[bool]] | None = None,
+        elsewhere: Elsewhere | None = None,
     ) -> None:
         self._elsewhere = elsewhere
         """Whether a live worker of a task queue registers all of some tools (the store's
@@ -102,7 +102,7 @@ class SetupActivities:
             raise InvalidConfig(f"config.output_schema {problem}")
         principal = await self._principals.resolve(request.principal, _workflow_id())
         resolved = resolve_loop(agent, request.config, request.tools, self._offer)
-        await self._elsewhere_if_missing(request.tools)
+        await elsewhere_if_missing(self._registry, self._elsewhere, request.tools)
         tools = self._registry.definitions(request.tools, named_by="config.tools")
         # A top-level loop that names no tools uses its agent's (the implicit agent's "every
         # tool" is never handed out unasked).
@@ -170,26 +170,6 @@ class SetupActivities:
             fairness_weight=self._principals.weight(principal),
         )
 
-    async def _elsewhere_if_missing(self, names: list[str]) -> None:
-        """Fail ``SetupElsewhere`` where tools of ``names`` are not registered here but a live
-        worker of this task queue registers them all: the loop's workflow task is made again,
-        on any worker of the queue (``resolve_loop``), instead of the loop failing.
-
-        Raises:
-            ApplicationError: ``SetupElsewhere``, non-retryable (a local activity retries on
-                this worker only).
-        """
-        missing = [name for name in names if name not in self._registry]
-        if not missing or self._elsewhere is None:
-            return
-        if await self._elsewhere(activity.info().task_queue, missing):
-            raise ApplicationError(
-                f"tools {missing!r} are registered by another worker of this task queue, not "
-                "this one: the loop is set up again on a worker of the queue",
-                type=SETUP_ELSEWHERE,
-                non_retryable=True,
-            )
-
     def _handed_to(
         self, child: AgentSpec, bound: list[str] | None, depth: int, max_depth: int
     ) -> list[str]:
@@ -223,6 +203,7 @@ class SetupActivities:
         for loop_agent in request.loop_agents:
             self._agents.get(loop_agent)
         check_tools(agent, request.tools, self._offer, "the task")
+        await elsewhere_if_missing(self._registry, self._elsewhere, request.tools)
         policy = choose_policy(agent, None, self._offer)
         principal = await self._principals.resolve(request.principal, _workflow_id())
         return TaskSetup(

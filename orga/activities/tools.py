@@ -10,6 +10,7 @@ from opentelemetry import trace
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from orga.activities.elsewhere import Elsewhere, hand_on
 from orga.contracts.conversation import ToolResult
 from orga.contracts.errors import (
     OutcomeUnknown,
@@ -48,7 +49,10 @@ class ToolActivities:
         blobs: BlobStore,
         ledger: Ledger,
         pauses: PauseBook | None = None,
+        elsewhere: Elsewhere | None = None,
     ) -> None:
+        self._elsewhere = elsewhere
+        """Whether a live worker of a task queue registers a tool (``hand_on``)."""
         self._registry = registry
         self._blobs = blobs
         self._ledger = ledger
@@ -66,7 +70,8 @@ class ToolActivities:
             # worker of this task queue registers it, and the call waits for one.
             raise ToolNotOnThisWorker(
                 f"tool {name!r} is not registered on this worker (registered: {registered}): "
-                "waiting for a worker that has it"
+                "waiting for a worker that has it",
+                {"tool": name},
             )
         return found
 
@@ -75,7 +80,10 @@ class ToolActivities:
         """Run one call. Invalid arguments and tool exceptions fail the activity with a typed
         error that the loop turns into an ``is_error`` result for the model."""
         call = invocation.call
-        found = self._tool(call.name)
+        try:
+            found = self._tool(call.name)
+        except ToolNotOnThisWorker as missing:  # to a worker with the tool, if one is live
+            await hand_on(self._elsewhere, missing)
         arguments = found.validate(parse_arguments(call.name, call.arguments))
         held = self._held(invocation)
         if held is not None:  # not run: the loop waits for the pause to end, and asks again

@@ -44,9 +44,10 @@ CURRENT_BUILD: Final = "current_build"
 CONTINUED_FROM: Final = "continued_from"
 """Name of the local activity that asks the server what the run a loop continues was."""
 SETUP_ELSEWHERE: Final = "SetupElsewhere"
-"""The failure type of a setup made on a worker without tools the loop names that another
-worker of its task queue registers: the workflow task is failed, and made again — on any
-worker of the queue — instead of the loop failing ``InvalidConfig``."""
+"""The failure type of a setup (or a gate's check) made on a worker without tools the loop
+names that another worker of its task queue registers: the workflow asks again as a plain
+activity, which a worker with the tools runs (``orga.workflows.shared.elsewhere``), instead of
+the loop failing ``InvalidConfig`` (or the gate denying the call)."""
 SETUP_LEVEL: Final = 2
 """Which of orga's changes to the loop's workflow a worker of this release has: the level it
 sets a loop up with (``LoopSetup.level``). A change at or below a run's level takes its new

@@ -13,6 +13,7 @@ imports only ``orga.contracts`` and other core modules. Import from the modules:
     context      fitting a conversation into the context budget
     decisions    a person's decision on a waiting call, checked: proof, four eyes, edits
     dispatch     which calls of a turn wait for which
+    eager        whether an activity scheduled now may run on its own worker at once
     evidence     information-gain judging of evidence calls
     fork_points  whether a fork point is a state some loop could have recorded
     genai        the OpenTelemetry GenAI attributes of an agent invocation

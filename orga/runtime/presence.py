@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Final, cast
 
-from temporalio.api.enums.v1 import TaskQueueType, WorkerStatus
-from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.enums.v1 import DescribeTaskQueueMode, TaskQueueType, WorkerStatus
+from temporalio.api.taskqueue.v1 import PollerInfo, TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest, ListWorkersRequest
 from temporalio.client import Client
 from temporalio.service import RPCError
@@ -82,23 +82,17 @@ async def presence(client: Client, task_queue: str) -> Presence:
     running, stopped = await _heartbeats(client, task_queue)
     if running:
         return Presence(running, "heartbeats", len(stopped))
-    response = await client.workflow_service.describe_task_queue(
-        DescribeTaskQueueRequest(
-            namespace=client.namespace,
-            task_queue=TaskQueue(name=task_queue),
-            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
-        )
-    )
+    pollers = await _described_pollers(client, task_queue, TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW)
     now = datetime.now(UTC)
-    polling = 0
-    for poller in response.pollers:
+    polling: set[str] = set()
+    for poller in pollers:
         polled = poller.last_access_time.ToDatetime(tzinfo=UTC)
         # A worker that said it stops is gone, though its last poll stays listed for minutes;
         # a poll after that (a worker started again under the same identity) is not its.
         gone = stopped.get(poller.identity)
         if now - polled <= POLLER_FRESH and (gone is None or polled > gone):
-            polling += 1
-    return Presence(polling, "pollers", len(stopped))
+            polling.add(poller.identity)
+    return Presence(len(polling), "pollers", len(stopped))
 
 
 async def seen(client: Client, task_queue: str, *, within: float) -> bool:
@@ -267,21 +261,51 @@ async def registries(
 async def _pollers(client: Client, task_queue: str, stopped: dict[str, datetime]) -> list[str]:
     """The identities that polled ``task_queue``'s activities recently, and not only before
     their heartbeat said they stop (``stopped``)."""
-    response = await client.workflow_service.describe_task_queue(
-        DescribeTaskQueueRequest(
-            namespace=client.namespace,
-            task_queue=TaskQueue(name=task_queue),
-            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
-        )
-    )
+    pollers = await _described_pollers(client, task_queue, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY)
     now = datetime.now(UTC)
     found: list[str] = []
-    for poller in response.pollers:
+    for poller in pollers:
         polled = poller.last_access_time.ToDatetime(tzinfo=UTC)
         gone = stopped.get(poller.identity)
-        if now - polled <= POLLER_FRESH and (gone is None or polled > gone):
+        fresh = now - polled <= POLLER_FRESH and (gone is None or polled > gone)
+        if fresh and poller.identity not in found:
             found.append(poller.identity)
     return found
+
+
+async def _described_pollers(
+    client: Client, task_queue: str, kind: TaskQueueType.ValueType
+) -> list[PollerInfo]:
+    """The pollers the server lists for ``task_queue``'s tasks of ``kind`` (an identity may
+    come twice).
+
+    A task queue has partitions (four by default), and each poll lands on one: the plain
+    description lists the root partition's pollers only, where a worker whose polls all wait
+    on other partitions may not show for a minute (seen: a second worker unseen for 30 s; a
+    worker that had just run a loop, "not polling"). The enhanced description
+    (``report_pollers``) gathers every partition's; both are asked, and a server without the
+    enhanced one answers the plain one alone."""
+    queue = TaskQueue(name=task_queue)
+    root = await client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(namespace=client.namespace, task_queue=queue, task_queue_type=kind)
+    )
+    pollers = list(root.pollers)
+    try:
+        every = await client.workflow_service.describe_task_queue(
+            DescribeTaskQueueRequest(
+                namespace=client.namespace,
+                task_queue=queue,
+                api_mode=DescribeTaskQueueMode.DESCRIBE_TASK_QUEUE_MODE_ENHANCED,
+                task_queue_types=[kind],
+                report_pollers=True,
+            )
+        )
+    except RPCError:
+        return pollers
+    for version in every.versions_info.values():
+        for info in version.types_info.values():
+            pollers.extend(info.pollers)
+    return pollers
 
 
 def ended_here(identity: str) -> bool:

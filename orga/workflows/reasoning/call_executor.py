@@ -182,6 +182,7 @@ class CallExecutor:
         # timeout bounds the wait), never handing the model an error for it.
         wait = WorkerWait(call.name, self._state.waiting_for_workers, self._worker_wait_changed)
         while True:
+            wait.asking()
             outcome = await run_tool(
                 invocation,
                 timeout=timeout,

@@ -16,7 +16,6 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from temporalio import workflow
 from temporalio.common import Priority
 from temporalio.exceptions import FailureError
 
@@ -29,7 +28,7 @@ from orga.contracts.inference import ConversationSlice, InferenceRequest
 from orga.contracts.journal import Started
 from orga.contracts.knowledge import RECALL_TOOL, STORE_TOOL
 from orga.contracts.principals import Principal, PrincipalClaim
-from orga.contracts.setup import RESOLVE_LOOP, SETUP_ELSEWHERE, LoopSetup, LoopSetupRequest
+from orga.contracts.setup import RESOLVE_LOOP, LoopSetup, LoopSetupRequest
 from orga.contracts.tools import ToolDefinition
 from orga.contracts.vocabulary import ProviderName
 from orga.core.principals import handed_on
@@ -44,6 +43,7 @@ from orga.workflows.reasoning.loop_books import LoopBooks
 from orga.workflows.reasoning.running_summary import RunningSummary
 from orga.workflows.reasoning.tool_state import ToolState
 from orga.workflows.shared import metrics
+from orga.workflows.shared.elsewhere import where_the_tools_are
 from orga.workflows.shared.failures import failure_of
 from orga.workflows.shared.gate import Gate
 from orga.workflows.shared.options import SETUP_TIMEOUT, SHORT_RETRY
@@ -314,23 +314,14 @@ async def resolve_loop(config: LoopConfig, claim: PrincipalClaim | None = None) 
         config=config, tools=_runnable_tools(config), principal=principal_setup(claim)
     )
     try:
-        return await workflow.execute_local_activity(
+        return await where_the_tools_are(
             RESOLVE_LOOP,
             request,
-            result_type=LoopSetup,
-            start_to_close_timeout=SETUP_TIMEOUT,
+            LoopSetup,
+            timeout=SETUP_TIMEOUT,
             retry_policy=SHORT_RETRY,
             summary=f"resolve the loop's setup · {len(request.tools)} tool(s)",
         )
     except FailureError as error:
         failure = failure_of(error)
-        if failure.kind == SETUP_ELSEWHERE:  # this worker lacks tools another one has
-            raise SetUpElsewhere(failure.message) from None
         raise InvalidConfig(f"the loop could not be set up: {failure.message}") from error
-
-
-class SetUpElsewhere(RuntimeError):
-    """The loop's setup landed on a worker without tools it names, which another worker of its
-    task queue registers. Not a failure of the loop: it fails this workflow task, which
-    Temporal makes again — on any worker of the queue, this one's cache of the run dropped —
-    until one that has the tools sets it up (nothing of the failed task is recorded)."""

@@ -26,6 +26,7 @@ from temporalio.exceptions import ActivityError
 from orga.contracts.errors import BudgetExceeded, ModelCallFailed, ProviderDown, ToolNotOnThisWorker
 from orga.contracts.inference import CALL_MODEL, InferenceRequest, InferenceResponse
 from orga.contracts.journal import ModelSwitched
+from orga.core.eager import not_eager
 from orga.workflows.reasoning.loop_books import LoopBooks
 from orga.workflows.reasoning.loop_parts import LoopParts
 from orga.workflows.shared.failures import failure_of
@@ -89,6 +90,7 @@ async def call_model(
     while True:
         asked = lifted() if lifted is not None else 0
         try:
+            not_eager(wait is not None)  # not back to a worker that lacked a tool
             response = await workflow.execute_activity(
                 CALL_MODEL,
                 request,

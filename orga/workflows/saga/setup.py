@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-from temporalio import workflow
 from temporalio.exceptions import FailureError
 
 from orga.contracts.inference import Usage
@@ -20,6 +19,7 @@ from orga.contracts.setup import RESOLVE_TASK, TaskSetup, TaskSetupRequest
 from orga.contracts.task import LoopStep, TaskInput
 from orga.core.principals import handed_on
 from orga.workflows.saga.steps import TaskClearance
+from orga.workflows.shared.elsewhere import where_the_tools_are
 from orga.workflows.shared.failures import failure_message
 from orga.workflows.shared.gate import Gate
 from orga.workflows.shared.human_desk import HumanDesk
@@ -61,11 +61,11 @@ async def set_up_task(
         principal=principal_setup(task.principal),
     )
     try:
-        setup = await workflow.execute_local_activity(
+        setup = await where_the_tools_are(
             RESOLVE_TASK,
             request,
-            result_type=TaskSetup,
-            start_to_close_timeout=SETUP_TIMEOUT,
+            TaskSetup,
+            timeout=SETUP_TIMEOUT,
             retry_policy=SHORT_RETRY,
             summary=f"resolve the task's setup · {len(names)} tool(s)",
         )

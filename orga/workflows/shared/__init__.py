@@ -3,6 +3,7 @@
 Modules:
 
 * ``common`` — input that may not validate; search attributes
+* ``elsewhere`` — a local activity that needs tools its worker lacks runs where they are
 * ``failures`` — what an activity or child workflow failure says, read one way everywhere
 * ``gate`` — one policy decision per turn, journaled, failing closed
 * ``human_desk`` — ``HumanDesk``: waiting for people durably, approvals and escalations

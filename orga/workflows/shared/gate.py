@@ -33,6 +33,7 @@ from orga.contracts.policy import (
     PolicyResult,
 )
 from orga.contracts.vocabulary import PolicyMode
+from orga.workflows.shared.elsewhere import where_the_tools_are
 from orga.workflows.shared.failures import failure_of
 from orga.workflows.shared.options import POLICY_RETRY, POLICY_TIMEOUT
 from orga.workflows.shared.patches import GATE_BY_ACTION
@@ -149,11 +150,11 @@ class Gate:
             ancestors=self.ancestors,
         )
         try:
-            result = await workflow.execute_local_activity(
+            result = await where_the_tools_are(
                 EVALUATE_POLICY,
                 request,
-                result_type=PolicyResult,
-                start_to_close_timeout=POLICY_TIMEOUT,
+                PolicyResult,
+                timeout=POLICY_TIMEOUT,
                 retry_policy=POLICY_RETRY,
                 summary=f"policy {self.policy} · {len(actions)} action(s)",
             )

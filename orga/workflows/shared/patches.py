@@ -234,6 +234,13 @@ resume it had been sent already spent (``wait_out_pause``'s ``asked``). Asked on
 happens; no scenario (a race of one signal): ``tests/test_pause_waits.py`` plays it.
 """
 
+WORKER_WAIT_ASKS_ELSEWHERE: Final = "worker-wait-asks-elsewhere"
+"""A call that found no tool on the worker that took it asks again at once, handed to any
+worker of the queue (``orga.core.eager``), where it waited 2 s, doubling, and each try went
+eagerly back to the workflow's own worker — when that worker was the one without the tool, a
+call never reached the one with it. Asked at a call's first wait for a worker; no scenario:
+``tests/test_many_agents.py`` plays it (every workflow on the worker without the tool)."""
+
 LEVELS: Final = {CALL_RECEIPTS: 1, STOP_MEANS_STOP: 2}
 """The setup level (``orga.contracts.setup.SETUP_LEVEL``) from which a loop takes a patch
 without asking ``workflow.patched``."""

@@ -23,9 +23,14 @@ from temporalio.workflow import ActivityCancellationType, ActivityHandle
 
 from orga.contracts.conversation import ToolResult, ToolStatus
 from orga.contracts.tools import LOCAL_TOOL_TIMEOUT, RUN_TOOL, ToolInvocation
+from orga.core.eager import not_eager
 from orga.workflows.shared.failures import failure_of
 from orga.workflows.shared.options import tool_heartbeat_timeout
-from orga.workflows.shared.patches import TASK_WAITS_FOR_WORKER, WORKER_WAIT_GROWS
+from orga.workflows.shared.patches import (
+    TASK_WAITS_FOR_WORKER,
+    WORKER_WAIT_ASKS_ELSEWHERE,
+    WORKER_WAIT_GROWS,
+)
 
 __all__ = [
     "WORKER_WAIT_FIRST",
@@ -172,6 +177,7 @@ async def run_task_tool(
     than failing (patch ``task-waits-for-worker``: before it, that counted as a failure)."""
     wait = WorkerWait(invocation.call.name)
     while True:
+        wait.asking()
         done = await run_tool(
             invocation,
             timeout=timeout,
@@ -208,6 +214,8 @@ class WorkerWait:
         self._pause = WORKER_WAIT_FIRST
         self._waited = timedelta(0)
         self._counted = False
+        self._elsewhere = False
+        """The next try goes to any worker of the queue, never eagerly to this one."""
 
     async def pause(self) -> None:
         """Wait before the next try (counted from the first)."""
@@ -215,12 +223,24 @@ class WorkerWait:
             self._waiting[self.tool] = self._waiting.get(self.tool, 0) + 1
             self._counted = True
             self._tell()
+        if not self._elsewhere and workflow.patched(WORKER_WAIT_ASKS_ELSEWHERE):
+            # The first try may have been handed straight back to this workflow's worker
+            # (eager dispatch), the very one that lacks the tool: ask any other at once.
+            self._elsewhere = True
+            return
+        self._elsewhere = True
         await workflow.sleep(self._pause, summary=f"waiting for a worker with tool {self.tool}")
         self._waited += self._pause
         longest = WORKER_WAIT_LONGEST
         if self._waited >= WORKER_WAIT_PATIENT and workflow.patched(WORKER_WAIT_GROWS):
             longest = WORKER_WAIT_LONG
         self._pause = min(self._pause * 2, longest)
+
+    def asking(self) -> None:
+        """Before each try: once one found no worker with the tool, the next is handed to
+        any worker of the queue, never eagerly back to the one running the workflow (which
+        may be the one that lacks it: ``orga.core.eager``)."""
+        not_eager(self._elsewhere)
 
     def end(self) -> None:
         """The call ran (or failed otherwise): it no longer waits."""
