@@ -86,8 +86,10 @@ async def replay(handle: WorkflowHandle[Any, Any], client: Client | None = None)
 async def replay_all(handles: Iterable[WorkflowHandle[Any, Any]], client: Client | None) -> int:
     """``replay`` for several workflows at once, by one replay worker (each call of the
     replayer prepares the workflows in the strict sandbox anew: tens of milliseconds). Returns
-    how many runs were replayed."""
+    how many runs were replayed. A history that does not replay is kept on disk (its path in
+    the failure's notes), to be replayed again and read while the test's server is gone."""
     replayed: list[str] = []
+    kept: list[WorkflowHistory] = []
 
     async def histories() -> AsyncIterator[WorkflowHistory]:
         for handle in handles:
@@ -97,6 +99,7 @@ async def replay_all(handles: Iterable[WorkflowHandle[Any, Any]], client: Client
             while True:
                 history = await handle.fetch_history()
                 replayed.append(history.run_id)
+                kept.append(history)
                 yield history
                 last = history.events[-1]
                 if client is None or not last.HasField(
@@ -108,7 +111,16 @@ async def replay_all(handles: Iterable[WorkflowHandle[Any, Any]], client: Client
                     handle.id, run_id=following.new_execution_run_id
                 )
 
-    await _strict_replayer().replay_workflows(histories())
+    try:
+        await _strict_replayer().replay_workflows(histories())
+    except Exception as error:
+        folder = Path(tempfile.gettempdir()) / "orga-failed-replays"
+        folder.mkdir(exist_ok=True)
+        for history in kept:
+            path = folder / f"{history.workflow_id}-{history.run_id}.json"
+            path.write_text(history.to_json())
+            error.add_note(f"history kept: {path}")
+        raise
     return len(replayed)
 
 

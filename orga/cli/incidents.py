@@ -13,6 +13,7 @@ holds its steps' calls. The pause lives in the store every worker shares
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated
 
 import typer
@@ -22,7 +23,7 @@ from orga.cli.common import Approver, CliError, client_for, console, execute, se
 from orga.desk.approvals import who_decides
 from orga.desk.facts import DeskError
 from orga.desk.releases import release_held
-from orga.runtime.pauses import PAUSE_NAME, PauseBook
+from orga.runtime.pauses import HELD_WITHIN, PAUSE_NAME, PauseBook
 from orga.runtime.safe_text import one_line
 
 __all__ = ["register"]
@@ -84,8 +85,14 @@ def pause(
         except DeskError as error:
             raise CliError(str(error), 2) from error
         held = book.pause(target, who, reason.strip())
+        # Every worker reads the pauses again within HELD_WITHIN: once it has passed, no call
+        # the pause names begins (one already running finishes).
+        await asyncio.sleep(HELD_WITHIN)
         out.print(
-            one_line(f"{held.describe()} — it waits until `orga resume` names it"),
+            one_line(
+                f"{held.describe()} — no call it names begins from now (one already running "
+                "finishes) until `orga resume` names it"
+            ),
             markup=False,
             highlight=False,
         )

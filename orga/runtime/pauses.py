@@ -35,6 +35,7 @@ from sqlalchemy import Column, MetaData, String, Table, Text, delete, insert, se
 from orga.runtime.store import Store
 
 __all__ = [
+    "HELD_WITHIN",
     "LOOP_PAUSED",
     "PAUSE_KINDS",
     "PAUSE_NAME",
@@ -65,8 +66,9 @@ PAUSES: Final = Table(
 )
 LOOP_PAUSED: Final = "LoopPaused"
 """The error type of a paused loop's (or agent's) model call: it did not run."""
-_FRESH: Final = 1.0
-"""Seconds a worker trusts what it last read of a tool's pause."""
+HELD_WITHIN: Final = 1.0
+"""Seconds a worker trusts what it last read of the pauses: a pause holds every call it names
+that begins this long after it was written (``orga pause`` answers then)."""
 
 
 @dataclass(frozen=True)
@@ -151,7 +153,7 @@ class PauseBook:
 
     def held(self, *targets: str) -> Pause | None:
         """The first of ``targets`` paused, as this process last read the pauses (all of them
-        at once — a few rows an operator wrote — and again after ``_FRESH`` seconds, or when
+        at once — a few rows an operator wrote — and again after ``HELD_WITHIN`` seconds, or when
         this book paused or resumed something): a worker's every new loop asks for its own
         ``loop:ID`` without a query of its own, and keeps nothing per loop. A pause found in
         an earlier read is read again before it holds a call: a resume counts at once (the
@@ -159,7 +161,7 @@ class PauseBook:
         a resume already spent)."""
         now = time.monotonic()
         read = self._read
-        if read is None or now - read[0] >= _FRESH:
+        if read is None or now - read[0] >= HELD_WITHIN:
             read = self._read = (now, {pause.target: pause for pause in self.all()})
         found = next((read[1][t] for t in targets if t in read[1]), None)
         if found is None or read[0] == now:
