@@ -36,8 +36,11 @@ def test_target_in_reads_back_what_describe_wrote(
     kind: str, name: str, by: str, reason: str, since: datetime
 ) -> None:
     target = f"{kind}:{name}"
-    assert Pause.target_in(Pause(target, by, reason, since).describe()) == target
+    described = Pause(target, by, reason, since).describe()
+    assert Pause.target_in(described) == target
     assert split_target(target) == (kind, name)
+    # Since when, to the second (``orga pending --json`` gave a paused item's ``since`` null).
+    assert Pause.since_in(described) == since.replace(microsecond=0)
 
 
 @pytest.mark.parametrize(

@@ -152,6 +152,7 @@ def _items_of(
                 item_id=call_id,
                 tool=name if kind == "tool" else None,
                 reason=why,
+                since=Pause.since_in(why),
                 commands=_resume_commands(target),
                 pause=target,
             )

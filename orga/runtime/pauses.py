@@ -51,9 +51,11 @@ PAUSE_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,199}")
 """A tool's or agent's name or a loop's id, as a pause names it (``fullmatch``): plain, so
 ``describe`` quotes it the same way every time and a command needs no escape for it."""
 _DESCRIBED: Final = re.compile(
-    rf"({'|'.join(PAUSE_KINDS)}) '([^']*)' is paused by .*? since \S+: ", re.DOTALL
+    rf"({'|'.join(PAUSE_KINDS)}) '([^']*)' is paused by .*? since "
+    r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d): ",
+    re.DOTALL,
 )
-"""The start of ``Pause.describe()``'s text: the kind and the name."""
+"""The start of ``Pause.describe()``'s text: the kind, the name and since when."""
 
 _METADATA = MetaData()
 PAUSES: Final = Table(
@@ -98,6 +100,19 @@ class Pause:
             return None
         target = f"{found[1]}:{found[2]}"
         return target if split_target(target) is not None else None
+
+    @staticmethod
+    def since_in(text: str) -> datetime | None:
+        """Since when the pause a ``describe()`` text names holds; None for any other text (or
+        a time that is not one ``describe`` writes)."""
+        found = _DESCRIBED.match(text)
+        if found is None or Pause.target_in(text) is None:
+            return None
+        try:
+            since = datetime.fromisoformat(found[3])
+        except ValueError:
+            return None
+        return since if since.tzinfo is not None else None
 
 
 class PauseBook:
