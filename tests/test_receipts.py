@@ -151,6 +151,30 @@ async def test_a_lost_attempt_is_settled_before_anything_runs_again(
     assert "result supplied by an operator by olu" in said
 
 
+async def test_a_lost_call_a_person_runs_again_is_no_silent_retry(harness: Harness) -> None:
+    """Issue 65: a person's ``retry`` of a call whose attempt was lost ran it again, and the
+    model read only the new result — as if nothing had happened, though failures.md promises
+    "never a silent retry" (the effect may now have happened twice). It reads that it was."""
+    payments = Payments()
+    model = harness.new_model(
+        [Turn(tool_calls=[("refund_plain", {"amount": 4, "stall_at": "after"})]), Turn(text="ok")]
+    )
+    async with harness.worker(tools=payments.tools()):
+        handle = await harness.start("refund it", model=model, tools=["refund_plain"])
+        escalation = await escalated(handle)
+        await handle.execute_update(
+            "resolve_escalation",
+            EscalationResolution(escalation_id=escalation, action="retry", operator="olu"),
+        )
+        await handle.result()
+        results = tool_results(await conversation(handle))
+    [result] = results
+    assert result.content.startswith("[an earlier attempt of this call was lost after it began")
+    assert "a person chose to run it again" in result.content
+    assert result.content.endswith("refunded 4")
+    assert sorted(payments.refunds.values()) == [8]  # it ran twice: the model is told so
+
+
 async def test_a_denied_call_has_its_receipt_and_a_retried_failure_is_no_lost_attempt(
     harness: Harness,
 ) -> None:

@@ -13,7 +13,7 @@ from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import CancelledError
 
 from orga.contracts.approvals import EscalationResolution
-from orga.contracts.journal import CompensationSettled, Journal
+from orga.contracts.journal import CallReceipt, CompensationSettled, Journal
 from orga.contracts.task import TaskResult, TaskState
 from orga.scripted.server import Turn
 from tests.harness import Harness
@@ -231,3 +231,24 @@ async def test_a_compensation_failing_five_times_then_succeeding_is_compensated(
     [entry] = entries
     assert (entry.how, entry.escalations) == ("succeeded", 1)  # the operator was asked
     assert state.pending_escalations == []  # and the question withdrawn
+
+
+async def test_a_step_without_compensation_cancelled_mid_call_promises_none(
+    harness: Harness,
+) -> None:
+    """Issue 65: a step cancelled while its call ran has an ``unknown`` receipt; one that
+    declares no compensation said "(compensated next)", though nothing undoes it."""
+    bank = Bank()
+    step = charge_step("charge_when_done", amount=700)
+    del step["compensation"]
+    async with harness.worker(tools=bank.tools):
+        handle = await harness.start_task([step])
+        await asyncio.to_thread(bank.started.wait, 30)
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+        journal = await handle.query("journal", result_type=Journal)
+    [receipt] = [e for e in journal.entries if isinstance(e, CallReceipt)]
+    assert receipt.outcome == "unknown"
+    assert "compensated next" not in receipt.note
+    assert "declares no compensation" in receipt.note

@@ -82,7 +82,14 @@ def register(app: typer.Typer) -> None:
 def cancel(
     workflow_id: Annotated[str, typer.Argument(help="The loop's or task's workflow id.")],
     reason: Annotated[str, typer.Option(help="Why (journaled).")] = "cancelled by a person",
-    wait: Annotated[float, typer.Option(help="Seconds to wait for it to stop.", min=0.0)] = 30.0,
+    wait: Annotated[
+        float,
+        typer.Option(
+            help="Seconds to wait for it to close (a loop waits for a running call of a tool "
+            "with effects; any other call is told to stop, not waited for).",
+            min=0.0,
+        ),
+    ] = 30.0,
     as_json: Json = False,
 ) -> None:
     """Cancel a running loop or task: its running tool is stopped, a task compensates."""

@@ -51,6 +51,16 @@ def error_result(call: ToolCall, status: ToolStatus, content: str) -> ToolResult
     )
 
 
+def _said_rerun(result: ToolResult) -> ToolResult:
+    """The result of a call a person ran again after its attempt was lost: the model reads
+    that it was (never a silent retry: the effect may have happened twice)."""
+    note = (
+        "[an earlier attempt of this call was lost after it began; a person chose to run it "
+        "again, so its effect may have happened twice]"
+    )
+    return result.model_copy(update={"content": f"{note}\n{result.content}"})
+
+
 def _recovered(call: ToolCall, content: str) -> ToolResult:
     return ToolResult(call_id=call.id, name=call.name, content=content, status="recovered")
 
@@ -67,6 +77,7 @@ class CallExecutor:
         strategy = self._state.recovery.for_tool(call.name)
         escalations = 0
         paused = False
+        rerun = False  # a person chose to run again a call whose attempt was lost
         while True:
             lifted = self._state.pauses_lifted
             asked = lifted() if lifted is not None else 0
@@ -95,10 +106,11 @@ class CallExecutor:
                 escalations += 1
                 decided = await self._escalate(call, result, escalations)
                 if decided is None:
+                    rerun = True
                     continue  # run it again: a new attempt, which runs the tool
                 return decided
             if result.status not in _FAILURES:
-                return result
+                return _said_rerun(result) if rerun else result
             self._journal_recovery(call, strategy.strategy, result.content)
             match strategy:
                 case Fallback():
