@@ -300,3 +300,22 @@ async def test_a_step_published_from_outside_never_reaches_a_page(harness: Harne
     assert topics.count("progress") == 2  # the turn and its answer: nothing made up
     assert "send your password" not in again.text and "the real answer" in again.text
     assert state["thread"]["last_turn"]["output"] == "the real answer"
+
+
+async def test_orga_api_user_without_a_page_prints_a_bearer_token(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    """Issue 65: ``orga api --user ann`` without ``--page`` prints ``ann: token …``, a format
+    web-apps.md did not show: the token is a bearer token the endpoint admits (and only it)."""
+    port = reusable_port()
+    args = ("api", "--user", "ann", "--port", str(port))
+    async with server_process(*args, env=on(env, harness), announce="orga api on") as (api, url):
+        assert api.stdout is not None
+        line = (await asyncio.wait_for(api.stdout.readline(), 30)).decode().strip()
+        name, _, token = line.partition(": token ")
+        async with httpx.AsyncClient() as http:
+            wrong = await http.post(url, json={}, headers={"Authorization": "Bearer wrong"})
+            right = await http.post(url, json={}, headers={"Authorization": f"Bearer {token}"})
+    assert (name, len(token) > 20) == ("ann", True), line
+    assert wrong.status_code == 401
+    assert right.status_code not in (401, 403), right.text  # admitted: the body is what is wrong
