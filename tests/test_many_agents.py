@@ -338,7 +338,8 @@ async def test_a_worker_without_a_named_tool_asks_one_that_has_it(harness: Harne
 
     Here every workflow runs on the worker without ``shout`` (the one with it runs only
     activities): each setup and each gate's check is asked again as a plain activity, which
-    the worker with ``shout`` answers; every call is allowed and runs there, once."""
+    the worker with ``shout`` answers; every call is allowed and runs there, once — a task's
+    setup and step too."""
     script = [Turn(tool_calls=[("shout", {"text": "hi"})]), Turn(text="done")]
     models = [harness.new_model(script) for _ in range(8)]  # one script a loop
     without = await harness.another_process()
@@ -366,7 +367,12 @@ async def _both_run(harness: Harness, without: Harness, models: list[str]) -> No
     handles = [await harness.start("Shout hi", model=m, tools=["shout"]) for m in models]
     results = [await handle.result() for handle in handles]
     journals = [await handle.query("journal", result_type=Journal) for handle in handles]
+    step = {"id": "s", "action": {"kind": "tool", "tool": "shout", "arguments": {"text": "hi"}}}
+    task = await harness.start_task([step])  # a task's setup and step: the same way
+    handles.append(task)
+    done = await task.result()
     histories = [await handle.fetch_history() for handle in handles]
+    assert (done.status, [s.result for s in done.steps]) == ("completed", ["HI"])
     assert [r.output for r in results] == ["done"] * 8
     for journal in journals:
         decisions = [
