@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from orga.contracts.approvals import ApprovalDecision, ApprovalRecord
 from orga.contracts.conversation import Message
 from orga.contracts.journal import ApprovalDecided, Journal
 from orga.contracts.state import LoopState
-from orga.scripted.server import Turn
+from orga.scripted.server import RecordedRequest, Turn
 from tests.harness import Harness
 from tests.helpers import conversation, eventually, pending
 from tests.sample_tools import Probe, probe_tools, transfer
@@ -60,9 +61,16 @@ async def test_approve_by_signal_while_other_calls_proceed(harness: Harness) -> 
 
 
 async def test_deny_by_update_and_the_validator(harness: Harness) -> None:
-    model = harness.new_model(
-        [Turn(tool_calls=[("transfer", {"amount": 500, "to": "eve"})]), Turn(text="not sent")]
-    )
+    released = threading.Event()
+
+    def held(_: RecordedRequest) -> Turn:
+        """The answer after the denial waits until the test is done deciding: the loop is
+        still running when the second decision comes (the validator's to refuse; a loop that
+        had ended made the server abort the update, one CI run in many)."""
+        released.wait(60)
+        return Turn(text="not sent")
+
+    model = harness.new_model([Turn(tool_calls=[("transfer", {"amount": 500, "to": "eve"})]), held])
     async with harness.worker(tools=[transfer]):
         handle = await harness.start("pay eve", model=model, tools=["transfer"])
         [waiting] = (await pending(handle)).pending_approvals
@@ -97,6 +105,7 @@ async def test_deny_by_update_and_the_validator(harness: Harness) -> None:
                 "approve", ApprovalDecision(call_id=waiting.call_id, approved=True, approver="x")
             )
         assert "already decided" in str(again.value.cause)
+        released.set()
         result = await handle.result()
         messages = await conversation(handle)
     assert result.output == "not sent"

@@ -251,4 +251,4 @@ async def test_a_step_without_compensation_cancelled_mid_call_promises_none(
     [receipt] = [e for e in journal.entries if isinstance(e, CallReceipt)]
     assert receipt.outcome == "unknown"
     assert "compensated next" not in receipt.note
-    assert "declares no compensation" in receipt.note
+    assert "(none undoes it)" in receipt.note

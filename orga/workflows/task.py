@@ -207,11 +207,8 @@ class TaskWorkflow(DeskHandlers):
     def _mark(self, report: StepReport, status: StepStatus) -> None:
         report.status = status
         if status in _ENDS and workflow.patched(CALL_RECEIPTS):
-            cancelled = "cancelled while running: its effect may have landed " + (
-                "(compensated next)"
-                if self._steps[report.id].compensation is not None
-                else "(the step declares no compensation: nothing undoes it)"
-            )
+            why = "compensated next" if self._steps[report.id].compensation else "none undoes it"
+            cancelled = f"cancelled while running: its effect may have landed ({why})"
             note = {"failed": report.errors[-1] if report.errors else "", "cancelled": cancelled}
             digest = sha256_text(report.result or "") if status == "completed" else None
             self._receipt(report, _ENDS[status], note.get(status, ""), digest)
