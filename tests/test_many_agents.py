@@ -369,9 +369,8 @@ async def _both_run(harness: Harness, without: Harness, models: list[str]) -> No
     journals = [await handle.query("journal", result_type=Journal) for handle in handles]
     step = {"id": "s", "action": {"kind": "tool", "tool": "shout", "arguments": {"text": "hi"}}}
     task = await harness.start_task([step])  # a task's setup and step: the same way
-    handles.append(task)
     done = await task.result()
-    histories = [await handle.fetch_history() for handle in handles]
+    histories = [await handle.fetch_history() for handle in [*handles, task]]
     assert (done.status, [s.result for s in done.steps]) == ("completed", ["HI"])
     assert [r.output for r in results] == ["done"] * 8
     for journal in journals:

@@ -51,6 +51,14 @@ async def test_the_example_page_streams_a_thread_and_approves_an_edited_refund(
             assert "issue_refund waits for you" in await card.inner_text()
             amount = card.locator('[data-argument="amount"]')
             assert await amount.input_value() == "4200"
+            # A message while the card waits: it was lost silently (an uncaught error, the
+            # bubble looking sent); now it stays in the box, and the page says why.
+            await page.fill("#text", "and the shade too")
+            await page.click("form#ask button")
+            await page.locator('#error[data-held="true"]').wait_for(timeout=10_000)
+            held = await page.locator("#error").inner_text()
+            kept = await page.input_value("#text")
+            shown = await page.locator(".message.user").all_inner_texts()
             await amount.fill("3000")
             await card.locator('[data-field="reason"]').fill("a partial refund: the base is fine")
             await page.screenshot(path=str(shot.with_name("web-example-approval.png")))
@@ -68,6 +76,8 @@ async def test_the_example_page_streams_a_thread_and_approves_an_edited_refund(
         handle = env.client.get_workflow_handle(f"{THREAD_PREFIX}{thread}")
         journal = await handle.query("journal", result_type=Journal)
         await replay(handle, env.client)
+    assert "Answer the waiting call first" in held and kept == "and the shade too"
+    assert not any("shade" in text for text in shown)  # never shown as sent
     assert tool == "refunded 3000 cents to ann@example.com"
     assert said and "[offline scripted model]" in said[-1]
     [decided] = [e for e in journal.entries if isinstance(e, ApprovalDecided)]

@@ -175,13 +175,21 @@ async function decide(id, approved, reason, editedArgs) {
   if (call && !approved) call.textContent += " rejected";
   if (decisions.size < interrupts.length) return; // AG-UI: one answer for every interrupt
   const resume = interrupts.map((i) => ({ interruptId: i.id, status: "resolved", payload: decisions.get(i.id) }));
+  interrupts = []; // answered: the resume run streams what follows
   $("approvals").replaceChildren();
   await run({ resume });
 }
 
+let running = false; // a run of this page streams: the thread takes no other message meanwhile
+
 async function run(parameters) {
   $("error").textContent = "";
-  await agent.runAgent({ runId: crypto.randomUUID(), ...parameters }, subscriber);
+  running = true;
+  try {
+    await agent.runAgent({ runId: crypto.randomUUID(), ...parameters }, subscriber);
+  } finally {
+    running = false;
+  }
 }
 
 async function reconnect() {
@@ -193,11 +201,27 @@ $("ask").onsubmit = async (submitted) => {
   submitted.preventDefault();
   const text = $("text").value.trim();
   if (!text) return;
+  // The thread waits for the answer to its waiting call (or streams a turn): a message now
+  // would be refused. It stays in the box, and the page says why (it was lost, silently).
+  if (interrupts.length || running) {
+    $("error").textContent = interrupts.length
+      ? "Answer the waiting call first: the thread takes your message after that."
+      : "The thread is still answering: send your message once it has.";
+    $("error").dataset.held = "true";
+    return;
+  }
+  delete $("error").dataset.held;
   $("text").value = "";
   const id = crypto.randomUUID();
-  bubble(id, "user", text);
+  const sent = bubble(id, "user", text);
   agent.messages.push({ id, role: "user", content: text });
-  await run({});
+  try {
+    await run({});
+  } catch (error) {
+    sent.dataset.failed = "true";
+    sent.textContent += " (not sent)";
+    $("error").textContent = `not sent: ${error.message}`;
+  }
 };
 
 $("new-thread").onclick = () => {
