@@ -7,6 +7,7 @@ import asyncio
 import os
 import signal
 import uuid
+from collections.abc import Callable
 
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
@@ -44,6 +45,23 @@ async def test_orga_cancel_stops_the_running_tool_and_records_why(
     assert (ended.reason, ended.message) == ("cancelled", "wrong customer")
 
 
+async def _orga_run_paying(
+    env: WorkflowEnvironment, harness: Harness, preexec: Callable[[], None] | None = None
+) -> tuple[str, asyncio.subprocess.Process]:
+    """``orga run "pay ann" --tool transfer`` in a process of its own, its loop's id chosen:
+    the loop's one call waits for a person's approval."""
+    model = harness.new_model([Turn(tool_calls=[("transfer", {"amount": 5, "to": "ann"})])])
+    variables = {**os.environ, **on(env, harness), "ORGA_STORE_URL": TEST_STORE.url}
+    workflow_id = f"loop-{uuid.uuid4().hex[:12]}"
+    process = await asyncio.create_subprocess_exec(
+        ORGA, "run", "pay ann", "--tool", "transfer", "--provider", "openai",
+        "--model", model, "--id", workflow_id, env=variables,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        preexec_fn=preexec,
+    )  # fmt: skip
+    return workflow_id, process
+
+
 def _default_sigint() -> None:
     """In the child before it starts: Ctrl-C as a terminal gives it, however this suite was
     started (a background job, ``nohup``: SIGINT ignored, and inherited)."""
@@ -57,16 +75,8 @@ def _ignored_sigint() -> None:
 async def test_ctrl_c_on_orga_run_says_how_to_follow_or_cancel_the_loop(
     env: WorkflowEnvironment, harness: Harness
 ) -> None:
-    model = harness.new_model([Turn(tool_calls=[("transfer", {"amount": 5, "to": "ann"})])])
-    variables = {**os.environ, **on(env, harness), "ORGA_STORE_URL": TEST_STORE.url}
     async with harness.worker(tools=[transfer]):
-        workflow_id = f"loop-{uuid.uuid4().hex[:12]}"
-        process = await asyncio.create_subprocess_exec(
-            ORGA, "run", "pay ann", "--tool", "transfer", "--provider", "openai",
-            "--model", model, "--id", workflow_id, env=variables,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            preexec_fn=_default_sigint,  # a suite started in the background ignores it
-        )  # fmt: skip
+        workflow_id, process = await _orga_run_paying(env, harness, _default_sigint)
         handle = harness.client.get_workflow_handle(workflow_id)
 
         async def begun() -> bool:
@@ -94,16 +104,8 @@ async def test_orga_run_started_where_ctrl_c_is_ignored_says_so(
 ) -> None:
     """``orga run`` started in the background (SIGINT ignored) would never stop on Ctrl-C:
     it says so when it begins to wait, and how to stop it and the loop."""
-    model = harness.new_model([Turn(tool_calls=[("transfer", {"amount": 5, "to": "ann"})])])
-    variables = {**os.environ, **on(env, harness), "ORGA_STORE_URL": TEST_STORE.url}
     async with harness.worker(tools=[transfer]):
-        workflow_id = f"loop-{uuid.uuid4().hex[:12]}"
-        process = await asyncio.create_subprocess_exec(
-            ORGA, "run", "pay ann", "--tool", "transfer", "--provider", "openai",
-            "--model", model, "--id", workflow_id, env=variables,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            preexec_fn=_ignored_sigint,
-        )  # fmt: skip
+        workflow_id, process = await _orga_run_paying(env, harness, _ignored_sigint)
         said = await stderr_until(process, "Ctrl-C does not reach this command")
         handle = harness.client.get_workflow_handle(workflow_id)
         harness.handles.append(handle)
@@ -119,15 +121,8 @@ async def test_orga_run_piped_says_when_a_call_waits_for_a_person(
 ) -> None:
     """Issue 65: ``orga run`` on an approval tool printed nothing when piped (the status line
     is a terminal's): it now says, once, which call waits and how to decide it."""
-    model = harness.new_model([Turn(tool_calls=[("transfer", {"amount": 5, "to": "ann"})])])
-    variables = {**os.environ, **on(env, harness), "ORGA_STORE_URL": TEST_STORE.url}
     async with harness.worker(tools=[transfer]):
-        workflow_id = f"loop-{uuid.uuid4().hex[:12]}"
-        process = await asyncio.create_subprocess_exec(
-            ORGA, "run", "pay ann", "--tool", "transfer", "--provider", "openai",
-            "--model", model, "--id", workflow_id, env=variables,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
+        workflow_id, process = await _orga_run_paying(env, harness)
         said = await stderr_until(process, "waits for a person's decision")
         handle = harness.client.get_workflow_handle(workflow_id)
         harness.handles.append(handle)

@@ -440,20 +440,10 @@ async def test_idle_threads_come_after_decisions_and_pending_filters_by_kind(
     """Issue 65: idle threads crowded the inbox (7 of 13 items) ahead of refunds, oldest first,
     and ``orga pending`` had no filter. A thread waiting for its next message now comes after
     what waits for a decision, however long it has waited, and ``--kind`` filters."""
-    from orga.client import start_thread
-    from orga.contracts.config import LoopConfig
-    from orga.contracts.threads import ThreadConfig
-
     chat_model = harness.new_model([Turn(text="hi")])
     pay_model = harness.new_model([Turn(tool_calls=[("transfer", {"amount": 5, "to": "ann"})])])
     async with harness.worker(tools=[transfer]):
-        chat = await start_thread(
-            harness.client,
-            LoopConfig(model=chat_model, thread=ThreadConfig()),
-            "hello",
-            task_queue=harness.task_queue,
-        )
-        harness.handles.append(chat.handle)
+        chat = await harness.start_thread("hello", model=chat_model)
         await chat.turn(1)  # idle from now: older than the approval below
         paying = await harness.start("pay ann", model=pay_model, tools=["transfer"])
         items = await inbox(env, harness, 2)

@@ -253,22 +253,13 @@ async def test_orga_say_to_a_paused_thread_says_what_holds_it(
     import asyncio
     import os
 
-    from orga.client import start_thread
-    from orga.contracts.config import LoopConfig
-    from orga.contracts.threads import ThreadConfig
     from tests.harness import TEST_STORE
     from tests.helpers import ORGA, on, stderr_until
 
     model = harness.new_model([Turn(text="first"), Turn(text="second")])
     variables = {**os.environ, **on(env, harness), "ORGA_STORE_URL": TEST_STORE.url}
     async with harness.worker():
-        chat = await start_thread(
-            harness.client,
-            LoopConfig(model=model, thread=ThreadConfig()),
-            "hello",
-            task_queue=harness.task_queue,
-        )
-        harness.handles.append(chat.handle)
+        chat = await harness.start_thread("hello", model=model)
         await chat.turn(1)
         _book(harness).pause(f"loop:{chat.id}", "ops", "incident 42")
         process = await asyncio.create_subprocess_exec(

@@ -82,16 +82,8 @@ async def presence(client: Client, task_queue: str) -> Presence:
     running, stopped = await _heartbeats(client, task_queue)
     if running:
         return Presence(running, "heartbeats", len(stopped))
-    pollers = await _described_pollers(client, task_queue, TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW)
-    now = datetime.now(UTC)
-    polling: set[str] = set()
-    for poller in pollers:
-        polled = poller.last_access_time.ToDatetime(tzinfo=UTC)
-        # A worker that said it stops is gone, though its last poll stays listed for minutes;
-        # a poll after that (a worker started again under the same identity) is not its.
-        gone = stopped.get(poller.identity)
-        if now - polled <= POLLER_FRESH and (gone is None or polled > gone):
-            polling.add(poller.identity)
+    kind = TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW
+    polling = _fresh(await _described_pollers(client, task_queue, kind), stopped)
     return Presence(len(polling), "pollers", len(stopped))
 
 
@@ -261,7 +253,14 @@ async def registries(
 async def _pollers(client: Client, task_queue: str, stopped: dict[str, datetime]) -> list[str]:
     """The identities that polled ``task_queue``'s activities recently, and not only before
     their heartbeat said they stop (``stopped``)."""
-    pollers = await _described_pollers(client, task_queue, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY)
+    kind = TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY
+    return _fresh(await _described_pollers(client, task_queue, kind), stopped)
+
+
+def _fresh(pollers: list[PollerInfo], stopped: dict[str, datetime]) -> list[str]:
+    """The identities of ``pollers`` that polled within ``POLLER_FRESH``, each once. A worker
+    that said it stops (``stopped``) is gone, though its last poll stays listed for minutes; a
+    poll after that (a worker started again under the same identity) is not its."""
     now = datetime.now(UTC)
     found: list[str] = []
     for poller in pollers:

@@ -223,12 +223,12 @@ class WorkerWait:
             self._waiting[self.tool] = self._waiting.get(self.tool, 0) + 1
             self._counted = True
             self._tell()
-        if not self._elsewhere and workflow.patched(WORKER_WAIT_ASKS_ELSEWHERE):
-            # The first try may have been handed straight back to this workflow's worker
-            # (eager dispatch), the very one that lacks the tool: ask any other at once.
-            self._elsewhere = True
-            return
+        # The first try may have been handed straight back to this workflow's worker (eager
+        # dispatch), the very one that lacks the tool: the next asks any other, at once.
+        at_once = not self._elsewhere and workflow.patched(WORKER_WAIT_ASKS_ELSEWHERE)
         self._elsewhere = True
+        if at_once:
+            return
         await workflow.sleep(self._pause, summary=f"waiting for a worker with tool {self.tool}")
         self._waited += self._pause
         longest = WORKER_WAIT_LONGEST
