@@ -88,6 +88,7 @@ _FILE: Final = re.compile(r"^# (\w+\.py)$")
 _EXIT: Final = re.compile(r"\bexits? (\d+)\b")
 _ASSIGNMENT: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _VARIABLE: Final = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
+_CAPTURE: Final = re.compile(r"^([A-Za-z_]\w*)=\$\((.*)$")
 
 EXAMPLE_IDS: Final = {
     "run": (r"\b[0-9a-f]{4}…", r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"),
@@ -421,6 +422,13 @@ class Walk:
             if pattern not in self._done_setups and re.search(pattern, command.text):
                 self._done_setups.add(pattern)
                 await setup(self)
+        shell = captured(command.words)
+        if shell is not None:  # NAME=$(uv run orga …): the walk's shell keeps its output
+            name, inner = shell
+            program = BIN / "orga" if how == "orga" else temporal_binary()
+            out = await self._run(command, {}, [str(program), *inner[3:]], capture=True)
+            self.env[name] = out.strip()
+            return
         assignments, words = _assignments(command.words)
         if how == "server":
             await self._start_server(command, assignments, words[4:])
@@ -439,7 +447,16 @@ class Walk:
 
     # ---- running ---------------------------------------------------------------------------
 
-    async def _run(self, command: Command, assignments: dict[str, str], argv: list[str]) -> None:
+    async def _run(
+        self,
+        command: Command,
+        assignments: dict[str, str],
+        argv: list[str],
+        *,
+        capture: bool = False,
+    ) -> str:
+        """Run ``argv`` until it ends as the page says; its stdout. ``capture``: a shell
+        variable keeps the output, which must then be there (not empty)."""
         argv = await self._substituted(command, argv)
         env = {**self.env, **{name: self._expanded(v) for name, v in assignments.items()}}
         self.written |= {
@@ -453,12 +470,14 @@ class Walk:
         while True:
             code, out, err = await _execute(argv, env, self.root)
             found = find_expected(command.expected, out + "\n" + err, self.bound)
+            if capture and not out.strip():
+                found = None
             if code == command.exit_code and found is not None:
                 await self._track(out + "\n" + err)
                 self.bound.update(found)
                 took = asyncio.get_running_loop().time() - began
                 self.log.append(f"{command.where}  exit {code}  {took:4.1f} s  {command.text}")
-                return
+                return out
             if not _READ_ONLY.match(shown) or asyncio.get_running_loop().time() > settle:
                 break
             await asyncio.sleep(0.3)
@@ -760,7 +779,8 @@ def runner(command: Command, skips: Sequence[tuple[str, str]]) -> str:
     for pattern, reason in skips:
         if re.search(pattern, command.text):
             return f"skip: {reason}"
-    words = _assignments(command.words)[1]
+    kept = captured(command.words)
+    words = kept[1] if kept else _assignments(command.words)[1]
     if words[:4] == ("uv", "run", "orga", "server"):
         return "server"
     if words[:2] == ("uv", "run") and words[2:3] in (("worker.py",), ("orga",), ("temporal",)):
@@ -771,6 +791,15 @@ def runner(command: Command, skips: Sequence[tuple[str, str]]) -> str:
         f"{command.where}: the walker does not know how to run `{command.text}`: teach it, or "
         "list the command among the test's skips with the reason"
     )
+
+
+def captured(words: tuple[str, ...]) -> tuple[str, tuple[str, ...]] | None:
+    """``NAME=$(command …)``: the variable's name and the command whose output it keeps."""
+    found = _CAPTURE.match(words[0]) if words else None
+    if found is None or not words[-1].endswith(")"):
+        return None
+    inner = (found.group(2), *words[1:]) if found.group(2) else words[1:]
+    return found.group(1), (*inner[:-1], inner[-1].removesuffix(")"))
 
 
 def _assignments(words: tuple[str, ...]) -> tuple[dict[str, str], tuple[str, ...]]:

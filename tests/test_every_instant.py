@@ -34,7 +34,6 @@ import pytest
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from orga.contracts import search_attributes as sa
 from orga.contracts.approvals import ApprovalDecision, EscalationResolution
 from orga.contracts.config import LoopConfig, LoopInput
 from orga.contracts.conversation import Message
@@ -176,12 +175,6 @@ async def _answered(handle: WorkflowHandle[Any, Any], escalation_id: str) -> boo
     return all(e.escalation_id != escalation_id for e in state.pending_escalations)
 
 
-async def _recorded_waiting(handle: WorkflowHandle[Any, Any]) -> bool:
-    """Whether the server's record of the loop says it waits for a person."""
-    described = await handle.describe()
-    return described.typed_search_attributes.get(sa.STATUS) == "awaiting_approval"
-
-
 async def _settle(cells: Cells, cell: Cell) -> bool:
     """The loop of ``cell`` to its end; where it asks a person what became of its call, the
     person looks at the bank and says. Whether a person was asked."""
@@ -206,16 +199,9 @@ async def _settle(cells: Cells, cell: Cell) -> bool:
             reason="the bank's statement" if paid else "the bank has no payment",
             operator="olu",
         )
-        # A person answers what the server has recorded: the escalation's workflow task
-        # completed (its status upserted). A query answers from the worker's memory, which may
-        # hold an escalation whose task has not completed; a signal sent then was recorded
-        # before that task's start, and the history no longer replays (NDE "No command
-        # scheduled for event … UpsertWorkflowSearchAttributes"): an open finding of its own
-        # (tests/test_findings.py), not what this test is about (each call's effect paid once,
-        # whatever the instant). By signal: an update sent then failed the same way.
-        await eventually(
-            functools.partial(_recorded_waiting, handle), f"{name(cell)} waits on the record"
-        )
+        # The person answers what the query shows, at once: the query may answer from a
+        # worker's memory an escalation whose workflow task is not recorded yet, and the signal
+        # is then recorded before that task's start (test_answer_in_flight.py).
         await handle.signal("resolve_escalation", resolution)
         answered = functools.partial(_answered, handle, waiting.escalation_id)
         await eventually(answered, f"{name(cell)} took the answer")

@@ -38,3 +38,19 @@ async def test_replays(path: Path, strict: bool) -> None:
     replaying = replayer(TEST_STORE, strict=strict)
     result = await replaying.replay_workflow(history, raise_on_replay_failure=True)
     assert result.replay_failure is None
+
+
+FOUND = sorted((HISTORIES / "found").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", FOUND, ids=[p.stem for p in FOUND])
+async def test_histories_found_in_runs_replay(path: Path) -> None:
+    """Histories kept from runs where one failed to replay (``found/``; the harness saves any
+    to ``$TMP/orga-failed-replays/``), each fixed since. ``escalation_signal_before_its_task``:
+    a ``resolve_escalation`` signal recorded before the workflow task that raised its escalation
+    (``test_answer_in_flight.py``)."""
+    assert FOUND
+    result = await replayer(TEST_STORE, strict=True).replay_workflow(
+        load(path), raise_on_replay_failure=True
+    )
+    assert result.replay_failure is None

@@ -25,6 +25,7 @@ from tests.readme_walk import (
     PageFile,
     Walk,
     WalkError,
+    captured,
     commands,
     find_expected,
     runner,
@@ -214,6 +215,23 @@ def test_the_walker_reads_commands_comments_and_output(tmp_path: Path) -> None:
     assert run.expected == ["[offline scripted model] 2 + 3 = 5 …"]
     assert task.exit_code == 1 and task.comment.endswith("(notify keeps failing)")
     assert start.words[-1] == '{"a":\n  1}' and state.words[-1] == "<workflow-id>"
+
+
+def test_the_walker_keeps_a_command_s_output_in_a_shell_variable(tmp_path: Path) -> None:
+    """``NAME=$(uv run orga …)`` runs the command (as orga) and keeps its output, which later
+    commands read as ``"$NAME"`` — so a page's commands paste as they stand."""
+    page = tmp_path / "page.md"
+    page.write_text(
+        "```sh\nid=$(uv run orga pending --oldest --field workflow_id)\n"
+        'uv run orga state "$id"\n```\n'
+    )
+    keep, use = commands(page)
+    assert runner(keep, []) == "orga" and runner(use, []) == "orga"
+    assert captured(keep.words) == (
+        "id",
+        ("uv", "run", "orga", "pending", "--oldest", "--field", "workflow_id"),
+    )
+    assert captured(use.words) is None and use.words[-1] == "$id"
 
 
 def test_a_comment_line_with_no_command_before_it_is_refused(tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ from orga.cli.common import (
 from orga.contracts.approvals import EscalationAction
 from orga.contracts.critic import Verdict
 from orga.desk import approvals, sender
-from orga.desk.inbox import ItemKind, inbox
+from orga.desk.inbox import InboxItem, ItemKind, inbox
 from orga.desk.inbox_text import ARGUMENT_LIMIT, PAGE_WIDTH, render_inbox
 
 __all__ = ["register"]
@@ -84,6 +84,15 @@ def pending(
             "review, message (a thread idle for its next message), worker, paused, unreadable."
         ),
     ] = None,
+    oldest: Annotated[bool, typer.Option("--oldest", help="Only the oldest item.")] = False,
+    field: Annotated[
+        str | None,
+        typer.Option(
+            help="Print only this field of each item, one a line (workflow_id, item_id — the "
+            "call or escalation id —, tool, kind, …): for a shell variable, "
+            "id=$(orga pending --kind approval --oldest --field workflow_id)."
+        ),
+    ] = None,
     as_json: Json = False,
 ) -> None:
     """The inbox: every approval, review and escalation waiting for a person, in loops and
@@ -96,10 +105,18 @@ def pending(
         if unknown:
             raise CliError(f"--kind {unknown[0]!r} is none of {', '.join(known)}", 2)
         kinds = cast("list[ItemKind]", kind) if kind else None
+        fields = InboxItem.model_fields
+        if field is not None and field not in fields:
+            raise CliError(f"--field {field!r} is none of {', '.join(fields)}", 2)
         client = await client_for(settings())
         items = await inbox(client, limit=limit, principal=principal, kinds=kinds)
+        items = items[:1] if oldest else items
         out = console()
-        if as_json:
+        if field is not None:
+            for item in items:
+                value = item.model_dump(mode="json")[field]
+                print(value if isinstance(value, str) else json.dumps(value))
+        elif as_json:
             print_json([item.model_dump(mode="json") for item in items])
         elif items:
             width = min(PAGE_WIDTH, out.width) if out.is_terminal else PAGE_WIDTH
