@@ -7,6 +7,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from ag_ui.core import CustomEvent, TextMessageContentEvent, TextMessageEndEvent
+
 from orga.contracts.inference import StreamedText, Usage
 from orga.contracts.progress import (
     CallResult,
@@ -184,3 +186,27 @@ def test_an_event_id_is_two_numbers_or_nothing() -> None:
     assert parse_id("12.3") == (12, 3)
     for bad in ("", "12", "a.b", "-1.0", "1.0.0", "1" * 50 + ".0", "1e3.0"):
         assert parse_id(bad) is None, bad
+
+
+def test_a_model_call_asked_again_takes_back_what_its_lost_attempt_streamed() -> None:
+    """A worker lost mid-answer: the call is asked again and streams from the start (a
+    ``restart`` piece). The partial text ends and a ``CUSTOM`` ``orga.message_withdrawn``
+    names it, so a page shows only the whole answer (the example page showed both); a
+    restart before any text takes back nothing."""
+    events = _events(
+        [
+            _step("turn", turn=1),
+            _piece("Once upon"),
+            _piece(restart=True),
+            _piece(restart=True),  # lost again, before it said anything
+            _piece("Once upon a time."),
+            _piece(done=True),
+            _step("answered", answer=_answer("Once upon a time.")),
+        ]
+    )
+    custom = [m.event for m in events if isinstance(m.event, CustomEvent)]
+    texts = [m.event for m in events if isinstance(m.event, TextMessageContentEvent)]
+    ends = [m.event.message_id for m in events if isinstance(m.event, TextMessageEndEvent)]
+    lost, whole = texts[0].message_id, texts[1].message_id
+    assert lost != whole and ends == [lost, whole]
+    assert [(e.name, e.value["messageId"]) for e in custom] == [("orga.message_withdrawn", lost)]

@@ -148,6 +148,17 @@ async def test_a_client_reconnects_after_the_endpoint_and_the_worker_restarted(
     _exactly_once(before, after, whole)
     said = [e["delta"] for e in before + after if e["type"] == "TEXT_MESSAGE_CONTENT"]
     assert "".join(said).endswith("Once upon a time, again.")
+    # The lost attempt's text is taken back, so a page shows only the answer asked again
+    # (the example page showed the partial answer beside the whole one).
+    lost = next(e["messageId"] for e in before if e["type"] == "TEXT_MESSAGE_CONTENT")
+    withdrawn = [e["value"] for e in before + after if e["type"] == "CUSTOM"]
+    assert [(w["messageId"], "asked again" in w["reason"]) for w in withdrawn] == [(lost, True)]
+    kept = [
+        e["delta"]
+        for e in before + after
+        if e["type"] == "TEXT_MESSAGE_CONTENT" and e["messageId"] != lost
+    ]
+    assert "".join(kept) == "Once upon a time, again."
     assert whole[-1]["type"] == "RUN_FINISHED"
     assert whole[-1]["result"]["output"] == "Once upon a time, again."
     assert len(harness.model.requests_for(model)) == 2  # the killed call, asked again

@@ -8,12 +8,19 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from playwright.async_api import async_playwright
+from ag_ui.encoder import EventEncoder
+from playwright.async_api import Route, async_playwright
 from temporalio.testing import WorkflowEnvironment
 
+from orga.contracts.inference import StreamedText, Usage
 from orga.contracts.journal import ApprovalDecided, Journal
+from orga.contracts.progress import ProgressItem, ProgressView
+from orga.contracts.threads import TurnResult
+from orga.web.agui_events import ThreadEvents
 from orga.web.agui_run import THREAD_PREFIX
 from tests.harness import replay
 from tests.helpers import chromium, offline_env, offline_worker, server_process, web_example
@@ -86,3 +93,70 @@ async def test_the_example_page_streams_a_thread_and_approves_an_edited_refund(
     assert decided.edited_arguments is not None
     assert json.loads(decided.edited_arguments) == {"amount": 3000, "email": "ann@example.com"}
     assert shot.stat().st_size > 10_000
+
+
+async def test_the_example_page_drops_what_a_lost_model_call_streamed(tmp_path: Path) -> None:
+    """After a worker was lost mid-answer the page showed the partial answer beside the whole
+    one. Here the page (built as shipped, in Chromium) gets the events the endpoint derives
+    from such a stream (``ThreadEvents``: text, the call asked again, the whole answer): it
+    removes the partial bubble and shows one answer."""
+    executable = chromium()
+    public = await web_example()
+    events = _lost_then_whole()
+
+    async def serve(route: Route) -> None:
+        path = urlsplit(route.request.url).path
+        if path == "/agui":
+            await route.fulfill(status=200, content_type="text/event-stream", body=events)
+        else:
+            await route.fulfill(path=str(public / (path.lstrip("/") or "index.html")))
+
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS)
+        try:
+            page = await browser.new_page()
+            await page.route("http://127.0.0.1:9/**", serve)  # a secure context, as orga api's
+            await page.goto("http://127.0.0.1:9/#token=t")
+            await page.wait_for_function("document.getElementById('ask').onsubmit !== null")
+            await page.fill("#text", "Tell me a story")
+            await page.click("form#ask button")
+            await page.locator('#status[data-status="awaiting_message"]').wait_for(timeout=30_000)
+            said = await page.locator(".message.assistant").all_inner_texts()
+        finally:
+            await browser.close()
+    assert said == ["Once upon a time, again."]
+
+
+def _lost_then_whole() -> str:
+    """The SSE body of a turn whose model call was lost after "Once upon" and asked again."""
+    view = ProgressView(status="running", phase="reasoning", turn=1)
+    answer = TurnResult(
+        turn=1,
+        output="Once upon a time, again.",
+        reason="end_turn",
+        iterations=1,
+        usage=Usage(),
+        thread_usage=Usage(),
+        ended_at=datetime(2026, 1, 1, tzinfo=UTC),
+    )
+    items: list[StreamedText | ProgressItem] = [
+        ProgressItem(kind="turn", view=view, turn=1),
+        StreamedText(iteration=1, text="Once upon"),
+        StreamedText(iteration=1, restart=True),
+        StreamedText(iteration=1, text="Once upon a time, again."),
+        StreamedText(iteration=1, done=True),
+        ProgressItem(
+            kind="answered",
+            view=view.model_copy(update={"status": "awaiting_message"}),
+            answer=answer,
+        ),
+    ]
+    machine, encoder, body = ThreadEvents("t", "r"), EventEncoder(), ""
+    for offset, item in enumerate(items):
+        marked = (
+            machine.text(offset, item)
+            if isinstance(item, StreamedText)
+            else machine.progress(offset, item)
+        )
+        body += "".join(encoder.encode(m.stamped()) for m in marked)
+    return body

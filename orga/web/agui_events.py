@@ -12,6 +12,11 @@ A run (``RUN_STARTED`` … ``RUN_FINISHED``) is a turn: it begins where the thre
 turn's answer (``answered``: the result ``{"output", "value", "turn"}``), with the calls that
 wait for a person (``waiting``: the interrupt outcome), or with the loop's end (``ended``:
 ``RUN_ERROR``). Results of calls that ran while the turn waited come with the next run.
+
+A model call asked again (its worker was lost mid-answer) streams its answer from the start:
+the text the lost attempt streamed ends, and a ``CUSTOM`` event ``orga.message_withdrawn``
+(``{"messageId", "reason"}``) says it is not part of the thread, so a page removes it rather
+than show the partial answer beside the whole one.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Any, Final, cast
 
 from ag_ui.core import (
     BaseEvent,
+    CustomEvent,
     EventType,
     Interrupt,
     RunErrorEvent,
@@ -58,6 +64,8 @@ EventId = tuple[int, int]
 """Where an event comes from: the stream item's offset, and its place among its events."""
 
 REASON_LIMIT: Final = 2_000
+WITHDRAWN: Final = "orga.message_withdrawn"
+"""The ``CUSTOM`` event that takes back the text a lost model call streamed."""
 """Characters the reason of an approval's answer may hold."""
 
 APPROVAL_SCHEMA: Final[dict[str, Any]] = {
@@ -131,7 +139,12 @@ class ThreadEvents:
         out = _Out(offset)
         if not self.in_run:
             return []
-        if piece.done or piece.restart:
+        if piece.restart and self._message is not None:
+            withdrawn = self._message
+            self._close(out)
+            why = "the model call was asked again (its worker was lost): it answers anew"
+            out.add(CustomEvent(name=WITHDRAWN, value={"messageId": withdrawn, "reason": why}))
+        elif piece.done or piece.restart:
             self._close(out)
         elif piece.text:
             if self._message is None:

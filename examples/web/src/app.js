@@ -93,6 +93,12 @@ const subscriber = {
         interrupts = event.outcome?.type === "interrupt" ? event.outcome.interrupts : [];
         showApprovals();
         break;
+      case "CUSTOM": // a model call asked again takes back what its lost attempt streamed
+        if (event.name === "orga.message_withdrawn") {
+          bubbles.get(event.value.messageId)?.remove();
+          bubbles.delete(event.value.messageId);
+        }
+        break;
       case "RUN_ERROR":
         $("error").textContent = `${event.code ?? "error"}: ${event.message}`;
         break;
