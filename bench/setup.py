@@ -57,6 +57,8 @@ class Bench:
     client: Client
     plain: Client
     """A client with Temporal's default converter: the minimal loop's."""
+    settings: Settings
+    """The orga worker's settings (its server, store and model)."""
 
     async def minimal(self, prompt: str, model: str, tools: list[str]) -> str:
         """Run one minimal loop to completion; its workflow id."""
@@ -161,6 +163,6 @@ async def bench(
                 )
                 async with orga_worker, bare_worker, minimal_worker:
                     settle_heap()  # as `orga worker` does once its workers run
-                    yield Bench(client, plain)
+                    yield Bench(client, plain, settings)
         finally:
             await server.stop()

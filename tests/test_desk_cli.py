@@ -379,10 +379,12 @@ def test_every_verb_documents_every_option_and_gives_an_example() -> None:
     from orga.cli.app import app
 
     root = typer.main.get_command(app)
+    context = typer.Context(root)
     seen: list[str] = []
 
-    def walk(group: Any, prefix: str) -> None:
-        for name, command in group.commands.items():
+    def walk(group: Any, prefix: str) -> None:  # each verb as it runs (imported when asked)
+        for name in group.list_commands(context):
+            command = group.get_command(context, name)
             if hasattr(command, "commands"):
                 walk(command, f"{prefix}{name} ")
                 continue

@@ -1,40 +1,22 @@
-"""The ``orga`` command: one Typer application, its verbs registered by their modules."""
+"""The ``orga`` command: one Typer application; a verb's module is imported only when that verb
+runs (or its own help is asked), so ``orga --help`` answers at once (``orga.cli.verbs``)."""
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 from collections.abc import Sequence
-from importlib.metadata import PackageNotFoundError, version
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
-from orga.cli import (
-    api,
-    approvers,
-    audit,
-    chat,
-    codec,
-    conversations,
-    decisions,
-    desk,
-    incidents,
-    knowledge,
-    loops,
-    mcp,
-    policy,
-    receipts,
-    run,
-    schedule,
-    server,
-    spend,
-    store,
-    tasks,
-)
-from orga.cli.common import exit_process
-from orga.runtime.safe_text import one_line
-from orga.runtime.settings_docs import cli_variables
+if TYPE_CHECKING:  # Typer's own copy of click
+    from typer._click import Command, Context, HelpFormatter
+
+from orga.cli.help_text import VARIABLES, VERBS
+from orga.cli.verbs import load
 
 __all__ = ["app", "main"]
 
@@ -43,47 +25,55 @@ HELP = f"""Durable, governed agent reasoning loops on Temporal.
 Every verb talks to Temporal with the worker's settings, read from the environment (the list
 comes from orga.runtime.settings.Settings, as does the docs' reference/environment page):
 
-{cli_variables()}
+{VARIABLES}
 
 A day at the desk: `orga pending` (what waits), `orga state ID` (inspect), then
 `orga approve` / `deny` / `resolve` (act); `orga desk` does the same in a browser.
 Every verb takes --json. Exit codes: 0 done, 1 failed, 2 invalid input, 130 interrupted."""
 
-app = typer.Typer(
-    name="orga",
-    help=HELP,
-    no_args_is_help=True,
-    rich_markup_mode="markdown",
-    context_settings={"help_option_names": ["-h", "--help"]},
-    pretty_exceptions_enable=False,
-)
-for module in (
-    server,
-    run,
-    api,
-    loops,
-    decisions,
-    conversations,
-    chat,
-    approvers,
-    desk,
-    tasks,
-    schedule,
-    knowledge,
-    audit,
-    receipts,
-    incidents,
-    policy,
-    mcp,
-    store,
-    spend,
-    codec,
-):
-    module.register(app)
+_SETTINGS: dict[str, Any] = {
+    "rich_markup_mode": "markdown",
+    "context_settings": {"help_option_names": ["-h", "--help"]},
+    "pretty_exceptions_enable": False,
+}
+_MODULE_OF = {verb: module for verb, module, _ in VERBS}
+_HELP_OF = {verb: first for verb, _, first in VERBS}
+
+
+class _Verbs(TyperGroup):
+    """The verbs, each imported only when it runs (or its own help is asked): the list in
+    ``orga --help`` comes from ``orga.cli.help_text``, so asking for it imports no verb."""
+
+    listing = False
+
+    def list_commands(self, ctx: Context) -> list[str]:
+        return list(_MODULE_OF)
+
+    def get_command(self, ctx: Context, cmd_name: str) -> Command | None:
+        module = _MODULE_OF.get(cmd_name)
+        if module is None:
+            return None
+        if self.listing:  # the application's help: the verb's name and first paragraph
+            return TyperCommand(cmd_name, help=_HELP_OF[cmd_name])
+        return typer.main.get_group(load(module, **_SETTINGS)).get_command(ctx, cmd_name)
+
+    def format_help(self, ctx: Context, formatter: HelpFormatter) -> None:
+        self.listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self.listing = False
+
+
+app = typer.Typer(name="orga", help=HELP, no_args_is_help=True, cls=_Verbs, **_SETTINGS)
 
 
 def _print_version(asked: bool) -> None:
     if asked:
+        from importlib.metadata import PackageNotFoundError, version
+
+        from orga.runtime.safe_text import one_line
+
         try:
             found = version("orga")
         except PackageNotFoundError:  # run from a source tree that was never installed
@@ -121,9 +111,16 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         if isinstance(stop.code, int) or stop.code is None:
             code = stop.code or 0
         else:  # a message instead of a code: what the interpreter would print, then 1
+            from orga.runtime.safe_text import one_line
+
             print(one_line(str(stop.code)), file=sys.stderr)
     except KeyboardInterrupt:
         code = 130
     except BaseException:  # reported as the interpreter would: a traceback, exit status 1
         traceback.print_exc()
-    exit_process(code)
+    try:  # leave without the interpreter's finalisation (temporalio can crash it there)
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:
+        pass  # the reader is gone: there is nobody to flush to
+    os._exit(code)

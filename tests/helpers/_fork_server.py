@@ -85,7 +85,11 @@ def _supervise(
 def serve(path: str) -> None:
     """Accept requests on ``path`` until the process that started this one is gone."""
     sys.path.remove(os.path.dirname(os.path.abspath(__file__)))  # as the executable's path
-    import orga.cli.app  # every verb registered, as `orga` does before it parses anything
+    import orga.cli.app
+    import orga.cli.verbs
+
+    for module in orga.cli.verbs.MODULES:  # every verb's module, imported once for every fork
+        orga.cli.verbs.load(module)
     import orga.cli.worker  # what worker.py runs, imported once too
 
     cli = orga.cli
