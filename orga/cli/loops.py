@@ -48,8 +48,6 @@ from orga.contracts.state import LoopResult, LoopState, LoopStatus
 from orga.contracts.threads import THREAD_MEMO
 from orga.desk.facts import KINDS, DeskError, of_kind, read_state
 from orga.runtime.safe_text import json_text
-from orga.runtime.spend import LedgerUnavailable, SpendLedger
-from orga.worker.principals import PrincipalRegistry
 
 __all__ = ["list_workflows", "register"]
 
@@ -96,6 +94,10 @@ def state(
 def _left(principal: Principal) -> list[SpendLine]:
     """What the principal's user and tenant have spent and may still spend, today and this
     month, as the ledger holds it (nothing when this machine's store cannot say)."""
+    # The principals' limits and the store's ledger: imported only for a loop with a principal.
+    from orga.runtime.spend import LedgerUnavailable, SpendLedger
+    from orga.worker.principals import PrincipalRegistry
+
     found = settings()
     whose: list[tuple[Scope, str | None]] = [("user", principal.user), ("tenant", principal.tenant)]
     periods: list[Period] = ["day", "month"]

@@ -76,6 +76,7 @@ def help_text_module() -> str:
         'not edit."""\n\n'
         "from __future__ import annotations\n\n"
         "from typing import Final\n\n"
+        '__all__ = ["VARIABLES", "VERBS"]\n\n'
         f"VARIABLES: Final = {cli_variables()!r}\n"
         '"""The variables the ``orga`` command reads (Markdown)."""\n\n'
         "VERBS: Final[tuple[tuple[str, str, str], ...]] = (\n" + "\n".join(rows) + "\n)\n"

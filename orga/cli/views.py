@@ -13,8 +13,7 @@ from orga.contracts.inference import Usage
 from orga.contracts.principals import SpendLine
 from orga.contracts.state import LoopResult, LoopState
 from orga.contracts.task import StepReport, TaskResult, TaskState
-from orga.desk.inbox import decided_by
-from orga.desk.inbox_text import argument_lines, labelled
+from orga.desk.inbox_text import argument_lines, decided_by, labelled
 from orga.runtime.safe_text import one_line, printable
 
 __all__ = [

@@ -21,15 +21,16 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from orga.contracts import search_attributes as sa
-from orga.contracts.approvals import PendingApproval, PendingEscalation
+from orga.contracts.approvals import PendingEscalation
 from orga.contracts.messages import LOOP_WORKFLOW, TASK_WORKFLOW
 from orga.contracts.principals import NAME_PATTERN
 from orga.contracts.state import LoopState
 from orga.contracts.task import TaskState
 from orga.desk.facts import DeskError, read_state
+from orga.desk.inbox_text import decided_by
 from orga.runtime.pauses import Pause, split_target
 
-__all__ = ["InboxItem", "ItemKind", "decided_by", "inbox"]
+__all__ = ["InboxItem", "ItemKind", "inbox"]
 
 ItemKind = Literal["approval", "escalation", "review", "message", "worker", "paused", "unreadable"]
 """What an inbox item is: a decision (approval, escalation, review), a thread waiting for its
@@ -71,20 +72,6 @@ class InboxItem(BaseModel):
 def _approval_commands(workflow_id: str, call_id: str) -> list[str]:
     ids = f"{shlex.quote(workflow_id)} {shlex.quote(call_id)}"
     return [f"orga approve {ids} --reason '…'", f"orga deny {ids} --reason '…'"]
-
-
-def decided_by(approval: PendingApproval) -> str:
-    """Who may decide on ``approval`` and what it still needs, for a person to read."""
-    said = (
-        "a decision signed by an enrolled approver (ORGA_APPROVER_KEY)"
-        if approval.signatures_required
-        else "unverified: no approvers are enrolled, so the name recorded is the caller's claim"
-    )
-    if approval.approvals_needed > 1:
-        left = approval.approvals_needed - len(approval.approved_by)
-        so_far = f" (approved by {', '.join(approval.approved_by)})" if approval.approved_by else ""
-        said += f"; {left} more of {approval.approvals_needed} distinct approvers{so_far}"
-    return said
 
 
 def _resume_commands(target: str | None) -> list[str]:

@@ -12,19 +12,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.cells import cell_len, chop_cells
 
 from orga.contracts.messages import LOOP_WORKFLOW, TASK_WORKFLOW
-from orga.desk.inbox import InboxItem
 from orga.runtime.safe_text import one_line, printable
+
+if TYPE_CHECKING:  # the inbox's reading code (its client, the store) is not needed to print it
+    from orga.contracts.approvals import PendingApproval
+    from orga.desk.inbox import InboxItem
 
 __all__ = [
     "ARGUMENT_LIMIT",
     "PAGE_WIDTH",
     "TEXT_LIMIT",
     "argument_lines",
+    "decided_by",
     "labelled",
     "render_inbox",
     "wrap",
@@ -143,3 +147,17 @@ def render_inbox(items: Sequence[InboxItem], *, full: bool = False, width: int =
     """What waits for a person, oldest first: one block per item (kind, item, tool; workflow
     and since; why; arguments; the commands that act on it), blocks apart by a blank line."""
     return "\n\n".join("\n".join(_block(item, full, width)) for item in items)
+
+
+def decided_by(approval: PendingApproval) -> str:
+    """Who may decide on ``approval`` and what it still needs, for a person to read."""
+    said = (
+        "a decision signed by an enrolled approver (ORGA_APPROVER_KEY)"
+        if approval.signatures_required
+        else "unverified: no approvers are enrolled, so the name recorded is the caller's claim"
+    )
+    if approval.approvals_needed > 1:
+        left = approval.approvals_needed - len(approval.approved_by)
+        so_far = f" (approved by {', '.join(approval.approved_by)})" if approval.approved_by else ""
+        said += f"; {left} more of {approval.approvals_needed} distinct approvers{so_far}"
+    return said
