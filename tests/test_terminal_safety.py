@@ -187,6 +187,7 @@ _REVIEWED = {
     ("run.py", "_print"): "the stream's own notes and the prefix (the text is printable)",
     ("run.py", "read"): "a newline",
     ("chat.py", "next"): "the prompt, one of chat.py's own constants",
+    ("verbs.py", "main"): "the path of the file it wrote, in the checkout (a developer's tool)",
 }
 
 
