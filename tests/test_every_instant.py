@@ -244,9 +244,11 @@ async def test_a_worker_killed_at_every_instant_of_every_kind_of_call_pays_once(
         read = [e for e in cells.paid(cell) if e["what"] == "read"]
         said = (name(cell), receipts[name(cell)], asked[name(cell)])
         if kind == "pure":  # no effect of its own: it ran again (read again if it had), and
-            # said it delivered
+            # said it delivered. The second worker of the main queue may take the retry and
+            # die in it (killed for the reconcile cell): then it ran once more.
             reads = 1 if cell[2] == "after_mark" else 2
-            assert len(read) == reads and said == (name(cell), ["delivered"], False), said
+            assert reads <= len(read) <= reads + 1, (name(cell), read)
+            assert said == (name(cell), ["delivered"], False), said
             continue
         assert len(paid) == 1, (name(cell), paid)  # never twice, never lost
         # The lost attempt is on the record, then how it was settled: by a person where
