@@ -14,6 +14,7 @@ approver's key and the approvers ``orga approver keygen`` enrolled there) or wri
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shutil
@@ -22,6 +23,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from orga.contracts import search_attributes as sa
@@ -147,6 +149,20 @@ async def harness(
         if description.status is not None and description.status.name != "RUNNING":
             ended.append(handle)
     await replay_all(ended, h.client)
+    await _end_what_still_runs(h)
+
+
+async def _end_what_still_runs(h: Harness) -> None:
+    """Terminate what the test left running on its task queues (a loop left waiting for a
+    person, a thread for its next message): the inbox of a later test of this process (the
+    desk, ``orga pending``) lists every waiting workflow of the server, and waits up to
+    ``INBOX_QUERY_TIMEOUT`` on each one that no worker answers any more."""
+    query = f"ExecutionStatus='Running' AND TaskQueue STARTS_WITH '{h.task_queue}'"
+    async for found in h.client.list_workflows(query):
+        with contextlib.suppress(RPCError):  # ended meanwhile
+            await h.client.get_workflow_handle(found.id, run_id=found.run_id).terminate(
+                "the test ended"
+            )
 
 
 @pytest.fixture(scope="session")

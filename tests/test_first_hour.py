@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
+import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from orga.scripted.server import Turn
@@ -28,6 +31,35 @@ async def test_orga_run_with_no_worker_says_so_at_once(
     assert took < 30, f"{took:.1f} s"  # the issue's target is 5 s; CLI start-up on a busy box
     listed = [e async for e in harness.client.list_workflows(f"TaskQueue = '{harness.task_queue}'")]
     assert listed == []  # nothing was left waiting
+
+
+async def test_a_worker_started_a_moment_before_is_found(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    """A worker whose first poll had not yet reached the server when ``orga run`` asked: the
+    verb refused ("no worker is polling", seen in the full suite right after a test's worker
+    started). The check begins before the worker starts here, so it is that case every time:
+    the verb looks again for ``FIRST_POLL`` and finds it."""
+    from orga.cli.waiting import ensure_worker
+    from orga.runtime import presence as found
+
+    asked = asyncio.Event()
+    ask = found.presence
+
+    async def first_asked(client: Any, task_queue: str) -> Any:
+        answer = await ask(client, task_queue)
+        asked.set()
+        return answer
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("orga.cli.waiting.presence", first_asked)
+        checking = asyncio.create_task(
+            ensure_worker(harness.client, harness.task_queue, wait=True, what="loop")
+        )
+        await asyncio.wait_for(asked.wait(), 30)  # asked, and no worker was there
+        assert not checking.done()
+        async with harness.worker():
+            await checking  # raises CliError where it refused
 
 
 async def test_no_wait_leaves_the_loop_for_a_later_worker_and_list_finds_it(

@@ -26,7 +26,7 @@ from temporalio.service import RPCError
 
 from orga.cli.common import CliError
 from orga.contracts.messages import STATE_QUERY
-from orga.runtime.presence import presence, registries, start_hint
+from orga.runtime.presence import presence, registries, seen, start_hint
 from orga.runtime.safe_text import one_line
 
 if TYPE_CHECKING:
@@ -37,6 +37,17 @@ __all__ = ["ensure_answering", "ensure_worker", "reporting"]
 
 POLL_SECONDS = 2.0
 """How often the status line asks the workflow and the server (a query and two cheap calls)."""
+FIRST_POLL = 2.0
+"""How long a verb that finds no worker looks again, for one that started a moment ago: a
+worker's first poll reaches the server a moment after the worker starts."""
+
+
+async def _served(client: Client, task_queue: str) -> bool:
+    """Whether a worker serves ``task_queue``, or starts to within ``FIRST_POLL`` (the server's
+    errors are raised by the first ask, not taken for "no worker")."""
+    if await presence(client, task_queue):
+        return True
+    return await seen(client, task_queue, within=FIRST_POLL)
 
 
 async def ensure_worker(client: Client, task_queue: str, *, wait: bool, what: str) -> None:
@@ -46,7 +57,7 @@ async def ensure_worker(client: Client, task_queue: str, *, wait: bool, what: st
     Raises:
         CliError: no worker serves the queue and the caller would wait for the result.
     """
-    if await presence(client, task_queue):
+    if await _served(client, task_queue):
         return
     if wait:
         raise CliError(
@@ -72,7 +83,7 @@ async def ensure_answering(
     Raises:
         CliError: no worker polls the task queue (``otherwise``: another way, said after).
     """
-    if not await presence(client, task_queue):
+    if not await _served(client, task_queue):
         raise CliError(
             f"no worker is polling task queue {task_queue!r} to answer for {workflow_id!r}: "
             f"{held} lives in the workflow's state, which a worker reads (a finished one's "
