@@ -17,7 +17,7 @@ import socket
 import sys
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 from pydantic import BaseModel, ValidationError
@@ -25,18 +25,17 @@ from rich.console import Console
 from rich.table import Table
 from temporalio.client import Client, WorkflowHandle
 
-from orga.contracts.config import LoopConfig, LoopInput
-from orga.contracts.conversation import Message
 from orga.contracts.errors import InvalidConfig, describe_validation_error
-from orga.contracts.principals import PrincipalClaim
 from orga.contracts.vocabulary import ProviderName
 from orga.desk.facts import DeskError
-from orga.runtime.approver_keys import ApproverKeyError
-from orga.runtime.binding import bind, issuer_from
 from orga.runtime.connect import connect
 from orga.runtime.safe_text import SafeConsole, json_text, one_line
 from orga.runtime.settings import Settings
 from orga.runtime.tracing import client_interceptors, traced_process
+
+if TYPE_CHECKING:  # imported where used: a verb that reads needs neither (CLI start-up)
+    from orga.contracts.config import LoopInput
+    from orga.contracts.principals import PrincipalClaim
 
 __all__ = [
     "Approver",
@@ -370,6 +369,10 @@ def principal_of(
     Raises:
         CliError: no user, a name that is not one, or an issuer key that cannot be read (2).
     """
+    from orga.contracts.principals import PrincipalClaim
+    from orga.runtime.approver_keys import ApproverKeyError
+    from orga.runtime.binding import bind, issuer_from
+
     if user is None:
         raise CliError("--tenant needs --principal (the user the loop runs for)", 2)
     try:
@@ -388,6 +391,9 @@ def loop_input(prompt: str | None, **config: Any) -> LoopInput:
     Raises:
         CliError: the config is invalid (exit code 2), saying which field and why.
     """
+    from orga.contracts.config import LoopConfig, LoopInput
+    from orga.contracts.conversation import Message
+
     try:
         return LoopInput(
             messages=[Message(role="user", content=prompt)] if prompt is not None else [],

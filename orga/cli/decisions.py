@@ -29,7 +29,6 @@ from orga.cli.common import (
 )
 from orga.contracts.approvals import EscalationAction
 from orga.contracts.critic import Verdict
-from orga.desk import approvals, sender
 from orga.desk.inbox import InboxItem, ItemKind, inbox
 from orga.desk.inbox_text import ARGUMENT_LIMIT, PAGE_WIDTH, render_inbox
 
@@ -139,6 +138,8 @@ def _decide(
     arguments: str | None = None,
 ) -> None:
     async def body() -> int:
+        from orga.desk import approvals  # signing: imported by the verbs that decide
+
         who = approvals.who_decides(approver)
         config = settings()
         client = await client_for(config)
@@ -228,6 +229,8 @@ def resolve(
     """Resolve an escalation: a failing step parked for an operator."""
 
     async def body() -> int:
+        from orga.desk import approvals, sender
+
         who = approvals.who_decides(operator)
         value: Any = None
         if result is not None:
@@ -272,6 +275,8 @@ def review(
     async def body() -> int:
         if verdict == "revise" and not feedback.strip():
             raise CliError("say what to revise: --feedback", 2)
+        from orga.desk import approvals, sender
+
         who = approvals.who_decides(reviewer)
         client = await client_for(settings())
         recorded = await sender.review(

@@ -24,7 +24,6 @@ from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.service import RPCError
 
 from orga.contracts import search_attributes as sa
-from orga.contracts.config import LoopInput
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.messages import LOOP_WORKFLOW
 from orga.runtime.converter import data_converter
@@ -186,6 +185,8 @@ class _StartAttributesOutbound(OutboundInterceptor):
         ):
             return await super().start_workflow(input)
         [loop] = input.args
+        from orga.contracts.config import LoopInput  # already imported by whoever made one
+
         if not isinstance(loop, LoopInput):
             return await super().start_workflow(input)
         pairs: list[SearchAttributePair[Any]] = [
