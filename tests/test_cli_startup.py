@@ -16,7 +16,14 @@ from orga.cli.app import app
 
 ROOT = Path(__file__).resolve().parent.parent
 
-HELP_IMPORTS = {"orga", "orga.cli", "orga.cli.app", "orga.cli.help_text", "orga.cli.verbs"}
+HELP_IMPORTS = {
+    "orga",
+    "orga.cli",
+    "orga.cli.app",
+    "orga.cli.help_text",
+    "orga.cli.leave",
+    "orga.cli.verbs",
+}
 """Every module of orga's that ``orga --help`` imports."""
 NEVER_FOR_HELP = ("temporalio", "sqlalchemy", "pydantic", "httpx", "cedarpy", "cryptography")
 """Libraries ``orga --help`` does not import (each a tenth of a second or more)."""

@@ -5,6 +5,7 @@ Modules:
 * ``app`` — the Typer application and its help; each verb's module imported when it runs
 * ``verbs``, ``help_text`` — which module holds each verb; the help's list of verbs and
   variables, written from the code (``orga --help`` imports no verb)
+* ``leave`` — leaving the process, output flushed, without the interpreter's finalisation
 * ``common`` — what verbs share: settings, the client, errors and exit codes, JSON, serving
 * ``views`` — how states, results and lists of loops are printed
 * ``journal_text`` — how a journal entry reads on one line

@@ -3,7 +3,6 @@ runs (or its own help is asked), so ``orga --help`` answers at once (``orga.cli.
 
 from __future__ import annotations
 
-import os
 import sys
 import traceback
 from collections.abc import Sequence
@@ -16,6 +15,7 @@ if TYPE_CHECKING:  # Typer's own copy of click
     from typer._click import Command, Context, HelpFormatter
 
 from orga.cli.help_text import VARIABLES, VERBS
+from orga.cli.leave import exit_process
 from orga.cli.verbs import load
 
 __all__ = ["app", "main"]
@@ -100,7 +100,7 @@ def _root(
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     """Entry point of the ``orga`` command. Every verb ends here: its output flushed, the
-    process leaves with ``os._exit`` (``common.exit_process``), never through the
+    process leaves with ``os._exit`` (``orga.cli.leave.exit_process``), never through the
     interpreter's finalisation, in which temporalio's threads can still run and crash it
     (``Fatal Python error: PyGILState_Release``, sdk-python#300) after the verb succeeded."""
     code = 1
@@ -118,9 +118,4 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         code = 130
     except BaseException:  # reported as the interpreter would: a traceback, exit status 1
         traceback.print_exc()
-    try:  # leave without the interpreter's finalisation (temporalio can crash it there)
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except BrokenPipeError:
-        pass  # the reader is gone: there is nobody to flush to
-    os._exit(code)
+    exit_process(code)

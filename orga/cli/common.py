@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.table import Table
 from temporalio.client import Client, WorkflowHandle
 
+from orga.cli.leave import exit_process
 from orga.contracts.errors import InvalidConfig, describe_validation_error
 from orga.contracts.vocabulary import ProviderName
 from orga.desk.facts import DeskError
@@ -346,18 +347,6 @@ def _debug() -> bool:
         return Settings.from_env().debug
     except InvalidConfig:
         return False  # settings that do not read cannot ask for tracebacks either
-
-
-def exit_process(code: int) -> NoReturn:
-    """Leave the process with ``code`` once stdout and stderr are flushed, without the
-    interpreter's finalisation: temporalio can crash the interpreter at exit (sdk-python#300),
-    which would print ``Fatal Python error`` after a verb that succeeded."""
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except BrokenPipeError:
-        pass  # the reader is gone: there is nobody to flush to
-    os._exit(code)  # temporalio can crash the interpreter at exit (sdk-python#300)
 
 
 def principal_of(
