@@ -22,6 +22,7 @@ pure code in ``orga.core.decisions``.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
@@ -53,6 +54,7 @@ from orga.workflows.shared.patches import (
     ONE_KEY_ONE_APPROVER,
     ONE_RESOLUTION,
 )
+from orga.workflows.shared.signal_answers import SignalAnswers
 
 __all__ = ["HumanDesk"]
 
@@ -77,8 +79,8 @@ class HumanDesk:
         self._resolved: dict[str, EscalationRecord] = {}
         self.decided_ids: set[str] = set()
         """Every call id ever decided here (so a second decision is refused)."""
-        self._kept: set[asyncio.Task[None]] = set()
-        """Signals kept until their workflow task ends (``_by_signal``)."""
+        self._signals = SignalAnswers()
+        """Answers by signal, kept until their workflow task ends if their wait is not listed."""
         self.review_pending: PendingReview | None = None
         """A final answer waiting for a person's review."""
         self._reviewed: tuple[Review, str] | None = None
@@ -287,10 +289,9 @@ class HumanDesk:
         return record
 
     def decide_by_signal(self, decision: ApprovalDecision) -> None:
-        """The ``approval`` signal: record the decision, or log why it was ignored (a signal
-        has no answer to carry an error back). One for a call not waiting yet is kept for the
-        rest of its workflow task (``_by_signal``)."""
-        self._by_signal(
+        """The ``approval`` signal: record the decision, or log why it was ignored (a call not
+        waiting yet: ``SignalAnswers``)."""
+        self._signals.give(
             self.approvals, decision.call_id, lambda: self.decide(decision, "signal"), "approval"
         )
 
@@ -419,48 +420,11 @@ class HumanDesk:
         return record
 
     def resolve_by_signal(self, resolution: EscalationResolution) -> None:
-        """The ``resolve_escalation`` signal: record it, or log why it was ignored. One for an
-        escalation not raised yet is kept for the rest of its workflow task (``_by_signal``)."""
-        self._by_signal(
-            self.escalations,
-            resolution.escalation_id,
-            lambda: self.resolve(resolution, "signal"),
-            "resolve_escalation",
+        """The ``resolve_escalation`` signal: record it, or log why it was ignored."""
+        resolved = functools.partial(self.resolve, resolution, "signal")
+        self._signals.give(
+            self.escalations, resolution.escalation_id, resolved, "resolve_escalation"
         )
-
-    def _by_signal(
-        self, waits: Mapping[str, object], key: str, answer: Callable[[], object], name: str
-    ) -> None:
-        """Answer a wait by signal at once if it is listed; else keep the answer until the
-        workflow task ends, and give it to the wait if the same task lists it.
-
-        Why: a query answered from a worker's memory can show a wait that the task still
-        running raised (a task's events are applied, then the query answered, before the task
-        is recorded as started). A person's signal sent then is recorded in that same task, and
-        the worker that listed the wait answers it. Replay hands the workflow both at once, the
-        signal first (Python's SDK runs signals before activity results), where it would find
-        nothing listed. Keeping it until the wait is listed replays what the worker did, in the
-        same order: the answer is given once the other reactions to the listing (the deadline's
-        timer cancelled) are done, as in the worker's next activation. A signal that names no
-        wait of its own task is ignored, as before, when the next task begins."""
-        if key in waits:
-            _answered(answer, name)
-            return
-        asked_in = workflow.info().get_current_history_length()
-
-        def task_ended() -> bool:
-            return workflow.info().get_current_history_length() != asked_in
-
-        async def when_listed() -> None:
-            await workflow.wait_condition(lambda: key in waits or task_ended())
-            if task_ended():
-                _ignored(name, f"{key!r} was not waiting when the signal came")
-            else:
-                _answered(answer, name)
-
-        kept = asyncio.get_running_loop().create_task(when_listed())
-        self._kept.add(kept)
-        kept.add_done_callback(self._kept.discard)
 
     async def escalation(self, pending: PendingEscalation) -> EscalationRecord:
         """Wait, without a time limit, for an operator to resolve ``pending`` (journaled)."""
@@ -528,18 +492,6 @@ class HumanDesk:
         self.review_pending, self._reviewed = None, None
         self._on_change()
         return answered
-
-
-def _answered(answer: Callable[[], object], name: str) -> None:
-    """Give a signal's answer, or log why it was ignored (a signal carries no error back)."""
-    try:
-        answer()
-    except ValueError as error:
-        _ignored(name, str(error))
-
-
-def _ignored(name: str, why: str) -> None:
-    workflow.logger.warning("%s signal ignored: %s", name, why)
 
 
 def _refused(why: str) -> ApplicationError:
