@@ -13,6 +13,7 @@ import pytest
 
 from orga.cli import verbs
 from orga.cli.app import app
+from orga.cli.help_text import VERBS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -83,7 +84,7 @@ def test_every_verb_listed_runs_its_own_help() -> None:
     from typer.testing import CliRunner
 
     runner = CliRunner()
-    for verb, _, first in __import__("orga.cli.help_text", fromlist=["VERBS"]).VERBS:
+    for verb, _, first in VERBS:
         shown = runner.invoke(app, [verb, "--help"], prog_name="orga")
         assert shown.exit_code == 0, (verb, shown.output)
         assert " ".join(first.split()[:3]).rstrip(".:,") in " ".join(shown.output.split())
