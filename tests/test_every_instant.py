@@ -186,7 +186,10 @@ async def _settle(cells: Cells, cell: Cell) -> bool:
 
     asked = False
     while True:
-        state = await eventually(ended_or_asking, f"{name(cell)} ends or asks", timeout=60)
+        # Bounded with room: a call whose retry died with the second worker waits out its
+        # heartbeat timeout once more, and while a loop's workflow task waits out a killed
+        # worker's sticky queue each query takes ~10 s (seen: 60 s passed once in six runs).
+        state = await eventually(ended_or_asking, f"{name(cell)} ends or asks", timeout=120)
         if state.status == "completed":
             break
         asked = True
