@@ -313,6 +313,12 @@ async def test_pending_shows_the_amount_after_a_long_value_and_no_escapes(
         assert listed[reviewed.id]["arguments"] == HOSTILE
         assert {i["workflow_id"] for i in items} == {payment.id, reviewed.id}
 
+        # One field a line, for a shell variable: shown, not obeyed, one line each.
+        code, out, err = await orga("pending", "--field", "arguments", env=on(env, harness))
+        assert code == 0, err
+        assert_safe(out)
+        assert len(out.splitlines()) == 2 and "Refund 5 cents.␛[2K␛[1A␛]0;TITLE␇" in out
+
         # Nothing was lost: the call still waits, is refused with a reason, the answer reviewed.
         code, _, err = await orga(
             "deny", payment.id, call.call_id, "--reason", "not to that address",

@@ -31,6 +31,7 @@ from orga.contracts.approvals import EscalationAction
 from orga.contracts.critic import Verdict
 from orga.desk.inbox import InboxItem, ItemKind, inbox
 from orga.desk.inbox_text import ARGUMENT_LIMIT, PAGE_WIDTH, render_inbox
+from orga.runtime.safe_text import one_line
 
 __all__ = ["register"]
 
@@ -114,7 +115,7 @@ def pending(
         if field is not None:
             for item in items:
                 value = item.model_dump(mode="json")[field]
-                print(value if isinstance(value, str) else json.dumps(value))
+                print(one_line(value if isinstance(value, str) else json.dumps(value)))
         elif as_json:
             print_json([item.model_dump(mode="json") for item in items])
         elif items:
