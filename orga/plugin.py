@@ -64,6 +64,7 @@ from orga.activities.summary import SummaryActivities
 from orga.activities.tools import ToolActivities
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.vocabulary import SCRIPTED, PolicyMode
+from orga.contracts.wire import build_contracts
 from orga.gates.cedar import CedarGate
 from orga.gates.opa import OpaGate
 from orga.knowledge import open_knowledge
@@ -120,6 +121,7 @@ def replayer(
     tests, ``temporal workflow show`` exports and ``orga audit --verify`` are checked with.
     ``strict`` re-imports the workflows' helpers for every run so the sandbox checks them
     (``orga.worker.sandbox``)."""
+    build_contracts()  # built before any workflow task, not in its first (orga.contracts.wire)
     return Replayer(
         workflows=WORKFLOWS,
         workflow_runner=workflow_runner(strict=strict),
@@ -233,6 +235,7 @@ class OrgaPlugin(SimplePlugin):
                 "with its client's: pass OrgaPlugin to Client.connect(plugins=[...]) (or connect "
                 "with orga.connect())"
             )
+        build_contracts()  # built before any task, not in the first that needs each one
         parts = self.parts(client)
         config["activities"] = [*given, *parts.activities()]
         throttle_heartbeats(config)  # a cancel reaches a running tool within a second

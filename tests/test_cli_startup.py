@@ -88,3 +88,42 @@ def test_every_verb_listed_runs_its_own_help() -> None:
         shown = runner.invoke(app, [verb, "--help"], prog_name="orga")
         assert shown.exit_code == 0, (verb, shown.output)
         assert " ".join(first.split()[:3]).rstrip(".:,") in " ".join(shown.output.split())
+
+
+def test_a_contract_is_built_when_first_used_and_a_worker_builds_them_all() -> None:
+    """Importing the contracts builds no validator (``orga state`` builds what a loop's state
+    holds, not the journal's events or a task's input); ``build_contracts`` — which a worker
+    and a replayer call before their first task — builds every one, once."""
+    code = (
+        "from orga.cli import loops\n"  # what `orga state` imports
+        "from orga.contracts.wire import Contract, build_contracts\n"
+        "def every(model):\n"
+        "    for sub in model.__subclasses__():\n"
+        "        yield sub\n"
+        "        yield from every(sub)\n"
+        "models = {Contract, *every(Contract)}\n"
+        "print(sum(m.__pydantic_complete__ for m in models), len(models))\n"
+        "loops.LoopState.model_validate({'workflow_id': 'w', 'agent_id': 'a', 'usage': {},"
+        " 'phase': 'observing', 'started_at': '2026-12-06T00:00:00Z', 'status': 'running',"
+        " 'iteration': 1})\n"
+        "complete = [m.__pydantic_complete__ for m in models]\n"
+        "print(sum(complete), loops.Journal.__pydantic_complete__)\n"
+        "built = build_contracts()\n"
+        "print(built, all(m.__pydantic_complete__ for m in models), build_contracts())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
+    )
+    imported, read, built = (line.split() for line in done.stdout.splitlines())
+    assert imported[0] == "0" and int(imported[1]) > 100
+    assert 0 < int(read[0]) < int(imported[1]) and read[1] == "False"
+    assert built == [str(int(imported[1]) - int(read[0])), "True", "0"]
+
+
+def test_a_worker_builds_every_contract_before_its_first_task() -> None:
+    import inspect
+
+    from orga import plugin
+
+    assert "build_contracts()" in inspect.getsource(plugin.OrgaPlugin.configure_worker)
+    assert "build_contracts()" in inspect.getsource(plugin.replayer)

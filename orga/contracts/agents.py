@@ -22,9 +22,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from orga.contracts.vocabulary import ProviderName
+from orga.contracts.wire import Contract
 
 __all__ = ["IMPLICIT_AGENT", "AgentSpec", "ModelChoice", "PolicyFloor"]
 
@@ -35,7 +36,7 @@ IMPLICIT_AGENT: Final = "*"
 """The id of the one agent a worker without ``ORGA_AGENTS`` has: any ``agent_id`` runs as it."""
 
 
-class ModelChoice(BaseModel):
+class ModelChoice(Contract):
     """A provider and a model (either may be left to the default: the worker's provider, the
     provider's default model)."""
 
@@ -45,7 +46,7 @@ class ModelChoice(BaseModel):
     model: str | None = Field(default=None, min_length=1, max_length=200)
 
 
-class AgentSpec(BaseModel):
+class AgentSpec(Contract):
     """One agent of the worker."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -17,7 +17,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
+
+from orga.contracts.wire import Contract
 
 __all__ = [
     "ApprovalDecision",
@@ -42,7 +44,7 @@ EscalationAction = Literal["retry", "skip", "result", "abort", "mark_compensated
 """``mark_compensated`` and ``give_up`` settle a compensation that keeps failing (a task's)."""
 
 
-class EnrolledApprover(BaseModel):
+class EnrolledApprover(Contract):
     """A person the worker's operator allows to decide, and the key that proves it is them
     (``[approvers.<name>]`` in the agents file or the ``ORGA_APPROVERS`` file)."""
 
@@ -55,7 +57,7 @@ class EnrolledApprover(BaseModel):
     """What policies may know them by (Cedar: the approver's ``groups`` attribute)."""
 
 
-class ApprovalDecision(BaseModel):
+class ApprovalDecision(Contract):
     """What a person sends: the payload of the ``approval`` signal and the ``approve`` update."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -75,7 +77,7 @@ class ApprovalDecision(BaseModel):
     (``orga.core.signatures.decision_text``), made at ``signed_at``."""
 
 
-class DecisionProof(BaseModel):
+class DecisionProof(Contract):
     """One person's decision on a call, as the workflow checked it."""
 
     model_config = ConfigDict(frozen=True)
@@ -100,7 +102,7 @@ class DecisionProof(BaseModel):
     via: DecisionChannel | None = None
 
 
-class PendingApproval(BaseModel):
+class PendingApproval(Contract):
     """A gated call waiting for a person (listed in ``state.pending_approvals``)."""
 
     model_config = ConfigDict(frozen=True)
@@ -123,7 +125,7 @@ class PendingApproval(BaseModel):
     """Who approved so far, when more than one must."""
 
 
-class ApprovalRecord(BaseModel):
+class ApprovalRecord(Contract):
     """The decision as recorded (returned by the ``approve`` update)."""
 
     model_config = ConfigDict(frozen=True)
@@ -146,7 +148,7 @@ class ApprovalRecord(BaseModel):
     """Each person's decision, with its proof."""
 
 
-class EscalationResolution(BaseModel):
+class EscalationResolution(Contract):
     """The payload of ``resolve_escalation``."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -159,7 +161,7 @@ class EscalationResolution(BaseModel):
     operator: str | None = None
 
 
-class PendingEscalation(BaseModel):
+class PendingEscalation(Contract):
     """A failing step parked for an operator."""
 
     model_config = ConfigDict(frozen=True)
@@ -175,7 +177,7 @@ class PendingEscalation(BaseModel):
     )
 
 
-class EscalationRecord(BaseModel):
+class EscalationRecord(Contract):
     model_config = ConfigDict(frozen=True)
 
     escalation_id: str

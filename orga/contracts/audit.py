@@ -17,7 +17,9 @@ from __future__ import annotations
 
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
+
+from orga.contracts.wire import Contract
 
 __all__ = [
     "AUDITED_KINDS",
@@ -51,7 +53,7 @@ DECISION_KINDS: Final = frozenset({"ApprovalDecided", "ReviewDecided", "Escalati
 one from the audit unless the verifier accepts it."""
 
 
-class AuditEntry(BaseModel):
+class AuditEntry(Contract):
     """One governance record in the chain."""
 
     model_config = ConfigDict(frozen=True)
@@ -66,7 +68,7 @@ class AuditEntry(BaseModel):
     """SHA-256 of ``prev`` and the entry's canonical JSON (index, kind, record)."""
 
 
-class AuditChain(BaseModel):
+class AuditChain(Contract):
     """The chain as one run holds it: its entries, after what the runs before it held."""
 
     model_config = ConfigDict(frozen=True)
@@ -96,7 +98,7 @@ class ExportedEntry(AuditEntry):
         return AuditEntry.model_validate(self.model_dump(include=set(AuditEntry.model_fields)))
 
 
-class Effect(BaseModel):
+class Effect(Contract):
     """Something a run did in the world, as its history records it."""
 
     model_config = ConfigDict(frozen=True)
@@ -112,7 +114,7 @@ class Effect(BaseModel):
     """How it ended in that run; ``in_flight``: it was running when the run ended."""
 
 
-class ResetRun(BaseModel):
+class ResetRun(Contract):
     """A run that a reset took off the workflow's surviving history, and what it held that the
     surviving history does not."""
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from pydantic import BaseModel, Field, NonNegativeInt, PositiveFloat, PositiveInt
+from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt
 
 from orga.contracts.audit import GENESIS
 from orga.contracts.conversation import UserMessage
@@ -22,18 +22,19 @@ from orga.contracts.progress import StreamCarry
 from orga.contracts.resilience import Breaker, DeadLetterEntry
 from orga.contracts.state import ToolCallRecord
 from orga.contracts.threads import ThreadCarry
+from orga.contracts.wire import Contract
 
 __all__ = ["CachedEntry", "InboxCarry", "LoopCarry", "ToolStateSnapshot", "WaitingMessage"]
 
 
-class CachedEntry(BaseModel):
+class CachedEntry(Contract):
     """A successful result kept for ``CachedResult``."""
 
     content: str
     at: datetime
 
 
-class ToolStateSnapshot(BaseModel):
+class ToolStateSnapshot(Contract):
     """The tool state: breakers, cached results, dead letters, decided approval ids."""
 
     breakers: dict[str, Breaker] = Field(default_factory=dict[str, Breaker])
@@ -42,14 +43,14 @@ class ToolStateSnapshot(BaseModel):
     decided_ids: list[str] = Field(default_factory=list[str])
 
 
-class WaitingMessage(BaseModel):
+class WaitingMessage(Contract):
     """A person's message the loop accepted and has not read yet."""
 
     seq: NonNegativeInt
     message: UserMessage
 
 
-class InboxCarry(BaseModel):
+class InboxCarry(Contract):
     """The loop's inbox of people's messages (``Steering``): what waits to be read, how many
     were accepted so far (numbers go on counting), and which turn of a thread read each of the
     newest."""
@@ -62,7 +63,7 @@ class InboxCarry(BaseModel):
     """Message number → the turn of a thread that read it (the newest ``READ_KEPT``)."""
 
 
-class LoopCarry(BaseModel):
+class LoopCarry(Contract):
     """The loop's state at the iteration boundary where it continued as new."""
 
     runs: PositiveInt = 1

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from orga.contracts.agents import ModelChoice
 from orga.contracts.carry import LoopCarry
@@ -26,12 +26,12 @@ from orga.contracts.resilience import BreakerConfig, RecoveryConfig
 from orga.contracts.threads import ThreadConfig
 from orga.contracts.tools import ToolProfile
 from orga.contracts.vocabulary import PolicyMode, ProviderName
-from orga.contracts.wire import Compact
+from orga.contracts.wire import Compact, Contract
 
 __all__ = ["Limits", "LoopConfig", "LoopInput"]
 
 
-class LoopConfig(BaseModel):
+class LoopConfig(Contract):
     """Limits and choices of one reasoning loop. Every field has a safe default."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -231,7 +231,7 @@ class LoopConfig(BaseModel):
         return tools
 
 
-class Limits(BaseModel):
+class Limits(Contract):
     """The budgets that apply to a loop: its config's, within its agent's ceilings."""
 
     model_config = ConfigDict(frozen=True)

@@ -13,9 +13,9 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Final, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
-from orga.contracts.wire import Compact
+from orga.contracts.wire import Compact, Contract
 
 __all__ = [
     "USER_MESSAGE_LIMIT",
@@ -62,7 +62,7 @@ happened — a person settles it; ``paused``: its tool is paused (``orga pause -
 has not run and waits for the pause to end."""
 
 
-class ToolCall(BaseModel):
+class ToolCall(Contract):
     """One call the model asked for."""
 
     model_config = ConfigDict(frozen=True)
@@ -115,7 +115,7 @@ ReasoningKind = Literal["thinking", "redacted_thinking", "reasoning_content", "r
 ``reasoning`` (vLLM, Ollama, OpenRouter) field of an OpenAI-format message."""
 
 
-class Reasoning(BaseModel):
+class Reasoning(Contract):
     """Reasoning a model gave with its turn. Never the answer: kept so it can go back to the
     provider that requires it (Anthropic's thinking blocks, verbatim with their signature, in a
     tool-use turn; DeepSeek's ``reasoning_content`` in the turns of a tool loop)."""
@@ -131,7 +131,7 @@ class Reasoning(BaseModel):
     """The encrypted ``data`` of a ``redacted_thinking`` block, sent back unchanged."""
 
 
-class Message(BaseModel):
+class Message(Contract):
     """One turn of the conversation."""
 
     model_config = ConfigDict(frozen=True)
@@ -193,7 +193,7 @@ USER_MESSAGE_LIMIT: Final = 100_000
 """Characters one message sent to a running loop may hold."""
 
 
-class UserMessage(BaseModel):
+class UserMessage(Contract):
     """A person's message to a running loop (the ``message`` update or signal)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -203,7 +203,7 @@ class UserMessage(BaseModel):
     """Who sent it (journaled; a claim, as an unsigned decision's name is)."""
 
 
-class MessageAccepted(BaseModel):
+class MessageAccepted(Contract):
     """What the loop says of a message it took: it joins the conversation at the next Observe,
     before the model's next call."""
 

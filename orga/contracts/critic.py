@@ -13,12 +13,12 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Annotated, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt
+from pydantic import ConfigDict, Field, NonNegativeInt
 
 from orga.contracts.inference import Usage
 from orga.contracts.principals import Principal
 from orga.contracts.vocabulary import ProviderName
-from orga.contracts.wire import Compact, Tagged
+from orga.contracts.wire import Compact, Contract, Tagged
 
 __all__ = [
     "CRITIQUE",
@@ -73,7 +73,7 @@ class HumanCritic(Tagged):
 CriticConfig = Annotated[ModelCritic | HumanCritic, Field(discriminator="kind")]
 
 
-class Review(BaseModel):
+class Review(Contract):
     """What a reviewer sends: the payload of the ``review`` update."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -85,7 +85,7 @@ class Review(BaseModel):
     """Who reviewed (required by the update's validator)."""
 
 
-class PendingReview(BaseModel):
+class PendingReview(Contract):
     """A final answer waiting for a person's review."""
 
     model_config = ConfigDict(frozen=True)
@@ -95,7 +95,7 @@ class PendingReview(BaseModel):
     since: datetime
 
 
-class ReviewRecord(BaseModel):
+class ReviewRecord(Contract):
     """One review, as recorded."""
 
     model_config = ConfigDict(frozen=True)

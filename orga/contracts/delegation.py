@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt
+from pydantic import ConfigDict, Field, NonNegativeInt
 
 from orga.contracts.inference import Usage
+from orga.contracts.wire import Contract
 
 __all__ = [
     "DELEGATE_TOOL",
@@ -29,7 +30,7 @@ MIN_DELEGATION_TOKENS: Final = 1_000
 DelegationStatus = Literal["running", "completed", "failed", "refused"]
 
 
-class DelegationArguments(BaseModel):
+class DelegationArguments(Contract):
     """The arguments of a ``delegate`` call."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -42,7 +43,7 @@ class DelegationArguments(BaseModel):
     """Fewer tools than the child's agent has (never others); default: all of them."""
 
 
-class DelegationRecord(BaseModel):
+class DelegationRecord(Contract):
     """One delegation of a loop: to whom, on what budget, and how it went."""
 
     model_config = ConfigDict(frozen=True)

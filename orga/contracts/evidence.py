@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt
+from pydantic import ConfigDict, Field, NonNegativeInt
+
+from orga.contracts.wire import Contract
 
 __all__ = [
     "JUDGEMENT_FIELD",
@@ -27,14 +29,14 @@ Judgement = Literal["GAINED", "NO_GAIN"]
 CollectionState = Literal["COLLECTING", "SATURATED"]
 
 
-class Evidence(BaseModel):
+class Evidence(Contract):
     """What an evidence tool may return: the observation, and whether it found anything."""
 
     found: bool
     observation: str
 
 
-class CompletedScope(BaseModel):
+class CompletedScope(Contract):
     """An evidence call that ran (control facts and a short summary, not the raw result)."""
 
     model_config = ConfigDict(frozen=True)
@@ -48,7 +50,7 @@ class CompletedScope(BaseModel):
     judgement: Judgement | None = None
 
 
-class ProgressSnapshot(BaseModel):
+class ProgressSnapshot(Contract):
     """What a saturated loop established: the scopes it checked and what each returned."""
 
     model_config = ConfigDict(frozen=True)
@@ -67,7 +69,7 @@ class ProgressSnapshot(BaseModel):
         return "\n".join(lines)
 
 
-class EvidenceCollection(BaseModel):
+class EvidenceCollection(Contract):
     """Control state of evidence collection (only control facts, never raw results)."""
 
     max_no_gain: NonNegativeInt = 2

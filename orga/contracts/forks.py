@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from typing import Final
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from orga.contracts.carry import ToolStateSnapshot
 from orga.contracts.conversation import USER_MESSAGE_LIMIT, Message
 from orga.contracts.evidence import EvidenceCollection
 from orga.contracts.inference import Usage
-from orga.contracts.wire import Compact
+from orga.contracts.wire import Compact, Contract
 
 __all__ = ["FETCH_FORK_POINT", "FORK_MEMO", "ForkPoint", "ForkPointAsk", "ForkRequest"]
 
@@ -45,7 +45,7 @@ class ForkRequest(Compact):
     replace: bool = False
 
 
-class ForkPointAsk(BaseModel):
+class ForkPointAsk(Contract):
     """The ``fork_point`` query's argument."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -53,7 +53,7 @@ class ForkPointAsk(BaseModel):
     at: int = Field(ge=0)
 
 
-class ForkPoint(BaseModel):
+class ForkPoint(Contract):
     """A loop's state after turn ``at``, as the ``fork_point`` query answers it."""
 
     model_config = ConfigDict(frozen=True)

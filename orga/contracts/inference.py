@@ -13,13 +13,13 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt
+from pydantic import ConfigDict, Field, NonNegativeFloat, NonNegativeInt
 
 from orga.contracts.conversation import Message, Reasoning, ToolCall
 from orga.contracts.principals import Principal
 from orga.contracts.verdicts import PolicyResult
 from orga.contracts.vocabulary import ProviderName
-from orga.contracts.wire import Compact
+from orga.contracts.wire import Compact, Contract
 
 __all__ = [
     "CALL_MODEL",
@@ -60,7 +60,7 @@ SUMMARISE_CONTEXT: Final = "summarise_context"
 """Name of the activity that folds turns into an ``anchored_summary`` loop's running summary."""
 
 
-class Usage(BaseModel):
+class Usage(Contract):
     """Tokens spent, as the provider reported them.
 
     The rule budgets count by: ``total_tokens`` = ``input_tokens`` + ``output_tokens``, where
@@ -129,7 +129,7 @@ class Usage(BaseModel):
         )
 
 
-class ConversationSlice(BaseModel):
+class ConversationSlice(Contract):
     """The tail of the conversation a model call must see, and how to check the rest.
 
     ``messages`` are the conversation's messages from index ``start`` to ``length``; the
@@ -145,7 +145,7 @@ class ConversationSlice(BaseModel):
     messages: list[Message]
 
 
-class ConversationRange(BaseModel):
+class ConversationRange(Contract):
     """The argument of the workflow's ``conversation`` query: messages ``[start, end)``."""
 
     model_config = ConfigDict(frozen=True)
@@ -313,7 +313,7 @@ STREAM_BATCH: Final = timedelta(milliseconds=250)
 """How often the model call flushes what arrived (each flush is one signal in history)."""
 
 
-class StreamedText(BaseModel):
+class StreamedText(Contract):
     """One item of a loop's ``text`` stream: a piece of the answer of model call
     ``iteration``, or a mark that the call was retried (``restart``: drop what this call showed
     so far) or has ended (``done``)."""

@@ -14,13 +14,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal, TypedDict
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt
+from pydantic import ConfigDict, Field, NonNegativeFloat, NonNegativeInt
 
 from orga.contracts.approvals import DecisionProof
 from orga.contracts.inference import Usage
 from orga.contracts.policy import ActionKind, Decision
 from orga.contracts.verdicts import AskedPolicy
-from orga.contracts.wire import Tagged
+from orga.contracts.wire import Contract, Tagged
 
 __all__ = [
     "ApprovalDecided",
@@ -102,7 +102,7 @@ class ReasoningComplete(_Event):
     """The full answer, when the payload guard cut it."""
 
 
-class DecisionRecord(BaseModel):
+class DecisionRecord(Contract):
     model_config = ConfigDict(frozen=True)
 
     action: ActionKind
@@ -132,7 +132,7 @@ class ToolsDispatched(_Event):
     tools: list[str]
 
 
-class CallOutcome(BaseModel):
+class CallOutcome(Contract):
     model_config = ConfigDict(frozen=True)
 
     call_id: str
@@ -478,7 +478,7 @@ JournalEntry = Annotated[
 ]
 
 
-class Journal(BaseModel):
+class Journal(Contract):
     """The bounded list of entries, and how many were dropped to keep it bounded."""
 
     limit: NonNegativeInt = 1_000

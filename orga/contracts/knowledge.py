@@ -14,9 +14,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
-from orga.contracts.wire import Compact
+from orga.contracts.wire import Compact, Contract
 
 __all__ = [
     "KNOWLEDGE_MARKER",
@@ -50,7 +50,7 @@ KnowledgeKind = Literal["fact", "memory", "convention"]
 KnowledgeScope = Literal["all", "conventions"]
 
 
-class KnowledgeConfig(BaseModel):
+class KnowledgeConfig(Contract):
     """``config.knowledge``: how a loop uses its agent's knowledge. Absent: not at all."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -86,7 +86,7 @@ class KnowledgeConfig(BaseModel):
         return "/".join(p for p in path.split("/") if p not in ("", "."))
 
 
-class KnowledgeItem(BaseModel):
+class KnowledgeItem(Contract):
     """One item of an agent's knowledge."""
 
     model_config = ConfigDict(frozen=True)

@@ -12,13 +12,13 @@ import json
 from collections.abc import Sequence
 from typing import Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from orga.contracts.conversation import ToolCall
 from orga.contracts.inference import Usage
 from orga.contracts.verdicts import Decision, PolicyDecision, PolicyResult
 from orga.contracts.vocabulary import PolicyMode
-from orga.contracts.wire import Compact
+from orga.contracts.wire import Compact, Contract
 
 __all__ = [
     "DECISION_KINDS",
@@ -45,7 +45,7 @@ EVALUATE_POLICY = "evaluate_policy"
 """Name of the policy activity (run as a local activity: fast, still retried)."""
 
 
-class PolicyAction(BaseModel):
+class PolicyAction(Contract):
     """One thing the model wants to do."""
 
     model_config = ConfigDict(frozen=True)
@@ -135,7 +135,7 @@ class PolicyAction(BaseModel):
         return (self.kind, self.call_id, self.tool, self.arguments)
 
 
-class AncestorGate(BaseModel):
+class AncestorGate(Contract):
     """A gate a delegated loop runs under besides its own: the gate of a loop above it in the
     delegation tree, which judges the child's actions as that loop's agent (Cedar principal
     ``Agent::"<agent_id>"``, OPA ``agent_id``), so a forbid anywhere up the tree wins."""

@@ -16,7 +16,9 @@ from __future__ import annotations
 from functools import lru_cache
 
 import re2
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
+
+from orga.contracts.wire import Contract
 
 __all__ = [
     "MAX_PATTERNS",
@@ -54,7 +56,7 @@ def compile_pattern(pattern: str) -> re2._Regexp:  # pyright: ignore[reportPriva
         ) from error
 
 
-class ReferencePattern(BaseModel):
+class ReferencePattern(Contract):
     """A custom reference type: an RE2 regex whose first group (or whole match) is the value."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -72,7 +74,7 @@ class ReferencePattern(BaseModel):
         return pattern
 
 
-class Resolver(BaseModel):
+class Resolver(Contract):
     """Which tool resolves a reference type, and which argument takes the reference."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -83,7 +85,7 @@ class Resolver(BaseModel):
     """The tool's argument that takes the reference."""
 
 
-class PreHydrationConfig(BaseModel):
+class PreHydrationConfig(Contract):
     """``config.pre_hydration``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

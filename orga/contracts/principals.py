@@ -32,9 +32,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import ConfigDict, Field, StringConstraints
 
-from orga.contracts.wire import Compact
+from orga.contracts.wire import Compact, Contract
 
 __all__ = [
     "CLAIMED_TENANT",
@@ -117,7 +117,7 @@ class Principal(Compact):
         return name if self.verified else f"{name} (claimed)"
 
 
-class SpendLimits(BaseModel):
+class SpendLimits(Contract):
     """What a user or a tenant may spend, across all of its loops (``[users.<name>]``,
     ``[tenants.<name>]``; ``"*"`` names the limits of every one not listed). None: no limit."""
 
@@ -134,7 +134,7 @@ class SpendLimits(BaseModel):
     """Tokens per UTC calendar month."""
 
 
-class SpendLine(BaseModel):
+class SpendLine(Contract):
     """One user's or tenant's spend in one period, as the ledger holds it (``orga spend``)."""
 
     model_config = ConfigDict(frozen=True)

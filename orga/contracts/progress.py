@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from orga.contracts.state import LoopStatus, Phase
 from orga.contracts.threads import TurnResult
+from orga.contracts.wire import Contract
 
 __all__ = [
     "PROGRESS_TOPIC",
@@ -42,7 +43,7 @@ RESULT_SHOWN: Final = 2_000
 ProgressKind = Literal["turn", "calls", "waiting", "resumed", "results", "answered", "ended"]
 
 
-class WaitingCall(BaseModel):
+class WaitingCall(Contract):
     """A tool call that waits for a person's approval."""
 
     model_config = ConfigDict(frozen=True)
@@ -55,7 +56,7 @@ class WaitingCall(BaseModel):
     """Why it needs a person (the rule that asked)."""
 
 
-class ProgressView(BaseModel):
+class ProgressView(Contract):
     """The loop as a reader shows it, at the moment of an item."""
 
     model_config = ConfigDict(frozen=True)
@@ -77,7 +78,7 @@ class ProgressView(BaseModel):
     """Who the loop runs for (``Principal.describe``: ``ann@acme``, ``(claimed)`` if so)."""
 
 
-class ProposedCall(BaseModel):
+class ProposedCall(Contract):
     """A tool call the model asked for."""
 
     model_config = ConfigDict(frozen=True)
@@ -88,7 +89,7 @@ class ProposedCall(BaseModel):
     """As the model wrote them (JSON)."""
 
 
-class CallResult(BaseModel):
+class CallResult(Contract):
     """How a tool call ended."""
 
     model_config = ConfigDict(frozen=True)
@@ -102,7 +103,7 @@ class CallResult(BaseModel):
     """What the model reads of it, cut to ``RESULT_SHOWN`` characters."""
 
 
-class ProgressItem(BaseModel):
+class ProgressItem(Contract):
     """One step of a streamed loop (see the module docstring)."""
 
     model_config = ConfigDict(frozen=True)
@@ -121,7 +122,7 @@ class ProgressItem(BaseModel):
     """With ``ended``: how the loop ended, in words."""
 
 
-class StreamCarry(BaseModel):
+class StreamCarry(Contract):
     """A streamed loop's stream, carried into its next run (continue-as-new): the items it
     keeps, at the offsets they had, so readers go on where they were."""
 

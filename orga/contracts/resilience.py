@@ -12,9 +12,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt
+from pydantic import ConfigDict, Field, NonNegativeInt
 
-from orga.contracts.wire import Tagged
+from orga.contracts.wire import Contract, Tagged
 
 __all__ = [
     "Breaker",
@@ -34,7 +34,7 @@ __all__ = [
 BreakerState = Literal["closed", "open", "half_open"]
 
 
-class BreakerConfig(BaseModel):
+class BreakerConfig(Contract):
     """How breakers of a loop behave (``config.circuit_breaker``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -47,7 +47,7 @@ class BreakerConfig(BaseModel):
     """Probes admitted at once while half-open."""
 
 
-class Breaker(BaseModel):
+class Breaker(Contract):
     """One tool's breaker (shown in the ``state`` query, carried across continue-as-new).
 
     Plain state: ``orga.core.breaker`` moves it between states.
@@ -122,7 +122,7 @@ RecoveryStrategy = Annotated[
 ]
 
 
-class RecoveryConfig(BaseModel):
+class RecoveryConfig(Contract):
     """``config.recovery``: a loop default and per-tool strategies."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -145,7 +145,7 @@ class RecoveryConfig(BaseModel):
         return names
 
 
-class DeadLetterEntry(BaseModel):
+class DeadLetterEntry(Contract):
     """A call that failed for good under ``DeadLetter`` (listed in ``state.dead_letters``)."""
 
     model_config = ConfigDict(frozen=True)

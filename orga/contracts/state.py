@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt
+from pydantic import ConfigDict, Field, NonNegativeInt
 
 from orga.contracts.approvals import PendingApproval, PendingEscalation
 from orga.contracts.critic import PendingReview, ReviewRecord
@@ -16,6 +16,7 @@ from orga.contracts.journal import CallReceipt
 from orga.contracts.principals import Principal
 from orga.contracts.resilience import Breaker, DeadLetterEntry
 from orga.contracts.threads import ThreadState
+from orga.contracts.wire import Contract
 
 __all__ = [
     "LoopResult",
@@ -52,7 +53,7 @@ Phase = Literal[
 ]
 
 
-class ToolCallRecord(BaseModel):
+class ToolCallRecord(Contract):
     """One tool call the loop handled, and how it ended."""
 
     model_config = ConfigDict(frozen=True)
@@ -65,7 +66,7 @@ class ToolCallRecord(BaseModel):
     is_error: bool
 
 
-class LoopState(BaseModel):
+class LoopState(Contract):
     """The answer to the ``state`` query."""
 
     model_config = ConfigDict(frozen=True)
@@ -127,7 +128,7 @@ class LoopState(BaseModel):
     """A thread's turn and what it waits for (``config.thread``)."""
 
 
-class LoopResult(BaseModel):
+class LoopResult(Contract):
     """The workflow's result when the loop completes."""
 
     model_config = ConfigDict(frozen=True)

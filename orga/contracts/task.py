@@ -14,13 +14,13 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from orga.contracts.approvals import PendingApproval, PendingEscalation
 from orga.contracts.config import LoopInput
 from orga.contracts.journal import CallReceipt
 from orga.contracts.principals import Principal, PrincipalClaim
-from orga.contracts.wire import Compact, Tagged
+from orga.contracts.wire import Compact, Contract, Tagged
 
 __all__ = [
     "Compensation",
@@ -61,7 +61,7 @@ TaskStatus = Literal["running", "awaiting_operator", "completed", "aborted", "ca
 LimitAction = Literal["skip_step", "abort_task", "escalate"]
 
 
-class StepPolicy(BaseModel):
+class StepPolicy(Contract):
     """How a task treats failing steps."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -93,7 +93,7 @@ class LoopStep(Tagged):
     input: LoopInput
 
 
-class Compensation(BaseModel):
+class Compensation(Contract):
     """The tool call that undoes a step.
 
     It runs for every attempted step, also one that failed or was cancelled mid-call (its
@@ -108,7 +108,7 @@ class Compensation(BaseModel):
     result (parsed as JSON for a path); by ``null`` when the step did not complete."""
 
 
-class Step(BaseModel):
+class Step(Contract):
     """One step of a task."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -172,7 +172,7 @@ class TaskInput(Compact):
         return self
 
 
-class StepReport(BaseModel):
+class StepReport(Contract):
     """What happened to one step."""
 
     id: str
@@ -188,7 +188,7 @@ class StepReport(BaseModel):
     """Who settled its compensation by hand (marked it compensated, or gave up), and why."""
 
 
-class TaskState(BaseModel):
+class TaskState(Contract):
     """The ``state`` query of a task."""
 
     status: TaskStatus
@@ -213,7 +213,7 @@ class TaskState(BaseModel):
     when and why. Each runs once the pause ends."""
 
 
-class TaskResult(BaseModel):
+class TaskResult(Contract):
     """The result of a completed task (an aborted one fails with the same report)."""
 
     status: TaskStatus

@@ -16,9 +16,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt
+from pydantic import ConfigDict, Field, NonNegativeFloat, NonNegativeInt
 
 from orga.contracts.inference import Usage
+from orga.contracts.wire import Contract
 
 __all__ = [
     "THREAD_MEMO",
@@ -44,7 +45,7 @@ ThreadEnd = Literal["closed", "idle", "max_turns"]
 ``max_turns`` turns."""
 
 
-class ThreadConfig(BaseModel):
+class ThreadConfig(Contract):
     """A loop that is a conversation, and the budgets of the whole thread."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -65,7 +66,7 @@ class ThreadConfig(BaseModel):
     ``LoopConfig.max_cost`` is. Default: no bound beyond ``max_turns`` turns of the turn's."""
 
 
-class TurnWait(BaseModel):
+class TurnWait(Contract):
     """The ``turn`` update's argument: which turn's answer to wait for."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -77,7 +78,7 @@ class TurnWait(BaseModel):
     ran out of budget is read by the next)."""
 
 
-class TurnResult(BaseModel):
+class TurnResult(Contract):
     """One answered turn of a thread (the ``turn`` update's answer)."""
 
     model_config = ConfigDict(frozen=True)
@@ -121,7 +122,7 @@ class TurnResult(BaseModel):
         )
 
 
-class ThreadState(BaseModel):
+class ThreadState(Contract):
     """A thread's part of the ``state`` query."""
 
     model_config = ConfigDict(frozen=True)
@@ -139,7 +140,7 @@ class ThreadState(BaseModel):
     last_turn: TurnResult | None = None
 
 
-class CloseThread(BaseModel):
+class CloseThread(Contract):
     """The ``close`` update's argument."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -148,7 +149,7 @@ class CloseThread(BaseModel):
     sender: str | None = Field(default=None, max_length=200)
 
 
-class ThreadClosed(BaseModel):
+class ThreadClosed(Contract):
     """The ``close`` update's answer: the thread ends now, or after the turn it works on."""
 
     model_config = ConfigDict(frozen=True)
@@ -159,7 +160,7 @@ class ThreadClosed(BaseModel):
     """True when a turn was running: the thread ends once it is answered."""
 
 
-class ThreadCarry(BaseModel):
+class ThreadCarry(Contract):
     """A thread's state carried into the loop's next run (continue-as-new)."""
 
     model_config = ConfigDict(frozen=True)

@@ -13,10 +13,10 @@ import json
 from datetime import timedelta
 from typing import Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from orga.contracts.conversation import ToolCall
-from orga.contracts.wire import Compact
+from orga.contracts.wire import Compact, Contract
 
 __all__ = [
     "LOCAL_TOOL_TIMEOUT",
@@ -39,7 +39,7 @@ LOCAL_TOOL_TIMEOUT: Final = timedelta(seconds=10)
 loop's workflow task while it runs."""
 
 
-class ToolDefinition(BaseModel):
+class ToolDefinition(Contract):
     """What a tool declares: what the model sees and how the runtime must run it."""
 
     model_config = ConfigDict(frozen=True)
@@ -90,7 +90,7 @@ class ToolDefinition(BaseModel):
         )
 
 
-class ToolProfile(BaseModel):
+class ToolProfile(Contract):
     """A filter on the tools a loop advertises (``config.tool_profile``).
 
     Applied, in this order, to the complete tool list (the loop's tools and the tools

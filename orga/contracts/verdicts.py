@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
-from orga.contracts.wire import Compact
+from orga.contracts.wire import Compact, Contract
 
 __all__ = ["ASKED_LIMIT", "AskedPolicy", "Decision", "PolicyDecision", "PolicyResult"]
 
@@ -19,7 +19,7 @@ ASKED_LIMIT: Final = 16_384
 arguments) is kept in orga's store, the decision holding its reference."""
 
 
-class AskedPolicy(BaseModel):
+class AskedPolicy(Contract):
     """What a policy engine (Cedar, OPA) was asked about one action, and what the loop's own
     gate made of its verdict — enough to ask another policy set the same question."""
 
@@ -60,7 +60,7 @@ class AskedPolicy(BaseModel):
     this reference (``request`` and ``action`` are then empty here)."""
 
 
-class PolicyDecision(BaseModel):
+class PolicyDecision(Contract):
     """The gate's verdict on one action."""
 
     model_config = ConfigDict(frozen=True)

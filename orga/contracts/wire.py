@@ -20,17 +20,46 @@ from __future__ import annotations
 import typing
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, SerializationInfo, SerializerFunctionWrapHandler, model_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 
-__all__ = ["Compact", "Tagged"]
+__all__ = ["Compact", "Contract", "Tagged", "build_contracts"]
 
 
-class Compact(BaseModel):
+class Contract(BaseModel):
+    """Every contract model. Its validator and serialiser are built when it is first used, not
+    when its module is imported: a command that reads one loop's state builds the models that
+    state holds, not all of orga's (``orga state`` started ~0.1 s sooner, 2026-12-06). A worker
+    builds them all when it starts (``build_contracts``), so no workflow task pays for it."""
+
+    model_config = ConfigDict(defer_build=True)
+
+
+def build_contracts() -> int:
+    """Build every contract model not built yet (a worker calls this as it starts); returns how
+    many were built."""
+    built = 0
+    waiting: list[type[BaseModel]] = [Contract]
+    while waiting:
+        model = waiting.pop()
+        waiting.extend(model.__subclasses__())
+        if not model.__pydantic_complete__:
+            model.model_rebuild()
+            built += 1
+    return built
+
+
+class Compact(Contract):
     """A payload orga writes and reads back itself (an activity's input or result, a
     workflow's input): written without the fields at their default."""
 
 
-class Tagged(BaseModel):
+class Tagged(Contract):
     """A member of a tagged union: its tag fields (those typed as one ``Literal`` value) are
     written also when defaults are left out."""
 
