@@ -54,8 +54,9 @@ PROMPT = "Add up the numbers, one tool call at a time."
 
 
 @tool(local=True)
-def add_local(a: float, b: float) -> float:
-    """Add two numbers (declared local: a local activity, no server round trip).
+async def add_local(a: float, b: float) -> float:
+    """Add two numbers (declared local: a local activity, no server round trip; ``async``
+    like the built-in ``add`` and the minimal loop's tool: a sync tool runs in a thread).
 
     Args:
         a: the first number.

@@ -34,7 +34,8 @@ import nothing from orga but other contracts. Import from the modules:
     tools            ToolDefinition, ToolProfile and the tool activities' inputs
     verdicts         the gate's decisions (the policy activity's and a model call's)
     vocabulary       provider names and policy modes
-    wire             what a payload leaves out: defaults (Compact), never a union's tag (Tagged)
+    wire             every model's base (Contract: built on first use); what a payload leaves
+                     out: defaults (Compact), never a union's tag (Tagged)
 """
 
 __all__: list[str] = []
