@@ -127,3 +127,12 @@ def test_a_worker_builds_every_contract_before_its_first_task() -> None:
 
     assert "build_contracts()" in inspect.getsource(plugin.OrgaPlugin.configure_worker)
     assert "build_contracts()" in inspect.getsource(plugin.replayer)
+
+
+@pytest.mark.parametrize("verb", ["state", "pending", "list"])
+def test_a_read_verb_imports_no_store(verb: str) -> None:
+    """The read verbs read Temporal, not orga's store: no SQLAlchemy (~0.2 s) — ``orga
+    pending`` reads a held call's pause from its text (``orga.runtime.pause_targets``)."""
+    imported = _imported_by(verb, "--help")
+    assert not [m for m in imported if m.split(".")[0] in ("sqlalchemy", "cedarpy", "cryptography")]
+    assert "orga.runtime.pauses" not in imported

@@ -28,7 +28,7 @@ from orga.contracts.state import LoopState
 from orga.contracts.task import TaskState
 from orga.desk.facts import DeskError, read_state
 from orga.desk.inbox_text import decided_by
-from orga.runtime.pauses import Pause, split_target
+from orga.runtime.pause_targets import Pause, split_target
 
 __all__ = ["InboxItem", "ItemKind", "inbox"]
 

@@ -19,6 +19,7 @@ I/O, never imported by workflow code. Modules:
 * ``tracing`` — OpenTelemetry through Temporal's integration
 * ``loop_traces`` — one trace per loop, whoever started it (clients and workers carry it)
 * ``presence`` — is a worker there? (heartbeats and pollers of a task queue)
+* ``pause_targets`` — what a pause names and its text read back (pure: no store)
 * ``pauses`` — a tool, an agent or a loop paused (``orga pause``), in the shared store
 * ``schemas`` — JSON Schemas of a loop's input and a task file
 * ``json_schema`` — a JSON Schema validator whose regexes run in RE2 and whose work is bounded

@@ -12,9 +12,8 @@ call fails ``ToolPaused`` unrun — an approved one too —, a paused loop's mod
 on the desk — keeping the approvals already granted, then goes on
 (``orga.workflows.reasoning.call_executor``, ``model_call``, ``orga.workflows.saga.holds``).
 
-What a pause names is checked here once for every surface (``orga pause``, the desk):
-``split_target`` reads a key, and ``Pause.target_in`` reads a ``describe()`` text back — the
-reason a held call shows in its loop's state — so the desk offers the command that ends it.
+What a pause names, and its text read back, are in ``orga.runtime.pause_targets`` (no store
+imported: ``orga pending`` reads them without SQLAlchemy); this module gives them on.
 
 Temporal's own workflow and activity pause are experimental on this server and pause one
 execution at a time (``frontend.WorkflowPauseEnabled``); a tool or an agent across all loops is
@@ -23,15 +22,14 @@ not a Temporal notion, so orga keeps all three here.
 
 from __future__ import annotations
 
-import re
 import threading
 import time
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from sqlalchemy import Column, MetaData, String, Table, Text, delete, insert, select
 
+from orga.runtime.pause_targets import PAUSE_KINDS, PAUSE_NAME, Pause, PauseKind, split_target
 from orga.runtime.store import Store
 
 __all__ = [
@@ -44,18 +42,6 @@ __all__ = [
     "PauseKind",
     "split_target",
 ]
-
-PauseKind = Literal["tool", "agent", "loop"]
-PAUSE_KINDS: Final[tuple[PauseKind, ...]] = ("tool", "agent", "loop")
-PAUSE_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,199}")
-"""A tool's or agent's name or a loop's id, as a pause names it (``fullmatch``): plain, so
-``describe`` quotes it the same way every time and a command needs no escape for it."""
-_DESCRIBED: Final = re.compile(
-    rf"({'|'.join(PAUSE_KINDS)}) '([^']*)' is paused by .*? since "
-    r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d): ",
-    re.DOTALL,
-)
-"""The start of ``Pause.describe()``'s text: the kind, the name and since when."""
 
 _METADATA = MetaData()
 PAUSES: Final = Table(
@@ -71,48 +57,6 @@ LOOP_PAUSED: Final = "LoopPaused"
 HELD_WITHIN: Final = 1.0
 """Seconds a worker trusts what it last read of the pauses: a pause holds every call it names
 that begins this long after it was written (``orga pause`` answers then)."""
-
-
-@dataclass(frozen=True)
-class Pause:
-    """Something paused (``tool:NAME``, ``agent:NAME``, ``loop:ID``): by whom, why, since when."""
-
-    target: str
-    by: str
-    reason: str
-    since: datetime
-
-    def describe(self) -> str:
-        """``tool 'x' is paused by olu since 2025-05-01T09:14:02+00:00: why`` (``target_in``
-        reads it back)."""
-        kind, _, name = self.target.partition(":")
-        return (
-            f"{kind} {name!r} is paused by {self.by} since "
-            f"{self.since.isoformat(timespec='seconds')}: {self.reason}"
-        )
-
-    @staticmethod
-    def target_in(text: str) -> str | None:
-        """The target a ``describe()`` text names (``tool:x``); None for any other text, or a
-        name that is not plain — it comes back from a workflow's state: nothing is guessed."""
-        found = _DESCRIBED.match(text)
-        if found is None:
-            return None
-        target = f"{found[1]}:{found[2]}"
-        return target if split_target(target) is not None else None
-
-    @staticmethod
-    def since_in(text: str) -> datetime | None:
-        """Since when the pause a ``describe()`` text names holds; None for any other text (or
-        a time that is not one ``describe`` writes)."""
-        found = _DESCRIBED.match(text)
-        if found is None or Pause.target_in(text) is None:
-            return None
-        try:
-            since = datetime.fromisoformat(found[3])
-        except ValueError:
-            return None
-        return since if since.tzinfo is not None else None
 
 
 class PauseBook:
@@ -183,15 +127,6 @@ class PauseBook:
             return found
         read = self._read = (now, {pause.target: pause for pause in self.all()})
         return next((read[1][t] for t in targets if t in read[1]), None)
-
-
-def split_target(target: str) -> tuple[PauseKind, str] | None:
-    """``target``'s kind and name (``tool:x`` → ``("tool", "x")``); None unless the kind is one
-    of ``PAUSE_KINDS`` and the name is plain (``PAUSE_NAME``)."""
-    kind, colon, name = target.partition(":")
-    if not colon or not PAUSE_NAME.fullmatch(name):
-        return None
-    return next(((known, name) for known in PAUSE_KINDS if known == kind), None)
 
 
 def _pause(row: Any) -> Pause:
