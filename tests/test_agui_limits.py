@@ -19,14 +19,16 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
+from starlette.routing import Route
 from temporalio.service import RPCError, RPCStatusCode
 
 from orga.contracts.config import LoopConfig
 from orga.contracts.conversation import USER_MESSAGE_LIMIT
 from orga.scripted.server import Turn
 from orga.web.agui import AguiLimits, AguiOptions, agui_app, uvicorn_limits
+from orga.web.agui import _Endpoint as AguiEndpoint
 from orga.web.agui_run import THREAD_PREFIX
-from orga.web.callers import Callers, new_token
+from orga.web.callers import Callers, OpenRequests, new_token
 from tests.harness import Harness
 from tests.helpers import Hold, conversation, eventually, free_port
 from tests.sample_tools import transfer
@@ -40,6 +42,8 @@ class _Endpoint:
     url: str
     port: int
     tokens: dict[str, str]
+    streams: OpenRequests
+    """The requests each caller has open at the endpoint."""
 
     def auth(self, user: str) -> dict[str, str]:
         return {"authorization": f"Bearer {self.tokens[user]}"}
@@ -70,7 +74,9 @@ async def _served(
     serving = asyncio.create_task(server.serve())
     try:
         await eventually(lambda: server.started, "the endpoint listens")
-        yield _Endpoint(f"http://127.0.0.1:{port}/agui", port, tokens)
+        route = app.routes[0]
+        assert isinstance(route, Route) and isinstance(route.endpoint, AguiEndpoint)
+        yield _Endpoint(f"http://127.0.0.1:{port}/agui", port, tokens, route.endpoint.streams)
     finally:
         server.should_exit = True
         await serving
@@ -387,13 +393,25 @@ async def test_slow_bodies_without_a_token_are_401_and_closed_at_once(harness: H
 
 async def test_one_tokens_slow_bodies_are_429_or_408_and_closed(harness: Harness) -> None:
     """300 slow bodies of one token: ``streams_per_caller`` of them wait, each until its
-    timeout (408); every other is refused at once (429); all are closed."""
+    timeout (408); every other is refused at once (429); all are closed.
+
+    The first ``streams_per_caller`` are seen held before the rest are sent, with a timeout the
+    rest are answered well within on a loaded machine (with 0.5 s, every one had waited its
+    timeout, 408, once in a full run)."""
+    limits = AguiLimits(request_timeout=3.0)
     model = harness.new_model([])
-    async with _served(harness, model, SLOW) as endpoint:
+    async with _served(harness, model, limits) as endpoint:
         port = endpoint.port
         slow = _head(port, 100_000, _bearer(endpoint)) + b'{"threadId": "'
-        answers = await asyncio.gather(*(_raw(port, slow, trickle=b"a" * 500) for _ in range(300)))
-    assert {_status(answer) for answer in answers} == {408, 429}
+        most = limits.streams_per_caller
+        held = [asyncio.create_task(_raw(port, slow, trickle=b"a" * 500)) for _ in range(most)]
+        await eventually(lambda: endpoint.streams.count("ann") == most, "all held")
+        refused = await asyncio.gather(
+            *(_raw(port, slow, trickle=b"a" * 500) for _ in range(300 - most))
+        )
+        waited = await asyncio.gather(*held)
+    assert [_status(answer) for answer in refused] == [429] * (300 - most)
+    assert [_status(answer) for answer in waited] == [408] * most
 
 
 async def test_a_body_over_the_bound_is_413_before_it_is_read(harness: Harness) -> None:

@@ -38,6 +38,7 @@ __all__ = [
     "estimate_message_tokens",
     "fit",
     "fold",
+    "injected",
     "leading_system",
     "summarised",
     "summary_message",
@@ -79,8 +80,16 @@ def leading_system(messages: Sequence[Message]) -> int:
     return count
 
 
+def injected(message: Message, markers: str | tuple[str, ...] = INJECTED_MARKERS) -> bool:
+    """Whether ``message`` is context orga injected under one of ``markers``: a user message
+    that begins with it. A person's message may not (``orga.core.speakers`` refuses it where it
+    enters); a model's answer may begin with anything, and is never taken for injected context
+    (it would be kept whatever else is dropped, or pass for the running summary)."""
+    return message.role == "user" and message.content.startswith(markers)
+
+
 def _protected(message: Message) -> bool:
-    return message.role == "system" or message.content.startswith(INJECTED_MARKERS)
+    return message.role == "system" or injected(message)
 
 
 def units(messages: Sequence[Message]) -> list[list[int]]:

@@ -12,6 +12,7 @@ from typing import Final
 
 from orga.contracts.conversation import Message
 from orga.contracts.knowledge import KNOWLEDGE_MARKER, KnowledgeItem
+from orga.core.context import injected
 from orga.core.text import estimate_tokens
 
 __all__ = [
@@ -94,7 +95,7 @@ def newest_terms(messages: Sequence[Message], limit: int = MAX_TERMS) -> str:
     for message in reversed(messages):
         if message.role == "tool":
             parts += [r.content[:_SCAN_CHARS] for r in message.tool_results]
-        elif message.role == "user" and not message.content.startswith(KNOWLEDGE_MARKER):
+        elif message.role == "user" and not injected(message, KNOWLEDGE_MARKER):
             parts.append(message.content[:_SCAN_CHARS])
             break
         elif message.role == "assistant" and parts:
@@ -182,7 +183,7 @@ def with_knowledge(messages: Sequence[Message], knowledge: str | None) -> list[M
     instructions with the authority of the system prompt. Last, so the prefix before it is the
     same from one call to the next (a provider's prompt cache keeps it).
     """
-    kept = [m for m in messages if not m.content.startswith(KNOWLEDGE_MARKER)]
+    kept = [m for m in messages if not injected(m, KNOWLEDGE_MARKER)]
     if knowledge is None:
         return kept
     return [*kept, Message(role="user", content=knowledge)]

@@ -36,6 +36,7 @@ from orga.contracts.inference import InferenceResponse, Usage
 from orga.contracts.knowledge import KNOWLEDGE_MARKER
 from orga.contracts.tools import ToolDefinition
 from orga.core.arguments import try_parse_arguments
+from orga.core.context import injected
 from orga.core.ids import wire_id_of, wire_ids
 from orga.providers.usage import token_count
 
@@ -132,7 +133,7 @@ def build_messages_request(
         blocks = _blocks(message, ids, source is None or message.source == source)
         if not blocks:
             continue
-        if message.role == "user" and message.content.startswith(KNOWLEDGE_MARKER):
+        if injected(message, KNOWLEDGE_MARKER):
             volatile.extend(blocks)
         if turns and turns[-1]["role"] == role:
             turns[-1]["content"].extend(blocks)

@@ -118,6 +118,10 @@ class OpenRequests:
         self._most = most
         self._open: Counter[str] = Counter()
 
+    def count(self, user: str) -> int:
+        """How many requests ``user`` has open now."""
+        return self._open[user]
+
     @contextlib.contextmanager
     def held(self, user: str) -> Generator[None]:
         """One of ``user``'s requests, open until the block ends.
