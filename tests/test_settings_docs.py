@@ -14,6 +14,7 @@ from orga.contracts.config import LoopConfig
 from orga.contracts.errors import InvalidConfig
 from orga.runtime import settings_docs
 from orga.runtime.settings import Env, Settings
+from orga.runtime.variables import attribute_docstrings
 from tests.helpers import parse_python
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,8 +42,9 @@ def test_orga_help_lists_what_the_cli_reads() -> None:
 
 def test_every_field_says_where_it_comes_from_and_what_it_means() -> None:
     names: list[str] = []
+    meanings = attribute_docstrings(Settings)
     for field, info in Settings.model_fields.items():
-        assert info.description, f"Settings.{field} has no docstring"
+        assert meanings.get(field), f"Settings.{field} has no docstring"
         env = [m for m in info.metadata if isinstance(m, Env)]
         if field not in NOT_FROM_THE_ENVIRONMENT:
             assert len(env) == 1, f"Settings.{field} names no variable (an Env in its annotation)"
@@ -50,7 +52,7 @@ def test_every_field_says_where_it_comes_from_and_what_it_means() -> None:
     assert len(names) == len(set(names)), "two fields read the same variable"
     documented = {name for v in Settings.variables() for name in v.names}
     assert set(names) <= documented
-    meanings = settings_docs.attribute_docstrings(LoopConfig)
+    meanings = attribute_docstrings(LoopConfig)
     assert set(meanings) == set(LoopConfig.model_fields), "a LoopConfig field has no docstring"
 
 

@@ -135,6 +135,7 @@ from orga.runtime.setting_values import ModelPrice, ProviderSettings
 from orga.runtime.variables import (
     Env,
     Variable,
+    attribute_docstrings,
     bounds,
     default_text,
     env_of,
@@ -151,7 +152,7 @@ __all__ = ["ModelPrice", "ProviderSettings", "Settings"]
 class Settings(BaseModel):
     """Everything a worker or the CLI reads from its environment (one field per variable)."""
 
-    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True)
 
     temporal_address: Annotated[str, Env("TEMPORAL_ADDRESS", cli=True)] = "localhost:7233"
     """The Temporal frontend, ``host:port``."""
@@ -372,6 +373,7 @@ class Settings(BaseModel):
     def variables(cls) -> list[Variable]:
         """Every variable the settings read, in field order, as the docs show them."""
         found: list[Variable] = []
+        meanings = attribute_docstrings(cls)  # read here: pydantic's reading costs every import
         for field, info in cls.model_fields.items():
             if field == "providers":
                 found += parsed.provider_variables()
@@ -384,7 +386,7 @@ class Settings(BaseModel):
                         shape=variable.shape or shape(info.annotation),
                         default=variable.default or default_text(info, variable.unit),
                         bounds=bounds(info),
-                        meaning=info.description or "",
+                        meaning=meanings.get(field, ""),
                         cli=variable.cli,
                     )
                 )

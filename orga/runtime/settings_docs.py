@@ -11,7 +11,6 @@ differs from what this module makes of the code, so the docs cannot drift.
 
 from __future__ import annotations
 
-import ast
 import functools
 import inspect
 import re
@@ -27,7 +26,7 @@ from pydantic.fields import FieldInfo
 
 from orga.contracts.config import Limits, LoopConfig
 from orga.runtime.settings import Settings
-from orga.runtime.variables import bounds
+from orga.runtime.variables import attribute_docstrings, bounds
 
 __all__ = [
     "ENVIRONMENT_PAGE",
@@ -137,24 +136,6 @@ def settings_module(source: str) -> str:
 
 
 # ---- a loop's config -------------------------------------------------------------------------
-
-
-def attribute_docstrings(model: type[BaseModel]) -> dict[str, str]:
-    """The docstrings written under ``model``'s fields (its own class body only)."""
-    tree = ast.parse(textwrap.dedent(inspect.getsource(model)))
-    body = tree.body[0]
-    assert isinstance(body, ast.ClassDef)
-    found: dict[str, str] = {}
-    for statement, after in zip(body.body, body.body[1:], strict=False):
-        if (
-            isinstance(statement, ast.AnnAssign)
-            and isinstance(statement.target, ast.Name)
-            and isinstance(after, ast.Expr)
-            and isinstance(after.value, ast.Constant)
-            and isinstance(after.value.value, str)
-        ):
-            found[statement.target.id] = inspect.cleandoc(after.value.value)
-    return found
 
 
 def _strip(annotation: Any) -> Any:

@@ -7,16 +7,29 @@ reads the environment.
 
 from __future__ import annotations
 
+import ast
+import inspect
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin
 
-from pydantic import SecretStr
+from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 
-__all__ = ["Env", "Variable", "bounds", "default_text", "env_of", "flag", "parser", "shape"]
+__all__ = [
+    "Env",
+    "Variable",
+    "attribute_docstrings",
+    "bounds",
+    "default_text",
+    "env_of",
+    "flag",
+    "parser",
+    "shape",
+]
 
 
 @dataclass(frozen=True)
@@ -135,3 +148,21 @@ def bounds(info: FieldInfo, show: Callable[[Any], str] | None = None) -> str:
 
 def _shown(value: Any) -> str:
     return _number(value) if isinstance(value, float) else str(value)
+
+
+def attribute_docstrings(model: type[BaseModel]) -> dict[str, str]:
+    """The docstrings written under ``model``'s fields (its own class body only)."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(model)))
+    body = tree.body[0]
+    assert isinstance(body, ast.ClassDef)
+    found: dict[str, str] = {}
+    for statement, after in zip(body.body, body.body[1:], strict=False):
+        if (
+            isinstance(statement, ast.AnnAssign)
+            and isinstance(statement.target, ast.Name)
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+            and isinstance(after.value.value, str)
+        ):
+            found[statement.target.id] = inspect.cleandoc(after.value.value)
+    return found
