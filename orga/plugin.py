@@ -51,6 +51,7 @@ from orga.activities.critic import CriticActivities
 from orga.activities.deployments import CurrentBuilds
 from orga.activities.forks import fetch_fork_point
 from orga.activities.inference import InferenceActivities
+from orga.activities.judges import JudgeActivities, load_judges
 from orga.activities.knowledge import KnowledgeActivities
 from orga.activities.policy import PolicyActivities
 from orga.activities.principals import (
@@ -351,6 +352,9 @@ class _Parts:
         self.knowledge = knowledge
         agents = _build_agents(settings, engines)
         _say_who_decides(agents)
+        self.judges = JudgeActivities(
+            load_judges(agents.judges, agents.approvers, agents.folder, agents.origin)
+        )
         self.builds = CurrentBuilds(client)
         self.continued = ContinuedRuns(client)
         self.setup = SetupActivities(
@@ -379,6 +383,7 @@ class _Parts:
             fetch_fork_point,
             self.builds.current_build,
             self.continued.continued_from,
+            self.judges.consult_judge,
         ]
 
     def model_activities(self) -> list[Callable[..., Any]]:

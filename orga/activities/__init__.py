@@ -14,6 +14,7 @@ Modules (each defines an activity class; what the activities use lives in ``orga
 * ``deployments`` — ``current_build``: which build a worker deployment routes to now
 * ``continued`` — ``continued_from``: what the run a loop continues was, as the server says
 * ``summary`` — ``summarise_context``: a loop's running summary
+* ``judges`` — ``consult_judge``: a judge's opinion on a held call, signed when it decides
 * ``elsewhere`` — a local activity that needs tools its worker lacks, which another live
   worker of the queue registers, says so (the workflow asks that one)
 * ``principals`` — who a loop runs for (resolved at setup), and each model call's charge to

@@ -166,6 +166,7 @@ class SetupActivities:
             model_task_queue=self._settings.model_task_queue,
             approvers=self._agents.approvers,
             approvals_by_policy=self._approval_policy and resolved.policy == "cedar",
+            judge=judge.seat() if (judge := self._agents.judge_of(agent)) is not None else None,
             principal=principal,
             fairness_weight=self._principals.weight(principal),
         )

@@ -19,6 +19,7 @@ import nothing from orga but other contracts. Import from the modules:
     evidence         evidence results and the information-gain record
     inference        the inference activity's request and response, Usage
     journal          the typed journal
+    judges           a judge in the approver's seat: its spec, its case, its answer
     knowledge        the knowledge bridge: config, items, the recall and store tools
     messages         the names of the queries, updates and signals the workflows answer
     policy           the policy activity's request: the actions a turn proposes

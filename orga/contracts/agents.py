@@ -93,6 +93,9 @@ class AgentSpec(Contract):
     )
     """Four eyes: for the tools matching each glob, how many distinct approvers must approve a
     call the gate sends to a person (the highest of the globs a tool matches; default 1)."""
+    judge: str | None = Field(default=None, min_length=1, max_length=200)
+    """The judge (``[judges.<name>]``) that decides its loops' held calls before a person does,
+    where it is sure and the policies let it (``orga.contracts.judges``)."""
     max_delegation_depth: int = Field(default=2, ge=0, le=10)
     """How deep its loops' delegations may nest (a ceiling: a loop may ask for less, never
     more; a child runs with the lower of its parent's depth and its own agent's)."""

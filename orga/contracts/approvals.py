@@ -31,17 +31,42 @@ __all__ = [
     "EscalationAction",
     "EscalationRecord",
     "EscalationResolution",
+    "JudgeOpinion",
     "PendingApproval",
     "PendingEscalation",
+    "Verdict",
 ]
 
-DecisionSource = Literal["signal", "update", "timeout", "mcp-elicitation"]
+DecisionSource = Literal["signal", "update", "timeout", "mcp-elicitation", "judge"]
 """How a decision arrived: the ``approval`` signal, the ``approve`` update, the wait's timeout,
-or the ``approve`` update sent by ``orga mcp`` after it asked the person by MCP elicitation."""
+the ``approve`` update sent by ``orga mcp`` after it asked the person by MCP elicitation, or
+the loop's judge (``orga.contracts.judges``)."""
 DecisionChannel = Literal["mcp-elicitation"]
 """What a signed decision may say of how the person was asked (covered by the signature)."""
 EscalationAction = Literal["retry", "skip", "result", "abort", "mark_compensated", "give_up"]
 """``mark_compensated`` and ``give_up`` settle a compensation that keeps failing (a task's)."""
+
+
+Verdict = Literal["approve", "deny", "escalate"]
+"""What a judge may say of a call: ``escalate`` leaves it to a person."""
+
+
+class JudgeOpinion(Contract):
+    """What a judge said of a call, and what became of it (journaled; shown while it waits)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    judge: str
+    verdict: Verdict
+    """What the judge said: ``escalate`` also when it failed, timed out or was unsure."""
+    confidence: float = 0.0
+    reasons: str = ""
+    at: datetime
+    decides: bool = False
+    """The opinion decided the call (else a person decides)."""
+    why_not: str | None = None
+    """Why it did not decide: shadow mode, unsure, failed, a policy that reserves the call for
+    people, a four-eyes call, a person first."""
 
 
 class EnrolledApprover(Contract):
@@ -123,6 +148,8 @@ class PendingApproval(Contract):
     """Distinct approvers who must approve before it runs (any deny stops it)."""
     approved_by: list[str] = Field(default_factory=list[str])
     """Who approved so far, when more than one must."""
+    judge: JudgeOpinion | None = None
+    """What the loop's judge said of it (it waits for a person: the judge did not decide)."""
 
 
 class ApprovalRecord(Contract):

@@ -16,7 +16,7 @@ from typing import Annotated, Literal, TypedDict
 
 from pydantic import ConfigDict, Field, NonNegativeFloat, NonNegativeInt
 
-from orga.contracts.approvals import DecisionProof
+from orga.contracts.approvals import DecisionProof, JudgeOpinion
 from orga.contracts.inference import Usage
 from orga.contracts.policy import ActionKind, Decision
 from orga.contracts.verdicts import AskedPolicy
@@ -39,6 +39,7 @@ __all__ = [
     "Forked",
     "Journal",
     "JournalEntry",
+    "JudgeConsulted",
     "KnowledgeInjected",
     "KnowledgeRecalled",
     "KnowledgeStored",
@@ -253,6 +254,14 @@ class ApprovalDecided(_Event):
     (the approver's, as the gate passed them)."""
 
 
+class JudgeConsulted(_Event):
+    kind: Literal["JudgeConsulted"] = "JudgeConsulted"
+    call_id: str
+    tool: str
+    opinion: JudgeOpinion
+    """What the judge said, and whether it decided the call (else why not)."""
+
+
 class EscalationResolved(_Event):
     kind: Literal["EscalationResolved"] = "EscalationResolved"
     escalation_id: str
@@ -459,6 +468,7 @@ JournalEntry = Annotated[
     | StepLimitReached
     | PreHydrationComplete
     | ApprovalDecided
+    | JudgeConsulted
     | EscalationResolved
     | CompensationSettled
     | DelegationStarted

@@ -14,6 +14,7 @@ from pydantic import ConfigDict, Field
 from orga.contracts.agents import AgentSpec
 from orga.contracts.approvals import EnrolledApprover
 from orga.contracts.config import Limits, LoopConfig
+from orga.contracts.judges import JudgeSeat
 from orga.contracts.principals import Principal, PrincipalClaim
 from orga.contracts.tools import ToolDefinition
 from orga.contracts.vocabulary import PolicyMode, ProviderName
@@ -146,6 +147,8 @@ class LoopSetup(Compact):
     """The people the worker's operator enrolled to decide (none: decisions are unverified)."""
     approvals_by_policy: bool = False
     """The gate's policies judge each decision (Cedar ``Action::"approve"`` / ``"deny"``)."""
+    judge: JudgeSeat | None = None
+    """Its agent's judge, which decides held calls before a person does where it may."""
     principal: Principal | None = None
     """Who the loop runs for, as the worker resolved it (``orga.contracts.principals``)."""
     fairness_weight: float | None = None

@@ -18,6 +18,7 @@ imports only ``orga.contracts`` and other core modules. Import from the modules:
     fork_points  whether a fork point is a state some loop could have recorded
     genai        the OpenTelemetry GenAI attributes of an agent invocation
     ids          a loop's own call ids, and idempotency keys across reused ids
+    judging      a judge's answer read: only a clear, sure verdict may decide; the rest escalates
     knowledge    what the knowledge bridge searches for, and how it shows what was found
     metrics      which metrics a journal entry makes
     paths        file paths as the gate judges them

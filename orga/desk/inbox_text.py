@@ -160,4 +160,11 @@ def decided_by(approval: PendingApproval) -> str:
         left = approval.approvals_needed - len(approval.approved_by)
         so_far = f" (approved by {', '.join(approval.approved_by)})" if approval.approved_by else ""
         said += f"; {left} more of {approval.approvals_needed} distinct approvers{so_far}"
+    judge = approval.judge
+    if judge is not None:  # what it said, for the person who decides instead
+        reasons = f": {judge.reasons}" if judge.reasons else ""
+        said += (
+            f"; the judge {judge.judge} said {judge.verdict} (confidence {judge.confidence:g})"
+            f"{reasons} — not its decision: {judge.why_not or 'it decided'}"
+        )
     return said

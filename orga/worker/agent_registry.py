@@ -10,7 +10,8 @@ The format is ``orga.contracts.agents``'s docstring.
 Approvers — the people who may decide on gated calls — are enrolled as ``[approvers.<name>]``
 tables (``key``: an Ed25519 public key in base64, ``groups``: optional) in the agents file or in
 the file ``ORGA_APPROVERS`` names (``load_approvers``); a name enrolled twice, or a key that is
-not one, stops the worker.
+not one, stops the worker. Judges — approvers that are code — are ``[judges.<name>]`` tables
+(``orga.contracts.judges``); an agent names its judge (``judge``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pydantic import ValidationError
 from orga.contracts.agents import IMPLICIT_AGENT, AgentSpec, PolicyFloor
 from orga.contracts.approvals import EnrolledApprover
 from orga.contracts.errors import InvalidConfig, describe_validation_error
+from orga.contracts.judges import JudgeSpec
 from orga.contracts.vocabulary import PolicyMode
 from orga.core.signatures import fingerprint, public_key_problem
 from orga.worker.principals import TABLES as PRINCIPAL_TABLES
@@ -40,14 +42,21 @@ def _document(path: Path, origin: str, what: str) -> dict[str, Any]:
         raise InvalidConfig(f"{origin}: the {what} is not TOML ({error})") from error
 
 
-def _approvers(table: Any, origin: str) -> list[EnrolledApprover]:
+def _tables(table: Any, origin: str, kind: str) -> list[tuple[str, dict[str, Any]]]:
+    """The ``[<kind>.<name>]`` tables of ``table``, by name."""
     if not isinstance(table, dict):
-        raise InvalidConfig(f"{origin}: approvers must be [approvers.<name>] tables")
-    found: list[EnrolledApprover] = []
+        raise InvalidConfig(f"{origin}: {kind} must be [{kind}.<name>] tables")
+    found: list[tuple[str, dict[str, Any]]] = []
     for name, body in cast(dict[str, Any], table).items():
         if not isinstance(body, dict):
-            raise InvalidConfig(f"{origin}: approvers.{name} must be a table with a key")
-        fields = cast(dict[str, Any], body)
+            raise InvalidConfig(f"{origin}: {kind}.{name} must be a table")
+        found.append((name, cast(dict[str, Any], body)))
+    return found
+
+
+def _approvers(table: Any, origin: str) -> list[EnrolledApprover]:
+    found: list[EnrolledApprover] = []
+    for name, fields in _tables(table, origin, "approvers"):
         unknown = sorted(set(fields) - {"key", "groups"})
         if unknown:
             raise InvalidConfig(
@@ -66,6 +75,18 @@ def _approvers(table: Any, origin: str) -> list[EnrolledApprover]:
         found.append(approver)
     one_key_each(found, origin)
     return found
+
+
+def _judges(table: Any, origin: str) -> list[JudgeSpec]:
+    judges: list[JudgeSpec] = []
+    for name, fields in _tables(table, origin, "judges"):
+        try:
+            judges.append(JudgeSpec.model_validate({**fields, "name": name}))
+        except ValidationError as error:
+            raise InvalidConfig(
+                f"{origin}: judge {name!r} is invalid: {describe_validation_error(error)}"
+            ) from error
+    return judges
 
 
 def one_key_each(approvers: list[EnrolledApprover], origin: str) -> None:
@@ -113,8 +134,14 @@ class AgentRegistry:
         origin: str,
         implicit: AgentSpec | None,
         approvers: list[EnrolledApprover] | None = None,
+        judges: list[JudgeSpec] | None = None,
+        folder: Path | None = None,
     ) -> None:
         self._agents = agents
+        self.judges: list[JudgeSpec] = list(judges or [])
+        """The judges its agents may name (``[judges.<name>]``)."""
+        self.folder = folder or Path.cwd()
+        """Where the agents file is: a judge's ``key_file`` is relative to it."""
         self.origin = origin
         """Where the agents come from, for messages."""
         self._implicit = implicit
@@ -157,7 +184,9 @@ class AgentRegistry:
         Raises:
             InvalidConfig: the file is invalid, or names someone the agents file enrolled.
         """
-        registry = AgentRegistry(self._agents, self.origin, self._implicit, self._own)
+        registry = AgentRegistry(
+            self._agents, self.origin, self._implicit, self._own, self.judges, self.folder
+        )
         registry._roll = path
         _ = registry.approvers  # checked now: a bad file stops the worker
         return registry
@@ -180,15 +209,16 @@ class AgentRegistry:
         origin = f"ORGA_AGENTS={path}"
         document = _document(path, origin, "agents file")
         # Principals, issuers, tenants and users may live here too (orga.worker.principals).
-        unknown = sorted(set(document) - {"agents", "approvers", *PRINCIPAL_TABLES})
+        unknown = sorted(set(document) - {"agents", "approvers", "judges", *PRINCIPAL_TABLES})
         table = document.get("agents")
         if unknown or not isinstance(table, dict) or not table:
             raise InvalidConfig(
                 f"{origin}: the file must hold agents as [agents.<id>] tables (and approvers as "
-                "[approvers.<name>]; principals, issuers, tenants and users), and only them"
-                + (f" (unknown: {unknown!r})" if unknown else "")
+                "[approvers.<name>], judges as [judges.<name>]; principals, issuers, tenants "
+                "and users), and only them" + (f" (unknown: {unknown!r})" if unknown else "")
             )
         approvers = _approvers(document.get("approvers", {}), origin)
+        judges = _judges(document.get("judges", {}), origin)
         agents: dict[str, AgentSpec] = {}
         for agent_id, body in cast(dict[str, Any], table).items():
             if not isinstance(body, dict):
@@ -213,7 +243,16 @@ class AgentRegistry:
                     f"{origin}: agent {agent.id!r} delegates to {unknown!r}, which are not "
                     f"agents of this file ({sorted(agents)!r})"
                 )
-        return cls(agents, origin, None, approvers)
+            if agent.judge is not None and agent.judge not in {j.name for j in judges}:
+                raise InvalidConfig(
+                    f"{origin}: agent {agent.id!r} names the judge {agent.judge!r}, which is "
+                    f"not a judge of this file ({sorted(j.name for j in judges)!r})"
+                )
+        return cls(agents, origin, None, approvers, judges, path.parent)
+
+    def judge_of(self, agent: AgentSpec) -> JudgeSpec | None:
+        """The judge ``agent`` names, if any."""
+        return next((j for j in self.judges if j.name == agent.judge), None)
 
     def get(self, agent_id: str) -> AgentSpec:
         """The agent a loop or task named ``agent_id`` runs as.

@@ -46,6 +46,7 @@ from orga.workflows.shared import metrics
 from orga.workflows.shared.elsewhere import where_the_tools_are
 from orga.workflows.shared.failures import failure_of
 from orga.workflows.shared.gate import Gate
+from orga.workflows.shared.judging import judge_asker
 from orga.workflows.shared.options import SETUP_TIMEOUT, SHORT_RETRY
 from orga.workflows.shared.principals import fair_share, principal_setup
 
@@ -205,7 +206,15 @@ async def set_up_loop(
     books.desk.enroll(setup.approvers, setup.agent.approvals_needed if setup.agent else {})
     books.desk.check_edit = gate.decide_call
     if setup.approvals_by_policy:
-        books.desk.judge = functools.partial(gate.decide_one, advertised=[])
+        books.desk.authority = functools.partial(gate.decide_one, advertised=[])
+    if setup.judge is not None:
+        books.desk.seat = setup.judge
+        books.desk.ask_judge = judge_asker(
+            setup.judge,
+            workflow_id=workflow_id,
+            agent=config.agent_id,
+            task=lambda: next((m.content for m in conversation.messages if m.role == "user"), ""),
+        )
     gate.ancestors = list(config.ancestor_gates)
     # The model call decides the default gate alone: not with ancestors' engines to ask.
     parts.gate_in_model_call = setup.policy == "default" and not gate.ancestors

@@ -89,6 +89,6 @@ async def set_up_task(
     desk.enroll(setup.approvers, setup.agent.approvals_needed if setup.agent else {})
     desk.check_edit = gate.decide_call
     if setup.approvals_by_policy:
-        desk.judge = functools.partial(gate.decide_one, advertised=[])
+        desk.authority = functools.partial(gate.decide_one, advertised=[])
     know(tools=set(clearance.tools), agents={task.agent_id, *loop_agents}, runs_as=setup.agent)
     return None

@@ -7,6 +7,7 @@ Modules:
 * ``failures`` — what an activity or child workflow failure says, read one way everywhere
 * ``gate`` — one policy decision per turn, journaled, failing closed
 * ``human_desk`` — ``HumanDesk``: waiting for people durably, approvals and escalations
+* ``judging`` — a loop's judge asked about a held call while a person may answer it too
 * ``signal_answers`` — ``SignalAnswers``: a signal's answer given to its wait, also one the
   signal's own workflow task raises
 * ``desk_handlers`` — ``DeskHandlers``: the people's signals and updates of both workflows

@@ -38,16 +38,25 @@ from orga.contracts.approvals import (
     EnrolledApprover,
     EscalationRecord,
     EscalationResolution,
+    JudgeOpinion,
     PendingApproval,
     PendingEscalation,
 )
 from orga.contracts.conversation import ToolCall
 from orga.contracts.critic import PendingReview, Review
-from orga.contracts.journal import ApprovalDecided, EscalationResolved, JournalEntry, Stamp
+from orga.contracts.journal import (
+    ApprovalDecided,
+    EscalationResolved,
+    JournalEntry,
+    JudgeConsulted,
+    Stamp,
+)
+from orga.contracts.judges import JudgeSeat
 from orga.contracts.policy import PolicyAction, PolicyDecision
 from orga.core.decisions import check_decision, key_approved_as
 from orga.core.profile import glob_matches
 from orga.core.signatures import sha256_text
+from orga.workflows.shared.judging import AskJudge, consult
 from orga.workflows.shared.metrics import count
 from orga.workflows.shared.patches import (
     MCP_ANSWERS_ARE_CLAIMS,
@@ -92,9 +101,12 @@ class HumanDesk:
         """Every signature recorded here (so none is accepted twice)."""
         self.check_edit: Callable[[ToolCall], Awaitable[PolicyDecision]] | None = None
         """The gate's decision on a call as an approver edited it (set by loops and tasks)."""
-        self.judge: Callable[[PolicyAction], Awaitable[PolicyDecision]] | None = None
+        self.authority: Callable[[PolicyAction], Awaitable[PolicyDecision]] | None = None
         """The gate's decision on a person's decision, where its policies say who may decide
         what (set by loops and tasks whose setup says so)."""
+        self.seat: JudgeSeat | None = None
+        self.ask_judge: AskJudge | None = None
+        """The loop's judge, and how to ask it (``orga.workflows.shared.judging``)."""
 
     def enroll(
         self, approvers: Sequence[EnrolledApprover], approvals_needed: Mapping[str, int]
@@ -138,7 +150,7 @@ class HumanDesk:
             raise ValueError(
                 f"call {decision.call_id!r} is not waiting for approval (pending: {listed})"
             )
-        if source == "signal" and self.judge is not None:
+        if source == "signal" and self.authority is not None:
             raise ValueError(
                 "a policy judges who may decide here: send the decision by the approve update "
                 "(orga approve, the desk, LoopHandle.approve), which can answer a refusal"
@@ -196,7 +208,7 @@ class HumanDesk:
             runs = (verdict.arguments if verdict.decision == "modify" else None) or (
                 decision.arguments
             )
-        if self.judge is not None:
+        if self.authority is not None:
             await self._judged(decision, runs)
         return self._decided(decision, "update", runs)
 
@@ -206,12 +218,12 @@ class HumanDesk:
         Raises:
             ApplicationError: the policy says they may not (the call stays pending).
         """
-        assert self.judge is not None
+        assert self.authority is not None
         pending = self._still_pending(decision)
         approver = (decision.approver or "").strip()
         enrolled = self.approvers.get(approver)
         verb = "approve" if decision.approved else "deny"
-        verdict = await self.judge(
+        verdict = await self.authority(
             PolicyAction.of_decision(
                 ToolCall(
                     id=pending.call_id, name=pending.tool, arguments=runs or pending.arguments
@@ -288,6 +300,34 @@ class HumanDesk:
         self.decided_ids.add(decision.call_id)
         return record
 
+    def check_judged(self, decision: ApprovalDecision) -> None:
+        """Raise ``ValueError`` unless the judge's decision holds as a person's would (signed
+        by its enrolled key, for this call and these arguments, while the call waits)."""
+        self._proof(decision, "judge")
+
+    def judged(
+        self, call_id: str, opinion: JudgeOpinion, decision: ApprovalDecision | None
+    ) -> None:
+        """Record the judge's ``decision`` (checked, and allowed by the policies), or show its
+        ``opinion`` with the call while it waits for a person; journal the opinion."""
+        pending = self.approvals.get(call_id)
+        if pending is None:
+            return  # the wait ended (a person decided, the loop stopped): nothing to show
+        if decision is not None:
+            try:
+                self.decide(decision, "judge")
+            except ValueError as error:
+                opinion = opinion.model_copy(
+                    update={"decides": False, "why_not": f"its decision is refused: {error}"}
+                )
+        if not opinion.decides and call_id not in self.decided_ids:
+            self.approvals[call_id] = pending.model_copy(update={"judge": opinion})
+            self._on_change()
+        if self._record is not None and self._stamp is not None:
+            self._record(
+                JudgeConsulted(**self._stamp(), call_id=call_id, tool=pending.tool, opinion=opinion)
+            )
+
     def decide_by_signal(self, decision: ApprovalDecision) -> None:
         """The ``approval`` signal: record the decision, or log why it was ignored (a call not
         waiting yet: ``SignalAnswers``)."""
@@ -336,6 +376,11 @@ class HumanDesk:
             approvals_needed=self.approvals_needed(call.name),
         )
         self._on_change()
+        judging = (
+            asyncio.create_task(consult(self, self.seat, self.ask_judge, call.id))
+            if self.seat is not None and self.ask_judge is not None
+            else None
+        )
         try:
             await workflow.wait_condition(
                 lambda: call.id in self._approved,
@@ -355,8 +400,12 @@ class HumanDesk:
             self._proofs.pop(call.id, None)
         except asyncio.CancelledError:
             self._withdraw(self.approvals, call.id)
+            if judging is not None:
+                judging.cancel()
             raise
         # (Any other BaseException is the worker evicting this workflow: touch nothing.)
+        if judging is not None and not judging.done():
+            judging.cancel()  # a person decided first: nobody pays for a verdict no one needs
         self._withdraw(self.approvals, call.id)
         return self._approved.pop(call.id)
 

@@ -1,0 +1,50 @@
+"""Reading a judge's answer, and whether it may decide (pure): anything unclear escalates.
+
+A judge never fails open. Its answer decides a call only when it is a ``JudgeVerdict`` (or a
+dict of one) that approves or denies, at or above the operator's confidence floor; anything
+else — another type, prose, a verdict outside approve/deny/escalate, a confidence outside 0 to
+1, a sure answer below the floor — escalates to a person, saying why.
+"""
+
+from __future__ import annotations
+
+from pydantic import ValidationError
+
+from orga.contracts.errors import describe_validation_error
+from orga.contracts.judges import JudgeAnswer, JudgeVerdict
+
+__all__ = ["read_answer"]
+
+
+def read_answer(raw: object, floor: float) -> JudgeAnswer:
+    """What a judge's callable returned, as an answer (unsigned; an escalation says why)."""
+    if isinstance(raw, JudgeVerdict):
+        verdict = raw
+    elif isinstance(raw, dict):
+        try:
+            verdict = JudgeVerdict.model_validate(raw)
+        except ValidationError as error:
+            return JudgeAnswer(
+                verdict="escalate",
+                why_not=f"the judge answered no verdict: {describe_validation_error(error)}",
+            )
+    else:
+        shown = repr(raw)
+        shown = shown if len(shown) <= 120 else shown[:119] + "…"
+        return JudgeAnswer(
+            verdict="escalate",
+            why_not=f"the judge answered {type(raw).__name__} {shown}, not a verdict",
+        )
+    answer = JudgeAnswer(
+        verdict=verdict.verdict, confidence=verdict.confidence, reasons=verdict.reasons
+    )
+    if verdict.verdict == "escalate":
+        return answer.model_copy(update={"why_not": "the judge escalated it"})
+    if verdict.confidence < floor:
+        return answer.model_copy(
+            update={
+                "why_not": f"the judge is unsure: confidence {verdict.confidence:g} is below "
+                f"the floor {floor:g}"
+            }
+        )
+    return answer
