@@ -12,6 +12,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from temporalio.client import WorkflowHandle
 
+from orga.cli.journal_text import render_entry
 from orga.contracts.approvals import PendingApproval
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.journal import ApprovalDecided, Journal, JudgeConsulted
@@ -124,6 +125,13 @@ async def test_a_code_judge_approves_a_small_transfer_signed_and_escalates_a_big
     assert person.approver == "alice" and person.source == "update"
     [asked] = [e for e in other.entries if isinstance(e, JudgeConsulted)]
     assert not asked.opinion.decides and asked.opinion.verdict == "escalate"
+    assert render_entry(asked).endswith(  # orga journal's line
+        f"{asked.call_id} transfer: judge refunds said escalate 0.9 (999999 is not small); "
+        "left to a person: the judge escalated it"
+    )
+    assert render_entry(consulted).endswith(
+        "judge refunds said approve 0.95 (12 is small); it decided"
+    )
 
 
 async def test_a_judge_that_fails_answers_no_verdict_is_unsure_or_too_slow_escalates(

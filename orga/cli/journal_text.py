@@ -19,6 +19,7 @@ from orga.contracts.journal import (
     EvidenceSaturated,
     Forked,
     JournalEntry,
+    JudgeConsulted,
     KnowledgeInjected,
     KnowledgeRecalled,
     KnowledgeStored,
@@ -113,6 +114,18 @@ def _step_detail(entry: JournalEntry) -> str | None:
 def _people_detail(entry: JournalEntry) -> str | None:
     """What people did or were told: decisions, escalations, reviews, messages, turns, forks."""
     match entry:
+        case JudgeConsulted():
+            said = entry.opinion
+            reasons = f" ({shorten(said.reasons, 100)})" if said.reasons else ""
+            outcome = (
+                "it decided"
+                if said.decides
+                else f"left to a person: {shorten(said.why_not or '', 120)}"
+            )
+            return (
+                f"{entry.call_id} {entry.tool}: judge {said.judge} said {said.verdict} "
+                f"{said.confidence:g}{reasons}; {outcome}"
+            )
         case ApprovalDecided():
             verdict = "approved" if entry.approved else "denied"
             who = f" by {entry.approver}" if entry.approver else ""
