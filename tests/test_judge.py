@@ -14,8 +14,10 @@ from temporalio.client import WorkflowHandle
 
 from orga.cli.journal_text import render_entry
 from orga.contracts.approvals import PendingApproval
+from orga.contracts.audit import AuditChain
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.journal import ApprovalDecided, Journal, JudgeConsulted
+from orga.contracts.messages import AUDIT_QUERY
 from orga.core.signatures import proof_problem
 from orga.desk.approvals import approve
 from orga.desk.inbox import inbox
@@ -114,6 +116,10 @@ async def test_a_code_judge_approves_a_small_transfer_signed_and_escalates_a_big
         await by_alice(harness, big, approved=True)
         assert (await big.result()).output == "sent"
         journal, other = await journal_of(small), await journal_of(big)
+        chain = await small.query(AUDIT_QUERY, result_type=AuditChain)
+    # On the audit chain: what the judge said, then the decision it made.
+    kinds = [e.kind for e in chain.entries]
+    assert kinds.index("JudgeConsulted") < kinds.index("ApprovalDecided")
     [decided] = [e for e in journal.entries if isinstance(e, ApprovalDecided)]
     assert decided.approved and decided.approver == "refunds" and decided.source == "judge"
     [proof] = decided.decisions

@@ -38,6 +38,7 @@ AUDITED_KINDS: Final = frozenset(
     {
         "PolicyEvaluated",
         "ApprovalDecided",
+        "JudgeConsulted",
         "ReviewDecided",
         "EscalationResolved",
         "DelegationStarted",
