@@ -352,8 +352,12 @@ class _Parts:
         self.knowledge = knowledge
         agents = _build_agents(settings, engines)
         _say_who_decides(agents)
+        judging = {j.agent: agents.get(j.agent) for j in agents.judges if j.agent is not None}
         self.judges = JudgeActivities(
-            load_judges(agents.judges, agents.approvers, agents.folder, agents.origin)
+            load_judges(agents.judges, agents.approvers, agents.folder, agents.origin, judging),
+            settings=settings,
+            http=http,
+            spend=spend,
         )
         self.builds = CurrentBuilds(client)
         self.continued = ContinuedRuns(client)

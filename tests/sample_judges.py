@@ -39,3 +39,19 @@ async def held(case: JudgeCase) -> JudgeVerdict:
     """Approves, once a test lets it answer."""
     await RELEASE.wait()
     return JudgeVerdict(verdict="approve", confidence=0.99, reasons="released")
+
+
+def strict_refunds(case: JudgeCase) -> JudgeVerdict:
+    """Approves a transfer under 100, denies the rest, sure of both."""
+    amount = json.loads(case.arguments).get("amount", 0)
+    if amount < 100:
+        return JudgeVerdict(verdict="approve", confidence=0.9, reasons=f"{amount} is tiny")
+    return JudgeVerdict(verdict="deny", confidence=0.9, reasons=f"{amount} is not tiny")
+
+
+def cautious_refunds(case: JudgeCase) -> JudgeVerdict:
+    """Approves a transfer under 5000; escalates the rest."""
+    amount = json.loads(case.arguments).get("amount", 0)
+    if amount < 5_000:
+        return JudgeVerdict(verdict="approve", confidence=0.9, reasons=f"{amount} is small")
+    return JudgeVerdict(verdict="escalate", confidence=0.9, reasons="a person decides")

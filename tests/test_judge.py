@@ -38,6 +38,8 @@ JUDGES = {
     "wrong": "wrong_json",
     "unsure": "unsure",
     "held": "held",
+    "strict": "strict_refunds",
+    "cautious": "cautious_refunds",
 }
 
 

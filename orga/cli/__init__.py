@@ -25,6 +25,8 @@ Modules:
 * ``knowledge`` — ``orga knowledge``
 * ``policy``, ``policy_history`` — ``orga policy what-if``, ``test``, ``record``: a policy set
   tried before it ships; what the gates were asked, read back from histories record by record
+* ``judges``, ``judge_history`` — ``orga judge what-if``, ``record``, ``test``: a judge tried
+  on the calls people decided before it decides any; those calls, read back by replaying
 * ``audit``, ``audit_runs``, ``audit_chains``, ``audit_verify``, ``audit_text``, ``capture`` —
   ``orga audit``; every run of a workflow id, resets included; each run's chain, held or
   replayed; ``--verify``; how its entries read; the workflow instance a replay builds

@@ -42,6 +42,7 @@ VERBS: Final[tuple[tuple[str, str, str], ...]] = (
     ('schedule', 'schedule', 'Temporal Schedules that start a loop (a prompt) or a task (a task file) on a cron or an interval. Temporal starts each run; a worker on the task queue must be running then.'),
     ('knowledge', 'knowledge', "An agent's knowledge: the facts, memories and conventions its loops are shown and can recall (config.knowledge)."),
     ('policy', 'policy', 'Test a Cedar policy set before it ships: what it would have decided on recorded loops (what-if), and a file of cases (test, record).'),
+    ('judge', 'judges', 'Try a judge before it decides: what it would have said on the calls people decided (what-if), and a file of trials (record, test).'),
     ('blob', 'store', 'Full texts the payload guard cut before the model saw them.'),
     ('store', 'store', 'The store every worker and client shares.'),
 )

@@ -20,16 +20,27 @@ printed is bounded: each field of a flip is cut short (``--json`` carries it who
 from __future__ import annotations
 
 import contextlib
-import sys
 from collections.abc import AsyncGenerator
 from pathlib import Path
-from typing import Annotated, Any, Final
+from typing import Annotated, Any
 
 import httpx
 import typer
 
 from orga.cli.common import CliError, Json, console, execute, print_json, settings
-from orga.cli.policy_history import Recorded, Unreadable, read_histories, warn, why
+from orga.cli.policy_history import (
+    Agent,
+    Recorded,
+    Since,
+    TaskQueue,
+    Unreadable,
+    WorkflowId,
+    read_histories,
+    warn,
+    why,
+    write_lines,
+)
+from orga.cli.policy_history import shown as _shown
 from orga.contracts.errors import InvalidConfig, PolicyUnavailable
 from orga.contracts.policy import PolicyDecision
 from orga.gates.cedar import CedarGate
@@ -43,7 +54,7 @@ from orga.gates.whatif import (
     read_cases,
     run_cases,
 )
-from orga.runtime.safe_text import json_text, one_line
+from orga.runtime.safe_text import one_line
 
 __all__ = ["register"]
 
@@ -52,16 +63,6 @@ policy_app = typer.Typer(
     "loops (what-if), and a file of cases (test, record).",
     no_args_is_help=True,
 )
-Since = Annotated[
-    str, typer.Option("--since", help="How far back: a duration such as 1h, 7d or 1d12h.")
-]
-Agent = Annotated[str | None, typer.Option("--agent", "-a", help="Only this agent's workflows.")]
-WorkflowId = Annotated[str | None, typer.Option("--workflow", help="Only this workflow id.")]
-TaskQueue = Annotated[
-    str | None, typer.Option("--task-queue", help="Only the workflows of this task queue.")
-]
-SHOWN: Final = 300
-"""Characters of one field of a flip or a failing case a person is shown (``--json``: all)."""
 
 
 def register(app: typer.Typer) -> None:
@@ -264,35 +265,13 @@ def record(
             ).model_dump_json(exclude_defaults=True)
             for each in read.recorded
         ]
-        text = "".join(f"{line}\n" for line in lines)
-        warn(read.unreadable)  # on stderr: stdout may be the cases
-        failed = 1 if read.unreadable else 0
-        if out is None:
-            # the cases themselves (JSON Lines, with or without --json), safe to show
-            sys.stdout.write(json_text(text))
-        else:
-            out.write_text(text, encoding="utf-8")
-            if as_json:
-                print_json(
-                    {"wrote": len(lines), "out": str(out), "unreadable": len(read.unreadable)}
-                )
-            else:
-                console().print(f"wrote {len(lines)} case(s) to {out}", markup=False)
-        return failed
+        return write_lines(lines, out, read.unreadable, "case(s)", as_json=as_json)
 
     execute(body, as_json=as_json)
 
 
 def _set_aside(each: Recorded, error: InvalidConfig) -> Unreadable:
     return Unreadable(each.workflow_id, each.run_id, each.event_id, why(error))
-
-
-def _shown(text: str) -> str:
-    """``text`` on one line, cut to ``SHOWN`` characters saying how many more there are."""
-    line = one_line(text)
-    if len(line) <= SHOWN:
-        return line
-    return f"{line[:SHOWN]}… ({len(line) - SHOWN} more characters; --json shows all)"
 
 
 def _flip(each: Recorded, after: PolicyDecision, kind: str) -> dict[str, Any]:

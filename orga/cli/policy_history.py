@@ -20,33 +20,54 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Final, cast
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Final, cast
 
+import typer
 from pydantic import ValidationError
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 
-from orga.cli.common import client_for, settings
+from orga.cli.common import client_for, console, print_json, settings
 from orga.cli.schedule_spec import parse_duration
 from orga.contracts import search_attributes as sa
 from orga.contracts.policy import EVALUATE_POLICY
 from orga.contracts.verdicts import AskedPolicy, PolicyResult
 from orga.gates.whatif import problems, question
-from orga.runtime.safe_text import one_line
+from orga.runtime.safe_text import json_text, one_line
 
 if TYPE_CHECKING:  # opened only for a request kept in the store
     from orga.runtime.store import Store
 
 __all__ = [
+    "SHOWN",
     "SHOWN_UNREADABLE",
+    "Agent",
     "Histories",
     "Recorded",
+    "Since",
+    "TaskQueue",
     "Unreadable",
+    "WorkflowId",
+    "period_query",
     "read_histories",
+    "shown",
     "warn",
     "why",
+    "write_lines",
 ]
 
+Since = Annotated[
+    str, typer.Option("--since", help="How far back: a duration such as 1h, 7d or 1d12h.")
+]
+Agent = Annotated[str | None, typer.Option("--agent", "-a", help="Only this agent's workflows.")]
+WorkflowId = Annotated[str | None, typer.Option("--workflow", help="Only this workflow id.")]
+TaskQueue = Annotated[
+    str | None, typer.Option("--task-queue", help="Only the workflows of this task queue.")
+]
+SHOWN: Final = 300
+"""Characters of one field of a flip, a disagreement or a failing case a person is shown
+(``--json``: all)."""
 SHOWN_UNREADABLE: Final = 20
 """Records set aside that are listed one by one (then how many more)."""
 _WHY_LIMIT: Final = 300
@@ -117,17 +138,7 @@ async def read_histories(
     since: str, agent: str | None, workflow: str | None, task_queue: str | None
 ) -> Histories:
     """The requests recorded by the loops and tasks that started in the period."""
-    start = datetime.now(UTC) - parse_duration(since, "--since")
-    query = (
-        "WorkflowType IN ('ReasoningLoop', 'Task') "
-        f"AND StartTime >= '{start.isoformat(timespec='seconds').replace('+00:00', 'Z')}'"
-    )
-    if agent is not None:
-        query += f" AND {sa.AGENT_ID.name} = {json.dumps(agent)}"
-    if workflow is not None:
-        query += f" AND WorkflowId = {json.dumps(workflow)}"
-    if task_queue is not None:
-        query += f" AND TaskQueue = {json.dumps(task_queue)}"
+    query = period_query(since, agent, workflow, task_queue)
     found = settings()
     client = await client_for(found)
     stores: list[Store] = []
@@ -155,6 +166,33 @@ async def read_histories(
                 except Exception as error:  # a reference the store does not hold, or junk
                     read.unreadable.append(Unreadable(*where, why(error)))
     return read
+
+
+def period_query(
+    since: str,
+    agent: str | None,
+    workflow: str | None,
+    task_queue: str | None,
+    types: tuple[str, ...] = ("ReasoningLoop", "Task"),
+) -> str:
+    """The visibility query of the workflows of ``types`` that started in the period (and are
+    of that agent, that id, that task queue).
+
+    Raises:
+        CliError: ``since`` is no duration.
+    """
+    start = datetime.now(UTC) - parse_duration(since, "--since")
+    query = (
+        f"WorkflowType IN ({', '.join(repr(t) for t in types)}) "
+        f"AND StartTime >= '{start.isoformat(timespec='seconds').replace('+00:00', 'Z')}'"
+    )
+    if agent is not None:
+        query += f" AND {sa.AGENT_ID.name} = {json.dumps(agent)}"
+    if workflow is not None:
+        query += f" AND WorkflowId = {json.dumps(workflow)}"
+    if task_queue is not None:
+        query += f" AND TaskQueue = {json.dumps(task_queue)}"
+    return query
 
 
 async def _asked_in(client: Client, event: HistoryEvent) -> list[AskedPolicy]:
@@ -206,6 +244,14 @@ def _loaded(store: Callable[[], Store], asked: AskedPolicy) -> AskedPolicy:
     return asked
 
 
+def shown(text: str) -> str:
+    """``text`` on one line, cut to ``SHOWN`` characters saying how many more there are."""
+    line = one_line(text)
+    if len(line) <= SHOWN:
+        return line
+    return f"{line[:SHOWN]}… ({len(line) - SHOWN} more characters; --json shows all)"
+
+
 def warn(unreadable: list[Unreadable]) -> None:
     """Say on stderr which records were set aside, each in one line (the first
     ``SHOWN_UNREADABLE``, then how many more)."""
@@ -220,3 +266,21 @@ def warn(unreadable: list[Unreadable]) -> None:
     if len(unreadable) > SHOWN_UNREADABLE:
         more = len(unreadable) - SHOWN_UNREADABLE
         sys.stderr.write(one_line(f"orga: … and {more} more set aside (--json lists all)") + "\n")
+
+
+def write_lines(
+    lines: list[str], out: Path | None, unreadable: list[Unreadable], what: str, *, as_json: bool
+) -> int:
+    """Write JSON Lines (``orga policy record``'s cases, ``orga judge record``'s trials) to
+    ``out``, or to stdout; say what was set aside on stderr. Exit 1 when something was."""
+    text = "".join(f"{line}\n" for line in lines)
+    warn(unreadable)  # on stderr: stdout may be the lines
+    if out is None:
+        sys.stdout.write(json_text(text))  # the lines themselves, safe to show
+    else:
+        out.write_text(text, encoding="utf-8")
+        if as_json:
+            print_json({"wrote": len(lines), "out": str(out), "unreadable": len(unreadable)})
+        else:
+            console().print(f"wrote {len(lines)} {what} to {out}", markup=False)
+    return 1 if unreadable else 0

@@ -36,6 +36,7 @@ MODULES: tuple[str, ...] = (
     "receipts",
     "incidents",
     "policy",
+    "judges",
     "mcp",
     "store",
     "spend",

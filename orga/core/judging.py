@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from orga.contracts.errors import describe_validation_error
 from orga.contracts.judges import JudgeAnswer, JudgeVerdict
 
-__all__ = ["read_answer"]
+__all__ = ["failed", "read_answer"]
 
 
 def read_answer(raw: object, floor: float) -> JudgeAnswer:
@@ -48,3 +48,10 @@ def read_answer(raw: object, floor: float) -> JudgeAnswer:
             }
         )
     return answer
+
+
+def failed(error: BaseException | str) -> JudgeAnswer:
+    """The escalation of a judge that failed (an exception it raised, or what the workflow
+    saw of its activity), in one bounded line."""
+    said = error if isinstance(error, str) else f"failed: {type(error).__name__}: {error}"
+    return JudgeAnswer(verdict="escalate", why_not=f"the judge {said}"[:500])

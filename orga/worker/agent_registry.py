@@ -10,8 +10,9 @@ The format is ``orga.contracts.agents``'s docstring.
 Approvers — the people who may decide on gated calls — are enrolled as ``[approvers.<name>]``
 tables (``key``: an Ed25519 public key in base64, ``groups``: optional) in the agents file or in
 the file ``ORGA_APPROVERS`` names (``load_approvers``); a name enrolled twice, or a key that is
-not one, stops the worker. Judges — approvers that are code — are ``[judges.<name>]`` tables
-(``orga.contracts.judges``); an agent names its judge (``judge``).
+not one, stops the worker. Judges — approvers that are code, or a model of one of the agents
+— are ``[judges.<name>]`` tables (``orga.contracts.judges``); an agent names its judge
+(``judge``).
 """
 
 from __future__ import annotations
@@ -247,6 +248,12 @@ class AgentRegistry:
                 raise InvalidConfig(
                     f"{origin}: agent {agent.id!r} names the judge {agent.judge!r}, which is "
                     f"not a judge of this file ({sorted(j.name for j in judges)!r})"
+                )
+        for judge in judges:
+            if judge.agent is not None and judge.agent not in agents:
+                raise InvalidConfig(
+                    f"{origin}: judge {judge.name!r} is a model of agent {judge.agent!r}, which "
+                    f"is not an agent of this file ({sorted(agents)!r})"
                 )
         return cls(agents, origin, None, approvers, judges, path.parent)
 

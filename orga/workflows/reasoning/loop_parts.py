@@ -46,7 +46,7 @@ from orga.workflows.shared import metrics
 from orga.workflows.shared.elsewhere import where_the_tools_are
 from orga.workflows.shared.failures import failure_of
 from orga.workflows.shared.gate import Gate
-from orga.workflows.shared.judging import judge_asker
+from orga.workflows.shared.judging import JudgeAsker
 from orga.workflows.shared.options import SETUP_TIMEOUT, SHORT_RETRY
 from orga.workflows.shared.principals import fair_share, principal_setup
 
@@ -208,12 +208,13 @@ async def set_up_loop(
     if setup.approvals_by_policy:
         books.desk.authority = functools.partial(gate.decide_one, advertised=[])
     if setup.judge is not None:
-        books.desk.seat = setup.judge
-        books.desk.ask_judge = judge_asker(
+        books.desk.judge = JudgeAsker(
             setup.judge,
             workflow_id=workflow_id,
             agent=config.agent_id,
             task=lambda: next((m.content for m in conversation.messages if m.role == "user"), ""),
+            principal=lambda: books.principal,
+            charge=books.charge,
         )
     gate.ancestors = list(config.ancestor_gates)
     # The model call decides the default gate alone: not with ancestors' engines to ask.

@@ -33,6 +33,10 @@ class DeskHandlers:
 
     _desk: HumanDesk
 
+    def desk(self) -> HumanDesk:
+        """The workflow's desk (no query: read after a replay, by ``orga judge what-if``)."""
+        return self._desk
+
     @workflow.signal(name=RESOLVE_ESCALATION)
     def resolve_escalation_signal(self, resolution: EscalationResolution) -> None:
         """Resolve a parked step with one of its options (``retry``, ``skip``, …)."""

@@ -51,12 +51,11 @@ from orga.contracts.journal import (
     JudgeConsulted,
     Stamp,
 )
-from orga.contracts.judges import JudgeSeat
 from orga.contracts.policy import PolicyAction, PolicyDecision
 from orga.core.decisions import check_decision, key_approved_as
 from orga.core.profile import glob_matches
 from orga.core.signatures import sha256_text
-from orga.workflows.shared.judging import AskJudge, consult
+from orga.workflows.shared.judging import JudgeAsker, consult
 from orga.workflows.shared.metrics import count
 from orga.workflows.shared.patches import (
     MCP_ANSWERS_ARE_CLAIMS,
@@ -104,9 +103,11 @@ class HumanDesk:
         self.authority: Callable[[PolicyAction], Awaitable[PolicyDecision]] | None = None
         """The gate's decision on a person's decision, where its policies say who may decide
         what (set by loops and tasks whose setup says so)."""
-        self.seat: JudgeSeat | None = None
-        self.ask_judge: AskJudge | None = None
+        self.judge: JudgeAsker | None = None
         """The loop's judge, and how to ask it (``orga.workflows.shared.judging``)."""
+        self.on_wait: Callable[[PendingApproval], None] | None = None
+        """Told of each call that starts waiting, as a judge is shown it (set by a replay:
+        ``orga judge what-if``)."""
 
     def enroll(
         self, approvers: Sequence[EnrolledApprover], approvals_needed: Mapping[str, int]
@@ -306,26 +307,29 @@ class HumanDesk:
         self._proof(decision, "judge")
 
     def judged(
-        self, call_id: str, opinion: JudgeOpinion, decision: ApprovalDecision | None
+        self, asked: PendingApproval, opinion: JudgeOpinion, decision: ApprovalDecision | None
     ) -> None:
         """Record the judge's ``decision`` (checked, and allowed by the policies), or show its
-        ``opinion`` with the call while it waits for a person; journal the opinion."""
+        ``opinion`` with the call ``asked`` about while it waits for a person; journal the
+        opinion (one that came when the call no longer waited too: recorded, and ignored)."""
+        call_id = asked.call_id
         pending = self.approvals.get(call_id)
-        if pending is None:
-            return  # the wait ended (a person decided, the loop stopped): nothing to show
-        if decision is not None:
+        if pending is None:  # the wait ended (a person decided, the loop stopped): decide nothing
+            opinion = opinion.model_copy(update={"decides": False})
+            decision = None
+        elif decision is not None:
             try:
                 self.decide(decision, "judge")
             except ValueError as error:
                 opinion = opinion.model_copy(
                     update={"decides": False, "why_not": f"its decision is refused: {error}"}
                 )
-        if not opinion.decides and call_id not in self.decided_ids:
+        if pending is not None and not opinion.decides and call_id not in self.decided_ids:
             self.approvals[call_id] = pending.model_copy(update={"judge": opinion})
             self._on_change()
         if self._record is not None and self._stamp is not None:
             self._record(
-                JudgeConsulted(**self._stamp(), call_id=call_id, tool=pending.tool, opinion=opinion)
+                JudgeConsulted(**self._stamp(), call_id=call_id, tool=asked.tool, opinion=opinion)
             )
 
     def decide_by_signal(self, decision: ApprovalDecision) -> None:
@@ -375,10 +379,12 @@ class HumanDesk:
             signatures_required=bool(self.approvers),
             approvals_needed=self.approvals_needed(call.name),
         )
+        if self.on_wait is not None:
+            self.on_wait(self.approvals[call.id])
         self._on_change()
         judging = (
-            asyncio.create_task(consult(self, self.seat, self.ask_judge, call.id))
-            if self.seat is not None and self.ask_judge is not None
+            asyncio.create_task(consult(self, self.judge, call.id))
+            if self.judge is not None
             else None
         )
         try:

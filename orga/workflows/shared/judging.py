@@ -1,20 +1,25 @@
 """Asking a loop's judge about a held call while a person may answer it too (workflow code).
 
 ``HumanDesk`` starts ``consult`` when a call starts waiting, where the loop's setup names a
-judge (``JudgeSeat``). The judge's answer (the ``consult_judge`` activity, one attempt within
-the judge's ``timeout``) decides the call only when it is clear and sure, the judge is not in
+judge (``JudgeSeat``, asked through a ``JudgeAsker``). The judge's answer (the
+``consult_judge`` activity, one attempt within the judge's ``timeout``; what a model judge
+spent is charged to the loop) decides the call only when it is clear and sure, the judge is not in
 shadow mode, the call needs one approver (or the judge counts as one of several), its signed
 decision holds like a person's (``HumanDesk.check_judged``) and, where the gate's policies say
 who may decide (Cedar ``Action::"approve"``/``"deny"``), they let the judge decide it. Anything
 else leaves the call to a person, and the opinion is shown with the waiting call (``state``,
 ``orga pending``, the desk). A person who decides first wins: the desk cancels the
-consultation (``HumanDesk._wait_for_approval``), and an answer that lands while the gate is
-asked is recorded and ignored. Every consultation is journaled (``JudgeConsulted``).
+consultation (``HumanDesk._wait_for_approval``): a judge still thinking is cancelled (nobody
+pays for a verdict no one needs), and an answer that landed anyway — in the same moment, or
+while the gate was asked whether the judge may decide — is recorded and ignored. Every answer
+is journaled (``JudgeConsulted``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from temporalio import workflow
@@ -23,57 +28,119 @@ from temporalio.exceptions import ActivityError
 
 from orga.contracts.approvals import JudgeOpinion, PendingApproval
 from orga.contracts.conversation import ToolCall
+from orga.contracts.inference import Usage
 from orga.contracts.judges import CONSULT_JUDGE, JudgeAnswer, JudgeCase, JudgeRequest, JudgeSeat
 from orga.contracts.policy import PolicyAction
+from orga.contracts.principals import Principal
+from orga.core.judging import failed
 from orga.workflows.shared.failures import failure_of
 
 if TYPE_CHECKING:
     from orga.workflows.shared.human_desk import HumanDesk
 
-__all__ = ["AskJudge", "consult", "judge_asker"]
-
-AskJudge = Callable[[PendingApproval], Awaitable[JudgeAnswer]]
-"""Ask the loop's judge about a waiting call (the ``consult_judge`` activity)."""
+__all__ = ["JudgeAsker", "consult"]
 
 
-def judge_asker(
-    seat: JudgeSeat, *, workflow_id: str, agent: str, task: Callable[[], str]
-) -> AskJudge:
-    """How a loop asks ``seat``'s judge: one attempt of ``consult_judge`` within its timeout;
-    ``task`` gives the loop's task when it asks."""
+@dataclass
+class JudgeAsker:
+    """How a loop asks its judge (``seat``) about a waiting call: one attempt of
+    ``consult_judge`` within the judge's timeout."""
 
-    async def ask(pending: PendingApproval) -> JudgeAnswer:
+    seat: JudgeSeat
+    workflow_id: str
+    agent: str
+    task: Callable[[], str]
+    """The loop's task, when it asks."""
+    principal: Callable[[], Principal | None]
+    """Who the loop runs for (a model judge's call is charged to its ledger)."""
+    charge: Callable[[Usage, int], None]
+    """Add what a model judge spent to the loop's books (tokens, model calls)."""
+
+    def start(self, pending: PendingApproval) -> workflow.ActivityHandle[JudgeAnswer]:
         case = JudgeCase(
-            workflow_id=workflow_id,
-            agent=agent,
-            task=task(),
+            workflow_id=self.workflow_id,
+            agent=self.agent,
+            task=self.task(),
             call_id=pending.call_id,
             tool=pending.tool,
             arguments=pending.arguments,
             reason=pending.reason,
         )
-        return await workflow.execute_activity(
+        return workflow.start_activity(
             CONSULT_JUDGE,
-            JudgeRequest(judge=seat.name, case=case, pending=pending),
+            JudgeRequest(
+                judge=self.seat.name, case=case, pending=pending, principal=self.principal()
+            ),
             result_type=JudgeAnswer,
-            start_to_close_timeout=seat.timeout,
+            start_to_close_timeout=self.seat.timeout,
             retry_policy=RetryPolicy(maximum_attempts=1),  # a judge that fails: a person decides
-            summary=f"judge {seat.name} · {pending.tool} {pending.call_id}",
+            summary=f"judge {self.seat.name} · {pending.tool} {pending.call_id}",
         )
 
-    return ask
 
-
-async def consult(desk: HumanDesk, seat: JudgeSeat, ask: AskJudge, call_id: str) -> None:
+async def consult(desk: HumanDesk, asker: JudgeAsker, call_id: str) -> None:
     """Ask the judge about the waiting call ``call_id``; record its opinion, and its decision
-    where it may decide."""
+    where it may decide. Cancelled (a person decided first, the loop stopped), it records an
+    answer that had landed, deciding nothing."""
     pending = desk.approvals[call_id]
+    asking = asker.start(pending)
     try:
-        answer = await ask(pending)
+        answer = await asking
     except ActivityError as error:
         failure = failure_of(error)
-        why = "timed out" if failure.timed_out else f"failed: {failure.kind}: {failure.message}"
-        answer = JudgeAnswer(verdict="escalate", why_not=f"the judge {why}"[:500])
+        answer = failed(
+            "timed out" if failure.timed_out else f"failed: {failure.kind}: {failure.message}"
+        )
+    except asyncio.CancelledError:
+        if asking.done() and not asking.cancelled() and asking.exception() is None:
+            _ignored(desk, asker, pending, asking.result())
+        raise
+    asker.charge(answer.usage, answer.model_calls)
+    try:
+        await _weigh(desk, asker, pending, answer)
+    except asyncio.CancelledError:  # while the gate was asked: the answer is kept, ignored
+        _ignored(desk, asker, pending, answer, charged=True)
+        raise
+
+
+def _ignored(
+    desk: HumanDesk,
+    asker: JudgeAsker,
+    pending: PendingApproval,
+    answer: JudgeAnswer,
+    *,
+    charged: bool = False,
+) -> None:
+    """Record an answer that landed when the call no longer waited for it."""
+    if not charged:
+        asker.charge(answer.usage, answer.model_calls)
+    decided = pending.call_id in desk.decided_ids
+    desk.judged(
+        pending,
+        _opinion(
+            asker.seat, answer, "a person decided first" if decided else "the call no longer waits"
+        ),
+        None,
+    )
+
+
+def _opinion(seat: JudgeSeat, answer: JudgeAnswer, why_not: str | None) -> JudgeOpinion:
+    return JudgeOpinion(
+        judge=seat.name,
+        verdict=answer.verdict,
+        confidence=answer.confidence,
+        reasons=answer.reasons,
+        at=workflow.now(),
+        decides=why_not is None and answer.decision is not None,
+        why_not=why_not,
+    )
+
+
+async def _weigh(
+    desk: HumanDesk, asker: JudgeAsker, pending: PendingApproval, answer: JudgeAnswer
+) -> None:
+    """Whether the answer decides the call: record it so, or show it with the waiting call."""
+    seat, call_id = asker.seat, pending.call_id
     why_not = answer.why_not or _why_it_may_not_decide(desk, seat, pending)
     if why_not is None and answer.decision is not None:
         try:
@@ -97,16 +164,8 @@ async def consult(desk: HumanDesk, seat: JudgeSeat, ask: AskJudge, call_id: str)
             )
     if call_id in desk.decided_ids or call_id not in desk.approvals:
         why_not = "a person decided first"
-    opinion = JudgeOpinion(
-        judge=seat.name,
-        verdict=answer.verdict,
-        confidence=answer.confidence,
-        reasons=answer.reasons,
-        at=workflow.now(),
-        decides=why_not is None and answer.decision is not None,
-        why_not=why_not,
-    )
-    desk.judged(call_id, opinion, answer.decision if opinion.decides else None)
+    opinion = _opinion(seat, answer, why_not)
+    desk.judged(pending, opinion, answer.decision if opinion.decides else None)
 
 
 def _why_it_may_not_decide(

@@ -1,0 +1,164 @@
+"""A model judge (issue 67): an agent of the agents file with the operator's criteria decides
+held calls through one model call that must be a ``submit_verdict`` tool call. What it answers in
+prose, in wrong JSON, too slowly or not at all escalates to a person; a sure verdict is signed
+with the judge's key and held to the policies; what it costs is charged to the loop's principal
+in the spend ledger and to the loop's books. On the real dev server, with the scripted model
+over HTTP."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import WorkflowHandle
+
+from orga.contracts.config import LoopConfig, LoopInput
+from orga.contracts.conversation import Message
+from orga.contracts.journal import ApprovalDecided, JudgeConsulted
+from orga.contracts.principals import PrincipalClaim
+from orga.contracts.state import LoopResult, LoopState
+from orga.runtime.approver_keys import generate_key, public_key_of
+from orga.runtime.settings import ModelPrice
+from orga.runtime.spend import SpendLedger
+from orga.scripted.server import Raw, Turn
+from tests.harness import TEST_STORE, Harness, scripted_settings
+from tests.sample_tools import transfer
+from tests.test_judge import ALICE, by_alice, journal_of, judged, pay
+
+CRITERIA = "Approve transfers under 10000 cents to known payees. Escalate anything else."
+PRICE = ModelPrice(input=500.0, output=500.0)
+"""USD per million tokens: a call served 10 tokens in and 90 out costs 0.05 USD."""
+
+
+def verdict(verdict: str, confidence: float, reasons: str = "small", delay: float = 0.0) -> Turn:
+    return Turn(
+        tool_calls=[
+            ("submit_verdict", {"verdict": verdict, "confidence": confidence, "reasons": reasons})
+        ],
+        input_tokens=10,
+        output_tokens=90,
+        delay=delay,
+    )
+
+
+def agents_with_a_model_judge(tmp_path: Path, judge_model: str, *more: str) -> Path:
+    """Agent ``payer`` (transfers), judged by ``mj``: a model judge answering as agent
+    ``judge-agent`` on ``judge_model``; alice decides what it leaves to a person."""
+    key = generate_key(tmp_path / "mj.pem")
+    lines = [
+        "[agents.payer]",
+        'tools = ["transfer"]',
+        'judge = "mj"',
+        "[agents.judge-agent]",
+        'provider = "openai"',
+        f'model = "{judge_model}"',
+        "[judges.mj]",
+        'agent = "judge-agent"',
+        f"criteria = {json.dumps(CRITERIA)}",
+        'key_file = "mj.pem"',
+        *more,
+        "[approvers.mj]",
+        f'key = "{public_key_of(key)}"',
+        'groups = ["judges"]',
+        "[approvers.alice]",
+        f'key = "{public_key_of(ALICE)}"',
+        'groups = ["finance"]',
+    ]
+    path = tmp_path / "agents.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+async def start_for(harness: Harness, model: str, user: str) -> WorkflowHandle[Any, LoopResult]:
+    handle = await harness.client.start_workflow(
+        "ReasoningLoop",
+        LoopInput(
+            messages=[Message(role="user", content="pay eve")],
+            config=LoopConfig(model=model, agent_id="payer"),
+            principal=PrincipalClaim(user=user),
+        ),
+        id=f"loop-{uuid.uuid4().hex[:12]}",
+        task_queue=harness.task_queue,
+        result_type=LoopResult,
+    )
+    harness.handles.append(handle)
+    return handle
+
+
+async def test_a_model_judge_decides_a_small_transfer_signed_and_charged_to_the_principal(
+    harness: Harness, tmp_path: Path
+) -> None:
+    judge_model = harness.new_model([verdict("approve", 0.95, "12 cents to a known payee")])
+    agents = agents_with_a_model_judge(tmp_path, judge_model)
+    principals = tmp_path / "principals.toml"
+    principals.write_text("")
+    settings = scripted_settings(
+        harness.model,
+        agents_file=agents,
+        principals_file=principals,
+        model_prices={judge_model: PRICE},
+    )
+    user = f"ann-{uuid.uuid4().hex[:8]}"
+    async with harness.worker(settings=settings, tools=[transfer]):
+        handle = await start_for(harness, pay(harness, 12), user)
+        result = await handle.result()
+        journal = await journal_of(handle)
+        state = await handle.query("state", result_type=LoopState)
+    assert result.output == "sent"
+    [decided] = [e for e in journal.entries if isinstance(e, ApprovalDecided)]
+    assert (decided.approver, decided.approved, decided.source) == ("mj", True, "judge")
+    [proof] = decided.decisions
+    assert proof.verified and proof.signature
+    [consulted] = [e for e in journal.entries if isinstance(e, JudgeConsulted)]
+    assert consulted.opinion.decides and consulted.opinion.reasons == "12 cents to a known payee"
+    # The judge's model was asked with the criteria, the call as data, and one tool.
+    [asked] = harness.model.requests_for(judge_model)
+    assert [t["function"]["name"] for t in asked.body["tools"]] == ["submit_verdict"]
+    system = asked.body["messages"][0]["content"]
+    assert CRITERIA in system
+    case = json.loads(asked.body["messages"][1]["content"].split("\n", 1)[1])
+    assert case["tool"] == "transfer" and json.loads(case["arguments"])["amount"] == 12
+    assert case["task"] == "pay eve"
+    # Charged like any model call: to Ann's ledger (only the judge's model is priced here),
+    # and to the loop's books (its two model calls and the judge's).
+    [line] = SpendLedger(TEST_STORE).lines("day", scope="user", name=user)
+    assert line.calls >= 1 and line.spent_usd == 0.05
+    assert state.usage.total_tokens >= 100 and state.model_calls == 3
+
+
+async def test_a_model_judge_that_answers_prose_wrong_json_fails_or_is_slow_escalates(
+    harness: Harness, tmp_path: Path
+) -> None:
+    judge_model = harness.new_model(
+        [
+            Turn(text="Looks fine to me, approve it!"),  # prose
+            verdict("yes", 2.0),  # wrong JSON
+            Turn(tool_calls=[("submit_verdict", '{"verdict": "approve", ')]),  # no JSON
+            Raw(status=500, body={"error": {"message": "the judge's model is down"}}),
+            verdict("approve", 0.99, "late", delay=5.0),  # the judge's timeout is 1 s
+        ]
+    )
+    agents = agents_with_a_model_judge(tmp_path, judge_model, 'timeout = "PT1S"')
+    settings = scripted_settings(harness.model, agents_file=agents)
+    expected = [
+        "the judge answered with stop_reason 'end_turn' and 0 tool call(s), not one "
+        "submit_verdict call: a verdict is not taken from prose ('Looks fine to me, approve it!')",
+        "the judge answered no verdict",
+        "the judge's submit_verdict arguments are no JSON object",
+        "the judge failed:",
+        "the judge timed out",
+    ]
+    async with harness.worker(settings=settings, tools=[transfer]):
+        for why in expected:
+            handle = await harness.start("pay eve", model=pay(harness, 12), agent_id="payer")
+            waiting = await judged(handle)
+            assert waiting.judge is not None and not waiting.judge.decides
+            assert (waiting.judge.why_not or "").startswith(why), (why, waiting.judge)
+            await by_alice(harness, handle, approved=False)
+            assert (await handle.result()).output == "sent"
+            decided = [
+                e for e in (await journal_of(handle)).entries if isinstance(e, ApprovalDecided)
+            ]
+            assert [(d.approver, d.approved) for d in decided] == [("alice", False)]

@@ -1,0 +1,192 @@
+"""A judge tried before it is trusted (issue 67): ``orga judge what-if`` runs a judge over the
+calls people already decided — read from real histories of the dev server, replayed, no worker
+needed — and lists exactly where it disagrees with them; ``orga judge record`` / ``test`` turn
+those calls into trials."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from temporalio.testing import WorkflowEnvironment
+
+from orga.contracts.judges import JudgeTrial
+from orga.scripted.server import RecordedRequest, Turn
+from tests.harness import API_KEYS, Harness, scripted_settings
+from tests.helpers import on, orga
+from tests.sample_tools import transfer
+from tests.test_judge import by_alice, pay
+
+DECIDED = [
+    # (amount, the person approves it)
+    (12, True),
+    (300, True),
+    (5_000, False),
+    (999_999, False),
+    (20_000, True),
+    (40, True),
+    (9_999, False),
+    (1, True),
+    (15_000, False),
+    (70, True),
+]
+"""Ten calls alice decided. ``refunds`` approves under 10 000 and escalates the rest: it would
+have approved 5 000 and 9 999, which she denied. ``strict`` approves under 100 and denies the
+rest: it would have denied 300 and 20 000, which she approved (and denied 9 999, as she did).
+``cautious`` approves under 5 000 and escalates the rest: it never disagrees."""
+
+
+def agents_file(tmp_path: Path) -> Path:
+    """The tests' judges, and agent ``plain`` (transfers, no judge: people decide)."""
+    from tests.test_judge import agents_with_judges
+
+    path = agents_with_judges(tmp_path)
+    path.write_text(path.read_text() + '[agents.plain]\ntools = ["transfer"]\n')
+    return path
+
+
+async def ten_decided_calls(harness: Harness) -> dict[int, str]:
+    """The ten calls of ``DECIDED``, each a loop of agent ``plain`` alice decided: the
+    workflow id of each amount."""
+    handles = {
+        amount: await harness.start("pay eve", model=pay(harness, amount), agent_id="plain")
+        for amount, _ in DECIDED
+    }
+    for amount, approved in DECIDED:
+        await by_alice(harness, handles[amount], approved=approved)  # once it waits
+    for handle in handles.values():
+        await handle.result()
+    return {amount: handle.id for amount, handle in handles.items()}
+
+
+def env_of(env: WorkflowEnvironment, harness: Harness, agents: Path) -> dict[str, str]:
+    return {**on(env, harness), "ORGA_AGENTS": str(agents)}
+
+
+async def what_if(judge: str, environment: dict[str, str]) -> tuple[int, dict[str, Any], str]:
+    code, out, err = await orga(
+        "judge", "what-if", judge, "--since", "1h",
+        "--task-queue", environment["ORGA_TASK_QUEUE"], "--json",
+        env=environment,
+    )  # fmt: skip
+    return code, json.loads(out), err
+
+
+async def test_what_if_lists_exactly_the_disagreements_and_trials_replay_them(
+    env: WorkflowEnvironment, harness: Harness, tmp_path: Path
+) -> None:
+    agents = agents_file(tmp_path)
+    settings = scripted_settings(harness.model, agents_file=agents)
+    async with harness.worker(settings=settings, tools=[transfer]):
+        ids = await ten_decided_calls(harness)
+    # No worker runs now: the histories are read and replayed here.
+    environment = env_of(env, harness, agents)
+    code, said, err = await what_if("refunds", environment)
+    assert code == 1, err
+    assert said["summary"] == {
+        "judge": "refunds",
+        "workflows": 10,
+        "calls": 10,
+        "agree": 5,
+        "left_to_a_person": 3,
+        "disagreements": {"would-approve": 2},
+        "unreadable": 0,
+    }
+    found = {(d["workflow_id"], d["disagreement"], d["person"]) for d in said["disagreements"]}
+    assert found == {
+        (ids[5_000], "would-approve", "deny"),
+        (ids[9_999], "would-approve", "deny"),
+    }
+    code, said, err = await what_if("strict", environment)
+    assert code == 1, err
+    found = {(d["workflow_id"], d["disagreement"]) for d in said["disagreements"]}
+    assert found == {(ids[300], "would-deny"), (ids[20_000], "would-deny")}
+    code, said, err = await what_if("cautious", environment)
+    assert code == 0, err
+    assert said["summary"]["disagreements"] == {} and said["summary"]["agree"] == 5
+    # What a person reads: each disagreement with both sides, then the summary.
+    code, out, err = await orga(
+        "judge", "what-if", "refunds", "--since", "1h",
+        "--task-queue", environment["ORGA_TASK_QUEUE"], env=environment,
+    )  # fmt: skip
+    assert code == 1, err
+    assert f"would-approve  {ids[5_000]}  " in out
+    assert "  person  deny by alice" in out
+    assert "  judge   approve 0.95: 5000 is small" in out
+    assert out.rstrip().endswith(
+        "2 disagreement(s) in 10 call(s) people decided in 10 workflow(s): would-approve 2; "
+        "5 agree, 3 left to a person"
+    )
+    # The same calls as trials, each expecting alice's decision.
+    trials = tmp_path / "trials.jsonl"
+    code, out, err = await orga(
+        "judge", "record", "--since", "1h", "--task-queue", environment["ORGA_TASK_QUEUE"],
+        "--out", str(trials), env=environment,
+    )  # fmt: skip
+    assert (code, out.strip()) == (0, f"wrote 10 trial(s) to {trials}"), err
+    recorded = [JudgeTrial.model_validate_json(line) for line in trials.read_text().splitlines()]
+    assert sorted((json.loads(t.case.arguments)["amount"], t.expect) for t in recorded) == sorted(
+        (amount, "approve" if approved else "deny") for amount, approved in DECIDED
+    )
+    code, out, err = await orga("judge", "test", "refunds", str(trials), env=environment)
+    assert code == 1, err
+    failing = sorted(line for line in out.splitlines() if line.startswith("FAIL"))
+    assert [line.split()[1] for line in failing] == sorted(ids[a] for a in (5_000, 9_999))
+    assert all(": expected deny, got approve 0.95: " in line for line in failing), failing
+    assert out.rstrip().endswith("8 of 10 trial(s) pass for judge refunds")
+    code, out, err = await orga("judge", "test", "cautious", str(trials), env=environment)
+    assert (code, out.strip()) == (0, "10 of 10 trial(s) pass for judge cautious"), err
+    code, out, err = await orga(
+        "judge", "test", "cautious", str(trials), "--strict", env=environment
+    )
+    assert code == 1 and out.rstrip().endswith("5 of 10 trial(s) pass for judge cautious"), err
+
+
+async def test_a_model_judge_is_tried_with_the_clis_provider_and_a_bad_judge_is_exit_2(
+    env: WorkflowEnvironment, harness: Harness, tmp_path: Path
+) -> None:
+    """A model judge answering by the amount it is shown: sure approve under 10 000, prose
+    otherwise (left to a person)."""
+
+    def answer(request: RecordedRequest) -> Turn:
+        case = json.loads(request.body["messages"][1]["content"].split("\n", 1)[1])
+        amount = json.loads(case["arguments"])["amount"]
+        if amount < 10_000:
+            reply = {"verdict": "approve", "confidence": 0.9, "reasons": "small"}
+            return Turn(tool_calls=[("submit_verdict", reply)])
+        return Turn(text="Hmm, that is a lot of money.")
+
+    judge_model = harness.new_model([answer] * len(DECIDED))
+    agents = agents_file(tmp_path)
+    agents.write_text(
+        agents.read_text()
+        + f'[agents.judge-agent]\nprovider = "openai"\nmodel = "{judge_model}"\n'
+        + '[judges.by-model]\nagent = "judge-agent"\nkey_file = "nowhere.pem"\n'
+        + 'criteria = "Approve transfers under 10000."\n'
+    )
+    (tmp_path / "worker").mkdir()
+    async with harness.worker(
+        settings=scripted_settings(harness.model, agents_file=agents_file(tmp_path / "worker")),
+        tools=[transfer],
+    ):
+        ids = await ten_decided_calls(harness)
+    environment = {
+        **env_of(env, harness, agents),
+        "OPENAI_BASE_URL": harness.model.openai_base_url,
+        "OPENAI_API_KEY": API_KEYS["openai"],
+    }
+    code, said, err = await what_if("by-model", environment)
+    assert code == 1, err
+    assert said["summary"]["disagreements"] == {"would-approve": 2}
+    assert {d["workflow_id"] for d in said["disagreements"]} == {ids[5_000], ids[9_999]}
+    [prose, *_] = [c for c in said["calls"] if c["judge"] == "escalate"]
+    assert "a verdict is not taken from prose" in prose["why_not"]
+    assert len(harness.model.requests_for(judge_model)) == len(DECIDED)
+    # A judge the file does not define, and a trials file that is no trials file: exit 2.
+    code, out, err = await orga("judge", "what-if", "nobody", env=environment)
+    assert code == 2 and "defines no judge 'nobody'" in err, (out, err)
+    junk = tmp_path / "junk.jsonl"
+    junk.write_text('{"case": 1}\n')
+    code, out, err = await orga("judge", "test", "refunds", str(junk), env=environment)
+    assert code == 2 and "junk.jsonl:1: not a judge trial" in err, (out, err)
