@@ -33,9 +33,12 @@ PAGE = "http://localhost:5173"
 """The one browser origin the endpoint allows."""
 
 
-def _setup(harness: Harness, tmp_path: Path, model: str) -> tuple[Any, dict[str, str]]:
+def _setup(
+    harness: Harness, tmp_path: Path, model: str, agents_file: Path | None = None, **config: Any
+) -> tuple[Any, dict[str, str]]:
     """The endpoint (ann and bob have tokens; ann's approver key is enrolled and held by the
-    endpoint) and the worker settings that trust its issuer and ann's key."""
+    endpoint; ``config``: more of its threads' config) and the worker settings that trust its
+    issuer and ann's key (and read ``agents_file``)."""
     tokens: dict[str, str] = {}
     digests: dict[str, str] = {}
     for user in ("ann", "bob"):
@@ -46,7 +49,7 @@ def _setup(harness: Harness, tmp_path: Path, model: str) -> tuple[Any, dict[str,
     approvers = tmp_path / "approvers.toml"
     approvers.write_text(f'[approvers.ann]\nkey = "{public_key_of(ANN_KEY)}"\n')
     settings = scripted_settings(
-        harness.model, principals_file=principals, approvers_file=approvers
+        harness.model, principals_file=principals, approvers_file=approvers, agents_file=agents_file
     )
     from orga.contracts.config import LoopConfig
 
@@ -55,7 +58,7 @@ def _setup(harness: Harness, tmp_path: Path, model: str) -> tuple[Any, dict[str,
         Callers(digests),
         AguiOptions(
             task_queue=harness.task_queue,
-            config=LoopConfig(model=model, tools=["transfer"]),
+            config=LoopConfig(model=model, tools=["transfer"], **config),
             issuer=Issuer("web", ISSUER),
             approver_keys={"ann": ANN_KEY},
             origins=frozenset({PAGE}),

@@ -6,6 +6,7 @@ nothing. On the real dev server, with cedarpy and the scripted model over HTTP."
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,14 @@ from tests.helpers import PEOPLE_DECIDE, decision_policies, eventually, pending
 from tests.sample_tools import transfer
 
 ALICE = Ed25519PrivateKey.generate()
+
+JUDGES_DECIDE_SMALL = """
+@id("judges-decide-small-transfers")
+@reason("judges decide transfers of up to 5000; people decide the rest")
+forbid (principal in Group::"judges", action in [Action::"approve", Action::"deny"], resource)
+when { context.arguments has amount && context.arguments.amount > 5000 };
+"""
+"""Judges may decide transfers of up to 5 000 (with ``PEOPLE_DECIDE``)."""
 
 JUDGES = {
     "refunds": "small_refunds",
@@ -195,16 +204,7 @@ async def test_cedar_keeps_the_judge_from_a_call_reserved_for_people(
 ) -> None:
     """The policy lets judges decide transfers up to 5 000; the judge is sure of 8 000 (it
     approves anything under 10 000) and is refused: alice decides."""
-    policies = decision_policies(
-        tmp_path / "policies",
-        PEOPLE_DECIDE
-        + """
-@id("judges-decide-small-transfers")
-@reason("judges decide transfers of up to 5000; people decide the rest")
-forbid (principal in Group::"judges", action in [Action::"approve", Action::"deny"], resource)
-when { context.arguments has amount && context.arguments.amount > 5000 };
-""",
-    )
+    policies = decision_policies(tmp_path / "policies", PEOPLE_DECIDE + JUDGES_DECIDE_SMALL)
     agents = agents_with_judges(tmp_path)
     settings = scripted_settings(harness.model, agents_file=agents, policy_dir=policies)
     async with harness.worker(settings=settings, tools=[transfer]):
@@ -278,3 +278,39 @@ def test_a_judge_that_cannot_run_or_is_not_enrolled_stops_the_worker(tmp_path: P
     agents.write_text(text.replace('judge = "refunds"', 'judge = "nobody"'))
     with pytest.raises(InvalidConfig, match="names the judge 'nobody'"):
         loaded(agents)
+
+
+async def test_an_ag_ui_client_is_interrupted_only_when_the_judge_leaves_a_call_to_a_person(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """A thread of agent ``refunds`` through the AG-UI endpoint: the judge approves a transfer
+    of 12 and the run goes on without an interrupt; it escalates one of 999 999, and the
+    interrupt says what it said."""
+    from tests.test_agui import _input, _run, _setup
+
+    model = harness.new_model(
+        [
+            Turn(tool_calls=[("transfer", {"amount": 12, "to": "bo"})]),
+            Turn(text="Sent 12."),
+            Turn(tool_calls=[("transfer", {"amount": 999_999, "to": "bo"})]),
+        ]
+    )
+    agents = agents_with_judges(tmp_path)
+    (app, settings), tokens = _setup(harness, tmp_path, model, agents, agent_id="refunds")
+    thread = uuid.uuid4().hex
+    async with harness.worker(settings=settings, tools=[transfer]):
+        status, first = await _run(app, tokens["ann"], _input(thread, "pay bo 12"))
+        assert status == 200 and first[-1]["type"] == "RUN_FINISHED", first
+        assert "outcome" not in first[-1] or first[-1]["outcome"]["type"] != "interrupt", first
+        assert first[-1]["result"]["output"] == "Sent 12."
+        status, second = await _run(app, tokens["ann"], _input(thread, "pay bo 999999"))
+        assert status == 200, second
+    finished = second[-1]
+    assert finished["type"] == "RUN_FINISHED" and finished["outcome"]["type"] == "interrupt"
+    [interrupt] = finished["outcome"]["interrupts"]
+    judge = interrupt["metadata"]["orga"]["judge"]
+    assert (judge["judge"], judge["verdict"], judge["decides"]) == ("refunds", "escalate", False)
+    assert (
+        "the judge refunds said escalate (confidence 0.9): 999999 is not small"
+        in (interrupt["message"])
+    )

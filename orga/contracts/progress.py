@@ -20,6 +20,7 @@ from typing import Final, Literal
 from pydantic import ConfigDict, Field
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
+from orga.contracts.approvals import JudgeOpinion
 from orga.contracts.state import LoopStatus, Phase
 from orga.contracts.threads import TurnResult
 from orga.contracts.wire import Contract
@@ -54,6 +55,9 @@ class WaitingCall(Contract):
     """The call's arguments (JSON), as it would run."""
     reason: str
     """Why it needs a person (the rule that asked)."""
+    judge: JudgeOpinion | None = Field(default=None, exclude_if=lambda v: v is None)
+    """What the loop's judge said of it (a call with a judge waits for a person once the
+    judge has left it to one)."""
 
 
 class ProgressView(Contract):

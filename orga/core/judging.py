@@ -11,9 +11,9 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from orga.contracts.errors import describe_validation_error
-from orga.contracts.judges import JudgeAnswer, JudgeVerdict
+from orga.contracts.judges import JudgeAnswer, JudgeOpinion, JudgeVerdict
 
-__all__ = ["failed", "read_answer"]
+__all__ = ["failed", "opinion_text", "read_answer"]
 
 
 def read_answer(raw: object, floor: float) -> JudgeAnswer:
@@ -55,3 +55,12 @@ def failed(error: BaseException | str) -> JudgeAnswer:
     saw of its activity), in one bounded line."""
     said = error if isinstance(error, str) else f"failed: {type(error).__name__}: {error}"
     return JudgeAnswer(verdict="escalate", why_not=f"the judge {said}"[:500])
+
+
+def opinion_text(judge: JudgeOpinion) -> str:
+    """What a judge said of a waiting call, for the person who decides instead."""
+    reasons = f": {judge.reasons}" if judge.reasons else ""
+    return (
+        f"the judge {judge.judge} said {judge.verdict} (confidence {judge.confidence:g})"
+        f"{reasons} — not its decision: {judge.why_not or 'it decided'}"
+    )

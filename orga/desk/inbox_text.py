@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 from rich.cells import cell_len, chop_cells
 
 from orga.contracts.messages import LOOP_WORKFLOW, TASK_WORKFLOW
+from orga.core.judging import opinion_text
 from orga.runtime.safe_text import one_line, printable
 
 if TYPE_CHECKING:  # the inbox's reading code (its client, the store) is not needed to print it
@@ -160,11 +161,6 @@ def decided_by(approval: PendingApproval) -> str:
         left = approval.approvals_needed - len(approval.approved_by)
         so_far = f" (approved by {', '.join(approval.approved_by)})" if approval.approved_by else ""
         said += f"; {left} more of {approval.approvals_needed} distinct approvers{so_far}"
-    judge = approval.judge
-    if judge is not None:  # what it said, for the person who decides instead
-        reasons = f": {judge.reasons}" if judge.reasons else ""
-        said += (
-            f"; the judge {judge.judge} said {judge.verdict} (confidence {judge.confidence:g})"
-            f"{reasons} — not its decision: {judge.why_not or 'it decided'}"
-        )
+    if approval.judge is not None:  # what it said, for the person who decides instead
+        said += f"; {opinion_text(approval.judge)}"
     return said

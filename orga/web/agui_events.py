@@ -48,6 +48,7 @@ from ag_ui.core import (
 
 from orga.contracts.inference import StreamedText
 from orga.contracts.progress import CallResult, ProgressItem, ProgressView
+from orga.core.judging import opinion_text
 
 __all__ = [
     "APPROVAL_SCHEMA",
@@ -266,10 +267,13 @@ def _interrupts(view: ProgressView) -> list[Interrupt]:
         Interrupt(
             id=p.call_id,
             reason="tool_approval",
-            message=f"{p.tool}: {p.reason}",
+            message=f"{p.tool}: {p.reason}" + (f"; {opinion_text(p.judge)}" if p.judge else ""),
             tool_call_id=p.call_id,
             response_schema=APPROVAL_SCHEMA,
-            metadata={"orga": {"tool": p.tool, "arguments": _json(p.arguments)}},
+            metadata={
+                "orga": {"tool": p.tool, "arguments": _json(p.arguments)}
+                | ({"judge": p.judge.model_dump(mode="json")} if p.judge else {})
+            },
         )
         for p in view.pending_approvals
     ]

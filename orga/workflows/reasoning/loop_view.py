@@ -35,8 +35,17 @@ def loop_view(books: LoopBooks, thread: Thread | None, max_cost: float | None) -
         model_calls_left=max(0, limits.max_iterations - books.model_calls),
         usd_left=None if max_cost is None else round(max(0.0, max_cost - spent), 6),
         pending_approvals=[
-            WaitingCall(call_id=p.call_id, tool=p.tool, arguments=p.arguments, reason=p.reason)
+            WaitingCall(
+                call_id=p.call_id,
+                tool=p.tool,
+                arguments=p.arguments,
+                reason=p.reason,
+                judge=p.judge,
+            )
             for p in books.desk.approvals.values()
+            # A call the loop's judge is still weighing waits for no person yet (an AG-UI
+            # client is interrupted once the judge left it to one, with what it said).
+            if p.judge is not None or books.desk.judge is None
         ],
         principal=books.principal.describe() if books.principal is not None else None,
     )

@@ -162,7 +162,7 @@ async def _weigh(
                 f"the policy does not let the judge decide it: "
                 f"{verdict.reason or 'no policy permits it'}"
             )
-    if call_id in desk.decided_ids or call_id not in desk.approvals:
+    if why_not is None and (call_id in desk.decided_ids or call_id not in desk.approvals):
         why_not = "a person decided first"
     opinion = _opinion(seat, answer, why_not)
     desk.judged(pending, opinion, answer.decision if opinion.decides else None)
