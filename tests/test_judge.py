@@ -6,105 +6,33 @@ nothing. On the real dev server, with cedarpy and the scripted model over HTTP."
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from temporalio.client import WorkflowHandle
 
 from orga.cli.journal_text import render_entry
-from orga.contracts.approvals import PendingApproval
 from orga.contracts.audit import AuditChain
 from orga.contracts.errors import InvalidConfig
-from orga.contracts.journal import ApprovalDecided, Journal, JudgeConsulted
+from orga.contracts.journal import ApprovalDecided, JudgeConsulted
 from orga.contracts.messages import AUDIT_QUERY
 from orga.core.signatures import proof_problem
-from orga.desk.approvals import approve
 from orga.desk.inbox import inbox
-from orga.runtime.approver_keys import generate_key, public_key_of
-from orga.scripted.server import Turn
+from orga.runtime.approver_keys import public_key_of
 from orga.worker.agent_registry import AgentRegistry
 from tests import sample_judges
 from tests.harness import Harness, scripted_settings
-from tests.helpers import PEOPLE_DECIDE, decision_policies, eventually, pending
+from tests.helpers import (
+    JUDGES_DECIDE_SMALL,
+    PEOPLE_DECIDE,
+    agents_with_judges,
+    by_alice,
+    decision_policies,
+    journal_of,
+    judged,
+    pay,
+)
 from tests.sample_tools import transfer
-
-ALICE = Ed25519PrivateKey.generate()
-
-JUDGES_DECIDE_SMALL = """
-@id("judges-decide-small-transfers")
-@reason("judges decide transfers of up to 5000; people decide the rest")
-forbid (principal in Group::"judges", action in [Action::"approve", Action::"deny"], resource)
-when { context.arguments has amount && context.arguments.amount > 5000 };
-"""
-"""Judges may decide transfers of up to 5 000 (with ``PEOPLE_DECIDE``)."""
-
-JUDGES = {
-    "refunds": "small_refunds",
-    "fails": "fails",
-    "prose": "prose",
-    "wrong": "wrong_json",
-    "unsure": "unsure",
-    "held": "held",
-    "strict": "strict_refunds",
-    "cautious": "cautious_refunds",
-}
-
-
-def agents_with_judges(tmp_path: Path, **options: str) -> Path:
-    """An agent per judge (named as it), each judge with its own key enrolled in group
-    ``judges``, and alice (finance) to decide what they leave to a person. ``options``: more
-    lines for a judge's table (``refunds='shadow = true'``)."""
-    lines: list[str] = []
-    for judge, function in JUDGES.items():
-        key = generate_key(tmp_path / f"{judge}.pem")
-        lines += [
-            f"[agents.{judge}]",
-            'tools = ["transfer"]',
-            f'judge = "{judge}"',
-            f"[judges.{judge}]",
-            f'code = "tests.sample_judges:{function}"',
-            f'key_file = "{judge}.pem"',
-            options.get(judge, ""),
-            f"[approvers.{judge}]",
-            f'key = "{public_key_of(key)}"',
-            'groups = ["judges"]',
-        ]
-    lines += ["[approvers.alice]", f'key = "{public_key_of(ALICE)}"', 'groups = ["finance"]']
-    path = tmp_path / "agents.toml"
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-def pay(harness: Harness, amount: int) -> str:
-    return harness.new_model(
-        [Turn(tool_calls=[("transfer", {"amount": amount, "to": "eve"})]), Turn(text="sent")]
-    )
-
-
-async def judged(handle: WorkflowHandle[object, object]) -> PendingApproval:
-    """The waiting call once the judge's opinion is shown with it."""
-
-    async def probe() -> PendingApproval | None:
-        waiting = (await pending(handle)).pending_approvals
-        return waiting[0] if waiting and waiting[0].judge is not None else None
-
-    return await eventually(probe, f"the judge's opinion on {handle.id}")
-
-
-async def by_alice(
-    harness: Harness, handle: WorkflowHandle[object, object], approved: bool
-) -> None:
-    [waiting] = (await pending(handle)).pending_approvals
-    await approve(
-        harness.client, handle.id, waiting.call_id, approved=approved, reason=None,
-        approver="alice", key=ALICE,
-    )  # fmt: skip
-
-
-async def journal_of(handle: WorkflowHandle[object, object]) -> Journal:
-    return await handle.query("journal", result_type=Journal)
 
 
 async def test_a_code_judge_approves_a_small_transfer_signed_and_escalates_a_big_one(
@@ -278,39 +206,3 @@ def test_a_judge_that_cannot_run_or_is_not_enrolled_stops_the_worker(tmp_path: P
     agents.write_text(text.replace('judge = "refunds"', 'judge = "nobody"'))
     with pytest.raises(InvalidConfig, match="names the judge 'nobody'"):
         loaded(agents)
-
-
-async def test_an_ag_ui_client_is_interrupted_only_when_the_judge_leaves_a_call_to_a_person(
-    harness: Harness, tmp_path: Path
-) -> None:
-    """A thread of agent ``refunds`` through the AG-UI endpoint: the judge approves a transfer
-    of 12 and the run goes on without an interrupt; it escalates one of 999 999, and the
-    interrupt says what it said."""
-    from tests.test_agui import _input, _run, _setup
-
-    model = harness.new_model(
-        [
-            Turn(tool_calls=[("transfer", {"amount": 12, "to": "bo"})]),
-            Turn(text="Sent 12."),
-            Turn(tool_calls=[("transfer", {"amount": 999_999, "to": "bo"})]),
-        ]
-    )
-    agents = agents_with_judges(tmp_path)
-    (app, settings), tokens = _setup(harness, tmp_path, model, agents, agent_id="refunds")
-    thread = uuid.uuid4().hex
-    async with harness.worker(settings=settings, tools=[transfer]):
-        status, first = await _run(app, tokens["ann"], _input(thread, "pay bo 12"))
-        assert status == 200 and first[-1]["type"] == "RUN_FINISHED", first
-        assert "outcome" not in first[-1] or first[-1]["outcome"]["type"] != "interrupt", first
-        assert first[-1]["result"]["output"] == "Sent 12."
-        status, second = await _run(app, tokens["ann"], _input(thread, "pay bo 999999"))
-        assert status == 200, second
-    finished = second[-1]
-    assert finished["type"] == "RUN_FINISHED" and finished["outcome"]["type"] == "interrupt"
-    [interrupt] = finished["outcome"]["interrupts"]
-    judge = interrupt["metadata"]["orga"]["judge"]
-    assert (judge["judge"], judge["verdict"], judge["decides"]) == ("refunds", "escalate", False)
-    assert (
-        "the judge refunds said escalate (confidence 0.9): 999999 is not small"
-        in (interrupt["message"])
-    )

@@ -19,15 +19,13 @@ from orga.contracts.conversation import Message
 from orga.contracts.journal import ApprovalDecided, JudgeConsulted
 from orga.contracts.principals import PrincipalClaim
 from orga.contracts.state import LoopResult, LoopState
-from orga.runtime.approver_keys import generate_key, public_key_of
 from orga.runtime.settings import ModelPrice
 from orga.runtime.spend import SpendLedger
 from orga.scripted.server import Raw, Turn
 from tests.harness import TEST_STORE, Harness, scripted_settings
+from tests.helpers import CRITERIA, agents_with_a_model_judge, by_alice, journal_of, judged, pay
 from tests.sample_tools import transfer
-from tests.test_judge import ALICE, by_alice, journal_of, judged, pay
 
-CRITERIA = "Approve transfers under 10000 cents to known payees. Escalate anything else."
 PRICE = ModelPrice(input=500.0, output=500.0)
 """USD per million tokens: a call served 10 tokens in and 90 out costs 0.05 USD."""
 
@@ -41,34 +39,6 @@ def verdict(verdict: str, confidence: float, reasons: str = "small", delay: floa
         output_tokens=90,
         delay=delay,
     )
-
-
-def agents_with_a_model_judge(tmp_path: Path, judge_model: str, *more: str) -> Path:
-    """Agent ``payer`` (transfers), judged by ``mj``: a model judge answering as agent
-    ``judge-agent`` on ``judge_model``; alice decides what it leaves to a person."""
-    key = generate_key(tmp_path / "mj.pem")
-    lines = [
-        "[agents.payer]",
-        'tools = ["transfer"]',
-        'judge = "mj"',
-        "[agents.judge-agent]",
-        'provider = "openai"',
-        f'model = "{judge_model}"',
-        "[judges.mj]",
-        'agent = "judge-agent"',
-        f"criteria = {json.dumps(CRITERIA)}",
-        'key_file = "mj.pem"',
-        *more,
-        "[approvers.mj]",
-        f'key = "{public_key_of(key)}"',
-        'groups = ["judges"]',
-        "[approvers.alice]",
-        f'key = "{public_key_of(ALICE)}"',
-        'groups = ["finance"]',
-    ]
-    path = tmp_path / "agents.toml"
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 async def start_for(harness: Harness, model: str, user: str) -> WorkflowHandle[Any, LoopResult]:

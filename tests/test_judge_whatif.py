@@ -14,9 +14,8 @@ from temporalio.testing import WorkflowEnvironment
 from orga.contracts.judges import JudgeTrial
 from orga.scripted.server import RecordedRequest, Turn
 from tests.harness import API_KEYS, Harness, scripted_settings
-from tests.helpers import on, orga
+from tests.helpers import agents_with_judges, by_alice, on, orga, pay
 from tests.sample_tools import transfer
-from tests.test_judge import by_alice, pay
 
 DECIDED = [
     # (amount, the person approves it)
@@ -39,8 +38,6 @@ rest: it would have denied 300 and 20 000, which she approved (and denied 9 999,
 
 def agents_file(tmp_path: Path) -> Path:
     """The tests' judges, and agent ``plain`` (transfers, no judge: people decide)."""
-    from tests.test_judge import agents_with_judges
-
     path = agents_with_judges(tmp_path)
     path.write_text(path.read_text() + '[agents.plain]\ntools = ["transfer"]\n')
     return path
@@ -190,3 +187,32 @@ async def test_a_model_judge_is_tried_with_the_clis_provider_and_a_bad_judge_is_
     junk.write_text('{"case": 1}\n')
     code, out, err = await orga("judge", "test", "refunds", str(junk), env=environment)
     assert code == 2 and "junk.jsonl:1: not a judge trial" in err, (out, err)
+
+
+def test_the_example_judges_approve_only_a_whole_refund_within_their_limit() -> None:
+    """``examples.judges`` (the docs' candidates): an issue_refund of a whole, positive amount
+    within the limit is approved; anything else — over it, another tool, an amount that is a
+    bool, a string or missing, arguments that are no JSON object — is left to a person."""
+    from examples.judges import up_to_1000, up_to_5000
+    from orga.contracts.judges import JudgeCase
+
+    def case(arguments: str, tool: str = "issue_refund") -> JudgeCase:
+        return JudgeCase(
+            workflow_id="w", agent="shop", task="t", call_id="c", tool=tool,
+            arguments=arguments, reason="approval required",
+        )  # fmt: skip
+
+    assert up_to_5000(case('{"amount": 5000}')).verdict == "approve"
+    assert up_to_1000(case('{"amount": 1000}')).verdict == "approve"
+    for left in (
+        up_to_1000(case('{"amount": 1500}')),
+        up_to_5000(case('{"amount": 5001}')),
+        up_to_5000(case('{"amount": 12}', tool="transfer")),
+        up_to_5000(case('{"amount": true}')),
+        up_to_5000(case('{"amount": "12"}')),
+        up_to_5000(case('{"amount": 0}')),
+        up_to_5000(case("{}")),
+        up_to_5000(case("[1, 2]")),
+        up_to_5000(case("not json")),
+    ):
+        assert left.verdict == "escalate", left

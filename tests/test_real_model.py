@@ -188,9 +188,14 @@ async def test_a_model_judge(harness: Harness, tmp_path: Any) -> None:
     from orga.contracts.journal import ApprovalDecided, JudgeConsulted
     from orga.scripted.server import Turn
     from tests.harness import scripted_settings
-    from tests.helpers import PEOPLE_DECIDE, decision_policies
-    from tests.test_judge import JUDGES_DECIDE_SMALL, by_alice, journal_of
-    from tests.test_judge_model import agents_with_a_model_judge
+    from tests.helpers import (
+        JUDGES_DECIDE_SMALL,
+        PEOPLE_DECIDE,
+        agents_with_a_model_judge,
+        by_alice,
+        decision_policies,
+        journal_of,
+    )
 
     real = _settings().providers["openai"]
     policies = decision_policies(tmp_path / "policies", PEOPLE_DECIDE + JUDGES_DECIDE_SMALL)

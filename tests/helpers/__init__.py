@@ -33,6 +33,18 @@ from tests.helpers._commands import (
 )
 from tests.helpers._held import Hold, held_opa
 from tests.helpers._histories import requests_per_run, runs, turns_written
+from tests.helpers._judges import (
+    ALICE,
+    CRITERIA,
+    JUDGES,
+    JUDGES_DECIDE_SMALL,
+    agents_with_a_model_judge,
+    agents_with_judges,
+    by_alice,
+    journal_of,
+    judged,
+    pay,
+)
 from tests.helpers._node import AGUI_CLIENT, WEB_EXAMPLE, ag_ui_client, web_example
 from tests.helpers._offline import calls_of, offline_env, offline_worker
 from tests.helpers._processes import children, parent_of
@@ -98,8 +110,12 @@ from tests.helpers._waiting import (
 __all__ = [
     "ADDS",
     "AGUI_CLIENT",
+    "ALICE",
+    "CRITERIA",
     "DECLINE",
     "FACT",
+    "JUDGES",
+    "JUDGES_DECIDE_SMALL",
     "ORGA",
     "PAGES",
     "PEOPLE_DECIDE",
@@ -119,7 +135,10 @@ __all__ = [
     "aborted",
     "ag_ui_client",
     "agents_file",
+    "agents_with_a_model_judge",
+    "agents_with_judges",
     "ask",
+    "by_alice",
     "calls_of",
     "charge_step",
     "children",
@@ -138,6 +157,8 @@ __all__ = [
     "http_server",
     "inbox",
     "is_summariser",
+    "journal_of",
+    "judged",
     "loop_state",
     "measured_harness",
     "offline_env",
@@ -146,6 +167,7 @@ __all__ = [
     "orga",
     "parent_of",
     "parse_python",
+    "pay",
     "pending",
     "port_is_free",
     "provider_settings",
