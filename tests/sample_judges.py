@@ -9,6 +9,8 @@ from orga.contracts.judges import JudgeCase, JudgeVerdict
 
 RELEASE = asyncio.Event()
 """Lets ``held`` answer (set by a test, on the worker's event loop: the worker runs in it)."""
+STARTED = asyncio.Event()
+"""Set when ``held`` is asked."""
 
 
 def small_refunds(case: JudgeCase) -> JudgeVerdict:
@@ -37,6 +39,7 @@ def unsure(case: JudgeCase) -> dict[str, object]:
 
 async def held(case: JudgeCase) -> JudgeVerdict:
     """Approves, once a test lets it answer."""
+    STARTED.set()
     await RELEASE.wait()
     return JudgeVerdict(verdict="approve", confidence=0.99, reasons="released")
 

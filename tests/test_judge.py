@@ -6,10 +6,13 @@ nothing. On the real dev server, with cedarpy and the scripted model over HTTP."
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import CancelledError
 
 from orga.cli.journal_text import render_entry
 from orga.contracts.audit import AuditChain
@@ -19,18 +22,22 @@ from orga.contracts.messages import AUDIT_QUERY
 from orga.core.signatures import proof_problem
 from orga.desk.inbox import inbox
 from orga.runtime.approver_keys import public_key_of
+from orga.scripted.server import Turn
 from orga.worker.agent_registry import AgentRegistry
 from tests import sample_judges
 from tests.harness import Harness, scripted_settings
 from tests.helpers import (
+    ALICE,
     JUDGES_DECIDE_SMALL,
     PEOPLE_DECIDE,
     agents_with_judges,
     by_alice,
     decision_policies,
+    eventually,
     journal_of,
     judged,
     pay,
+    pending,
 )
 from tests.sample_tools import transfer
 
@@ -114,17 +121,36 @@ async def test_a_judge_that_fails_answers_no_verdict_is_unsure_or_too_slow_escal
 
 
 async def test_a_person_who_decides_first_wins(harness: Harness, tmp_path: Path) -> None:
+    """Alice denies the first transfer while the judge thinks; the model tries another, which
+    the judge is asked about too. When the judge answers both, its approval of the first lands
+    after alice's decision: journaled, deciding nothing; it decides the second."""
     sample_judges.RELEASE.clear()
     settings = scripted_settings(harness.model, agents_file=agents_with_judges(tmp_path))
+    model = harness.new_model(
+        [
+            Turn(tool_calls=[("transfer", {"amount": 12, "to": "eve"})]),
+            Turn(tool_calls=[("transfer", {"amount": 13, "to": "eve"})]),
+            Turn(text="sent"),
+        ]
+    )
     async with harness.worker(settings=settings, tools=[transfer]):
-        handle = await harness.start("pay eve 12", model=pay(harness, 12), agent_id="held")
+        handle = await harness.start("pay eve 12", model=model, agent_id="held")
+        [first] = (await pending(handle)).pending_approvals
         await by_alice(harness, handle, approved=False)  # the judge has not answered
-        assert (await handle.result()).output == "sent"  # the model's answer after the denial
-        sample_judges.RELEASE.set()  # the judge would approve now: too late
+        await pending(handle, besides=[first.call_id])  # the second call waits
+        sample_judges.RELEASE.set()  # the judge answers both
+        assert (await handle.result()).output == "sent"
         journal = await journal_of(handle)
     decided = [e for e in journal.entries if isinstance(e, ApprovalDecided)]
-    assert [(d.approver, d.approved, d.source) for d in decided] == [("alice", False, "update")]
-    assert not [e for e in journal.entries if isinstance(e, JudgeConsulted) and e.opinion.decides]
+    assert [(d.approver, d.approved, d.source) for d in decided] == [
+        ("alice", False, "update"),
+        ("held", True, "judge"),
+    ]
+    # (in the order the two answers landed: either may come first)
+    said = {e.call_id: e.opinion for e in journal.entries if isinstance(e, JudgeConsulted)}
+    late, second = said.pop(first.call_id), said.pop(decided[1].call_id)
+    assert not said and late.verdict == "approve" and second.decides
+    assert (late.decides, late.why_not) == (False, "a person decided first")
 
 
 async def test_cedar_keeps_the_judge_from_a_call_reserved_for_people(
@@ -206,3 +232,89 @@ def test_a_judge_that_cannot_run_or_is_not_enrolled_stops_the_worker(tmp_path: P
     agents.write_text(text.replace('judge = "refunds"', 'judge = "nobody"'))
     with pytest.raises(InvalidConfig, match="names the judge 'nobody'"):
         loaded(agents)
+
+
+async def test_an_answer_that_lands_with_a_persons_decision_is_journaled_and_decides_nothing(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """The judge's answer and alice's decision reach the workflow in one workflow task: while
+    the judge (on a worker of activities only) thinks, the workflow worker stops; alice's
+    signal arrives and the judge approves; a new workflow worker then sees both at once. Alice
+    decides; the judge's approval is journaled and ignored."""
+    from temporalio.worker import Worker
+
+    from orga.contracts.approvals import ApprovalDecision
+    from orga.contracts.messages import APPROVAL_SIGNAL
+    from orga.plugin import OrgaPlugin, http_client
+    from orga.runtime.approver_keys import sign_decision
+    from tests.harness import TEST_STORE
+
+    sample_judges.RELEASE.clear()
+    sample_judges.STARTED.clear()
+    settings = scripted_settings(
+        harness.model, agents_file=agents_with_judges(tmp_path), sticky_timeout=1.0
+    )
+    async with http_client() as http:
+        plugin = OrgaPlugin(
+            tools=[transfer], settings=settings, store=TEST_STORE, http=http, tracing=False
+        )
+
+        def workflows() -> Worker:
+            return Worker(
+                harness.client, task_queue=harness.task_queue, plugins=[plugin],
+                no_remote_activities=True,
+            )  # fmt: skip
+
+        activities = Worker(
+            harness.client,
+            task_queue=harness.task_queue,
+            activities=plugin.parts(harness.client).activities(),
+        )
+        async with activities:
+            async with workflows():
+                handle = await harness.start("pay eve 12", model=pay(harness, 12), agent_id="held")
+                harness.handles.append(handle)
+                [waiting] = (await pending(handle)).pending_approvals
+                await asyncio.wait_for(sample_judges.STARTED.wait(), 30)
+            # No workflow worker runs: the decision and the answer wait in history together.
+            decision = ApprovalDecision(call_id=waiting.call_id, approved=False, approver="alice")
+            signed = sign_decision(decision, workflow_id=handle.id, pending=waiting, key=ALICE)
+            await handle.signal(APPROVAL_SIGNAL, signed)
+            sample_judges.RELEASE.set()
+
+            async def answered() -> bool | None:
+                history = await handle.fetch_history()
+                return any(e.HasField("activity_task_completed_event_attributes")
+                           for e in history.events) or None  # fmt: skip
+
+            await eventually(answered, "the judge's answer in history")
+            async with workflows():
+                assert (await handle.result()).output == "sent"
+                journal = await journal_of(handle)
+    [decided] = [e for e in journal.entries if isinstance(e, ApprovalDecided)]
+    assert (decided.approver, decided.approved, decided.source) == ("alice", False, "signal")
+    [consulted] = [e for e in journal.entries if isinstance(e, JudgeConsulted)]
+    assert consulted.opinion.verdict == "approve" and not consulted.opinion.decides
+    assert consulted.opinion.why_not == "a person decided first"
+
+
+async def test_a_loop_cancelled_while_its_judge_thinks_cancels_the_judge(
+    harness: Harness, tmp_path: Path
+) -> None:
+    sample_judges.RELEASE.clear()
+    sample_judges.STARTED.clear()
+    settings = scripted_settings(harness.model, agents_file=agents_with_judges(tmp_path))
+    async with harness.worker(settings=settings, tools=[transfer]):
+        handle = await harness.start("pay eve 12", model=pay(harness, 12), agent_id="held")
+        await asyncio.wait_for(sample_judges.STARTED.wait(), 30)
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError) as ended:
+            await handle.result()
+        history = await handle.fetch_history()
+        journal = await journal_of(handle)
+    sample_judges.RELEASE.set()
+    assert isinstance(ended.value.cause, CancelledError)
+    assert any(
+        e.HasField("activity_task_cancel_requested_event_attributes") for e in history.events
+    )
+    assert not [e for e in journal.entries if isinstance(e, ApprovalDecided | JudgeConsulted)]

@@ -75,18 +75,26 @@ class JudgeAsker:
             start_to_close_timeout=self.seat.timeout,
             retry_policy=RetryPolicy(maximum_attempts=1),  # a judge that fails: a person decides
             summary=f"judge {self.seat.name} · {pending.tool} {pending.call_id}",
+            # Cancelled, the consultation still takes an answer that lands (it is journaled and
+            # decides nothing); the person's decision never waits for it.
+            cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
         )
 
 
 async def consult(desk: HumanDesk, asker: JudgeAsker, call_id: str) -> None:
     """Ask the judge about the waiting call ``call_id``; record its opinion, and its decision
-    where it may decide. Cancelled (a person decided first, the loop stopped), it records an
-    answer that had landed, deciding nothing."""
+    where it may decide. Cancelled (a person decided first, the loop stopped), the judge's
+    activity is cancelled; an answer that lands anyway is recorded, deciding nothing."""
     pending = desk.approvals[call_id]
     asking = asker.start(pending)
     try:
         answer = await asking
     except ActivityError as error:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            # The consultation was cancelled (a person decided, the loop stopped): the judge's
+            # activity was cancelled with it, which is no failure of the judge.
+            raise asyncio.CancelledError from error
         failure = failure_of(error)
         answer = failed(
             "timed out" if failure.timed_out else f"failed: {failure.kind}: {failure.message}"
@@ -162,15 +170,22 @@ async def _weigh(
                 f"the policy does not let the judge decide it: "
                 f"{verdict.reason or 'no policy permits it'}"
             )
-    if why_not is None and (call_id in desk.decided_ids or call_id not in desk.approvals):
-        why_not = "a person decided first"
+    why_not = why_not or _decided_first(desk, call_id)  # while the gate was asked
     opinion = _opinion(seat, answer, why_not)
     desk.judged(pending, opinion, answer.decision if opinion.decides else None)
+
+
+def _decided_first(desk: HumanDesk, call_id: str) -> str | None:
+    if call_id in desk.decided_ids or call_id not in desk.approvals:
+        return "a person decided first"
+    return None
 
 
 def _why_it_may_not_decide(
     desk: HumanDesk, seat: JudgeSeat, pending: PendingApproval
 ) -> str | None:
+    if decided := _decided_first(desk, pending.call_id):
+        return decided  # (in the same moment as the answer)
     if seat.shadow:
         return "the judge is in shadow mode: a person decides"
     if pending.approvals_needed > 1 and not seat.counts_as_person:
