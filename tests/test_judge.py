@@ -318,3 +318,42 @@ async def test_a_loop_cancelled_while_its_judge_thinks_cancels_the_judge(
         e.HasField("activity_task_cancel_requested_event_attributes") for e in history.events
     )
     assert not [e for e in journal.entries if isinstance(e, ApprovalDecided | JudgeConsulted)]
+
+
+async def test_a_tasks_agent_judges_its_held_steps(harness: Harness, tmp_path: Path) -> None:
+    """A task of agent ``refunds``: the judge approves the step that pays 12 (signed), and
+    leaves the one that pays 999 999 to alice, who sees why."""
+    from orga.contracts.approvals import ApprovalDecision
+    from orga.contracts.task import TaskState
+    from orga.runtime.approver_keys import sign_decision
+
+    steps = [
+        {"id": f"pay-{n}", "action": {"kind": "tool", "tool": "transfer",
+                                      "arguments": {"amount": n, "to": "eve"}}}
+        for n in (12, 999_999)
+    ]  # fmt: skip
+    settings = scripted_settings(harness.model, agents_file=agents_with_judges(tmp_path))
+    async with harness.worker(settings=settings, tools=[transfer]):
+        handle = await harness.start_task(steps, agent_id="refunds")
+
+        async def escalated() -> TaskState | None:
+            state = await handle.query("state", result_type=TaskState)
+            waiting = state.pending_approvals
+            return state if waiting and waiting[0].judge is not None else None
+
+        [waiting] = (await eventually(escalated, "the judge's opinion")).pending_approvals
+        assert waiting.judge is not None and waiting.judge.reasons == "999999 is not small"
+        decision = ApprovalDecision(call_id=waiting.call_id, approved=True, approver="alice")
+        signed = sign_decision(decision, workflow_id=handle.id, pending=waiting, key=ALICE)
+        await handle.execute_update("approve", signed)
+        result = await handle.result()
+        journal = await journal_of(handle)
+    assert result.status == "completed", result
+    decided = [e for e in journal.entries if isinstance(e, ApprovalDecided)]
+    assert all(e.approved for e in decided) and all(e.decisions[0].verified for e in decided)
+    assert sorted((e.approver, e.source) for e in decided) == [
+        ("alice", "update"),
+        ("refunds", "judge"),
+    ]
+    consulted = [e.opinion.decides for e in journal.entries if isinstance(e, JudgeConsulted)]
+    assert sorted(consulted) == [False, True]

@@ -218,6 +218,7 @@ class SetupActivities:
             ],
             policy=policy,
             agent=agent,
+            judge=judge.seat() if (judge := self._agents.judge_of(agent)) is not None else None,
         )
 
 

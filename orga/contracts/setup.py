@@ -190,3 +190,5 @@ class TaskSetup(Compact):
     """Who the task runs for, as the worker resolved it."""
     fairness_weight: float | None = None
     """The operator's weight for the principal's tenant (``LoopSetup.fairness_weight``)."""
+    judge: JudgeSeat | None = Field(default=None, exclude_if=lambda v: v is None)
+    """Its agent's judge, which decides held steps before a person does where it may."""

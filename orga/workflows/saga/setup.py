@@ -2,7 +2,8 @@
 
 Workflow code. ``set_up_task`` runs the ``resolve_task`` local activity and arms what the task
 works with from its answer: the gate its steps pass, the tools it may call, the approvers its
-desk enrols. A task naming an unknown agent or a tool the worker lacks fails before any step
+desk enrols, and the judge it asks first (its agent's, if any: ``orga.workflows.shared.
+judging``). A task naming an unknown agent or a tool the worker lacks fails before any step
 runs.
 """
 
@@ -16,18 +17,27 @@ from temporalio.exceptions import FailureError
 from orga.contracts.inference import Usage
 from orga.contracts.journal import JournalEntry, Stamp
 from orga.contracts.setup import RESOLVE_TASK, TaskSetup, TaskSetupRequest
-from orga.contracts.task import LoopStep, TaskInput
+from orga.contracts.task import LoopStep, Step, TaskInput
 from orga.core.principals import handed_on
 from orga.workflows.saga.steps import TaskClearance
 from orga.workflows.shared.elsewhere import where_the_tools_are
 from orga.workflows.shared.failures import failure_message
 from orga.workflows.shared.gate import Gate
 from orga.workflows.shared.human_desk import HumanDesk
+from orga.workflows.shared.judging import JudgeAsker
 from orga.workflows.shared.metrics import know
 from orga.workflows.shared.options import SETUP_TIMEOUT, SHORT_RETRY
 from orga.workflows.shared.principals import fair_share, principal_setup
 
 __all__ = ["set_up_task"]
+
+
+def _doing(step: Step) -> str:
+    """What a step does, for its judge: its tool, or the agent of its loop."""
+    action = step.action
+    return (
+        f"loop of {action.input.config.agent_id}" if isinstance(action, LoopStep) else action.tool
+    )
 
 
 async def set_up_task(
@@ -90,5 +100,15 @@ async def set_up_task(
     desk.check_edit = gate.decide_call
     if setup.approvals_by_policy:
         desk.authority = functools.partial(gate.decide_one, advertised=[])
+    if setup.judge is not None:
+        steps = ", ".join(f"{step.id} ({_doing(step)})" for step in task.steps)
+        desk.judge = JudgeAsker(
+            setup.judge,
+            workflow_id=workflow_id,
+            agent=task.agent_id,
+            task=lambda: f"a task of {len(task.steps)} step(s): {steps}",
+            principal=lambda: clearance.principal,
+            charge=lambda _usage, _calls: None,  # a task keeps no token books: the ledger does
+        )
     know(tools=set(clearance.tools), agents={task.agent_id, *loop_agents}, runs_as=setup.agent)
     return None
