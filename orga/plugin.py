@@ -42,6 +42,7 @@ import httpx
 from temporalio.client import Client
 from temporalio.envconfig import ClientConnectConfig
 from temporalio.plugin import SimplePlugin
+from temporalio.runtime import Runtime
 from temporalio.service import RPCError
 from temporalio.worker import Interceptor, Replayer, Worker, WorkerConfig
 
@@ -115,19 +116,25 @@ def http_client() -> httpx.AsyncClient:
 
 
 def replayer(
-    store: Store | None = None, interceptors: Sequence[Interceptor] = (), *, strict: bool = False
+    store: Store | None = None,
+    interceptors: Sequence[Interceptor] = (),
+    *,
+    strict: bool = False,
+    runtime: Runtime | None = None,
 ) -> Replayer:
     """A replayer of orga's workflows, in the same sandbox and with the same converter as a
     worker (reading stored payloads from ``store``, the settings' by default): what replay
     tests, ``temporal workflow show`` exports and ``orga audit --verify`` are checked with.
     ``strict`` re-imports the workflows' helpers for every run so the sandbox checks them
-    (``orga.worker.sandbox``)."""
+    (``orga.worker.sandbox``); ``runtime``: the Temporal runtime it replays in (the default's,
+    else: ``quiet_runtime`` in the CLI)."""
     build_contracts()  # built before any workflow task, not in its first (orga.contracts.wire)
     return Replayer(
         workflows=WORKFLOWS,
         workflow_runner=workflow_runner(strict=strict),
         data_converter=data_converter(lambda: store or Settings.from_env().store()),
         interceptors=interceptors,
+        runtime=runtime,
     )
 
 

@@ -6,6 +6,7 @@ those calls into trials."""
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,16 @@ from temporalio.testing import WorkflowEnvironment
 from orga.contracts.judges import JudgeTrial
 from orga.scripted.server import RecordedRequest, Turn
 from tests.harness import API_KEYS, Harness, scripted_settings
-from tests.helpers import agents_with_judges, by_alice, on, orga, pay
+from tests.helpers import (
+    ESCAPES,
+    agents_with_judges,
+    assert_shown_safely,
+    by_alice,
+    crafted,
+    on,
+    orga,
+    pay,
+)
 from tests.sample_tools import transfer
 
 DECIDED = [
@@ -67,6 +77,7 @@ async def what_if(judge: str, environment: dict[str, str]) -> tuple[int, dict[st
         "--task-queue", environment["ORGA_TASK_QUEUE"], "--json",
         env=environment,
     )  # fmt: skip
+    assert out.startswith("{"), (out[:1500], err[:1500])
     return code, json.loads(out), err
 
 
@@ -216,3 +227,42 @@ def test_the_example_judges_approve_only_a_whole_refund_within_their_limit() -> 
         up_to_5000(case("not json")),
     ):
         assert left.verdict == "escalate", left
+
+
+async def test_a_crafted_history_is_set_aside_and_what_a_model_wrote_is_shown_safely(
+    env: WorkflowEnvironment, harness: Harness, tmp_path: Path
+) -> None:
+    """A ``ReasoningLoop`` written by a process that answered its workflow task itself does not
+    replay: it is set aside and named on stderr, and the what-if goes on (exit 1: incomplete).
+    A payee the model wrote with terminal escapes and a bidi override reaches the output as
+    visible stand-ins, never obeyed."""
+    agents = agents_file(tmp_path)
+    settings = scripted_settings(harness.model, agents_file=agents)
+    hostile = f"eve{ESCAPES}" * 40
+    model = harness.new_model(
+        [Turn(tool_calls=[("transfer", {"amount": 12, "to": hostile})]), Turn(text="sent")]
+    )
+    async with harness.worker(settings=settings, tools=[transfer]):
+        handle = await harness.start("pay eve", model=model, agent_id="plain")
+        await by_alice(harness, handle, approved=False)
+        await handle.result()
+    forged = f"loop-forged-{uuid.uuid4().hex[:8]}"
+    await crafted(env, harness, [], forged)
+    environment = env_of(env, harness, agents)
+    code, said, err = await what_if("refunds", environment)
+    assert code == 1, err
+    assert said["summary"]["calls"] == 1 and said["summary"]["unreadable"] == 1
+    [aside] = said["unreadable"]
+    assert aside["workflow_id"] == forged
+    [disagreement] = said["disagreements"]
+    assert json.loads(disagreement["arguments"])["to"] == hostile  # --json: exactly as written
+    code, out, err = await orga(
+        "judge", "what-if", "refunds", "--since", "1h",
+        "--task-queue", environment["ORGA_TASK_QUEUE"], env=environment,
+    )  # fmt: skip
+    assert code == 1
+    assert f"orga: set aside a recorded request of {forged}" in err
+    assert "the what-if is incomplete" in out
+    assert_shown_safely(out)
+    assert_shown_safely(err)
+    assert "more characters; --json shows all" in out  # the arguments, cut short

@@ -95,26 +95,29 @@ async def replayed_chains(execution: Execution) -> dict[str, list[AuditEntry]]:
             changed in a way the history cannot follow).
     """
     # the workflow code and Temporal's worker, loaded only when a chain is rebuilt
-    from orga.cli.capture import Capture
+    from orga.cli.capture import Capture, quietly
     from orga.plugin import replayer
 
     instances: list[Any] = []
     capture = Capture(instances)
-    replaying = replayer(settings().store(), interceptors=[capture])
-    chains: dict[str, list[AuditEntry]] = {}
-    for run_id, history in execution.histories.items():
-        instances.clear()
-        try:
-            await replaying.replay_workflow(history)
-        except Exception as error:
-            raise CliError(
-                f"run {run_id} of {execution.workflow_id!r} does not replay with this code: {error}"
-            ) from error
-        if not instances or not hasattr(instances[-1], "audit"):
-            raise CliError(
-                f"{execution.workflow_id!r} is not an orga loop or task: it keeps no audit chain"
-            )
-        chains[run_id] = list(instances[-1].audit().entries)
+    with quietly() as runtime:
+        replaying = replayer(settings().store(), interceptors=[capture], runtime=runtime)
+        chains: dict[str, list[AuditEntry]] = {}
+        for run_id, history in execution.histories.items():
+            instances.clear()
+            try:
+                await replaying.replay_workflow(history)
+            except Exception as error:
+                raise CliError(
+                    f"run {run_id} of {execution.workflow_id!r} does not replay with this "
+                    f"code: {error}"
+                ) from error
+            if not instances or not hasattr(instances[-1], "audit"):
+                raise CliError(
+                    f"{execution.workflow_id!r} is not an orga loop or task: it keeps no audit "
+                    "chain"
+                )
+            chains[run_id] = list(instances[-1].audit().entries)
     return chains
 
 

@@ -1,12 +1,16 @@
 """The workflow instance a replay builds, handed out to read its state after (``orga audit``,
-``orga judge what-if``)."""
+``orga judge what-if``); and a replay that keeps the SDK's own logs of a failing history off
+the terminal (the verb says what it could not replay)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import logging
+from collections.abc import Callable, Generator
 from typing import Any
 
 from temporalio import workflow
+from temporalio.runtime import Runtime
 from temporalio.worker import (
     ExecuteWorkflowInput,
     Interceptor,
@@ -14,7 +18,7 @@ from temporalio.worker import (
     WorkflowInterceptorClassInput,
 )
 
-__all__ = ["Capture"]
+__all__ = ["Capture", "quietly"]
 
 
 class Capture(Interceptor):
@@ -39,3 +43,20 @@ class Capture(Interceptor):
                 return await super().execute_workflow(input)
 
         return Inbound
+
+
+@contextlib.contextmanager
+def quietly() -> Generator[Runtime]:
+    """Within it, replays run in a runtime whose SDK core logs nothing, and the SDK's Python
+    loggers say nothing below CRITICAL: a history that does not replay would print the core's
+    warnings (with colour codes) and a traceback among the verb's output, its ``--json`` too.
+    Yields the runtime to replay in."""
+    from orga.runtime.connect import quiet_runtime
+
+    logger = logging.getLogger("temporalio")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield quiet_runtime()
+    finally:
+        logger.setLevel(level)

@@ -69,7 +69,7 @@ async def read_decided(
 ) -> Decided:
     """The calls people decided in the loops that started in the period."""
     # the workflow code and Temporal's worker, loaded only to replay
-    from orga.cli.capture import Capture
+    from orga.cli.capture import Capture, quietly
     from orga.plugin import replayer
 
     found = settings()
@@ -82,45 +82,48 @@ async def read_decided(
         if desk is not None:
             desk().on_wait = waited.append
 
-    replaying = replayer(found.store(), interceptors=[Capture(instances, started)])
-    read = Decided()
-    query = period_query(since, agent, workflow, task_queue, types=("ReasoningLoop",))
-    async for execution in client.list_workflows(query):
-        read.workflows += 1
-        waited.clear()
-        instances.clear()
-        where = (execution.id, execution.run_id)
-        try:
-            history = await client.get_workflow_handle(
-                execution.id, run_id=execution.run_id
-            ).fetch_history()
-            await replaying.replay_workflow(history)
-            if not instances or not hasattr(instances[-1], "journal"):
-                raise TypeError("it is not an orga loop")
-            instance = instances[-1]
-            journal = instance.journal()
-            task = next((m.content for m in instance.conversation() if m.role == "user"), "")
-            agent_id = instance.state().agent_id
-        except Exception as error:  # a history is data: anything replaying it raises
-            read.unreadable.append(Unreadable(*where, 0, why(error)))
-            continue
-        asked = {p.call_id: p for p in waited}
-        for entry in journal.entries:
-            if not isinstance(entry, ApprovalDecided) or entry.source not in PEOPLE:
+    with quietly() as runtime:
+        replaying = replayer(
+            found.store(), interceptors=[Capture(instances, started)], runtime=runtime
+        )
+        read = Decided()
+        query = period_query(since, agent, workflow, task_queue, types=("ReasoningLoop",))
+        async for execution in client.list_workflows(query):
+            read.workflows += 1
+            waited.clear()
+            instances.clear()
+            where = (execution.id, execution.run_id)
+            try:
+                history = await client.get_workflow_handle(
+                    execution.id, run_id=execution.run_id
+                ).fetch_history()
+                await replaying.replay_workflow(history)
+                if not instances or not hasattr(instances[-1], "journal"):
+                    raise TypeError("it is not an orga loop")
+                instance = instances[-1]
+                journal = instance.journal()
+                task = next((m.content for m in instance.conversation() if m.role == "user"), "")
+                agent_id = instance.state().agent_id
+            except Exception as error:  # a history is data: anything replaying it raises
+                read.unreadable.append(Unreadable(*where, 0, why(error)))
                 continue
-            pending = asked.get(entry.call_id)
-            if pending is None:
-                continue  # decided in an earlier run (its wait began there)
-            case = JudgeCase(
-                workflow_id=execution.id,
-                agent=agent_id,
-                task=task,
-                call_id=pending.call_id,
-                tool=pending.tool,
-                arguments=pending.arguments,
-                reason=pending.reason,
-            )
-            read.calls.append(
-                DecidedCall(*where, case, entry.approved, entry.approver, entry.reason)
-            )
+            asked = {p.call_id: p for p in waited}
+            for entry in journal.entries:
+                if not isinstance(entry, ApprovalDecided) or entry.source not in PEOPLE:
+                    continue
+                pending = asked.get(entry.call_id)
+                if pending is None:
+                    continue  # decided in an earlier run (its wait began there)
+                case = JudgeCase(
+                    workflow_id=execution.id,
+                    agent=agent_id,
+                    task=task,
+                    call_id=pending.call_id,
+                    tool=pending.tool,
+                    arguments=pending.arguments,
+                    reason=pending.reason,
+                )
+                read.calls.append(
+                    DecidedCall(*where, case, entry.approved, entry.approver, entry.reason)
+                )
     return read

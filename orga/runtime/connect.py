@@ -110,6 +110,16 @@ def metrics_runtime(address: str | None) -> Runtime | None:
     return runtime
 
 
+def quiet_runtime() -> Runtime:
+    """A Temporal runtime whose SDK core logs nothing (one for the process): for a replay in
+    the CLI, which says itself what it cannot replay — the core would print its warnings, with
+    colour codes, among the verb's output (its ``--json`` too)."""
+    found = _runtimes.get("")
+    if found is None:
+        found = _runtimes[""] = Runtime(telemetry=TelemetryConfig(logging=None))
+    return found
+
+
 async def ensure_search_attributes(client: Client) -> list[str]:
     """Register orga's search attributes on the client's namespace if they are missing.
 

@@ -33,6 +33,7 @@ from tests.helpers._commands import (
 )
 from tests.helpers._held import Hold, held_opa
 from tests.helpers._histories import requests_per_run, runs, turns_written
+from tests.helpers._hostile import ESCAPES, UNSAFE, assert_shown_safely, crafted
 from tests.helpers._judges import (
     ALICE,
     CRITERIA,
@@ -113,6 +114,7 @@ __all__ = [
     "ALICE",
     "CRITERIA",
     "DECLINE",
+    "ESCAPES",
     "FACT",
     "JUDGES",
     "JUDGES_DECIDE_SMALL",
@@ -127,6 +129,7 @@ __all__ = [
     "SUMMARY_USAGE",
     "TIME",
     "TIME_SERVER",
+    "UNSAFE",
     "WEB_EXAMPLE",
     "WHO_DECIDES",
     "ForkedProcess",
@@ -138,12 +141,14 @@ __all__ = [
     "agents_with_a_model_judge",
     "agents_with_judges",
     "ask",
+    "assert_shown_safely",
     "by_alice",
     "calls_of",
     "charge_step",
     "children",
     "chromium",
     "conversation",
+    "crafted",
     "critic_agents",
     "decision_policies",
     "decisions_schema",
