@@ -17,13 +17,21 @@ from temporalio.client import WorkflowHandle
 from orga.contracts.config import LoopConfig, LoopInput
 from orga.contracts.conversation import Message
 from orga.contracts.journal import ApprovalDecided, JudgeConsulted
-from orga.contracts.principals import PrincipalClaim
+from orga.contracts.principals import PrincipalClaim, SpendLine
 from orga.contracts.state import LoopResult, LoopState
 from orga.runtime.settings import ModelPrice
 from orga.runtime.spend import SpendLedger
 from orga.scripted.server import Raw, Turn
 from tests.harness import TEST_STORE, Harness, scripted_settings
-from tests.helpers import CRITERIA, agents_with_a_model_judge, by_alice, journal_of, judged, pay
+from tests.helpers import (
+    CRITERIA,
+    agents_with_a_model_judge,
+    by_alice,
+    eventually,
+    journal_of,
+    judged,
+    pay,
+)
 from tests.sample_tools import transfer
 
 PRICE = ModelPrice(input=500.0, output=500.0)
@@ -132,3 +140,50 @@ async def test_a_model_judge_that_answers_prose_wrong_json_fails_or_is_slow_esca
                 e for e in (await journal_of(handle)).entries if isinstance(e, ApprovalDecided)
             ]
             assert [(d.approver, d.approved) for d in decided] == [("alice", False)]
+
+
+async def test_a_person_who_decides_first_cancels_the_model_judges_call(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """Nobody pays for a verdict no one needs: the judge's model is slow (20 s); alice decides
+    first; the judge's call is cancelled within a heartbeat — its hold on Ann's ledger given
+    back, nothing charged — and nothing it might have said is journaled."""
+    judge_model = harness.new_model([verdict("approve", 0.99, "late", delay=20.0)])
+    agents = agents_with_a_model_judge(tmp_path, judge_model, 'timeout = "PT60S"')
+    principals = tmp_path / "principals.toml"
+    principals.write_text("")
+    settings = scripted_settings(
+        harness.model,
+        agents_file=agents,
+        principals_file=principals,
+        model_prices={judge_model: PRICE},
+    )
+    user = f"ann-{uuid.uuid4().hex[:8]}"
+    ledger = SpendLedger(TEST_STORE)
+
+    def line() -> SpendLine | None:
+        found = ledger.lines("day", scope="user", name=user)
+        return found[0] if found else None
+
+    async with harness.worker(settings=settings, tools=[transfer]):
+        handle = await start_for(harness, pay(harness, 12), user)
+
+        async def held() -> SpendLine | None:
+            found = line()
+            return found if found is not None and found.reserved_usd > 0 else None
+
+        await eventually(held, "the judge's call held on Ann's ledger")
+        await by_alice(harness, handle, approved=False)
+        assert (await handle.result()).output == "sent"
+
+        async def given_back() -> SpendLine | None:
+            found = line()
+            return found if found is not None and found.reserved_usd == 0 else None
+
+        settled = await eventually(given_back, "the hold given back", timeout=15)
+        journal = await journal_of(handle)
+    # The loop's own two calls (unpriced) are counted; the judge's (priced) was cut, not served.
+    assert (settled.spent_usd, settled.calls) == (0.0, 2)
+    assert not [e for e in journal.entries if isinstance(e, JudgeConsulted)]
+    [decided] = [e for e in journal.entries if isinstance(e, ApprovalDecided)]
+    assert (decided.approver, decided.source) == ("alice", "update")
