@@ -187,3 +187,32 @@ async def test_a_person_who_decides_first_cancels_the_model_judges_call(
     assert not [e for e in journal.entries if isinstance(e, JudgeConsulted)]
     [decided] = [e for e in journal.entries if isinstance(e, ApprovalDecided)]
     assert (decided.approver, decided.source) == ("alice", "update")
+
+
+async def test_a_model_judge_goes_through_the_workers_breaker_of_its_model(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """The judge's model answers 500 five times in a row: the worker's breaker of that model
+    opens, and the sixth held call is not put to it at all (``ProviderDown``); each escalates
+    to a person."""
+    from orga.worker.provider_health import THRESHOLD
+
+    down = Raw(status=500, body={"error": {"message": "overloaded"}})
+    judge_model = harness.new_model([down] * (THRESHOLD + 1))
+    agents = agents_with_a_model_judge(tmp_path, judge_model)
+    settings = scripted_settings(harness.model, agents_file=agents)
+    said: list[str] = []
+    async with harness.worker(settings=settings, tools=[transfer]):
+        for _ in range(THRESHOLD + 1):
+            handle = await harness.start("pay eve", model=pay(harness, 12), agent_id="payer")
+            waiting = await judged(handle)
+            assert waiting.judge is not None
+            said.append(waiting.judge.why_not or "")
+            await by_alice(harness, handle, approved=False)
+            await handle.result()
+    # The fifth failure in a row takes the model down (that call says so too); the sixth is
+    # refused on the worker.
+    unavailable, down = said[: THRESHOLD - 1], said[THRESHOLD - 1 :]
+    assert all(w.startswith("the judge failed: ProviderUnavailable") for w in unavailable), said
+    assert all(w.startswith("the judge failed: ProviderDown") for w in down), said
+    assert len(harness.model.requests_for(judge_model)) == THRESHOLD  # the sixth: not asked
