@@ -357,3 +357,63 @@ async def test_a_tasks_agent_judges_its_held_steps(harness: Harness, tmp_path: P
     ]
     consulted = [e.opinion.decides for e in journal.entries if isinstance(e, JudgeConsulted)]
     assert sorted(consulted) == [False, True]
+
+
+async def test_a_judge_signs_only_its_own_workflows_call_as_it_was_shown_it(
+    tmp_path: Path,
+) -> None:
+    """What another workflow on the task queue can send the ``consult_judge`` activity: a
+    request naming a victim's call, or showing the judge 12 while the signature would name
+    999 999 (a case and a pending call that differ, or a hash that is not the arguments'). The
+    judge signs none of them; an honest request is signed for the workflow that asked."""
+    import dataclasses
+    from datetime import UTC, datetime
+
+    from temporalio.testing import ActivityEnvironment
+
+    from orga.activities.judges import JudgeActivities, load_judges
+    from orga.contracts.approvals import PendingApproval
+    from orga.contracts.judges import JudgeCase, JudgeRequest
+    from orga.core.signatures import decision_text, sha256_text, signature_holds
+
+    registry = AgentRegistry.load(agents_with_judges(tmp_path), frozenset({"default"}))
+    judges = load_judges(registry.judges, registry.approvers, registry.folder, registry.origin)
+    activities = JudgeActivities(judges)
+    small, big = '{"amount": 12, "to": "eve"}', '{"amount": 999999, "to": "eve"}'
+
+    def request(
+        workflow_id: str, shown: str, signed: str, digest: str | None = None
+    ) -> JudgeRequest:
+        case = JudgeCase(
+            workflow_id=workflow_id, agent="refunds", task="pay", call_id="c1",
+            tool="transfer", arguments=shown, reason="transfers need a person",
+        )  # fmt: skip
+        pending = PendingApproval(
+            call_id="c1", tool="transfer", arguments=signed, reason="transfers need a person",
+            since=datetime.now(UTC), arguments_sha256=digest or sha256_text(signed),
+            signatures_required=True,
+        )  # fmt: skip
+        return JudgeRequest(judge="refunds", case=case, pending=pending)
+
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(env.info, workflow_id="attacker")
+    forged = [
+        request("victim", small, small),  # another workflow's call
+        request("attacker", small, big),  # shown 12, would sign 999 999
+        request("attacker", small, small, digest=sha256_text(big)),  # a hash of other arguments
+    ]
+    for each in forged:
+        answer = await env.run(activities.consult_judge, each)
+        assert answer.decision is None and answer.verdict == "escalate", answer
+        assert (answer.why_not or "").startswith("the request is refused"), answer
+    honest = request("attacker", small, small)
+    decision = (await env.run(activities.consult_judge, honest)).decision
+    assert decision is not None and decision.approved
+    assert decision.signature is not None and decision.signed_at is not None
+    signed = decision_text(
+        workflow_id="attacker", call_id="c1", approved=True, arguments_sha256=sha256_text(small),
+        edited_arguments=None, reason=decision.reason, approver="refunds", via=None,
+        signed_at=decision.signed_at,
+    )  # fmt: skip
+    [enrolled] = [a.public_key for a in registry.approvers if a.name == "refunds"]
+    assert signature_holds(enrolled, signed, decision.signature)

@@ -9,6 +9,10 @@ sure one as the judge's decision. A judge that raises escalates too, with its er
 opinion; one that takes longer than its ``timeout`` is cut off by the activity's own timeout
 (the workflow escalates).
 
+A judge signs only a decision on a call of the workflow that asks (the server names it), on
+the very call it was shown (``_not_its_own``): a foreign workflow on the task queue cannot get
+its signature for another workflow's call, or for arguments other than those it judged.
+
 A model judge is one model call of its agent's provider and model, with the operator's criteria
 and the case as data, offered exactly one tool, ``submit_verdict {verdict, confidence,
 reasons}``: its verdict is taken only from that structured call (``stop_reason`` ``tool_use``);
@@ -52,6 +56,7 @@ from orga.contracts.tools import ToolDefinition
 from orga.core.arguments import parse_arguments
 from orga.core.context import estimate_message_tokens
 from orga.core.judging import failed, read_answer
+from orga.core.signatures import sha256_text
 from orga.core.text import estimate_tokens
 from orga.providers.client import complete
 from orga.runtime.approver_keys import ApproverKeyError, load_key, public_key_of, sign_decision
@@ -311,6 +316,10 @@ class JudgeActivities:
                 why_not=f"this worker has no judge {request.judge!r} (its agents file names "
                 f"{sorted(self._judges) or 'none'})",
             )
+        asking = activity.info().workflow_id or ""  # the workflow that scheduled it: the server's
+        refused = _not_its_own(request, asking)
+        if refused is not None:
+            return JudgeAnswer(verdict="escalate", why_not=refused)
         spend = self._spend
 
         async def charged(
@@ -351,11 +360,28 @@ class JudgeActivities:
                 reason=answer.reasons or None,
                 approver=request.judge,
             ),
-            workflow_id=request.case.workflow_id,
+            workflow_id=asking,
             pending=request.pending,
             key=loaded.key,
         )
         return answer.model_copy(update={"decision": decision})
+
+
+def _not_its_own(request: JudgeRequest, workflow_id: str) -> str | None:
+    """Why a request is refused: a judge signs only a decision on a call of the workflow that
+    asks (the server says which), on the call the judge is shown. A request that names another
+    workflow's call, or shows the judge other arguments than those the signature would name —
+    what a foreign workflow on the task queue could send to get the judge's signature for a
+    call it never saw — is refused, unsigned."""
+    case, pending = request.case, request.pending
+    shown = (case.workflow_id, case.call_id, case.tool, case.arguments)
+    signed = (workflow_id, pending.call_id, pending.tool, pending.arguments)
+    if shown != signed or pending.arguments_sha256 != sha256_text(pending.arguments):
+        return (
+            "the request is refused: a judge decides only a call of the workflow that asks, "
+            "as it is shown the call"
+        )
+    return None
 
 
 def case_text(case: JudgeCase) -> str:
