@@ -10,6 +10,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
+from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
 from orga.contracts.judges import JudgeTrial
@@ -266,3 +268,43 @@ async def test_a_crafted_history_is_set_aside_and_what_a_model_wrote_is_shown_sa
     assert_shown_safely(out)
     assert_shown_safely(err)
     assert "more characters; --json shows all" in out  # the arguments, cut short
+
+
+async def test_what_if_reads_the_steps_people_decided_in_tasks(
+    env: WorkflowEnvironment, harness: Harness, tmp_path: Path
+) -> None:
+    """A task of agent ``plain`` whose two transfers alice decided: the judge is shown each
+    step as a task's judge is (its agent, the task's steps)."""
+    from orga.contracts.approvals import ApprovalDecision
+    from orga.contracts.task import TaskState
+    from orga.runtime.approver_keys import sign_decision
+    from tests.helpers import ALICE, eventually
+
+    agents = agents_file(tmp_path)
+    steps = [
+        {"id": f"pay-{n}", "action": {"kind": "tool", "tool": "transfer",
+                                      "arguments": {"amount": n, "to": "eve"}}}
+        for n in (12, 999_999)
+    ]  # fmt: skip
+    async with harness.worker(
+        settings=scripted_settings(harness.model, agents_file=agents), tools=[transfer]
+    ):
+        handle = await harness.start_task(steps, agent_id="plain")
+        for approved in (True, False):
+
+            async def waiting() -> TaskState | None:
+                state = await handle.query("state", result_type=TaskState)
+                return state if state.pending_approvals else None
+
+            [call] = (await eventually(waiting, "a step waits")).pending_approvals
+            decision = ApprovalDecision(call_id=call.call_id, approved=approved, approver="alice")
+            signed = sign_decision(decision, workflow_id=handle.id, pending=call, key=ALICE)
+            await handle.execute_update("approve", signed)
+        with pytest.raises(WorkflowFailureError):  # the denied step aborts the task
+            await handle.result()
+    code, said, err = await what_if("refunds", env_of(env, harness, agents))
+    assert code == 0, err
+    assert said["summary"]["calls"] == 2 and said["summary"]["agree"] == 1
+    assert {(c["agent"], c["task"]) for c in said["calls"]} == {
+        ("plain", "a task of 2 step(s): pay-12 (transfer), pay-999999 (transfer)")
+    }

@@ -1,13 +1,13 @@
 """The calls people decided, read back from histories for ``orga judge``: each as the case a
 judge would have been shown, with the person's decision.
 
-Each loop of the period (found through Temporal's visibility, as ``orga policy what-if`` finds
-them) is replayed with the worker's workflow code — as ``orga audit --verify`` does; no worker
-is needed. The replay hands out every call that waited for approval, exactly as a judge is
-shown it (``HumanDesk.on_wait``: the tool, the arguments, the gate's reason), and the loop's
-journal says who decided each: a call a person decided (the ``approve`` update, the
-``approval`` signal, ``orga mcp``'s elicitation — not a judge, not a timeout) becomes a
-``DecidedCall``.
+Each loop and task of the period (found through Temporal's visibility, as ``orga policy
+what-if`` finds them) is replayed with the worker's workflow code — as ``orga audit --verify``
+does; no worker is needed. The replay hands out every call that waited for approval, exactly
+as a judge is shown it (``HumanDesk.on_wait``: the tool, the arguments, the gate's reason; the
+workflow's ``judged_as``: its agent and task), and its journal says who decided each: a call
+a person decided (the ``approve`` update, the ``approval`` signal, ``orga mcp``'s elicitation
+— not a judge, not a timeout) becomes a ``DecidedCall``.
 
 A history is data to check, never state to adopt: one that does not replay with this code, or
 is not an orga loop, is set aside (``Unreadable``, in one bounded line) without stopping the
@@ -46,6 +46,8 @@ class DecidedCall:
         return {
             "workflow_id": self.workflow_id,
             "run_id": self.run_id,
+            "agent": self.case.agent,
+            "task": self.case.task,
             "call_id": self.case.call_id,
             "tool": self.case.tool,
             "arguments": self.case.arguments,
@@ -67,7 +69,7 @@ class Decided:
 async def read_decided(
     since: str, agent: str | None, workflow: str | None, task_queue: str | None
 ) -> Decided:
-    """The calls people decided in the loops that started in the period."""
+    """The calls people decided in the loops and tasks that started in the period."""
     # the workflow code and Temporal's worker, loaded only to replay
     from orga.cli.capture import Capture, quietly
     from orga.plugin import replayer
@@ -87,7 +89,7 @@ async def read_decided(
             found.store(), interceptors=[Capture(instances, started)], runtime=runtime
         )
         read = Decided()
-        query = period_query(since, agent, workflow, task_queue, types=("ReasoningLoop",))
+        query = period_query(since, agent, workflow, task_queue, types=("ReasoningLoop", "Task"))
         async for execution in client.list_workflows(query):
             read.workflows += 1
             waited.clear()
@@ -98,12 +100,11 @@ async def read_decided(
                     execution.id, run_id=execution.run_id
                 ).fetch_history()
                 await replaying.replay_workflow(history)
-                if not instances or not hasattr(instances[-1], "journal"):
-                    raise TypeError("it is not an orga loop")
+                if not instances or not hasattr(instances[-1], "judged_as"):
+                    raise TypeError("it is not an orga loop or task")
                 instance = instances[-1]
                 journal = instance.journal()
-                task = next((m.content for m in instance.conversation() if m.role == "user"), "")
-                agent_id = instance.state().agent_id
+                agent_id, task = instance.judged_as()
             except Exception as error:  # a history is data: anything replaying it raises
                 read.unreadable.append(Unreadable(*where, 0, why(error)))
                 continue

@@ -1,6 +1,6 @@
 """``orga judge``: try a judge on the calls people already decided, before it decides any.
 
-``what-if JUDGE`` reads the calls people decided in the loops of a period
+``what-if JUDGE`` reads the calls people decided in the loops and tasks of a period
 (``orga.cli.judge_history``: each loop's history replayed with the workflow code; no worker
 needed), asks the judge of the agents file (``--agents-file``, default ``ORGA_AGENTS``) about
 each exactly as a loop would show it the call — its code called here, or its model asked with
@@ -144,9 +144,9 @@ def what_if(
     agents_file: AgentsFile = None,
     as_json: Json = False,
 ) -> None:
-    """What the judge would have said of the calls people decided in the period's loops:
-    every disagreement, then a summary (exit 1 when it disagrees with a person, or when a
-    history cannot be read)."""
+    """What the judge would have said of the calls people decided in the period's loops and
+    tasks: every disagreement, then a summary (exit 1 when it disagrees with a person, or when
+    a history cannot be read)."""
 
     async def body() -> int:
         async with _judge(judge, agents_file) as ask:

@@ -8,12 +8,16 @@ else — another type, prose, a verdict outside approve/deny/escalate, a confide
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pydantic import ValidationError
 
+from orga.contracts.conversation import Message
 from orga.contracts.errors import describe_validation_error
 from orga.contracts.judges import JudgeAnswer, JudgeOpinion, JudgeVerdict
+from orga.contracts.task import LoopStep, TaskInput
 
-__all__ = ["failed", "opinion_text", "read_answer"]
+__all__ = ["failed", "loop_task", "opinion_text", "read_answer", "task_of"]
 
 
 def read_answer(raw: object, floor: float) -> JudgeAnswer:
@@ -64,3 +68,23 @@ def opinion_text(judge: JudgeOpinion) -> str:
         f"the judge {judge.judge} said {judge.verdict} (confidence {judge.confidence:g})"
         f"{reasons} — not its decision: {judge.why_not or 'it decided'}"
     )
+
+
+def task_of(task: TaskInput) -> str:
+    """A task's steps as its judge is shown them (``JudgeCase.task``): each step's id and what
+    it does — its tool, or the agent of its loop."""
+
+    def doing(action: object) -> str:
+        return (
+            f"loop of {action.input.config.agent_id}"
+            if isinstance(action, LoopStep)
+            else (getattr(action, "tool", "?"))
+        )
+
+    steps = ", ".join(f"{step.id} ({doing(step.action)})" for step in task.steps)
+    return f"a task of {len(task.steps)} step(s): {steps}"
+
+
+def loop_task(messages: Sequence[Message]) -> str:
+    """A loop's task as its judge is shown it (``JudgeCase.task``): its first user message."""
+    return next((m.content for m in messages if m.role == "user"), "")

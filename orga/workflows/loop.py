@@ -30,6 +30,7 @@ from orga.contracts.messages import (
 )
 from orga.contracts.state import LoopResult, LoopState
 from orga.contracts.threads import CloseThread, ThreadClosed, TurnResult, TurnWait
+from orga.core.judging import loop_task
 from orga.workflows.reasoning.agent_loop import AgentLoop
 from orga.workflows.shared.desk_handlers import DeskHandlers
 
@@ -61,6 +62,11 @@ class ReasoningLoopWorkflow(DeskHandlers):
     def audit(self) -> AuditChain:
         """This run's audit chain (after the earlier runs' head): every governance record."""
         return self._loop.books.audit.chain()
+
+    def judged_as(self) -> tuple[str, str]:
+        """The agent and the task a judge is shown with a held call: the loop's first user
+        message (no query: read after a replay, by ``orga judge what-if``)."""
+        return self._loop.books.config.agent_id, loop_task(self._loop.conversation.messages)
 
     @workflow.query(name=CONVERSATION_QUERY)
     def conversation(self, window: ConversationRange | None = None) -> list[Message]:

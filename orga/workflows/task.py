@@ -13,10 +13,9 @@ failure: it waits for the pause to end (``orga.workflows.saga.holds``). On abort
 cancellation, which arrives as ``asyncio.CancelledError`` at whatever the task awaits — running
 steps are cancelled and waited for (a tool activity until it has stopped, a child loop until
 it has ended), then the saga (``orga.workflows.saga.compensation``) undoes every attempted step,
-shielded from cancellation, and the outcome says whether all of it was undone.
-
-One workflow class — its state, queries and handlers, the steps' order; the setup, a step's
-attempts, one attempt and the saga are ``orga.workflows.saga``.
+shielded from cancellation, and the outcome says whether all of it was undone. One workflow
+class — its state, queries and handlers, the steps' order; the setup, a step's attempts, one
+attempt and the saga are ``orga.workflows.saga``.
 """
 
 from __future__ import annotations
@@ -59,6 +58,7 @@ from orga.contracts.task import (
     ToolStep,
 )
 from orga.core.audit import AuditLog
+from orga.core.judging import task_of
 from orga.core.receipts import NOTE_CHARS
 from orga.core.signatures import sha256_text
 from orga.core.text import cut
@@ -146,8 +146,6 @@ class TaskWorkflow(DeskHandlers):
             stamp=self._stamp,
         )
 
-    # ---- queries and people ----------------------------------------------------------------
-
     @workflow.query(name=STATE_QUERY)
     def state(self) -> TaskState:
         """Every step's status, attempts, result and errors; pending escalations."""
@@ -172,13 +170,15 @@ class TaskWorkflow(DeskHandlers):
 
     @workflow.query(name=AUDIT_QUERY)
     def audit(self) -> AuditChain:
-        """The task's audit chain: every governance record (policy, approvals, escalations,
-        compensations)."""
+        """The task's audit chain: policy decisions, approvals, escalations, compensations."""
         return self._audit.chain()
 
+    def judged_as(self) -> tuple[str, str]:
+        """Its agent and task as a judge is shown them (no query: ``orga judge what-if``)."""
+        return self._input.agent_id, task_of(self._input)
+
     def trace_root(self) -> dict[str, str]:
-        """The GenAI attributes of the span this task's trace starts with when its start
-        carried no trace context (``orga.runtime.tracing``)."""
+        """The GenAI attributes of its trace's first span, if no context came (tracing)."""
         agent = {} if self._invalid else {"gen_ai.agent.name": self._input.agent_id}
         return {"gen_ai.operation.name": "invoke_workflow", **agent}
 

@@ -31,6 +31,7 @@ from orga.contracts.principals import Principal, PrincipalClaim
 from orga.contracts.setup import RESOLVE_LOOP, LoopSetup, LoopSetupRequest
 from orga.contracts.tools import ToolDefinition
 from orga.contracts.vocabulary import ProviderName
+from orga.core.judging import loop_task
 from orga.core.principals import handed_on
 from orga.core.profile import visible_tools
 from orga.core.typed_answers import constrains
@@ -212,7 +213,7 @@ async def set_up_loop(
             setup.judge,
             workflow_id=workflow_id,
             agent=config.agent_id,
-            task=lambda: next((m.content for m in conversation.messages if m.role == "user"), ""),
+            task=lambda: loop_task(conversation.messages),
             principal=lambda: books.principal,
             charge=books.charge,
         )

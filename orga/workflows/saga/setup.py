@@ -17,7 +17,8 @@ from temporalio.exceptions import FailureError
 from orga.contracts.inference import Usage
 from orga.contracts.journal import JournalEntry, Stamp
 from orga.contracts.setup import RESOLVE_TASK, TaskSetup, TaskSetupRequest
-from orga.contracts.task import LoopStep, Step, TaskInput
+from orga.contracts.task import LoopStep, TaskInput
+from orga.core.judging import task_of
 from orga.core.principals import handed_on
 from orga.workflows.saga.steps import TaskClearance
 from orga.workflows.shared.elsewhere import where_the_tools_are
@@ -30,14 +31,6 @@ from orga.workflows.shared.options import SETUP_TIMEOUT, SHORT_RETRY
 from orga.workflows.shared.principals import fair_share, principal_setup
 
 __all__ = ["set_up_task"]
-
-
-def _doing(step: Step) -> str:
-    """What a step does, for its judge: its tool, or the agent of its loop."""
-    action = step.action
-    return (
-        f"loop of {action.input.config.agent_id}" if isinstance(action, LoopStep) else action.tool
-    )
 
 
 async def set_up_task(
@@ -101,12 +94,12 @@ async def set_up_task(
     if setup.approvals_by_policy:
         desk.authority = functools.partial(gate.decide_one, advertised=[])
     if setup.judge is not None:
-        steps = ", ".join(f"{step.id} ({_doing(step)})" for step in task.steps)
+        shown = task_of(task)
         desk.judge = JudgeAsker(
             setup.judge,
             workflow_id=workflow_id,
             agent=task.agent_id,
-            task=lambda: f"a task of {len(task.steps)} step(s): {steps}",
+            task=lambda: shown,
             principal=lambda: clearance.principal,
             charge=lambda _usage, _calls: None,  # a task keeps no token books: the ledger does
         )
