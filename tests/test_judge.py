@@ -312,7 +312,7 @@ async def test_a_loop_cancelled_while_its_judge_thinks_cancels_the_judge(
             await handle.result()
         history = await handle.fetch_history()
         journal = await journal_of(handle)
-    sample_judges.RELEASE.set()
+        sample_judges.RELEASE.set()  # (the worker's shutdown would wait for it)
     assert isinstance(ended.value.cause, CancelledError)
     assert any(
         e.HasField("activity_task_cancel_requested_event_attributes") for e in history.events
