@@ -19,7 +19,7 @@ from orga.contracts.conversation import Message
 from orga.contracts.journal import ApprovalDecided, JudgeConsulted
 from orga.contracts.principals import PrincipalClaim, SpendLine
 from orga.contracts.state import LoopResult, LoopState
-from orga.runtime.settings import ModelPrice
+from orga.runtime.settings import ModelPrice, Settings
 from orga.runtime.spend import SpendLedger
 from orga.scripted.server import Raw, Turn
 from tests.harness import TEST_STORE, Harness, scripted_settings
@@ -49,6 +49,19 @@ def verdict(verdict: str, confidence: float, reasons: str = "small", delay: floa
     )
 
 
+def priced_judge(harness: Harness, tmp_path: Path, judge_model: str, *more: str) -> Settings:
+    """A worker whose agent ``payer`` is judged by ``judge_model`` (priced: a call served costs
+    0.05 USD), principals allowed (claims), each loop's spend on its principal's ledger."""
+    principals = tmp_path / "principals.toml"
+    principals.write_text("")
+    return scripted_settings(
+        harness.model,
+        agents_file=agents_with_a_model_judge(tmp_path, judge_model, *more),
+        principals_file=principals,
+        model_prices={judge_model: PRICE},
+    )
+
+
 async def start_for(harness: Harness, model: str, user: str) -> WorkflowHandle[Any, LoopResult]:
     handle = await harness.client.start_workflow(
         "ReasoningLoop",
@@ -69,15 +82,7 @@ async def test_a_model_judge_decides_a_small_transfer_signed_and_charged_to_the_
     harness: Harness, tmp_path: Path
 ) -> None:
     judge_model = harness.new_model([verdict("approve", 0.95, "12 cents to a known payee")])
-    agents = agents_with_a_model_judge(tmp_path, judge_model)
-    principals = tmp_path / "principals.toml"
-    principals.write_text("")
-    settings = scripted_settings(
-        harness.model,
-        agents_file=agents,
-        principals_file=principals,
-        model_prices={judge_model: PRICE},
-    )
+    settings = priced_judge(harness, tmp_path, judge_model)
     user = f"ann-{uuid.uuid4().hex[:8]}"
     async with harness.worker(settings=settings, tools=[transfer]):
         handle = await start_for(harness, pay(harness, 12), user)
@@ -149,15 +154,7 @@ async def test_a_person_who_decides_first_cancels_the_model_judges_call(
     first; the judge's call is cancelled within a heartbeat — its hold on Ann's ledger given
     back, nothing charged — and nothing it might have said is journaled."""
     judge_model = harness.new_model([verdict("approve", 0.99, "late", delay=20.0)])
-    agents = agents_with_a_model_judge(tmp_path, judge_model, 'timeout = "PT60S"')
-    principals = tmp_path / "principals.toml"
-    principals.write_text("")
-    settings = scripted_settings(
-        harness.model,
-        agents_file=agents,
-        principals_file=principals,
-        model_prices={judge_model: PRICE},
-    )
+    settings = priced_judge(harness, tmp_path, judge_model, 'timeout = "PT60S"')
     user = f"ann-{uuid.uuid4().hex[:8]}"
     ledger = SpendLedger(TEST_STORE)
 

@@ -56,6 +56,12 @@ class JudgeAsker:
     charge: Callable[[Usage, int], None]
     """Add what a model judge spent to the loop's books (tokens, model calls)."""
 
+    def spent(self, answer: JudgeAnswer) -> None:
+        """Charge what a model judge's answer served to the loop (a judge that is code spends
+        nothing, and touches no books)."""
+        if answer.model_calls:
+            self.charge(answer.usage, answer.model_calls)
+
     def start(self, pending: PendingApproval) -> workflow.ActivityHandle[JudgeAnswer]:
         case = JudgeCase(
             workflow_id=self.workflow_id,
@@ -101,27 +107,21 @@ async def consult(desk: HumanDesk, asker: JudgeAsker, call_id: str) -> None:
         )
     except asyncio.CancelledError:
         if asking.done() and not asking.cancelled() and asking.exception() is None:
+            asker.spent(asking.result())
             _ignored(desk, asker, pending, asking.result())
         raise
-    asker.charge(answer.usage, answer.model_calls)
+    asker.spent(answer)
     try:
         await _weigh(desk, asker, pending, answer)
     except asyncio.CancelledError:  # while the gate was asked: the answer is kept, ignored
-        _ignored(desk, asker, pending, answer, charged=True)
+        _ignored(desk, asker, pending, answer)
         raise
 
 
 def _ignored(
-    desk: HumanDesk,
-    asker: JudgeAsker,
-    pending: PendingApproval,
-    answer: JudgeAnswer,
-    *,
-    charged: bool = False,
+    desk: HumanDesk, asker: JudgeAsker, pending: PendingApproval, answer: JudgeAnswer
 ) -> None:
     """Record an answer that landed when the call no longer waited for it."""
-    if not charged:
-        asker.charge(answer.usage, answer.model_calls)
     decided = pending.call_id in desk.decided_ids
     desk.judged(
         pending,
