@@ -93,8 +93,9 @@ Variables (generated from the fields; do not edit by hand):
 * ``ORGA_DEPLOYMENT_NAME`` — The Worker Deployment this worker belongs to: loops stay pinned to
   the build they started on, while new ones go to the current build. (default: unset: no
   versioning)
-* ``ORGA_BUILD_ID`` — This worker's build within its deployment (a git commit, an image tag);
-  required with ``ORGA_DEPLOYMENT_NAME``. (default: unset)
+* ``ORGA_BUILD_ID`` — This worker's build (a git commit, an image tag): its build within its
+  deployment, required with ``ORGA_DEPLOYMENT_NAME``; without, what its tasks are marked with in
+  histories (default ``orga-<version>``). (default: unset)
 * ``ORGA_STICKY_TIMEOUT`` — How long a workflow task waits for the worker that has the loop
   cached before any worker may take it (and replays the loop from its history). (default: 10 s)
 * ``ORGA_GRACEFUL_SHUTDOWN`` — How long a stopping worker lets running activities finish before
@@ -294,8 +295,9 @@ class Settings(BaseModel):
     """The Worker Deployment this worker belongs to: loops stay pinned to the build they
     started on, while new ones go to the current build."""
     build_id: Annotated[str | None, Env("ORGA_BUILD_ID")] = None
-    """This worker's build within its deployment (a git commit, an image tag); required with
-    ``ORGA_DEPLOYMENT_NAME``."""
+    """This worker's build (a git commit, an image tag): its build within its deployment,
+    required with ``ORGA_DEPLOYMENT_NAME``; without, what its tasks are marked with in histories
+    (default ``orga-<version>``)."""
     sticky_timeout: Annotated[float, Env("ORGA_STICKY_TIMEOUT", unit="s")] = Field(
         default=10.0, gt=0
     )

@@ -17,6 +17,7 @@ killed by that signal).
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import runpy
@@ -91,6 +92,10 @@ def serve(path: str) -> None:
     for module in orga.cli.verbs.MODULES:  # every verb's module, imported once for every fork
         orga.cli.verbs.load(module)
     import orga.cli.worker  # what worker.py runs, imported once too
+    from orga.contracts.wire import build_contracts
+
+    build_contracts()  # every contract's validator built once, not in each command that uses it
+    gc.freeze()  # the forks share what this process built: no collection of theirs touches it
 
     cli = orga.cli
     threads = len(os.listdir("/proc/self/task"))  # Python's and any a native library started
