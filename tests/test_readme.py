@@ -15,11 +15,13 @@ listed in ``SKIPPED`` with the reason; what a page's own steps do not set up is 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
+from tests.helpers import eventually, loop_state
 from tests.readme_shell import ROOT, default_address, fresh_clone, newcomer_env, walk_env
 from tests.readme_walk import (
     PageFile,
@@ -108,11 +110,30 @@ async def _two_refunds_waiting(walk: Walk) -> None:
         await walk.run_line(line)
 
 
+def _waits_first(workflow_id: str) -> Callable[[Walk], Awaitable[None]]:
+    """Before the next command: ``workflow_id``'s call waits for approval. The inbox lists the
+    oldest first, and a page shows it in the order its commands were typed — a reader's seconds
+    apart; the walk's are milliseconds apart, and on a loaded machine a loop started later could
+    reach its gate first."""
+
+    async def setup(walk: Walk) -> None:
+        handle = walk.reached.get_workflow_handle(workflow_id)
+
+        async def waits() -> bool:
+            return bool((await loop_state(handle)).pending_approvals)
+
+        await eventually(waits, f"{workflow_id} waits for approval")
+
+    return setup
+
+
 SETUPS = [
     (
         r"^uv run temporal workflow list --query 'OrgaStatus=.*awaiting_approval",
         _two_refunds_waiting,
-    )
+    ),
+    (r"^uv run orga run .*--id bob-mind", _waits_first("ann-lamp")),
+    (r"^uv run orga task start .*--id order-notify", _waits_first("bob-mind")),
 ]
 """State a page's own steps do not create, made just before the command that needs it."""
 
