@@ -97,16 +97,17 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         os.environ.update(config.stash[_machine])
 
 
-@pytest.fixture(autouse=True)
-def _alone_or_together(request: pytest.FixtureRequest) -> Iterator[None]:
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)  # around pytest-timeout's clock: see below
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     """Between the processes of one parallel run: a test marked ``alone`` holds the run's lock
     exclusively, every other test holds it shared. The turnstile (taken briefly by every test,
     held by an ``alone`` test while it waits for the lock) lets no new test start meanwhile, so
-    the load test does not wait for ever."""
+    the load test does not wait for ever. The lock is taken before the test's timeout starts:
+    a test that waited for a load test to end has not used its time."""
     if "PYTEST_XDIST_WORKER" not in os.environ:  # one process: one test at a time anyway
         yield
         return
-    alone = request.node.get_closest_marker("alone") is not None
+    alone = item.get_closest_marker("alone") is not None
     folder = Path(os.environ[LOCKS])
     with (folder / "turnstile").open("a") as turnstile, (folder / "lock").open("a") as lock:
         fcntl.flock(turnstile, fcntl.LOCK_EX)
