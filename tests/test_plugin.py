@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from importlib.metadata import version
 
 import pytest
 from temporalio.client import Client
@@ -124,3 +125,28 @@ def test_a_worker_without_a_model_says_so_once_at_start(caplog: pytest.LogCaptur
     assert len([m for m in without if m.startswith("this worker has no model")]) == 1
     assert "ORGA_PROVIDER=scripted" in without[0]
     assert not any("has no model" in m for m in keyed)
+
+
+@pytest.mark.parametrize(
+    ("changes", "marked"),
+    [({}, f"orga-{version('orga')}"), ({"build_id": "3f2c1ab"}, "3f2c1ab")],
+    ids=["default", "ORGA_BUILD_ID"],
+)
+async def test_an_unversioned_worker_is_marked_with_orga_s_version_not_a_hash_of_its_code(
+    env: WorkflowEnvironment,
+    model_server: ScriptedModelServer,
+    changes: dict[str, str],
+    marked: str,
+) -> None:
+    """Temporal's own default build id hashes the code of every module the process has loaded,
+    at each worker's start (~0.2 s here; seconds where no bytecode is cached): an unversioned
+    orga worker is marked ``orga-<version>``, or ``ORGA_BUILD_ID`` when it is set."""
+    settings = scripted_settings(model_server, **changes)
+    plugin = orga.OrgaPlugin(settings=settings, store=TEST_STORE, tracing=False)
+    client = await Client.connect(
+        env.client.service_client.config.target_host,
+        namespace=env.client.namespace,
+        plugins=[plugin],
+    )
+    async with Worker(client, task_queue=f"build-{uuid.uuid4().hex[:8]}") as worker:
+        assert worker.config(active_config=True).get("build_id") == marked
