@@ -115,15 +115,7 @@ async def read_decided(
                 pending = asked.get(entry.call_id)
                 if pending is None:
                     continue  # decided in an earlier run (its wait began there)
-                case = JudgeCase(
-                    workflow_id=execution.id,
-                    agent=agent_id,
-                    task=task,
-                    call_id=pending.call_id,
-                    tool=pending.tool,
-                    arguments=pending.arguments,
-                    reason=pending.reason,
-                )
+                case = JudgeCase.of(pending, workflow_id=execution.id, agent=agent_id, task=task)
                 read.calls.append(
                     DecidedCall(*where, case, entry.approved, entry.approver, entry.reason)
                 )

@@ -128,6 +128,20 @@ class JudgeCase(Contract):
     reason: str
     """Why the gate holds it for approval."""
 
+    @classmethod
+    def of(cls, pending: PendingApproval, *, workflow_id: str, agent: str, task: str) -> JudgeCase:
+        """The case of a call as it waits: what the workflow shows its judge, and what
+        ``orga judge what-if`` shows a candidate of the calls people decided."""
+        return cls(
+            workflow_id=workflow_id,
+            agent=agent,
+            task=task,
+            call_id=pending.call_id,
+            tool=pending.tool,
+            arguments=pending.arguments,
+            reason=pending.reason,
+        )
+
 
 class JudgeVerdict(Contract):
     """What a judge's callable returns."""

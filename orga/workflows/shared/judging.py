@@ -63,14 +63,8 @@ class JudgeAsker:
             self.charge(answer.usage, answer.model_calls)
 
     def start(self, pending: PendingApproval) -> workflow.ActivityHandle[JudgeAnswer]:
-        case = JudgeCase(
-            workflow_id=self.workflow_id,
-            agent=self.agent,
-            task=self.task(),
-            call_id=pending.call_id,
-            tool=pending.tool,
-            arguments=pending.arguments,
-            reason=pending.reason,
+        case = JudgeCase.of(
+            pending, workflow_id=self.workflow_id, agent=self.agent, task=self.task()
         )
         return workflow.start_activity(
             CONSULT_JUDGE,
