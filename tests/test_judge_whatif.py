@@ -5,10 +5,13 @@ those calls into trials."""
 
 from __future__ import annotations
 
+import gc
 import json
+import sys
 import uuid
+import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from temporalio.client import WorkflowFailureError
@@ -16,7 +19,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from orga.contracts.judges import JudgeTrial
 from orga.scripted.server import RecordedRequest, Turn
-from tests.harness import API_KEYS, Harness, scripted_settings
+from tests.harness import API_KEYS, TEST_STORE, Harness, scripted_settings
 from tests.helpers import (
     ESCAPES,
     agents_with_judges,
@@ -308,3 +311,31 @@ async def test_what_if_reads_the_steps_people_decided_in_tasks(
     assert {(c["agent"], c["task"]) for c in said["calls"]} == {
         ("plain", "a task of 2 step(s): pay-12 (transfer), pay-999999 (transfer)")
     }
+
+
+async def test_a_history_that_fails_as_it_starts_leaves_nothing_for_python_to_print(
+    env: WorkflowEnvironment, harness: Harness
+) -> None:
+    """A crafted loop with no start input fails as its workflow starts and leaves the SDK's
+    coroutine never awaited: the verbs' replays (``orga judge what-if``, ``orga audit``)
+    collect it before they end, so no "never awaited" warning follows (nor, collected while a
+    later replay runs sandboxed code, an "Exception ignored" traceback, as CI once printed);
+    what cannot be raised within them is dropped, and Python's hook is back after."""
+    from orga.cli.capture import replaying
+
+    forged = f"loop-forged-{uuid.uuid4().hex[:8]}"
+    await crafted(env, harness, [], forged)
+    history = await env.client.get_workflow_handle(forged).fetch_history()
+    hook = sys.unraisablehook
+    left: list[str] = []
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        with replaying(TEST_STORE, []) as replay:
+            for _ in range(3):
+                with pytest.raises(RuntimeError, match="missing 1 required positional argument"):
+                    await replay(history)
+            sys.unraisablehook(cast(Any, None))  # dropped, not printed
+        gc.collect()
+        left.extend(str(warning.message) for warning in warned)
+    assert left == []
+    assert sys.unraisablehook is hook

@@ -95,18 +95,15 @@ async def replayed_chains(execution: Execution) -> dict[str, list[AuditEntry]]:
             changed in a way the history cannot follow).
     """
     # the workflow code and Temporal's worker, loaded only when a chain is rebuilt
-    from orga.cli.capture import Capture, quietly
-    from orga.plugin import replayer
+    from orga.cli.capture import Capture, replaying
 
     instances: list[Any] = []
-    capture = Capture(instances)
-    with quietly() as runtime:
-        replaying = replayer(settings().store(), interceptors=[capture], runtime=runtime)
+    with replaying(settings().store(), [Capture(instances)]) as replay:
         chains: dict[str, list[AuditEntry]] = {}
         for run_id, history in execution.histories.items():
             instances.clear()
             try:
-                await replaying.replay_workflow(history)
+                await replay(history)
             except Exception as error:
                 raise CliError(
                     f"run {run_id} of {execution.workflow_id!r} does not replay with this "

@@ -71,8 +71,7 @@ async def read_decided(
 ) -> Decided:
     """The calls people decided in the loops and tasks that started in the period."""
     # the workflow code and Temporal's worker, loaded only to replay
-    from orga.cli.capture import Capture, quietly
-    from orga.plugin import replayer
+    from orga.cli.capture import Capture, replaying
 
     found = settings()
     client = await client_for(found)
@@ -84,10 +83,7 @@ async def read_decided(
         if desk is not None:
             desk().on_wait = waited.append
 
-    with quietly() as runtime:
-        replaying = replayer(
-            found.store(), interceptors=[Capture(instances, started)], runtime=runtime
-        )
+    with replaying(found.store(), [Capture(instances, started)]) as replay:
         read = Decided()
         query = period_query(since, agent, workflow, task_queue, types=("ReasoningLoop", "Task"))
         async for execution in client.list_workflows(query):
@@ -99,7 +95,7 @@ async def read_decided(
                 history = await client.get_workflow_handle(
                     execution.id, run_id=execution.run_id
                 ).fetch_history()
-                await replaying.replay_workflow(history)
+                await replay(history)
                 if not instances or not hasattr(instances[-1], "judged_as"):
                     raise TypeError("it is not an orga loop or task")
                 instance = instances[-1]
