@@ -278,12 +278,20 @@ class LoopHandle:
         """Deny a call waiting for a person; the model reads ``reason``. Signed as ``approve``."""
         return await self._decide(call_id, False, approver, reason, key, None)
 
-    async def say(self, text: str, *, sender: str | None = None) -> MessageAccepted:
+    async def say(
+        self, text: str, *, sender: str | None = None, message_id: str | None = None
+    ) -> MessageAccepted:
         """Send the loop a message while it works (the ``message`` update): it joins the
         conversation at the next Observe — never in the middle of a tool — and the model reads
         it before its next call; an answer already on its way does not end the loop then.
-        Refused (``WorkflowUpdateFailedError``) when empty, too long, or the loop answered."""
-        return await send_user_message(self.handle, text, sender=sender)
+        Refused (``WorkflowUpdateFailedError``) when empty, too long, or the loop answered.
+
+        Sent once: an answer lost on the way is asked for again with the same update id
+        (``message_id``, default a new one), which Temporal answers with how the message was
+        taken instead of taking it twice. Should the answer stay lost (the error is raised),
+        call again with the same ``message_id`` (a uuid of yours) to resend it safely: the
+        loop remembers its newest messages' ids across continue-as-new too."""
+        return await send_user_message(self.handle, text, sender=sender, message_id=message_id)
 
     async def fork(
         self,
@@ -374,14 +382,17 @@ class ThreadHandle(LoopHandle):
     """A thread: a loop that waits for the next message after each answer. Its handle targets
     the workflow's current run, so it follows the thread through continue-as-new."""
 
-    async def send(self, text: str, *, sender: str | None = None) -> TurnResult:
+    async def send(
+        self, text: str, *, sender: str | None = None, message_id: str | None = None
+    ) -> TurnResult:
         """Send the next message and return the answer of the turn that read it (the running
-        turn's, or — if that one ran out of its budget first — the next one's).
+        turn's, or — if that one ran out of its budget first — the next one's). ``message_id``:
+        as ``say``'s — sent again with the same id, the message is not taken twice.
 
         Raises:
             WorkflowUpdateFailedError: refused (empty, too long, the thread closed or ended),
                 or the thread ended before the message was answered."""
-        accepted = await self.say(text, sender=sender)
+        accepted = await self.say(text, sender=sender, message_id=message_id)
         assert accepted.turn is not None, "a thread names the turn a message joins"
         return await self.turn(accepted.turn, message=accepted.seq)
 

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt
 
 from orga.contracts.audit import GENESIS
-from orga.contracts.conversation import UserMessage
+from orga.contracts.conversation import MessageAccepted, UserMessage
 from orga.contracts.critic import ReviewRecord
 from orga.contracts.delegation import DelegationRecord
 from orga.contracts.evidence import EvidenceCollection
@@ -61,6 +61,11 @@ class InboxCarry(Contract):
         default_factory=dict[NonNegativeInt, NonNegativeInt]
     )
     """Message number → the turn of a thread that read it (the newest ``READ_KEPT``)."""
+    known: dict[str, MessageAccepted] = Field(
+        default_factory=dict[str, MessageAccepted], max_length=32
+    )
+    """The ``message`` update id of each of the newest messages → how it was accepted
+    (``KNOWN_KEPT``): a sender's resend after continue-as-new is answered, not taken twice."""
 
 
 class LoopCarry(Contract):

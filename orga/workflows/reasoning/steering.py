@@ -8,6 +8,11 @@ as user messages, each journaled (``MessageReceived``). A message that arrives w
 answer is on its way is not lost: the loop goes on with the answer and the message instead of
 ending. The inbox, and the numbering of messages, cross continue-as-new (``carry``): a message
 accepted before a thread's turn ended that continued as new is read by the next run.
+
+A message sent again with the same update id (its sender lost the answer on the way and
+resent it: ``orga.desk.sender``) is answered with how the first was accepted, not taken twice:
+Temporal itself answers a repeated update id within a run, and the loop remembers the ids of
+its newest ``KNOWN_KEPT`` messages across continue-as-new.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from orga.core.text import cut
 from orga.workflows.reasoning.loop_books import LoopBooks
 from orga.workflows.shared.patches import MESSAGE_LIMITS
 
-__all__ = ["MAX_WAITING", "READ_KEPT", "Steering"]
+__all__ = ["KNOWN_KEPT", "MAX_WAITING", "READ_KEPT", "Steering"]
 
 MAX_WAITING: Final = 100
 """Messages that may wait for the loop's next Observe: a flood of messages is refused past it,
@@ -33,6 +38,12 @@ not kept without bound in the loop's state (and carried into every next run)."""
 
 READ_KEPT: Final = 100
 """Messages whose reading turn a thread remembers (the newest)."""
+
+KNOWN_KEPT: Final = 32
+"""Update ids of the newest messages a loop remembers across continue-as-new (each id up to
+``_KNOWN_ID`` characters; a longer one Temporal still answers within its run)."""
+
+_KNOWN_ID = 200
 
 _JOURNALED = 2_000
 """Characters of a message the journal keeps (the conversation keeps it whole)."""
@@ -51,6 +62,9 @@ class Steering:
         the ``turn`` update can answer a message with the turn that really read it."""
         self.closed: str | None = None
         """Why no message is taken any more (the loop answered, or the thread ended)."""
+        self.known: dict[str, MessageAccepted] = {}
+        """The ``message`` update id of each of the newest ``KNOWN_KEPT`` messages → how it
+        was accepted."""
         self.turn: int | None = None
         """In a thread: the turn a message sent now joins (``MessageAccepted.turn``)."""
 
@@ -61,7 +75,10 @@ class Steering:
     def check(self, message: UserMessage, *, validating: bool = True) -> None:
         """Raise ``ValueError`` unless the loop can take ``message``. ``validating``: the
         update's validator asks (it never runs on replay); else the handler does, and the
-        newer rules refuse only behind their patch (asked only when they would refuse)."""
+        newer rules refuse only behind their patch (asked only when they would refuse). A
+        message sent again (``again``) is not refused: it is answered as it was accepted."""
+        if self.again() is not None:
+            return
         if not message.text.strip():
             raise ValueError("the message is empty: say something")
         if self.closed is not None:
@@ -76,13 +93,29 @@ class Steering:
             raise ValueError(problem)
 
     def receive(self, message: UserMessage) -> MessageAccepted:
-        """Put ``message`` in the inbox (the validator, or the signal handler, checked it)."""
+        """Put ``message`` in the inbox (the validator, or the signal handler, checked it);
+        a message sent again is answered as it was accepted the first time, not put in twice."""
+        again = self.again()
+        if again is not None:
+            return again
         self.check(message, validating=False)
         self.received += 1
         self._inbox.append((self.received, message))
-        return MessageAccepted(
+        accepted = MessageAccepted(
             seq=self.received, at=workflow.now(), waiting=len(self._inbox), turn=self.turn
         )
+        update = workflow.current_update_info()
+        if update is not None and len(update.id) <= _KNOWN_ID:
+            self.known[update.id] = accepted
+            while len(self.known) > KNOWN_KEPT:
+                del self.known[next(iter(self.known))]
+        return accepted
+
+    def again(self) -> MessageAccepted | None:
+        """How the message the running ``message`` update carries was accepted, if its id
+        was taken before (by this run, or one it continues); None for a new one, a signal."""
+        update = workflow.current_update_info()
+        return None if update is None else self.known.get(update.id)
 
     def refused(self, texts: Sequence[str]) -> str | None:
         """Why a person's ``texts`` that reach the loop outside the inbox (its task, a fork's
@@ -139,6 +172,7 @@ class Steering:
             received=self.received,
             waiting=[WaitingMessage(seq=seq, message=message) for seq, message in self._inbox],
             read_in=dict(self.read_in),
+            known=dict(self.known),
         )
 
     def restore(self, carry: InboxCarry) -> None:
@@ -146,3 +180,4 @@ class Steering:
         self.received = carry.received
         self._inbox = [(w.seq, w.message) for w in carry.waiting]
         self.read_in = dict(carry.read_in)
+        self.known = dict(carry.known)
