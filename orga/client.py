@@ -16,6 +16,9 @@ every decision names who made it. A thread waits for a message after each answer
     turn = await chat.send("What is 2+3?")  # the turn's TurnResult, once answered
     turn = await chat.send("And times 4?")  # with everything before it
     await chat.close()
+
+Over 400 lines: the handles users hold are one public surface, read in one place; what they
+send goes through ``orga.desk.sender``.
 """
 
 from __future__ import annotations
@@ -285,12 +288,8 @@ class LoopHandle:
         conversation at the next Observe — never in the middle of a tool — and the model reads
         it before its next call; an answer already on its way does not end the loop then.
         Refused (``WorkflowUpdateFailedError``) when empty, too long, or the loop answered.
-
-        Sent once: an answer lost on the way is asked for again with the same update id
-        (``message_id``, default a new one), which Temporal answers with how the message was
-        taken instead of taking it twice. Should the answer stay lost (the error is raised),
-        call again with the same ``message_id`` (a uuid of yours) to resend it safely: the
-        loop remembers its newest messages' ids across continue-as-new too."""
+        Taken once: a lost answer is asked for again (``orga.desk.updates``); should it stay
+        lost, send again with the same ``message_id`` (a uuid of yours)."""
         return await send_user_message(self.handle, text, sender=sender, message_id=message_id)
 
     async def fork(

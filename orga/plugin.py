@@ -90,6 +90,7 @@ from orga.tools.mcp.config import load_mcp_config
 from orga.tools.sdk import Tool, ToolRegistry, ToolSource
 from orga.worker.agent_registry import AgentRegistry
 from orga.worker.blobs import BlobStore
+from orga.worker.callers import CallerCheck, activity_name
 from orga.worker.eager import NotEager
 from orga.worker.heartbeat import throttle_heartbeats
 from orga.worker.principals import PrincipalRegistry
@@ -249,17 +250,26 @@ class OrgaPlugin(SimplePlugin):
             config["build_id"] = self.settings.build_id or _default_build()
         parts = self.parts(client)
         config["activities"] = [*given, *parts.activities()]
+        task_queue = cast(str, config.get("task_queue"))  # pyright: ignore[reportUnknownMemberType]
+        checked = self.caller_check(client, task_queue)
+        config["interceptors"] = [*(config.get("interceptors") or []), checked]  # pyright: ignore[reportUnknownMemberType]
         throttle_heartbeats(config)  # a cancel reaches a running tool within a second
         names = parts.registry.names()
         # The store says what this worker registers (orga.runtime.presence.tools_of); with MCP
         # servers, its tools come and go with them, so it lists none.
         identity = config.get("identity") or client.identity  # pyright: ignore[reportUnknownMemberType]
-        task_queue = cast(str, config.get("task_queue"))  # pyright: ignore[reportUnknownMemberType]
         publish_tools(self.store(), task_queue, identity, names if self._mcp is None else None)
         logging.getLogger("orga").info(
             "this worker registers %d tool(s): %s", len(names), ", ".join(names) or "none"
         )
         return config
+
+    def caller_check(self, client: Client, loops_queue: str) -> CallerCheck:
+        """What refuses orga's activities to any workflow but orga's own loops and tasks of
+        the activity's queue or ``loops_queue`` (``orga.worker.callers``), for a worker of
+        ``client``."""
+        names = [activity_name(fn) for fn in self.parts(client).activities()]
+        return CallerCheck(client, loops_queue, names)
 
     def parts(self, client: Client) -> _Parts:
         """The activity objects for workers of ``client`` (made once per client)."""

@@ -58,9 +58,10 @@ def build_workers(
     """The workers one orga process runs: orga's workflows and activities on the task queue,
     and — with ``ORGA_MODEL_TASK_QUEUE`` — one polling the model calls' own task queue."""
     tuner = worker_tuner(settings)  # one for both: they share the machine
+    task_queue = task_queue or settings.task_queue
     main = Worker(
         client,
-        task_queue=task_queue or settings.task_queue,
+        task_queue=task_queue,
         plugins=[plugin],
         deployment_config=deployment(settings),
         max_cached_workflows=CACHED_CONVERSATIONS,  # a cached loop finds its conversation
@@ -74,6 +75,7 @@ def build_workers(
         client,
         task_queue=settings.model_task_queue,
         activities=plugin.parts(client).model_activities(),
+        interceptors=[plugin.caller_check(client, task_queue)],  # its loops' queue
         max_task_queue_activities_per_second=settings.model_rps,
         deployment_config=deployment(settings),
         tuner=tuner,

@@ -11,6 +11,8 @@ Modules:
   one place
 * ``sender`` — the one sender of people's decisions and messages, for ``orga.client``'s handles
   and, checked first, for the CLI, the page and ``orga mcp``
+* ``updates`` — the one way an update is sent: with one update id, resent with it while its
+  answer is lost on the way
 * ``releases`` — after a pause ends, the loops it held are told (``pause_lifted``)
 * ``page`` — the inbox as a small local web page (``page.html``), the app ``orga desk`` serves
 

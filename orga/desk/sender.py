@@ -15,11 +15,9 @@ Two doors, one path:
   sends through the first door and says any failure in one line (``DeskError``), an answer
   that does not come within ``wait`` seconds included.
 
-Every update is sent with one update id: when its answer is lost on the way (the server or the
-connection failed after the workflow may have taken it) it is sent again with the same id, and
-Temporal answers the resend with the first one's outcome instead of running it twice (a loop
-remembers its newest messages' ids across continue-as-new as well: ``Steering``). A message's
-sender may choose the id (``send_user_message(message_id=…)``) to resend it safely later.
+Every update is sent with one update id and sent again with it while its answer is lost on
+the way (``orga.desk.updates``). A message's sender may choose the id
+(``send_user_message(message_id=…)``) to resend it safely later.
 
 ``cancel`` is here too: a person's word to a workflow, though Temporal's, not an update.
 """
@@ -28,11 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any, Final, TypeAlias, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
-from pydantic import BaseModel
 from temporalio.client import (
     Client,
     WorkflowFailureError,
@@ -41,7 +37,7 @@ from temporalio.client import (
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.exceptions import ApplicationError, FailureError
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.service import RPCError
 
 from orga.contracts.approvals import (
     ApprovalDecision,
@@ -64,6 +60,7 @@ from orga.contracts.messages import (
 )
 from orga.contracts.threads import THREAD_MOVED, CloseThread, ThreadClosed, TurnResult, TurnWait
 from orga.desk.facts import DeskError, WorkflowFacts, describe, of_kind, refused
+from orga.desk.updates import update
 from orga.runtime.presence import presence, start_hint
 
 __all__ = [
@@ -83,66 +80,12 @@ __all__ = [
     "wait_for_turn",
 ]
 
-_M = TypeVar("_M", bound=BaseModel)
 _T = TypeVar("_T")
 
 _Handle: TypeAlias = WorkflowHandle[Any, Any]
 
 
 # ---- to a workflow handle ----------------------------------------------------------------
-
-
-RESEND_PAUSES: Final = (0.2, 0.5, 1.0, 2.0, 4.0)
-"""Seconds before each resend of an update whose answer was lost (five resends, ~8 s)."""
-
-_LOST: Final = frozenset(
-    {
-        RPCStatusCode.UNAVAILABLE,
-        RPCStatusCode.UNKNOWN,
-        RPCStatusCode.INTERNAL,
-        RPCStatusCode.ABORTED,
-        RPCStatusCode.RESOURCE_EXHAUSTED,
-        RPCStatusCode.DEADLINE_EXCEEDED,
-        RPCStatusCode.CANCELLED,
-    }
-)
-"""What Temporal's client raises (after its own retries) when the update's outcome is not
-known: it may have run, or may not have been admitted (too many updates in flight)."""
-
-
-async def _update(
-    handle: _Handle,
-    name: str,
-    payload: BaseModel,
-    result_type: type[_M],
-    update_id: str | None = None,
-) -> _M:
-    """The update ``name``'s answer, sent with ``update_id`` (default: a new one) and sent
-    again with the same id, after ``RESEND_PAUSES``, while its answer is lost on the way.
-    The last such error is raised as it came; a caller's cancel (``deliver``'s ``wait``) is
-    never resent."""
-    update_id = update_id or f"{name}-{uuid.uuid4()}"
-    for pause in (*RESEND_PAUSES, None):
-        try:
-            # temporalio's overloads of execute_update mention a bare Callable: "partially
-            # unknown" to pyright.
-            found = await handle.execute_update(  # pyright: ignore[reportUnknownMemberType]
-                name, payload, id=update_id, result_type=result_type
-            )
-            return result_type.model_validate(found)
-        except (WorkflowUpdateRPCTimeoutOrCancelledError, RPCError) as error:
-            if pause is None or not _lost(error):
-                raise
-        await asyncio.sleep(pause)
-    raise AssertionError("unreachable: the last attempt returns or raises")
-
-
-def _lost(error: WorkflowUpdateRPCTimeoutOrCancelledError | RPCError) -> bool:
-    """Whether ``error`` leaves the update's outcome unknown — not this task's own cancel."""
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        return False
-    return isinstance(error, WorkflowUpdateRPCTimeoutOrCancelledError) or error.status in _LOST
 
 
 async def send_decision(handle: _Handle, decision: ApprovalDecision) -> ApprovalRecord:
@@ -152,7 +95,7 @@ async def send_decision(handle: _Handle, decision: ApprovalDecision) -> Approval
     Raises:
         WorkflowUpdateFailedError: the workflow refused it.
     """
-    return await _update(handle, APPROVE_UPDATE, decision, ApprovalRecord)
+    return await update(handle, APPROVE_UPDATE, decision, ApprovalRecord)
 
 
 async def send_resolution(
@@ -172,7 +115,7 @@ async def send_resolution(
     resolution = EscalationResolution(
         escalation_id=escalation_id, action=action, result=result, reason=reason, operator=operator
     )
-    return await _update(handle, RESOLVE_ESCALATION, resolution, EscalationRecord)
+    return await update(handle, RESOLVE_ESCALATION, resolution, EscalationRecord)
 
 
 async def send_review(handle: _Handle, *, verdict: Verdict, feedback: str, reviewer: str) -> Review:
@@ -182,7 +125,7 @@ async def send_review(handle: _Handle, *, verdict: Verdict, feedback: str, revie
         WorkflowUpdateFailedError: the workflow refused it.
     """
     given = Review(verdict=verdict, feedback=feedback, reviewer=reviewer)
-    return await _update(handle, REVIEW_UPDATE, given, Review)
+    return await update(handle, REVIEW_UPDATE, given, Review)
 
 
 async def send_user_message(
@@ -195,7 +138,7 @@ async def send_user_message(
         WorkflowUpdateFailedError: the workflow refused it.
     """
     message = UserMessage(text=text, sender=sender)
-    return await _update(handle, MESSAGE_UPDATE, message, MessageAccepted, message_id)
+    return await update(handle, MESSAGE_UPDATE, message, MessageAccepted, message_id)
 
 
 async def send_close(handle: _Handle, *, reason: str, sender: str | None) -> ThreadClosed:
@@ -205,7 +148,7 @@ async def send_close(handle: _Handle, *, reason: str, sender: str | None) -> Thr
         WorkflowUpdateFailedError: the workflow refused it.
     """
     given = CloseThread(reason=reason, sender=sender)
-    return await _update(handle, CLOSE_UPDATE, given, ThreadClosed)
+    return await update(handle, CLOSE_UPDATE, given, ThreadClosed)
 
 
 async def await_turn(handle: _Handle, turn: int, message: int | None = None) -> TurnResult:
@@ -220,7 +163,7 @@ async def await_turn(handle: _Handle, turn: int, message: int | None = None) -> 
     while True:
         try:
             wait = TurnWait(turn=turn, message=message)
-            return await _update(handle, TURN_UPDATE, wait, TurnResult)
+            return await update(handle, TURN_UPDATE, wait, TurnResult)
         except WorkflowUpdateFailedError as error:
             cause = error.cause
             if isinstance(cause, ApplicationError) and cause.type == THREAD_MOVED:

@@ -11,6 +11,8 @@ I/O, never imported by workflow code. Modules:
 * ``conversation_cache`` — each loop's conversation on the worker, so model calls carry deltas
 * ``provider_health`` — a breaker per (provider, model): a model down for one loop is down for
   every loop on the worker, which then asks its fallback at once
+* ``callers`` — orga's activities serve only orga's loops and tasks of the worker's queues, as
+  the server names the workflow that scheduled each
 * ``eager`` — an activity scheduled ``not_eager`` is never dispatched eagerly to this worker
 * ``heartbeat``, ``metrics`` — what activities share: heartbeating while waiting; histograms
 """
