@@ -90,7 +90,7 @@ from orga.tools.mcp.config import load_mcp_config
 from orga.tools.sdk import Tool, ToolRegistry, ToolSource
 from orga.worker.agent_registry import AgentRegistry
 from orga.worker.blobs import BlobStore
-from orga.worker.callers import CallerCheck, activity_name
+from orga.worker.callers import CallerCheck, Runs, activity_name
 from orga.worker.eager import NotEager
 from orga.worker.heartbeat import throttle_heartbeats
 from orga.worker.principals import PrincipalRegistry
@@ -185,6 +185,8 @@ class OrgaPlugin(SimplePlugin):
         self._mcp = mcp
         self._own_mcp = mcp is None and self.settings.mcp_servers_file is not None
         self._parts: dict[int, _Parts] = {}
+        self._runs = Runs()
+        """The runs this process's workers know to be orga's (``orga.worker.callers``)."""
         self.tracer_provider = configure_tracing() if tracing else None
         """The tracer provider the plugin installed (``OTEL_*`` set): shut it down to flush."""
         super().__init__(  # pyright: ignore[reportUnknownMemberType] (SimplePlugin's untyped callables)
@@ -269,7 +271,7 @@ class OrgaPlugin(SimplePlugin):
         the activity's queue or ``loops_queue`` (``orga.worker.callers``), for a worker of
         ``client``."""
         names = [activity_name(fn) for fn in self.parts(client).activities()]
-        return CallerCheck(client, loops_queue, names)
+        return CallerCheck(client, loops_queue, names, self._runs)
 
     def parts(self, client: Client) -> _Parts:
         """The activity objects for workers of ``client`` (made once per client)."""

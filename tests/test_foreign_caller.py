@@ -133,3 +133,26 @@ async def test_a_foreign_workflow_cannot_spend_the_worker_s_api_key(harness: Har
     )
     assert harness.model.requests_for(model) == []
     assert "'ReasoningLoop' workflow on task queue 'rogue-" in said, said
+
+
+async def test_a_loop_whose_setup_ran_in_the_process_costs_no_question(harness: Harness) -> None:
+    """The check's cost: a loop whose setup (a local activity) ran in the worker's process is
+    known to be orga's; its model and tool calls there ask the server nothing."""
+    model = harness.new_model([Turn(tool_calls=[("add", {"a": 2, "b": 3})]), Turn(text="5")])
+    service = harness.client.workflow_service
+    real = service.describe_workflow_execution
+    asked: list[str] = []
+
+    async def describe(request: Any, **options: Any) -> Any:
+        asked.append(request.execution.workflow_id)
+        return await real(request, **options)
+
+    service.describe_workflow_execution = describe  # pyright: ignore[reportAttributeAccessIssue]
+    try:
+        async with harness.worker():
+            handle = await harness.start("2+3?", model=model, tools=["add"])
+            result = await handle.result()
+    finally:
+        del service.describe_workflow_execution  # pyright: ignore[reportAttributeAccessIssue]
+    assert result.output == "5"
+    assert handle.id not in asked, asked

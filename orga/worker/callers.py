@@ -10,7 +10,8 @@ it: the server sets it): it must be orga's loop or task type (``ReasoningLoop``,
 this activity's task queue, or on the worker's loops' queue (a model queue's worker,
 ``ORGA_MODEL_TASK_QUEUE``, serves the loops of its process's main worker). Anything else is
 refused, non-retryable (``ForeignCaller``), before the activity does anything, and logged. The
-answer is kept for the newest ``KEPT`` runs: one question per run per worker.
+answer is kept for the newest ``KEPT`` runs: at most one question per run per worker process,
+none for a loop whose setup (a local activity) ran in the process (``Runs``).
 
 What stays Temporal's to guard: a worker someone else runs *on the operator's own queue* runs
 the workflow tasks it polls — namespace authorization is the boundary there.
@@ -35,7 +36,7 @@ from temporalio.worker import (
 
 from orga.contracts.messages import LOOP_WORKFLOW, TASK_WORKFLOW
 
-__all__ = ["FOREIGN_CALLER", "KEPT", "CallerCheck", "activity_name"]
+__all__ = ["FOREIGN_CALLER", "KEPT", "CallerCheck", "Runs", "activity_name"]
 
 FOREIGN_CALLER: Final = "ForeignCaller"
 """The error type of an activity refused because no orga workflow of ours scheduled it."""
@@ -53,16 +54,41 @@ def activity_name(fn: Callable[..., Any]) -> str:
     return activity._Definition.must_from_callable(fn).name or ""  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType]
 
 
+class Runs:
+    """What the worker process knows of the runs that scheduled its activities: run id → the
+    workflow type and task queue (the newest ``KEPT``), as the server described them — or as a
+    local activity proves them: only the worker that runs a workflow runs its local
+    activities, so the run is one of this worker's own (its setup, ``resolve_loop``, is local:
+    a loop served by one process asks the server nothing)."""
+
+    def __init__(self) -> None:
+        self._known: OrderedDict[str, tuple[str, str]] = OrderedDict()
+
+    def get(self, run: str) -> tuple[str, str] | None:
+        found = self._known.get(run)
+        if found is not None:
+            self._known.move_to_end(run)
+        return found
+
+    def put(self, run: str, workflow_type: str, task_queue: str) -> None:
+        self._known[run] = (workflow_type, task_queue)
+        self._known.move_to_end(run)
+        while len(self._known) > KEPT:
+            self._known.popitem(last=False)
+
+
 class CallerCheck(Interceptor):
     """Refuses a plain activity of ``names`` that no orga workflow of ours scheduled (see the
-    module docstring); ``loops_queue``: where the worker's loops run."""
+    module docstring); ``loops_queue``: where the worker's loops run; ``runs``: what the
+    process knows (shared by its workers)."""
 
-    def __init__(self, client: Client, loops_queue: str, names: Iterable[str]) -> None:
+    def __init__(
+        self, client: Client, loops_queue: str, names: Iterable[str], runs: Runs | None = None
+    ) -> None:
         self._client = client
         self._loops_queue = loops_queue
         self._names = frozenset(names)
-        self._known: OrderedDict[str, str | None] = OrderedDict()
-        """Run id and the activity's queue → why its workflow may not call (None: it may)."""
+        self._runs = runs or Runs()
 
     def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
         return _Inbound(next, self)
@@ -75,17 +101,19 @@ class CallerCheck(Interceptor):
                 could not be asked.
         """
         info = activity.info()
-        if info.is_local or info.activity_type not in self._names:
+        if info.activity_type not in self._names:
             return
-        run = f"{info.workflow_run_id}/{info.task_queue}"
-        if run in self._known:
-            self._known.move_to_end(run)
-            problem = self._known[run]
+        run = info.workflow_run_id or ""
+        if info.is_local:  # this worker runs the workflow: one of its own
+            self._runs.put(run, info.workflow_type or "", info.task_queue)
+            return
+        if info.workflow_type not in _ORGA:
+            problem: str | None = f"a {info.workflow_type!r} workflow"
         else:
-            problem = await self._problem(info)
-            self._known[run] = problem
-            while len(self._known) > KEPT:
-                self._known.popitem(last=False)
+            found = self._runs.get(run) or await self._described(info)
+            workflow_type, queue = found
+            ours = workflow_type in _ORGA and queue in (info.task_queue, self._loops_queue)
+            problem = None if ours else f"a {workflow_type!r} workflow on task queue {queue!r}"
         if problem is None:
             return
         _log.warning("refused %s of %r: %s", info.activity_type, info.workflow_id, problem)
@@ -96,9 +124,8 @@ class CallerCheck(Interceptor):
             non_retryable=True,
         )
 
-    async def _problem(self, info: activity.Info) -> str | None:
-        if info.workflow_type not in _ORGA:
-            return f"a {info.workflow_type!r} workflow"
+    async def _described(self, info: activity.Info) -> tuple[str, str]:
+        """The scheduling run's type and task queue, as the server describes it (kept)."""
         handle = self._client.get_workflow_handle(
             info.workflow_id or "", run_id=info.workflow_run_id
         )
@@ -110,10 +137,8 @@ class CallerCheck(Interceptor):
                 f"{error.message}",
                 type="CallerUnknown",
             ) from error
-        queues = {info.task_queue, self._loops_queue}
-        if described.workflow_type in _ORGA and described.task_queue in queues:
-            return None
-        return f"a {described.workflow_type!r} workflow on task queue {described.task_queue!r}"
+        self._runs.put(info.workflow_run_id or "", described.workflow_type, described.task_queue)
+        return described.workflow_type, described.task_queue
 
 
 class _Inbound(ActivityInboundInterceptor):
