@@ -77,6 +77,14 @@ def api(
             exists=True,
         ),
     ] = None,
+    a2a: Annotated[
+        bool,
+        typer.Option(
+            "--a2a",
+            help="Also serve the A2A endpoint at /a2a (agent card, JSON-RPC), for the same "
+            "callers: each A2A context a thread, each message a turn.",
+        ),
+    ] = False,
     host: Host = "127.0.0.1",
     port: Port = 8766,
 ) -> None:
@@ -115,7 +123,8 @@ def api(
             hosts=frozenset({host, "127.0.0.1", "localhost", f"[{host}]"}),
             origins=frozenset(origin or []),
         )
-        app = agui_app(await client_for(found), callers, options, page)
+        served = (agent or "orga") if a2a else None
+        app = agui_app(await client_for(found), callers, options, page, a2a=served)
 
         def announce(bound: int) -> None:
             signing = f"binding callers as issuer {issuer.name}" if issuer else "callers claimed"
@@ -124,6 +133,9 @@ def api(
                 f"orga api on http://{host}:{bound}/agui ({signing}). Ctrl-C stops it.",
                 markup=False,
             )
+            if a2a:
+                card = f"http://{host}:{bound}/a2a/.well-known/agent-card.json"
+                out.print(f"A2A agent {served!r}: card {card}", markup=False)
             for name, token in admitted.items():  # the token after '#': never sent to a server
                 shown = f"http://{host}:{bound}/#token={token}" if page else f"token {token}"
                 out.print(f"{name}: {shown}", markup=False)

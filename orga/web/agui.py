@@ -72,18 +72,25 @@ from orga.web.agui_run import (
 from orga.web.callers import Callers, OpenRequests
 from orga.web.deadlines import UvicornLimits, bounded_requests
 
-__all__ = ["AguiLimits", "AguiOptions", "UvicornLimits", "agui_app", "uvicorn_limits"]
+__all__ = ["AguiLimits", "AguiOptions", "UvicornLimits", "agui_app", "owned", "uvicorn_limits"]
 
 _THREAD_ID: Final = re.compile(r"[A-Za-z0-9._-]{1,120}")
 
 
 def agui_app(
-    client: Client, callers: Callers, options: AguiOptions, page: Path | None = None
+    client: Client,
+    callers: Callers,
+    options: AguiOptions,
+    page: Path | None = None,
+    *,
+    a2a: str | None = None,
 ) -> Starlette:
     """The AG-UI endpoint as a Starlette app (``orga api`` serves it; mount it in your own).
 
     ``page``: a directory of static files served at ``/`` (a web app's page, e.g.
-    ``examples/web/public``); the page calls the endpoint from the same origin.
+    ``examples/web/public``); the page calls the endpoint from the same origin. ``a2a``: the
+    name of the agent the A2A endpoint (``orga.web.a2a``) serves at ``/a2a``, for the same
+    callers (None: no A2A endpoint).
     """
     streams = OpenRequests(options.limits.streams_per_caller)
     endpoint = _Endpoint(client, callers, options, streams, same_origin=page is not None)
@@ -96,6 +103,10 @@ def agui_app(
         max_age=600,
     )
     routes: list[BaseRoute] = [Route("/agui", endpoint, methods=["POST"])]
+    if a2a is not None:
+        from orga.web.a2a import a2a_app  # a2a-sdk, loaded only where it is served
+
+        routes.append(Mount("/a2a", app=a2a_app(client, callers, options, name=a2a)))
     if page is not None:
         routes.append(Mount("/", StaticFiles(directory=page, html=True)))
     return Starlette(routes=routes, middleware=[cors])
@@ -129,7 +140,7 @@ class _Endpoint:
         given = await _input(request, self.options.limits)
         workflow_id = f"{THREAD_PREFIX}{given.thread_id}"
         issuer = self.options.issuer.name if self.options.issuer is not None else None
-        found = await _owned(self.client, workflow_id, user, issuer)
+        found = await owned(self.client, workflow_id, user, issuer)
         after, connect = _reconnect(request, given)
         run = AguiRun(self.client, self.options, given, user, workflow_id, found, after, connect)
         return StreamingResponse(
@@ -257,7 +268,7 @@ def _deeper(body: bytes, most: int) -> bool:
     return False
 
 
-async def _owned(
+async def owned(
     client: Client, workflow_id: str, user: str, issuer: str | None
 ) -> LoopState | None:
     """The thread's state (None: it does not exist yet); refused when it is not the caller's

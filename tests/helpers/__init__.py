@@ -78,6 +78,7 @@ from tests.helpers._scripts import (
     verdict,
 )
 from tests.helpers._servers import (
+    asgi_server,
     free_port,
     http_server,
     measured_harness,
@@ -140,6 +141,7 @@ __all__ = [
     "agents_file",
     "agents_with_a_model_judge",
     "agents_with_judges",
+    "asgi_server",
     "ask",
     "assert_shown_safely",
     "by_alice",

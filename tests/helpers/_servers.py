@@ -51,6 +51,26 @@ def port_is_free(port: int) -> bool:
 
 
 @contextlib.asynccontextmanager
+async def asgi_server(app: Any) -> AsyncIterator[str]:
+    """``app`` served by uvicorn on 127.0.0.1 (a free port): its base URL."""
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")
+    running = uvicorn.Server(config)
+    serving = asyncio.create_task(running.serve())
+
+    def started() -> bool:
+        assert not serving.done(), "the server did not start"
+        return running.started
+
+    await eventually(started, "the server listens")
+    port = running.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        running.should_exit = True
+        await serving
+
+
+@contextlib.asynccontextmanager
 async def http_server(server: MCPServer, token: str) -> AsyncIterator[str]:
     """``server`` over streamable HTTP on 127.0.0.1, refusing requests without ``token``."""
     app = server.streamable_http_app()
@@ -64,21 +84,8 @@ async def http_server(server: MCPServer, token: str) -> AsyncIterator[str]:
                 return
         await app(scope, receive, send)
 
-    config = uvicorn.Config(guarded, host="127.0.0.1", port=0, log_level="warning")
-    running = uvicorn.Server(config)
-    serving = asyncio.create_task(running.serve())
-
-    def started() -> bool:
-        assert not serving.done(), "the MCP server did not start"
-        return running.started
-
-    await eventually(started, "the MCP server listens")
-    port = running.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        running.should_exit = True
-        await serving
+    async with asgi_server(guarded) as base:
+        yield f"{base}/mcp"
 
 
 async def measured_harness(env: WorkflowEnvironment, harness: Harness) -> tuple[Harness, str]:

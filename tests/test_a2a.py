@@ -1,0 +1,173 @@
+"""The A2A endpoint, first part (issue 68), with real parts: ``a2a-sdk``'s own client over HTTP
+on 127.0.0.1 against ``orga api --a2a``'s app, threads on the dev server. A caller reads the
+agent card, has a turn answered and a second one with everything before it; a gated call
+makes the task input-required until a person approves on orga's side; a caller without a token
+is refused, and another caller's context is not theirs."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import pytest
+from a2a.client import A2ACardResolver, A2AClientError, ClientConfig, ClientFactory
+from a2a.helpers import get_artifact_text, new_text_part
+from a2a.types import (
+    Message,
+    Role,
+    SendMessageRequest,
+    Task,
+    TaskState,
+)
+
+import orga
+from orga.contracts.config import LoopConfig
+from orga.contracts.journal import MessageReceived
+from orga.scripted.server import Turn
+from orga.web.a2a import A2A_PREFIX
+from orga.web.agui import AguiOptions, agui_app
+from orga.web.callers import Callers, new_token
+from tests.harness import Harness
+from tests.helpers import asgi_server, eventually
+from tests.sample_tools import transfer
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@asynccontextmanager
+async def _endpoint(harness: Harness, model: str) -> AsyncIterator[tuple[str, dict[str, str]]]:
+    """``orga api --a2a``'s app for ann and bob, its threads on ``model`` with ``transfer``,
+    served on 127.0.0.1: its A2A base URL and each caller's token."""
+    tokens: dict[str, str] = {}
+    digests: dict[str, str] = {}
+    for user in ("ann", "bob"):
+        token, digest = new_token()
+        tokens[user], digests[digest] = token, user
+    options = AguiOptions(
+        task_queue=harness.task_queue, config=LoopConfig(model=model, tools=["transfer"])
+    )
+    app = agui_app(harness.client, Callers(digests), options, a2a="shop")
+    async with harness.worker(tools=[transfer]), asgi_server(app) as base:
+        yield f"{base}/a2a", tokens
+
+
+@asynccontextmanager
+async def _caller(base: str, token: str | None, *, streaming: bool) -> AsyncIterator[Any]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with httpx.AsyncClient(headers=headers, timeout=60) as http:
+        card = await A2ACardResolver(http, base).get_agent_card()
+        yield ClientFactory(ClientConfig(httpx_client=http, streaming=streaming)).create(card)
+
+
+def _message(text: str, context_id: str | None = None) -> SendMessageRequest:
+    message = Message(role=Role.ROLE_USER, message_id=uuid.uuid4().hex, parts=[new_text_part(text)])
+    if context_id is not None:
+        message.context_id = context_id
+    return SendMessageRequest(message=message)
+
+
+async def _task(client: Any, request: SendMessageRequest) -> Task:
+    """The task a blocking ``SendMessage`` returns."""
+    tasks = [answer.task async for answer in client.send_message(request)]
+    assert len(tasks) == 1, tasks
+    return tasks[0]
+
+
+def _state(task: Task) -> str:
+    return TaskState.Name(task.status.state)
+
+
+async def test_a_caller_reads_the_card_and_each_message_is_a_turn_of_its_thread(
+    harness: Harness,
+) -> None:
+    model = harness.new_model([Turn(text="4"), Turn(text="8")])
+    async with _endpoint(harness, model) as (base, tokens):
+        async with httpx.AsyncClient() as http:
+            card = await A2ACardResolver(http, base).get_agent_card()
+        assert card.name == "shop"
+        assert card.supported_interfaces[0].url == f"{base}/"
+        assert "bearer" in card.security_schemes and [s.id for s in card.skills] == ["transfer"]
+        async with _caller(base, tokens["ann"], streaming=False) as client:
+            first = await _task(client, _message("2+2?"))
+            second = await _task(client, _message("times 2?", first.context_id))
+        thread = orga.loop(harness.client, f"{A2A_PREFIX}{first.context_id}")
+        harness.handles.append(thread.handle)
+        state = await thread.state()
+        journal = await thread.journal()
+        await thread.handle.cancel()
+    assert (_state(first), [get_artifact_text(a) for a in first.artifacts]) == (
+        "TASK_STATE_COMPLETED",
+        ["4"],
+    )
+    assert (_state(second), [get_artifact_text(a) for a in second.artifacts]) == (
+        "TASK_STATE_COMPLETED",
+        ["8"],
+    )
+    assert second.context_id == first.context_id
+    assert state.principal is not None and state.principal.user == "ann"
+    said = [e.text for e in journal.entries if isinstance(e, MessageReceived)]
+    assert said == ["times 2?"]  # the first was the thread's task
+    sent = harness.model.requests_for(model)[-1]
+    assert "2+2?" in str(sent.body) and "times 2?" in str(sent.body)  # everything before it
+
+
+async def test_a_gated_call_makes_the_task_input_required_until_a_person_decides(
+    harness: Harness,
+) -> None:
+    model = harness.new_model(
+        [Turn(tool_calls=[("transfer", {"amount": 12, "to": "eve"})]), Turn(text="sent")]
+    )
+    async with _endpoint(harness, model) as (base, tokens):
+        seen: list[str] = []
+        answer: Any = None
+        async with _caller(base, tokens["ann"], streaming=True) as client:
+            context = ""
+            async for event in client.send_message(_message("pay eve 12")):
+                kind = event.WhichOneof("payload")
+                if kind == "task":
+                    context = event.task.context_id
+                if kind != "status_update":
+                    continue
+                state = TaskState.Name(event.status_update.status.state)
+                seen.append(state)
+                if state == "TASK_STATE_INPUT_REQUIRED":  # a person decides, on orga's side
+                    loop = orga.loop(harness.client, f"{A2A_PREFIX}{context}")
+                    harness.handles.append(loop.handle)
+                    waiting = (await loop.state()).pending_approvals
+                    await loop.approve(waiting[0].call_id, approver="kim", reason="ok")
+                if state == "TASK_STATE_COMPLETED":
+                    answer = event
+        await orga.loop(harness.client, f"{A2A_PREFIX}{context}").handle.cancel()
+    assert "TASK_STATE_INPUT_REQUIRED" in seen and seen[-1] == "TASK_STATE_COMPLETED", seen
+    assert seen.index("TASK_STATE_INPUT_REQUIRED") < len(seen) - 1
+    assert answer is not None
+
+
+async def test_no_token_no_task_and_another_caller_s_context_is_none_of_theirs(
+    harness: Harness,
+) -> None:
+    model = harness.new_model([Turn(text="hello ann"), Turn(text="must not be asked")])
+    async with _endpoint(harness, model) as (base, tokens):
+        with pytest.raises(A2AClientError, match="401"):
+            async with _caller(base, None, streaming=False) as anonymous:
+                await _task(anonymous, _message("hi"))
+        async with _caller(base, tokens["ann"], streaming=False) as ann:
+            hers = await _task(ann, _message("hi"))
+        async with _caller(base, tokens["bob"], streaming=False) as bob:
+            refused = await _task(bob, _message("what did she say?", hers.context_id))
+
+        async def one_request() -> bool:
+            return len(harness.model.requests_for(model)) == 1
+
+        await eventually(one_request, "ann's one turn")
+        thread = orga.loop(harness.client, f"{A2A_PREFIX}{hers.context_id}")
+        harness.handles.append(thread.handle)
+        journal = await thread.journal()
+        await thread.handle.cancel()
+    assert _state(hers) == "TASK_STATE_COMPLETED"
+    assert _state(refused) == "TASK_STATE_FAILED", refused
+    assert "no such thread" in str(refused.status.message), refused
+    assert not [e for e in journal.entries if isinstance(e, MessageReceived)]
