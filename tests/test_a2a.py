@@ -2,10 +2,14 @@
 on 127.0.0.1 against ``orga api --a2a``'s app, threads on the dev server. A caller reads the
 agent card, has a turn answered and a second one with everything before it; a gated call
 makes the task input-required until a person approves on orga's side; a caller without a token
-is refused, and another caller's context is not theirs."""
+is refused, and another caller's context is not theirs. The same, streamed, with
+``@a2a-js/sdk`` run by Node."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -31,7 +35,7 @@ from orga.web.a2a import A2A_PREFIX
 from orga.web.agui import AguiOptions, agui_app
 from orga.web.callers import Callers, new_token
 from tests.harness import Harness
-from tests.helpers import asgi_server, eventually
+from tests.helpers import A2A_CLIENT, a2a_client, asgi_server, eventually
 from tests.sample_tools import transfer
 
 pytestmark = pytest.mark.timeout(120)
@@ -171,3 +175,49 @@ async def test_no_token_no_task_and_another_caller_s_context_is_none_of_theirs(
     assert _state(refused) == "TASK_STATE_FAILED", refused
     assert "no such thread" in str(refused.status.message), refused
     assert not [e for e in journal.entries if isinstance(e, MessageReceived)]
+
+
+async def test_a2a_js_streams_a_turn_that_waits_for_a_person_and_is_refused_without_a_token(
+    harness: Harness,
+) -> None:
+    """``@a2a-js/sdk`` (Node, as another agent uses it) streams a turn: working, then
+    input-required while the transfer waits, then completed with the answer once a person
+    approved on orga's side; without a token its request is refused."""
+    node = await a2a_client()
+    model = harness.new_model(
+        [Turn(tool_calls=[("transfer", {"amount": 12, "to": "eve"})]), Turn(text="sent 12")]
+    )
+    context = uuid.uuid4().hex
+    async with _endpoint(harness, model) as (base, tokens):
+        url = f"{base}/"  # the JS resolver reads the card relative to it
+        streaming = await asyncio.create_subprocess_exec(
+            node, "drive.mjs", url, "--stream", "--context", context, "pay eve 12",
+            cwd=A2A_CLIENT, env={**os.environ, "A2A_TOKEN": tokens["ann"]},
+            stdout=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        assert streaming.stdout is not None
+        while True:  # each state as the client sees it; a person decides on orga's side
+            line = json.loads(await asyncio.wait_for(streaming.stdout.readline(), 90))
+            if line.get("state") != "TASK_STATE_INPUT_REQUIRED":
+                if "state" in line and "states" not in line:
+                    continue
+                break
+            loop = orga.loop(harness.client, f"{A2A_PREFIX}{context}")
+            harness.handles.append(loop.handle)
+            [waiting] = (await loop.state()).pending_approvals
+            await loop.approve(waiting.call_id, approver="kim", reason="ok")
+        said = line
+        code = await asyncio.wait_for(streaming.wait(), 30)
+        anonymous = await asyncio.create_subprocess_exec(
+            node, "drive.mjs", url, "hi", cwd=A2A_CLIENT, env={**os.environ, "A2A_TOKEN": ""},
+            stdout=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, _ = await asyncio.wait_for(anonymous.communicate(), 60)
+        refused_code, refused = anonymous.returncode, json.loads(out.decode().splitlines()[-1])
+        await orga.loop(harness.client, f"{A2A_PREFIX}{context}").handle.cancel()
+    assert code == 0, said
+    states = said["states"]
+    assert "TASK_STATE_INPUT_REQUIRED" in states and states[-1] == "TASK_STATE_COMPLETED", said
+    assert states.index("TASK_STATE_WORKING") < states.index("TASK_STATE_INPUT_REQUIRED")
+    assert (said["text"], said["contextId"]) == ("sent 12", context)
+    assert refused_code == 1 and "401" in refused["error"], refused

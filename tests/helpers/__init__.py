@@ -46,7 +46,14 @@ from tests.helpers._judges import (
     judged,
     pay,
 )
-from tests.helpers._node import AGUI_CLIENT, WEB_EXAMPLE, ag_ui_client, web_example
+from tests.helpers._node import (
+    A2A_CLIENT,
+    AGUI_CLIENT,
+    WEB_EXAMPLE,
+    a2a_client,
+    ag_ui_client,
+    web_example,
+)
 from tests.helpers._offline import calls_of, offline_env, offline_worker
 from tests.helpers._processes import children, parent_of
 from tests.helpers._scripts import (
@@ -110,6 +117,7 @@ from tests.helpers._waiting import (
 )
 
 __all__ = [
+    "A2A_CLIENT",
     "ADDS",
     "AGUI_CLIENT",
     "ALICE",
@@ -136,6 +144,7 @@ __all__ = [
     "ForkedProcess",
     "Hold",
     "Terminal",
+    "a2a_client",
     "aborted",
     "ag_ui_client",
     "agents_file",
