@@ -20,12 +20,14 @@ import pytest
 from a2a.client import A2ACardResolver, A2AClientError, ClientConfig, ClientFactory
 from a2a.helpers import get_artifact_text, new_text_part
 from a2a.types import (
+    GetTaskRequest,
     Message,
     Role,
     SendMessageRequest,
     Task,
     TaskState,
 )
+from a2a.utils.errors import TaskNotFoundError
 
 import orga
 from orga.contracts.config import LoopConfig
@@ -153,6 +155,8 @@ async def test_a_gated_call_makes_the_task_input_required_until_a_person_decides
 async def test_no_token_no_task_and_another_caller_s_context_is_none_of_theirs(
     harness: Harness,
 ) -> None:
+    """Without a token: 401. Bob's message into ann's context fails as if it did not exist,
+    and her task is not found for him; a body over ``AguiLimits.body_bytes``: 413."""
     model = harness.new_model([Turn(text="hello ann"), Turn(text="must not be asked")])
     async with _endpoint(harness, model) as (base, tokens):
         with pytest.raises(A2AClientError, match="401"):
@@ -162,6 +166,13 @@ async def test_no_token_no_task_and_another_caller_s_context_is_none_of_theirs(
             hers = await _task(ann, _message("hi"))
         async with _caller(base, tokens["bob"], streaming=False) as bob:
             refused = await _task(bob, _message("what did she say?", hers.context_id))
+            with pytest.raises(TaskNotFoundError):  # her task is none of his
+                await bob.get_task(GetTaskRequest(id=hers.id))
+        async with httpx.AsyncClient(timeout=60) as http:
+            flood = await http.post(
+                f"{base}/", content=b"x" * (3 * 1024 * 1024),
+                headers={"Authorization": f"Bearer {tokens['ann']}", "A2A-Version": "1.0"},
+            )  # fmt: skip
 
         async def one_request() -> bool:
             return len(harness.model.requests_for(model)) == 1
@@ -175,6 +186,7 @@ async def test_no_token_no_task_and_another_caller_s_context_is_none_of_theirs(
     assert _state(refused) == "TASK_STATE_FAILED", refused
     assert "no such thread" in str(refused.status.message), refused
     assert not [e for e in journal.entries if isinstance(e, MessageReceived)]
+    assert flood.status_code == 413, flood.text
 
 
 async def test_a2a_js_streams_a_turn_that_waits_for_a_person_and_is_refused_without_a_token(

@@ -64,7 +64,9 @@ from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from orga.client import ThreadHandle, start_thread
@@ -111,8 +113,51 @@ def a2a_app(client: Client, callers: Callers, options: AguiOptions, *, name: str
     backend = _Bearer(callers)
     return Starlette(
         routes=routes,
-        middleware=[Middleware(AuthenticationMiddleware, backend=backend, on_error=_unknown)],
+        middleware=[
+            Middleware(_Bounded, most=options.limits.body_bytes),
+            Middleware(AuthenticationMiddleware, backend=backend, on_error=_unknown),
+        ],
     )
+
+
+class _TooLong(Exception):
+    pass
+
+
+class _Bounded:
+    """A request body of at most ``most`` bytes (``AguiLimits.body_bytes``): a longer one
+    declared is refused unread, one sent longer is cut off at the chunk past it — 413."""
+
+    def __init__(self, app: ASGIApp, most: int) -> None:
+        self._app = app
+        self._most = most
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length", b"0")
+        if not declared.isdigit() or int(declared) > self._most:
+            await self._refuse(scope, receive, send)
+            return
+        seen = 0
+
+        async def bounded() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self._most:
+                raise _TooLong
+            return message
+
+        try:
+            await self._app(scope, bounded, send)
+        except _TooLong:
+            await self._refuse(scope, receive, send)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        said = f"the request's body is longer than the {self._most} bytes it may be"
+        await JSONResponse({"error": said}, 413, {"connection": "close"})(scope, receive, send)
 
 
 def _card(name: str, options: AguiOptions, url: str) -> AgentCard:
@@ -182,6 +227,10 @@ class _Threads(AgentExecutor):
             return
         except WorkflowUpdateFailedError as error:
             await updater.failed(self._says(context, str(error.cause or error)))
+            return
+        except WorkflowAlreadyStartedError:  # another request started the context meanwhile
+            said = "the context's thread was started meanwhile: send the message again"
+            await updater.failed(self._says(context, said))
             return
         except RPCError as error:
             await updater.failed(self._says(context, f"Temporal: {error.message}"))
