@@ -83,8 +83,9 @@ __all__ = ["A2A_PREFIX", "a2a_app"]
 A2A_PREFIX: Final = "a2a-"
 """An A2A context's thread: the workflow id is this and the ``contextId``."""
 _CONTEXT_ID: Final = re.compile(r"[A-Za-z0-9._-]{1,120}")
-_WATCH: Final = 0.5
-"""Seconds between looks at a working turn's state (does a call wait for a person?)."""
+_WATCH: Final = (0.5, 10.0)
+"""Seconds between looks at a turn's state (does a call wait for a person?): the first, and
+the most they grow to (doubling while nothing changes), so a wait of days asks rarely."""
 _log = logging.getLogger(__name__)
 
 
@@ -290,17 +291,18 @@ class _Threads(AgentExecutor):
         """The turn's answer; meanwhile the task is input-required while a call waits."""
         answer = asyncio.ensure_future(chat.turn(turn, message=seq))
         asking = False
+        pause, most = _WATCH
         try:
             while not answer.done():
-                await asyncio.wait({answer}, timeout=_WATCH)
+                await asyncio.wait({answer}, timeout=pause)
                 if answer.done():
                     break
-                state = await chat.state()
-                waits = _waiting(state)
+                waits = _waiting(await chat.state())
                 if waits and not asking:
                     await updater.requires_input(updater.new_agent_message([new_text_part(waits)]))
                 elif not waits and asking:
                     await updater.start_work()
+                pause = _WATCH[0] if asking != bool(waits) else min(pause * 2, most)
                 asking = bool(waits)
             return answer.result()
         finally:
