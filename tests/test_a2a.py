@@ -20,6 +20,7 @@ import pytest
 from a2a.client import A2ACardResolver, A2AClientError, ClientConfig, ClientFactory
 from a2a.helpers import get_artifact_text, new_text_part
 from a2a.types import (
+    CancelTaskRequest,
     GetTaskRequest,
     Message,
     Role,
@@ -33,19 +34,22 @@ import orga
 from orga.contracts.config import LoopConfig
 from orga.contracts.journal import MessageReceived
 from orga.scripted.server import Turn
+from orga.tools.sdk import Tool
 from orga.web.a2a import A2A_PREFIX
 from orga.web.agui import AguiOptions, agui_app
 from orga.web.callers import Callers, new_token
 from tests.harness import Harness
 from tests.helpers import A2A_CLIENT, a2a_client, asgi_server, eventually
-from tests.sample_tools import transfer
+from tests.sample_tools import running, transfer
 
 pytestmark = pytest.mark.timeout(120)
 
 
 @asynccontextmanager
-async def _endpoint(harness: Harness, model: str) -> AsyncIterator[tuple[str, dict[str, str]]]:
-    """``orga api --a2a``'s app for ann and bob, its threads on ``model`` with ``transfer``,
+async def _endpoint(
+    harness: Harness, model: str, tool: Tool = transfer
+) -> AsyncIterator[tuple[str, dict[str, str]]]:
+    """``orga api --a2a``'s app for ann and bob, its threads on ``model`` with ``tool``,
     served on 127.0.0.1: its A2A base URL and each caller's token."""
     tokens: dict[str, str] = {}
     digests: dict[str, str] = {}
@@ -53,10 +57,10 @@ async def _endpoint(harness: Harness, model: str) -> AsyncIterator[tuple[str, di
         token, digest = new_token()
         tokens[user], digests[digest] = token, user
     options = AguiOptions(
-        task_queue=harness.task_queue, config=LoopConfig(model=model, tools=["transfer"])
+        task_queue=harness.task_queue, config=LoopConfig(model=model, tools=[tool.name])
     )
     app = agui_app(harness.client, Callers(digests), options, a2a="shop")
-    async with harness.worker(tools=[transfer]), asgi_server(app) as base:
+    async with harness.worker(tools=[tool]), asgi_server(app) as base:
         yield f"{base}/a2a", tokens
 
 
@@ -233,3 +237,31 @@ async def test_a2a_js_streams_a_turn_that_waits_for_a_person_and_is_refused_with
     assert states.index("TASK_STATE_WORKING") < states.index("TASK_STATE_INPUT_REQUIRED")
     assert (said["text"], said["contextId"]) == ("sent 12", context)
     assert refused_code == 1 and "401" in refused["error"], refused
+
+
+async def test_cancel_task_stops_the_running_tool(harness: Harness) -> None:
+    """``CancelTask`` while the turn's tool works: the task is canceled, the thread is
+    cancelled, and the tool is told to stop (Temporal's cancel reaches it through its
+    heartbeats)."""
+    work = running("reindex")
+    model = harness.new_model([Turn(tool_calls=[("reindex", {"table": "orders"})])])
+    async with _endpoint(harness, model, work.tool) as (base, tokens):
+        async with _caller(base, tokens["ann"], streaming=True) as client:
+            events = client.send_message(_message("reindex the orders"))
+            first = await anext(events)
+            task = first.task
+            await asyncio.wait_for(work.started.wait(), 60)
+            async with _caller(base, tokens["ann"], streaming=False) as other:
+                canceled = await other.cancel_task(CancelTaskRequest(id=task.id))
+            await events.aclose()
+        thread = orga.loop(harness.client, f"{A2A_PREFIX}{task.context_id}")
+        harness.handles.append(thread.handle)
+
+        async def closed() -> bool:
+            found = await thread.handle.describe()
+            return found.status is not None and found.status.name == "CANCELED"
+
+        await eventually(closed, "the thread is cancelled")
+        await asyncio.wait_for(work.stopped.wait(), 30)
+    assert _state(canceled) == "TASK_STATE_CANCELED", canceled
+    assert len(work.calls) == 1
