@@ -262,6 +262,6 @@ async def test_cancel_task_stops_the_running_tool(harness: Harness) -> None:
             return found.status is not None and found.status.name == "CANCELED"
 
         await eventually(closed, "the thread is cancelled")
-        await asyncio.wait_for(work.stopped.wait(), 30)
+        await asyncio.wait_for(work.stopped.wait(), 10)  # its own timeout is 30 s
     assert _state(canceled) == "TASK_STATE_CANCELED", canceled
     assert len(work.calls) == 1
