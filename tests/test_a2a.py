@@ -36,7 +36,7 @@ from orga.contracts.journal import MessageReceived
 from orga.scripted.server import Turn
 from orga.tools.sdk import Tool
 from orga.web.a2a import A2A_PREFIX
-from orga.web.agui import AguiOptions, agui_app
+from orga.web.agui import AguiLimits, AguiOptions, agui_app
 from orga.web.callers import Callers, new_token
 from tests.harness import Harness
 from tests.helpers import A2A_CLIENT, a2a_client, asgi_server, eventually
@@ -47,7 +47,7 @@ pytestmark = pytest.mark.timeout(120)
 
 @asynccontextmanager
 async def _endpoint(
-    harness: Harness, model: str, tool: Tool = transfer
+    harness: Harness, model: str, tool: Tool = transfer, limits: AguiLimits | None = None
 ) -> AsyncIterator[tuple[str, dict[str, str]]]:
     """``orga api --a2a``'s app for ann and bob, its threads on ``model`` with ``tool``,
     served on 127.0.0.1: its A2A base URL and each caller's token."""
@@ -57,7 +57,9 @@ async def _endpoint(
         token, digest = new_token()
         tokens[user], digests[digest] = token, user
     options = AguiOptions(
-        task_queue=harness.task_queue, config=LoopConfig(model=model, tools=[tool.name])
+        task_queue=harness.task_queue,
+        config=LoopConfig(model=model, tools=[tool.name]),
+        limits=limits or AguiLimits(),
     )
     app = agui_app(harness.client, Callers(digests), options, a2a="shop")
     async with harness.worker(tools=[tool]), asgi_server(app) as base:
@@ -265,3 +267,45 @@ async def test_cancel_task_stops_the_running_tool(harness: Harness) -> None:
         await asyncio.wait_for(work.stopped.wait(), 10)  # its own timeout is 30 s
     assert _state(canceled) == "TASK_STATE_CANCELED", canceled
     assert len(work.calls) == 1
+
+
+async def test_a_caller_holds_at_most_its_streams_open(harness: Harness) -> None:
+    """With ``streams_per_caller=1``: while ann's stream is open (its transfer waits for a
+    person), her next request is refused 429 — bob's is not; once it ended, hers goes."""
+    model = harness.new_model(
+        [
+            Turn(tool_calls=[("transfer", {"amount": 12, "to": "eve"})]),
+            Turn(text="sent"),
+            Turn(text="hi bob"),
+            Turn(text="hi again"),
+        ]
+    )
+    limits = AguiLimits(streams_per_caller=1)
+    async with _endpoint(harness, model, limits=limits) as (base, tokens):
+        async with _caller(base, tokens["ann"], streaming=True) as ann:
+            events = ann.send_message(_message("pay eve 12"))
+            context = ""
+            async for event in events:
+                status = event.status_update.status.state if event.HasField("status_update") else 0
+                if status == TaskState.TASK_STATE_INPUT_REQUIRED:
+                    context = event.status_update.context_id
+                    break
+            with pytest.raises(A2AClientError, match="429"):
+                async with _caller(base, tokens["ann"], streaming=False) as again:
+                    await _task(again, _message("and another"))
+            async with _caller(base, tokens["bob"], streaming=False) as bob:
+                other = await _task(bob, _message("hello"))
+            loop = orga.loop(harness.client, f"{A2A_PREFIX}{context}")
+            harness.handles.append(loop.handle)
+            [waiting] = (await loop.state()).pending_approvals
+            await loop.approve(waiting.call_id, approver="kim", reason="ok")
+            async for _ in events:  # to its end
+                pass
+        async with _caller(base, tokens["ann"], streaming=False) as later:
+            after = await _task(later, _message("hello again", context))
+        bobs = orga.loop(harness.client, f"{A2A_PREFIX}{other.context_id}")
+        harness.handles.append(bobs.handle)
+        await bobs.handle.cancel()
+        await loop.handle.cancel()
+    assert _state(other) == "TASK_STATE_COMPLETED"
+    assert _state(after) == "TASK_STATE_COMPLETED"

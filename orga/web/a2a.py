@@ -76,7 +76,7 @@ from orga.contracts.threads import ThreadConfig, TurnResult
 from orga.desk.facts import DeskError
 from orga.web.agui import owned
 from orga.web.agui_run import AguiOptions, Refused
-from orga.web.callers import Callers
+from orga.web.callers import Callers, OpenRequests
 
 __all__ = ["A2A_PREFIX", "a2a_app"]
 
@@ -117,8 +117,29 @@ def a2a_app(client: Client, callers: Callers, options: AguiOptions, *, name: str
         middleware=[
             Middleware(_Bounded, most=options.limits.body_bytes),
             Middleware(AuthenticationMiddleware, backend=backend, on_error=_unknown),
+            Middleware(_PerCaller, open=OpenRequests(options.limits.streams_per_caller)),
         ],
     )
+
+
+class _PerCaller:
+    """At most ``AguiLimits.streams_per_caller`` requests of one caller open at once (a
+    stream counts until its task ends or the client leaves): one more is refused, 429."""
+
+    def __init__(self, app: ASGIApp, open: OpenRequests) -> None:
+        self._app = app
+        self._open = open
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        user = scope.get("user")
+        if scope["type"] != "http" or not isinstance(user, SimpleUser):
+            await self._app(scope, receive, send)
+            return
+        try:
+            with self._open.held(user.username):  # Refused (429) as it is entered, only
+                await self._app(scope, receive, send)
+        except Refused as refused:
+            await JSONResponse({"error": str(refused)}, refused.status)(scope, receive, send)
 
 
 class _TooLong(Exception):
