@@ -162,7 +162,8 @@ async def test_no_token_no_task_and_another_caller_s_context_is_none_of_theirs(
     harness: Harness,
 ) -> None:
     """Without a token: 401. Bob's message into ann's context fails as if it did not exist,
-    and her task is not found for him; a body over ``AguiLimits.body_bytes``: 413."""
+    and her task is not found for him; a body over ``AguiLimits.body_bytes``: 413; a Host
+    the endpoint does not serve (DNS rebinding, a card pointing elsewhere): 403."""
     model = harness.new_model([Turn(text="hello ann"), Turn(text="must not be asked")])
     async with _endpoint(harness, model) as (base, tokens):
         with pytest.raises(A2AClientError, match="401"):
@@ -175,6 +176,9 @@ async def test_no_token_no_task_and_another_caller_s_context_is_none_of_theirs(
             with pytest.raises(TaskNotFoundError):  # her task is none of his
                 await bob.get_task(GetTaskRequest(id=hers.id))
         async with httpx.AsyncClient(timeout=60) as http:
+            elsewhere = await http.get(
+                f"{base}/.well-known/agent-card.json", headers={"Host": "evil.example"}
+            )
             flood = await http.post(
                 f"{base}/", content=b"x" * (3 * 1024 * 1024),
                 headers={"Authorization": f"Bearer {tokens['ann']}", "A2A-Version": "1.0"},
@@ -193,6 +197,7 @@ async def test_no_token_no_task_and_another_caller_s_context_is_none_of_theirs(
     assert "no such thread" in str(refused.status.message), refused
     assert not [e for e in journal.entries if isinstance(e, MessageReceived)]
     assert flood.status_code == 413, flood.text
+    assert elsewhere.status_code == 403, elsewhere.text  # a card naming another Host's URL
 
 
 async def test_a2a_js_streams_a_turn_that_waits_for_a_person_and_is_refused_without_a_token(

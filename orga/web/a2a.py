@@ -59,6 +59,7 @@ from starlette.authentication import (
     AuthenticationError,
     SimpleUser,
 )
+from starlette.datastructures import Headers
 from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import HTTPConnection, Request
@@ -74,7 +75,7 @@ from orga.contracts.principals import PrincipalClaim
 from orga.contracts.state import LoopState
 from orga.contracts.threads import ThreadConfig, TurnResult
 from orga.desk.facts import DeskError
-from orga.web.agui import owned
+from orga.web.agui import owned, unserved
 from orga.web.agui_run import AguiOptions, Refused
 from orga.web.callers import Callers, OpenRequests
 
@@ -115,6 +116,7 @@ def a2a_app(client: Client, callers: Callers, options: AguiOptions, *, name: str
     return Starlette(
         routes=routes,
         middleware=[
+            Middleware(_Served, options=options),
             Middleware(_Bounded, most=options.limits.body_bytes),
             Middleware(AuthenticationMiddleware, backend=backend, on_error=_unknown),
             Middleware(_PerCaller, open=OpenRequests(options.limits.streams_per_caller)),
@@ -140,6 +142,23 @@ class _PerCaller:
                 await self._app(scope, receive, send)
         except Refused as refused:
             await JSONResponse({"error": str(refused)}, refused.status)(scope, receive, send)
+
+
+class _Served:
+    """A request through a served ``Host`` and, from a browser, an allowed ``Origin``
+    (``AguiOptions.hosts``, ``origins``): else 403 — the card too, whose URL is the Host's."""
+
+    def __init__(self, app: ASGIApp, options: AguiOptions) -> None:
+        self._app = app
+        self._options = options
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            problem = unserved(Headers(scope=scope), self._options)
+            if problem is not None:
+                await JSONResponse({"error": problem}, 403)(scope, receive, send)
+                return
+        await self._app(scope, receive, send)
 
 
 class _TooLong(Exception):

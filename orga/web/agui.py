@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, cast
@@ -72,7 +72,15 @@ from orga.web.agui_run import (
 from orga.web.callers import Callers, OpenRequests
 from orga.web.deadlines import UvicornLimits, bounded_requests
 
-__all__ = ["AguiLimits", "AguiOptions", "UvicornLimits", "agui_app", "owned", "uvicorn_limits"]
+__all__ = [
+    "AguiLimits",
+    "AguiOptions",
+    "UvicornLimits",
+    "agui_app",
+    "owned",
+    "unserved",
+    "uvicorn_limits",
+]
 
 _THREAD_ID: Final = re.compile(r"[A-Za-z0-9._-]{1,120}")
 
@@ -190,18 +198,30 @@ def _reconnect(request: Request, given: RunAgentInput) -> tuple[EventId | None, 
 def _caller(request: Request, callers: Callers, options: AguiOptions, *, same_origin: bool) -> str:
     """The user a request comes from, through a served ``Host`` and, from a browser, an
     allowed ``Origin`` (``same_origin``: also the page this app serves)."""
-    authority = request.headers.get("host", "")
-    host = authority.rsplit(":", 1)[0]
-    if host not in options.hosts:
-        raise Refused(403, f"host {host!r} is not served here")
-    origin = request.headers.get("origin")
-    ours = same_origin and origin == f"http://{authority}"
-    if origin is not None and origin not in options.origins and not ours:
-        raise Refused(403, f"origin {origin!r} is not allowed")
+    problem = unserved(request.headers, options, same_origin=same_origin)
+    if problem is not None:
+        raise Refused(403, problem)
     user = callers.who(request.headers)
     if user is None:
         raise Refused(401, "missing or unknown bearer token")
     return user
+
+
+def unserved(
+    headers: Mapping[str, str], options: AguiOptions, *, same_origin: bool = False
+) -> str | None:
+    """Why a request is not served here — its ``Host`` is none of ``options.hosts``, or a
+    browser's ``Origin`` is not allowed (``same_origin``: the page this app serves is) — or
+    None."""
+    authority = headers.get("host", "")
+    host = authority.rsplit(":", 1)[0]
+    if host not in options.hosts:
+        return f"host {host!r} is not served here"
+    origin = headers.get("origin")
+    ours = same_origin and origin == f"http://{authority}"
+    if origin is not None and origin not in options.origins and not ours:
+        return f"origin {origin!r} is not allowed"
+    return None
 
 
 async def _input(request: Request, limits: AguiLimits) -> RunAgentInput:
