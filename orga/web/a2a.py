@@ -66,7 +66,7 @@ from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowQueryFailedError, WorkflowUpdateFailedError
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
@@ -337,7 +337,10 @@ class _Threads(AgentExecutor):
                 await asyncio.wait({answer}, timeout=pause)
                 if answer.done():
                     break
-                waits = _waiting(await chat.state())
+                try:
+                    waits = _waiting(await chat.state())
+                except (RPCError, WorkflowQueryFailedError):  # a worker lost meanwhile: later
+                    continue
                 if waits and not asking:
                     await updater.requires_input(updater.new_agent_message([new_text_part(waits)]))
                 elif not waits and asking:
