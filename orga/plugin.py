@@ -423,8 +423,14 @@ class _Parts:
         ]
 
     def model_activities(self) -> list[Callable[..., Any]]:
-        """The activities that call a model (a worker of ``ORGA_MODEL_TASK_QUEUE`` runs them)."""
-        return [self.inference.call_model, self.critic.critique, self.summary.summarise_context]
+        """The activities that call a model (a worker of ``ORGA_MODEL_TASK_QUEUE`` runs them):
+        a model judge's consultation among them."""
+        return [
+            self.inference.call_model,
+            self.critic.critique,
+            self.summary.summarise_context,
+            self.judges.consult_judge,
+        ]
 
 
 async def _registered_elsewhere(

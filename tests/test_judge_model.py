@@ -213,3 +213,28 @@ async def test_a_model_judge_goes_through_the_workers_breaker_of_its_model(
     assert all(w.startswith("the judge failed: ProviderUnavailable") for w in unavailable), said
     assert all(w.startswith("the judge failed: ProviderDown") for w in down), said
     assert len(harness.model.requests_for(judge_model)) == THRESHOLD  # the sixth: not asked
+
+
+async def test_a_model_judge_is_asked_on_the_model_calls_queue(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """With ``ORGA_MODEL_TASK_QUEUE``, a model judge's consultation goes where the loop's
+    model calls go — rate-limited with them — and a worker of that queue answers it."""
+    judge_model = harness.new_model([verdict("approve", 0.95)])
+    queue = f"{harness.task_queue}-model"
+    settings = priced_judge(harness, tmp_path, judge_model).model_copy(
+        update={"model_task_queue": queue}
+    )
+    async with harness.worker(settings=settings, tools=[transfer]):
+        handle = await start_for(harness, pay(harness, 12), f"ann-{uuid.uuid4().hex[:8]}")
+        result = await handle.result()
+        history = await handle.fetch_history()
+    assert result.output == "sent"
+    scheduled = {
+        e.activity_task_scheduled_event_attributes.activity_type.name: (
+            e.activity_task_scheduled_event_attributes.task_queue.name
+        )
+        for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+    }
+    assert scheduled["consult_judge"] == queue and scheduled["call_model"] == queue, scheduled

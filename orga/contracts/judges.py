@@ -97,6 +97,7 @@ class JudgeSpec(Contract):
             timeout=self.timeout,
             shadow=self.shadow,
             counts_as_person=self.counts_as_person,
+            model=self.agent is not None,
         )
 
 
@@ -110,6 +111,9 @@ class JudgeSeat(Contract):
     timeout: timedelta = timedelta(seconds=30)
     shadow: bool = False
     counts_as_person: bool = False
+    model: bool = False
+    """A model judge (its call goes where the loop's model calls go: ``ORGA_MODEL_TASK_QUEUE``
+    when the worker sets one); False for code."""
 
 
 class JudgeCase(Contract):

@@ -54,8 +54,9 @@ Variables (generated from the fields; do not edit by hand):
   (``examples/mcp.toml``). (default: unset: no MCP tools)
 * ``ORGA_METRICS_ADDRESS`` — ``host:port`` (``0.0.0.0:9464``) where the worker serves Prometheus
   metrics at ``/metrics``: the Temporal SDK's and orga's. (default: unset: no metrics served)
-* ``ORGA_MODEL_TASK_QUEUE`` — A task queue of their own for model calls (a worker polls it next
-  to the loop's). (default: unset: the loop's queue)
+* ``ORGA_MODEL_TASK_QUEUE`` — A task queue of their own for model calls — the loop's, its
+  critic's, its summariser's and a model judge's (a worker polls it next to the loop's).
+  (default: unset: the loop's queue)
 * ``ORGA_MODEL_RPS`` — At most this many model calls per second over every worker of the model
   task queue together: the Temporal server holds the rate (a short burst, then the rate), so a
   provider's rate limit is shared by any number of workers instead of answered with 429s.
@@ -231,7 +232,8 @@ class Settings(BaseModel):
     model_task_queue: Annotated[
         str | None, Env("ORGA_MODEL_TASK_QUEUE", default="unset: the loop's queue")
     ] = None
-    """A task queue of their own for model calls (a worker polls it next to the loop's)."""
+    """A task queue of their own for model calls — the loop's, its critic's, its summariser's
+    and a model judge's (a worker polls it next to the loop's)."""
     model_rps: Annotated[float | None, Env("ORGA_MODEL_RPS", default="unset: no limit")] = Field(
         default=None, gt=0
     )

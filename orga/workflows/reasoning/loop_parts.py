@@ -216,6 +216,7 @@ async def set_up_loop(
             task=lambda: loop_task(conversation.messages),
             principal=lambda: books.principal,
             charge=books.charge,
+            queue=setup.model_task_queue if setup.judge.model else None,
         )
     gate.ancestors = list(config.ancestor_gates)
     # The model call decides the default gate alone: not with ancestors' engines to ask.

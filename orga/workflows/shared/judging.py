@@ -55,6 +55,9 @@ class JudgeAsker:
     """Who the loop runs for (a model judge's call is charged to its ledger)."""
     charge: Callable[[Usage, int], None]
     """Add what a model judge spent to the loop's books (tokens, model calls)."""
+    queue: str | None = None
+    """Where its consultation goes (None: the loop's own queue): a model judge's, the loop's
+    model calls' queue (``ORGA_MODEL_TASK_QUEUE``), rate-limited with them."""
 
     def spent(self, answer: JudgeAnswer) -> None:
         """Charge what a model judge's answer served to the loop (a judge that is code spends
@@ -72,6 +75,7 @@ class JudgeAsker:
                 judge=self.seat.name, case=case, pending=pending, principal=self.principal()
             ),
             result_type=JudgeAnswer,
+            task_queue=self.queue,
             start_to_close_timeout=self.seat.timeout,
             retry_policy=RetryPolicy(maximum_attempts=1),  # a judge that fails: a person decides
             summary=f"judge {self.seat.name} · {pending.tool} {pending.call_id}",
