@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 from a2a.client import A2ACardResolver, A2AClientError, ClientConfig, ClientFactory
-from a2a.helpers import get_artifact_text, new_text_part
+from a2a.helpers import get_artifact_text, get_data_parts, new_text_part
 from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
@@ -47,7 +47,11 @@ pytestmark = pytest.mark.timeout(120)
 
 @asynccontextmanager
 async def _endpoint(
-    harness: Harness, model: str, tool: Tool = transfer, limits: AguiLimits | None = None
+    harness: Harness,
+    model: str,
+    tool: Tool = transfer,
+    limits: AguiLimits | None = None,
+    **config: Any,
 ) -> AsyncIterator[tuple[str, dict[str, str]]]:
     """``orga api --a2a``'s app for ann and bob, its threads on ``model`` with ``tool``,
     served on 127.0.0.1: its A2A base URL and each caller's token."""
@@ -58,7 +62,7 @@ async def _endpoint(
         tokens[user], digests[digest] = token, user
     options = AguiOptions(
         task_queue=harness.task_queue,
-        config=LoopConfig(model=model, tools=[tool.name]),
+        config=LoopConfig(model=model, tools=[tool.name], **config),
         limits=limits or AguiLimits(),
     )
     app = agui_app(harness.client, Callers(digests), options, a2a="shop")
@@ -314,3 +318,19 @@ async def test_a_caller_holds_at_most_its_streams_open(harness: Harness) -> None
         await loop.handle.cancel()
     assert _state(other) == "TASK_STATE_COMPLETED"
     assert _state(after) == "TASK_STATE_COMPLETED"
+
+
+async def test_a_typed_answer_comes_as_text_and_as_data(harness: Harness) -> None:
+    """A thread with an ``output_schema``: the task's artifact holds the answer as written and
+    its value as a data part, for an agent that reads data."""
+    schema = {"type": "object", "properties": {"sum": {"type": "integer"}}, "required": ["sum"]}
+    model = harness.new_model([Turn(text='{"sum": 5}')])
+    async with _endpoint(harness, model, output_schema=schema) as (base, tokens):
+        async with _caller(base, tokens["ann"], streaming=False) as client:
+            task = await _task(client, _message("2+3 as JSON"))
+        thread = orga.loop(harness.client, f"{A2A_PREFIX}{task.context_id}")
+        harness.handles.append(thread.handle)
+        await thread.handle.cancel()
+    [artifact] = task.artifacts
+    assert get_artifact_text(artifact) == '{"sum": 5}'
+    assert get_data_parts(artifact.parts) == [{"sum": 5}]
