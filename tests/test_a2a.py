@@ -25,6 +25,7 @@ from a2a.types import (
     Message,
     Role,
     SendMessageRequest,
+    SubscribeToTaskRequest,
     Task,
     TaskState,
 )
@@ -334,3 +335,41 @@ async def test_a_typed_answer_comes_as_text_and_as_data(harness: Harness) -> Non
     [artifact] = task.artifacts
     assert get_artifact_text(artifact) == '{"sum": 5}'
     assert get_data_parts(artifact.parts) == [{"sum": 5}]
+
+
+async def test_a_client_that_left_resubscribes_and_sees_the_task_end(harness: Harness) -> None:
+    """A streaming client leaves while the transfer waits for a person; it subscribes to the
+    task again (``SubscribeToTask``), the person approves, and it sees the task complete with
+    the answer."""
+    model = harness.new_model(
+        [Turn(tool_calls=[("transfer", {"amount": 12, "to": "eve"})]), Turn(text="sent")]
+    )
+    async with _endpoint(harness, model) as (base, tokens):
+        async with _caller(base, tokens["ann"], streaming=True) as client:
+            events = client.send_message(_message("pay eve 12"))
+            async for event in events:
+                if event.HasField("status_update") and (
+                    event.status_update.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+                ):
+                    task_id, context = event.status_update.task_id, event.status_update.context_id
+                    break
+            else:
+                raise AssertionError("the stream ended before the task asked for input")
+            await events.aclose()  # the client leaves
+        async with _caller(base, tokens["ann"], streaming=True) as again:
+            states: list[str] = []
+            text = ""
+            subscribed = again.subscribe(SubscribeToTaskRequest(id=task_id))
+            first = await anext(subscribed)
+            loop = orga.loop(harness.client, f"{A2A_PREFIX}{context}")
+            harness.handles.append(loop.handle)
+            [waiting] = (await loop.state()).pending_approvals
+            await loop.approve(waiting.call_id, approver="kim", reason="ok")
+            async for event in subscribed:
+                if event.HasField("status_update"):
+                    states.append(TaskState.Name(event.status_update.status.state))
+                if event.HasField("artifact_update"):
+                    text += get_artifact_text(event.artifact_update.artifact)
+        await loop.handle.cancel()
+    assert first.HasField("task") and _state(first.task) == "TASK_STATE_INPUT_REQUIRED", first
+    assert states[-1] == "TASK_STATE_COMPLETED" and text == "sent", (states, text)
