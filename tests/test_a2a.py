@@ -36,6 +36,7 @@ from orga.contracts.config import LoopConfig
 from orga.contracts.journal import MessageReceived
 from orga.scripted.server import Turn
 from orga.tools.sdk import Tool
+from orga.web import a2a as a2a_endpoint
 from orga.web.a2a import A2A_PREFIX
 from orga.web.agui import AguiLimits, AguiOptions, agui_app
 from orga.web.callers import Callers, new_token
@@ -373,3 +374,28 @@ async def test_a_client_that_left_resubscribes_and_sees_the_task_end(harness: Ha
         await loop.handle.cancel()
     assert first.HasField("task") and _state(first.task) == "TASK_STATE_INPUT_REQUIRED", first
     assert states[-1] == "TASK_STATE_COMPLETED" and text == "sent", (states, text)
+
+
+async def test_the_endpoint_keeps_a_bounded_number_of_ended_tasks_per_caller(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``ENDED_KEPT`` 2: after three answered tasks of ann's, the oldest is no longer
+    found (its thread still holds the turn), the newest are; bob's are his own count."""
+    monkeypatch.setattr(a2a_endpoint, "ENDED_KEPT", 2)
+    model = harness.new_model([Turn(text=f"answer {n}") for n in range(4)])
+    async with _endpoint(harness, model) as (base, tokens):
+        async with _caller(base, tokens["ann"], streaming=False) as ann:
+            first = await _task(ann, _message("one"))
+            for text in ("two", "three"):
+                last = await _task(ann, _message(text, first.context_id))
+            with pytest.raises(TaskNotFoundError):
+                await ann.get_task(GetTaskRequest(id=first.id))
+            kept = await ann.get_task(GetTaskRequest(id=last.id))
+        async with _caller(base, tokens["bob"], streaming=False) as bob:
+            his = await _task(bob, _message("hello"))
+            found = await bob.get_task(GetTaskRequest(id=his.id))
+        for context in (first.context_id, his.context_id):
+            thread = orga.loop(harness.client, f"{A2A_PREFIX}{context}")
+            harness.handles.append(thread.handle)
+            await thread.handle.cancel()
+    assert _state(kept) == "TASK_STATE_COMPLETED" and _state(found) == "TASK_STATE_COMPLETED"

@@ -31,12 +31,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Final
 
 from a2a.helpers import new_data_part, new_task_from_user_message, new_text_message, new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
+from a2a.server.owner_resolver import resolve_user_scope
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_jsonrpc_routes
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
@@ -49,6 +52,8 @@ from a2a.types import (
     SecurityRequirement,
     SecurityScheme,
     StringList,
+    Task,
+    TaskState,
 )
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 from google.protobuf.json_format import MessageToDict
@@ -79,10 +84,21 @@ from orga.web.agui import owned, unserved
 from orga.web.agui_run import AguiOptions, Refused
 from orga.web.callers import Callers, OpenRequests
 
-__all__ = ["A2A_PREFIX", "a2a_app"]
+__all__ = ["A2A_PREFIX", "ENDED_KEPT", "a2a_app"]
 
 A2A_PREFIX: Final = "a2a-"
 """An A2A context's thread: the workflow id is this and the ``contextId``."""
+ENDED_KEPT: Final = 1_000
+"""Ended A2A tasks (completed, failed, canceled, rejected) the endpoint keeps per caller, the
+newest: an older one's ``GetTask`` answers "task not found" (its thread keeps the turns)."""
+_ENDED: Final = frozenset(
+    {
+        TaskState.TASK_STATE_COMPLETED,
+        TaskState.TASK_STATE_FAILED,
+        TaskState.TASK_STATE_CANCELED,
+        TaskState.TASK_STATE_REJECTED,
+    }
+)
 _CONTEXT_ID: Final = re.compile(r"[A-Za-z0-9._-]{1,120}")
 _WATCH: Final = (0.5, 10.0)
 """Seconds between looks at a turn's state (does a call wait for a person?): the first, and
@@ -97,7 +113,7 @@ def a2a_app(client: Client, callers: Callers, options: AguiOptions, *, name: str
     card = _card(name, options, "http://127.0.0.1/")
     handler = DefaultRequestHandler(
         agent_executor=_Threads(client, options),
-        task_store=InMemoryTaskStore(),
+        task_store=_EndedKept(ENDED_KEPT),
         agent_card=card,
     )
 
@@ -226,6 +242,26 @@ def _card(name: str, options: AguiOptions, url: str) -> AgentCard:
         },
         security_requirements=[SecurityRequirement(schemes={"bearer": StringList(list=[])})],
     )
+
+
+class _EndedKept(InMemoryTaskStore):
+    """The A2A tasks of this process (a2a-sdk's memory, per caller), keeping at most ``most``
+    ended ones per caller: a caller's thousands of messages do not grow it without bound."""
+
+    def __init__(self, most: int) -> None:
+        super().__init__()
+        self._most = most
+        self._ended: dict[str, OrderedDict[str, None]] = {}
+
+    async def save(self, task: Task, context: ServerCallContext) -> None:
+        await super().save(task, context)
+        if task.status.state not in _ENDED:
+            return
+        ended = self._ended.setdefault(resolve_user_scope(context), OrderedDict())
+        ended[task.id] = None
+        while len(ended) > self._most:
+            oldest, _ = ended.popitem(last=False)
+            await self.delete(oldest, context)
 
 
 class _Bearer(AuthenticationBackend):
