@@ -140,13 +140,15 @@ async def test_a_gated_call_makes_the_task_input_required_until_a_person_decides
     )
     async with _endpoint(harness, model) as (base, tokens):
         seen: list[str] = []
-        answer: Any = None
+        answer = ""
         async with _caller(base, tokens["ann"], streaming=True) as client:
             context = ""
             async for event in client.send_message(_message("pay eve 12")):
                 kind = event.WhichOneof("payload")
                 if kind == "task":
                     context = event.task.context_id
+                if kind == "artifact_update":
+                    answer += get_artifact_text(event.artifact_update.artifact)
                 if kind != "status_update":
                     continue
                 state = TaskState.Name(event.status_update.status.state)
@@ -156,12 +158,10 @@ async def test_a_gated_call_makes_the_task_input_required_until_a_person_decides
                     harness.handles.append(loop.handle)
                     waiting = (await loop.state()).pending_approvals
                     await loop.approve(waiting[0].call_id, approver="kim", reason="ok")
-                if state == "TASK_STATE_COMPLETED":
-                    answer = event
         await orga.loop(harness.client, f"{A2A_PREFIX}{context}").handle.cancel()
     assert "TASK_STATE_INPUT_REQUIRED" in seen and seen[-1] == "TASK_STATE_COMPLETED", seen
     assert seen.index("TASK_STATE_INPUT_REQUIRED") < len(seen) - 1
-    assert answer is not None
+    assert answer == "sent"  # the turn's answer, after the person approved
 
 
 async def test_no_token_no_task_and_another_caller_s_context_is_none_of_theirs(
