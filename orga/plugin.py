@@ -62,6 +62,7 @@ from orga.activities.principals import (
     binding_use,
     parent_check,
 )
+from orga.activities.remote_agents import RemoteAgents
 from orga.activities.setup import SetupActivities
 from orga.activities.summary import SummaryActivities
 from orga.activities.tools import ToolActivities
@@ -391,6 +392,9 @@ class _Parts:
             http=http,
             spend=spend,
         )
+        self.remote = RemoteAgents(
+            agents.remote(), origin=agents.origin, allow=settings.egress_allow, spend=spend
+        )
         self.builds = CurrentBuilds(client)
         self.continued = ContinuedRuns(client)
         self.setup = SetupActivities(
@@ -420,6 +424,7 @@ class _Parts:
             self.builds.current_build,
             self.continued.continued_from,
             self.judges.consult_judge,
+            self.remote.delegate_remote,
         ]
 
     def model_activities(self) -> list[Callable[..., Any]]:

@@ -15,6 +15,7 @@ Modules (each defines an activity class; what the activities use lives in ``orga
 * ``continued`` — ``continued_from``: what the run a loop continues was, as the server says
 * ``summary`` — ``summarise_context``: a loop's running summary
 * ``judges`` — ``consult_judge``: a judge's opinion on a held call, signed when it decides
+* ``remote_agents`` — ``delegate_remote``: a task for an agent at an A2A endpoint
 * ``elsewhere`` — a local activity that needs tools its worker lacks, which another live
   worker of the queue registers, says so (the workflow asks that one)
 * ``principals`` — who a loop runs for (resolved at setup), and each model call's charge to

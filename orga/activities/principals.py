@@ -232,6 +232,26 @@ class SpendGuard:
             BudgetExceeded: the worst case does not fit the principal's limits (not asked).
             ApplicationError: ``LedgerUnavailable``, retryable: the ledger cannot be reached.
         """
+        output = max_output if max_output is not None else _WORST_OUTPUT
+        usage = priced(
+            Usage(input_tokens=estimated, output_tokens=output), provider, model, self._prices
+        )
+        cost = Cost(None if usage.unpriced_calls else usage.cost_usd, estimated + output)
+        async with self.holding(principal, cost) as settle:
+            yield settle
+
+    @contextlib.asynccontextmanager
+    async def holding(
+        self, principal: Principal | None, worst: Cost
+    ) -> AsyncGenerator[Callable[[Usage], Awaitable[None]]]:
+        """Within it, ``worst`` is held against the principal's limits for this activity (its
+        retries share the hold), and it yields ``settle``, to be awaited with what was
+        spent; given back if nothing was settled. ``held``'s, for any cost: a remote
+        agent's, say.
+
+        Raises:
+            BudgetExceeded, ApplicationError: as ``held``.
+        """
         if principal is None or self._ledger is None:
 
             async def nothing(_: Usage) -> None:
@@ -242,11 +262,6 @@ class SpendGuard:
         ledger = self._ledger
         info = activity.info()
         key = f"{info.workflow_id}/{info.workflow_run_id}/{info.activity_id}"
-        output = max_output if max_output is not None else _WORST_OUTPUT
-        usage = priced(
-            Usage(input_tokens=estimated, output_tokens=output), provider, model, self._prices
-        )
-        cost = Cost(None if usage.unpriced_calls else usage.cost_usd, estimated + output)
         timeout = info.start_to_close_timeout or timedelta(minutes=10)
         holders = self._registry.holders(principal)
         try:
@@ -254,7 +269,7 @@ class SpendGuard:
                 ledger.reserve,
                 key,
                 holders,
-                cost,
+                worst,
                 ttl=(timeout + _HOLD_MARGIN).total_seconds(),
                 workflow_id=info.workflow_id or "",
             )

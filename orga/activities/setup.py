@@ -34,6 +34,7 @@ from orga.contracts.setup import (
 from orga.contracts.vocabulary import PolicyMode, ProviderName
 from orga.core.agents import (
     Offer,
+    check_local,
     check_model,
     check_tools,
     choose_policy,
@@ -129,6 +130,7 @@ class SetupActivities:
         critic_model: str | None = None
         if isinstance(request.config.critic, ModelCritic):
             critic = self._agents.get(request.config.critic.agent)
+            check_local(critic, self._offer, "config.critic.agent")
             critic_provider = critic.provider or self._offer.default_provider
             critic_model = critic.model or self._default_model(critic_provider)
             # The critic reads the loop's task and answer: they may leave only through a
@@ -178,6 +180,8 @@ class SetupActivities:
         need not hold them), within what the client at the top named (``bound``, when it
         named any), and ``delegate`` where it may delegate on at ``depth`` (below the
         parent's and its own agent's ``max_delegation_depth``)."""
+        if child.a2a is not None:  # it has its own tools, at its endpoint
+            return []
         tools = [name for name in self._tools_of(child) if bound is None or name in bound]
         if child.delegates and depth < min(max_depth, child.max_delegation_depth):
             tools.append(DELEGATE_TOOL)
@@ -201,8 +205,9 @@ class SetupActivities:
             InvalidConfig: no such agent, a tool it may not use, or one not registered here.
         """
         agent = self._agents.get(request.agent_id)
+        check_local(agent, self._offer, "the task's agent_id")
         for loop_agent in request.loop_agents:
-            self._agents.get(loop_agent)
+            check_local(self._agents.get(loop_agent), self._offer, "a step of the task")
         check_tools(agent, request.tools, self._offer, "the task")
         await elsewhere_if_missing(self._registry, self._elsewhere, request.tools)
         policy = choose_policy(agent, None, self._offer)

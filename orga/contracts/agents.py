@@ -15,6 +15,17 @@ loop's history with the loop's setup. Example:
     providers = ["openai"]
     models = ["gpt-4o*"]
     system_prompt = "You answer from the documentation only."
+
+An agent may run elsewhere: ``a2a`` names an Agent2Agent endpoint (another orga deployment's
+``orga api --a2a``, or any A2A agent), which loops of this worker may delegate to like a local
+agent (``orga.activities.remote_agents``); ``a2a_token_env`` names the worker's environment
+variable that holds the bearer token to present (the token itself never leaves the worker):
+
+    [agents.pricing]
+    description = "Prices a basket of goods"
+    a2a = "https://pricing.example/a2a/"
+    a2a_token_env = "PRICING_A2A_TOKEN"
+    timeout = "PT5M"
 """
 
 from __future__ import annotations
@@ -22,18 +33,35 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated, Final, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, model_validator
 
 from orga.contracts.vocabulary import ProviderName
 from orga.contracts.wire import Contract
 
-__all__ = ["IMPLICIT_AGENT", "AgentSpec", "ModelChoice", "PolicyFloor"]
+__all__ = ["IMPLICIT_AGENT", "LOCAL_ONLY", "AgentSpec", "ModelChoice", "PolicyFloor"]
 
 PolicyFloor = Literal["default", "cedar", "opa"]
 """The weakest gate an agent's loops may run under."""
 
 IMPLICIT_AGENT: Final = "*"
 """The id of the one agent a worker without ``ORGA_AGENTS`` has: any ``agent_id`` runs as it."""
+
+LOCAL_ONLY: Final = (
+    "tools",
+    "providers",
+    "models",
+    "provider",
+    "model",
+    "fallbacks",
+    "system_prompt",
+    "knowledge",
+    "auto_persist",
+    "delegates",
+    "approvals_needed",
+    "judge",
+    "max_concurrent_tools",
+)
+"""What an agent that runs elsewhere (``a2a``) cannot have: its endpoint decides them."""
 
 
 class ModelChoice(Contract):
@@ -99,3 +127,27 @@ class AgentSpec(Contract):
     max_delegation_depth: int = Field(default=2, ge=0, le=10)
     """How deep its loops' delegations may nest (a ceiling: a loop may ask for less, never
     more; a child runs with the lower of its parent's depth and its own agent's)."""
+    a2a: str | None = Field(default=None, pattern=r"^https?://[^\s]+$", max_length=2_000)
+    """An A2A endpoint (its base URL: the agent card is under it) where this agent runs: loops
+    delegate to it there, and none runs as it here."""
+    a2a_token_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    """The environment variable of the worker that holds the bearer token ``a2a`` asks for."""
+
+    @model_validator(mode="after")
+    def _elsewhere(self) -> AgentSpec:
+        if self.a2a is None:
+            if self.a2a_token_env is not None:
+                raise ValueError("a2a_token_env is the token of an a2a endpoint: name a2a too")
+            return self
+        fields = type(self).model_fields
+        local = [
+            name
+            for name in LOCAL_ONLY
+            if getattr(self, name) != fields[name].get_default(call_default_factory=True)
+        ]
+        if local:
+            raise ValueError(
+                f"an agent that runs at an a2a endpoint has its own tools, models and prompt "
+                f"there: {', '.join(local)} cannot be set here"
+            )
+        return self

@@ -73,6 +73,7 @@ __all__ = [
     "ProviderError",
     "ProviderRejected",
     "ProviderUnavailable",
+    "RemoteAgentFailed",
     "StateTooLarge",
     "TaskAborted",
     "ToolError",
@@ -244,6 +245,12 @@ class OutcomeUnknown(ToolError):
     """The attempt that ran a call was lost after its effect began (its worker died, or it
     timed out), and the tool is neither idempotent nor reconcilable: whether the effect
     happened, nobody can say. Never retried; a person settles it on the desk."""
+
+
+class RemoteAgentFailed(ToolError):
+    """A remote A2A agent a loop delegated to did not answer: its task failed, was rejected or
+    cancelled there, ran past its time, or its endpoint refused the request. Never retried; the
+    model sees why."""
 
 
 class ToolPaused(ToolError):

@@ -43,6 +43,7 @@ from orga.core.profile import glob_matches
 __all__ = [
     "LoopResolution",
     "Offer",
+    "check_local",
     "check_memory",
     "check_model",
     "check_tools",
@@ -82,6 +83,20 @@ class LoopResolution:
 
 def _named(agent: AgentSpec) -> str:
     return "the worker's implicit agent" if agent.id == IMPLICIT_AGENT else f"agent {agent.id!r}"
+
+
+def check_local(agent: AgentSpec, offer: Offer, named_by: str = "config.agent_id") -> None:
+    """Refuse an agent that runs at an A2A endpoint: loops delegate to it, none runs as it.
+
+    Raises:
+        InvalidConfig: naming the agent, its endpoint and where it is defined.
+    """
+    if agent.a2a is not None:
+        raise InvalidConfig(
+            f"{named_by} names {_named(agent)}, which runs at the A2A endpoint {agent.a2a} "
+            f"(defined in {offer.origin}): loops hand it work with the delegate tool; none "
+            "runs as it here"
+        )
 
 
 def check_tools(agent: AgentSpec, names: Sequence[str], offer: Offer, named_by: str) -> None:
@@ -211,6 +226,7 @@ def resolve_loop(
     Raises:
         InvalidConfig: the config asks for more than the agent allows (see the module).
     """
+    check_local(agent, offer)
     # An agent's delegates give it ``delegate``, whatever its globs say.
     named = [n for n in tools if n != DELEGATE_TOOL or not agent.delegates]
     check_tools(agent, named, offer, "config.tools (with the recovery fallbacks)")

@@ -28,7 +28,14 @@ from collections.abc import Sequence
 from orga.contracts.conversation import Message, ToolCall
 from orga.contracts.inference import InferenceResponse
 
-__all__ = ["internal_call_id", "translated_id", "wire_id_of", "wire_ids", "with_internal_ids"]
+__all__ = [
+    "a2a_context",
+    "internal_call_id",
+    "translated_id",
+    "wire_id_of",
+    "wire_ids",
+    "with_internal_ids",
+]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _ALPHANUMERIC = string.ascii_letters + string.digits
@@ -102,3 +109,10 @@ def wire_ids(messages: Sequence[Message], source: str) -> dict[str, str]:
 def wire_id_of(ids: dict[str, str], call_id: str) -> str:
     """The wire id of a result's ``call_id`` (translated when no call of the request has it)."""
     return ids.get(call_id) or translated_id(call_id)
+
+
+def a2a_context(workflow_id: str, call_id: str) -> str:
+    """The A2A context id of a loop's ``delegate`` call to a remote agent: the same for every
+    attempt of the call (what a retry asks the remote about), another for any other call."""
+    digest = hashlib.sha256(f"{workflow_id}\x00{call_id}".encode()).hexdigest()
+    return f"orga-{digest[:40]}"

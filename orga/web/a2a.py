@@ -18,12 +18,12 @@ orga's desk, the CLI or AG-UI, as the gate asks; a remote caller does not decide
 ``completed`` with the turn's answer as a text artifact (a typed thread's value as a data
 artifact too), or ``failed`` with the reason. ``CancelTask`` cancels the thread (Temporal's
 cancel: it reaches a running tool). A context that runs for another caller is refused as one
-that does not exist.
+that does not exist. The answer artifact's metadata says what the turn spent
+(``A2A_USAGE_KEY``), which an orga loop that delegated here charges to its own books.
 
 Not yet (issue 68): the model's text streamed as it comes, a remote caller's own decision of
 ``input-required`` where the operator allows it, an agent card per agent of the agents file,
-tasks that outlive the endpoint's process (the A2A task store is its memory; the threads are
-Temporal's), and a remote A2A agent as a delegate.
+and tasks that outlive the endpoint's process (the A2A task store is its memory).
 """
 
 from __future__ import annotations
@@ -76,6 +76,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from orga.client import ThreadHandle, start_thread
+from orga.contracts.delegation import A2A_USAGE_KEY
 from orga.contracts.principals import PrincipalClaim
 from orga.contracts.state import LoopState
 from orga.contracts.threads import ThreadConfig, TurnResult
@@ -315,7 +316,8 @@ class _Threads(AgentExecutor):
         parts = [new_text_part(answered.output)]
         if answered.value is not None:
             parts.append(new_data_part(answered.value))
-        await updater.add_artifact(parts, name="answer")
+        spent = {**answered.usage.model_dump(), "model_calls": answered.iterations}
+        await updater.add_artifact(parts, name="answer", metadata={A2A_USAGE_KEY: spent})
         await updater.complete()
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:

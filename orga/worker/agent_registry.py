@@ -33,6 +33,8 @@ from orga.worker.principals import TABLES as PRINCIPAL_TABLES
 
 __all__ = ["AgentRegistry", "load_approvers", "one_key_each"]
 
+_LOCAL = AgentSpec(id="local")
+
 
 def _document(path: Path, origin: str, what: str) -> dict[str, Any]:
     try:
@@ -250,6 +252,11 @@ class AgentRegistry:
                     f"not a judge of this file ({sorted(j.name for j in judges)!r})"
                 )
         for judge in judges:
+            if judge.agent is not None and agents.get(judge.agent, _LOCAL).a2a is not None:
+                raise InvalidConfig(
+                    f"{origin}: judge {judge.name!r} is a model of agent {judge.agent!r}, which "
+                    "runs at an a2a endpoint: a judge's model is a local agent's"
+                )
             if judge.agent is not None and judge.agent not in agents:
                 raise InvalidConfig(
                     f"{origin}: judge {judge.name!r} is a model of agent {judge.agent!r}, which "
@@ -280,3 +287,7 @@ class AgentRegistry:
 
     def ids(self) -> list[str]:
         return sorted(self._agents) if self._implicit is None else [IMPLICIT_AGENT]
+
+    def remote(self) -> list[AgentSpec]:
+        """The agents that run at an A2A endpoint (``AgentSpec.a2a``)."""
+        return [a for a in self._agents.values() if a.a2a is not None]

@@ -17,6 +17,7 @@ Modules, each named for what it holds:
 * ``critic`` — ``Critic``: reviewing the final answer (a model or a person)
 * ``deadline`` — the working-time timeout
 * ``delegation`` — ``Delegations``: child loops of other agents on a shared budget
+* ``remote_delegation`` — a delegation to an agent at an A2A endpoint (an activity)
 * ``evidence_judge`` — ``EvidenceJudge``: information-gain judging around the gate
 * ``finish`` — how the cycle ends, and the loop's result
 * ``forks`` — ``ForkMarks``: where each turn ended; ``start_fork``: a fork's first step

@@ -16,6 +16,9 @@ anywhere up the tree wins), its models and system prompt; cancelling the parent 
 (and waits). What it spent — tokens and model calls — is charged to the parent when it
 returns; the answer, or its typed failure, is the call's result. Several delegations of one
 turn run in parallel like any calls.
+
+A delegate at an A2A endpoint (``AgentSpec.a2a``) gets the same share, and the task goes to
+it there (``remote_delegation``), charged what the remote reports it spent.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import Any, cast
 
 from pydantic import ValidationError
 from temporalio import workflow
-from temporalio.exceptions import ChildWorkflowError
+from temporalio.exceptions import ActivityError, ChildWorkflowError
 from temporalio.workflow import ChildWorkflowCancellationType
 
 from orga.contracts.agents import AgentSpec
@@ -39,18 +42,21 @@ from orga.contracts.delegation import (
     DelegationArguments,
     DelegationRecord,
     DelegationStatus,
+    RemoteDelegation,
 )
 from orga.contracts.errors import describe_validation_error
 from orga.contracts.inference import Usage
 from orga.contracts.journal import DelegationFinished, DelegationStarted
 from orga.contracts.messages import LOOP_WORKFLOW
 from orga.contracts.policy import AncestorGate
-from orga.contracts.principals import PrincipalClaim
+from orga.contracts.principals import Principal, PrincipalClaim
 from orga.contracts.state import LoopResult
 from orga.contracts.vocabulary import PolicyMode
 from orga.core.agents import delegation_bound
+from orga.core.ids import a2a_context
 from orga.workflows.reasoning.call_executor import error_result
 from orga.workflows.reasoning.loop_books import LoopBooks
+from orga.workflows.reasoning.remote_delegation import ask_remote, remote_result
 from orga.workflows.shared.failures import failure_of
 
 __all__ = ["Delegations", "introduction"]
@@ -63,6 +69,8 @@ def introduction(delegates: Sequence[AgentSpec], tools: Mapping[str, Sequence[st
     for agent in delegates:
         has = tools.get(agent.id) or []
         with_tools = f"tools: {', '.join(has)}" if has else "no tools: it can only reason"
+        if agent.a2a is not None:
+            with_tools = "a remote agent, with tools of its own"
         lines.append(f"- {agent.id}: {agent.description or 'no description'} ({with_tools})")
     lines.append(
         "Each works on its own with the tools listed (or fewer, if you name them), on part of "
@@ -86,10 +94,13 @@ class Delegations:
         tools: Mapping[str, Sequence[str]],
         policy: PolicyMode,
         principal: PrincipalClaim | None = None,
+        charged_to: Principal | None = None,
     ) -> None:
         self._workflow_id = workflow_id
         self._principal = principal
         """What a child is told it runs for: this loop's principal (``core.principals``)."""
+        self._charged_to = charged_to
+        """Whose spend ledger a remote delegate's cost goes to: this loop's principal."""
         self._config = config
         self._gates = [
             AncestorGate(agent_id=config.agent_id, policy=policy),
@@ -185,7 +196,53 @@ class Delegations:
             return error_result(
                 call, "denied", f"The delegation to {asked.agent!r} was refused: {why}."
             )
+        if spec.a2a is not None:
+            return await self._remote(call, asked, tokens, calls, left_seconds, money)
         return await self._child(call, asked, tools, tokens, calls, left_seconds, money)
+
+    async def _remote(
+        self,
+        call: ToolCall,
+        asked: DelegationArguments,
+        tokens: int,
+        calls: int,
+        seconds: float,
+        money: float | None,
+    ) -> ToolResult:
+        """A delegation to an agent at an A2A endpoint (see the module)."""
+        where = f"a2a:{a2a_context(self._workflow_id, call.id)}"
+        self._started(call, asked.agent, where, tokens, calls, seconds, money)
+        try:
+            answer = await ask_remote(
+                RemoteDelegation(
+                    agent=asked.agent,
+                    task=asked.task,
+                    call_id=call.id,
+                    deadline=workflow.now() + timedelta(seconds=seconds),
+                    max_tokens=tokens,
+                    max_cost=money,
+                    principal=self._charged_to,
+                ),
+                timedelta(seconds=seconds),
+                f"{asked.agent} (remote, delegated by {self._config.agent_id})",
+            )
+        except ActivityError as error:
+            failed = failure_of(error)
+            why = "cancelled" if failed.cancelled else f"{failed.kind}: {failed.message}"
+            self._finish(call, asked.agent, where, "failed", Usage(), 0, why)
+            if failed.cancelled:
+                raise asyncio.CancelledError from error
+            said = f"The delegated task to {asked.agent!r} failed ({why})"
+            return error_result(
+                call, "unknown" if failed.kind == "OutcomeUnknown" else "failed", said
+            )
+        finally:
+            self._reserved(-tokens, -calls, -(money or 0.0))
+        unreported = None if answer.reported else "the remote reported no cost: none charged"
+        self._finish(
+            call, asked.agent, where, "completed", answer.usage, answer.model_calls, unreported
+        )
+        return remote_result(call, answer)
 
     async def _child(
         self,
@@ -197,31 +254,8 @@ class Delegations:
         seconds: float,
         money: float | None = None,
     ) -> ToolResult:
-        books = self._books
         child_id = f"{self._workflow_id}/delegate/{call.id}"
-        books.record(
-            DelegationStarted(
-                **books.stamp(),
-                call_id=call.id,
-                agent=asked.agent,
-                workflow_id=child_id,
-                max_tokens=tokens,
-                max_iterations=calls,
-                timeout_seconds=seconds,
-            )
-        )
-        running = DelegationRecord(
-            call_id=call.id,
-            agent=asked.agent,
-            workflow_id=child_id,
-            status="running",
-            max_tokens=tokens,
-            max_iterations=calls,
-        )
-        books.delegations.append(running)
-        self._reserved_tokens += tokens
-        self._reserved_iterations += calls
-        self._reserved_cost += money or 0.0
+        self._started(call, asked.agent, child_id, tokens, calls, seconds, money)
         try:
             result = await workflow.execute_child_workflow(
                 LOOP_WORKFLOW,
@@ -262,12 +296,50 @@ class Delegations:
                 call, "failed", f"The delegated task to {asked.agent!r} failed ({kind}): {message}"
             )
         finally:
-            self._reserved_tokens -= tokens
-            self._reserved_iterations -= calls
-            self._reserved_cost -= money or 0.0
+            self._reserved(-tokens, -calls, -(money or 0.0))
         spent_calls = max(result.model_calls, result.iterations)  # results before model_calls
         self._finish(call, asked.agent, child_id, "completed", result.usage, spent_calls, None)
         return ToolResult(call_id=call.id, name=call.name, content=result.output)
+
+    def _started(
+        self,
+        call: ToolCall,
+        agent: str,
+        where: str,
+        tokens: int,
+        calls: int,
+        seconds: float,
+        money: float | None,
+    ) -> None:
+        """Record a delegation that begins, and reserve its share until it ends."""
+        books = self._books
+        books.record(
+            DelegationStarted(
+                **books.stamp(),
+                call_id=call.id,
+                agent=agent,
+                workflow_id=where,
+                max_tokens=tokens,
+                max_iterations=calls,
+                timeout_seconds=seconds,
+            )
+        )
+        books.delegations.append(
+            DelegationRecord(
+                call_id=call.id,
+                agent=agent,
+                workflow_id=where,
+                status="running",
+                max_tokens=tokens,
+                max_iterations=calls,
+            )
+        )
+        self._reserved(tokens, calls, money or 0.0)
+
+    def _reserved(self, tokens: int, calls: int, money: float) -> None:
+        self._reserved_tokens += tokens
+        self._reserved_iterations += calls
+        self._reserved_cost += money
 
     def _finish(
         self,

@@ -234,6 +234,7 @@ async def set_up_loop(
             tools=setup.delegate_tools,
             policy=setup.policy,
             principal=handed_on(loop.principal, setup.principal),
+            charged_to=setup.principal,
         )
         tools.delegate = delegations.run
         tools.plan_delegations = delegations.plan
