@@ -9,28 +9,37 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
+import signal
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 from temporalio.client import WorkflowHandle
+from temporalio.testing import WorkflowEnvironment
 
 from orga.contracts.config import LoopConfig, LoopInput
 from orga.contracts.conversation import Message
-from orga.contracts.journal import CallReceipt, DelegationFinished, Journal
+from orga.contracts.journal import (
+    CallReceipt,
+    DelegationFinished,
+    DelegationStarted,
+    Journal,
+    MessageReceived,
+)
 from orga.contracts.principals import PrincipalClaim
 from orga.contracts.state import LoopResult, LoopState
 from orga.runtime.spend import SpendLedger
-from orga.scripted.server import Turn
+from orga.scripted.server import RecordedRequest, Turn
 from orga.tools.sdk import Tool, tool
 from orga.web.a2a import A2A_PREFIX
 from orga.web.agui import AguiOptions, agui_app
 from orga.web.callers import Callers, new_token
 from tests.harness import TEST_STORE, Harness, scripted_settings
-from tests.helpers import asgi_server
+from tests.helpers import asgi_server, eventually, host_env, worker_process
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -67,7 +76,11 @@ def _price_tool(asked: list[str], release: asyncio.Event) -> Tool:
 
 @asynccontextmanager
 async def remote_deployment(
-    harness: Harness, model: str, *, held: bool = False
+    harness: Harness,
+    model: str,
+    *,
+    held: bool = False,
+    wrap: Callable[[Any], Any] = lambda app: app,
 ) -> AsyncIterator[Remote]:
     """The second deployment, its threads on ``model`` with ``price``, served on 127.0.0.1."""
     other = dataclasses.replace(harness, task_queue=f"remote-{uuid.uuid4().hex[:10]}", handles=[])
@@ -81,7 +94,7 @@ async def remote_deployment(
         task_queue=other.task_queue, config=LoopConfig(model=model, tools=["price"])
     )
     app = agui_app(harness.client, Callers({digest: "first-deployment"}), options, a2a="pricing")
-    async with other.worker(tools=[price]), asgi_server(app) as base:
+    async with other.worker(tools=[price]), asgi_server(wrap(app)) as base:
         yield Remote(f"{base}/a2a/", token, other, asked, release)
     harness.handles.extend(other.handles)
 
@@ -105,11 +118,13 @@ timeout = "PT1M"
     return path
 
 
-async def start_lead(harness: Harness, user: str) -> WorkflowHandle[Any, LoopResult]:
+async def start_lead(
+    harness: Harness, user: str, asked: str = "What do 3 apples cost?"
+) -> WorkflowHandle[Any, LoopResult]:
     handle = await harness.client.start_workflow(
         "ReasoningLoop",
         LoopInput(
-            messages=[Message(role="user", content="What do 3 apples cost?")],
+            messages=[Message(role="user", content=asked)],
             config=LoopConfig(agent_id="lead"),
             principal=PrincipalClaim(user=user),
         ),
@@ -184,3 +199,130 @@ async def test_a_loop_delegates_to_another_deployments_a2a_agent_and_pays_what_i
     assert line.reserved_tokens == 0
     receipts = [(e.tool, e.outcome) for e in journal.entries if isinstance(e, CallReceipt)]
     assert receipts == [("delegate", "delivered")]
+
+
+def _pricing_model(harness: Harness) -> str:
+    """The second deployment's model, for any number of threads: it prices the item the task
+    names with its tool, then answers with what the tool said."""
+
+    def answer(request: RecordedRequest) -> Turn:
+        if request.tool_results():
+            return Turn(text=f"{request.tool_result_texts()[0]}, so 3 cost 6 USD")
+        item = "pear" if "pears" in request.first_user_text() else "apple"
+        return Turn(tool_calls=[("price", {"item": item})])
+
+    return harness.new_model([answer] * 8)
+
+
+class _HeldReplies:
+    """An ASGI wrapper that holds the reply to a ``SendMessage`` whose body holds ``marker``
+    until ``release`` is set: the endpoint has the task, its caller does not know it yet."""
+
+    def __init__(self, app: Any, marker: bytes, release: asyncio.Event) -> None:
+        self._app, self._marker, self._release = app, marker, release
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            return await self._app(scope, receive, send)
+        body = b""
+        more = True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        held = b"SendMessage" in body and self._marker in body
+        replayed = False
+
+        async def again() -> dict[str, Any]:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def reply(message: Any) -> None:
+            if held and message["type"] == "http.response.start":
+                await self._release.wait()
+            await send(message)
+
+        await self._app(scope, again, reply)
+
+
+async def _recorded(harness: Harness, handle: WorkflowHandle[Any, Any], key: str) -> dict[str, str]:
+    """What the loop's pending remote delegation has recorded (its heartbeat details), once
+    it recorded ``key``."""
+
+    async def probe() -> dict[str, str] | None:
+        pending = (await handle.describe()).raw_description.pending_activities
+        for activity in pending:
+            if activity.activity_type.name == "delegate_remote" and activity.HasField(
+                "heartbeat_details"
+            ):
+                decoded = await harness.client.data_converter.decode(
+                    activity.heartbeat_details.payloads
+                )
+                said = decoded[-1] if decoded else {}
+                return said if key in said else None
+        return None
+
+    return await eventually(probe, f"{handle.id} recorded its {key}")
+
+
+async def _messages_taken(remote: Remote, journal: Journal) -> int:
+    """How many messages the remote thread of the journal's delegation took."""
+    [started] = [e for e in journal.entries if isinstance(e, DelegationStarted)]
+    thread_id = f"{A2A_PREFIX}{started.workflow_id.removeprefix('a2a:')}"
+    thread = remote.harness.client.get_workflow_handle(thread_id)
+    remote.harness.handles.append(thread)
+    entries = (await thread.query("journal", result_type=Journal)).entries
+    await thread.cancel()
+    return 1 + sum(isinstance(e, MessageReceived) for e in entries)
+
+
+async def test_a_worker_killed_during_remote_calls_settles_each_once_by_asking_the_remote(
+    env: WorkflowEnvironment, harness: Harness, tmp_path: Path
+) -> None:
+    """Two loops delegate and their worker is SIGKILLed: one call had the remote task's id
+    (the next attempt asks for that task), the other had sent the task but not heard back
+    (the next asks for the tasks of its context). Each is followed, none sent twice."""
+
+    def lead(request: RecordedRequest) -> Turn:
+        if request.tool_results():
+            return Turn(text=f"answer: {' '.join(request.tool_result_texts())}")
+        fruit = "pears" if "pears" in request.first_user_text() else "apples"
+        return Turn(tool_calls=[("delegate", {"agent": "pricing", "task": f"Price 3 {fruit}."})])
+
+    lead_model = harness.new_model([lead] * 4)
+    replies = asyncio.Event()
+    wrap = functools.partial(_HeldReplies, marker=b"pears", release=replies)
+    async with remote_deployment(harness, _pricing_model(harness), held=True, wrap=wrap) as remote:
+        worker = host_env(
+            env, harness, "worker", tmp_path, TEST_STORE.url,
+            ORGA_AGENTS=str(first_agents(tmp_path, remote.url, lead_model)),
+            ORGA_EGRESS_ALLOW="127.0.0.1", **{TOKEN_VARIABLE: remote.token},
+        )  # fmt: skip
+        async with worker_process(worker) as first:
+            apples = await start_lead(harness, "ann", "What do 3 apples cost?")
+            pears = await start_lead(harness, "ann", "What do 3 pears cost?")
+            await eventually(lambda: sorted(remote.prices) == ["apple", "pear"], "both priced")
+            apples_said = await _recorded(harness, apples, "task")
+            pears_said = await _recorded(harness, pears, "context")
+            first.send_signal(signal.SIGKILL)
+            await first.wait()
+        replies.set()  # to a caller that is gone
+        remote.release.set()  # both remote tasks complete, their caller away
+        async with worker_process(worker):
+            apples_result = await apples.result()
+            pears_result = await pears.result()
+            journals = [await h.query("journal", result_type=Journal) for h in (apples, pears)]
+        messages = [await _messages_taken(remote, journal) for journal in journals]
+    assert "task" in apples_said and "context" in apples_said
+    assert "task" not in pears_said and "context" in pears_said
+    assert sorted(remote.prices) == ["apple", "pear"]  # each remote task ran once
+    for result, item in ((apples_result, "apple"), (pears_result, "pear")):
+        assert result.output.startswith("answer: [an earlier attempt of this delegation was lost")
+        assert f"{item}: 2 USD each, so 3 cost 6 USD" in result.output
+    for journal in journals:
+        receipts = [(e.tool, e.outcome) for e in journal.entries if isinstance(e, CallReceipt)]
+        assert receipts == [("delegate", "unknown"), ("delegate", "delivered")]
+    assert messages == [1, 1]  # each remote thread was sent its task once

@@ -239,8 +239,9 @@ async def _begin(
             raise
         except A2AError as error:
             raise _unknown(ask, f"the remote cannot list its tasks ({error})") from error
-        if found.tasks:
-            return found.tasks[0], "reconciled"
+        if found.tasks:  # listed without its artifacts: asked for whole, by its id
+            await marks.record(context=context_id, task=found.tasks[0].id)
+            return await remote.get_task(GetTaskRequest(id=found.tasks[0].id)), "reconciled"
         settled = "sent"  # the lost attempt's message never arrived
     await marks.record(context=context_id)
     message = Message(
