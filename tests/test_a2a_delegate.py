@@ -18,11 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.client import WorkflowHandle
+from temporalio.client import WorkflowFailureError, WorkflowHandle
+from temporalio.exceptions import CancelledError
 from temporalio.testing import WorkflowEnvironment
 
+from orga.activities.principals import SpendGuard
+from orga.activities.remote_agents import RemoteAgents
 from orga.contracts.config import LoopConfig, LoopInput
 from orga.contracts.conversation import Message
+from orga.contracts.errors import InvalidConfig
 from orga.contracts.journal import (
     CallReceipt,
     DelegationFinished,
@@ -32,12 +36,15 @@ from orga.contracts.journal import (
 )
 from orga.contracts.principals import PrincipalClaim
 from orga.contracts.state import LoopResult, LoopState
+from orga.runtime.settings import Settings
 from orga.runtime.spend import SpendLedger
 from orga.scripted.server import RecordedRequest, Turn
 from orga.tools.sdk import Tool, tool
 from orga.web.a2a import A2A_PREFIX
 from orga.web.agui import AguiOptions, agui_app
 from orga.web.callers import Callers, new_token
+from orga.worker.agent_registry import AgentRegistry
+from orga.worker.principals import PrincipalRegistry
 from tests.harness import TEST_STORE, Harness, scripted_settings
 from tests.helpers import asgi_server, eventually, host_env, worker_process
 
@@ -57,9 +64,11 @@ class Remote:
     """The items its ``price`` tool was asked for, each time it ran."""
     release: asyncio.Event
     """Set: ``price`` answers (else it waits)."""
+    stopped: list[str]
+    """The items whose ``price`` call was cancelled while it waited."""
 
 
-def _price_tool(asked: list[str], release: asyncio.Event) -> Tool:
+def _price_tool(asked: list[str], release: asyncio.Event, stopped: list[str]) -> Tool:
     @tool(name="price")
     async def price(item: str) -> str:
         """The price of an item.
@@ -68,7 +77,11 @@ def _price_tool(asked: list[str], release: asyncio.Event) -> Tool:
             item: what to price.
         """
         asked.append(item)
-        await release.wait()
+        try:
+            await release.wait()
+        except asyncio.CancelledError:
+            stopped.append(item)
+            raise
         return f"{item}: 2 USD each"
 
     return price
@@ -89,13 +102,14 @@ async def remote_deployment(
     release = asyncio.Event()
     if not held:
         release.set()
-    price = _price_tool(asked, release)
+    stopped: list[str] = []
+    price = _price_tool(asked, release, stopped)
     options = AguiOptions(
         task_queue=other.task_queue, config=LoopConfig(model=model, tools=["price"])
     )
     app = agui_app(harness.client, Callers({digest: "first-deployment"}), options, a2a="pricing")
     async with other.worker(tools=[price]), asgi_server(wrap(app)) as base:
-        yield Remote(f"{base}/a2a/", token, other, asked, release)
+        yield Remote(f"{base}/a2a/", token, other, asked, release, stopped)
     harness.handles.extend(other.handles)
 
 
@@ -326,3 +340,145 @@ async def test_a_worker_killed_during_remote_calls_settles_each_once_by_asking_t
         receipts = [(e.tool, e.outcome) for e in journal.entries if isinstance(e, CallReceipt)]
         assert receipts == [("delegate", "unknown"), ("delegate", "delivered")]
     assert messages == [1, 1]  # each remote thread was sent its task once
+
+
+async def test_a_remote_that_fails_refuses_or_is_out_of_bounds_is_an_error_the_model_reads(
+    harness: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One turn delegates four ways: a task the remote completes, one its model fails, one
+    with a token the endpoint refuses, one to an address the egress rules do not allow."""
+    calls = [
+        ("pricing", "Price 3 apples."),
+        ("pricing", "Price 3 pears, please fail."),
+        ("forged", "Price 3 apples."),
+        ("blocked", "Price 3 apples."),
+    ]
+    lead = harness.new_model(
+        [
+            Turn(tool_calls=[("delegate", {"agent": a, "task": t}) for a, t in calls]),
+            Turn(text="done"),
+        ]
+    )
+
+    def remote_model(request: RecordedRequest) -> Turn:
+        if "fail" in request.first_user_text():
+            return Turn(text="?", stop="content_filter")  # no stop reason orga routes on
+        return Turn(text="apple: 2 USD each")
+
+    async with remote_deployment(harness, harness.new_model([remote_model] * 4)) as remote:
+        port = remote.url.split(":")[2].split("/")[0]
+        agents = first_agents(tmp_path, remote.url, lead)
+        agents.write_text(
+            agents.read_text().replace(
+                'delegates = ["pricing"]', 'delegates = ["pricing", "forged", "blocked"]'
+            )
+            + f"""
+[agents.forged]
+a2a = "{remote.url}"
+a2a_token_env = "FORGED_A2A_TOKEN"
+
+[agents.blocked]
+a2a = "http://127.0.0.2:{port}/a2a/"
+"""
+        )
+        monkeypatch.setenv(TOKEN_VARIABLE, remote.token)
+        monkeypatch.setenv("FORGED_A2A_TOKEN", "not-a-token-it-issued")
+        settings = scripted_settings(harness.model, agents_file=agents, egress_allow=["127.0.0.1"])
+        async with harness.worker(settings=settings):
+            handle = await start_lead(harness, f"ann-{uuid.uuid4().hex[:8]}")
+            result = await handle.result()
+            state = await handle.query("state", result_type=LoopState)
+            as_remote = await harness.start("Price 3 apples.", agent_id="pricing")
+            with pytest.raises(WorkflowFailureError) as refused:
+                await as_remote.result()
+    said = _messages(refused.value)  # no loop runs as a remote agent
+    assert "runs at the A2A endpoint" in said and "none runs as it here" in said, said
+    assert result.output == "done"
+    read = harness.model.requests_for(lead)[1].tool_result_texts()
+    assert read[0] == "apple: 2 USD each"
+    assert "RemoteAgentFailed" in read[1] and "the remote agent failed" in read[1], read[1]
+    assert "RemoteAgentFailed" in read[2] and "HTTP 401" in read[2], read[2]
+    assert "ToolPermissionError" in read[3] and "127.0.0.2" in read[3], read[3]
+    assert sorted(d.status for d in state.delegations) == [
+        "completed",
+        "failed",
+        "failed",
+        "failed",
+    ]
+    assert remote.prices == []  # the remote model never called its tool
+    assert "not-a-token-it-issued" not in str(state.model_dump())
+
+
+async def test_a_cancelled_loop_and_a_remote_past_its_time_cancel_the_remote_task(
+    harness: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def lead(request: RecordedRequest) -> Turn:
+        if request.tool_results():
+            return Turn(text=f"answer: {' '.join(request.tool_result_texts())}")
+        agent = "slow" if "pears" in request.first_user_text() else "pricing"
+        fruit = "pears" if agent == "slow" else "apples"
+        return Turn(tool_calls=[("delegate", {"agent": agent, "task": f"Price 3 {fruit}."})])
+
+    lead_model = harness.new_model([lead] * 4)
+    async with remote_deployment(harness, _pricing_model(harness), held=True) as remote:
+        agents = first_agents(tmp_path, remote.url, lead_model)
+        agents.write_text(
+            agents.read_text().replace('delegates = ["pricing"]', 'delegates = ["pricing", "slow"]')
+            + f"""
+[agents.slow]
+a2a = "{remote.url}"
+a2a_token_env = "{TOKEN_VARIABLE}"
+timeout = "PT3S"
+"""
+        )
+        monkeypatch.setenv(TOKEN_VARIABLE, remote.token)
+        settings = scripted_settings(harness.model, agents_file=agents, egress_allow=["127.0.0.1"])
+        async with harness.worker(settings=settings):
+            apples = await start_lead(harness, "ann", "What do 3 apples cost?")
+            pears = await start_lead(harness, "ann", "What do 3 pears cost?")
+            await eventually(lambda: sorted(remote.prices) == ["apple", "pear"], "both priced")
+            await apples.cancel()
+            with pytest.raises(WorkflowFailureError) as failure:
+                await apples.result()
+            timed_out = await pears.result()
+            # Well within the remote tool's own 30 s timeout, which would stop it too.
+            await eventually(
+                lambda: sorted(remote.stopped) == ["apple", "pear"], "both stopped", timeout=10
+            )
+            journal = await apples.query("journal", result_type=Journal)
+    assert isinstance(failure.value.cause, CancelledError)
+    assert "RemoteAgentFailed" in timed_out.output and "within its time" in timed_out.output
+    [finished] = [e for e in journal.entries if isinstance(e, DelegationFinished)]
+    assert (finished.status, finished.error) == ("failed", "cancelled")
+
+
+def _messages(error: BaseException | None) -> str:
+    said: list[str] = []
+    while error is not None:
+        said.append(str(error))
+        error = error.__cause__
+    return " / ".join(said)
+
+
+def test_an_agents_file_names_what_a_remote_agent_cannot_have_and_its_missing_token(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "agents.toml"
+    path.write_text('[agents.pricing]\na2a = "http://127.0.0.1:9/a2a/"\ntools = ["web_fetch"]\n')
+    with pytest.raises(InvalidConfig, match="tools cannot be set here"):
+        AgentRegistry.load(path, frozenset({"default"}))
+    path.write_text('[agents.pricing]\na2a = "file:///etc/passwd"\n')
+    with pytest.raises(InvalidConfig, match="a2a"):
+        AgentRegistry.load(path, frozenset({"default"}))
+    path.write_text(
+        f'[agents.pricing]\na2a = "http://127.0.0.1:9/a2a/"\na2a_token_env = "{TOKEN_VARIABLE}"\n'
+    )
+    agents = AgentRegistry.load(path, frozenset({"default"}))
+    with pytest.raises(InvalidConfig, match=f"{TOKEN_VARIABLE}, which is not set"):
+        RemoteAgents(
+            agents.remote(),
+            origin=agents.origin,
+            allow=(),
+            spend=SpendGuard(PrincipalRegistry.load(Settings()), None),
+            environ={},
+        )
