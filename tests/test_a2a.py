@@ -30,6 +30,7 @@ from a2a.types import (
     TaskState,
 )
 from a2a.utils.errors import TaskNotFoundError
+from google.protobuf.json_format import MessageToDict
 
 import orga
 from orga.contracts.config import LoopConfig
@@ -38,6 +39,7 @@ from orga.scripted.server import Turn
 from orga.tools.sdk import Tool
 from orga.web import a2a as a2a_endpoint
 from orga.web.a2a import A2A_PREFIX
+from orga.web.a2a_threads import STREAM_KEY
 from orga.web.agui import AguiLimits, AguiOptions, agui_app
 from orga.web.callers import Callers, new_token
 from tests.harness import Harness
@@ -162,6 +164,41 @@ async def test_a_gated_call_makes_the_task_input_required_until_a_person_decides
     assert "TASK_STATE_INPUT_REQUIRED" in seen and seen[-1] == "TASK_STATE_COMPLETED", seen
     assert seen.index("TASK_STATE_INPUT_REQUIRED") < len(seen) - 1
     assert answer == "sent"  # the turn's answer, after the person approved
+
+
+async def test_a_streaming_caller_reads_the_model_s_text_as_it_comes_on_each_turn(
+    harness: Harness,
+) -> None:
+    """Each piece of the model's text is a working status update (``orga.stream``), before
+    the answer: on the first turn of a context, and on the next (from the stream's offset,
+    not the first turn's text again)."""
+    model = harness.new_model(
+        [Turn(text="Four, as two and two.", piece_delay=0.05), Turn(text="Eight, twice four.")]
+    )
+    async with _endpoint(harness, model) as (base, tokens):
+        turns: list[tuple[list[str], str]] = []
+        context: str | None = None
+        async with _caller(base, tokens["ann"], streaming=True) as client:
+            for asked in ("2+2?", "times 2?"):
+                pieces: list[str] = []
+                answer = ""
+                async for event in client.send_message(_message(asked, context)):
+                    kind = event.WhichOneof("payload")
+                    if kind == "task":
+                        context = event.task.context_id
+                    if kind == "artifact_update":
+                        answer += get_artifact_text(event.artifact_update.artifact)
+                    if kind == "status_update" and answer == "":
+                        said = event.status_update.status.message
+                        if STREAM_KEY in MessageToDict(said.metadata):
+                            pieces.append("".join(p.text for p in said.parts))
+                turns.append((pieces, answer))
+        await orga.loop(harness.client, f"{A2A_PREFIX}{context}").handle.cancel()
+        harness.handles.append(orga.loop(harness.client, f"{A2A_PREFIX}{context}").handle)
+    (first, first_answer), (second, second_answer) = turns
+    assert first_answer == "Four, as two and two." and len(first) > 1, first
+    assert "".join(first) == first_answer
+    assert "".join(second) == second_answer == "Eight, twice four."
 
 
 async def test_no_token_no_task_and_another_caller_s_context_is_none_of_theirs(

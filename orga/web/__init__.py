@@ -10,8 +10,9 @@ one sender of decisions): any number of processes serve the same threads. Module
 * ``deadlines`` — the time a client may take to send a request, for uvicorn (it has none)
 * ``agui_run`` — one AG-UI request: a thread's turn started, continued, resumed or reconnected
   to; an approval is an interrupt the caller answers on the next run
-* ``a2a`` — the A2A endpoint (first part): an agent card, and each A2A context a thread of the
-  caller's, each message a turn; input-required while a call waits for a person
+* ``a2a`` — the A2A endpoint: its agent card, callers and bounds
+* ``a2a_threads`` — its executor: each A2A context a thread of the caller's, each message a
+  turn; the model's text streamed, input-required while a call waits for a person
 * ``agui_events`` — the AG-UI events of a thread's Workflow Stream, each with an id that never
   changes, and which of them a request sends (a reconnect: those after its last event id)
 """

@@ -1,4 +1,4 @@
-"""The A2A endpoint, first part (issue 68): another agent framework reaches orga's threads as
+"""The A2A endpoint (issue 68): another agent framework reaches orga's threads as
 an Agent2Agent agent, through ``a2a-sdk``'s server (protocol 1.0, the JSON-RPC binding).
 
 ``orga api --a2a`` mounts it at ``/a2a`` beside ``/agui``:
@@ -9,40 +9,27 @@ an Agent2Agent agent, through ``a2a-sdk``'s server (protocol 1.0, the JSON-RPC b
   ``SubscribeToTask`` … for a caller the endpoint authenticates with the same tokens as
   ``/agui`` (else 401, the card excepted).
 
-An A2A context is an orga thread (workflow ``a2a-<contextId>``), started for the caller who
-sent its first message — its principal, bound by the endpoint's issuer when it has one — and
-each message is one of its turns, sent with the A2A message id as its update id (a client that
-sends it again is answered, not read twice: ``orga.desk.updates``). The task is ``working``
-while the turn runs, ``input-required`` while a call of it waits for a person — decided on
-orga's desk, the CLI or AG-UI, as the gate asks; a remote caller does not decide here — then
-``completed`` with the turn's answer as a text artifact (a typed thread's value as a data
-artifact too), or ``failed`` with the reason. ``CancelTask`` cancels the thread (Temporal's
-cancel: it reaches a running tool). A context that runs for another caller is refused as one
-that does not exist. The answer artifact's metadata says what the turn spent
-(``A2A_USAGE_KEY``), which an orga loop that delegated here charges to its own books.
+An A2A context is an orga thread (workflow ``a2a-<contextId>``) of the caller who sent its
+first message, each message one of its turns (``orga.web.a2a_threads``: the task's states, the
+streamed text, the answer and what the turn spent). A context that runs for another caller is
+refused as one that does not exist; another caller's task is not found.
 
-Not yet (issue 68): the model's text streamed as it comes, a remote caller's own decision of
-``input-required`` where the operator allows it, an agent card per agent of the agents file,
-and tasks that outlive the endpoint's process (the A2A task store is its memory).
+Not yet (issue 68): a remote caller's own decision of ``input-required`` where the operator
+allows it, an agent card per agent of the agents file, and tasks that outlive the endpoint's
+process (the A2A task store is its memory).
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import re
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Final
 
-from a2a.helpers import new_data_part, new_task_from_user_message, new_text_message, new_text_part
-from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.context import ServerCallContext
-from a2a.server.events import EventQueue
 from a2a.server.owner_resolver import resolve_user_scope
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_jsonrpc_routes
-from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.server.tasks import InMemoryTaskStore
 from a2a.types import (
     AgentCapabilities,
     AgentCard,
@@ -71,24 +58,15 @@ from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-from temporalio.client import Client, WorkflowQueryFailedError, WorkflowUpdateFailedError
-from temporalio.exceptions import WorkflowAlreadyStartedError
-from temporalio.service import RPCError
+from temporalio.client import Client
 
-from orga.client import ThreadHandle, start_thread
-from orga.contracts.delegation import A2A_USAGE_KEY
-from orga.contracts.principals import PrincipalClaim
-from orga.contracts.state import LoopState
-from orga.contracts.threads import ThreadConfig, TurnResult
-from orga.desk.facts import DeskError
-from orga.web.agui import owned, unserved
+from orga.web.a2a_threads import A2A_PREFIX, Threads
+from orga.web.agui import unserved
 from orga.web.agui_run import AguiOptions, Refused
 from orga.web.callers import Callers, OpenRequests
 
 __all__ = ["A2A_PREFIX", "ENDED_KEPT", "a2a_app"]
 
-A2A_PREFIX: Final = "a2a-"
-"""An A2A context's thread: the workflow id is this and the ``contextId``."""
 ENDED_KEPT: Final = 1_000
 """Ended A2A tasks (completed, failed, canceled, rejected) the endpoint keeps per caller, the
 newest: an older one's ``GetTask`` answers "task not found" (its thread keeps the turns)."""
@@ -100,11 +78,6 @@ _ENDED: Final = frozenset(
         TaskState.TASK_STATE_REJECTED,
     }
 )
-_CONTEXT_ID: Final = re.compile(r"[A-Za-z0-9._-]{1,120}")
-_WATCH: Final = (0.5, 10.0)
-"""Seconds between looks at a turn's state (does a call wait for a person?): the first, and
-the most they grow to (doubling while nothing changes), so a wait of days asks rarely."""
-_log = logging.getLogger(__name__)
 
 
 def a2a_app(client: Client, callers: Callers, options: AguiOptions, *, name: str) -> Starlette:
@@ -113,7 +86,7 @@ def a2a_app(client: Client, callers: Callers, options: AguiOptions, *, name: str
     ``callers``' users, and ``name`` names its agent on the card."""
     card = _card(name, options, "http://127.0.0.1/")
     handler = DefaultRequestHandler(
-        agent_executor=_Threads(client, options),
+        agent_executor=Threads(client, options),
         task_store=_EndedKept(ENDED_KEPT),
         agent_card=card,
     )
@@ -282,119 +255,3 @@ class _Bearer(AuthenticationBackend):
 
 def _unknown(_: HTTPConnection, error: Exception) -> Response:
     return JSONResponse({"error": str(error)}, 401, {"WWW-Authenticate": "Bearer"})
-
-
-class _Threads(AgentExecutor):
-    """Each A2A message, a turn of the context's thread (see the module docstring)."""
-
-    def __init__(self, client: Client, options: AguiOptions) -> None:
-        self._client = client
-        self._options = options
-
-    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-        if context.current_task is None:
-            assert context.message is not None, "a task begins with a message"
-            await event_queue.enqueue_event(new_task_from_user_message(context.message))
-        updater = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
-        try:
-            chat, turn, seq = await self._send(context)
-            await updater.start_work()
-            answered = await self._answer(chat, turn, seq, updater)
-        except (Refused, DeskError) as refused:
-            await updater.failed(self._says(context, str(refused)))
-            return
-        except WorkflowUpdateFailedError as error:
-            await updater.failed(self._says(context, str(error.cause or error)))
-            return
-        except WorkflowAlreadyStartedError:  # another request started the context meanwhile
-            said = "the context's thread was started meanwhile: send the message again"
-            await updater.failed(self._says(context, said))
-            return
-        except RPCError as error:
-            await updater.failed(self._says(context, f"Temporal: {error.message}"))
-            return
-        parts = [new_text_part(answered.output)]
-        if answered.value is not None:
-            parts.append(new_data_part(answered.value))
-        spent = {**answered.usage.model_dump(), "model_calls": answered.iterations}
-        await updater.add_artifact(parts, name="answer", metadata={A2A_USAGE_KEY: spent})
-        await updater.complete()
-
-    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
-        handle = self._client.get_workflow_handle(f"{A2A_PREFIX}{context.context_id}")
-        try:
-            await handle.cancel()
-        except RPCError as error:
-            _log.warning("cancel of %s: %s", handle.id, error.message)
-        updater = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
-        await updater.cancel()
-
-    async def _send(self, context: RequestContext) -> tuple[ThreadHandle, int, int | None]:
-        """The message sent to the context's thread (started for the caller if new): the
-        thread, the turn that reads it, and its number (None: the thread's first)."""
-        call = context.call_context
-        if not call.user.is_authenticated:  # the middleware lets no such request through
-            raise Refused(401, "no caller: send Authorization: Bearer <your token>")
-        user = call.user.user_name
-        context_id = context.context_id or ""
-        if not _CONTEXT_ID.fullmatch(context_id):
-            raise Refused(400, "a contextId is letters, digits and ._- (at most 120)")
-        text = context.get_user_input()
-        if not text.strip():
-            raise Refused(422, "the message holds no text")
-        workflow_id = f"{A2A_PREFIX}{context_id}"
-        issuer = self._options.issuer
-        found = await owned(self._client, workflow_id, user, issuer.name if issuer else None)
-        if found is None:
-            config = self._options.config.model_copy(update={"thread": ThreadConfig()})
-            chat = await start_thread(
-                self._client,
-                config,
-                text,
-                workflow_id=workflow_id,
-                task_queue=self._options.task_queue,
-                principal=PrincipalClaim(user=user),
-                issuer=issuer,
-            )
-            return chat, 1, None
-        chat = ThreadHandle(self._client.get_workflow_handle(workflow_id))
-        message = context.message
-        message_id = f"a2a-{message.message_id}" if message and message.message_id else None
-        accepted = await chat.say(text, sender=user, message_id=message_id)
-        return chat, accepted.turn or 1, accepted.seq
-
-    async def _answer(
-        self, chat: ThreadHandle, turn: int, seq: int | None, updater: TaskUpdater
-    ) -> TurnResult:
-        """The turn's answer; meanwhile the task is input-required while a call waits."""
-        answer = asyncio.ensure_future(chat.turn(turn, message=seq))
-        asking = False
-        pause, most = _WATCH
-        try:
-            while not answer.done():
-                await asyncio.wait({answer}, timeout=pause)
-                if answer.done():
-                    break
-                try:
-                    waits = _waiting(await chat.state())
-                except (RPCError, WorkflowQueryFailedError):  # a worker lost meanwhile: later
-                    continue
-                if waits and not asking:
-                    await updater.requires_input(updater.new_agent_message([new_text_part(waits)]))
-                elif not waits and asking:
-                    await updater.start_work()
-                pause = _WATCH[0] if asking != bool(waits) else min(pause * 2, most)
-                asking = bool(waits)
-            return answer.result()
-        finally:
-            answer.cancel()
-
-    @staticmethod
-    def _says(context: RequestContext, text: str) -> Any:
-        return new_text_message(text, context_id=context.context_id, task_id=context.task_id)
-
-
-def _waiting(state: LoopState) -> str:
-    """What waits for a person in ``state`` ("" for nothing)."""
-    calls = [f"{p.tool} ({p.call_id})" for p in state.pending_approvals]
-    return f"waiting for a person to decide: {', '.join(calls)}" if calls else ""
