@@ -41,9 +41,8 @@ from orga.web import a2a as a2a_endpoint
 from orga.web.a2a import A2A_PREFIX
 from orga.web.a2a_threads import STREAM_KEY
 from orga.web.agui import AguiLimits, AguiOptions, agui_app
-from orga.web.callers import Callers, new_token
 from tests.harness import Harness
-from tests.helpers import A2A_CLIENT, a2a_client, asgi_server, eventually
+from tests.helpers import A2A_CLIENT, a2a_client, asgi_server, callers_for, eventually
 from tests.sample_tools import running, transfer
 
 pytestmark = pytest.mark.timeout(120)
@@ -59,17 +58,13 @@ async def _endpoint(
 ) -> AsyncIterator[tuple[str, dict[str, str]]]:
     """``orga api --a2a``'s app for ann and bob, its threads on ``model`` with ``tool``,
     served on 127.0.0.1: its A2A base URL and each caller's token."""
-    tokens: dict[str, str] = {}
-    digests: dict[str, str] = {}
-    for user in ("ann", "bob"):
-        token, digest = new_token()
-        tokens[user], digests[digest] = token, user
+    tokens, callers = callers_for("ann", "bob")
     options = AguiOptions(
         task_queue=harness.task_queue,
         config=LoopConfig(model=model, tools=[tool.name], **config),
         limits=limits or AguiLimits(),
     )
-    app = agui_app(harness.client, Callers(digests), options, a2a="shop")
+    app = agui_app(harness.client, callers, options, a2a="shop")
     async with harness.worker(tools=[tool]), asgi_server(app) as base:
         yield f"{base}/a2a", tokens
 

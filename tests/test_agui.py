@@ -21,9 +21,8 @@ from orga.runtime.binding import Issuer
 from orga.scripted.server import Turn
 from orga.web.agui import AguiOptions, agui_app
 from orga.web.agui_run import THREAD_PREFIX
-from orga.web.callers import Callers, new_token
 from tests.harness import Harness, scripted_settings
-from tests.helpers import agents_with_judges, failure
+from tests.helpers import agents_with_judges, callers_for, failure
 from tests.sample_tools import transfer
 
 ISSUER = Ed25519PrivateKey.generate()
@@ -39,11 +38,7 @@ def _setup(
     """The endpoint (ann and bob have tokens; ann's approver key is enrolled and held by the
     endpoint; ``config``: more of its threads' config) and the worker settings that trust its
     issuer and ann's key (and read ``agents_file``)."""
-    tokens: dict[str, str] = {}
-    digests: dict[str, str] = {}
-    for user in ("ann", "bob"):
-        token, digest = new_token()
-        tokens[user], digests[digest] = token, user
+    tokens, callers = callers_for("ann", "bob")
     principals = tmp_path / "principals.toml"
     principals.write_text(f'[issuers.web]\nkey = "{public_key_of(ISSUER)}"\n')
     approvers = tmp_path / "approvers.toml"
@@ -55,7 +50,7 @@ def _setup(
 
     app = agui_app(
         harness.client,
-        Callers(digests),
+        callers,
         AguiOptions(
             task_queue=harness.task_queue,
             config=LoopConfig(model=model, tools=["transfer"], **config),

@@ -28,9 +28,9 @@ from orga.scripted.server import Turn
 from orga.web.agui import AguiLimits, AguiOptions, agui_app, uvicorn_limits
 from orga.web.agui import _Endpoint as AguiEndpoint
 from orga.web.agui_run import THREAD_PREFIX
-from orga.web.callers import Callers, OpenRequests, new_token
+from orga.web.callers import OpenRequests
 from tests.harness import Harness
-from tests.helpers import Hold, conversation, eventually, free_port
+from tests.helpers import Hold, callers_for, conversation, eventually, free_port
 from tests.sample_tools import transfer
 
 SLOW = AguiLimits(request_timeout=0.5)
@@ -54,17 +54,13 @@ async def _served(
     harness: Harness, model: str, limits: AguiLimits, *tools: str
 ) -> AsyncIterator[_Endpoint]:
     """The endpoint (ann and bob have tokens) served by uvicorn with ``uvicorn_limits``."""
-    tokens: dict[str, str] = {}
-    digests: dict[str, str] = {}
-    for user in ("ann", "bob"):
-        tokens[user], digest = new_token()
-        digests[digest] = user
+    tokens, callers = callers_for("ann", "bob")
     options = AguiOptions(
         task_queue=harness.task_queue,
         config=LoopConfig(model=model, tools=list(tools)),
         limits=limits,
     )
-    app = agui_app(harness.client, Callers(digests), options)
+    app = agui_app(harness.client, callers, options)
     port = free_port()
     config = uvicorn.Config(
         app, host="127.0.0.1", port=port, log_level="warning", lifespan="off",

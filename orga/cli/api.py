@@ -85,6 +85,14 @@ def api(
             "callers: each A2A context a thread, each message a turn.",
         ),
     ] = False,
+    a2a_decider: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--a2a-decider",
+            help="Let this A2A caller decide its own tasks' input-required, with a decision "
+            "signed by its enrolled approver key (repeat for more).",
+        ),
+    ] = None,
     host: Host = "127.0.0.1",
     port: Port = 8766,
 ) -> None:
@@ -122,7 +130,10 @@ def api(
             approver_keys=keys,
             hosts=frozenset({host, "127.0.0.1", "localhost", f"[{host}]"}),
             origins=frozenset(origin or []),
+            a2a_deciders=frozenset(a2a_decider or []),
         )
+        if a2a_decider and not a2a:
+            raise CliError("--a2a-decider is for the A2A endpoint: give --a2a too", 2)
         served = (agent or "orga") if a2a else None
         app = agui_app(await client_for(found), callers, options, page, a2a=served)
 

@@ -41,8 +41,9 @@ DecisionSource = Literal["signal", "update", "timeout", "mcp-elicitation", "judg
 """How a decision arrived: the ``approval`` signal, the ``approve`` update, the wait's timeout,
 the ``approve`` update sent by ``orga mcp`` after it asked the person by MCP elicitation, or
 the loop's judge (``orga.contracts.judges``)."""
-DecisionChannel = Literal["mcp-elicitation"]
-"""What a signed decision may say of how the person was asked (covered by the signature)."""
+DecisionChannel = Literal["mcp-elicitation", "a2a"]
+"""What a signed decision may say of how the person was asked (covered by the signature):
+``a2a``, sent by a remote A2A caller the endpoint's operator lets decide."""
 EscalationAction = Literal["retry", "skip", "result", "abort", "mark_compensated", "give_up"]
 """``mark_compensated`` and ``give_up`` settle a compensation that keeps failing (a task's)."""
 

@@ -14,9 +14,8 @@ first message, each message one of its turns (``orga.web.a2a_threads``: the task
 streamed text, the answer and what the turn spent). A context that runs for another caller is
 refused as one that does not exist; another caller's task is not found.
 
-Not yet (issue 68): a remote caller's own decision of ``input-required`` where the operator
-allows it, an agent card per agent of the agents file, and tasks that outlive the endpoint's
-process (the A2A task store is its memory).
+Not yet (issue 68): an agent card per agent of the agents file, and tasks that outlive the
+endpoint's process (the A2A task store is its memory).
 """
 
 from __future__ import annotations

@@ -7,7 +7,13 @@ its A2A message id as its update id. While the turn runs, the model's text is st
 comes — each piece a ``working`` status update whose message holds it (metadata
 ``orga.stream``: the model call, and ``restart`` where a retried call begins again) — and the
 task is ``input-required`` while a call waits for a person (the thread's state, looked at every
-half second at first, every 10 s at most while nothing changes). Then ``completed``, with the
+half second at first, every 10 s at most while nothing changes; its message says what waits,
+in words and as data: ``APPROVAL_KEY``). A caller the operator names (``AguiOptions.
+a2a_deciders``, ``orga api --a2a-decider``) gets its task back there, at rest, and decides by a
+message to the task carrying its decision (``DECISION_KEY``: an ``ApprovalDecision`` in its own
+name, ``via`` ``a2a``, signed with its enrolled approver key), which the thread verifies and
+records like any approver's; one that is not taken leaves the task waiting, saying why. Others
+wait for orga's people (desk, CLI, AG-UI). Then ``completed``, with the
 answer as the ``answer`` artifact (a typed thread's value as a data part; what the turn spent
 in its metadata, ``A2A_USAGE_KEY``), or ``failed`` with the reason. A cancel cancels the
 thread (Temporal's cancel reaches a running tool).
@@ -19,13 +25,21 @@ import asyncio
 import contextlib
 import logging
 import re
-from typing import Any, Final
+from typing import Any, Final, cast
 
-from a2a.helpers import new_data_part, new_task_from_user_message, new_text_message, new_text_part
+from a2a.helpers import (
+    get_data_parts,
+    new_data_part,
+    new_task_from_user_message,
+    new_text_message,
+    new_text_part,
+)
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
-from a2a.types import TaskState
+from a2a.types import Task, TaskState
+from google.protobuf.json_format import MessageToDict
+from pydantic import ValidationError
 from temporalio.client import Client, WorkflowQueryFailedError, WorkflowUpdateFailedError
 from temporalio.common import RawValue
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
@@ -33,19 +47,27 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from orga.client import ThreadHandle, start_thread
+from orga.contracts.approvals import ApprovalDecision
 from orga.contracts.delegation import A2A_USAGE_KEY
 from orga.contracts.inference import STREAM_TOPIC, StreamedText
 from orga.contracts.principals import PrincipalClaim
 from orga.contracts.state import LoopState
 from orga.contracts.threads import ThreadConfig, TurnResult
 from orga.desk.facts import DeskError
+from orga.desk.sender import send_decision
 from orga.web.agui import owned
 from orga.web.agui_run import AguiOptions, Refused
 
-__all__ = ["A2A_PREFIX", "STREAM_KEY", "Threads"]
+__all__ = ["A2A_PREFIX", "APPROVAL_KEY", "DECISION_KEY", "STREAM_KEY", "TURN_KEY", "Threads"]
 
 A2A_PREFIX: Final = "a2a-"
 """An A2A context's thread: the workflow id is this and the ``contextId``."""
+APPROVAL_KEY: Final = "orga.approval"
+"""The data part of an input-required message: the thread and its waiting calls."""
+DECISION_KEY: Final = "orga.decision"
+"""The data part of a caller's message that decides a waiting call (an ``ApprovalDecision``)."""
+TURN_KEY: Final = "orga.turn"
+"""The metadata of an input-required message: the turn it holds up (``turn``, ``seq``)."""
 STREAM_KEY: Final = "orga.stream"
 """The metadata key of a streamed piece's status update: ``{"call": n, "restart": bool}``."""
 _CONTEXT_ID: Final = re.compile(r"[A-Za-z0-9._-]{1,120}")
@@ -65,17 +87,27 @@ class Threads(AgentExecutor):
         self._options = options
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-        if context.current_task is None:
+        current = context.current_task
+        if current is None:
             assert context.message is not None, "a task begins with a message"
             await event_queue.enqueue_event(new_task_from_user_message(context.message))
         updater = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
+        decides = _caller(context) in self._options.a2a_deciders
         try:
-            chat, turn, seq, offset = await self._send(context)
+            if current is not None and current.status.state == TaskState.TASK_STATE_INPUT_REQUIRED:
+                begun = await self._resume(context, current, updater)
+                if begun is None:  # its decision was not taken: it still waits
+                    return
+            else:
+                begun = await self._send(context)
+            chat, turn, seq, offset = begun
             await updater.start_work()
             read = _Read(offset)
             streaming = asyncio.create_task(self._stream(chat.handle.id, read, updater))
             try:
-                answered = await self._answer(chat, turn, seq, updater)
+                answered = await self._answer(chat, turn, seq, updater, rest=decides)
+                if answered is None:  # it rests at input-required: the caller decides
+                    return
                 await read.through(await self._offset(chat.handle.id))  # the turn's last pieces
             finally:
                 streaming.cancel()
@@ -114,10 +146,7 @@ class Threads(AgentExecutor):
         """The message sent to the context's thread (started for the caller if new): the
         thread, the turn that reads it, its number (None: the thread's first) and the offset
         of its stream from which the turn's text comes."""
-        call = context.call_context
-        if not call.user.is_authenticated:  # the middleware lets no such request through
-            raise Refused(401, "no caller: send Authorization: Bearer <your token>")
-        user = call.user.user_name
+        user = _caller(context)
         context_id = context.context_id or ""
         if not _CONTEXT_ID.fullmatch(context_id):
             raise Refused(400, "a contextId is letters, digits and ._- (at most 120)")
@@ -174,10 +203,50 @@ class Threads(AgentExecutor):
             _log.warning("streaming %s: %s", workflow_id, error)
         read.reached(1 << 62)  # nothing more will be read
 
+    async def _resume(
+        self, context: RequestContext, current: Task, updater: TaskUpdater
+    ) -> tuple[ThreadHandle, int, int | None, int] | None:
+        """A caller's message to its task that rests at input-required: the decision it
+        holds sent to the thread (None where it was not taken: the task waits again, saying
+        why); then the turn is followed as it goes on."""
+        user = _caller(context)
+        workflow_id = f"{A2A_PREFIX}{context.context_id}"
+        issuer = self._options.issuer
+        if await owned(self._client, workflow_id, user, issuer.name if issuer else None) is None:
+            raise Refused(404, "no such thread")
+        held = MessageToDict(current.status.message.metadata).get(TURN_KEY)
+        where = cast(dict[str, Any], held) if isinstance(held, dict) else {}
+        turn, seq = where.get("turn"), where.get("seq")
+        if not isinstance(turn, int | float) or turn < 1:
+            raise Refused(409, "this task does not wait for a decision of yours")
+        chat = ThreadHandle(self._client.get_workflow_handle(workflow_id))
+        number, message = int(turn), (int(seq) if isinstance(seq, int | float) else None)
+        decision = _decision_in(context)
+        if decision is not None and (problem := await self._decide(chat, decision, user)):
+            state = await chat.state()
+            said = f"Your decision was not taken: {problem}. {_waiting(state)}"
+            asking = _asking(workflow_id, state, number, message, updater, said)
+            await updater.requires_input(asking)
+            return None
+        return chat, number, message, await self._offset(workflow_id)
+
+    async def _decide(self, chat: ThreadHandle, decision: ApprovalDecision, user: str) -> str:
+        """Send a remote caller's decision to the thread: "" once taken, else why not."""
+        if user not in self._options.a2a_deciders:
+            return "this endpoint's operator does not let you decide; orga's people do"
+        if decision.approver != user or decision.via != "a2a":
+            return f'a decision sent here is yours: approver {user!r}, via "a2a", signed by you'
+        try:
+            await send_decision(chat.handle, decision)
+        except WorkflowUpdateFailedError as error:
+            return str(error.cause or error)
+        return ""
+
     async def _answer(
-        self, chat: ThreadHandle, turn: int, seq: int | None, updater: TaskUpdater
-    ) -> TurnResult:
-        """The turn's answer; meanwhile the task is input-required while a call waits."""
+        self, chat: ThreadHandle, turn: int, seq: int | None, updater: TaskUpdater, *, rest: bool
+    ) -> TurnResult | None:
+        """The turn's answer; meanwhile the task is input-required while a call waits — and
+        with ``rest`` (the caller decides), it ends there (None)."""
         answer = asyncio.ensure_future(chat.turn(turn, message=seq))
         asking = False
         pause, most = _WATCH
@@ -187,11 +256,15 @@ class Threads(AgentExecutor):
                 if answer.done():
                     break
                 try:
-                    waits = _waiting(await chat.state())
+                    state = await chat.state()
                 except (RPCError, WorkflowQueryFailedError):  # a worker lost meanwhile: later
                     continue
+                waits = _waiting(state)
                 if waits and not asking:
-                    await updater.requires_input(updater.new_agent_message([new_text_part(waits)]))
+                    said = _asking(chat.handle.id, state, turn, seq, updater, waits)
+                    await updater.requires_input(said)
+                    if rest:
+                        return None
                 elif not waits and asking:
                     await updater.start_work()
                 pause = _WATCH[0] if asking != bool(waits) else min(pause * 2, most)
@@ -224,6 +297,45 @@ class _Read:
                 while self.next < end:
                     self._moved.clear()
                     await self._moved.wait()
+
+
+def _caller(context: RequestContext) -> str:
+    """Who sent the request (the middleware lets no request without a caller through)."""
+    user = context.call_context.user
+    if not user.is_authenticated:
+        raise Refused(401, "no caller: send Authorization: Bearer <your token>")
+    return user.user_name
+
+
+def _asking(
+    workflow_id: str,
+    state: LoopState,
+    turn: int,
+    seq: int | None,
+    updater: TaskUpdater,
+    said: str,
+) -> Any:
+    """The input-required message: what waits, in words and as data (``APPROVAL_KEY``: the
+    thread and each waiting call, what a signed decision names), and the turn it holds up
+    (metadata ``TURN_KEY``, read back when the caller decides)."""
+    waiting = [p.model_dump(mode="json") for p in state.pending_approvals]
+    data = {APPROVAL_KEY: {"workflow_id": workflow_id, "pending": waiting}}
+    return updater.new_agent_message(
+        [new_text_part(said), new_data_part(data)],
+        metadata={TURN_KEY: {"turn": turn, "seq": seq}},
+    )
+
+
+def _decision_in(context: RequestContext) -> ApprovalDecision | None:
+    """The signed decision a message carries (a data part ``DECISION_KEY``), if any."""
+    message = context.message
+    for value in get_data_parts(message.parts) if message is not None else []:
+        if isinstance(value, dict) and DECISION_KEY in value:
+            try:
+                return ApprovalDecision.model_validate(cast(Any, value)[DECISION_KEY])
+            except ValidationError as error:
+                raise Refused(422, f"the decision is malformed: {error}") from error
+    return None
 
 
 def _waiting(state: LoopState) -> str:

@@ -121,6 +121,10 @@ class AguiOptions:
     a script) is allowed."""
     limits: AguiLimits = field(default_factory=AguiLimits)
     """What one request may take (sizes, time, streams per caller)."""
+    a2a_deciders: frozenset[str] = frozenset()
+    """Callers of the A2A endpoint who may decide their own tasks' ``input-required``, each
+    with a decision signed as an enrolled approver (``orga.web.a2a_threads``); others wait
+    for orga's people."""
 
 
 class Refused(Exception):

@@ -86,6 +86,7 @@ from tests.helpers._scripts import (
 )
 from tests.helpers._servers import (
     asgi_server,
+    callers_for,
     free_port,
     http_server,
     measured_harness,
@@ -154,6 +155,7 @@ __all__ = [
     "ask",
     "assert_shown_safely",
     "by_alice",
+    "callers_for",
     "calls_of",
     "charge_step",
     "children",

@@ -18,8 +18,19 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from orga.runtime.connect import metrics_runtime
+from orga.web.callers import Callers, new_token
 from tests.harness import Harness
 from tests.helpers._waiting import eventually
+
+
+def callers_for(*users: str) -> tuple[dict[str, str], Callers]:
+    """A fresh token for each of ``users``, and the endpoint's ``Callers`` that admit them."""
+    tokens: dict[str, str] = {}
+    digests: dict[str, str] = {}
+    for user in users:
+        tokens[user], digest = new_token()
+        digests[digest] = user
+    return tokens, Callers(digests)
 
 
 def free_port() -> int:
