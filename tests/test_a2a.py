@@ -13,6 +13,7 @@ import os
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -41,7 +42,8 @@ from orga.web import a2a as a2a_endpoint
 from orga.web.a2a import A2A_PREFIX
 from orga.web.a2a_threads import STREAM_KEY
 from orga.web.agui import AguiLimits, AguiOptions, agui_app
-from tests.harness import Harness
+from orga.worker.agent_registry import AgentRegistry
+from tests.harness import Harness, scripted_settings
 from tests.helpers import A2A_CLIENT, a2a_client, asgi_server, callers_for, eventually
 from tests.sample_tools import running, transfer
 
@@ -431,3 +433,61 @@ async def test_the_endpoint_keeps_a_bounded_number_of_ended_tasks_per_caller(
             harness.handles.append(thread.handle)
             await thread.handle.cancel()
     assert _state(kept) == "TASK_STATE_COMPLETED" and _state(found) == "TASK_STATE_COMPLETED"
+
+
+async def test_each_agent_of_the_agents_file_has_a_card_and_threads_of_its_own(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """With an agents file, ``/a2a/<agent>`` serves each local agent: its card (its
+    description, a skill per tool glob), its threads run as it — one caller's context of the
+    same id at two agents is two threads. An agent that runs elsewhere is not served."""
+    model = harness.new_model([Turn(text="from shop"), Turn(text="from helper")])
+    agents = tmp_path / "agents.toml"
+    agents.write_text(
+        f"""
+[agents.shop]
+description = "Sells and refunds"
+tools = ["transfer"]
+model = "{model}"
+
+[agents.helper]
+description = "Answers questions"
+model = "{model}"
+
+[agents.pricing]
+a2a = "https://pricing.example/a2a/"
+"""
+    )
+    registry = AgentRegistry.load(agents, frozenset({"default"}))
+    tokens, callers = callers_for("ann")
+    options = AguiOptions(task_queue=harness.task_queue)
+    app = agui_app(harness.client, callers, options, a2a="orga", a2a_agents=registry.specs())
+    settings = scripted_settings(harness.model, agents_file=agents)
+    context = f"c-{uuid.uuid4().hex[:8]}"
+    async with harness.worker(settings=settings, tools=[transfer]), asgi_server(app) as base:
+        async with httpx.AsyncClient() as http:
+            cards = {
+                name: await A2ACardResolver(http, f"{base}/a2a/{name}").get_agent_card()
+                for name in ("shop", "helper")
+            }
+            elsewhere = await http.get(f"{base}/a2a/pricing/.well-known/agent-card.json")
+        answers = {}
+        for name in ("shop", "helper"):
+            async with _caller(f"{base}/a2a/{name}", tokens["ann"], streaming=False) as client:
+                answers[name] = await _task(client, _message("who are you?", context))
+        states = {}
+        for name in ("shop", "helper"):
+            thread = orga.loop(harness.client, f"{A2A_PREFIX}{name}/{context}")
+            harness.handles.append(thread.handle)
+            states[name] = await thread.state()
+            await thread.handle.cancel()
+    assert cards["shop"].name == "shop" and cards["shop"].description.startswith("Sells")
+    assert [s.id for s in cards["shop"].skills] == ["transfer"]
+    assert cards["shop"].supported_interfaces[0].url == f"{base}/a2a/shop/"
+    assert [s.id for s in cards["helper"].skills] == ["answer"]
+    assert elsewhere.status_code == 404
+    assert {n: [get_artifact_text(a) for a in t.artifacts] for n, t in answers.items()} == {
+        "shop": ["from shop"],
+        "helper": ["from helper"],
+    }
+    assert {n: s.agent_id for n, s in states.items()} == {"shop": "shop", "helper": "helper"}

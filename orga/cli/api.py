@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Final
 
 import typer
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -24,6 +24,7 @@ from orga.cli.common import settings as read_settings
 from orga.contracts.config import LoopConfig
 from orga.contracts.errors import InvalidConfig
 from orga.contracts.principals import NAME_PATTERN
+from orga.contracts.vocabulary import PolicyMode
 from orga.runtime.approver_keys import ApproverKeyError, load_key
 from orga.runtime.binding import issuer_from
 from orga.runtime.safe_text import printable
@@ -114,6 +115,14 @@ def api(
             found = read_settings()
             issuer = issuer_from(found)
             keys = _keys(approver_keys) if approver_keys is not None else {}
+            # With --a2a, each agent of the agents file has an A2A endpoint of its own.
+            from orga.worker.agent_registry import AgentRegistry  # only where it is read
+
+            agents = (
+                AgentRegistry.load(found.agents_file, _EVERY_GATE).specs()
+                if a2a and found.agents_file is not None
+                else []
+            )
         except (InvalidConfig, ApproverKeyError) as error:
             raise CliError(str(error), 2) from error
         config = LoopConfig.model_validate(
@@ -135,7 +144,9 @@ def api(
         if a2a_decider and not a2a:
             raise CliError("--a2a-decider is for the A2A endpoint: give --a2a too", 2)
         served = (agent or "orga") if a2a else None
-        app = agui_app(await client_for(found), callers, options, page, a2a=served)
+        app = agui_app(
+            await client_for(found), callers, options, page, a2a=served, a2a_agents=agents
+        )
 
         def announce(bound: int) -> None:
             signing = f"binding callers as issuer {issuer.name}" if issuer else "callers claimed"
@@ -145,8 +156,13 @@ def api(
                 markup=False,
             )
             if a2a:
-                card = f"http://{host}:{bound}/a2a/.well-known/agent-card.json"
-                out.print(f"A2A agent {served!r}: card {card}", markup=False)
+                base = f"http://{host}:{bound}/a2a"
+                card = ".well-known/agent-card.json"
+                out.print(f"A2A agent {served!r}: card {base}/{card}", markup=False)
+                for each in agents:
+                    if each.a2a is None:
+                        said = f"A2A agent {each.id!r}: card {base}/{each.id}/{card}"
+                        out.print(said, markup=False)
             for name, token in admitted.items():  # the token after '#': never sent to a server
                 shown = f"http://{host}:{bound}/#token={token}" if page else f"token {token}"
                 out.print(f"{name}: {shown}", markup=False)
@@ -155,6 +171,10 @@ def api(
         return await serve_http(app, host, port, announce, options=limits)
 
     execute(body)
+
+
+_EVERY_GATE: Final = frozenset[PolicyMode]({"default", "cedar", "opa", "permissive"})
+"""The API reads the agents file for its cards: whether a gate is configured is the workers'."""
 
 
 def _keys(directory: Path) -> dict[str, Ed25519PrivateKey]:

@@ -14,12 +14,18 @@ first message, each message one of its turns (``orga.web.a2a_threads``: the task
 streamed text, the answer and what the turn spent). A context that runs for another caller is
 refused as one that does not exist; another caller's task is not found.
 
-Not yet (issue 68): an agent card per agent of the agents file, and tasks that outlive the
-endpoint's process (the A2A task store is its memory).
+``a2a_mounts`` serves, besides, each agent of an agents file at ``/a2a/<agent>`` (its own
+card, its threads run as it, ``a2a-<agent>/<contextId>``).
+
+Not yet (issue 68): tasks that outlive the endpoint's process (the A2A task store is its
+memory).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
+import re
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Final
@@ -55,20 +61,23 @@ from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from temporalio.client import Client
 
+from orga.contracts.agents import AgentSpec
 from orga.web.a2a_threads import A2A_PREFIX, Threads
 from orga.web.agui import unserved
 from orga.web.agui_run import AguiOptions, Refused
 from orga.web.callers import Callers, OpenRequests
 
-__all__ = ["A2A_PREFIX", "ENDED_KEPT", "a2a_app"]
+__all__ = ["A2A_PREFIX", "ENDED_KEPT", "a2a_app", "a2a_mounts"]
 
 ENDED_KEPT: Final = 1_000
 """Ended A2A tasks (completed, failed, canceled, rejected) the endpoint keeps per caller, the
 newest: an older one's ``GetTask`` answers "task not found" (its thread keeps the turns)."""
+_AGENT_ID: Final = re.compile(r"[A-Za-z0-9._-]{1,100}")
+_log = logging.getLogger(__name__)
 _ENDED: Final = frozenset(
     {
         TaskState.TASK_STATE_COMPLETED,
@@ -79,28 +88,40 @@ _ENDED: Final = frozenset(
 )
 
 
-def a2a_app(client: Client, callers: Callers, options: AguiOptions, *, name: str) -> Starlette:
+def a2a_app(
+    client: Client,
+    callers: Callers,
+    options: AguiOptions,
+    *,
+    name: str,
+    description: str | None = None,
+    tools: Sequence[str] | None = None,
+    prefix: str = A2A_PREFIX,
+) -> Starlette:
     """The A2A endpoint as a Starlette app (``orga api --a2a`` mounts it at ``/a2a``); its
     threads start as ``options`` says (task queue, config, issuer), its callers are
-    ``callers``' users, and ``name`` names its agent on the card."""
-    card = _card(name, options, "http://127.0.0.1/")
+    ``callers``' users, and ``name`` names its agent on the card (``description`` says what
+    it does, ``tools`` which tools, or globs of them, it may use: default, the config's). A
+    context's thread is ``prefix`` and the context id."""
+    shown = options.config.tools if tools is None else tools
+    card = _card(name, description, shown, "http://127.0.0.1/")
     handler = DefaultRequestHandler(
-        agent_executor=Threads(client, options),
+        agent_executor=Threads(client, options, prefix),
         task_store=_EndedKept(ENDED_KEPT),
         agent_card=card,
     )
 
     async def agent_card(request: Request) -> Response:
-        served = _card(name, options, str(request.url_for("rpc")))
+        # The JSON-RPC URL beside the card, wherever the app is mounted (route names are not
+        # scoped by mount: several agents' apps in one would all find the first's).
+        path = request.url.path.removesuffix(AGENT_CARD_WELL_KNOWN_PATH) + "/"
+        served = _card(name, description, shown, str(request.url.replace(path=path, query="")))
         return JSONResponse(MessageToDict(served))
 
     routes = [
         Route(AGENT_CARD_WELL_KNOWN_PATH, agent_card, methods=["GET"]),
         *create_jsonrpc_routes(handler, rpc_url="/"),
     ]
-    for route in routes:  # the JSON-RPC route, named for the card's URL
-        if route.path == "/":
-            route.name = "rpc"
     backend = _Bearer(callers)
     return Starlette(
         routes=routes,
@@ -190,16 +211,20 @@ class _Bounded:
         await JSONResponse({"error": said}, 413, {"connection": "close"})(scope, receive, send)
 
 
-def _card(name: str, options: AguiOptions, url: str) -> AgentCard:
-    tools: Sequence[str] = options.config.tools or []
+def _card(name: str, description: str | None, tools: Sequence[str], url: str) -> AgentCard:
+    """The card of agent ``name``: a skill per tool (or glob of tools) its threads may use,
+    else one that answers; its JSON-RPC ``url`` and the bearer scheme it requires."""
     skills = [
         AgentSkill(id=tool, name=tool, description=f"uses the tool {tool}", tags=["tool"])
         for tool in tools
     ] or [AgentSkill(id="answer", name="answer", description="answers", tags=["chat"])]
+    governed = (
+        "an orga thread: each message a governed turn (tools pass orga's gate; a call that "
+        "waits for a person makes the task input-required)"
+    )
     return AgentCard(
         name=name,
-        description="an orga thread: each message a governed turn (tools pass orga's gate; "
-        "a call that waits for a person makes the task input-required)",
+        description=f"{description} — {governed}" if description else governed,
         version="1.0.0",
         supported_interfaces=[
             AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0")
@@ -254,3 +279,35 @@ class _Bearer(AuthenticationBackend):
 
 def _unknown(_: HTTPConnection, error: Exception) -> Response:
     return JSONResponse({"error": str(error)}, 401, {"WWW-Authenticate": "Bearer"})
+
+
+def a2a_mounts(
+    client: Client,
+    callers: Callers,
+    options: AguiOptions,
+    *,
+    name: str,
+    agents: Sequence[AgentSpec] = (),
+) -> list[Mount]:
+    """The A2A endpoints of an app: each agent of ``agents`` (an agents file's) at
+    ``/a2a/<agent>`` — its card from its description and tool globs, its threads run as it —
+    and ``name``'s at ``/a2a`` with ``options``' config. An agent that runs elsewhere (``a2a``),
+    or whose id is no URL path segment, is not served (it is logged)."""
+    mounts: list[Mount] = []
+    for agent in agents:
+        if agent.a2a is not None or not _AGENT_ID.fullmatch(agent.id):
+            _log.warning("agent %r is not served over A2A here", agent.id)
+            continue
+        config = options.config.model_copy(update={"agent_id": agent.id, "tools": []})
+        app = a2a_app(
+            client,
+            callers,
+            dataclasses.replace(options, config=config),
+            name=agent.id,
+            description=agent.description,
+            tools=agent.tools,
+            prefix=f"{A2A_PREFIX}{agent.id}/",
+        )
+        mounts.append(Mount(f"/a2a/{agent.id}", app=app))
+    mounts.append(Mount("/a2a", app=a2a_app(client, callers, options, name=name)))
+    return mounts

@@ -82,9 +82,12 @@ _log = logging.getLogger("orga.web.a2a")
 class Threads(AgentExecutor):
     """Each A2A message, a turn of the context's thread (see the module)."""
 
-    def __init__(self, client: Client, options: AguiOptions) -> None:
+    def __init__(self, client: Client, options: AguiOptions, prefix: str = A2A_PREFIX) -> None:
         self._client = client
         self._options = options
+        self._prefix = prefix
+        """A context's thread is this and the ``contextId`` (one agent's endpoint of several:
+        ``a2a-<agent>/``, so that one caller's contexts of two agents are two threads)."""
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         current = context.current_task
@@ -134,7 +137,7 @@ class Threads(AgentExecutor):
         await updater.complete()
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
-        handle = self._client.get_workflow_handle(f"{A2A_PREFIX}{context.context_id}")
+        handle = self._client.get_workflow_handle(f"{self._prefix}{context.context_id}")
         try:
             await handle.cancel()
         except RPCError as error:
@@ -153,7 +156,7 @@ class Threads(AgentExecutor):
         text = context.get_user_input()
         if not text.strip():
             raise Refused(422, "the message holds no text")
-        workflow_id = f"{A2A_PREFIX}{context_id}"
+        workflow_id = f"{self._prefix}{context_id}"
         issuer = self._options.issuer
         found = await owned(self._client, workflow_id, user, issuer.name if issuer else None)
         if found is None:
@@ -210,7 +213,7 @@ class Threads(AgentExecutor):
         holds sent to the thread (None where it was not taken: the task waits again, saying
         why); then the turn is followed as it goes on."""
         user = _caller(context)
-        workflow_id = f"{A2A_PREFIX}{context.context_id}"
+        workflow_id = f"{self._prefix}{context.context_id}"
         issuer = self._options.issuer
         if await owned(self._client, workflow_id, user, issuer.name if issuer else None) is None:
             raise Refused(404, "no such thread")

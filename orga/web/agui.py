@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, cast
@@ -57,6 +57,7 @@ from starlette.types import Receive, Scope, Send
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
+from orga.contracts.agents import AgentSpec
 from orga.contracts.messages import LOOP_WORKFLOW
 from orga.contracts.state import LoopState
 from orga.desk.facts import DeskError, read_state
@@ -92,13 +93,15 @@ def agui_app(
     page: Path | None = None,
     *,
     a2a: str | None = None,
+    a2a_agents: Sequence[AgentSpec] = (),
 ) -> Starlette:
     """The AG-UI endpoint as a Starlette app (``orga api`` serves it; mount it in your own).
 
     ``page``: a directory of static files served at ``/`` (a web app's page, e.g.
     ``examples/web/public``); the page calls the endpoint from the same origin. ``a2a``: the
     name of the agent the A2A endpoint (``orga.web.a2a``) serves at ``/a2a``, for the same
-    callers (None: no A2A endpoint).
+    callers (None: no A2A endpoint); ``a2a_agents``: an agents file's agents, each served at
+    ``/a2a/<agent>`` with a card of its own.
     """
     streams = OpenRequests(options.limits.streams_per_caller)
     endpoint = _Endpoint(client, callers, options, streams, same_origin=page is not None)
@@ -112,9 +115,9 @@ def agui_app(
     )
     routes: list[BaseRoute] = [Route("/agui", endpoint, methods=["POST"])]
     if a2a is not None:
-        from orga.web.a2a import a2a_app  # a2a-sdk, loaded only where it is served
+        from orga.web.a2a import a2a_mounts  # a2a-sdk, loaded only where it is served
 
-        routes.append(Mount("/a2a", app=a2a_app(client, callers, options, name=a2a)))
+        routes += a2a_mounts(client, callers, options, name=a2a, agents=a2a_agents)
     if page is not None:
         routes.append(Mount("/", StaticFiles(directory=page, html=True)))
     return Starlette(routes=routes, middleware=[cors])

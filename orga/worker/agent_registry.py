@@ -288,6 +288,10 @@ class AgentRegistry:
     def ids(self) -> list[str]:
         return sorted(self._agents) if self._implicit is None else [IMPLICIT_AGENT]
 
+    def specs(self) -> list[AgentSpec]:
+        """Every agent of the file (none for the implicit agent), by id."""
+        return [self._agents[name] for name in sorted(self._agents)]
+
     def remote(self) -> list[AgentSpec]:
         """The agents that run at an A2A endpoint (``AgentSpec.a2a``)."""
-        return [a for a in self._agents.values() if a.a2a is not None]
+        return [a for a in self.specs() if a.a2a is not None]
