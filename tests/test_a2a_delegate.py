@@ -22,8 +22,10 @@ from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import CancelledError
 from temporalio.testing import WorkflowEnvironment
 
+import orga
 from orga.activities.principals import SpendGuard
 from orga.activities.remote_agents import RemoteAgents
+from orga.cli.views import render_state
 from orga.contracts.config import LoopConfig, LoopInput
 from orga.contracts.conversation import Message
 from orga.contracts.errors import InvalidConfig
@@ -36,6 +38,7 @@ from orga.contracts.journal import (
 )
 from orga.contracts.principals import PrincipalClaim
 from orga.contracts.state import LoopResult, LoopState
+from orga.desk.inbox import inbox
 from orga.runtime.settings import Settings
 from orga.runtime.spend import SpendLedger
 from orga.scripted.server import RecordedRequest, Turn
@@ -47,6 +50,7 @@ from orga.worker.agent_registry import AgentRegistry
 from orga.worker.principals import PrincipalRegistry
 from tests.harness import TEST_STORE, Harness, scripted_settings
 from tests.helpers import asgi_server, eventually, host_env, worker_process
+from tests.sample_tools import transfer
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -94,8 +98,10 @@ async def remote_deployment(
     *,
     held: bool = False,
     wrap: Callable[[Any], Any] = lambda app: app,
+    gated: bool = False,
 ) -> AsyncIterator[Remote]:
-    """The second deployment, its threads on ``model`` with ``price``, served on 127.0.0.1."""
+    """The second deployment, its threads on ``model`` with ``price`` (``gated``: and
+    ``transfer``, which waits for a person), served on 127.0.0.1."""
     other = dataclasses.replace(harness, task_queue=f"remote-{uuid.uuid4().hex[:10]}", handles=[])
     token, digest = new_token()
     asked: list[str] = []
@@ -104,11 +110,11 @@ async def remote_deployment(
         release.set()
     stopped: list[str] = []
     price = _price_tool(asked, release, stopped)
-    options = AguiOptions(
-        task_queue=other.task_queue, config=LoopConfig(model=model, tools=["price"])
-    )
+    tools = [price, transfer] if gated else [price]
+    config = LoopConfig(model=model, tools=[t.name for t in tools])
+    options = AguiOptions(task_queue=other.task_queue, config=config)
     app = agui_app(harness.client, Callers({digest: "first-deployment"}), options, a2a="pricing")
-    async with other.worker(tools=[price]), asgi_server(wrap(app)) as base:
+    async with other.worker(tools=tools), asgi_server(wrap(app)) as base:
         yield Remote(f"{base}/a2a/", token, other, asked, release, stopped)
     harness.handles.extend(other.handles)
 
@@ -482,3 +488,45 @@ def test_an_agents_file_names_what_a_remote_agent_cannot_have_and_its_missing_to
             spend=SpendGuard(PrincipalRegistry.load(Settings()), None),
             environ={},
         )
+
+
+async def test_a_remote_task_that_waits_for_a_person_there_is_on_the_loop_s_state_and_desk(
+    harness: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The remote's transfer waits for a person at the remote: the loop says so (its status,
+    the delegation's ``waiting``, the desk's inbox, ``orga state``) until they decide there."""
+    lead = _lead_model(harness)
+    remote_model = harness.new_model(
+        [Turn(tool_calls=[("transfer", {"amount": 6, "to": "grocer"})]), Turn(text="paid 6 USD")]
+    )
+    async with remote_deployment(harness, remote_model, gated=True) as remote:
+        monkeypatch.setenv(TOKEN_VARIABLE, remote.token)
+        settings = scripted_settings(
+            harness.model,
+            agents_file=first_agents(tmp_path, remote.url, lead),
+            egress_allow=["127.0.0.1"],
+        )
+        async with harness.worker(settings=settings):
+            handle = await start_lead(harness, "ann")
+
+            async def waiting() -> LoopState | None:
+                state = await handle.query("state", result_type=LoopState)
+                return state if state.status == "awaiting_remote" else None
+
+            state = await eventually(waiting, "the loop shows the remote's wait")
+            items = [i for i in await inbox(harness.client) if i.workflow_id == handle.id]
+            [delegation] = state.delegations
+            context = delegation.workflow_id.removeprefix("a2a:")
+            thread = orga.loop(remote.harness.client, f"{A2A_PREFIX}{context}")
+            remote.harness.handles.append(thread.handle)
+            [call] = (await thread.state()).pending_approvals  # a person there decides
+            await thread.approve(call.call_id, approver="kim", reason="the grocer is ours")
+            result = await handle.result()
+            after = await handle.query("state", result_type=LoopState)
+            await thread.handle.cancel()
+    assert delegation.waiting is not None and "transfer" in delegation.waiting
+    [item] = items
+    assert item.kind == "remote" and "'pricing' waits for a person" in (item.reason or "")
+    assert "waits for a person at the remote agent" in render_state(state)
+    assert result.output == "3 apples cost 6 USD"
+    assert after.delegations[0].waiting is None and after.delegations[0].status == "completed"

@@ -16,6 +16,7 @@ Modules (each defines an activity class; what the activities use lives in ``orga
 * ``summary`` — ``summarise_context``: a loop's running summary
 * ``judges`` — ``consult_judge``: a judge's opinion on a held call, signed when it decides
 * ``remote_agents`` — ``delegate_remote``: a task for an agent at an A2A endpoint
+* ``remote_answers`` — what a remote agent's ended task answered, read as data
 * ``elsewhere`` — a local activity that needs tools its worker lacks, which another live
   worker of the queue registers, says so (the workflow asks that one)
 * ``principals`` — who a loop runs for (resolved at setup), and each model call's charge to

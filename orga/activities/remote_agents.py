@@ -37,15 +37,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import os
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Final, cast
+from typing import Final, cast
 
 import httpx
 from a2a.client import A2ACardResolver, A2AClientError, Client, ClientConfig, ClientFactory
-from a2a.helpers import get_artifact_text, get_data_parts, get_message_text, new_text_part
+from a2a.helpers import new_text_part
 from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
@@ -58,19 +57,21 @@ from a2a.types import (
     TaskState,
 )
 from a2a.utils.errors import A2AError, InternalError, TaskNotFoundError
-from google.protobuf.json_format import MessageToDict
-from pydantic import SecretStr, ValidationError
+from pydantic import SecretStr
 from temporalio import activity
 from temporalio.client import AsyncActivityCancelledError
+from temporalio.service import RPCError
 
 from orga.activities.principals import SpendGuard
+from orga.activities.remote_answers import ENDED, answer_of, said_by
 from orga.contracts.agents import AgentSpec
 from orga.contracts.delegation import (
-    A2A_USAGE_KEY,
     DELEGATE_REMOTE,
+    REMOTE_WAITS_SIGNAL,
     RemoteAnswer,
     RemoteDelegation,
     RemoteSettled,
+    RemoteWaits,
 )
 from orga.contracts.errors import (
     InvalidConfig,
@@ -78,27 +79,16 @@ from orga.contracts.errors import (
     RemoteAgentFailed,
     ToolUnavailable,
 )
-from orga.contracts.inference import Usage
 from orga.core.ids import a2a_context
 from orga.core.text import cut
 from orga.runtime.spend import Cost
 from orga.tools._egress import EgressGuard
 
-__all__ = ["ANSWER_CHARS", "RemoteAgents"]
+__all__ = ["RemoteAgents"]
 
-ANSWER_CHARS: Final = 100_000
-"""Characters of a remote answer the parent's model reads (the rest is cut, and it says so)."""
 _POLL: Final = (0.2, 2.0)
 """Seconds between two asks of a running task's state: the first, and the most."""
 _CANCEL_SECONDS: Final = 5.0
-_MOST_TOKENS: Final = 10**12
-_MOST_USD: Final = 10**6
-_ENDED: Final = {
-    TaskState.TASK_STATE_FAILED: "failed",
-    TaskState.TASK_STATE_REJECTED: "rejected the task",
-    TaskState.TASK_STATE_CANCELED: "cancelled the task",
-    TaskState.TASK_STATE_AUTH_REQUIRED: "asks for an authentication orga cannot give",
-}
 
 _log = logging.getLogger("orga.remote_agents")
 
@@ -153,13 +143,13 @@ class RemoteAgents:
             try:
                 async with self._connected(spec) as remote:
                     task, settled = await _begin(remote, ask, context_id, _lost(info), marks)
-                    task = await _follow(remote, task, ask.deadline, spec.id, marks)
+                    task = await _follow(remote, task, ask.deadline, spec.id, marks, ask.call_id)
             except A2AClientError as error:
                 # This attempt ends on its own: the next follows its task, if it had one, as
                 # not lost (a send that failed is still asked about by its context).
                 marks.beat(ended="yes")
                 raise _refused_or_down(spec.id, error) from error
-            answer = _answer(task, settled)
+            answer = answer_of(task, settled)
             await settle(answer.usage)
         return answer
 
@@ -266,7 +256,7 @@ async def _begin(
 
 
 async def _follow(
-    remote: Client, task: Task, deadline: datetime, agent: str, marks: _Marks
+    remote: Client, task: Task, deadline: datetime, agent: str, marks: _Marks, call_id: str
 ) -> Task:
     """``task`` once it ended there (or ``RemoteAgentFailed``), asked again and again."""
     pause, most = _POLL
@@ -280,6 +270,8 @@ async def _follow(
                     f"{task.id!r} was cancelled there)"
                 )
             waits = task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+            if waits != (marks.details.get("waits") == "yes"):  # the loop shows it (its desk)
+                await _tell(call_id, said_by(task) or "a person there decides" if waits else None)
             marks.beat(waits="yes" if waits else "no")
             await asyncio.sleep(min(pause, left))
             pause = min(pause * 2, most)
@@ -293,8 +285,21 @@ async def _follow(
     return task
 
 
+async def _tell(call_id: str, says: str | None) -> None:
+    """Tell the loop its remote task waits for a person there (``says``), or no longer."""
+    info = activity.info()
+    loop = activity.client().get_workflow_handle(
+        info.workflow_id or "", run_id=info.workflow_run_id
+    )
+    waits = RemoteWaits(call_id=call_id, says=None if says is None else cut(says, 1_000, "message"))
+    try:
+        await loop.signal(REMOTE_WAITS_SIGNAL, waits)
+    except RPCError as error:  # shown later, or not: the call goes on regardless
+        _log.warning("telling %s its remote task waits: %s", info.workflow_id, error.message)
+
+
 def _over(task: Task) -> bool:
-    return task.status.state == TaskState.TASK_STATE_COMPLETED or task.status.state in _ENDED
+    return task.status.state == TaskState.TASK_STATE_COMPLETED or task.status.state in ENDED
 
 
 async def _cancel(remote: Client, task_id: str) -> None:
@@ -305,57 +310,6 @@ async def _cancel(remote: Client, task_id: str) -> None:
         await asyncio.wait_for(remote.cancel_task(CancelTaskRequest(id=task_id)), _CANCEL_SECONDS)
     except (A2AError, TimeoutError) as error:
         _log.warning("cancel of remote task %s: %s", task_id, error)
-
-
-def _answer(task: Task, settled: RemoteSettled | None) -> RemoteAnswer:
-    """The call's answer from an ended ``task``; ``RemoteAgentFailed`` if it did not complete."""
-    said = get_message_text(task.status.message) if task.status.HasField("message") else ""
-    if task.status.state != TaskState.TASK_STATE_COMPLETED:
-        why = _ENDED.get(task.status.state, "ended")
-        raise RemoteAgentFailed(
-            f"the remote agent {why}: {cut(said, 2_000, 'message') or 'it said nothing'}"
-        )
-    texts = [get_artifact_text(a) for a in task.artifacts] or [said]
-    values = [v for a in task.artifacts for v in get_data_parts(a.parts)]
-    usage, calls = _reported(task)
-    return RemoteAnswer(
-        task_id=task.id,
-        output=cut("\n".join(t for t in texts if t), ANSWER_CHARS, "remote answer"),
-        value=values[0] if len(values) == 1 else (values or None),
-        usage=usage or Usage(),
-        model_calls=calls,
-        reported=usage is not None,
-        settled=settled,
-    )
-
-
-def _reported(task: Task) -> tuple[Usage | None, int]:
-    """What the remote said its task spent (``A2A_USAGE_KEY`` of an artifact's metadata), read as
-    data: values that are not plausible counts are not taken (nothing is charged)."""
-    for artifact in task.artifacts:
-        fields = MessageToDict(artifact.metadata).get(A2A_USAGE_KEY)
-        if not isinstance(fields, dict):
-            continue
-        said = cast(dict[str, Any], fields)
-        calls = said.pop("model_calls", 0)
-        try:
-            usage = Usage.model_validate(said)
-        except ValidationError:
-            return None, 0
-        usage = usage.model_copy(  # a total below its parts is not taken either
-            update={
-                "total_tokens": max(usage.total_tokens, usage.input_tokens + usage.output_tokens)
-            }
-        )
-        plausible = (
-            isinstance(calls, int | float)
-            and 0 <= calls < _MOST_TOKENS
-            and usage.total_tokens < _MOST_TOKENS
-            and math.isfinite(usage.cost_usd)
-            and 0 <= usage.cost_usd < _MOST_USD
-        )
-        return (usage, int(calls)) if plausible else (None, 0)
-    return None, 0
 
 
 def _unknown(ask: RemoteDelegation, why: str) -> OutcomeUnknown:

@@ -105,6 +105,8 @@ def render_state(state: LoopState, spend: Sequence[SpendLine] = ()) -> str:
         ]
     for child in state.delegations:
         error = f" · {shorten(child.error)}" if child.error else ""
+        if child.waiting is not None:
+            error += f" · waits for a person at the remote agent: {shorten(child.waiting)}"
         lines.append(
             f"delegated     {one_line(child.agent)} {child.status} · {child.usage.total_tokens} "
             f"of {child.max_tokens} tokens · {one_line(child.workflow_id) or '-'}{error}"

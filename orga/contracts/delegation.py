@@ -26,16 +26,21 @@ __all__ = [
     "DELEGATE_REMOTE",
     "DELEGATE_TOOL",
     "MIN_DELEGATION_TOKENS",
+    "REMOTE_WAITS_SIGNAL",
     "DelegationArguments",
     "DelegationRecord",
     "DelegationStatus",
     "RemoteAnswer",
     "RemoteDelegation",
     "RemoteSettled",
+    "RemoteWaits",
 ]
 
 DELEGATE_TOOL: Final = "delegate"
 DELEGATE_REMOTE: Final = "delegate_remote"
+REMOTE_WAITS_SIGNAL: Final = "remote_waits"
+"""The signal by which a remote delegation says its task waits for a person there (or no
+longer): the loop shows it on its state and the desk's inbox."""
 A2A_USAGE_KEY: Final = "orga.usage"
 """The key of an A2A answer artifact's metadata under which orga's endpoint reports what the
 turn spent (``Usage``'s fields and ``model_calls``), for a caller that charges it on."""
@@ -73,6 +78,8 @@ class DelegationRecord(Contract):
     usage: Usage = Field(default_factory=Usage)
     """What the child spent (charged to the parent)."""
     error: str | None = None
+    waiting: str | None = None
+    """A remote agent's task waits for a person at its endpoint: what it says waits."""
 
 
 class RemoteDelegation(Contract):
@@ -115,3 +122,13 @@ class RemoteAnswer(Contract):
     reported: bool = False
     """Whether it reported what it spent (orga's endpoint does); else nothing is charged."""
     settled: RemoteSettled | None = None
+
+
+class RemoteWaits(Contract):
+    """A remote delegation's task waits for a person at its endpoint (``says``: what), or no
+    longer (``None``). Shown, never acted on: the remote's people decide there."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    call_id: str = Field(min_length=1, max_length=200)
+    says: str | None = Field(default=None, max_length=1_000)

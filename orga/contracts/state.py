@@ -32,6 +32,7 @@ LoopStatus = Literal[
     "awaiting_review",
     "awaiting_message",
     "awaiting_worker",
+    "awaiting_remote",
     "paused",
     "completed",
     "failed",
@@ -40,7 +41,8 @@ LoopStatus = Literal[
 """``cancelled``: someone cancelled the loop (``orga cancel``, ``LoopHandle.cancel``, Temporal);
 its reason is the journal's ``Terminated`` message. ``awaiting_message``: a thread answered
 and waits for the next message. ``awaiting_worker``: a tool call waits for a worker that
-registers its tool (``waiting_for_workers``)."""
+registers its tool (``waiting_for_workers``). ``awaiting_remote``: a remote agent it delegated
+to waits for a person at its endpoint (``delegations``' ``waiting``)."""
 Phase = Literal[
     "starting",
     "observing",

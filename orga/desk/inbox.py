@@ -32,9 +32,12 @@ from orga.runtime.pause_targets import Pause, split_target
 
 __all__ = ["InboxItem", "ItemKind", "inbox"]
 
-ItemKind = Literal["approval", "escalation", "review", "message", "worker", "paused", "unreadable"]
+ItemKind = Literal[
+    "approval", "escalation", "review", "message", "worker", "paused", "remote", "unreadable"
+]
 """What an inbox item is: a decision (approval, escalation, review), a thread waiting for its
-next message, a call waiting for a worker or held by a pause, or a workflow not read."""
+next message, a call waiting for a worker or held by a pause, a remote agent's task waiting for
+a person at its endpoint (shown: they decide there), or a workflow not read."""
 
 
 class InboxItem(BaseModel):
@@ -114,6 +117,20 @@ def _items_of(
                 decided_by=decided_by(approval),
             )
         )
+    for remote in state.delegations if isinstance(state, LoopState) else []:
+        if remote.waiting is not None:
+            items.append(
+                InboxItem(
+                    kind="remote",
+                    workflow_id=workflow_id,
+                    workflow_type=workflow_type,
+                    item_id=remote.call_id,
+                    tool="delegate",
+                    reason=f"the remote agent {remote.agent!r} waits for a person at its "
+                    f"endpoint, who decides there: {remote.waiting}",
+                    commands=[f"orga state {shlex.quote(workflow_id)}"],
+                )
+            )
     for tool in state.waiting_for_workers if isinstance(state, LoopState) else []:
         items.append(
             InboxItem(
@@ -229,7 +246,7 @@ async def inbox(
     query = (
         f"WorkflowType IN ('{LOOP_WORKFLOW}', '{TASK_WORKFLOW}') AND ExecutionStatus = 'Running' "
         "AND OrgaStatus IN ('awaiting_approval', 'awaiting_review', 'awaiting_message', "
-        "'awaiting_worker', 'paused')"
+        "'awaiting_worker', 'awaiting_remote', 'paused')"
     )
     if kinds is not None and "message" not in kinds:  # idle threads take no room in `limit`
         query = query.replace("'awaiting_message', ", "")

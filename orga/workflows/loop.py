@@ -12,6 +12,7 @@ from temporalio.common import RawValue
 
 from orga.contracts.audit import AuditChain
 from orga.contracts.conversation import Message, MessageAccepted, UserMessage
+from orga.contracts.delegation import REMOTE_WAITS_SIGNAL, RemoteWaits
 from orga.contracts.forks import ForkPoint, ForkPointAsk
 from orga.contracts.inference import ConversationRange
 from orga.contracts.journal import Journal
@@ -97,6 +98,11 @@ class ReasoningLoopWorkflow(DeskHandlers):
     def pause_lifted(self) -> None:
         """A pause ended: the calls a pause holds ask again now (spread out)."""
         self._loop.books.pauses_lifted += 1
+
+    @workflow.signal(name=REMOTE_WAITS_SIGNAL)
+    def remote_waits(self, waits: RemoteWaits) -> None:
+        """A remote delegation's task waits for a person at its endpoint, or no longer."""
+        self._loop.books.remote_waits(waits)
 
     @workflow.update(name=TURN_UPDATE)
     async def turn(self, wait: TurnWait) -> TurnResult:

@@ -15,10 +15,8 @@ agent's gate *and* the parent's and every ancestor's
 anywhere up the tree wins), its models and system prompt; cancelling the parent cancels it
 (and waits). What it spent — tokens and model calls — is charged to the parent when it
 returns; the answer, or its typed failure, is the call's result. Several delegations of one
-turn run in parallel like any calls.
-
-A delegate at an A2A endpoint (``AgentSpec.a2a``) gets the same share, and the task goes to
-it there (``remote_delegation``), charged what the remote reports it spent.
+turn run in parallel like any calls. A delegate at an A2A endpoint (``AgentSpec.a2a``) gets
+the same share; the task goes there (``remote_delegation``), charged what the remote reports.
 """
 
 from __future__ import annotations
@@ -43,6 +41,7 @@ from orga.contracts.delegation import (
     DelegationRecord,
     DelegationStatus,
     RemoteDelegation,
+    RemoteWaits,
 )
 from orga.contracts.errors import describe_validation_error
 from orga.contracts.inference import Usage
@@ -353,6 +352,7 @@ class Delegations:
     ) -> None:
         """Charge what the child spent (tokens and model calls), and record how it went."""
         books = self._books
+        books.remote_waits(RemoteWaits(call_id=call.id))  # a remote one waits no longer
         if usage.total_tokens or calls:
             books.charge(usage, calls)
         books.record(

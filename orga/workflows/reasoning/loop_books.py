@@ -25,7 +25,7 @@ from orga.contracts.audit import AUDITED_KINDS
 from orga.contracts.config import Limits, LoopConfig
 from orga.contracts.conversation import ToolResult
 from orga.contracts.critic import ReviewRecord
-from orga.contracts.delegation import DelegationRecord
+from orga.contracts.delegation import DelegationRecord, RemoteWaits
 from orga.contracts.evidence import EvidenceCollection
 from orga.contracts.inference import InferenceResponse, Usage
 from orga.contracts.journal import (
@@ -85,6 +85,8 @@ class LoopBooks:
         self.leaving: str | None = None  # the build this run is to move off (continuation)
         self.paused_calls: dict[str, str] = {}
         """Calls waiting for their paused tool: call id → who paused it and why."""
+        self.remote_waiting: dict[str, str] = {}
+        """Remote delegations whose task waits for a person there: call id → what it says."""
         self.pauses_lifted = 0
         """``pause_lifted`` signals so far: a call held by a pause waits for the next."""
         self._pause_stops_clock = False
@@ -328,7 +330,11 @@ class LoopBooks:
         """What the loop waits for, as its current details end (empty while it runs)."""
         desk = self.desk
         if not (
-            desk.waiting or self._awaiting_message or self.waiting_for_workers or self.paused_calls
+            desk.waiting
+            or self._awaiting_message
+            or self.waiting_for_workers
+            or self.paused_calls
+            or self.remote_waiting
         ):
             return ""
         pending = [f"approval of {p.tool} ({p.call_id})" for p in desk.approvals.values()] + [
@@ -340,7 +346,30 @@ class LoopBooks:
             pending.append("the next message")
         pending += [f"a worker with tool {tool}" for tool in sorted(self.waiting_for_workers)]
         pending += [f"a paused tool ({call_id})" for call_id in sorted(self.paused_calls)]
+        pending += [f"a person at a remote agent ({c})" for c in sorted(self.remote_waiting)]
         return f" · waiting for {', '.join(pending)}"
+
+    def remote_waits(self, waits: RemoteWaits) -> None:
+        """A remote delegation's task waits for a person there, or no longer: shown on its
+        record and the loop's status (its working clock stops, as for people here). A call
+        that is no running remote delegation changes nothing."""
+        call_id = waits.call_id
+        running = [
+            r
+            for r in self.delegations
+            if r.call_id == call_id and r.status == "running" and r.workflow_id.startswith("a2a:")
+        ]
+        if not running:
+            return
+        if waits.says is None:
+            self.remote_waiting.pop(call_id, None)
+        else:
+            self.remote_waiting[call_id] = waits.says
+        self.delegations = [
+            r.model_copy(update={"waiting": waits.says}) if r.call_id == call_id else r
+            for r in self.delegations
+        ]
+        self._waiting_changed()
 
     def working_seconds(self) -> float:
         """Seconds the loop has run, not counting time spent waiting for people."""
@@ -382,7 +411,12 @@ class LoopBooks:
         self._waiting_changed()
 
     def _waiting_changed(self) -> None:
-        waiting = self.desk.waiting or self._awaiting_message or bool(self.paused_calls)
+        waiting = (
+            self.desk.waiting
+            or self._awaiting_message
+            or bool(self.paused_calls)
+            or bool(self.remote_waiting)
+        )
         now = workflow.now()
         if waiting and self._human_wait_since is None:
             self._human_wait_since = now
@@ -398,6 +432,8 @@ class LoopBooks:
             if self._awaiting_message
             else "awaiting_worker"
             if self.waiting_for_workers
+            else "awaiting_remote"
+            if self.remote_waiting
             else "paused"
             if self.paused_calls
             else "running"
