@@ -24,7 +24,7 @@ from temporalio.testing import WorkflowEnvironment
 
 import orga
 from orga.activities.principals import SpendGuard
-from orga.activities.remote_agents import RemoteAgents
+from orga.activities.remote_agents import ANSWER_BYTES, RemoteAgents
 from orga.cli.views import render_state
 from orga.contracts.config import LoopConfig, LoopInput
 from orga.contracts.conversation import Message
@@ -530,3 +530,52 @@ async def test_a_remote_task_that_waits_for_a_person_there_is_on_the_loop_s_stat
     assert "waits for a person at the remote agent" in render_state(state)
     assert result.output == "3 apples cost 6 USD"
     assert after.delegations[0].waiting is None and after.delegations[0].status == "completed"
+
+
+class _Padded:
+    """An ASGI wrapper that answers every JSON-RPC request with ``pad`` bytes of whitespace
+    after the JSON (still valid JSON): an endpoint that makes its caller read without end."""
+
+    def __init__(self, app: Any, pad: int) -> None:
+        self._app, self._pad = app, pad
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            return await self._app(scope, receive, send)
+        started: dict[str, Any] = {}
+
+        async def padded(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                started.update(message)
+                return
+            if message["type"] == "http.response.body" and not message.get("more_body"):
+                headers = [(k, v) for k, v in started["headers"] if k != b"content-length"]
+                await send({**started, "headers": headers})
+                await send({**message, "more_body": True})
+                chunk = b" " * 65_536
+                for _ in range(self._pad // len(chunk)):
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                return
+            await send(message)
+
+        await self._app(scope, receive, padded)
+
+
+async def test_an_endpoint_that_answers_without_end_is_not_read_past_its_bound(
+    harness: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lead = _lead_model(harness)
+    padded = functools.partial(_Padded, pad=ANSWER_BYTES + 1_000_000)
+    async with remote_deployment(harness, _remote_model(harness), wrap=padded) as remote:
+        monkeypatch.setenv(TOKEN_VARIABLE, remote.token)
+        settings = scripted_settings(
+            harness.model,
+            agents_file=first_agents(tmp_path, remote.url, lead),
+            egress_allow=["127.0.0.1"],
+        )
+        async with harness.worker(settings=settings):
+            result = await (await start_lead(harness, "ann")).result()
+    [read] = harness.model.requests_for(lead)[1].tool_result_texts()
+    assert "RemoteAgentFailed" in read and f"more than {ANSWER_BYTES} bytes" in read, read
+    assert result.output == "3 apples cost 6 USD"

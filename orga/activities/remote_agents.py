@@ -38,7 +38,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Final, cast
 
@@ -84,8 +84,11 @@ from orga.core.text import cut
 from orga.runtime.spend import Cost
 from orga.tools._egress import EgressGuard
 
-__all__ = ["RemoteAgents"]
+__all__ = ["ANSWER_BYTES", "RemoteAgents"]
 
+ANSWER_BYTES: Final = 4 * 1024 * 1024
+"""Bytes an endpoint's answer to one request may hold (a card, a task): past it, the
+delegation fails; an endpoint cannot make the worker read without end."""
 _POLL: Final = (0.2, 2.0)
 """Seconds between two asks of a running task's state: the first, and the most."""
 _CANCEL_SECONDS: Final = 5.0
@@ -161,7 +164,9 @@ class RemoteAgents:
         headers: dict[str, str] = {}
         if (token := self._tokens.get(spec.id)) is not None:
             headers["Authorization"] = f"Bearer {token.get_secret_value()}"
-        async with httpx.AsyncClient(headers=headers, timeout=30, follow_redirects=False) as http:
+        async with httpx.AsyncClient(
+            headers=headers, timeout=30, follow_redirects=False, transport=_Capped(ANSWER_BYTES)
+        ) as http:
             card = await A2ACardResolver(http, spec.a2a).get_agent_card()
             for interface in card.supported_interfaces:
                 await self._guard.check(interface.url, via=spec.a2a)
@@ -330,3 +335,44 @@ def _refused_or_down(agent: str, error: A2AClientError) -> Exception:
                 f"the endpoint of the remote agent {agent!r} refused the request (HTTP {status})"
             )
     return ToolUnavailable(f"the remote agent {agent!r} cannot be reached: {error}")
+
+
+class _Capped(httpx.AsyncBaseTransport):
+    """httpx's transport, its responses' bodies held to ``most`` bytes."""
+
+    def __init__(self, most: int) -> None:
+        self._inner = httpx.AsyncHTTPTransport()
+        self._most = most
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self._inner.handle_async_request(request)
+        said = response.headers.get("content-length", "")
+        if said.isdigit() and int(said) > self._most:
+            await response.aclose()
+            raise _too_long(self._most)
+        assert isinstance(response.stream, httpx.AsyncByteStream)  # an async transport's
+        response.stream = _CappedStream(response.stream, self._most)
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class _CappedStream(httpx.AsyncByteStream):
+    def __init__(self, inner: httpx.AsyncByteStream, most: int) -> None:
+        self._inner, self._most = inner, most
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        read = 0
+        async for chunk in self._inner:
+            read += len(chunk)
+            if read > self._most:
+                raise _too_long(self._most)
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def _too_long(most: int) -> RemoteAgentFailed:
+    return RemoteAgentFailed(f"the remote agent's endpoint answered more than {most} bytes")
