@@ -8,6 +8,7 @@ remote failure is a typed error the model reads."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import signal
@@ -20,6 +21,7 @@ from typing import Any
 import pytest
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import CancelledError
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 import orga
@@ -115,7 +117,13 @@ async def remote_deployment(
     options = AguiOptions(task_queue=other.task_queue, config=config)
     app = agui_app(harness.client, Callers({digest: "first-deployment"}), options, a2a="pricing")
     async with other.worker(tools=tools), asgi_server(wrap(app)) as base:
-        yield Remote(f"{base}/a2a/", token, other, asked, release, stopped)
+        try:
+            yield Remote(f"{base}/a2a/", token, other, asked, release, stopped)
+        finally:  # its threads end with the test: none waits on in the shared namespace
+            running = f"TaskQueue = '{other.task_queue}' AND ExecutionStatus = 'Running'"
+            async for found in harness.client.list_workflows(running):
+                with contextlib.suppress(RPCError):  # it ended meanwhile
+                    await harness.client.get_workflow_handle(found.id).terminate("test ended")
     harness.handles.extend(other.handles)
 
 

@@ -144,8 +144,20 @@ def api(
         if a2a_decider and not a2a:
             raise CliError("--a2a-decider is for the A2A endpoint: give --a2a too", 2)
         served = (agent or "orga") if a2a else None
+        tasks = None
+        if a2a:  # its tasks in orga's store: they outlive this process
+            from orga.web.a2a import ENDED_KEPT
+            from orga.web.a2a_store import StoredTasks, async_engine
+
+            tasks = StoredTasks(async_engine(found.store().url), ENDED_KEPT)
         app = agui_app(
-            await client_for(found), callers, options, page, a2a=served, a2a_agents=agents
+            await client_for(found),
+            callers,
+            options,
+            page,
+            a2a=served,
+            a2a_agents=agents,
+            a2a_tasks=tasks,
         )
 
         def announce(bound: int) -> None:

@@ -38,7 +38,7 @@ from pydantic import ConfigDict, Field, model_validator
 from orga.contracts.vocabulary import ProviderName
 from orga.contracts.wire import Contract
 
-__all__ = ["IMPLICIT_AGENT", "LOCAL_ONLY", "AgentSpec", "ModelChoice", "PolicyFloor"]
+__all__ = ["IMPLICIT_AGENT", "AgentSpec", "ModelChoice", "PolicyFloor"]
 
 PolicyFloor = Literal["default", "cedar", "opa"]
 """The weakest gate an agent's loops may run under."""
@@ -46,7 +46,7 @@ PolicyFloor = Literal["default", "cedar", "opa"]
 IMPLICIT_AGENT: Final = "*"
 """The id of the one agent a worker without ``ORGA_AGENTS`` has: any ``agent_id`` runs as it."""
 
-LOCAL_ONLY: Final = (
+_LOCAL_ONLY: Final = (
     "tools",
     "providers",
     "models",
@@ -142,7 +142,7 @@ class AgentSpec(Contract):
         fields = type(self).model_fields
         local = [
             name
-            for name in LOCAL_ONLY
+            for name in _LOCAL_ONLY
             if getattr(self, name) != fields[name].get_default(call_default_factory=True)
         ]
         if local:

@@ -32,6 +32,7 @@ it is a property of the class (``retryable``), decided once here:
         ├── ToolPermissionError .. the tool may not do this (raised by tools; never retried)
         ├── ToolFailed ........... the tool function raised (retryable, if the tool asks so)
         ├── OutcomeUnknown ....... an attempt was lost mid-effect; a person settles it
+        ├── RemoteAgentFailed .... a remote A2A agent delegated to did not answer
         ├── ToolPaused ........... the tool is paused (orga pause --tool); the loop waits
         └── ToolUnavailable ...... the tool's MCP server is not reachable right now (retryable)
 

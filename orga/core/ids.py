@@ -115,4 +115,4 @@ def a2a_context(workflow_id: str, call_id: str) -> str:
     """The A2A context id of a loop's ``delegate`` call to a remote agent: the same for every
     attempt of the call (what a retry asks the remote about), another for any other call."""
     digest = hashlib.sha256(f"{workflow_id}\x00{call_id}".encode()).hexdigest()
-    return f"orga-{digest[:40]}"
+    return f"orga-{digest[:31]}"  # 36 characters: what a2a-sdk's task tables hold

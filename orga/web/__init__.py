@@ -11,6 +11,8 @@ one sender of decisions): any number of processes serve the same threads. Module
 * ``agui_run`` — one AG-UI request: a thread's turn started, continued, resumed or reconnected
   to; an approval is an interrupt the caller answers on the next run
 * ``a2a`` — the A2A endpoint: its agent card, callers and bounds
+* ``a2a_store`` — its tasks in orga's store (they outlive the process), and the handler that
+  picks a task up again after a restart
 * ``a2a_threads`` — its executor: each A2A context a thread of the caller's, each message a
   turn; the model's text streamed, input-required while a call waits for a person
 * ``agui_events`` — the AG-UI events of a thread's Workflow Stream, each with an id that never

@@ -17,8 +17,9 @@ refused as one that does not exist; another caller's task is not found.
 ``a2a_mounts`` serves, besides, each agent of an agents file at ``/a2a/<agent>`` (its own
 card, its threads run as it, ``a2a-<agent>/<contextId>``).
 
-Not yet (issue 68): tasks that outlive the endpoint's process (the A2A task store is its
-memory).
+Its tasks are kept where ``tasks`` says: ``orga api --a2a`` keeps them in orga's store
+(``orga.web.a2a_store``), so they outlive its process, and a ``SubscribeToTask`` after a
+restart picks a task up again; an app that gives no store keeps them in its memory.
 """
 
 from __future__ import annotations
@@ -32,9 +33,8 @@ from typing import Final
 
 from a2a.server.context import ServerCallContext
 from a2a.server.owner_resolver import resolve_user_scope
-from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_jsonrpc_routes
-from a2a.server.tasks import InMemoryTaskStore
+from a2a.server.tasks import InMemoryTaskStore, TaskStore
 from a2a.types import (
     AgentCapabilities,
     AgentCard,
@@ -45,7 +45,6 @@ from a2a.types import (
     SecurityScheme,
     StringList,
     Task,
-    TaskState,
 )
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 from google.protobuf.json_format import MessageToDict
@@ -66,6 +65,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from temporalio.client import Client
 
 from orga.contracts.agents import AgentSpec
+from orga.web.a2a_store import ENDED, Resuming
 from orga.web.a2a_threads import A2A_PREFIX, Threads
 from orga.web.agui import unserved
 from orga.web.agui_run import AguiOptions, Refused
@@ -78,14 +78,6 @@ ENDED_KEPT: Final = 1_000
 newest: an older one's ``GetTask`` answers "task not found" (its thread keeps the turns)."""
 _AGENT_ID: Final = re.compile(r"[A-Za-z0-9._-]{1,100}")
 _log = logging.getLogger(__name__)
-_ENDED: Final = frozenset(
-    {
-        TaskState.TASK_STATE_COMPLETED,
-        TaskState.TASK_STATE_FAILED,
-        TaskState.TASK_STATE_CANCELED,
-        TaskState.TASK_STATE_REJECTED,
-    }
-)
 
 
 def a2a_app(
@@ -97,17 +89,20 @@ def a2a_app(
     description: str | None = None,
     tools: Sequence[str] | None = None,
     prefix: str = A2A_PREFIX,
+    tasks: TaskStore | None = None,
 ) -> Starlette:
     """The A2A endpoint as a Starlette app (``orga api --a2a`` mounts it at ``/a2a``); its
     threads start as ``options`` says (task queue, config, issuer), its callers are
     ``callers``' users, and ``name`` names its agent on the card (``description`` says what
     it does, ``tools`` which tools, or globs of them, it may use: default, the config's). A
-    context's thread is ``prefix`` and the context id."""
+    context's thread is ``prefix`` and the context id. ``tasks``: where the A2A tasks are kept
+    (``orga.web.a2a_store.StoredTasks``: in orga's store, beyond this process; default: its
+    memory, each caller's newest ``ENDED_KEPT`` ended ones)."""
     shown = options.config.tools if tools is None else tools
     card = _card(name, description, shown, "http://127.0.0.1/")
-    handler = DefaultRequestHandler(
+    handler = Resuming(
         agent_executor=Threads(client, options, prefix),
-        task_store=_EndedKept(ENDED_KEPT),
+        task_store=tasks or _EndedKept(ENDED_KEPT),
         agent_card=card,
     )
 
@@ -253,7 +248,7 @@ class _EndedKept(InMemoryTaskStore):
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
         await super().save(task, context)
-        if task.status.state not in _ENDED:
+        if task.status.state not in ENDED:
             return
         ended = self._ended.setdefault(resolve_user_scope(context), OrderedDict())
         ended[task.id] = None
@@ -288,6 +283,7 @@ def a2a_mounts(
     *,
     name: str,
     agents: Sequence[AgentSpec] = (),
+    tasks: TaskStore | None = None,
 ) -> list[Mount]:
     """The A2A endpoints of an app: each agent of ``agents`` (an agents file's) at
     ``/a2a/<agent>`` — its card from its description and tool globs, its threads run as it —
@@ -307,7 +303,8 @@ def a2a_mounts(
             description=agent.description,
             tools=agent.tools,
             prefix=f"{A2A_PREFIX}{agent.id}/",
+            tasks=tasks,
         )
         mounts.append(Mount(f"/a2a/{agent.id}", app=app))
-    mounts.append(Mount("/a2a", app=a2a_app(client, callers, options, name=name)))
+    mounts.append(Mount("/a2a", app=a2a_app(client, callers, options, name=name, tasks=tasks)))
     return mounts

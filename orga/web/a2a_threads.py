@@ -55,6 +55,7 @@ from orga.contracts.state import LoopState
 from orga.contracts.threads import ThreadConfig, TurnResult
 from orga.desk.facts import DeskError
 from orga.desk.sender import send_decision
+from orga.web.a2a_store import ENDED
 from orga.web.agui import owned
 from orga.web.agui_run import AguiOptions, Refused
 
@@ -70,6 +71,7 @@ TURN_KEY: Final = "orga.turn"
 """The metadata of an input-required message: the turn it holds up (``turn``, ``seq``)."""
 STREAM_KEY: Final = "orga.stream"
 """The metadata key of a streamed piece's status update: ``{"call": n, "restart": bool}``."""
+_ASKED: Final = TaskState.TASK_STATE_INPUT_REQUIRED
 _CONTEXT_ID: Final = re.compile(r"[A-Za-z0-9._-]{1,120}")
 _WATCH: Final = (0.5, 10.0)
 """Seconds between looks at a turn's state (does a call wait for a person?): the first, and
@@ -96,17 +98,22 @@ class Threads(AgentExecutor):
             await event_queue.enqueue_event(new_task_from_user_message(context.message))
         updater = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
         decides = _caller(context) in self._options.a2a_deciders
+        if current is not None and current.status.state in ENDED:  # picked up as it ended
+            return
         try:
-            if current is not None and current.status.state == TaskState.TASK_STATE_INPUT_REQUIRED:
-                begun = await self._resume(context, current, updater)
+            resting = current is not None and current.status.state == _ASKED
+            if current is not None and (resting or context.message is None):
+                begun = await self._resume(context, current, updater)  # or picked up again
                 if begun is None:  # its decision was not taken: it still waits
                     return
             else:
                 begun = await self._send(context)
             chat, turn, seq, offset = begun
-            await updater.start_work()
+            await _working(updater, turn, seq)
             read = _Read(offset)
-            streaming = asyncio.create_task(self._stream(chat.handle.id, read, updater))
+            streaming = asyncio.create_task(
+                self._stream(chat.handle.id, read, updater, _turn(turn, seq))
+            )
             try:
                 answered = await self._answer(chat, turn, seq, updater, rest=decides)
                 if answered is None:  # it rests at input-required: the caller decides
@@ -184,9 +191,12 @@ class Threads(AgentExecutor):
         """Where the thread's stream will write next."""
         return await WorkflowStreamClient.create(self._client, workflow_id).get_offset()
 
-    async def _stream(self, workflow_id: str, read: _Read, updater: TaskUpdater) -> None:
+    async def _stream(
+        self, workflow_id: str, read: _Read, updater: TaskUpdater, held: dict[str, Any]
+    ) -> None:
         """The model's text from the thread's stream, from ``read.next``: each piece a working
-        status update (until cancelled, once the turn's last pieces were read)."""
+        status update (until cancelled, once the turn's last pieces were read); ``held``: the
+        turn it belongs to, in each one's metadata."""
         reader = WorkflowStreamClient.create(self._client, workflow_id)
         converter = self._client.data_converter.payload_converter
         try:
@@ -198,7 +208,7 @@ class Threads(AgentExecutor):
                 if piece is not None and (piece.text or piece.restart):
                     said = {"call": piece.iteration, "restart": piece.restart}
                     message = updater.new_agent_message(
-                        [new_text_part(piece.text)], metadata={STREAM_KEY: said}
+                        [new_text_part(piece.text)], metadata={STREAM_KEY: said, **held}
                     )
                     await updater.update_status(TaskState.TASK_STATE_WORKING, message)
                 read.reached(item.offset + 1)
@@ -221,7 +231,7 @@ class Threads(AgentExecutor):
         where = cast(dict[str, Any], held) if isinstance(held, dict) else {}
         turn, seq = where.get("turn"), where.get("seq")
         if not isinstance(turn, int | float) or turn < 1:
-            raise Refused(409, "this task does not wait for a decision of yours")
+            raise Refused(409, "this task holds no turn to follow or decide")
         chat = ThreadHandle(self._client.get_workflow_handle(workflow_id))
         number, message = int(turn), (int(seq) if isinstance(seq, int | float) else None)
         decision = _decision_in(context)
@@ -269,7 +279,7 @@ class Threads(AgentExecutor):
                     if rest:
                         return None
                 elif not waits and asking:
-                    await updater.start_work()
+                    await _working(updater, turn, seq)
                 pause = _WATCH[0] if asking != bool(waits) else min(pause * 2, most)
                 asking = bool(waits)
             return answer.result()
@@ -325,8 +335,19 @@ def _asking(
     data = {APPROVAL_KEY: {"workflow_id": workflow_id, "pending": waiting}}
     return updater.new_agent_message(
         [new_text_part(said), new_data_part(data)],
-        metadata={TURN_KEY: {"turn": turn, "seq": seq}},
+        metadata=_turn(turn, seq),
     )
+
+
+def _turn(turn: int, seq: int | None) -> dict[str, Any]:
+    """The metadata of every status message of a turn: which one it is (``TURN_KEY``), read
+    back when the caller decides, or when an endpoint picks the task up again."""
+    return {TURN_KEY: {"turn": turn, "seq": seq}}
+
+
+async def _working(updater: TaskUpdater, turn: int, seq: int | None) -> None:
+    said = updater.new_agent_message([new_text_part("working")], metadata=_turn(turn, seq))
+    await updater.start_work(said)
 
 
 def _decision_in(context: RequestContext) -> ApprovalDecision | None:

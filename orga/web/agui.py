@@ -41,7 +41,7 @@ import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from ag_ui.core import BaseEvent, RunAgentInput
 from ag_ui.encoder import EventEncoder
@@ -73,6 +73,9 @@ from orga.web.agui_run import (
 from orga.web.callers import Callers, OpenRequests
 from orga.web.deadlines import UvicornLimits, bounded_requests
 
+if TYPE_CHECKING:
+    from a2a.server.tasks import TaskStore
+
 __all__ = [
     "AguiLimits",
     "AguiOptions",
@@ -94,6 +97,7 @@ def agui_app(
     *,
     a2a: str | None = None,
     a2a_agents: Sequence[AgentSpec] = (),
+    a2a_tasks: TaskStore | None = None,
 ) -> Starlette:
     """The AG-UI endpoint as a Starlette app (``orga api`` serves it; mount it in your own).
 
@@ -101,7 +105,8 @@ def agui_app(
     ``examples/web/public``); the page calls the endpoint from the same origin. ``a2a``: the
     name of the agent the A2A endpoint (``orga.web.a2a``) serves at ``/a2a``, for the same
     callers (None: no A2A endpoint); ``a2a_agents``: an agents file's agents, each served at
-    ``/a2a/<agent>`` with a card of its own.
+    ``/a2a/<agent>`` with a card of its own; ``a2a_tasks``: where their tasks are kept
+    (default: the process's memory).
     """
     streams = OpenRequests(options.limits.streams_per_caller)
     endpoint = _Endpoint(client, callers, options, streams, same_origin=page is not None)
@@ -117,7 +122,7 @@ def agui_app(
     if a2a is not None:
         from orga.web.a2a import a2a_mounts  # a2a-sdk, loaded only where it is served
 
-        routes += a2a_mounts(client, callers, options, name=a2a, agents=a2a_agents)
+        routes += a2a_mounts(client, callers, options, name=a2a, agents=a2a_agents, tasks=a2a_tasks)
     if page is not None:
         routes.append(Mount("/", StaticFiles(directory=page, html=True)))
     return Starlette(routes=routes, middleware=[cors])
