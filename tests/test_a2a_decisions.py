@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.helpers import get_artifact_text, get_data_parts, new_data_part, new_text_part
-from a2a.types import Message, Role, SendMessageRequest, Task, TaskState
+from a2a.types import GetTaskRequest, Message, Role, SendMessageRequest, Task, TaskState
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import orga
@@ -25,8 +25,9 @@ from orga.runtime.approver_keys import public_key_of
 from orga.scripted.server import Turn
 from orga.web.a2a_threads import A2A_PREFIX, APPROVAL_KEY, DECISION_KEY
 from orga.web.agui import AguiOptions, agui_app
+from orga.worker.agent_registry import AgentRegistry
 from tests.harness import Harness, scripted_settings
-from tests.helpers import asgi_server, callers_for
+from tests.helpers import asgi_server, callers_for, eventually
 from tests.sample_tools import transfer
 
 ANN, KIM = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
@@ -160,3 +161,71 @@ async def test_a_caller_the_operator_did_not_name_waits_for_orga_s_people(
                         await thread.approve(waiting[0].call_id, approver="kim", reason="ok")
         await thread.handle.cancel()
     assert "TASK_STATE_INPUT_REQUIRED" in states and states[-1] == "TASK_STATE_COMPLETED"
+
+
+async def test_who_decides_is_each_agent_s_in_the_agents_file(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """``shop`` names ann among its deciders, ``helper`` names nobody. Ann's signed decision
+    sent to her ``shop`` task is taken there (the task rested at input-required for her); her
+    ``helper`` task waits through its approval, taken on orga's side, and completes on its own
+    (were ann a decider there, it would rest until she writes)."""
+    model = harness.new_model([_pay, _pay, _pay, _pay])
+    agents = tmp_path / "agents.toml"
+    agents.write_text(
+        f"""
+[agents.shop]
+tools = ["transfer"]
+model = "{model}"
+a2a_deciders = ["ann"]
+
+[agents.helper]
+tools = ["transfer"]
+model = "{model}"
+
+[approvers.ann]
+key = "{public_key_of(ANN)}"
+"""
+    )
+    registry = AgentRegistry.load(agents, frozenset({"default"}))
+    tokens, callers = callers_for("ann")
+    options = AguiOptions(task_queue=harness.task_queue)
+    app = agui_app(harness.client, callers, options, a2a="orga", a2a_agents=registry.specs())
+    settings = scripted_settings(harness.model, agents_file=agents)
+    async with harness.worker(settings=settings, tools=[transfer]), asgi_server(app) as base:
+        headers = {"Authorization": f"Bearer {tokens['ann']}"}
+        async with httpx.AsyncClient(headers=headers, timeout=60) as http:
+            clients = {}
+            for name in ("shop", "helper"):
+                card = await A2ACardResolver(http, f"{base}/a2a/{name}").get_agent_card()
+                config = ClientConfig(httpx_client=http, streaming=False)
+                clients[name] = ClientFactory(config).create(card)
+            asked = {n: await _sent(c, _message(None, "pay eve 12")) for n, c in clients.items()}
+            # helper: decided on orga's side, the task is followed to its end on its own.
+            workflow_id, pending, _ = _waiting(asked["helper"])
+            helper_thread = orga.loop(harness.client, workflow_id)
+            harness.handles.append(helper_thread.handle)
+            await helper_thread.approve(pending.call_id, approver="ann", reason="ok", key=ANN)
+
+            async def ended() -> Task | None:
+                found = await clients["helper"].get_task(GetTaskRequest(id=asked["helper"].id))
+                return found if found.status.state == TaskState.TASK_STATE_COMPLETED else None
+
+            helper = await eventually(ended, "helper's task completes")
+            # shop: ann decides by a message to her task (with no decider, it would wait on).
+            workflow_id, pending, _ = _waiting(asked["shop"])
+            harness.handles.append(orga.loop(harness.client, workflow_id).handle)
+            decision = _decision(workflow_id, pending, "ann", ANN)
+            shop = await _sent(clients["shop"], _message(asked["shop"], "ok", decision))
+        for task in asked.values():
+            await orga.loop(harness.client, _waiting(task)[0]).handle.cancel()
+    assert [get_artifact_text(a) for a in helper.artifacts] == ["sent"]
+    assert TaskState.Name(shop.status.state) == "TASK_STATE_COMPLETED", shop
+    assert [get_artifact_text(a) for a in shop.artifacts] == ["sent"]
+
+
+def _pay(request: Any) -> Turn:
+    """A thread's model: it pays eve, then says it did."""
+    if request.tool_results():
+        return Turn(text="sent")
+    return Turn(tool_calls=[("transfer", {"amount": 12, "to": "eve"})])

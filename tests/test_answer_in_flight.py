@@ -64,8 +64,14 @@ async def test_a_resolution_signalled_before_the_task_that_raises_its_escalation
         )
         parts = with_tool.parts(harness.client)
         publish_tools(TEST_STORE, harness.task_queue, harness.client.identity, ["lookup"])
+        # The loop's setup needs lookup: where it lands on the other worker, it is asked again
+        # on any worker of the queue (SetupElsewhere), as the server places it. Many pollers
+        # here make this worker the likely one; the wait below bounds the rest.
         async with Worker(
-            harness.client, task_queue=harness.task_queue, activities=parts.activities()
+            harness.client,
+            task_queue=harness.task_queue,
+            activities=parts.activities(),
+            max_concurrent_activity_task_polls=20,
         ):
             async with workflows.worker():
                 handle = await harness.start(
@@ -74,7 +80,7 @@ async def test_a_resolution_signalled_before_the_task_that_raises_its_escalation
                     tools=["lookup"],
                     recovery={"default": {"strategy": "escalate"}},
                 )
-                await eventually(lambda: calls, "lookup started")
+                await eventually(lambda: calls, "lookup started", timeout=90)
             [call_id] = set(calls)
             release.set()  # no worker runs workflows now: the failure waits in a task
             await eventually(lambda: _failed_unseen(handle), "the call failed, not yet seen")

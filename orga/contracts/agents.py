@@ -60,6 +60,7 @@ _LOCAL_ONLY: Final = (
     "approvals_needed",
     "judge",
     "max_concurrent_tools",
+    "a2a_deciders",
 )
 """What an agent that runs elsewhere (``a2a``) cannot have: its endpoint decides them."""
 
@@ -127,6 +128,10 @@ class AgentSpec(Contract):
     max_delegation_depth: int = Field(default=2, ge=0, le=10)
     """How deep its loops' delegations may nest (a ceiling: a loop may ask for less, never
     more; a child runs with the lower of its parent's depth and its own agent's)."""
+    a2a_deciders: list[str] = Field(default_factory=list[str], max_length=100)
+    """Callers of its A2A endpoint (``orga api --a2a``, ``/a2a/<agent>``) who may decide their
+    own tasks' ``input-required``, each with a decision signed by its enrolled approver key;
+    others wait for orga's people."""
     a2a: str | None = Field(default=None, pattern=r"^https?://[^\s]+$", max_length=2_000)
     """An A2A endpoint (its base URL: the agent card is under it) where this agent runs: loops
     delegate to it there, and none runs as it here."""

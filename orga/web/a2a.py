@@ -298,7 +298,8 @@ def a2a_mounts(
         app = a2a_app(
             client,
             callers,
-            dataclasses.replace(options, config=config),
+            # Who may decide its tasks is the agent's (the file's), not the default endpoint's.
+            dataclasses.replace(options, config=config, a2a_deciders=frozenset(agent.a2a_deciders)),
             name=agent.id,
             description=agent.description,
             tools=agent.tools,
