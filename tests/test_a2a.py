@@ -42,9 +42,15 @@ from orga.web import a2a as a2a_endpoint
 from orga.web.a2a import A2A_PREFIX
 from orga.web.a2a_threads import STREAM_KEY
 from orga.web.agui import AguiLimits, AguiOptions, agui_app
-from orga.worker.agent_registry import AgentRegistry
-from tests.harness import Harness, scripted_settings
-from tests.helpers import A2A_CLIENT, a2a_client, asgi_server, callers_for, eventually
+from tests.harness import Harness
+from tests.helpers import (
+    A2A_CLIENT,
+    a2a_client,
+    agents_endpoint,
+    asgi_server,
+    callers_for,
+    eventually,
+)
 from tests.sample_tools import running, transfer
 
 pytestmark = pytest.mark.timeout(120)
@@ -458,13 +464,8 @@ model = "{model}"
 a2a = "https://pricing.example/a2a/"
 """
     )
-    registry = AgentRegistry.load(agents, frozenset({"default"}))
-    tokens, callers = callers_for("ann")
-    options = AguiOptions(task_queue=harness.task_queue)
-    app = agui_app(harness.client, callers, options, a2a="orga", a2a_agents=registry.specs())
-    settings = scripted_settings(harness.model, agents_file=agents)
     context = f"c-{uuid.uuid4().hex[:8]}"
-    async with harness.worker(settings=settings, tools=[transfer]), asgi_server(app) as base:
+    async with agents_endpoint(harness, agents, transfer) as (base, token):
         async with httpx.AsyncClient() as http:
             cards = {
                 name: await A2ACardResolver(http, f"{base}/a2a/{name}").get_agent_card()
@@ -473,7 +474,7 @@ a2a = "https://pricing.example/a2a/"
             elsewhere = await http.get(f"{base}/a2a/pricing/.well-known/agent-card.json")
         answers = {}
         for name in ("shop", "helper"):
-            async with _caller(f"{base}/a2a/{name}", tokens["ann"], streaming=False) as client:
+            async with _caller(f"{base}/a2a/{name}", token, streaming=False) as client:
                 answers[name] = await _task(client, _message("who are you?", context))
         states = {}
         for name in ("shop", "helper"):

@@ -25,9 +25,8 @@ from orga.runtime.approver_keys import public_key_of
 from orga.scripted.server import Turn
 from orga.web.a2a_threads import A2A_PREFIX, APPROVAL_KEY, DECISION_KEY
 from orga.web.agui import AguiOptions, agui_app
-from orga.worker.agent_registry import AgentRegistry
 from tests.harness import Harness, scripted_settings
-from tests.helpers import asgi_server, callers_for, eventually
+from tests.helpers import agents_endpoint, asgi_server, callers_for, eventually
 from tests.sample_tools import transfer
 
 ANN, KIM = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
@@ -187,13 +186,8 @@ model = "{model}"
 key = "{public_key_of(ANN)}"
 """
     )
-    registry = AgentRegistry.load(agents, frozenset({"default"}))
-    tokens, callers = callers_for("ann")
-    options = AguiOptions(task_queue=harness.task_queue)
-    app = agui_app(harness.client, callers, options, a2a="orga", a2a_agents=registry.specs())
-    settings = scripted_settings(harness.model, agents_file=agents)
-    async with harness.worker(settings=settings, tools=[transfer]), asgi_server(app) as base:
-        headers = {"Authorization": f"Bearer {tokens['ann']}"}
+    async with agents_endpoint(harness, agents, transfer) as (base, token):
+        headers = {"Authorization": f"Bearer {token}"}
         async with httpx.AsyncClient(headers=headers, timeout=60) as http:
             clients = {}
             for name in ("shop", "helper"):

@@ -85,6 +85,7 @@ from tests.helpers._scripts import (
     verdict,
 )
 from tests.helpers._servers import (
+    agents_endpoint,
     asgi_server,
     callers_for,
     free_port,
@@ -148,6 +149,7 @@ __all__ = [
     "a2a_client",
     "aborted",
     "ag_ui_client",
+    "agents_endpoint",
     "agents_file",
     "agents_with_a_model_judge",
     "agents_with_judges",

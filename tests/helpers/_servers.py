@@ -10,6 +10,7 @@ import re
 import socket
 from collections import defaultdict
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -18,8 +19,11 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from orga.runtime.connect import metrics_runtime
+from orga.tools.sdk import Tool
+from orga.web.agui import AguiOptions, agui_app
 from orga.web.callers import Callers, new_token
-from tests.harness import Harness
+from orga.worker.agent_registry import AgentRegistry
+from tests.harness import Harness, scripted_settings
 from tests.helpers._waiting import eventually
 
 
@@ -79,6 +83,22 @@ async def asgi_server(app: Any) -> AsyncIterator[str]:
     finally:
         running.should_exit = True
         await serving
+
+
+@contextlib.asynccontextmanager
+async def agents_endpoint(
+    harness: Harness, agents: Path, *tools: Tool
+) -> AsyncIterator[tuple[str, str]]:
+    """``orga api --a2a``'s app serving each agent of the ``agents`` file at
+    ``/a2a/<agent>`` (its worker, with ``tools``, reads the same file), on 127.0.0.1: its base
+    URL, and ann's token."""
+    tokens, callers = callers_for("ann")
+    specs = AgentRegistry.load(agents, frozenset({"default"})).specs()
+    options = AguiOptions(task_queue=harness.task_queue)
+    app = agui_app(harness.client, callers, options, a2a="orga", a2a_agents=specs)
+    settings = scripted_settings(harness.model, agents_file=agents)
+    async with harness.worker(settings=settings, tools=tools), asgi_server(app) as base:
+        yield base, tokens["ann"]
 
 
 @contextlib.asynccontextmanager
