@@ -85,6 +85,10 @@ Variables (generated from the fields; do not edit by hand):
   off: refused)
 * ``ORGA_EGRESS_ALLOW`` — Hosts and CIDRs that ``web_fetch`` may reach although they are not
   public addresses (``10.0.0.0/8,intranet.example``). (default: none: public addresses only)
+* ``ORGA_RUN_PYTHON`` — The worker offers ``run_python``: code the model writes, run behind
+  walls (a worker that cannot raise them refuses to start). (default: off: no run_python)
+* ``ORGA_RUN_PYTHON_VIEW`` — Files and directories ``run_python``'s code may read (read-only, at
+  the same paths). (default: none: the standard library only)
 * ``ORGA_DATA_DIR`` — The embedded server's directory (``orga server``, ``orga demo``):
   ``temporal.db`` and the default store's ``store.db``. (default: ``.orga``)
 * ``ORGA_STORE_URL`` — orga's store, shared by every worker and client: payloads kept out of
@@ -275,6 +279,13 @@ class Settings(BaseModel):
     ] = Field(default_factory=list[str])
     """Hosts and CIDRs that ``web_fetch`` may reach although they are not public addresses
     (``10.0.0.0/8,intranet.example``)."""
+    run_python: Annotated[bool, Env("ORGA_RUN_PYTHON", default="off: no run_python")] = False
+    """The worker offers ``run_python``: code the model writes, run behind walls (a worker
+    that cannot raise them refuses to start)."""
+    run_python_view: Annotated[
+        list[str], Env("ORGA_RUN_PYTHON_VIEW", default="none: the standard library only")
+    ] = Field(default_factory=list[str])
+    """Files and directories ``run_python``'s code may read (read-only, at the same paths)."""
     data_dir: Annotated[Path, Env("ORGA_DATA_DIR", default="``.orga``", cli=True)] = Field(
         default_factory=lambda: Path(".orga").resolve()
     )

@@ -4,10 +4,14 @@ loop as a child workflow, never here), and ``file_read`` when the operator names
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from orga.contracts.delegation import DELEGATE_TOOL
 from orga.contracts.errors import ToolInputError
 from orga.runtime.settings import Settings
 from orga.tools._file_read import file_read_tool
+from orga.tools._run_python import run_python_tool
+from orga.tools._sandbox import Sandbox
 from orga.tools._web_fetch import web_fetch_tool
 from orga.tools.sdk import Tool, tool
 
@@ -62,6 +66,10 @@ def builtin_tools(settings: Settings) -> list[Tool]:
         add,
         delegate,
     ]
+    if settings.run_python:  # the walls raised once here: a worker without them does not start
+        walls = Sandbox([Path(p) for p in settings.run_python_view])
+        walls.check()
+        found.append(run_python_tool(walls))
     if settings.file_root is not None:  # no default root: the operator names the readable one
         found.append(
             file_read_tool(
