@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import resource
 import shutil
@@ -104,8 +105,10 @@ class Sandbox:
             raise InvalidConfig(f"run_python needs {_TIMEOUT} (coreutils): not here")
         root = _pids_root()
         if root is not None:  # a worker that died mid-run left its run's (empty) cgroup
-            for stale in root.glob("orga-run-*"):
-                _remove_cgroup(stale)  # one in use (another worker's run) stays
+            for stale in root.glob("orga-run-*-*"):
+                maker = stale.name.split("-")[2]
+                if maker.isdigit() and not Path(f"/proc/{maker}").exists():
+                    _remove_cgroup(stale)
         if root is None:
             raise InvalidConfig(
                 "run_python needs a pids cgroup it can make (cgroup v1 /sys/fs/cgroup/pids or a "
@@ -282,8 +285,9 @@ def _limits(bounds: Bounds, cgroup: Path | None) -> Callable[[], None]:
     return apply
 
 
+@functools.cache
 def _pids_root() -> Path | None:
-    """Where this process may make a pids cgroup, if anywhere."""
+    """Where this process may make a pids cgroup, if anywhere (asked once)."""
     for root in _PIDS_ROOTS:
         probe = root / f"orga-probe-{uuid.uuid4().hex[:8]}"
         try:
@@ -303,7 +307,7 @@ def _make_cgroup(processes: int) -> Path | None:
     root = _pids_root()
     if root is None:
         return None
-    made = root / f"orga-run-{uuid.uuid4().hex}"
+    made = root / f"orga-run-{os.getpid()}-{uuid.uuid4().hex}"  # its maker's pid: see check
     made.mkdir()
     (made / "pids.max").write_text(str(processes))
     return made
