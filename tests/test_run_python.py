@@ -9,18 +9,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import shutil
 import time
 from pathlib import Path
 
 import pytest
 
+import orga
 from orga.contracts.errors import InvalidConfig
 from orga.runtime.settings import Settings
 from orga.scripted.server import Turn
 from orga.tools._builtin import builtin_tools
 from orga.tools._sandbox import Bounds, Sandbox
 from tests.harness import Harness, scripted_settings
-from tests.helpers import ROOT
+from tests.helpers import POLICY_EXAMPLES, ROOT, pending
 
 SUM = """
 import csv
@@ -148,3 +151,63 @@ async def test_a_loop_sums_the_csv_with_run_python(harness: Harness, view: Path)
     assert result.output == "the sales sum to 12"
     assert "exit status 0" in read and "--- stdout ---\n12" in read, read
     assert read.startswith("code sha256 ")
+
+
+def _policies(tmp_path: Path) -> Path:
+    """The example policies, with the code of ``run_python`` in the schema and two rules:
+    code that mentions sockets is never run; any other waits for a person."""
+    policies = tmp_path / "policies"
+    shutil.copytree(POLICY_EXAMPLES, policies)
+    schema_path = policies / "schema.cedarschema.json"
+    schema = json.loads(schema_path.read_text())
+    arguments = schema[""]["commonTypes"]["Arguments"]["attributes"]
+    arguments["code"] = {"type": "String", "required": False}
+    schema_path.write_text(json.dumps(schema))
+    (policies / "run_python.cedar").write_text(
+        """
+@id("no-sockets-in-code")
+@reason("code that opens sockets is never run")
+forbid (principal, action == Action::"call_tool", resource == Tool::"run_python")
+when { context.arguments has code && context.arguments.code like "*socket*" };
+
+@id("code-needs-a-person")
+@approval("required")
+permit (principal, action == Action::"call_tool", resource == Tool::"run_python");
+"""
+    )
+    return policies
+
+
+async def test_a_policy_forbids_a_pattern_of_code_and_a_person_edits_code_before_it_runs(
+    harness: Harness, view: Path, tmp_path: Path
+) -> None:
+    sockets = harness.new_model(
+        [
+            Turn(tool_calls=[("run_python", {"code": "import socket\nprint(socket)"})]),
+            Turn(text="not allowed"),
+        ]
+    )
+    edited = harness.new_model(
+        [Turn(tool_calls=[("run_python", {"code": "print(6 * 7 + 1)"})]), Turn(text="done")]
+    )
+    settings = scripted_settings(
+        harness.model,
+        policy_dir=_policies(tmp_path),
+        run_python=True,
+        run_python_view=[str(view)],
+    )
+    async with harness.worker(settings=settings):
+        await harness.run("Open a socket.", model=sockets, tools=["run_python"], policy="cedar")
+        handle = await harness.start(
+            "Compute 6*7.", model=edited, tools=["run_python"], policy="cedar"
+        )
+        [waiting] = (await pending(handle)).pending_approvals
+        thread = orga.loop(harness.client, handle.id)
+        await thread.approve(
+            waiting.call_id, approver="kim", reason="fixed", arguments={"code": "print(6 * 7)"}
+        )
+        await handle.result()
+    [refused] = harness.model.requests_for(sockets)[1].tool_result_texts()
+    [ran] = harness.model.requests_for(edited)[1].tool_result_texts()
+    assert "code that opens sockets is never run" in refused, refused
+    assert "--- stdout ---\n42\n" in ran, ran  # the code the person wrote, not the model's
