@@ -392,9 +392,7 @@ class _Parts:
             http=http,
             spend=spend,
         )
-        self.remote = RemoteAgents(
-            agents.remote(), origin=agents.origin, allow=settings.egress_allow, spend=spend
-        )
+        self.remote = RemoteAgents(agents, settings.egress_allow, spend)
         self.builds = CurrentBuilds(client)
         self.continued = ContinuedRuns(client)
         self.setup = SetupActivities(

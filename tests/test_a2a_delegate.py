@@ -146,6 +146,15 @@ timeout = "PT1M"
     return path
 
 
+def first_settings(
+    harness: Harness, remote: Remote, agents: Path, monkeypatch: pytest.MonkeyPatch
+) -> Settings:
+    """The first deployment's worker: its agents file, the second's address allowed by its
+    egress rules, the token to present in its environment."""
+    monkeypatch.setenv(TOKEN_VARIABLE, remote.token)
+    return scripted_settings(harness.model, agents_file=agents, egress_allow=["127.0.0.1"])
+
+
 async def start_lead(
     harness: Harness, user: str, asked: str = "What do 3 apples cost?"
 ) -> WorkflowHandle[Any, LoopResult]:
@@ -192,11 +201,8 @@ async def test_a_loop_delegates_to_another_deployments_a2a_agent_and_pays_what_i
     lead = _lead_model(harness)
     user = f"ann-{uuid.uuid4().hex[:8]}"
     async with remote_deployment(harness, _remote_model(harness)) as remote:
-        monkeypatch.setenv(TOKEN_VARIABLE, remote.token)
-        settings = scripted_settings(
-            harness.model,
-            agents_file=first_agents(tmp_path, remote.url, lead),
-            egress_allow=["127.0.0.1"],
+        settings = first_settings(
+            harness, remote, first_agents(tmp_path, remote.url, lead), monkeypatch
         )
         async with harness.worker(settings=settings):
             handle = await start_lead(harness, user)
@@ -395,9 +401,8 @@ a2a_token_env = "FORGED_A2A_TOKEN"
 a2a = "http://127.0.0.2:{port}/a2a/"
 """
         )
-        monkeypatch.setenv(TOKEN_VARIABLE, remote.token)
         monkeypatch.setenv("FORGED_A2A_TOKEN", "not-a-token-it-issued")
-        settings = scripted_settings(harness.model, agents_file=agents, egress_allow=["127.0.0.1"])
+        settings = first_settings(harness, remote, agents, monkeypatch)
         async with harness.worker(settings=settings):
             handle = await start_lead(harness, f"ann-{uuid.uuid4().hex[:8]}")
             result = await handle.result()
@@ -445,8 +450,7 @@ a2a_token_env = "{TOKEN_VARIABLE}"
 timeout = "PT3S"
 """
         )
-        monkeypatch.setenv(TOKEN_VARIABLE, remote.token)
-        settings = scripted_settings(harness.model, agents_file=agents, egress_allow=["127.0.0.1"])
+        settings = first_settings(harness, remote, agents, monkeypatch)
         async with harness.worker(settings=settings):
             apples = await start_lead(harness, "ann", "What do 3 apples cost?")
             pears = await start_lead(harness, "ann", "What do 3 pears cost?")
@@ -490,10 +494,9 @@ def test_an_agents_file_names_what_a_remote_agent_cannot_have_and_its_missing_to
     agents = AgentRegistry.load(path, frozenset({"default"}))
     with pytest.raises(InvalidConfig, match=f"{TOKEN_VARIABLE}, which is not set"):
         RemoteAgents(
-            agents.remote(),
-            origin=agents.origin,
-            allow=(),
-            spend=SpendGuard(PrincipalRegistry.load(Settings()), None),
+            agents,
+            (),
+            SpendGuard(PrincipalRegistry.load(Settings()), None),
             environ={},
         )
 
@@ -508,11 +511,8 @@ async def test_a_remote_task_that_waits_for_a_person_there_is_on_the_loop_s_stat
         [Turn(tool_calls=[("transfer", {"amount": 6, "to": "grocer"})]), Turn(text="paid 6 USD")]
     )
     async with remote_deployment(harness, remote_model, gated=True) as remote:
-        monkeypatch.setenv(TOKEN_VARIABLE, remote.token)
-        settings = scripted_settings(
-            harness.model,
-            agents_file=first_agents(tmp_path, remote.url, lead),
-            egress_allow=["127.0.0.1"],
+        settings = first_settings(
+            harness, remote, first_agents(tmp_path, remote.url, lead), monkeypatch
         )
         async with harness.worker(settings=settings):
             handle = await start_lead(harness, "ann")
@@ -576,11 +576,8 @@ async def test_an_endpoint_that_answers_without_end_is_not_read_past_its_bound(
     lead = _lead_model(harness)
     padded = functools.partial(_Padded, pad=ANSWER_BYTES + 1_000_000)
     async with remote_deployment(harness, _remote_model(harness), wrap=padded) as remote:
-        monkeypatch.setenv(TOKEN_VARIABLE, remote.token)
-        settings = scripted_settings(
-            harness.model,
-            agents_file=first_agents(tmp_path, remote.url, lead),
-            egress_allow=["127.0.0.1"],
+        settings = first_settings(
+            harness, remote, first_agents(tmp_path, remote.url, lead), monkeypatch
         )
         async with harness.worker(settings=settings):
             result = await (await start_lead(harness, "ann")).result()

@@ -83,6 +83,7 @@ from orga.core.ids import a2a_context
 from orga.core.text import cut
 from orga.runtime.spend import Cost
 from orga.tools._egress import EgressGuard
+from orga.worker.agent_registry import AgentRegistry
 
 __all__ = ["ANSWER_BYTES", "RemoteAgents"]
 
@@ -101,15 +102,15 @@ class RemoteAgents:
 
     def __init__(
         self,
-        agents: Sequence[AgentSpec],
-        *,
-        origin: str,
+        agents: AgentRegistry,
         allow: Sequence[str],
         spend: SpendGuard,
+        *,
         environ: Mapping[str, str] = os.environ,
     ) -> None:
         """Raises ``InvalidConfig`` where a remote agent's token variable is not set."""
-        self._agents = {a.id: a for a in agents if a.a2a is not None}
+        origin = agents.origin
+        self._agents = {a.id: a for a in agents.remote()}
         self._tokens: dict[str, SecretStr] = {}
         for agent in self._agents.values():
             if agent.a2a_token_env is None:
